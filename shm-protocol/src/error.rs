@@ -1,0 +1,128 @@
+//! One error enum per operation, each message carrying what a user needs to act.
+
+use std::io;
+
+use crate::layout::CapacityError;
+
+/// Creating a segment ([`crate::Publisher::create`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("invalid segment name {name:?}: {reason}")]
+    InvalidName { name: String, reason: String },
+    #[error("cannot lay out the segment: {0}")]
+    Capacity(#[from] CapacityError),
+    #[error(
+        "not enough space in /dev/shm for segment {name:?}: it needs {} MiB, {} MiB are free \
+         (free space with `shmctl clean`, use fewer particles, or enlarge /dev/shm)",
+        needed >> 20, available >> 20
+    )]
+    NoSpace {
+        name: String,
+        needed: u64,
+        available: u64,
+    },
+    #[error("segment {name:?} already exists")]
+    Exists { name: String },
+    #[error(
+        "segment {name:?} is in use by a running solver (pid {pid}); pick another name or stop \
+         that solver (`shmctl send {name} stop`)"
+    )]
+    InUse { name: String, pid: u32 },
+    #[error(
+        "/dev/shm/{name} exists and is not a particle-shm segment ({reason}); refusing to replace it"
+    )]
+    NotOurs { name: String, reason: AttachError },
+    #[error("segment {name:?} is still owned by a live process (pid {pid}); cannot take it over")]
+    OwnerAlive { name: String, pid: u32 },
+    #[error("cannot take over segment {name:?}: {source}")]
+    Attach {
+        name: String,
+        #[source]
+        source: AttachError,
+    },
+    #[error("segment {name:?}: {op} failed: {source}")]
+    Os {
+        name: String,
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Attaching to a segment ([`crate::Consumer::attach`]) or validating its header.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("invalid segment name {name:?}: {reason}")]
+    InvalidName { name: String, reason: String },
+    #[error("no segment named {name:?} (is the solver running? `shmctl list` shows segments)")]
+    NotFound { name: String },
+    #[error("permission denied opening segment {name:?} (segments are owner-only unless created with group access)")]
+    PermissionDenied { name: String },
+    #[error("not a particle-shm segment (magic {magic:02x?})")]
+    NotOurs { magic: [u8; 8] },
+    #[error("segment is truncated ({len} bytes): not a complete particle-shm segment")]
+    Truncated { len: usize },
+    #[error("segment is still being initialised by its creator; try again")]
+    NotInitialised,
+    #[error("segment ABI version {found}, this program speaks {expected}: rebuild one side")]
+    VersionMismatch { found: u32, expected: u32 },
+    #[error("segment layout hash {found:#x} differs from this program's {expected:#x}: rebuild one side")]
+    LayoutMismatch { found: u64, expected: u64 },
+    #[error("segment header says {header} bytes but the object has {actual}")]
+    SizeMismatch { header: u64, actual: u64 },
+    #[error("segment header has impossible capacities: {0}")]
+    BadCapacities(CapacityError),
+    #[error("corrupt segment: {0}")]
+    Corrupt(String),
+    #[error("segment {name:?}: {source}")]
+    Os {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Reading static data or a frame.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReadError {
+    #[error("corrupt segment: {0}")]
+    Corrupt(String),
+    #[error("the writer overwrote the data {0} times while it was read; try again")]
+    Contended(u32),
+    #[error("no static data published yet")]
+    NoStatic,
+}
+
+/// Writing static data or a frame.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PublishError {
+    #[error("{what}: {got} exceeds the segment's capacity of {capacity}")]
+    OverCapacity {
+        what: &'static str,
+        got: u64,
+        capacity: u64,
+    },
+    #[error("field {0} was not reserved when the segment was created")]
+    FieldNotReserved(&'static str),
+}
+
+/// Sending a command and waiting for its acknowledgement.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(
+        "the command table is full ({0} records pending); the solver is not consuming commands"
+    )]
+    TableFull(u32),
+    #[error("timed out after {0:?} waiting for the command mutex")]
+    LockTimeout(std::time::Duration),
+    #[error("no acknowledgement within {0:?} (the solver may be busy in a long step)")]
+    AckTimeout(std::time::Duration),
+    #[error("the solver (pid {0}) is gone; nobody will answer")]
+    SolverGone(u32),
+    #[error("cannot encode the command: {0}")]
+    Encode(String),
+    #[error("corrupt acknowledgement: {0}")]
+    Decode(String),
+    #[error("command mutex: {0}")]
+    Os(#[from] io::Error),
+}

@@ -1,0 +1,401 @@
+//! Frame slots: the writer side ([`FrameWriter`]) and the seqlock-validated readers
+//! ([`read_frame`] copying, [`FrameView`] zero-copy).
+//!
+//! Seqlock: the writer stores an odd `lock_seq` (2*seq - 1), fills the slot, then stores the even
+//! `2*seq` with release ordering. A reader loads `lock_seq` (acquire), reads, issues an acquire
+//! fence and loads it again; equal and even means the bytes read belong to one complete frame.
+//! The reader's copy may race with a writer reusing the slot; such a copy is detected and thrown
+//! away, never returned (the usual seqlock contract).
+
+use std::ptr::addr_of;
+use std::sync::atomic::{fence, Ordering};
+
+use crate::error::{PublishError, ReadError};
+use crate::layout::*;
+use crate::segment::Region;
+use crate::sys;
+
+/// A frame's metadata (a copy of its slot header).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct FrameMeta {
+    pub seq: u64,
+    pub slot: u32,
+    pub step: u64,
+    pub sim_time: f64,
+    pub dt: f64,
+    pub wall_unix_ns: u64,
+    pub publish_mono_ns: u64,
+    pub particle_count: u64,
+    pub fields: u32,
+    pub body_count: u32,
+    pub static_generation: u64,
+    pub steps_per_s: f64,
+}
+
+impl FrameMeta {
+    pub fn has(&self, field: FieldKind) -> bool {
+        self.fields & field.bit() != 0
+    }
+}
+
+/// An owned copy of one complete frame.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Frame {
+    pub meta: FrameMeta,
+    pub bodies: Vec<BodyTransform>,
+    pub positions: Option<Vec<[f32; 3]>>,
+    pub velocities: Option<Vec<[f32; 3]>>,
+    pub angular_velocities: Option<Vec<[f32; 3]>>,
+    pub forces: Option<Vec<[f32; 3]>>,
+    pub contact_counts: Option<Vec<u32>>,
+    pub densities: Option<Vec<f32>>,
+    pub pressures: Option<Vec<f32>>,
+}
+
+/// Reads the slot header and checks its counts against the capacities.
+fn slot_meta(region: &Region, slot: u32) -> Result<(u64, FrameMeta), ReadError> {
+    let p = region.slot(slot);
+    // SAFETY: `p` is a slot header inside the validated region; plain fields are read with
+    // volatile loads because the writer may be changing them (validated by the caller).
+    let (lock, meta) = unsafe {
+        let lock = (*p).lock_seq.load(Ordering::Acquire);
+        let meta = FrameMeta {
+            seq: std::ptr::read_volatile(addr_of!((*p).frame_seq)),
+            slot,
+            step: std::ptr::read_volatile(addr_of!((*p).step)),
+            sim_time: std::ptr::read_volatile(addr_of!((*p).sim_time)),
+            dt: std::ptr::read_volatile(addr_of!((*p).dt)),
+            wall_unix_ns: std::ptr::read_volatile(addr_of!((*p).wall_unix_ns)),
+            publish_mono_ns: std::ptr::read_volatile(addr_of!((*p).publish_mono_ns)),
+            particle_count: std::ptr::read_volatile(addr_of!((*p).particle_count)),
+            fields: std::ptr::read_volatile(addr_of!((*p).fields)),
+            body_count: std::ptr::read_volatile(addr_of!((*p).body_count)),
+            static_generation: std::ptr::read_volatile(addr_of!((*p).static_generation)),
+            steps_per_s: std::ptr::read_volatile(addr_of!((*p).steps_per_s)),
+        };
+        (lock, meta)
+    };
+    Ok((lock, meta))
+}
+
+fn check_meta(region: &Region, meta: &FrameMeta) -> Result<(), ReadError> {
+    let caps = region.capacities();
+    if meta.particle_count > caps.max_particles {
+        return Err(ReadError::Corrupt(format!(
+            "frame {} claims {} particles, capacity {}",
+            meta.seq, meta.particle_count, caps.max_particles
+        )));
+    }
+    if meta.body_count > caps.max_bodies {
+        return Err(ReadError::Corrupt(format!(
+            "frame {} claims {} bodies, capacity {}",
+            meta.seq, meta.body_count, caps.max_bodies
+        )));
+    }
+    if meta.fields & !caps.fields != 0 {
+        return Err(ReadError::Corrupt(format!(
+            "frame {} has fields {:#x} outside the reserved {:#x}",
+            meta.seq, meta.fields, caps.fields
+        )));
+    }
+    Ok(())
+}
+
+fn lock_now(region: &Region, slot: u32) -> u64 {
+    fence(Ordering::Acquire);
+    // SAFETY: slot header inside the validated region; atomic load.
+    unsafe { (*region.slot(slot)).lock_seq.load(Ordering::Relaxed) }
+}
+
+/// Slot currently holding the newest complete frame, if any.
+pub fn newest_slot(region: &Region) -> Option<u32> {
+    let h = region.header();
+    if h.newest_seq.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    let slot = h.newest_slot.load(Ordering::Acquire);
+    (slot < region.capacities().slot_count).then_some(slot)
+}
+
+/// A zero-copy view of one slot. Slices point into shared memory; they are only known to be one
+/// consistent frame if [`FrameView::still_valid`] returns true after they were used.
+pub struct FrameView<'a> {
+    region: &'a Region,
+    lock: u64,
+    pub meta: FrameMeta,
+}
+
+impl<'a> FrameView<'a> {
+    /// Opens a view on `slot` if it holds a complete frame with sane counts.
+    pub fn open(region: &'a Region, slot: u32) -> Result<Option<Self>, ReadError> {
+        let (lock, meta) = slot_meta(region, slot)?;
+        if lock == 0 || lock % 2 == 1 {
+            return Ok(None);
+        }
+        if lock_now(region, slot) != lock {
+            return Ok(None);
+        }
+        check_meta(region, &meta)?;
+        Ok(Some(Self { region, lock, meta }))
+    }
+
+    /// True while the writer has not started reusing this slot.
+    pub fn still_valid(&self) -> bool {
+        lock_now(self.region, self.meta.slot) == self.lock
+    }
+
+    fn array<T>(&self, field: FieldKind) -> Option<&'a [T]> {
+        if !self.meta.has(field) {
+            return None;
+        }
+        let off = self.region.plan().slot_offset(self.meta.slot)
+            + self.region.plan().slot_field_offsets[field as usize];
+        debug_assert_eq!(std::mem::size_of::<T>() as u64, field.element_size());
+        // SAFETY: offset and count come from the validated plan and the checked meta
+        // (particle_count <= max_particles, field reserved); alignment is 64 bytes.
+        Some(unsafe {
+            std::slice::from_raw_parts(
+                self.region.at(off) as *const T,
+                self.meta.particle_count as usize,
+            )
+        })
+    }
+
+    pub fn positions(&self) -> Option<&'a [[f32; 3]]> {
+        self.array(FieldKind::Position)
+    }
+    pub fn velocities(&self) -> Option<&'a [[f32; 3]]> {
+        self.array(FieldKind::Velocity)
+    }
+    pub fn angular_velocities(&self) -> Option<&'a [[f32; 3]]> {
+        self.array(FieldKind::AngularVelocity)
+    }
+    pub fn forces(&self) -> Option<&'a [[f32; 3]]> {
+        self.array(FieldKind::Force)
+    }
+    pub fn contact_counts(&self) -> Option<&'a [u32]> {
+        self.array(FieldKind::ContactCount)
+    }
+    pub fn densities(&self) -> Option<&'a [f32]> {
+        self.array(FieldKind::Density)
+    }
+    pub fn pressures(&self) -> Option<&'a [f32]> {
+        self.array(FieldKind::Pressure)
+    }
+    pub fn bodies(&self) -> &'a [BodyTransform] {
+        let off =
+            self.region.plan().slot_offset(self.meta.slot) + self.region.plan().slot_bodies_offset;
+        // SAFETY: as `array`: body_count <= max_bodies was checked.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.region.at(off) as *const BodyTransform,
+                self.meta.body_count as usize,
+            )
+        }
+    }
+
+    /// Copies the view into owned memory (the caller validates afterwards).
+    pub fn to_frame(&self) -> Frame {
+        Frame {
+            meta: self.meta,
+            bodies: self.bodies().to_vec(),
+            positions: self.positions().map(<[_]>::to_vec),
+            velocities: self.velocities().map(<[_]>::to_vec),
+            angular_velocities: self.angular_velocities().map(<[_]>::to_vec),
+            forces: self.forces().map(<[_]>::to_vec),
+            contact_counts: self.contact_counts().map(<[_]>::to_vec),
+            densities: self.densities().map(<[_]>::to_vec),
+            pressures: self.pressures().map(<[_]>::to_vec),
+        }
+    }
+}
+
+/// Attempts before a copying read gives up with [`ReadError::Contended`].
+pub const READ_RETRIES: u32 = 16;
+
+/// Runs `f` on a view of the newest frame and returns its result only if the frame stayed
+/// consistent throughout; retries on the then-newest frame otherwise.
+pub fn with_newest<T>(
+    region: &Region,
+    mut f: impl FnMut(&FrameView<'_>) -> T,
+) -> Result<Option<T>, ReadError> {
+    for _ in 0..READ_RETRIES {
+        let Some(slot) = newest_slot(region) else {
+            return Ok(None);
+        };
+        let Some(view) = FrameView::open(region, slot)? else {
+            continue;
+        };
+        let out = f(&view);
+        if view.still_valid() {
+            return Ok(Some(out));
+        }
+    }
+    Err(ReadError::Contended(READ_RETRIES))
+}
+
+/// Copies the newest complete frame.
+pub fn read_newest(region: &Region) -> Result<Option<Frame>, ReadError> {
+    with_newest(region, |v| v.to_frame())
+}
+
+/// Frame contents supplied by the writer; [`FrameWriter::commit`] publishes them.
+pub struct FrameWriter<'a> {
+    region: &'a Region,
+    slot: u32,
+    seq: u64,
+    pub step: u64,
+    pub sim_time: f64,
+    pub dt: f64,
+    pub steps_per_s: f64,
+    pub static_generation: u64,
+    particle_count: u64,
+    fields: u32,
+    body_count: u32,
+    on_commit: &'a mut u64,
+}
+
+impl<'a> FrameWriter<'a> {
+    /// Marks the oldest slot as being written. `next_seq` is advanced on commit.
+    pub(crate) fn begin(
+        region: &'a Region,
+        next_seq: &'a mut u64,
+        particle_count: u64,
+    ) -> Result<Self, PublishError> {
+        let caps = region.capacities();
+        if particle_count > caps.max_particles {
+            return Err(PublishError::OverCapacity {
+                what: "particles",
+                got: particle_count,
+                capacity: caps.max_particles,
+            });
+        }
+        let slot = match newest_slot(region) {
+            Some(s) => (s + 1) % caps.slot_count,
+            None => 0,
+        };
+        let seq = *next_seq;
+        // SAFETY: slot header inside the region; only this process writes slots.
+        unsafe {
+            (*region.slot(slot))
+                .lock_seq
+                .store(2 * seq - 1, Ordering::Relaxed)
+        };
+        fence(Ordering::Release);
+        Ok(Self {
+            region,
+            slot,
+            seq,
+            step: 0,
+            sim_time: 0.0,
+            dt: 0.0,
+            steps_per_s: 0.0,
+            static_generation: 0,
+            particle_count,
+            fields: 0,
+            body_count: 0,
+            on_commit: next_seq,
+        })
+    }
+
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Raw pointer to `field`'s array in this slot (for device-to-host copies); marks the field
+    /// present. The array holds `particle_count * field.element_size()` bytes.
+    pub fn field_ptr(&mut self, field: FieldKind) -> Result<*mut u8, PublishError> {
+        if self.region.capacities().fields & field.bit() == 0 {
+            return Err(PublishError::FieldNotReserved(field.name()));
+        }
+        self.fields |= field.bit();
+        let plan = self.region.plan();
+        Ok(self
+            .region
+            .at(plan.slot_offset(self.slot) + plan.slot_field_offsets[field as usize]))
+    }
+
+    fn field_slice<T>(&mut self, field: FieldKind) -> Result<&mut [T], PublishError> {
+        debug_assert_eq!(std::mem::size_of::<T>() as u64, field.element_size());
+        let p = self.field_ptr(field)?;
+        // SAFETY: reserved array of particle_count (<= capacity) elements, 64-byte aligned; the
+        // slot is marked odd so readers discard what they see of it.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p as *mut T, self.particle_count as usize) })
+    }
+
+    pub fn vec3_mut(&mut self, field: FieldKind) -> Result<&mut [[f32; 3]], PublishError> {
+        self.field_slice(field)
+    }
+    pub fn scalar_mut(&mut self, field: FieldKind) -> Result<&mut [f32], PublishError> {
+        self.field_slice(field)
+    }
+    pub fn contact_counts_mut(&mut self) -> Result<&mut [u32], PublishError> {
+        self.field_slice(FieldKind::ContactCount)
+    }
+
+    /// Copies `data` into `field` (length must equal the frame's particle count).
+    pub fn write_vec3(&mut self, field: FieldKind, data: &[[f32; 3]]) -> Result<(), PublishError> {
+        let dst = self.vec3_mut(field)?;
+        if dst.len() != data.len() {
+            return Err(PublishError::OverCapacity {
+                what: field.name(),
+                got: data.len() as u64,
+                capacity: dst.len() as u64,
+            });
+        }
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+
+    pub fn set_bodies(&mut self, bodies: &[BodyTransform]) -> Result<(), PublishError> {
+        let cap = self.region.capacities().max_bodies;
+        if bodies.len() as u64 > cap as u64 {
+            return Err(PublishError::OverCapacity {
+                what: "bodies",
+                got: bodies.len() as u64,
+                capacity: cap as u64,
+            });
+        }
+        let plan = self.region.plan();
+        let dst = self
+            .region
+            .at(plan.slot_offset(self.slot) + plan.slot_bodies_offset)
+            as *mut BodyTransform;
+        // SAFETY: within the slot's body array (count checked above).
+        unsafe { std::ptr::copy_nonoverlapping(bodies.as_ptr(), dst, bodies.len()) };
+        self.body_count = bodies.len() as u32;
+        Ok(())
+    }
+
+    /// Completes the slot and makes it the newest frame, then wakes waiting readers.
+    pub fn commit(self) -> FrameMeta {
+        let p = self.region.slot(self.slot);
+        let now_mono = sys::monotonic_ns();
+        // SAFETY: slot header inside the region, written only by this process; still odd.
+        unsafe {
+            std::ptr::write_volatile(&mut (*p).frame_seq, self.seq);
+            std::ptr::write_volatile(&mut (*p).step, self.step);
+            std::ptr::write_volatile(&mut (*p).sim_time, self.sim_time);
+            std::ptr::write_volatile(&mut (*p).dt, self.dt);
+            std::ptr::write_volatile(&mut (*p).wall_unix_ns, sys::unix_ns());
+            std::ptr::write_volatile(&mut (*p).publish_mono_ns, now_mono);
+            std::ptr::write_volatile(&mut (*p).particle_count, self.particle_count);
+            std::ptr::write_volatile(&mut (*p).fields, self.fields);
+            std::ptr::write_volatile(&mut (*p).body_count, self.body_count);
+            std::ptr::write_volatile(&mut (*p).static_generation, self.static_generation);
+            std::ptr::write_volatile(&mut (*p).steps_per_s, self.steps_per_s);
+            (*p).lock_seq.store(2 * self.seq, Ordering::Release);
+        }
+        let h = self.region.header();
+        h.newest_slot.store(self.slot, Ordering::Release);
+        h.newest_seq.store(self.seq, Ordering::SeqCst);
+        *self.on_commit = self.seq + 1;
+        crate::notify::wake_frame(h);
+        slot_meta(self.region, self.slot)
+            .map(|(_, m)| m)
+            .unwrap_or_default()
+    }
+}

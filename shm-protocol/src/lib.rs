@@ -1,0 +1,36 @@
+//! `shm-protocol`: the shared-memory segment every particle-shm process shares.
+//!
+//! One writer (the solver, [`Publisher`]) and any number of readers ([`Consumer`]) map one named
+//! POSIX shared-memory object. Frames are published into rotating slots under a per-slot seqlock
+//! (the writer never waits for a reader); readers wait for new frames on a futex word; commands
+//! go back through a table guarded by a robust process-shared mutex. `LAYOUT.md` documents every
+//! byte for readers in other languages.
+
+pub mod command;
+pub mod consumer;
+pub mod error;
+pub mod frame;
+pub mod layout;
+mod notify;
+pub mod publisher;
+pub mod segment;
+pub mod static_data;
+pub mod sys;
+
+pub use command::{Command, CommandOutcome, ReceivedCommand, Ticket};
+pub use consumer::{Consumer, SolverStatus, WaitOutcome};
+pub use error::{AttachError, CommandError, CreateError, PublishError, ReadError};
+pub use frame::{Frame, FrameMeta, FrameView, FrameWriter};
+pub use layout::{
+    BodyTransform, Capacities, FieldKind, SolverState, SpeciesRecord, ABI_VERSION, DEFAULT_FIELDS,
+    LAYOUT_HASH,
+};
+pub use publisher::{CreateOptions, Publisher};
+pub use segment::{shm_path, validate_name, Occupant, Region};
+pub use static_data::{MeshStatic, StaticData};
+
+/// Reads the static section of a validated region (tests and tools working on raw images).
+#[doc(hidden)]
+pub fn static_data_for_test(region: &Region) -> Result<StaticData, ReadError> {
+    static_data::read_static(region)
+}

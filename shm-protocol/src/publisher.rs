@@ -1,0 +1,171 @@
+//! The writer's side: one solver process owns a segment and publishes into it.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::command::{self, CommandOutcome, ReceivedCommand};
+use crate::error::{CreateError, PublishError, ReadError};
+use crate::frame::{self, Frame, FrameWriter};
+use crate::layout::{Capacities, RecordState, SolverState};
+use crate::segment::{occupant, Occupant, Segment};
+use crate::static_data::{self, StaticData};
+use crate::{notify, sys};
+
+/// How to create a segment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CreateOptions {
+    /// Mode 0660 instead of the default owner-only 0600.
+    pub group_access: bool,
+}
+
+/// Owner of a segment. Publishing never waits for a consumer.
+///
+/// Dropping a publisher leaves the segment in place (a crashed solver's last frame stays
+/// readable); [`Publisher::close`] removes it after a clean run.
+pub struct Publisher {
+    seg: Segment,
+    next_seq: u64,
+    static_generation: u64,
+}
+
+impl Publisher {
+    /// Creates segment `name` sized for `caps` (see [`Segment`] for stale-name handling).
+    pub fn create(name: &str, caps: Capacities, opts: CreateOptions) -> Result<Self, CreateError> {
+        let seg = Segment::create(name, caps, opts.group_access)?;
+        Ok(Self {
+            seg,
+            next_seq: 1,
+            static_generation: 0,
+        })
+    }
+
+    /// Takes over an existing segment whose owner is dead (resuming with `--load-shm`).
+    pub fn take_over(name: &str) -> Result<Self, CreateError> {
+        let attach = |source| CreateError::Attach {
+            name: name.into(),
+            source,
+        };
+        match occupant(name).map_err(attach)? {
+            Occupant::Alive { pid } if pid != std::process::id() => {
+                return Err(CreateError::OwnerAlive {
+                    name: name.into(),
+                    pid,
+                })
+            }
+            Occupant::Foreign(reason) => {
+                return Err(CreateError::NotOurs {
+                    name: name.into(),
+                    reason,
+                })
+            }
+            _ => {}
+        }
+        let seg = Segment::open(name).map_err(attach)?;
+        let region = *seg.region();
+        let h = region.header();
+        let (pid, ticks) = sys::own_identity();
+        h.owner_start_ticks.store(ticks, Ordering::Relaxed);
+        h.owner_pid.store(pid, Ordering::Release);
+        // Commands the dead owner had claimed will never be answered by it: hand them back.
+        for i in 0..region.capacities().command_records {
+            let _ = region.command(i).state.compare_exchange(
+                RecordState::Taken as u32,
+                RecordState::Pending as u32,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+        }
+        let next_seq = h.newest_seq.load(Ordering::Acquire) + 1;
+        let static_generation = static_data::read_static(&region)
+            .map(|s| s.generation)
+            .unwrap_or(0);
+        let mut p = Self {
+            seg,
+            next_seq,
+            static_generation,
+        };
+        p.set_state(SolverState::Starting);
+        p.heartbeat();
+        Ok(p)
+    }
+
+    pub fn name(&self) -> &str {
+        self.seg.name()
+    }
+    pub fn capacities(&self) -> &Capacities {
+        self.seg.region().capacities()
+    }
+    pub fn region(&self) -> &crate::segment::Region {
+        self.seg.region()
+    }
+
+    /// (Re)writes the static section; frames published afterwards carry the new generation.
+    pub fn write_static(&mut self, data: &StaticData) -> Result<u64, PublishError> {
+        self.static_generation = static_data::write_static(self.seg.region(), data)?;
+        Ok(self.static_generation)
+    }
+
+    /// Starts filling the oldest slot with a frame of `particle_count` particles.
+    pub fn begin_frame(&mut self, particle_count: u64) -> Result<FrameWriter<'_>, PublishError> {
+        let gen = self.static_generation;
+        let mut w = FrameWriter::begin(self.seg.region(), &mut self.next_seq, particle_count)?;
+        w.static_generation = gen;
+        Ok(w)
+    }
+
+    /// The newest complete frame (what `--load-shm` resumes from).
+    pub fn read_newest(&self) -> Result<Option<Frame>, ReadError> {
+        frame::read_newest(self.seg.region())
+    }
+
+    pub fn read_static(&self) -> Result<StaticData, ReadError> {
+        static_data::read_static(self.seg.region())
+    }
+
+    pub fn set_state(&mut self, state: SolverState) {
+        let h = self.seg.region().header();
+        h.solver_state.store(state as u32, Ordering::Release);
+        // State changes wake frame waiters too, so a viewer sees "finished" at once.
+        notify::wake_frame(h);
+    }
+
+    /// Records that the solver is alive and stepping. Cheap: two clock reads and two stores.
+    pub fn heartbeat(&self) {
+        let h = self.seg.region().header();
+        h.heartbeat_mono_ns
+            .store(sys::monotonic_ns(), Ordering::Relaxed);
+        h.heartbeat_unix_ns.store(sys::unix_ns(), Ordering::Relaxed);
+    }
+
+    /// Claims the commands submitted since the last call, in submission order. Never blocks.
+    pub fn poll_commands(&mut self) -> Vec<ReceivedCommand> {
+        command::take_pending(self.seg.region())
+    }
+
+    /// Sleeps until a command may have arrived or `timeout` passes (a paused solver's idle loop).
+    pub fn wait_for_command(&self, timeout: Duration) {
+        let h = self.seg.region().header();
+        let seen = h.command_futex.load(Ordering::SeqCst);
+        let pending = (0..self.capacities().command_records).any(|i| {
+            self.seg.region().command(i).state.load(Ordering::Acquire)
+                == RecordState::Pending as u32
+        });
+        if !pending {
+            sys::futex_wait(&h.command_futex, seen, timeout);
+        }
+    }
+
+    pub fn acknowledge(&self, cmd: &ReceivedCommand, outcome: &CommandOutcome) {
+        command::acknowledge(self.seg.region(), cmd, outcome);
+    }
+
+    /// Marks the run finished (or failed) and removes the segment unless `keep`.
+    pub fn close(mut self, final_state: SolverState, keep: bool) -> std::io::Result<()> {
+        self.set_state(final_state);
+        if keep {
+            Ok(())
+        } else {
+            self.seg.unlink()
+        }
+    }
+}

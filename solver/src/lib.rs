@@ -1,0 +1,1 @@
+//! particle-shm solver library: case configuration, DEM physics, backends, publishing.

@@ -1,0 +1,1 @@
+//! Helpers for the multi-process tests in `tests/tests/`.
