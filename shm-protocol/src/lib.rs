@@ -15,6 +15,7 @@ mod notify;
 pub mod publisher;
 pub mod segment;
 pub mod static_data;
+pub mod source;
 pub mod sys;
 
 pub use command::{Command, CommandOutcome, ReceivedCommand, Ticket};
@@ -27,6 +28,7 @@ pub use layout::{
 };
 pub use publisher::{CreateOptions, Publisher};
 pub use segment::{shm_path, validate_name, Occupant, Region};
+pub use source::{FrameSource, SourceError};
 pub use static_data::{MeshStatic, StaticData};
 
 /// Reads the static section of a validated region (tests and tools working on raw images).
