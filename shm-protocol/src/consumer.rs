@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::command::{self, Command, CommandOutcome, Ticket};
 use crate::error::{AttachError, CommandError, ReadError};
@@ -15,7 +15,7 @@ use crate::static_data::{self, StaticData};
 use crate::sys;
 
 /// A consumer's view of the solver, from the header alone.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SolverStatus {
     pub state: Option<SolverState>,
     pub owner_pid: u32,

@@ -16,7 +16,7 @@ use crate::segment::Region;
 use crate::sys;
 
 /// A frame's metadata (a copy of its slot header).
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FrameMeta {
     pub seq: u64,
     pub slot: u32,
