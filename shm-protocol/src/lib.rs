@@ -14,8 +14,8 @@ pub mod layout;
 mod notify;
 pub mod publisher;
 pub mod segment;
-pub mod static_data;
 pub mod source;
+pub mod static_data;
 pub mod sys;
 
 pub use command::{Command, CommandOutcome, ReceivedCommand, Ticket};

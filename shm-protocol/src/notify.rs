@@ -37,6 +37,8 @@ pub(crate) fn wait_until(
     mut ready: impl FnMut() -> bool,
     mut give_up: impl FnMut() -> bool,
 ) -> WaitResult {
+    // `give_up` may be costly (it reads /proc): run it once per slice, not on every wake-up.
+    let mut next_check = Instant::now() + slice;
     loop {
         waiters.fetch_add(1, SeqCst);
         let seen = word.load(SeqCst);
@@ -49,11 +51,15 @@ pub(crate) fn wait_until(
             waiters.fetch_sub(1, SeqCst);
             return WaitResult::TimedOut;
         }
-        sys::futex_wait(word, seen, (deadline - now).min(slice));
-        waiters.fetch_sub(1, SeqCst);
-        if give_up() && !ready() {
-            return WaitResult::GaveUp;
+        if now >= next_check {
+            next_check = now + slice;
+            if give_up() {
+                waiters.fetch_sub(1, SeqCst);
+                return WaitResult::GaveUp;
+            }
         }
+        sys::futex_wait(word, seen, (deadline - now).min(next_check - now));
+        waiters.fetch_sub(1, SeqCst);
     }
 }
 
