@@ -122,11 +122,12 @@ impl Publisher {
         static_data::read_static(self.seg.region())
     }
 
+    /// Sets the solver state; a change wakes frame waiters, so a viewer sees "finished" at once.
     pub fn set_state(&mut self, state: SolverState) {
         let h = self.seg.region().header();
-        h.solver_state.store(state as u32, Ordering::Release);
-        // State changes wake frame waiters too, so a viewer sees "finished" at once.
-        notify::wake_frame(h);
+        if h.solver_state.swap(state as u32, Ordering::AcqRel) != state as u32 {
+            notify::wake_frame(h);
+        }
     }
 
     /// Records that the solver is alive and stepping. Cheap: two clock reads and two stores.

@@ -1,0 +1,101 @@
+//! The solver's command line.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// CUDA when an NVIDIA GPU and driver are present, otherwise the CPU (with a notice).
+    Auto,
+    /// The CPU reference backend (rayon).
+    Cpu,
+    /// The CUDA backend; an error when no GPU is usable.
+    Cuda,
+}
+
+/// Discrete element simulation of spheres, walls and moving meshes, published live into a
+/// shared-memory segment that viewers and analysis tools attach to.
+#[derive(Debug, Parser)]
+#[command(
+    name = "solver",
+    version,
+    after_help = "EXAMPLES:\n  \
+    solver --name-shm run1                      built-in case (spheres falling into a 2 m box)\n  \
+    solver --name-shm run1 --particles 100000   the same, with 100k particles\n  \
+    solver --name-shm mix --case mixer.toml --output out --output-every 0.01\n  \
+    solver --load-shm run1                      resume from run1's last frame after a crash\n  \
+    solver --restart out/checkpoint.bin         continue bit-for-bit from a checkpoint\n\n\
+    While it runs:  viewer --attach run1   |   shmctl info run1   |   shmctl send run1 pause"
+)]
+pub struct Cli {
+    /// Create the shared-memory segment NAME and publish into it.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["shm", "load_shm"])]
+    pub name_shm: Option<String>,
+    /// Publish into a segment named particle-shm-<pid> (printed at start).
+    #[arg(long, conflicts_with = "load_shm")]
+    pub shm: bool,
+    /// Resume from the last complete frame of the existing segment NAME (whose solver died)
+    /// and keep publishing into it. Positions at frame precision; contact history restarts.
+    #[arg(long, value_name = "NAME")]
+    pub load_shm: Option<String>,
+    /// Case file (TOML). Without it the built-in falling-box case runs.
+    #[arg(long, value_name = "FILE")]
+    pub case: Option<PathBuf>,
+    /// Continue from a checkpoint file written by --checkpoint-every or the checkpoint command.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["case", "load_shm"])]
+    pub restart: Option<PathBuf>,
+    /// Particles in the built-in case [default: 10000 on the CPU, 1000000 on CUDA].
+    #[arg(long)]
+    pub particles: Option<u64>,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// GPU index for the CUDA backend.
+    #[arg(long, default_value_t = 0)]
+    pub devices: usize,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Simulated end time [s] (overrides the case).
+    #[arg(long)]
+    pub end_time: Option<f64>,
+    /// Time step [s] (overrides the case; checked against the contact time).
+    #[arg(long)]
+    pub dt: Option<f64>,
+    /// Publication interval in simulated seconds [default: 1/100 of the end time, at most 0.01].
+    #[arg(long, value_name = "SECONDS")]
+    pub refresh: Option<f64>,
+    /// Also publish at least every MS milliseconds of wall-clock time (0: off).
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub refresh_wall_ms: u64,
+    /// Directory for result files (VTK series for ParaView, checkpoints).
+    #[arg(long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Write VTK results every SECONDS of simulated time (needs --output).
+    #[arg(long, value_name = "SECONDS")]
+    pub output_every: Option<f64>,
+    /// Write a checkpoint every SECONDS of simulated time (needs --output).
+    #[arg(long, value_name = "SECONDS")]
+    pub checkpoint_every: Option<f64>,
+    /// Leave the segment in /dev/shm after a clean exit (it is always left after a crash).
+    #[arg(long)]
+    pub keep_shm: bool,
+    /// Let the owner's group read and command the segment (mode 0660 instead of 0600).
+    #[arg(long)]
+    pub group_access: bool,
+    /// Seconds between progress lines on stderr.
+    #[arg(long, default_value_t = 2.0)]
+    pub progress_every: f64,
+}
+
+impl Cli {
+    pub fn segment_name(&self) -> Option<String> {
+        if let Some(n) = &self.name_shm {
+            Some(n.clone())
+        } else if self.shm {
+            Some(format!("particle-shm-{}", std::process::id()))
+        } else {
+            self.load_shm.clone()
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The run loop: step, apply commands between steps, publish when due, write results, report.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use shm_protocol::{Publisher, SolverState};
+
+use super::control::RunControl;
+use super::port::SimPort;
+
+/// Everything the loop needs besides the simulation and the segment.
+pub struct RunSettings {
+    pub refresh_sim: f64,
+    pub refresh_wall_ms: u64,
+    pub output: Option<PathBuf>,
+    pub output_every: Option<f64>,
+    pub checkpoint_every: Option<f64>,
+    pub progress_every: Duration,
+    pub interrupted: Arc<AtomicBool>,
+}
+
+/// Publishes the current state as a frame.
+pub fn publish_frame(sim: &mut dyn SimPort, publisher: &mut Publisher, steps_per_s: f64) -> anyhow::Result<()> {
+    let n = sim.particle_count() as u64;
+    let bodies = sim.body_transforms();
+    let mut w = publisher.begin_frame(n)?;
+    w.step = sim.step_index();
+    w.sim_time = sim.time();
+    w.dt = sim.dt();
+    w.steps_per_s = steps_per_s;
+    sim.fill_frame(&mut w)?;
+    w.set_bodies(&bodies)?;
+    w.commit();
+    Ok(())
+}
+
+struct Schedule {
+    next: Option<f64>,
+    every: f64,
+}
+
+impl Schedule {
+    fn new(every: Option<f64>, now: f64) -> Self {
+        Self {
+            next: every.map(|e| now + e),
+            every: every.unwrap_or(f64::INFINITY),
+        }
+    }
+    fn due(&mut self, t: f64) -> bool {
+        match self.next {
+            Some(n) if t >= n - 1e-12 => {
+                while self.next.is_some_and(|n| n <= t + 1e-12) {
+                    self.next = Some(self.next.unwrap_or(t) + self.every);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// How the run ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ending {
+    Completed,
+    Stopped,
+}
+
+pub fn run(sim: &mut dyn SimPort, publisher: &mut Publisher, s: &RunSettings) -> anyhow::Result<Ending> {
+    let mut ctl = RunControl::new(s.refresh_sim, s.refresh_wall_ms, sim.time());
+    let mut outputs = Schedule::new(s.output_every.filter(|_| s.output.is_some()), sim.time());
+    let mut checkpoints = Schedule::new(s.checkpoint_every.filter(|_| s.output.is_some()), sim.time());
+    let mut output_index = 0u64;
+    let end = sim.end_time();
+    let start_step = sim.step_index();
+    let start_wall = Instant::now();
+    let mut last_progress = Instant::now();
+    let (mut rate_steps, mut rate_since, mut steps_per_s) = (sim.step_index(), Instant::now(), 0.0f64);
+
+    publisher.set_state(SolverState::Running);
+    publish_frame(sim, publisher, 0.0)?;
+    ctl.published(sim.time());
+    if let Some(dir) = &s.output {
+        if s.output_every.is_some() {
+            sim.write_output(dir, output_index)?;
+            output_index += 1;
+        }
+    }
+    let checkpoint = |sim: &dyn SimPort| -> anyhow::Result<PathBuf> {
+        let dir = s.output.as_ref().context("no --output directory for checkpoints")?;
+        let path = dir.join(format!("checkpoint-{:09}.bin", sim.step_index()));
+        sim.save_checkpoint(&path)?;
+        let latest = dir.join("checkpoint.bin");
+        std::fs::copy(&path, &latest).with_context(|| format!("writing {}", latest.display()))?;
+        Ok(path)
+    };
+
+    loop {
+        // Commands, between steps only.
+        let mut publish_now = false;
+        for c in publisher.poll_commands() {
+            let outcome = match &c.command {
+                Ok(cmd) => {
+                    let (mut outcome, req) = ctl.apply(cmd, sim.time(), s.output.is_some());
+                    publish_now |= req.publish_now;
+                    if req.checkpoint_now {
+                        outcome = match checkpoint(sim) {
+                            Ok(p) => shm_protocol::CommandOutcome::Done(p.display().to_string()),
+                            Err(e) => shm_protocol::CommandOutcome::Rejected(format!("{e:#}")),
+                        };
+                    }
+                    tracing::info!(client = c.client_id, ?cmd, ?outcome, "command");
+                    outcome
+                }
+                Err(e) => shm_protocol::CommandOutcome::Rejected(format!("undecodable command: {e}")),
+            };
+            publisher.acknowledge(&c, &outcome);
+        }
+        if s.interrupted.load(Ordering::Relaxed) && !ctl.stop {
+            tracing::info!("signal received: stopping cleanly");
+            ctl.stop = true;
+        }
+        if publish_now {
+            publish_frame(sim, publisher, steps_per_s)?;
+            ctl.published(sim.time());
+        }
+        if ctl.stop {
+            break;
+        }
+        if ctl.paused {
+            publisher.set_state(SolverState::Paused);
+            publisher.heartbeat();
+            publisher.wait_for_command(Duration::from_millis(100));
+            continue;
+        }
+        publisher.set_state(SolverState::Running);
+        if sim.time() >= end - 0.5 * sim.dt() {
+            break;
+        }
+
+        sim.step()?;
+        publisher.heartbeat();
+
+        let t = sim.time();
+        if rate_since.elapsed() >= Duration::from_millis(500) {
+            steps_per_s = (sim.step_index() - rate_steps) as f64 / rate_since.elapsed().as_secs_f64();
+            rate_steps = sim.step_index();
+            rate_since = Instant::now();
+        }
+        if ctl.publish_due(t) {
+            publish_frame(sim, publisher, steps_per_s)?;
+            ctl.published(t);
+        }
+        if let Some(dir) = &s.output {
+            if outputs.due(t) {
+                sim.write_output(dir, output_index)?;
+                output_index += 1;
+            }
+            if checkpoints.due(t) {
+                let p = checkpoint(sim)?;
+                tracing::info!(path = %p.display(), "checkpoint written");
+            }
+        }
+        if last_progress.elapsed() >= s.progress_every {
+            last_progress = Instant::now();
+            let remaining_steps = ((end - t) / sim.dt()).max(0.0);
+            let eta = if steps_per_s > 0.0 { remaining_steps / steps_per_s } else { f64::NAN };
+            tracing::info!(
+                "t = {t:.5}/{end} s  step {}  {steps_per_s:.0} steps/s  {:.3e} particle-steps/s  {} particles  ETA {}  [{}]",
+                sim.step_index(),
+                steps_per_s * sim.particle_count() as f64,
+                sim.particle_count(),
+                format_eta(eta),
+                sim.stage_summary(),
+            );
+        }
+    }
+
+    // Final frame, results and checkpoint.
+    publish_frame(sim, publisher, steps_per_s)?;
+    if let Some(dir) = &s.output {
+        if s.output_every.is_some() {
+            sim.write_output(dir, output_index)?;
+        }
+        let p = checkpoint(sim)?;
+        tracing::info!(path = %p.display(), "final checkpoint written");
+    }
+    let wall = start_wall.elapsed().as_secs_f64();
+    let steps = sim.step_index() - start_step;
+    tracing::info!(
+        "{} after {steps} steps in {wall:.2} s ({:.0} steps/s, {:.3e} particle-steps/s), t = {:.6} s",
+        if ctl.stop { "stopped" } else { "finished" },
+        steps as f64 / wall.max(1e-9),
+        steps as f64 * sim.particle_count() as f64 / wall.max(1e-9),
+        sim.time()
+    );
+    Ok(if ctl.stop { Ending::Stopped } else { Ending::Completed })
+}
+
+fn format_eta(s: f64) -> String {
+    if !s.is_finite() {
+        return "?".into();
+    }
+    let s = s as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}

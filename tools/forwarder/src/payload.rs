@@ -1,0 +1,456 @@
+//! Raw little-endian arrays after a frame or static header: writing them from a `Frame` /
+//! `StaticData`, and reading them back with every size checked before use.
+
+use shm_protocol::{BodyTransform, FieldKind, Frame, MeshStatic, SpeciesRecord, StaticData};
+
+use crate::codec::CodecError;
+use crate::protocol::{FrameHeader, PositionEncoding, StaticHeader, WireMesh, WireSpecies};
+
+/// Bytes of one body transform on the wire (18 `f32`).
+pub const BODY_BYTES: usize = 72;
+
+fn pad4(n: usize) -> usize {
+    n.div_ceil(4) * 4
+}
+
+/// Bytes per particle of `field` on the wire.
+fn element_bytes(field: FieldKind, enc: PositionEncoding) -> u64 {
+    match (field, enc) {
+        (FieldKind::Position, PositionEncoding::Quantized16) => 6,
+        _ => field.element_size(),
+    }
+}
+
+/// Fields of `frame` that are present and wanted.
+pub fn sendable_fields(frame: &Frame, wanted: u32) -> u32 {
+    FieldKind::ALL
+        .into_iter()
+        .filter(|&f| wanted & f.bit() != 0 && field_bytes(frame, f).is_some())
+        .fold(0, |m, f| m | f.bit())
+}
+
+/// The raw bytes of a field of an owned frame.
+fn field_bytes(frame: &Frame, f: FieldKind) -> Option<&[u8]> {
+    let v3 = |v: &Option<Vec<[f32; 3]>>| v.as_deref().map(bytemuck::cast_slice::<[f32; 3], u8>);
+    let s = |v: &Option<Vec<f32>>| v.as_deref().map(bytemuck::cast_slice::<f32, u8>);
+    match f {
+        FieldKind::Position => v3(&frame.positions),
+        FieldKind::Velocity => v3(&frame.velocities),
+        FieldKind::AngularVelocity => v3(&frame.angular_velocities),
+        FieldKind::Force => v3(&frame.forces),
+        FieldKind::ContactCount => frame
+            .contact_counts
+            .as_deref()
+            .map(bytemuck::cast_slice::<u32, u8>),
+        FieldKind::Density => s(&frame.densities),
+        FieldKind::Pressure => s(&frame.pressures),
+    }
+}
+
+/// Payload size of a frame with these counts, or None on overflow.
+pub fn frame_payload_len(
+    particles: u64,
+    bodies: u64,
+    fields: u32,
+    enc: PositionEncoding,
+) -> Option<u64> {
+    let mut total = bodies.checked_mul(BODY_BYTES as u64)?;
+    for f in FieldKind::ALL {
+        if fields & f.bit() != 0 {
+            let n = particles.checked_mul(element_bytes(f, enc))?;
+            total = total.checked_add(n.checked_add(3)? / 4 * 4)?;
+        }
+    }
+    Some(total)
+}
+
+/// The quantisation box for a frame: the static world box when usable, else the positions'
+/// bounding box.
+pub fn quant_box(world: Option<([f64; 3], [f64; 3])>, positions: &[[f32; 3]]) -> [[f32; 3]; 2] {
+    if let Some((lo, hi)) = world {
+        let ok = (0..3).all(|a| lo[a].is_finite() && hi[a].is_finite() && hi[a] > lo[a]);
+        if ok {
+            return [lo.map(|v| v as f32), hi.map(|v| v as f32)];
+        }
+    }
+    let mut lo = [f32::INFINITY; 3];
+    let mut hi = [f32::NEG_INFINITY; 3];
+    for p in positions {
+        for a in 0..3 {
+            if p[a].is_finite() {
+                lo[a] = lo[a].min(p[a]);
+                hi[a] = hi[a].max(p[a]);
+            }
+        }
+    }
+    for a in 0..3 {
+        if lo[a] > hi[a] {
+            (lo[a], hi[a]) = (0.0, 1.0);
+        }
+    }
+    [lo, hi]
+}
+
+/// Quantises positions to `u16 x3` within `[lo, hi]` (clamped; NaN maps to 0).
+fn quantise(positions: &[[f32; 3]], lo: [f32; 3], hi: [f32; 3], out: &mut Vec<u8>) {
+    let scale: [f32; 3] =
+        std::array::from_fn(|a| if hi[a] > lo[a] { 65535.0 / (hi[a] - lo[a]) } else { 0.0 });
+    out.reserve(positions.len() * 6);
+    for p in positions {
+        for a in 0..3 {
+            // `as u16` saturates and maps NaN to 0.
+            let q = ((p[a] - lo[a]) * scale[a] + 0.5) as u16;
+            out.extend_from_slice(&q.to_le_bytes());
+        }
+    }
+}
+
+fn push_padded(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(bytes);
+    out.resize(pad4(out.len()), 0);
+}
+
+/// Builds a frame's header for `wanted` fields and appends the payload to `out`
+/// (`out` already holds the message start, see `codec::begin_*`; it starts 4-aligned).
+pub fn frame_header(
+    frame: &Frame,
+    epoch: u64,
+    wanted: u32,
+    enc: PositionEncoding,
+    world: Option<([f64; 3], [f64; 3])>,
+) -> FrameHeader {
+    let fields = sendable_fields(frame, wanted);
+    let mut meta = frame.meta;
+    meta.fields = fields;
+    let [quant_min, quant_max] = match (&frame.positions, enc) {
+        (Some(p), PositionEncoding::Quantized16) if fields & FieldKind::Position.bit() != 0 => {
+            quant_box(world, p)
+        }
+        _ => [[0.0; 3]; 2],
+    };
+    FrameHeader {
+        epoch,
+        meta,
+        positions: enc,
+        quant_min,
+        quant_max,
+    }
+}
+
+/// Appends the payload described by `h` (from [`frame_header`]) to `out`.
+pub fn write_frame_payload(frame: &Frame, h: &FrameHeader, out: &mut Vec<u8>) {
+    for b in &frame.bodies {
+        for v in b
+            .rotation
+            .iter()
+            .chain(&b.translation)
+            .chain(&b.velocity)
+            .chain(&b.angular_velocity)
+        {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    for f in FieldKind::ALL {
+        if h.meta.fields & f.bit() == 0 {
+            continue;
+        }
+        match (f, h.positions, &frame.positions) {
+            (FieldKind::Position, PositionEncoding::Quantized16, Some(p)) => {
+                quantise(p, h.quant_min, h.quant_max, out);
+                out.resize(pad4(out.len()), 0);
+            }
+            _ => push_padded(out, field_bytes(frame, f).unwrap_or(&[])),
+        }
+    }
+}
+
+/// Splits `n` bytes off the front of `rest`.
+fn take<'a>(rest: &mut &'a [u8], n: usize) -> Result<&'a [u8], CodecError> {
+    if rest.len() < n {
+        return Err(CodecError::Invalid(format!(
+            "payload ends early ({} bytes left, {n} needed)",
+            rest.len()
+        )));
+    }
+    let (head, tail) = rest.split_at(n);
+    *rest = tail;
+    Ok(head)
+}
+
+fn f32s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+}
+
+fn u32s(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+}
+
+fn vec3s(bytes: &[u8]) -> Vec<[f32; 3]> {
+    let mut it = f32s(bytes);
+    let mut out = Vec::with_capacity(bytes.len() / 12);
+    while let (Some(x), Some(y), Some(z)) = (it.next(), it.next(), it.next()) {
+        out.push([x, y, z]);
+    }
+    out
+}
+
+/// Rebuilds a `Frame` from a header and its payload. The payload's size must be exactly what
+/// the header implies (checked before any array is built).
+pub fn read_frame(h: &FrameHeader, payload: &[u8]) -> Result<Frame, CodecError> {
+    let n = h.meta.particle_count;
+    if h.meta.fields & !shm_protocol::layout::ALL_FIELDS_MASK != 0 {
+        return Err(CodecError::Invalid(format!(
+            "unknown field bits {:#x}",
+            h.meta.fields
+        )));
+    }
+    let want = frame_payload_len(n, h.meta.body_count as u64, h.meta.fields, h.positions)
+        .ok_or_else(|| CodecError::Invalid("frame sizes overflow".into()))?;
+    if want != payload.len() as u64 {
+        return Err(CodecError::PayloadSize {
+            got: payload.len() as u64,
+            want,
+        });
+    }
+    let n = n as usize;
+    let mut rest = payload;
+    let body_bytes = take(&mut rest, h.meta.body_count as usize * BODY_BYTES)?;
+    let bodies = body_bytes
+        .chunks_exact(BODY_BYTES)
+        .map(|c| {
+            let v: Vec<f32> = f32s(c).collect();
+            BodyTransform {
+                rotation: std::array::from_fn(|i| v[i]),
+                translation: std::array::from_fn(|i| v[9 + i]),
+                velocity: std::array::from_fn(|i| v[12 + i]),
+                angular_velocity: std::array::from_fn(|i| v[15 + i]),
+            }
+        })
+        .collect();
+    let mut frame = Frame {
+        meta: h.meta,
+        bodies,
+        ..Frame::default()
+    };
+    for f in FieldKind::ALL {
+        if h.meta.fields & f.bit() == 0 {
+            continue;
+        }
+        let len = n * element_bytes(f, h.positions) as usize;
+        let bytes = take(&mut rest, len)?;
+        take(&mut rest, pad4(len) - len)?;
+        match f {
+            FieldKind::Position => {
+                frame.positions = Some(match h.positions {
+                    PositionEncoding::F32 => vec3s(bytes),
+                    PositionEncoding::Quantized16 => dequantise(bytes, h.quant_min, h.quant_max),
+                })
+            }
+            FieldKind::Velocity => frame.velocities = Some(vec3s(bytes)),
+            FieldKind::AngularVelocity => frame.angular_velocities = Some(vec3s(bytes)),
+            FieldKind::Force => frame.forces = Some(vec3s(bytes)),
+            FieldKind::ContactCount => frame.contact_counts = Some(u32s(bytes).collect()),
+            FieldKind::Density => frame.densities = Some(f32s(bytes).collect()),
+            FieldKind::Pressure => frame.pressures = Some(f32s(bytes).collect()),
+        }
+    }
+    Ok(frame)
+}
+
+fn dequantise(bytes: &[u8], lo: [f32; 3], hi: [f32; 3]) -> Vec<[f32; 3]> {
+    let step: [f32; 3] = std::array::from_fn(|a| (hi[a] - lo[a]) / 65535.0);
+    bytes
+        .chunks_exact(6)
+        .map(|c| {
+            std::array::from_fn(|a| {
+                let q = u16::from_le_bytes([c[2 * a], c[2 * a + 1]]);
+                lo[a] + q as f32 * step[a]
+            })
+        })
+        .collect()
+}
+
+/// Header of the static message for `data`.
+pub fn static_header(data: &StaticData, epoch: u64, arrays: bool) -> StaticHeader {
+    StaticHeader {
+        epoch,
+        generation: data.generation,
+        world_min: data.world_min,
+        world_max: data.world_max,
+        cell_size: data.cell_size,
+        config_toml: data.config_toml.clone(),
+        species: data
+            .species
+            .iter()
+            .map(|s| WireSpecies {
+                name: shm_protocol::static_data::decode_name(&s.name),
+                radius: s.radius,
+                density: s.density,
+                young_modulus: s.young_modulus,
+                poisson_ratio: s.poisson_ratio,
+                restitution: s.restitution,
+                sliding_friction: s.sliding_friction,
+                rolling_friction: s.rolling_friction,
+            })
+            .collect(),
+        meshes: data
+            .meshes
+            .iter()
+            .map(|m| WireMesh {
+                name: m.name.clone(),
+                triangle_count: m.triangles.len() as u64,
+            })
+            .collect(),
+        particle_count: data.particle_ids.len() as u64,
+        arrays,
+    }
+}
+
+/// Appends the static payload (when `h.arrays`).
+pub fn write_static_payload(data: &StaticData, h: &StaticHeader, out: &mut Vec<u8>) {
+    if !h.arrays {
+        return;
+    }
+    out.extend_from_slice(bytemuck::cast_slice(&data.particle_ids));
+    out.extend_from_slice(bytemuck::cast_slice(&data.particle_species));
+    out.extend_from_slice(bytemuck::cast_slice(&data.particle_radius));
+    for m in &data.meshes {
+        out.extend_from_slice(bytemuck::cast_slice(&m.triangles));
+    }
+}
+
+/// Rebuilds `StaticData` from a header and its payload (exact size checked first).
+pub fn read_static(h: &StaticHeader, payload: &[u8]) -> Result<StaticData, CodecError> {
+    let overflow = || CodecError::Invalid("static sizes overflow".into());
+    let triangles = h
+        .meshes
+        .iter()
+        .try_fold(0u64, |t, m| t.checked_add(m.triangle_count))
+        .ok_or_else(overflow)?;
+    let want = if h.arrays {
+        h.particle_count
+            .checked_mul(12)
+            .and_then(|a| a.checked_add(triangles.checked_mul(36)?))
+            .ok_or_else(overflow)?
+    } else {
+        0
+    };
+    if want != payload.len() as u64 {
+        return Err(CodecError::PayloadSize {
+            got: payload.len() as u64,
+            want,
+        });
+    }
+    let mut rest = payload;
+    let mut data = StaticData {
+        config_toml: h.config_toml.clone(),
+        species: h.species.iter().map(species_record).collect(),
+        world_min: h.world_min,
+        world_max: h.world_max,
+        cell_size: h.cell_size,
+        generation: h.generation,
+        ..StaticData::default()
+    };
+    if h.arrays {
+        let n = h.particle_count as usize;
+        data.particle_ids = u32s(take(&mut rest, n * 4)?).collect();
+        data.particle_species = u32s(take(&mut rest, n * 4)?).collect();
+        data.particle_radius = f32s(take(&mut rest, n * 4)?).collect();
+    }
+    for m in &h.meshes {
+        let tris = if h.arrays {
+            let bytes = take(&mut rest, m.triangle_count as usize * 36)?;
+            let v: Vec<f32> = f32s(bytes).collect();
+            v.chunks_exact(9)
+                .map(|c| std::array::from_fn(|i| c[i]))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        data.meshes.push(MeshStatic {
+            name: m.name.clone(),
+            triangles: tris,
+        });
+    }
+    Ok(data)
+}
+
+fn species_record(s: &WireSpecies) -> SpeciesRecord {
+    SpeciesRecord {
+        name: shm_protocol::static_data::encode_name(&s.name),
+        radius: s.radius,
+        density: s.density,
+        young_modulus: s.young_modulus,
+        poisson_ratio: s.poisson_ratio,
+        restitution: s.restitution,
+        sliding_friction: s.sliding_friction,
+        rolling_friction: s.rolling_friction,
+        _reserved: 0.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(n: usize) -> Frame {
+        Frame {
+            meta: shm_protocol::FrameMeta {
+                seq: 7,
+                particle_count: n as u64,
+                body_count: 1,
+                fields: FieldKind::Position.bit() | FieldKind::ContactCount.bit(),
+                ..Default::default()
+            },
+            bodies: vec![BodyTransform::IDENTITY],
+            positions: Some((0..n).map(|i| [i as f32, 0.5, -1.0]).collect()),
+            contact_counts: Some((0..n as u32).collect()),
+            ..Frame::default()
+        }
+    }
+
+    #[test]
+    fn f32_frames_round_trip_exactly() {
+        let f = frame(5);
+        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None);
+        let mut out = Vec::new();
+        write_frame_payload(&f, &h, &mut out);
+        assert_eq!(out.len() as u64, frame_payload_len(5, 1, h.meta.fields, h.positions).unwrap());
+        assert_eq!(read_frame(&h, &out).unwrap(), f);
+    }
+
+    #[test]
+    fn quantised_positions_are_within_half_a_step() {
+        let f = frame(5);
+        let world = Some(([-2.0, 0.0, -2.0], [6.0, 1.0, 2.0]));
+        let h = frame_header(&f, 1, FieldKind::Position.bit(), PositionEncoding::Quantized16, world);
+        let mut out = Vec::new();
+        write_frame_payload(&f, &h, &mut out);
+        assert_eq!(out.len(), 72 + 32); // 30 bytes of positions padded to 32
+        let back = read_frame(&h, &out).unwrap();
+        for (a, b) in back.positions.unwrap().iter().zip(f.positions.unwrap()) {
+            for k in 0..3 {
+                let step = (h.quant_max[k] - h.quant_min[k]) / 65535.0;
+                assert!((a[k] - b[k]).abs() <= step * 0.51, "{a:?} vs {b:?}");
+            }
+        }
+        assert!(back.contact_counts.is_none());
+    }
+
+    #[test]
+    fn wrong_payload_sizes_are_rejected() {
+        let f = frame(3);
+        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None);
+        let mut out = Vec::new();
+        write_frame_payload(&f, &h, &mut out);
+        out.pop();
+        assert!(read_frame(&h, &out).is_err());
+        let mut huge = h.clone();
+        huge.meta.particle_count = u64::MAX / 2;
+        assert!(read_frame(&huge, &out).is_err());
+    }
+}

@@ -1,0 +1,213 @@
+//! Message types of the forwarder protocol (`PROTOCOL.md` documents every byte).
+//!
+//! Every message is a serde value: over TCP it is encoded with bincode 2 (standard config) and
+//! framed by a little-endian `u32` length; over WebSocket the browser sends JSON text and receives
+//! binary messages holding a JSON header. Frames and static data carry their big arrays as raw
+//! little-endian bytes after the header (the "payload"), never through serde.
+
+use serde::{Deserialize, Serialize};
+use shm_protocol::{Command, CommandOutcome, FrameMeta, SolverStatus};
+
+/// `protocol` string of a [`ClientMsg::Hello`]: anything else is garbage.
+pub const PROTOCOL_NAME: &str = "particle-shm-forwarder";
+/// Bumped on any incompatible change of this file or of the payload layouts.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Largest message a client may send (body bytes after the length prefix). Commands and
+/// hellos are a few hundred bytes; anything larger is an attack or a bug.
+pub const MAX_CLIENT_MESSAGE: u32 = 64 * 1024;
+/// Default largest server message a [`crate::client::RemoteSource`] accepts: 1 GiB holds every
+/// field of ~18 M particles. Raise it with `ConnectOptions::max_message` for bigger runs.
+pub const DEFAULT_MAX_SERVER_MESSAGE: u64 = 1 << 30;
+/// Largest bincode header inside a message (the configuration text is the big part).
+pub const MAX_HEADER: usize = 16 << 20;
+/// Longest token accepted in a hello.
+pub const MAX_TOKEN_LEN: usize = 1024;
+
+/// How positions travel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PositionEncoding {
+    /// `f32 x3` exactly as in the segment.
+    #[default]
+    F32,
+    /// `u16 x3`, quantised within the frame header's box: `x = min + q * (max - min) / 65535`.
+    /// Error at most `(max - min) / 131070` per axis; 2x smaller than `F32`.
+    Quantized16,
+}
+
+/// What a client wants to receive.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Subscription {
+    /// Bitmask of `shm_protocol::FieldKind` bits; fields the solver does not publish are skipped.
+    pub fields: u32,
+    pub positions: PositionEncoding,
+    /// Most frames per second to send (0 = as fast as the client reads them).
+    pub max_rate_hz: f32,
+    /// Send the static per-particle arrays (ids, species, radii, triangles); without them the
+    /// static message carries only the world box, species, meshes' names and configuration.
+    pub static_arrays: bool,
+}
+
+impl Default for Subscription {
+    fn default() -> Self {
+        Self {
+            fields: shm_protocol::FieldKind::Position.bit(),
+            positions: PositionEncoding::F32,
+            max_rate_hz: 0.0,
+            static_arrays: true,
+        }
+    }
+}
+
+/// Client to server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ClientMsg {
+    /// Must be the first message.
+    Hello {
+        protocol: String,
+        version: u32,
+        /// Empty when the server needs none.
+        token: String,
+        /// Free text for the server's log (program name).
+        client: String,
+        subscription: Subscription,
+    },
+    /// Changes the subscription.
+    Subscribe(Subscription),
+    /// A command for the solver; answered by [`ServerMsg::Ack`] with the same `id`.
+    Command {
+        id: u64,
+        /// How long the forwarder waits for the solver's acknowledgement (capped at 60 s).
+        timeout_ms: u32,
+        command: Command,
+    },
+}
+
+/// Why a command got no outcome from the solver.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandFailure {
+    /// The solver did not acknowledge in time.
+    Timeout,
+    /// The solver is gone.
+    SolverGone,
+    /// The forwarder is not attached to a segment.
+    NotAttached,
+    /// The command table is full, or this client has too many commands in flight.
+    Busy,
+    Other,
+}
+
+/// Server to client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ServerMsg {
+    /// Answer to a good hello.
+    Welcome {
+        version: u32,
+        /// Forwarder name and version.
+        server: String,
+        /// Segment name the forwarder follows.
+        segment: String,
+    },
+    /// Answer to a bad hello; the connection closes.
+    Refused { reason: String },
+    /// The solver's state as the forwarder sees it: on change and every second.
+    Status(WireStatus),
+    /// Static data (payload: arrays, see [`StaticHeader`]).
+    Static(StaticHeader),
+    /// A frame (payload: arrays, see [`FrameHeader`]).
+    Frame(FrameHeader),
+    /// Outcome of [`ClientMsg::Command`] `id`.
+    Ack {
+        id: u64,
+        outcome: Result<CommandOutcome, (CommandFailure, String)>,
+    },
+    /// A protocol error in what the client sent; the connection closes.
+    Error { reason: String },
+}
+
+/// The forwarder's view of the solver.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WireStatus {
+    /// Attached to a segment of the followed name.
+    pub attached: bool,
+    /// Incremented every time the forwarder attaches to a new segment object (solver restart):
+    /// frame sequence numbers restart with it.
+    pub epoch: u64,
+    /// Header of the attached segment (None when detached).
+    pub solver: Option<SolverStatus>,
+    /// Static generation the forwarder has (0: none). A client that sees a status with
+    /// generation G has already been sent the static message of G.
+    pub static_generation: u64,
+    /// Sequence number of the newest frame the forwarder has read (0: none).
+    pub frame_seq: u64,
+    /// Why the forwarder is detached, or the last error reading the segment.
+    pub message: String,
+}
+
+impl WireStatus {
+    /// The `SolverStatus` a local consumer would see (a detached forwarder reads as a dead
+    /// solver, which is what a local consumer of a vanished segment sees too).
+    pub fn solver_status(&self) -> SolverStatus {
+        self.solver.clone().unwrap_or(SolverStatus {
+            state: None,
+            owner_pid: 0,
+            alive: false,
+            heartbeat_age_s: f64::INFINITY,
+            newest_seq: 0,
+            created_unix_ns: 0,
+        })
+    }
+}
+
+/// One species, as in the segment's species record.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WireSpecies {
+    pub name: String,
+    /// [m], [kg/m^3], [Pa], -, -, -, -
+    pub radius: f64,
+    pub density: f64,
+    pub young_modulus: f64,
+    pub poisson_ratio: f64,
+    pub restitution: f64,
+    pub sliding_friction: f64,
+    pub rolling_friction: f64,
+}
+
+/// A mesh's name and how many of the payload's triangles are its own (in order).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WireMesh {
+    pub name: String,
+    pub triangle_count: u64,
+}
+
+/// Header of a static message. Payload when `arrays`: `particle_ids u32[n]`,
+/// `particle_species u32[n]`, `particle_radius f32[n]`, then every mesh's triangles
+/// (`f32[9]` each) in mesh order; empty otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StaticHeader {
+    pub epoch: u64,
+    pub generation: u64,
+    pub world_min: [f64; 3],
+    pub world_max: [f64; 3],
+    pub cell_size: f64,
+    pub config_toml: String,
+    pub species: Vec<WireSpecies>,
+    pub meshes: Vec<WireMesh>,
+    pub particle_count: u64,
+    pub arrays: bool,
+}
+
+/// Header of a frame message. Payload: `meta.body_count` body transforms (18 `f32` each:
+/// rotation[9], translation[3], velocity[3], angular_velocity[3]), then for each bit of
+/// `fields` in increasing order the array of `meta.particle_count` elements (positions as
+/// `positions` says), each array padded with zero bytes to a multiple of 4 bytes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FrameHeader {
+    pub epoch: u64,
+    /// The segment's metadata; `meta.fields` is what this message carries.
+    pub meta: FrameMeta,
+    pub positions: PositionEncoding,
+    /// Quantisation box (meaningful with `Quantized16`): the world box of the static data when
+    /// it is finite and non-empty, else the frame's bounding box.
+    pub quant_min: [f32; 3],
+    pub quant_max: [f32; 3],
+}
