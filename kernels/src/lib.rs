@@ -1,2 +1,192 @@
 //! CUDA C sources of the solver, embedded with `include_str!` and compiled at run time with NVRTC
 //! by the solver's CUDA backend (issue 4). This crate holds text only, so it builds anywhere.
+//!
+//! NVRTC gets one translation unit: the headers ([`Header`], in dependency order) followed by the
+//! kernel files ([`Source`]). The kernel files therefore carry no `#include` of their own.
+//! Compile-time switches (`-D` options) specialise the module; see [`ModuleConfig`].
+
+/// Shared headers, in the order they are concatenated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// `real`, `real3` and the vec3 helpers (twins of `solver/src/vec3.rs`).
+    Vec3,
+    /// Twins of `solver/src/physics.rs`.
+    Physics,
+    /// `#[repr(C)]` parameter structs mirrored in `solver/src/cuda/params.rs`.
+    Params,
+    /// Particle-triangle geometry (twins of `solver/src/geometry/triangle.rs`) and the bins.
+    Mesh,
+}
+
+impl Header {
+    pub const ALL: [Header; 4] = [Header::Vec3, Header::Physics, Header::Params, Header::Mesh];
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Header::Vec3 => "vec3.cuh",
+            Header::Physics => "physics.cuh",
+            Header::Params => "params.cuh",
+            Header::Mesh => "mesh.cuh",
+        }
+    }
+
+    pub fn text(self) -> &'static str {
+        match self {
+            Header::Vec3 => include_str!("cuda/vec3.cuh"),
+            Header::Physics => include_str!("cuda/physics.cuh"),
+            Header::Params => include_str!("cuda/params.cuh"),
+            Header::Mesh => include_str!("cuda/mesh.cuh"),
+        }
+    }
+}
+
+/// Kernel source files, in the order they are concatenated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Cell hash, counting sort, per-cell id order, scan, reorder.
+    Grid,
+    /// Fused collide + integrate.
+    Contact,
+    /// Pack into id order for publication.
+    Publish,
+}
+
+impl Source {
+    pub const ALL: [Source; 3] = [Source::Grid, Source::Contact, Source::Publish];
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Source::Grid => "grid.cu",
+            Source::Contact => "contact.cu",
+            Source::Publish => "publish.cu",
+        }
+    }
+
+    pub fn text(self) -> &'static str {
+        match self {
+            Source::Grid => include_str!("cuda/grid.cu"),
+            Source::Contact => include_str!("cuda/contact.cu"),
+            Source::Publish => include_str!("cuda/publish.cu"),
+        }
+    }
+}
+
+/// Every kernel entry point of the DEM module, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    HashCount,
+    ScanTile,
+    ScanAdd,
+    Scatter,
+    CellSort,
+    Gather,
+    Collide,
+    Pack,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 8] = [
+        Kernel::HashCount,
+        Kernel::ScanTile,
+        Kernel::ScanAdd,
+        Kernel::Scatter,
+        Kernel::CellSort,
+        Kernel::Gather,
+        Kernel::Collide,
+        Kernel::Pack,
+    ];
+
+    /// The `extern "C"` symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Kernel::HashCount => "dem_hash_count",
+            Kernel::ScanTile => "scan_tile",
+            Kernel::ScanAdd => "scan_add",
+            Kernel::Scatter => "dem_scatter",
+            Kernel::CellSort => "dem_cell_sort",
+            Kernel::Gather => "dem_gather",
+            Kernel::Collide => "dem_collide",
+            Kernel::Pack => "dem_pack",
+        }
+    }
+}
+
+/// Elements per tile of `scan_tile` (`SCAN_TILE` in grid.cu).
+pub const SCAN_TILE: usize = 1024;
+/// Threads per block of `scan_tile` (`SCAN_THREADS` in grid.cu).
+pub const SCAN_THREADS: u32 = 256;
+/// Block size `dem_collide` is compiled for (`__launch_bounds__` in contact.cu).
+pub const COLLIDE_THREADS: u32 = 128;
+
+/// Compile-time specialisation of the DEM module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ModuleConfig {
+    /// 0 linear spring-dashpot, 1 Hertz-Mindlin.
+    pub model: u32,
+    /// Tangential springs with history and rolling resistance.
+    pub friction: bool,
+    /// Angular velocities integrated (implied by friction).
+    pub rotation: bool,
+    /// `real` = double instead of float (parity runs).
+    pub double: bool,
+}
+
+impl ModuleConfig {
+    /// NVRTC `-D` options for this configuration.
+    pub fn defines(&self) -> Vec<String> {
+        let mut d = vec![
+            format!("-DDEM_MODEL={}", self.model),
+            format!("-DDEM_FRICTION={}", u32::from(self.friction)),
+            format!(
+                "-DDEM_ROTATION={}",
+                u32::from(self.rotation || self.friction)
+            ),
+        ];
+        if self.double {
+            d.push("-DDEM_DOUBLE".into());
+        }
+        d
+    }
+}
+
+/// The whole DEM module as one translation unit: headers then kernel files, each preceded by a
+/// `#line` directive so that NVRTC errors name the original file and line.
+pub fn dem_module_source() -> String {
+    let mut s = String::new();
+    for h in Header::ALL {
+        s.push_str(&format!("#line 1 \"{}\"\n", h.file_name()));
+        s.push_str(h.text());
+        s.push('\n');
+    }
+    for src in Source::ALL {
+        s.push_str(&format!("#line 1 \"{}\"\n", src.file_name()));
+        s.push_str(src.text());
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kernel_symbol_is_defined() {
+        let s = dem_module_source();
+        for k in Kernel::ALL {
+            assert!(
+                s.contains(&format!("void {}(", k.symbol()))
+                    || s.contains(&format!(") {}(", k.symbol())),
+                "{}",
+                k.symbol()
+            );
+        }
+    }
+
+    #[test]
+    fn sources_have_no_local_includes() {
+        for src in Source::ALL {
+            assert!(!src.text().contains("#include \""), "{}", src.file_name());
+        }
+    }
+}

@@ -388,7 +388,7 @@ pub enum RecordState {
 }
 
 const _: () = {
-    assert!(size_of::<SegmentHeader>() % 8 == 0);
+    assert!(size_of::<SegmentHeader>().is_multiple_of(8));
     assert!(size_of::<SegmentHeader>() <= 1024);
     assert!(size_of::<Capacities>() == 40);
     assert!(size_of::<StaticHeader>() == 128);

@@ -36,3 +36,32 @@ pub use static_data::{MeshStatic, StaticData};
 pub fn static_data_for_test(region: &Region) -> Result<StaticData, ReadError> {
     static_data::read_static(region)
 }
+
+/// An error and its causes on one line, for a binary's final message. Causes whose text the
+/// message already contains (error enums that print their source) are not repeated.
+pub fn error_report(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !out.contains(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod report_tests {
+    #[test]
+    fn causes_already_in_the_message_are_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(io).context("case.toml: cannot read: no such file");
+        assert_eq!(
+            super::error_report(&e),
+            "case.toml: cannot read: no such file"
+        );
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(super::error_report(&e), "outer: inner");
+    }
+}

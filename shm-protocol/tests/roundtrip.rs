@@ -47,7 +47,7 @@ fn static_and_frames_round_trip_and_generation_advances() {
     );
     assert_eq!(static_data::decode_name(&got.species[0].name), "glass");
     let g2 = p.write_static(&st).unwrap();
-    assert!(g2 > g1 && g2 % 2 == 0);
+    assert!(g2 > g1 && g2.is_multiple_of(2));
 
     let pos: Vec<[f32; 3]> = (0..10).map(|i| [i as f32, 2.0, 3.0]).collect();
     let mut w = p.begin_frame(10).unwrap();

@@ -21,13 +21,14 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
     let cli = Cli::parse();
     match real_main(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("solver: error: {e:#}");
+            eprintln!("solver: error: {}", shm_protocol::error_report(&e));
             ExitCode::FAILURE
         }
     }
@@ -86,13 +87,17 @@ fn pick_backend(choice: BackendChoice) -> Result<Backend> {
         BackendChoice::Cpu => Ok(Backend::Cpu),
         BackendChoice::Cuda => match app::gpu::cuda_driver_available() {
             Ok(()) if app::sim::CUDA_AVAILABLE => Ok(Backend::Cuda),
-            Ok(()) => bail!("--backend cuda: this build has no CUDA backend yet; use --backend cpu"),
+            Ok(()) => {
+                bail!("--backend cuda: this build has no CUDA backend yet; use --backend cpu")
+            }
             Err(why) => bail!("--backend cuda: {why}; use --backend cpu or auto"),
         },
         BackendChoice::Auto => match app::gpu::cuda_driver_available() {
             Ok(()) if app::sim::CUDA_AVAILABLE => Ok(Backend::Cuda),
             Ok(()) => {
-                tracing::warn!("GPU driver found but this build has no CUDA backend: running on the CPU");
+                tracing::warn!(
+                    "GPU driver found but this build has no CUDA backend: running on the CPU"
+                );
                 Ok(Backend::Cpu)
             }
             Err(why) => {
@@ -125,7 +130,9 @@ fn real_main(cli: Cli) -> Result<()> {
     // Build the simulation first: a bad case must not leave a segment behind.
     let (mut sim, mut publisher) = if let Some(name) = &cli.load_shm {
         let publisher = Publisher::take_over(name)?;
-        let stat = publisher.read_static().with_context(|| format!("segment {name:?} has no static data to resume from"))?;
+        let stat = publisher
+            .read_static()
+            .with_context(|| format!("segment {name:?} has no static data to resume from"))?;
         let frame = publisher
             .read_newest()
             .with_context(|| format!("reading the last frame of {name:?}"))?
@@ -145,13 +152,25 @@ fn real_main(cli: Cli) -> Result<()> {
         let name = cli.segment_name();
         let publisher = match name {
             Some(name) => {
-                let p = Publisher::create(&name, capacities(sim.as_ref()), CreateOptions { group_access: cli.group_access })?;
+                let p = Publisher::create(
+                    &name,
+                    capacities(sim.as_ref()),
+                    CreateOptions {
+                        group_access: cli.group_access,
+                    },
+                )?;
                 eprintln!("solver: publishing into shared-memory segment {name:?} (attach with `viewer --attach {name}`)");
                 p
             }
             None => {
                 let name = format!("particle-shm-{}", std::process::id());
-                let p = Publisher::create(&name, capacities(sim.as_ref()), CreateOptions { group_access: cli.group_access })?;
+                let p = Publisher::create(
+                    &name,
+                    capacities(sim.as_ref()),
+                    CreateOptions {
+                        group_access: cli.group_access,
+                    },
+                )?;
                 eprintln!("solver: no --name-shm given; publishing into {name:?}");
                 p
             }
@@ -170,9 +189,12 @@ fn real_main(cli: Cli) -> Result<()> {
 
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, interrupted.clone()).context("installing signal handlers")?;
+        signal_hook::flag::register(sig, interrupted.clone())
+            .context("installing signal handlers")?;
     }
-    let refresh = cli.refresh.unwrap_or_else(|| (sim.end_time() / 100.0).clamp(sim.dt(), 0.01));
+    let refresh = cli
+        .refresh
+        .unwrap_or_else(|| (sim.end_time() / 100.0).clamp(sim.dt(), 0.01));
     let settings = RunSettings {
         refresh_sim: refresh,
         refresh_wall_ms: cli.refresh_wall_ms,
@@ -198,7 +220,10 @@ fn real_main(cli: Cli) -> Result<()> {
         }
         Err(e) => {
             publisher.set_state(SolverState::Failed);
-            Err(e.context(format!("run failed; segment {:?} kept with its last frame", publisher.name())))
+            Err(e.context(format!(
+                "run failed; segment {:?} kept with its last frame",
+                publisher.name()
+            )))
         }
     }
 }

@@ -1,1 +1,111 @@
-//! Helpers for the multi-process tests in `tests/tests/`.
+//! Helpers for the multi-process tests in `tests/tests/`: locating the workspace's built
+//! binaries, unique segment names, processes killed on drop, polling.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of a workspace binary built by the same `cargo test` run (target/<profile>/<name>).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "{} is not built; run `cargo test --workspace --release` (or `cargo build --release --workspace`) first",
+        p.display()
+    );
+    p
+}
+
+/// A segment name unique to this test, removed (if left) on drop.
+pub struct SegName(pub String);
+
+impl SegName {
+    pub fn new(tag: &str) -> Self {
+        Self(format!("pshm-e2e-{}-{tag}", std::process::id()))
+    }
+}
+
+impl Drop for SegName {
+    fn drop(&mut self) {
+        let _ = shm_protocol::segment::unlink(&self.0);
+    }
+}
+
+/// A child process killed on drop.
+pub struct Running(pub Child);
+
+impl Running {
+    pub fn spawn(mut cmd: Command) -> Self {
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        Self(cmd.spawn().expect("spawn"))
+    }
+    pub fn sigkill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+    /// Waits up to `timeout` for exit; returns (exit code, stderr).
+    pub fn wait_exit(mut self, timeout: Duration) -> (Option<i32>, String) {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(st)) = self.0.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = self.0.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                return (st.code(), err);
+            }
+            if Instant::now() > end {
+                self.sigkill();
+                return (None, "timed out".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Polls `f` until it returns `Some` or `timeout` passes.
+pub fn poll<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `shmctl` and returns (exit code, stdout, stderr).
+pub fn shmctl(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(bin("shmctl"))
+        .args(args)
+        .output()
+        .expect("run shmctl");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `shmctl info NAME --json`, parsed.
+pub fn info(name: &str) -> Option<serde_json::Value> {
+    let (code, out, _) = shmctl(&["info", name, "--json"]);
+    if code != 0 {
+        return None;
+    }
+    serde_json::from_str(&out).ok()
+}

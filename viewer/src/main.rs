@@ -1,11 +1,155 @@
-//! `viewer`: the live 3D window onto a running simulation (issue 5).
+//! `viewer`: the live 3D window onto a running simulation, and headless PNG snapshots.
 //!
-//! Will attach to a segment by name, draw particles as sphere impostors and the moving meshes,
-//! and send commands back. Until then it only says so.
-fn main() {
-    eprintln!(
-        "viewer {}: not built yet (issue 5); use `shmctl info NAME` to inspect a run",
-        shm_protocol::ABI_VERSION
-    );
-    std::process::exit(2);
+//! ```text
+//! viewer --attach NAME                          # window (X11, OpenGL)
+//! viewer --attach NAME --snapshot out.png       # newest frame to a PNG, no display or GPU
+//! viewer --attach NAME --every 0.5 --out dir/   # a numbered PNG series while the run goes on
+//! ```
+//!
+//! Frames come from a `Box<dyn FrameSource>` (`source.rs`), so another transport drops in.
+
+mod camera;
+mod color;
+mod render;
+mod scene;
+mod snapshot;
+mod source;
+mod window;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use camera::{CameraSpec, UpAxis};
+use color::ColorBy;
+use scene::SceneOptions;
+use snapshot::SnapshotOptions;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "viewer",
+    version,
+    about = "Live 3D view of a particle-shm run, or headless PNG snapshots of it"
+)]
+struct Args {
+    /// Shared-memory segment of the run (the solver's --name-shm).
+    #[arg(long, value_name = "NAME")]
+    attach: String,
+    /// Render the newest frame to this PNG and exit (no display or GPU needed).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["every", "out"])]
+    snapshot: Option<PathBuf>,
+    /// Write a PNG every SECONDS (wall clock) while the run goes on; needs --out.
+    #[arg(long, value_name = "SECONDS", requires = "out")]
+    every: Option<f64>,
+    /// Directory for the --every series (frame_000001.png, ...).
+    #[arg(long, value_name = "DIR", requires = "every")]
+    out: Option<PathBuf>,
+    /// Image size for --snapshot/--every, or the initial window size.
+    #[arg(long, value_name = "WxH", default_value = "1280x800", value_parser = parse_size)]
+    size: (usize, usize),
+    /// Particle colouring: species, speed, angular-speed, id, contacts, density, pressure.
+    #[arg(long, value_name = "FIELD", default_value = "species")]
+    color_by: ColorBy,
+    /// View direction: AZ,EL[,DIST] (degrees, degrees, metres) or iso, front, side, top, back.
+    #[arg(
+        long,
+        value_name = "VIEW",
+        default_value = "iso",
+        allow_hyphen_values = true
+    )]
+    camera: CameraSpec,
+    /// World axis pointing up on screen.
+    #[arg(long, value_name = "AXIS", default_value = "z")]
+    up: UpAxis,
+    /// Draw at most this many particles (every k-th beyond it). Default: all for images,
+    /// 2,000,000 in the window.
+    #[arg(long, value_name = "N")]
+    max_particles: Option<usize>,
+    /// Seconds to wait for the segment and its first frame (images only).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    wait: f64,
+    /// Window: after SECONDS, save a screenshot of the window to FILE and exit.
+    #[arg(long, num_args = 2, value_names = ["SECONDS", "FILE"])]
+    screenshot_after: Option<Vec<String>>,
+}
+
+fn parse_size(s: &str) -> Result<(usize, usize), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("size must be WIDTHxHEIGHT, got {s:?}"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (16..=16384).contains(n))
+            .ok_or_else(|| format!("size: {v:?} is not a number of pixels in 16..=16384"))
+    };
+    Ok((num(w)?, num(h)?))
+}
+
+fn seconds(v: f64, what: &str) -> anyhow::Result<Duration> {
+    if !(v.is_finite() && v >= 0.0) {
+        anyhow::bail!("{what} must be a number of seconds >= 0, got {v}");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    shm_protocol::validate_name(&args.attach)
+        .map_err(|reason| anyhow::anyhow!("invalid segment name {:?}: {reason}", args.attach))?;
+    let opener = source::attach_opener(args.attach.clone());
+    let scene = SceneOptions {
+        color_by: args.color_by,
+        max_particles: args.max_particles.unwrap_or(usize::MAX),
+        clip: None,
+    };
+    let snap = SnapshotOptions {
+        width: args.size.0,
+        height: args.size.1,
+        camera: args.camera,
+        up: args.up,
+        scene,
+        wait: seconds(args.wait, "--wait")?,
+    };
+    if let Some(out) = &args.snapshot {
+        return snapshot::run_snapshot(&opener, out, &snap);
+    }
+    if let (Some(every), Some(dir)) = (args.every, &args.out) {
+        let every = seconds(every, "--every")?;
+        return snapshot::run_series(&opener, every, dir, &snap);
+    }
+    let screenshot = match &args.screenshot_after {
+        Some(v) if v.len() == 2 => {
+            let secs: f64 = v[0].parse().map_err(|_| {
+                anyhow::anyhow!("--screenshot-after: {:?} is not a number of seconds", v[0])
+            })?;
+            Some((seconds(secs, "--screenshot-after")?, PathBuf::from(&v[1])))
+        }
+        _ => None,
+    };
+    window::run(window::WindowOptions {
+        opener,
+        size: args.size,
+        camera: args.camera,
+        up: args.up,
+        scene: SceneOptions {
+            max_particles: args.max_particles.unwrap_or(2_000_000),
+            ..scene
+        },
+        max_particles_explicit: args.max_particles.is_some(),
+        screenshot,
+    })
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("viewer: {}", shm_protocol::error_report(&e));
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -131,11 +131,7 @@ fn reader(name: &str, views: bool) {
     let c = attach_retry(name);
     let (mut seen, mut bad, mut contended, mut view_checks) = (0u64, 0u64, 0u64, 0u64);
     let mut last = 0u64;
-    loop {
-        match c.wait_newer(last, Duration::from_secs(5)) {
-            WaitOutcome::Newer(_) => {}
-            WaitOutcome::TimedOut | WaitOutcome::SolverGone => break,
-        }
+    while let WaitOutcome::Newer(_) = c.wait_newer(last, Duration::from_secs(5)) {
         match c.read_newest() {
             Ok(Some(f)) => {
                 let ok = f.meta.step == f.meta.seq * 7

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use shm_protocol::{BodyTransform, FrameWriter, PublishError, StaticData};
+use shm_protocol::{BodyTransform, FrameWriter, StaticData};
 
 pub trait SimPort {
     /// Advances one time step.
@@ -21,7 +21,7 @@ pub trait SimPort {
     /// Current mesh poses, one per mesh.
     fn body_transforms(&self) -> Vec<BodyTransform>;
     /// Fills the per-particle arrays of a frame (particle-id order).
-    fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> Result<(), PublishError>;
+    fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> anyhow::Result<()>;
     /// Writes a checkpoint that `--restart` continues bit-for-bit.
     fn save_checkpoint(&self, path: &Path) -> anyhow::Result<()>;
     /// Writes VTK files for output index `index` into `dir` and updates the series index.

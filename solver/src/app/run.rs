@@ -23,7 +23,11 @@ pub struct RunSettings {
 }
 
 /// Publishes the current state as a frame.
-pub fn publish_frame(sim: &mut dyn SimPort, publisher: &mut Publisher, steps_per_s: f64) -> anyhow::Result<()> {
+pub fn publish_frame(
+    sim: &mut dyn SimPort,
+    publisher: &mut Publisher,
+    steps_per_s: f64,
+) -> anyhow::Result<()> {
     let n = sim.particle_count() as u64;
     let bodies = sim.body_transforms();
     let mut w = publisher.begin_frame(n)?;
@@ -69,16 +73,24 @@ pub enum Ending {
     Stopped,
 }
 
-pub fn run(sim: &mut dyn SimPort, publisher: &mut Publisher, s: &RunSettings) -> anyhow::Result<Ending> {
+pub fn run(
+    sim: &mut dyn SimPort,
+    publisher: &mut Publisher,
+    s: &RunSettings,
+) -> anyhow::Result<Ending> {
     let mut ctl = RunControl::new(s.refresh_sim, s.refresh_wall_ms, sim.time());
     let mut outputs = Schedule::new(s.output_every.filter(|_| s.output.is_some()), sim.time());
-    let mut checkpoints = Schedule::new(s.checkpoint_every.filter(|_| s.output.is_some()), sim.time());
+    let mut checkpoints = Schedule::new(
+        s.checkpoint_every.filter(|_| s.output.is_some()),
+        sim.time(),
+    );
     let mut output_index = 0u64;
     let end = sim.end_time();
     let start_step = sim.step_index();
     let start_wall = Instant::now();
     let mut last_progress = Instant::now();
-    let (mut rate_steps, mut rate_since, mut steps_per_s) = (sim.step_index(), Instant::now(), 0.0f64);
+    let (mut rate_steps, mut rate_since, mut steps_per_s) =
+        (sim.step_index(), Instant::now(), 0.0f64);
 
     publisher.set_state(SolverState::Running);
     publish_frame(sim, publisher, 0.0)?;
@@ -90,7 +102,10 @@ pub fn run(sim: &mut dyn SimPort, publisher: &mut Publisher, s: &RunSettings) ->
         }
     }
     let checkpoint = |sim: &dyn SimPort| -> anyhow::Result<PathBuf> {
-        let dir = s.output.as_ref().context("no --output directory for checkpoints")?;
+        let dir = s
+            .output
+            .as_ref()
+            .context("no --output directory for checkpoints")?;
         let path = dir.join(format!("checkpoint-{:09}.bin", sim.step_index()));
         sim.save_checkpoint(&path)?;
         let latest = dir.join("checkpoint.bin");
@@ -115,7 +130,9 @@ pub fn run(sim: &mut dyn SimPort, publisher: &mut Publisher, s: &RunSettings) ->
                     tracing::info!(client = c.client_id, ?cmd, ?outcome, "command");
                     outcome
                 }
-                Err(e) => shm_protocol::CommandOutcome::Rejected(format!("undecodable command: {e}")),
+                Err(e) => {
+                    shm_protocol::CommandOutcome::Rejected(format!("undecodable command: {e}"))
+                }
             };
             publisher.acknowledge(&c, &outcome);
         }
@@ -146,7 +163,8 @@ pub fn run(sim: &mut dyn SimPort, publisher: &mut Publisher, s: &RunSettings) ->
 
         let t = sim.time();
         if rate_since.elapsed() >= Duration::from_millis(500) {
-            steps_per_s = (sim.step_index() - rate_steps) as f64 / rate_since.elapsed().as_secs_f64();
+            steps_per_s =
+                (sim.step_index() - rate_steps) as f64 / rate_since.elapsed().as_secs_f64();
             rate_steps = sim.step_index();
             rate_since = Instant::now();
         }
@@ -167,7 +185,11 @@ pub fn run(sim: &mut dyn SimPort, publisher: &mut Publisher, s: &RunSettings) ->
         if last_progress.elapsed() >= s.progress_every {
             last_progress = Instant::now();
             let remaining_steps = ((end - t) / sim.dt()).max(0.0);
-            let eta = if steps_per_s > 0.0 { remaining_steps / steps_per_s } else { f64::NAN };
+            let eta = if steps_per_s > 0.0 {
+                remaining_steps / steps_per_s
+            } else {
+                f64::NAN
+            };
             tracing::info!(
                 "t = {t:.5}/{end} s  step {}  {steps_per_s:.0} steps/s  {:.3e} particle-steps/s  {} particles  ETA {}  [{}]",
                 sim.step_index(),
@@ -197,7 +219,11 @@ pub fn run(sim: &mut dyn SimPort, publisher: &mut Publisher, s: &RunSettings) ->
         steps as f64 * sim.particle_count() as f64 / wall.max(1e-9),
         sim.time()
     );
-    Ok(if ctl.stop { Ending::Stopped } else { Ending::Completed })
+    Ok(if ctl.stop {
+        Ending::Stopped
+    } else {
+        Ending::Completed
+    })
 }
 
 fn format_eta(s: f64) -> String {

@@ -1,8 +1,247 @@
-//! `analysis`: live metrics (energies, speeds, coordination, mixing) on a running segment (issue 6).
-fn main() {
-    eprintln!(
-        "analysis {}: not built yet (issue 6); use `shmctl info NAME --json` meanwhile",
-        shm_protocol::ABI_VERSION
+//! `analysis`: live metrics of a particle-shm run (energies, speeds, centre of mass,
+//! coordination number, solid fraction, Lacey mixing index, body torque), as a terminal table,
+//! CSV, JSON lines and PNG plots; `--once --json` prints the newest frame's metrics and exits.
+//!
+//! Exit status: 0 when the run finished (or `--once` succeeded), 1 on an error, 3 when the
+//! solver died or failed (output files are kept and complete up to the last frame).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use analysis::follow::{Cadence, End, Run};
+use analysis::metrics::{timings_json, Metric, Settings};
+use analysis::output::{CsvSink, JsonStdout, JsonlSink, PlotSink, Sink, TableSink};
+use analysis::Aabb;
+use anyhow::{bail, Context};
+use clap::Parser;
+use shm_protocol::{Consumer, FrameSource};
+
+#[derive(Parser, Debug)]
+#[command(version, about = "Live metrics of a particle-shm run")]
+struct Cli {
+    /// Segment to attach to (the solver's --name-shm).
+    #[arg(long, value_name = "NAME")]
+    attach: String,
+    /// Analyse the newest frame only, print it and exit.
+    #[arg(long)]
+    once: bool,
+    /// Print JSON instead of the table (one object with --once, one line per frame otherwise).
+    #[arg(long)]
+    json: bool,
+    /// Also write one CSV row per analysed frame.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Also write one JSON object per analysed frame (includes body torques and notes).
+    #[arg(long, value_name = "FILE")]
+    jsonl: Option<PathBuf>,
+    /// Also plot the time series into this PNG, refreshed while the run goes on.
+    #[arg(long, value_name = "FILE.png")]
+    plot: Option<PathBuf>,
+    /// Seconds of wall-clock time between plot refreshes.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
+    plot_every: f64,
+    /// Analyse a frame only when this much simulated time passed since the last one [s].
+    #[arg(long, value_name = "SECONDS")]
+    every: Option<f64>,
+    /// Analyse a frame only when this much wall-clock time passed since the last one [ms].
+    #[arg(long, value_name = "MS")]
+    every_wall: Option<u64>,
+    /// Metrics to compute, comma separated (default all): kinetic_energy, potential_energy,
+    /// speed, center_of_mass, coordination_number, solid_fraction, lacey_index, body_torque.
+    #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
+    metrics: Option<Vec<String>>,
+    /// Solid-fraction region xmin,ymin,zmin,xmax,ymax,zmax [m] (default: lower half of the world box).
+    #[arg(long, value_name = "BOX", allow_hyphen_values = true)]
+    region: Option<Aabb>,
+    /// The two species of the Lacey index, by name or number (default: species 0 and 1).
+    #[arg(long, value_name = "A,B")]
+    lacey_species: Option<String>,
+    /// Edge of the Lacey sample cells [m] (default: 3 mean particle diameters).
+    #[arg(long, value_name = "METRES")]
+    lacey_cell: Option<f64>,
+    /// Lacey sample cells with fewer particles of the two species are left out.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    lacey_min: u32,
+    /// Log the time each metric takes per frame (and add `timing_ms` to the JSON).
+    #[arg(long)]
+    timing: bool,
+    /// With --once: how long to wait for a first frame [s].
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    timeout: f64,
+    /// No terminal table (only files).
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("analysis: error: {}", shm_protocol::error_report(&e));
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn positive(v: f64, what: &str) -> anyhow::Result<f64> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        bail!("{what} must be a positive number of seconds, got {v}")
+    }
+}
+
+fn settings(cli: &Cli) -> anyhow::Result<Settings> {
+    let metrics = match &cli.metrics {
+        None => Metric::ALL.to_vec(),
+        Some(words) => {
+            let mut v = Vec::new();
+            for w in words {
+                let m = Metric::parse(w).map_err(anyhow::Error::msg)?;
+                if !v.contains(&m) {
+                    v.push(m);
+                }
+            }
+            v
+        }
+    };
+    if let Some(c) = cli.lacey_cell {
+        positive(c, "--lacey-cell")?;
+    }
+    Ok(Settings {
+        metrics,
+        region: cli.region,
+        lacey_species: None,
+        lacey_cell: cli.lacey_cell,
+        lacey_min_particles: cli.lacey_min,
+    })
+}
+
+/// Resolves `--lacey-species` against the run's species names.
+fn lacey_pair(run: &mut Run<'_>, words: &str) -> anyhow::Result<(u32, u32)> {
+    let data = run
+        .source
+        .read_static()
+        .context("reading species names for --lacey-species")?;
+    let ctx = analysis::StaticContext::new(data)?;
+    let parts: Vec<&str> = words.split(',').map(str::trim).collect();
+    let [a, b] = parts[..] else {
+        bail!("--lacey-species expects two species A,B, got {words:?}");
+    };
+    let find = |w: &str| {
+        ctx.species_index(w).with_context(|| {
+            format!(
+                "--lacey-species: no species {w:?} (species: {})",
+                ctx.species_names.join(", ")
+            )
+        })
+    };
+    Ok((find(a)?, find(b)?))
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let mut settings = settings(&cli)?;
+    let plot_every = positive(cli.plot_every, "--plot-every")?;
+    if let Some(e) = cli.every {
+        positive(e, "--every")?;
+    }
+    let timeout = Duration::from_secs_f64(positive(cli.timeout, "--timeout")?);
+    // Any FrameSource works here; `--connect HOST:PORT` will add the forwarder's client.
+    let mut source: Box<dyn FrameSource> = Box::new(
+        Consumer::attach(&cli.attach)
+            .with_context(|| format!("cannot attach to segment {:?}", cli.attach))?,
     );
-    std::process::exit(2);
+    let mut run = Run::new(source.as_mut());
+    if let Some(words) = &cli.lacey_species {
+        settings.lacey_species = Some(lacey_pair(&mut run, words)?);
+    }
+
+    if cli.once {
+        let frame = run.newest(timeout)?;
+        let Some((mut m, t)) = run.analyse(&frame, &settings)? else {
+            bail!("the newest frame does not match the static data (see the warning above)");
+        };
+        if cli.timing {
+            analysis::follow::log_timings(&m, &t);
+            m.timing_ms = Some(timings_json(&t));
+        }
+        if cli.json {
+            println!("{}", serde_json::to_string(&m)?);
+        } else {
+            TableSink::default().record(&m)?;
+        }
+        let mut files: Vec<Box<dyn Sink>> = file_sinks(&cli, plot_every)?;
+        for s in &mut files {
+            s.record(&m)?;
+            s.finish()?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let mut sinks = file_sinks(&cli, plot_every)?;
+    if !cli.quiet {
+        if cli.json {
+            sinks.push(Box::new(JsonStdout));
+        } else {
+            sinks.push(Box::new(TableSink::default()));
+        }
+    }
+    let cadence = Cadence {
+        sim_seconds: cli.every,
+        wall: cli.every_wall.map(Duration::from_millis),
+    };
+    tracing::info!("following {} (Ctrl-C to stop)", run.source.describe());
+    let end = run.follow(&settings, cadence, cli.timing, &mut sinks)?;
+    Ok(match end {
+        End::Finished { status, frames } => {
+            tracing::info!(
+                "solver finished (frame {}); {frames} frames analysed",
+                status.newest_seq
+            );
+            ExitCode::SUCCESS
+        }
+        End::Failed { status, frames } => {
+            tracing::error!(
+                "solver reported failure (pid {}, newest frame {}); {frames} frames analysed, output files kept",
+                status.owner_pid,
+                status.newest_seq
+            );
+            ExitCode::from(3)
+        }
+        End::Died { status, frames } => {
+            tracing::error!(
+                "solver (pid {}) died while {} (newest frame {}, heartbeat {:.1} s ago); {frames} frames analysed, output files kept",
+                status.owner_pid,
+                status.state_name(),
+                status.newest_seq,
+                status.heartbeat_age_s
+            );
+            ExitCode::from(3)
+        }
+    })
+}
+
+fn file_sinks(cli: &Cli, plot_every: f64) -> anyhow::Result<Vec<Box<dyn Sink>>> {
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    if let Some(p) = &cli.csv {
+        sinks.push(Box::new(CsvSink::create(p)?));
+    }
+    if let Some(p) = &cli.jsonl {
+        sinks.push(Box::new(JsonlSink::create(p)?));
+    }
+    if let Some(p) = &cli.plot {
+        sinks.push(Box::new(PlotSink::new(
+            p,
+            Duration::from_secs_f64(plot_every),
+        )?));
+    }
+    Ok(sinks)
 }

@@ -10,7 +10,9 @@ use serde::Serialize;
 use crate::protocol::{ClientMsg, ServerMsg, MAX_HEADER};
 
 #[cfg(target_endian = "big")]
-compile_error!("the forwarder's payloads are little-endian memory copies; big-endian hosts need byte swapping");
+compile_error!(
+    "the forwarder's payloads are little-endian memory copies; big-endian hosts need byte swapping"
+);
 
 /// Decoding or reading a message.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +82,7 @@ pub fn begin_ws<T: Serialize>(header: &T, payload_hint: usize) -> Vec<u8> {
         tracing::error!("json encode failed: {e}");
         b"{}".to_vec()
     });
-    while json.len() % 4 != 0 {
+    while !json.len().is_multiple_of(4) {
         json.push(b' ');
     }
     let mut buf = Vec::with_capacity(4 + json.len() + payload_hint);
@@ -182,7 +184,10 @@ mod tests {
         assert_eq!(decode_client(&body).unwrap(), hello);
         let mut longer = body.clone();
         longer.push(0);
-        assert!(matches!(decode_client(&longer), Err(CodecError::Trailing(1))));
+        assert!(matches!(
+            decode_client(&longer),
+            Err(CodecError::Trailing(1))
+        ));
     }
 
     #[test]

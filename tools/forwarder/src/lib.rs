@@ -1,1 +1,14 @@
+//! `forwarder`: serves a particle-shm segment's frames and commands over TCP and WebSocket
+//! (`PROTOCOL.md`), and the blocking client [`client::RemoteSource`] that lets any
+//! [`shm_protocol::FrameSource`] user read a run through the network.
 
+pub mod client;
+pub mod codec;
+pub mod payload;
+pub mod protocol;
+pub mod server;
+
+pub use client::{ConnectOptions, RemoteSource};
+pub use protocol::{PositionEncoding, Subscription};
+#[doc(hidden)]
+pub mod testing;

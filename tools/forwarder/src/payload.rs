@@ -31,8 +31,12 @@ pub fn sendable_fields(frame: &Frame, wanted: u32) -> u32 {
 
 /// The raw bytes of a field of an owned frame.
 fn field_bytes(frame: &Frame, f: FieldKind) -> Option<&[u8]> {
-    let v3 = |v: &Option<Vec<[f32; 3]>>| v.as_deref().map(bytemuck::cast_slice::<[f32; 3], u8>);
-    let s = |v: &Option<Vec<f32>>| v.as_deref().map(bytemuck::cast_slice::<f32, u8>);
+    fn v3(v: &Option<Vec<[f32; 3]>>) -> Option<&[u8]> {
+        v.as_deref().map(bytemuck::cast_slice::<[f32; 3], u8>)
+    }
+    fn s(v: &Option<Vec<f32>>) -> Option<&[u8]> {
+        v.as_deref().map(bytemuck::cast_slice::<f32, u8>)
+    }
     match f {
         FieldKind::Position => v3(&frame.positions),
         FieldKind::Velocity => v3(&frame.velocities),
@@ -93,8 +97,13 @@ pub fn quant_box(world: Option<([f64; 3], [f64; 3])>, positions: &[[f32; 3]]) ->
 
 /// Quantises positions to `u16 x3` within `[lo, hi]` (clamped; NaN maps to 0).
 fn quantise(positions: &[[f32; 3]], lo: [f32; 3], hi: [f32; 3], out: &mut Vec<u8>) {
-    let scale: [f32; 3] =
-        std::array::from_fn(|a| if hi[a] > lo[a] { 65535.0 / (hi[a] - lo[a]) } else { 0.0 });
+    let scale: [f32; 3] = std::array::from_fn(|a| {
+        if hi[a] > lo[a] {
+            65535.0 / (hi[a] - lo[a])
+        } else {
+            0.0
+        }
+    });
     out.reserve(positions.len() * 6);
     for p in positions {
         for a in 0..3 {
@@ -105,9 +114,10 @@ fn quantise(positions: &[[f32; 3]], lo: [f32; 3], hi: [f32; 3], out: &mut Vec<u8
     }
 }
 
+/// Appends `bytes` and zero padding up to a multiple of 4 of their length.
 fn push_padded(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
-    out.resize(pad4(out.len()), 0);
+    out.resize(out.len() + pad4(bytes.len()) - bytes.len(), 0);
 }
 
 /// Builds a frame's header for `wanted` fields and appends the payload to `out`
@@ -157,7 +167,7 @@ pub fn write_frame_payload(frame: &Frame, h: &FrameHeader, out: &mut Vec<u8>) {
         match (f, h.positions, &frame.positions) {
             (FieldKind::Position, PositionEncoding::Quantized16, Some(p)) => {
                 quantise(p, h.quant_min, h.quant_max, out);
-                out.resize(pad4(out.len()), 0);
+                out.resize(out.len() + pad4(p.len() * 6) - p.len() * 6, 0);
             }
             _ => push_padded(out, field_bytes(frame, f).unwrap_or(&[])),
         }
@@ -419,7 +429,10 @@ mod tests {
         let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None);
         let mut out = Vec::new();
         write_frame_payload(&f, &h, &mut out);
-        assert_eq!(out.len() as u64, frame_payload_len(5, 1, h.meta.fields, h.positions).unwrap());
+        assert_eq!(
+            out.len() as u64,
+            frame_payload_len(5, 1, h.meta.fields, h.positions).unwrap()
+        );
         assert_eq!(read_frame(&h, &out).unwrap(), f);
     }
 
@@ -427,7 +440,13 @@ mod tests {
     fn quantised_positions_are_within_half_a_step() {
         let f = frame(5);
         let world = Some(([-2.0, 0.0, -2.0], [6.0, 1.0, 2.0]));
-        let h = frame_header(&f, 1, FieldKind::Position.bit(), PositionEncoding::Quantized16, world);
+        let h = frame_header(
+            &f,
+            1,
+            FieldKind::Position.bit(),
+            PositionEncoding::Quantized16,
+            world,
+        );
         let mut out = Vec::new();
         write_frame_payload(&f, &h, &mut out);
         assert_eq!(out.len(), 72 + 32); // 30 bytes of positions padded to 32

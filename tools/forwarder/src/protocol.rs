@@ -97,7 +97,7 @@ pub enum CommandFailure {
 }
 
 /// Server to client.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ServerMsg {
     /// Answer to a good hello.
     Welcome {
@@ -125,7 +125,7 @@ pub enum ServerMsg {
 }
 
 /// The forwarder's view of the solver.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct WireStatus {
     /// Attached to a segment of the followed name.
     pub attached: bool,

@@ -65,7 +65,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("shmctl: {e:#}");
+            eprintln!("shmctl: {}", shm_protocol::error_report(&e));
             ExitCode::FAILURE
         }
     }

@@ -1,0 +1,320 @@
+// Collide + integrate, fused: one thread per particle (slot k of the sorted state `in`) gathers
+// all its contacts (particle-particle in neighbour-cell order z, y, x ascending and (cell, id)
+// order inside a cell, exactly the CPU reference's order; then the box walls in wall order; then
+// the mesh triangles of its cell's bins in ascending triangle order), sums them in registers (no
+// float atomics: the sum order is fixed, results are reproducible run to run), and integrates with symplectic Euler into slot k of `out`.
+//
+// Mirrors the CPU backend's collide + integrate stages (solver/src/cpu). Each particle keeps its
+// own contact history (tangential springs keyed by partner id), so a pair's spring is carried
+// twice, once by each side, and nothing is shared between threads.
+//
+// Compile-time switches (set by the host from the case, one module per combination):
+//   DEM_MODEL     0 linear spring-dashpot, 1 Hertz-Mindlin (physics::ContactModel)
+//   DEM_FRICTION  1: tangential springs with history and rolling resistance
+//   DEM_ROTATION  1: angular velocities are integrated (implied by friction)
+//
+// Precision: positions are double (a 1e-9 m step must not vanish against a coordinate of 2 m:
+// float's spacing at 1 m is 6e-8 m); the centre distance is formed in double and rounded once;
+// everything relative (normal, overlap, velocities, forces, springs) is `real`.
+
+#ifndef DEM_MODEL
+#define DEM_MODEL 0
+#endif
+#ifndef DEM_FRICTION
+#define DEM_FRICTION 0
+#endif
+#ifndef DEM_ROTATION
+#define DEM_ROTATION DEM_FRICTION
+#endif
+
+// Lever arm from the centre to the contact point: the radius (cpu::contacts `lever`).
+__device__ __forceinline__ real contact_arm(real r, real /*delta*/) { return r; }
+
+// Accumulated force and torque on one particle, and its new contact history.
+struct Accum {
+    real3 f;
+    real3 t;
+    unsigned contacts;
+    unsigned hist_out;
+    unsigned overflow;
+    unsigned long long used;  // old history entries taken by this step's contacts
+};
+
+#if DEM_FRICTION
+// stages::find_history: the entry of the particle's old history with the same partner, not yet
+// taken by an earlier contact of this step; for a mesh contact (partner keys [mesh_lo, mesh_hi)
+// are the triangles of its mesh) that moved to a neighbouring triangle, the first untaken entry
+// of the same mesh. Zero spring if none. Entries from 64 on are never marked taken (only mesh
+// cases need the mark; CudaSim::new limits their history to 64 entries).
+__device__ __forceinline__ ContactState find_history(const DemParams& p, const ParticleArrays& in, unsigned k,
+                                                     unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
+                                                     unsigned long long* used) {
+    ContactState s;
+    s.xi = zero3();
+    const unsigned m = in.hist_count[k];
+    unsigned found = DEM_NO_PARTNER;
+    for (unsigned c = 0; c < m; c++) {
+        const bool free_ = c >= 64 || !((*used >> c) & 1ull);
+        if (free_ && in.hist_partner[c * p.n + k] == partner) {
+            found = c;
+            break;
+        }
+    }
+    if (found == DEM_NO_PARTNER && mesh_lo < mesh_hi) {
+        for (unsigned c = 0; c < m; c++) {
+            const bool free_ = c >= 64 || !((*used >> c) & 1ull);
+            const unsigned q = in.hist_partner[c * p.n + k];
+            if (free_ && q >= mesh_lo && q < mesh_hi) {
+                found = c;
+                break;
+            }
+        }
+    }
+    if (found != DEM_NO_PARTNER) {
+        if (found < 64) *used |= 1ull << found;
+        s.xi = load3(in.hist_xi, found * p.n + k);
+    }
+    return s;
+}
+
+__device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays& out, unsigned k, Accum& acc,
+                                              unsigned partner, const ContactState& s) {
+    if (acc.hist_out >= p.hist_cap) {
+        acc.overflow++;  // the contact still acts; its spring is not kept (as the CPU does)
+        return;
+    }
+    unsigned e = acc.hist_out * p.n + k;
+    out.hist_partner[e] = partner;
+    store3(out.hist_xi, e, s.xi);
+    acc.hist_out++;
+}
+#endif
+
+// One contact of particle k with a partner (another particle, a wall or a mesh triangle; for a
+// triangle, [mesh_lo, mesh_hi) are the partner keys of its mesh, else empty).
+__device__ __forceinline__ void apply_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
+                                              unsigned k, const MaterialPair& pair, const ContactKinematics& kin,
+                                              real arm, unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
+                                              Accum& acc) {
+    acc.contacts++;
+#if DEM_FRICTION
+    ContactState st = find_history(p, in, k, partner, mesh_lo, mesh_hi, &acc.used);
+    ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
+    store_history(p, out, k, acc, partner, st);
+    acc.f = add3(acc.f, cf.force);
+    acc.t = add3(acc.t, add3(cross3(scale3(kin.n, arm), cf.tangential), cf.rolling_torque));
+#else
+    (void)mesh_lo;
+    (void)mesh_hi;
+    real delta_dot = dot3(kin.v_rel, kin.n);
+    real fn_ = normal_force_only(DEM_MODEL, pair, kin.m_eff, kin.r_eff, kin.delta, delta_dot);
+    acc.f = axpy3(acc.f, kin.n, -fn_);
+#endif
+}
+
+// Mesh contacts of particle k (cpu::contacts, section "Meshes"): the candidates of its cell in
+// ascending global triangle order; per mesh, if any face is touched, edge/vertex hits are dropped,
+// and hits whose normals coincide with an earlier (kept-kind) hit count once. The candidates of
+// one mesh are contiguous, so each mesh is walked twice: once for "any face touched", once to
+// emit; the duplicate test walks the mesh's earlier hits again (a hit mask avoids recomputing
+// non-touching triangles among the first 64 candidates).
+// Not inlined (only particles with candidates call it, the particle loop keeps its registers);
+// everything by value so that nothing of the caller's needs an address.
+__device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArrays in, ParticleArrays out,
+                                            unsigned k, const MeshArrays msh, BinCursor cur, dvec3 pi,
+                                            const SpeciesProps sp, unsigned si, real3 vi, real3 wi, Accum acc) {
+    const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
+    const double r = sp.radius;
+    while (!bins_done(cur)) {
+        const unsigned mesh = msh.tri_mesh[bins_peek(msh, cur)];
+        const BinCursor seg = cur;
+        unsigned len = 0;
+        unsigned long long hitmask = 0;
+        bool any_hit = false, has_face = false;
+        while (!bins_done(cur) && msh.tri_mesh[bins_peek(msh, cur)] == mesh) {
+            const unsigned g = bins_take(msh, cur);
+            MeshHit h;
+            if (mesh_hit(msh, g, pi, r, &h)) {
+                any_hit = true;
+                has_face = has_face || h.region == DEM_TRI_FACE;
+                if (len < 64) hitmask |= 1ull << len;
+            }
+            len++;
+        }
+        if (!any_hit) continue;
+        const MeshBody body = msh.bodies[mesh];
+        const unsigned key_lo = DEM_MESH_ID_BASE + body.first_tri, key_hi = key_lo + body.n_tri;
+        BinCursor c1 = seg;
+        for (unsigned i = 0; i < len; i++) {
+            const unsigned g = bins_take(msh, c1);
+            if (i < 64 && !((hitmask >> i) & 1ull)) continue;
+            MeshHit h;
+            if (!mesh_hit(msh, g, pi, r, &h)) continue;
+            if (has_face && h.region != DEM_TRI_FACE) continue;
+            bool duplicate = false;
+            BinCursor c2 = seg;
+            for (unsigned j = 0; j < i && !duplicate; j++) {
+                const unsigned g2 = bins_take(msh, c2);
+                if (j < 64 && !((hitmask >> j) & 1ull)) continue;
+                MeshHit o;
+                if (!mesh_hit(msh, g2, pi, r, &o)) continue;
+                duplicate = (o.region == DEM_TRI_FACE || !has_face) && ddot3(o.n, h.n) > 1.0 - 1e-9;
+            }
+            if (duplicate) continue;
+            // v_wall = velocity + omega x (q - center) (BodyTransform::wall_velocity)
+            const dvec3 v_wall =
+                dadd3(dload3(body.velocity), dcross3(dload3(body.omega), dsub3(h.q, dload3(body.center))));
+            ContactKinematics kin;
+            kin.n = to_real3(h.n);
+            kin.delta = (real)(r - h.dist);
+            kin.v_rel = sub3(add3(vi, cross3(wi, scale3(kin.n, ri))), to_real3(v_wall));
+            kin.omega_rel = sub3(wi, to_real3(dload3(body.omega)));
+            kin.r_eff = ri;
+            kin.m_eff = mi;
+            kin.i_eff = ii;
+            apply_contact(p, in, out, k, p.pw[si * p.n_walls + body.material], kin, contact_arm(ri, kin.delta),
+                          DEM_MESH_ID_BASE + g, key_lo, key_hi, acc);
+        }
+    }
+    return acc;
+}
+
+extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p, const ParticleArrays in,
+                                                              ParticleArrays out, const GridArrays g, DemDiag* diag,
+                                                              const MeshArrays msh) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    bool active = k < p.n;
+    Accum acc;
+    acc.f = zero3();
+    acc.t = zero3();
+    acc.contacts = 0;
+    acc.hist_out = 0;
+    acc.overflow = 0;
+    acc.used = 0;
+    if (active) {
+        const double pix = in.pos[3 * k], piy = in.pos[3 * k + 1], piz = in.pos[3 * k + 2];
+        const real3 vi = load3(in.vel, k);
+#if DEM_ROTATION
+        const real3 wi = load3(in.omega, k);
+#else
+        const real3 wi = zero3();
+#endif
+        const unsigned si = in.species ? in.species[k] : 0u;
+        const SpeciesProps sp = p.species[si];
+        const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
+        const unsigned id_i = in.id[k];
+
+        const unsigned cx = cell_coord(pix, p.origin[0], p.cell, p.dims[0]);
+        const unsigned cy = cell_coord(piy, p.origin[1], p.cell, p.dims[1]);
+        const unsigned cz = cell_coord(piz, p.origin[2], p.cell, p.dims[2]);
+        const unsigned x0 = cx > 0 ? cx - 1 : 0, x1 = min(cx + 1, p.dims[0] - 1);
+        const unsigned y0 = cy > 0 ? cy - 1 : 0, y1 = min(cy + 1, p.dims[1] - 1);
+        const unsigned z0 = cz > 0 ? cz - 1 : 0, z1 = min(cz + 1, p.dims[2] - 1);
+        for (unsigned z = z0; z <= z1; z++) {
+            for (unsigned y = y0; y <= y1; y++) {
+                // Cells x0..x1 of a row are consecutive in the sorted order: one range.
+                const unsigned b = g.start[cell_index(p, x0, y, z)];
+                const unsigned e = g.start[cell_index(p, x1, y, z) + 1];
+                for (unsigned j = b; j < e; j++) {
+                    if (j == k) continue;
+                    const unsigned sj = in.species ? in.species[j] : 0u;
+                    const double rsum = sp.radius + p.species[sj].radius;
+                    const double dx = in.pos[3 * j] - pix, dy = in.pos[3 * j + 1] - piy, dz = in.pos[3 * j + 2] - piz;
+                    const double d2 = dx * dx + dy * dy + dz * dz;
+                    if (d2 >= rsum * rsum) continue;
+                    const real dist = (real)sqrt(d2);
+                    const real rj = (real)p.species[sj].radius;
+                    ContactKinematics kin;
+                    if (dist > real(0)) {
+                        kin.n = scale3(make_real3((real)dx, (real)dy, (real)dz), real(1) / dist);
+                    } else {
+                        // Coincident centres: a fixed normal by id order, as the CPU does.
+                        kin.n = make_real3(0, 0, id_i < in.id[j] ? real(1) : real(-1));
+                    }
+                    kin.delta = (real)rsum - dist;
+                    const real3 vj = load3(in.vel, j);
+                    const real arm_i = contact_arm(ri, kin.delta);
+#if DEM_ROTATION
+                    const real3 wj = load3(in.omega, j);
+                    // Contact point velocities: v_i + w_i x (r_i n) and v_j + w_j x (-r_j n), written
+                    // as the CPU does: v_i - v_j + (r_i w_i + r_j w_j) x n.
+                    const real3 spin = add3(scale3(wi, ri), scale3(wj, rj));
+                    kin.v_rel = add3(sub3(vi, vj), cross3(spin, kin.n));
+                    kin.omega_rel = sub3(wi, wj);
+                    const real ij = (real)p.species[sj].inertia;
+                    kin.i_eff = ii * ij / (ii + ij);
+#else
+                    kin.v_rel = sub3(vi, vj);
+                    kin.omega_rel = zero3();
+                    kin.i_eff = ii;
+#endif
+                    kin.r_eff = effective_radius(ri, rj);
+                    kin.m_eff = effective_mass(mi, (real)p.species[sj].mass);
+                    apply_contact(p, in, out, k, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
+                }
+            }
+        }
+        if (p.walls) {
+            // geometry::box_wall_contacts: walls x_min, x_max, y_min, ... in that order.
+            const double pi3[3] = {pix, piy, piz};
+#pragma unroll
+            for (int a = 0; a < 3; a++) {
+#pragma unroll
+                for (int side = 0; side < 2; side++) {
+                    const double d = side == 0 ? sp.radius - (pi3[a] - p.box_min[a]) : sp.radius - (p.box_max[a] - pi3[a]);
+                    if (!(d > 0.0)) continue;
+                    ContactKinematics kin;
+                    kin.n = zero3();
+                    if (a == 0) kin.n.x = side == 0 ? real(-1) : real(1);
+                    if (a == 1) kin.n.y = side == 0 ? real(-1) : real(1);
+                    if (a == 2) kin.n.z = side == 0 ? real(-1) : real(1);
+                    kin.delta = (real)d;
+                    const real arm = contact_arm(ri, kin.delta);
+                    kin.v_rel = add3(vi, cross3(wi, scale3(kin.n, arm)));
+                    kin.omega_rel = wi;
+                    kin.r_eff = ri;
+                    kin.m_eff = mi;
+                    kin.i_eff = ii;
+                    apply_contact(p, in, out, k, p.pw[si * p.n_walls + 0], kin, arm, DEM_WALL_ID_BASE + 2 * a + side, 0u, 0u,
+                                  acc);
+                }
+            }
+        }
+        if (msh.n_tris) {
+            // Meshes after the walls, as the CPU orders them.
+            const BinCursor cur = bins_of_cell(msh, cell_index(p, cx, cy, cz));
+            if (!bins_done(cur)) acc = mesh_contacts(p, in, out, k, msh, cur, dv3(pix, piy, piz), sp, si, vi, wi, acc);
+        }
+        // Symplectic Euler, as cpu::stages::integrate_euler: a = g + F (1/m); v += a dt;
+        // x += v dt; w += T (dt / I).
+        const real dt = (real)p.dt;
+        const real3 g3 = make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
+        const real3 a = axpy3(g3, acc.f, real(1) / mi);
+        const real3 v = axpy3(vi, a, dt);
+        store3(out.vel, k, v);
+        const double x = pix + (double)v.x * p.dt, y = piy + (double)v.y * p.dt, zz = piz + (double)v.z * p.dt;
+        out.pos[3 * k] = x;
+        out.pos[3 * k + 1] = y;
+        out.pos[3 * k + 2] = zz;
+        bool finite = isfinite(x) && isfinite(y) && isfinite(zz) && isfinite(v.x) && isfinite(v.y) && isfinite(v.z);
+#if DEM_ROTATION
+        const real3 w = axpy3(wi, acc.t, dt / ii);
+        store3(out.omega, k, w);
+        finite = finite && isfinite(w.x) && isfinite(w.y) && isfinite(w.z);
+#endif
+        if (out.force) store3(out.force, k, acc.f);
+        if (out.contacts) out.contacts[k] = acc.contacts;
+        out.id[k] = id_i;
+        if (in.species) out.species[k] = si;
+#if DEM_FRICTION
+        out.hist_count[k] = acc.hist_out;
+#endif
+        if (!finite) atomicAdd(&diag->nonfinite, 1u);
+        if (acc.overflow) atomicAdd(&diag->hist_overflow, acc.overflow);
+    }
+    if (p.diag) {
+        // Warp sum first: one 64-bit atomic per warp.
+        unsigned c = __reduce_add_sync(0xffffffffu, acc.contacts);
+        if ((threadIdx.x & 31) == 0 && c) atomicAdd(&diag->contacts, (unsigned long long)c);
+    }
+}

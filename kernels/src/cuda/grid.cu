@@ -1,0 +1,118 @@
+// Neighbour search: cell hash, counting sort by cell, (cell, id) order within each cell, reorder.
+// Mirrors solver/src/grid.rs (Grid::cell_coords, Grid::cell_index, CellList::build): the result
+// is the same (cell, id) order as the CPU's, independent of the arrival order of the atomics.
+
+__device__ __forceinline__ unsigned cell_coord(double p, double origin, double cell, unsigned dim) {
+    // Grid::cell_coords: floor, clamp to [0, dim - 1]; NaN maps to 0 (fmax returns the non-NaN).
+    double c = floor((p - origin) / cell);
+    c = fmin(fmax(c, 0.0), (double)(dim - 1));
+    return (unsigned)c;
+}
+
+__device__ __forceinline__ unsigned cell_index(const DemParams& p, unsigned x, unsigned y, unsigned z) {
+    return x + p.dims[0] * (y + p.dims[1] * z);
+}
+
+// Hash every slot and count particles per cell; `rank` is the arrival order inside the cell.
+extern "C" __global__ void dem_hash_count(const DemParams p, const ParticleArrays s, GridArrays g) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) return;
+    unsigned x = cell_coord(s.pos[3 * i], p.origin[0], p.cell, p.dims[0]);
+    unsigned y = cell_coord(s.pos[3 * i + 1], p.origin[1], p.cell, p.dims[1]);
+    unsigned z = cell_coord(s.pos[3 * i + 2], p.origin[2], p.cell, p.dims[2]);
+    unsigned c = cell_index(p, x, y, z);
+    g.cell[i] = c;
+    g.rank[i] = atomicAdd(&g.count[c], 1u);
+}
+
+#define SCAN_THREADS 256
+#define SCAN_ITEMS 4
+#define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
+
+// Exclusive scan of one tile of `in` into `out`; the tile total goes to block_sums[blockIdx.x].
+extern "C" __global__ void scan_tile(const unsigned* in, unsigned* out, unsigned* block_sums, unsigned n) {
+    __shared__ unsigned sh[SCAN_THREADS];
+    unsigned base = blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
+    unsigned v[SCAN_ITEMS];
+    unsigned sum = 0;
+#pragma unroll
+    for (int k = 0; k < SCAN_ITEMS; k++) {
+        unsigned idx = base + k;
+        v[k] = idx < n ? in[idx] : 0u;
+        sum += v[k];
+    }
+    sh[threadIdx.x] = sum;
+    __syncthreads();
+    // Hillis-Steele inclusive scan of the per-thread sums.
+    for (unsigned off = 1; off < SCAN_THREADS; off <<= 1) {
+        unsigned t = threadIdx.x >= off ? sh[threadIdx.x - off] : 0u;
+        __syncthreads();
+        sh[threadIdx.x] += t;
+        __syncthreads();
+    }
+    unsigned run = sh[threadIdx.x] - sum;
+#pragma unroll
+    for (int k = 0; k < SCAN_ITEMS; k++) {
+        unsigned idx = base + k;
+        if (idx < n) out[idx] = run;
+        run += v[k];
+    }
+    if (threadIdx.x == SCAN_THREADS - 1) block_sums[blockIdx.x] = sh[threadIdx.x];
+}
+
+// Adds the scanned tile offsets to every element of its tile.
+extern "C" __global__ void scan_add(unsigned* out, const unsigned* offsets, unsigned n) {
+    unsigned idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < n) out[idx] += offsets[idx / SCAN_TILE];
+}
+
+// Slot i goes to start[cell] + rank (arrival order, fixed next by dem_cell_sort).
+extern "C" __global__ void dem_scatter(const DemParams p, GridArrays g) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) return;
+    unsigned c = g.cell[i];
+    g.perm[g.start[c] + g.rank[i]] = i;
+}
+
+// Sorts each cell's entries by particle id (insertion sort: cells hold a handful of particles),
+// which makes the order, and so every force sum, independent of the atomics' arrival order.
+extern "C" __global__ void dem_cell_sort(const DemParams p, const ParticleArrays s, GridArrays g, unsigned cells) {
+    unsigned c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cells) return;
+    unsigned b = g.start[c], e = g.start[c + 1];
+    if (e - b < 2) return;
+    for (unsigned a = b + 1; a < e; a++) {
+        unsigned v = g.perm[a];
+        unsigned key = s.id[v];
+        unsigned k = a;
+        while (k > b && s.id[g.perm[k - 1]] > key) {
+            g.perm[k] = g.perm[k - 1];
+            k--;
+        }
+        g.perm[k] = v;
+    }
+}
+
+// Reorder: dst slot k takes src slot perm[k] (every array, history entries in use only).
+extern "C" __global__ void dem_gather(const DemParams p, const ParticleArrays src, ParticleArrays dst, const GridArrays g) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    unsigned j = g.perm[k];
+    for (int a = 0; a < 3; a++) {
+        dst.pos[3 * k + a] = src.pos[3 * j + a];
+        dst.vel[3 * k + a] = src.vel[3 * j + a];
+    }
+    if (src.omega)
+        for (int a = 0; a < 3; a++) dst.omega[3 * k + a] = src.omega[3 * j + a];
+    dst.id[k] = src.id[j];
+    if (src.species) dst.species[k] = src.species[j];
+    if (src.hist_count) {
+        unsigned m = src.hist_count[j];
+        dst.hist_count[k] = m;
+        for (unsigned c = 0; c < m; c++) {
+            unsigned from = c * p.n + j, to = c * p.n + k;
+            dst.hist_partner[to] = src.hist_partner[from];
+            for (int a = 0; a < 3; a++) dst.hist_xi[3 * to + a] = src.hist_xi[3 * from + a];
+        }
+    }
+}

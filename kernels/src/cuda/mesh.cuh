@@ -1,0 +1,163 @@
+// Particle-triangle geometry: twins of solver/src/geometry/triangle.rs (closest point) and of the
+// mesh section of solver/src/cpu/contacts.rs (hit test, normal). Geometry is double in both
+// precisions (positions are double); the same operations in the same order as the Rust code, so
+// the parity mode (double, no FMA contraction) reproduces it bit for bit.
+
+struct dvec3 {
+    double x, y, z;
+};
+
+__device__ __forceinline__ dvec3 dv3(double x, double y, double z) {
+    dvec3 r;
+    r.x = x;
+    r.y = y;
+    r.z = z;
+    return r;
+}
+__device__ __forceinline__ dvec3 dadd3(dvec3 a, dvec3 b) { return dv3(a.x + b.x, a.y + b.y, a.z + b.z); }
+__device__ __forceinline__ dvec3 dsub3(dvec3 a, dvec3 b) { return dv3(a.x - b.x, a.y - b.y, a.z - b.z); }
+__device__ __forceinline__ dvec3 dscale3(dvec3 a, double s) { return dv3(a.x * s, a.y * s, a.z * s); }
+// a + b * s (vec3::axpy)
+__device__ __forceinline__ dvec3 daxpy3(dvec3 a, dvec3 b, double s) {
+    return dv3(a.x + b.x * s, a.y + b.y * s, a.z + b.z * s);
+}
+__device__ __forceinline__ double ddot3(dvec3 a, dvec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
+__device__ __forceinline__ dvec3 dcross3(dvec3 a, dvec3 b) {
+    return dv3(a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x);
+}
+__device__ __forceinline__ dvec3 dload3(const double* p) { return dv3(p[0], p[1], p[2]); }
+__device__ __forceinline__ real3 to_real3(dvec3 a) { return make_real3((real)a.x, (real)a.y, (real)a.z); }
+
+// geometry::TriRegion
+#define DEM_TRI_FACE 0
+#define DEM_TRI_EDGE 1
+#define DEM_TRI_VERTEX 2
+
+// geometry::closest_point_on_triangle (Ericson 5.1.5): closest point q of triangle (a, b, c) to p;
+// returns the region.
+__device__ __forceinline__ int closest_point_on_triangle(dvec3 p, dvec3 a, dvec3 b, dvec3 c, dvec3* q) {
+    const dvec3 ab = dsub3(b, a);
+    const dvec3 ac = dsub3(c, a);
+    const dvec3 ap = dsub3(p, a);
+    const double d1 = ddot3(ab, ap);
+    const double d2 = ddot3(ac, ap);
+    if (d1 <= 0.0 && d2 <= 0.0) {
+        *q = a;
+        return DEM_TRI_VERTEX;
+    }
+    const dvec3 bp = dsub3(p, b);
+    const double d3 = ddot3(ab, bp);
+    const double d4 = ddot3(ac, bp);
+    if (d3 >= 0.0 && d4 <= d3) {
+        *q = b;
+        return DEM_TRI_VERTEX;
+    }
+    const double vc = d1 * d4 - d3 * d2;
+    if (vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0) {
+        const double v = d1 / (d1 - d3);
+        *q = daxpy3(a, ab, v);
+        return DEM_TRI_EDGE;
+    }
+    const dvec3 cp = dsub3(p, c);
+    const double d5 = ddot3(ab, cp);
+    const double d6 = ddot3(ac, cp);
+    if (d6 >= 0.0 && d5 <= d6) {
+        *q = c;
+        return DEM_TRI_VERTEX;
+    }
+    const double vb = d5 * d2 - d1 * d6;
+    if (vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0) {
+        const double w = d2 / (d2 - d6);
+        *q = daxpy3(a, ac, w);
+        return DEM_TRI_EDGE;
+    }
+    const double va = d3 * d6 - d5 * d4;
+    if (va <= 0.0 && (d4 - d3) >= 0.0 && (d5 - d6) >= 0.0) {
+        const double w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+        *q = daxpy3(b, dsub3(c, b), w);
+        return DEM_TRI_EDGE;
+    }
+    const double denom = 1.0 / (va + vb + vc);
+    const double v = vb * denom;
+    const double w = vc * denom;
+    *q = dadd3(a, dadd3(dscale3(ab, v), dscale3(ac, w)));
+    return DEM_TRI_FACE;
+}
+
+// A touching triangle (cpu::contacts MeshHit): closest point, unit normal from the particle
+// centre towards it, centre distance, region.
+struct MeshHit {
+    dvec3 q;
+    dvec3 n;
+    double dist;
+    int region;
+};
+
+// Whether the sphere (p, r) touches global triangle g; fills `h` if so (cpu::contacts, meshes).
+__device__ __forceinline__ bool mesh_hit(const MeshArrays& m, unsigned g, dvec3 p, double r, MeshHit* h) {
+    const double* t = m.tris + 9 * (size_t)g;
+    const dvec3 a = dload3(t), b = dload3(t + 3), c = dload3(t + 6);
+    dvec3 q;
+    const int region = closest_point_on_triangle(p, a, b, c, &q);
+    const dvec3 d = dsub3(q, p);
+    const double dist2 = ddot3(d, d);
+    if (dist2 >= r * r) return false;
+    const double dist = sqrt(dist2);
+    dvec3 n;
+    if (dist > 0.0) {
+        n = dscale3(d, 1.0 / dist);
+    } else {
+        // vec3::normalize_or_zero(cross(b - a, c - a))
+        const dvec3 f = dcross3(dsub3(b, a), dsub3(c, a));
+        const double len = sqrt(ddot3(f, f));
+        n = len > 0.0 ? dscale3(f, 1.0 / len) : dv3(0.0, 0.0, 0.0);
+    }
+    h->q = q;
+    h->n = n;
+    h->dist = dist;
+    h->region = region;
+    return true;
+}
+
+// First index of `cells[0..n)` (sorted ascending) not below `c`.
+__device__ __forceinline__ unsigned bins_lower_bound(const unsigned* cells, unsigned n, unsigned c) {
+    unsigned lo = 0, hi = n;
+    while (lo < hi) {
+        const unsigned mid = lo + (hi - lo) / 2;
+        if (cells[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+// Walks the candidates of one cell, the fixed and the moving bins merged: ascending global
+// triangle index, as MeshWorld::candidates returns them.
+struct BinCursor {
+    unsigned f, fe, m, me;
+};
+
+__device__ __forceinline__ BinCursor bins_of_cell(const MeshArrays& ms, unsigned cell) {
+    BinCursor c;
+    c.f = bins_lower_bound(ms.fixed_cell, ms.n_fixed, cell);
+    c.fe = c.f;
+    while (c.fe < ms.n_fixed && ms.fixed_cell[c.fe] == cell) c.fe++;
+    c.m = bins_lower_bound(ms.moving_cell, ms.n_moving, cell);
+    c.me = c.m;
+    while (c.me < ms.n_moving && ms.moving_cell[c.me] == cell) c.me++;
+    return c;
+}
+
+__device__ __forceinline__ bool bins_done(const BinCursor& c) { return c.f >= c.fe && c.m >= c.me; }
+
+// The next candidate (the cursor must not be done).
+__device__ __forceinline__ unsigned bins_peek(const MeshArrays& ms, const BinCursor& c) {
+    if (c.f < c.fe && (c.m >= c.me || ms.fixed_tri[c.f] < ms.moving_tri[c.m])) return ms.fixed_tri[c.f];
+    return ms.moving_tri[c.m];
+}
+
+__device__ __forceinline__ unsigned bins_take(const MeshArrays& ms, BinCursor& c) {
+    if (c.f < c.fe && (c.m >= c.me || ms.fixed_tri[c.f] < ms.moving_tri[c.m])) return ms.fixed_tri[c.f++];
+    return ms.moving_tri[c.m++];
+}

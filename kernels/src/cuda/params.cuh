@@ -1,0 +1,99 @@
+// Parameter structs passed by value to every kernel. Mirrored field for field by
+// solver/src/cuda/params.rs (#[repr(C)], with size asserts on both sides). Pointers are device
+// addresses (8 bytes); a null pointer means "array not allocated for this configuration".
+
+#define DEM_NO_PARTNER 0xFFFFFFFFu
+// History partner id of box wall w (0..6): DEM_WALL_ID_BASE + w. Particle ids stay below it.
+#define DEM_WALL_ID_BASE 0xFFFFFFF0u
+// History partner id of mesh triangle g (global index: the triangles of all meshes concatenated
+// in mesh order): DEM_MESH_ID_BASE + g. When the case has meshes, particle ids stay below it.
+#define DEM_MESH_ID_BASE 0x80000000u
+
+// Per-species constants, computed on the host in double (physics::sphere_mass, sphere_inertia).
+struct SpeciesProps {
+    double radius;   // [m]
+    double mass;     // [kg]
+    double inertia;  // [kg m^2]
+    double pad;
+};
+
+// Case-wide constants of one step.
+struct DemParams {
+    double origin[3];    // grid origin [m]
+    double cell;         // grid cell edge [m]
+    double dt;           // time step [s]
+    double gravity[3];   // [m/s^2]
+    double box_min[3];   // box walls [m]
+    double box_max[3];
+    unsigned dims[3];    // grid cells per axis
+    unsigned n;          // particles
+    unsigned walls;      // 1: the six box faces are walls
+    unsigned n_species;
+    unsigned n_walls;    // wall materials (box = 0, mesh k = k + 1)
+    unsigned hist_cap;   // contact history entries per particle
+    unsigned diag;       // 1: count contacts into DemDiag
+    unsigned pad;
+    const SpeciesProps* species;  // [n_species]
+    const MaterialPair* pp;       // [n_species * n_species]
+    const MaterialPair* pw;       // [n_species * n_walls]
+};
+
+// Particle state in storage (sorted) order. Two of these exist (current and next), swapped by
+// the host every step.
+struct ParticleArrays {
+    double* pos;             // [3n] positions [m]
+    real* vel;               // [3n] velocities [m/s]
+    real* omega;             // [3n] angular velocities [rad/s], null without rotation
+    unsigned* id;            // [n] particle id
+    unsigned* species;       // [n] species index, null with one species
+    unsigned* hist_count;    // [n] contacts in the history, null without friction
+    unsigned* hist_partner;  // [hist_cap * n], entry c of slot k at c * n + k
+    real* hist_xi;           // [3 * hist_cap * n], tangential springs
+    real* force;             // [3n] contact force of the last step [N], null unless requested
+    unsigned* contacts;      // [n] contacts of the last step, null unless requested
+};
+
+// Neighbour-search arrays.
+struct GridArrays {
+    unsigned* cell;   // [n] cell of each slot
+    unsigned* rank;   // [n] arrival rank within its cell (from atomicAdd; fixed by cell_sort)
+    unsigned* perm;   // [n] new slot k takes old slot perm[k]
+    unsigned* count;  // [cells + 1] particles per cell, zero between steps
+    unsigned* start;  // [cells + 1] exclusive scan of count
+};
+
+// Diagnostics accumulated by the collide kernel (integers only: deterministic).
+struct DemDiag {
+    unsigned long long contacts;   // particle-particle + wall contacts seen from each side
+    unsigned hist_overflow;        // particles whose history exceeded hist_cap
+    unsigned nonfinite;            // particles with a non-finite new state
+};
+
+// One mesh at the step's time: the velocity field of its geometry::BodyTransform (the wall
+// velocity at world point q is velocity + omega x (q - center)) and its constants. 88 bytes.
+struct MeshBody {
+    double velocity[3];  // [m/s]
+    double omega[3];     // [rad/s]
+    double center[3];    // [m]
+    unsigned first_tri;  // first global triangle
+    unsigned n_tri;      // triangles of this mesh
+    unsigned material;   // wall material (column of DemParams::pw)
+    unsigned pad;
+};
+
+// Triangle meshes (geometry::MeshWorld): world triangles at the step's time and the grid bins,
+// (cell, global triangle) sorted, of fixed and of moving meshes. All null / zero without meshes.
+// 72 bytes.
+struct MeshArrays {
+    const double* tris;           // [9 * n_tris] world vertices a, b, c of each triangle [m]
+    const unsigned* tri_mesh;     // [n_tris] mesh of each global triangle
+    const MeshBody* bodies;       // [n_meshes]
+    const unsigned* fixed_cell;   // [n_fixed] bins of fixed meshes, sorted by (cell, triangle)
+    const unsigned* fixed_tri;    // [n_fixed]
+    const unsigned* moving_cell;  // [n_moving] bins of moving meshes (made with a skin)
+    const unsigned* moving_tri;   // [n_moving]
+    unsigned n_fixed;
+    unsigned n_moving;
+    unsigned n_meshes;
+    unsigned n_tris;
+};

@@ -1,0 +1,152 @@
+// DEM contact physics: the CUDA twins of solver/src/physics.rs, one function per Rust function,
+// same names and argument order. Units, sources and derivations are documented once, on the Rust
+// side; keep the two in step (the parity test compares them on random inputs).
+//
+// Tuples returned by the Rust functions become out-parameters here (last argument).
+
+#define DEM_PI 3.14159265358979323846
+
+// Material parameters of one contact pair (physics::MaterialPair), kept in double on the device
+// and converted to `real` where used.
+struct MaterialPair {
+    double kn, kt, e_star, g_star, beta, mu_s, mu_r;
+};
+
+// physics::ContactKinematics
+struct ContactKinematics {
+    real3 n;
+    real delta;
+    real3 v_rel;
+    real3 omega_rel;
+    real r_eff;
+    real m_eff;
+    real i_eff;
+};
+
+// physics::ContactState
+struct ContactState {
+    real3 xi;
+};
+
+// physics::ContactForce
+struct ContactForce {
+    real3 force;
+    real3 tangential;
+    real3 rolling_torque;
+    real normal;
+    bool sliding;
+};
+
+// physics::effective_mass for two finite masses (walls pass their particle's mass directly).
+__device__ __forceinline__ real effective_mass(real m1, real m2) { return m1 * m2 / (m1 + m2); }
+
+// physics::effective_radius for two finite radii.
+__device__ __forceinline__ real effective_radius(real r1, real r2) { return r1 * r2 / (r1 + r2); }
+
+// physics::linear_damping_coefficient
+__device__ __forceinline__ real linear_damping_coefficient(real k, real m_eff, real beta) {
+    return real(2) * beta * sqrt(k * m_eff);
+}
+
+// physics::linear_normal_force
+__device__ __forceinline__ real linear_normal_force(real kn, real cn, real delta, real delta_dot) {
+    return kn * delta + cn * delta_dot;
+}
+
+// physics::hertz_normal_stiffness
+__device__ __forceinline__ real hertz_normal_stiffness(real e_star, real r_eff, real delta) {
+    return real(2) * e_star * sqrt(r_eff * delta);
+}
+
+// physics::mindlin_tangential_stiffness
+__device__ __forceinline__ real mindlin_tangential_stiffness(real g_star, real r_eff, real delta) {
+    return real(8) * g_star * sqrt(r_eff * delta);
+}
+
+// physics::hertz_damping_coefficient
+__device__ __forceinline__ real hertz_damping_coefficient(real stiffness, real m_eff, real beta) {
+    return real(2) * sqrt(real(5.0 / 6.0)) * beta * sqrt(stiffness * m_eff);
+}
+
+// physics::hertz_normal_force
+__device__ __forceinline__ real hertz_normal_force(real e_star, real r_eff, real m_eff, real beta, real delta,
+                                                   real delta_dot) {
+    real elastic = real(4.0 / 3.0) * e_star * sqrt(r_eff) * delta * sqrt(delta);
+    real sn = hertz_normal_stiffness(e_star, r_eff, delta);
+    return elastic + hertz_damping_coefficient(sn, m_eff, beta) * delta_dot;
+}
+
+// physics::project_spring
+__device__ __forceinline__ real3 project_spring(real3 xi, real3 n) {
+    real old = norm3(xi);
+    if (old == real(0)) return zero3();
+    real3 p = axpy3(xi, n, -dot3(xi, n));
+    real len = norm3(p);
+    return len > real(0) ? scale3(p, old / len) : zero3();
+}
+
+// physics::tangential_force; `sliding` receives the second tuple element.
+__device__ __forceinline__ real3 tangential_force(ContactState* state, real3 n, real3 v_t, real kt, real ct, real mu,
+                                                  real fn_, real dt, bool* sliding) {
+    real3 xi = axpy3(project_spring(state->xi, n), v_t, dt);
+    real3 trial = sub3(scale3(xi, -kt), scale3(v_t, ct));
+    real limit = mu * fmax(fn_, real(0));
+    real mag = norm3(trial);
+    if (mag > limit) {
+        real3 ft = mag > real(0) ? scale3(trial, limit / mag) : zero3();
+        state->xi = kt > real(0) ? scale3(ft, real(-1) / kt) : zero3();
+        *sliding = true;
+        return ft;
+    }
+    state->xi = xi;
+    *sliding = false;
+    return trial;
+}
+
+// physics::rolling_torque
+__device__ __forceinline__ real3 rolling_torque(real3 omega_rel, real mu_r, real r_eff, real fn_, real i_eff,
+                                                real dt) {
+    real w = norm3(omega_rel);
+    if (w == real(0) || mu_r == real(0)) return zero3();
+    real mag = fmin(mu_r * r_eff * fmax(fn_, real(0)), i_eff * w / dt);
+    return scale3(omega_rel, -mag / w);
+}
+
+// physics::contact_force. `model` is 0 (Linear) or 1 (HertzMindlin), as physics::ContactModel.
+__device__ __forceinline__ ContactForce contact_force(int model, const MaterialPair& pair, const ContactKinematics& k,
+                                                      ContactState* state, real dt) {
+    real delta_dot = dot3(k.v_rel, k.n);
+    real3 v_t = axpy3(k.v_rel, k.n, -delta_dot);
+    real fn_, kt, ct;
+    real beta = (real)pair.beta;
+    if (model == 0) {
+        real kn = (real)pair.kn;
+        kt = (real)pair.kt;
+        real cn = linear_damping_coefficient(kn, k.m_eff, beta);
+        ct = linear_damping_coefficient(kt, k.m_eff, beta);
+        fn_ = linear_normal_force(kn, cn, k.delta, delta_dot);
+    } else {
+        real st = mindlin_tangential_stiffness((real)pair.g_star, k.r_eff, k.delta);
+        ct = hertz_damping_coefficient(st, k.m_eff, beta);
+        fn_ = hertz_normal_force((real)pair.e_star, k.r_eff, k.m_eff, beta, k.delta, delta_dot);
+        kt = st;
+    }
+    ContactForce out;
+    out.tangential = tangential_force(state, k.n, v_t, kt, ct, (real)pair.mu_s, fn_, dt, &out.sliding);
+    out.rolling_torque = rolling_torque(k.omega_rel, (real)pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
+    out.force = axpy3(out.tangential, k.n, -fn_);
+    out.normal = fn_;
+    return out;
+}
+
+// Normal force alone, for the frictionless specialisation (DEM_FRICTION == 0): the same value
+// contact_force returns in `normal` (the tangential part is exactly zero when mu_s = 0).
+__device__ __forceinline__ real normal_force_only(int model, const MaterialPair& pair, real m_eff, real r_eff,
+                                                  real delta, real delta_dot) {
+    real beta = (real)pair.beta;
+    if (model == 0) {
+        real kn = (real)pair.kn;
+        return linear_normal_force(kn, linear_damping_coefficient(kn, m_eff, beta), delta, delta_dot);
+    }
+    return hertz_normal_force((real)pair.e_star, r_eff, m_eff, beta, delta, delta_dot);
+}

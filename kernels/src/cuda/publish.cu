@@ -1,0 +1,14 @@
+// Publication: the sorted state packed into particle-id order as float32 (the frame layout of
+// shm-protocol), into a device staging buffer that a copy stream then moves to the host.
+// Mirrors the CPU backend's fill_frame (positions, velocities, angular velocities by id).
+
+extern "C" __global__ void dem_pack(const DemParams p, const ParticleArrays s, float* pos, float* vel, float* omega) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    unsigned i = s.id[k];
+    for (int a = 0; a < 3; a++) pos[3 * i + a] = (float)s.pos[3 * k + a];
+    if (vel)
+        for (int a = 0; a < 3; a++) vel[3 * i + a] = (float)s.vel[3 * k + a];
+    if (omega)
+        for (int a = 0; a < 3; a++) omega[3 * i + a] = s.omega ? (float)s.omega[3 * k + a] : 0.0f;
+}

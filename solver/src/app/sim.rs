@@ -1,0 +1,332 @@
+//! Builds the simulation the command line asks for (built-in case, case file, checkpoint or a
+//! dead run's last frame) on the chosen backend, and adapts it to the run loop ([`SimPort`]).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use shm_protocol::{
+    BodyTransform, FieldKind, Frame, FrameWriter, MeshStatic, SpeciesRecord, StaticData,
+};
+use solver::case::Case;
+use solver::cuda::CudaOptions;
+use solver::sim::{BackendKind, FrameInput, Simulation};
+use solver::vec3;
+use solver::vtk::VtkSeries;
+
+use super::cli::Cli;
+use super::port::SimPort;
+use crate::Backend;
+
+/// This build contains the CUDA backend (it still needs a driver at run time).
+pub const CUDA_AVAILABLE: bool = true;
+
+/// Built-in case size when `--particles` is not given: a few seconds per 0.01 s simulated on a
+/// laptop CPU, and the XPS benchmark size on a GPU.
+const DEFAULT_PARTICLES_CPU: u64 = 10_000;
+const DEFAULT_PARTICLES_CUDA: u64 = 1_000_000;
+
+fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
+    match backend {
+        Backend::Cpu => BackendKind::Cpu,
+        Backend::Cuda => BackendKind::Cuda(CudaOptions {
+            device: cli.devices,
+            ..CudaOptions::default()
+        }),
+    }
+}
+
+/// Applies the command-line overrides that make sense for any case.
+fn apply_overrides(case: &mut Case, cli: &Cli) {
+    if let Some(t) = cli.end_time {
+        case.end_time = t;
+    }
+    if let Some(dt) = cli.dt {
+        case.dt = dt;
+    }
+}
+
+/// The case as TOML with STL paths made absolute, so a reader of the segment (or a
+/// `--load-shm` resume from another directory) can load the meshes.
+fn self_contained_toml(case: &Case) -> Result<String> {
+    let mut c = case.clone();
+    for m in &mut c.meshes {
+        if let Some(p) = &m.stl {
+            let full = case.origin.base_dir.join(p);
+            m.stl = Some(std::fs::canonicalize(&full).unwrap_or(full));
+        }
+    }
+    Ok(c.to_toml()?)
+}
+
+fn start(case: Case, kind: &BackendKind) -> Result<Box<dyn SimPort>> {
+    let config_toml = self_contained_toml(&case)?;
+    let sim = Simulation::new_on(case, kind)?;
+    for w in sim.warnings() {
+        tracing::warn!("{w}");
+    }
+    Ok(Box::new(SimRunner::new(sim, config_toml)))
+}
+
+/// A new run: the case file, or the built-in falling box.
+pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
+    let mut case = match case_path {
+        Some(path) => {
+            if cli.particles.is_some() {
+                bail!(
+                    "--particles scales the built-in case only; set the particle counts of {} in its [[sources]]",
+                    path.display()
+                );
+            }
+            let (case, warnings) = Case::from_file(path)?;
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            case
+        }
+        None => {
+            let n = cli.particles.unwrap_or(match backend {
+                Backend::Cpu => DEFAULT_PARTICLES_CPU,
+                Backend::Cuda => DEFAULT_PARTICLES_CUDA,
+            });
+            let n = usize::try_from(n).context("--particles is too large for this machine")?;
+            tracing::info!(
+                "built-in case: {n} spheres falling into a 2 m box (XPS benchmark, Neubauer 2018)"
+            );
+            Case::default_falling_box(n)
+        }
+    };
+    apply_overrides(&mut case, cli);
+    start(case, &backend_kind(backend, cli))
+}
+
+/// Continues from a checkpoint file.
+pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
+    if cli.particles.is_some() || cli.dt.is_some() {
+        bail!("--particles and --dt cannot change a checkpointed run (--end-time can)");
+    }
+    let mut sim = Simulation::load_checkpoint_on(path, &backend_kind(backend, cli))?;
+    if let Some(t) = cli.end_time {
+        sim.set_end_time(t);
+    }
+    tracing::info!(
+        "restarted from {} at step {}, t = {:.6} s",
+        path.display(),
+        sim.step_index(),
+        sim.time()
+    );
+    let config_toml = self_contained_toml(sim.case())?;
+    Ok(Box::new(SimRunner::new(sim, config_toml)))
+}
+
+/// Continues a dead run from the last complete frame of its segment.
+pub fn resume_from_frame(
+    stat: &StaticData,
+    frame: &Frame,
+    backend: Backend,
+    cli: &Cli,
+) -> Result<Box<dyn SimPort>> {
+    if cli.particles.is_some() || cli.case.is_some() {
+        bail!("--load-shm resumes the segment's own case; --particles and --case do not apply");
+    }
+    let mut case = Case::from_toml_str(
+        &stat.config_toml,
+        "<case stored in the segment>",
+        Path::new("/"),
+    )
+    .context("the segment's stored case cannot be read")?;
+    apply_overrides(&mut case, cli);
+    let n = frame.meta.particle_count as usize;
+    let need = |v: &Option<Vec<[f32; 3]>>, what: &str| -> Result<Vec<[f32; 3]>> {
+        match v {
+            Some(v) if v.len() == n => Ok(v.clone()),
+            Some(v) => bail!("the last frame has {} {what} for {n} particles", v.len()),
+            None => bail!("the last frame has no {what}; it cannot be resumed from"),
+        }
+    };
+    if stat.particle_species.len() != n {
+        bail!(
+            "the static section describes {} particles, the last frame {n}",
+            stat.particle_species.len()
+        );
+    }
+    let input = FrameInput {
+        step: frame.meta.step,
+        time: frame.meta.sim_time,
+        species: stat.particle_species.clone(),
+        positions: need(&frame.positions, "positions")?,
+        velocities: need(&frame.velocities, "velocities")?,
+        angular_velocities: frame
+            .angular_velocities
+            .clone()
+            .filter(|w| w.len() == n)
+            .unwrap_or_else(|| vec![[0.0; 3]; n]),
+    };
+    let config_toml = stat.config_toml.clone();
+    let sim = Simulation::from_frame_on(case, &input, &backend_kind(backend, cli))?;
+    Ok(Box::new(SimRunner::new(sim, config_toml)))
+}
+
+/// A [`Simulation`] as the run loop sees it.
+pub struct SimRunner {
+    sim: Simulation,
+    config_toml: String,
+    vtk: Option<(PathBuf, VtkSeries)>,
+}
+
+impl SimRunner {
+    fn new(sim: Simulation, config_toml: String) -> Self {
+        if let Some(report) = sim.device_report() {
+            tracing::info!("{report}");
+        }
+        Self {
+            sim,
+            config_toml,
+            vtk: None,
+        }
+    }
+}
+
+impl SimPort for SimRunner {
+    fn step(&mut self) -> Result<()> {
+        Ok(self.sim.step()?)
+    }
+    fn step_index(&self) -> u64 {
+        self.sim.step_index()
+    }
+    fn time(&self) -> f64 {
+        self.sim.time()
+    }
+    fn dt(&self) -> f64 {
+        self.sim.dt()
+    }
+    fn end_time(&self) -> f64 {
+        self.sim.case().end_time
+    }
+    fn particle_count(&self) -> usize {
+        self.sim.num_particles()
+    }
+    fn mesh_count(&self) -> usize {
+        self.sim.meshes().len()
+    }
+    fn triangle_count(&self) -> usize {
+        self.sim.meshes().iter().map(|m| m.triangles.len()).sum()
+    }
+    fn species_count(&self) -> usize {
+        self.sim.species().len()
+    }
+
+    fn static_data(&self) -> StaticData {
+        let species = self
+            .sim
+            .species()
+            .iter()
+            .map(|s| SpeciesRecord {
+                name: shm_protocol::static_data::encode_name(&s.name),
+                radius: s.radius,
+                density: s.density,
+                young_modulus: s.young_modulus.unwrap_or(0.0),
+                poisson_ratio: s.poisson_ratio,
+                restitution: s.restitution,
+                sliding_friction: s.sliding_friction,
+                rolling_friction: s.rolling_friction,
+                _reserved: 0.0,
+            })
+            .collect();
+        let meshes = (0..self.sim.meshes().len())
+            .map(|k| MeshStatic {
+                name: self.sim.meshes()[k].name.clone(),
+                triangles: self
+                    .sim
+                    .mesh_triangles_f32(k)
+                    .iter()
+                    .map(|t| {
+                        let f = t.as_flattened();
+                        std::array::from_fn(|i| f[i])
+                    })
+                    .collect(),
+            })
+            .collect();
+        let (lo, hi) = (self.sim.case().domain.min, self.sim.case().domain.max);
+        let rmax = self
+            .sim
+            .species()
+            .iter()
+            .map(|s| s.radius)
+            .fold(0.0, f64::max);
+        StaticData {
+            config_toml: self.config_toml.clone(),
+            species,
+            particle_ids: self.sim.particle_ids(),
+            particle_species: self.sim.species_ids().to_vec(),
+            particle_radius: self.sim.radii_f32(),
+            meshes,
+            world_min: lo,
+            world_max: hi,
+            cell_size: 2.0 * rmax,
+            generation: 0,
+        }
+    }
+
+    fn body_transforms(&self) -> Vec<BodyTransform> {
+        self.sim
+            .mesh_transforms()
+            .iter()
+            .map(|t| BodyTransform {
+                rotation: t.rotation.map(|c| c as f32),
+                translation: vec3::to_f32(t.translation),
+                velocity: vec3::to_f32(t.wall_velocity(t.translation)),
+                angular_velocity: vec3::to_f32(t.omega),
+            })
+            .collect()
+    }
+
+    fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> Result<()> {
+        // Three raw slot arrays handed to the backend at once (the GPU packs into them).
+        let pos = w.field_ptr(FieldKind::Position)? as *mut [f32; 3];
+        let vel = w.field_ptr(FieldKind::Velocity)? as *mut [f32; 3];
+        let ang = w.field_ptr(FieldKind::AngularVelocity)? as *mut [f32; 3];
+        let n = self.sim.num_particles();
+        // SAFETY: each pointer is the start of a distinct, reserved array of at least the frame's
+        // particle count (= n) elements in this slot, which no reader trusts before commit.
+        let out = unsafe {
+            solver::backend::KinematicsOut {
+                positions: std::slice::from_raw_parts_mut(pos, n),
+                velocities: Some(std::slice::from_raw_parts_mut(vel, n)),
+                angular_velocities: Some(std::slice::from_raw_parts_mut(ang, n)),
+            }
+        };
+        self.sim
+            .write_kinematics_f32(out)
+            .context("copying the state into the frame")?;
+        if self.sim.backend_name() == "cpu" {
+            // Cheap on the CPU (already in host memory); skipped on the GPU, where it would
+            // download the whole state for each frame.
+            w.write_vec3(FieldKind::Force, &self.sim.forces_f32())?;
+            w.contact_counts_mut()?
+                .copy_from_slice(&self.sim.contact_counts());
+        }
+        Ok(())
+    }
+
+    fn save_checkpoint(&self, path: &Path) -> Result<()> {
+        Ok(self.sim.save_checkpoint(path)?)
+    }
+
+    fn write_output(&mut self, dir: &Path, _index: u64) -> Result<()> {
+        if self.vtk.as_ref().is_none_or(|(d, _)| d != dir) {
+            self.vtk = Some((dir.to_path_buf(), VtkSeries::new(dir, "particles")?));
+        }
+        if let Some((_, series)) = &mut self.vtk {
+            series.write_frame(&self.sim)?;
+        }
+        Ok(())
+    }
+
+    fn stage_summary(&self) -> String {
+        self.sim.timers().to_string()
+    }
+
+    fn backend_name(&self) -> String {
+        self.sim.backend_name().to_string()
+    }
+}

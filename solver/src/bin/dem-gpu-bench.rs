@@ -1,0 +1,829 @@
+//! `dem-gpu-bench`: correctness checks and benchmarks of the CUDA backend (issue 4), run on the
+//! GPU machine by `bench/gpu/run.sh`. Each command prints a human line and appends one JSON
+//! record per measurement to `--out` (JSON lines), which the script gathers into
+//! `bench/results/dem_gpu.json`.
+//!
+//! Commands: smoke, parity, determinism, restitution, bench, full, publish, bandwidth.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use solver::backend::{Backend, SimState};
+use solver::case::{Case, ContactModelSpec};
+use solver::cpu::CpuBackend;
+use solver::cuda::{self, CudaOptions, CudaSim};
+use solver::physics;
+
+struct Args {
+    cmd: String,
+    particles: usize,
+    steps: u64,
+    warmup: u64,
+    relax: u64,
+    model: String,
+    phase: String,
+    out: Option<String>,
+    device: usize,
+    seconds: f64,
+}
+
+fn parse() -> Result<Args> {
+    let mut it = std::env::args().skip(1);
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--out FILE]")?;
+    let mut a = Args {
+        cmd,
+        particles: 1_000_000,
+        steps: 1000,
+        warmup: 20,
+        relax: 2000,
+        model: "linear".into(),
+        phase: "loose".into(),
+        out: None,
+        device: 0,
+        seconds: 3.0,
+    };
+    while let Some(k) = it.next() {
+        let v = it.next().with_context(|| format!("{k} needs a value"))?;
+        match k.as_str() {
+            "--particles" => a.particles = v.parse::<f64>()? as usize,
+            "--steps" => a.steps = v.parse()?,
+            "--warmup" => a.warmup = v.parse()?,
+            "--relax" => a.relax = v.parse()?,
+            "--model" => a.model = v,
+            "--phase" => a.phase = v,
+            "--out" => a.out = Some(v),
+            "--device" => a.device = v.parse()?,
+            "--seconds" => a.seconds = v.parse()?,
+            _ => bail!("unknown option {k}"),
+        }
+    }
+    Ok(a)
+}
+
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| a.rsplit('/').next().unwrap_or(&a).to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Appends one JSON record (already serialised fields) to --out.
+fn record(a: &Args, fields: &[(&str, String)]) -> Result<()> {
+    let body = fields
+        .iter()
+        .map(|(k, v)| format!("\"{k}\": {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let line = format!("{{{body}, \"command\": {}}}", js(&command_line()));
+    println!("RECORD {line}");
+    if let Some(p) = &a.out {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)?;
+        writeln!(f, "{line}")?;
+    }
+    Ok(())
+}
+
+fn js(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+fn num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.6e}")
+    } else {
+        "null".into()
+    }
+}
+
+/// Sets the force law of `case`: "linear" (frictionless, no rotation), "linear-friction" (the
+/// default case's materials: sliding 0.5, rolling 0.02), "hertz" (Hertz-Mindlin with friction;
+/// E chosen so that an impact at the free-fall speed lasts 50 steps, like the linear case).
+fn set_model(case: &mut Case, model: &str) -> Result<()> {
+    match model {
+        "linear" => {
+            for s in &mut case.species {
+                s.sliding_friction = 0.0;
+                s.rolling_friction = 0.0;
+            }
+            case.wall_material.sliding_friction = 0.0;
+            case.wall_material.rolling_friction = 0.0;
+        }
+        "linear-friction" => {}
+        "hertz" => {
+            let s = &case.species[0];
+            let m = physics::sphere_mass(s.radius, s.density);
+            let (m_eff, r_eff) = (0.5 * m, 0.5 * s.radius);
+            let v = (2.0 * 9.81 * 2.0f64).sqrt();
+            let tc = 50.0 * case.dt;
+            // hertz_contact_time inverted: E*^2 = m*^2 / (R* v (tc / 2.868)^5); E = 2 E* (1 - nu^2).
+            let e_star = (m_eff * m_eff / (r_eff * v * (tc / 2.868).powi(5))).sqrt();
+            let nu = s.poisson_ratio;
+            let e = 2.0 * e_star * (1.0 - nu * nu);
+            case.contact_model = ContactModelSpec::HertzMindlin {};
+            for s in &mut case.species {
+                s.young_modulus = Some(e);
+                s.normal_stiffness = None;
+            }
+            case.wall_material.young_modulus = Some(e);
+            case.wall_material.normal_stiffness = None;
+        }
+        _ => bail!("unknown model {model}"),
+    }
+    Ok(())
+}
+
+/// The XPS falling box (loose phase: particles falling onto the floor).
+fn falling(n: usize, model: &str) -> Result<Case> {
+    let mut c = Case::default_falling_box(n);
+    set_model(&mut c, model)?;
+    Ok(c)
+}
+
+/// Dense phase: the default case's spheres on a face-centred cubic lattice with nearest-neighbour
+/// distance 0.99 d (1% overlap), jittered by +-0.2% d, in a box that holds it with the same 1%
+/// overlap: solid fraction 0.74 / 0.99^3 = 0.76, 12 contacts per particle (a rigid packing with
+/// or without friction, unlike a simple cubic one, which frictionless spheres leave at once).
+/// Denser than a poured bed (~0.6, ~6 contacts): the pessimistic side. Relaxed for `--relax`
+/// steps before timing. Returns the case (sources empty), the positions and the solid fraction.
+fn dense(n: usize, model: &str) -> Result<(Case, Vec<[f64; 3]>, f64)> {
+    let m = ((n as f64) / 4.0).cbrt().round().max(2.0) as usize;
+    let mut c = Case::default_falling_box(4 * m * m * m);
+    set_model(&mut c, model)?;
+    let r = c.species[0].radius;
+    let d = 2.0 * r;
+    let ac = std::f64::consts::SQRT_2 * 0.99 * d;
+    let lo = 0.99 * r;
+    let l = (m as f64 - 0.5) * ac + 2.0 * lo;
+    c.domain.min = [0.0; 3];
+    c.domain.max = [l; 3];
+    c.sources = Vec::new();
+    let mut rng = solver::rng::SplitMix64::new(7);
+    let mut pos = Vec::with_capacity(4 * m * m * m);
+    let offs = [
+        [0.0, 0.0, 0.0],
+        [0.5, 0.5, 0.0],
+        [0.5, 0.0, 0.5],
+        [0.0, 0.5, 0.5],
+    ];
+    for k in 0..m {
+        for j in 0..m {
+            for i in 0..m {
+                for o in &offs {
+                    let ijk = [i, j, k];
+                    pos.push(std::array::from_fn(|a| {
+                        lo + (ijk[a] as f64 + o[a]) * ac + 0.002 * d * rng.range(-1.0, 1.0)
+                    }));
+                }
+            }
+        }
+    }
+    let phi = pos.len() as f64 * physics::sphere_mass(r, 1.0) / (l * l * l);
+    Ok((c, pos, phi))
+}
+
+fn opts(a: &Args) -> CudaOptions {
+    CudaOptions {
+        device: a.device,
+        check_every: 5000,
+        ..Default::default()
+    }
+}
+
+/// Places the particles and starts the GPU. Field validation is skipped on purpose: the dense
+/// pack's lattice spacing is below the diameter (the overlap is the point of it).
+fn start(
+    case: &Case,
+    o: &CudaOptions,
+) -> Result<(CudaSim, solver::backend::StepContext, SimState)> {
+    let particles = case.generate_particles()?;
+    let n = particles.len();
+    let state = SimState::new(
+        0.0,
+        0,
+        particles.iter().map(|p| p.species).collect(),
+        particles.iter().map(|p| p.position).collect(),
+        particles.iter().map(|p| p.velocity).collect(),
+        vec![[0.0; 3]; n],
+    );
+    let sc = cuda::step_context(case);
+    let sim = CudaSim::new(&sc, &state, o)?;
+    Ok((sim, sc, state))
+}
+
+/// Starts the GPU with explicit positions (at rest, species 0).
+fn start_at(
+    case: &Case,
+    pos: &[[f64; 3]],
+    o: &CudaOptions,
+) -> Result<(CudaSim, solver::backend::StepContext, SimState)> {
+    let n = pos.len();
+    let state = SimState::new(
+        0.0,
+        0,
+        vec![0; n],
+        pos.to_vec(),
+        vec![[0.0; 3]; n],
+        vec![[0.0; 3]; n],
+    );
+    let sc = cuda::step_context(case);
+    let sim = CudaSim::new(&sc, &state, o)?;
+    Ok((sim, sc, state))
+}
+
+fn timed_steps(sim: &mut CudaSim, steps: u64) -> Result<f64> {
+    sim.synchronize()?;
+    let t0 = Instant::now();
+    sim.steps(steps)?;
+    sim.synchronize()?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+fn smoke(a: &Args) -> Result<()> {
+    let case = falling(a.particles.min(10_000), "linear-friction")?;
+    let (mut sim, _, _) = start(
+        &case,
+        &CudaOptions {
+            profile: true,
+            ..opts(a)
+        },
+    )?;
+    println!(
+        "device: {}; module {:?} compiled in {:.2} s",
+        sim.device_name(),
+        sim.module_config(),
+        sim.compile_seconds()
+    );
+    print!("{}", sim.memory().breakdown());
+    sim.steps(100)?;
+    sim.check_diag()?;
+    let s = sim.state()?;
+    let zmin = s.pos.iter().map(|p| p[2]).fold(f64::INFINITY, f64::min);
+    println!(
+        "100 steps: t = {:.4} s, lowest z = {zmin:.5} m; kernels: {}",
+        sim.time(),
+        sim.stage_times().summary()
+    );
+    Ok(())
+}
+
+struct Diff {
+    max_abs: f64,
+    max_rel: f64,
+    max_vel_rel: f64,
+}
+
+fn diff(a: &SimState, b: &SimState) -> Diff {
+    let mut d = Diff {
+        max_abs: 0.0,
+        max_rel: 0.0,
+        max_vel_rel: 0.0,
+    };
+    let vmax = b
+        .vel
+        .iter()
+        .map(|v| solver::vec3::norm(*v))
+        .fold(0.0, f64::max)
+        .max(1e-30);
+    for i in 0..a.pos.len() {
+        let e = solver::vec3::norm(solver::vec3::sub(a.pos[i], b.pos[i]));
+        d.max_abs = d.max_abs.max(e);
+        d.max_rel = d.max_rel.max(e / solver::vec3::norm(b.pos[i]).max(1e-30));
+        d.max_vel_rel = d
+            .max_vel_rel
+            .max(solver::vec3::norm(solver::vec3::sub(a.vel[i], b.vel[i])) / vmax);
+    }
+    d
+}
+
+/// CPU reference vs GPU (f64 parity mode and f32 production mode) after `--steps` steps, on the
+/// default falling box and on the dense pack with friction and rotation.
+fn parity(a: &Args) -> Result<()> {
+    let cases = [
+        (
+            "falling-box",
+            falling(a.particles, "linear-friction")?,
+            None,
+        ),
+        (
+            "dense-linear",
+            dense(a.particles, "linear")?.0,
+            Some(dense(a.particles, "linear")?.1),
+        ),
+        (
+            "dense-linear-friction",
+            dense(a.particles, "linear-friction")?.0,
+            Some(dense(a.particles, "linear-friction")?.1),
+        ),
+        (
+            "dense-hertz",
+            dense(a.particles, "hertz")?.0,
+            Some(dense(a.particles, "hertz")?.1),
+        ),
+    ];
+    for (label, case, pos) in cases {
+        let launch = |o: &CudaOptions| match &pos {
+            Some(p) => start_at(&case, p, o),
+            None => start(&case, o),
+        };
+        let (mut g64, sc, st) = launch(&CudaOptions {
+            double: true,
+            ..opts(a)
+        })?;
+        let (mut g32, _, _) = launch(&opts(a))?;
+        let mut cpu = CpuBackend::new(Arc::new(sc), st);
+        let t0 = Instant::now();
+        cpu.step(a.steps).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let cpu_s = t0.elapsed().as_secs_f64();
+        g64.steps(a.steps)?;
+        g32.steps(a.steps)?;
+        let (c, s64, s32) = (cpu.export_state(), g64.state()?, g32.state()?);
+        let d = cpu.snapshot();
+        let contacts = d.contacts.iter().map(|&c| c as f64).sum::<f64>() / d.contacts.len() as f64;
+        let r = case.species[0].radius;
+        let (d64, d32) = (diff(&s64, &c), diff(&s32, &c));
+        let bitwise = s64.pos == c.pos && s64.vel == c.vel && s64.omega == c.omega;
+        println!(
+            "parity {label}: N = {}, {} steps, mean contacts {contacts:.2} (CPU {cpu_s:.1} s); GPU f64 vs CPU: bit-identical {bitwise}, max |dx| {:.3e} m (rel {:.3e}); GPU f32 vs CPU: max |dx| {:.3e} m = {:.3e} d (rel {:.3e}), max |dv|/max|v| {:.3e}",
+            c.pos.len(), a.steps, d64.max_abs, d64.max_rel, d32.max_abs, d32.max_abs / (2.0 * r), d32.max_rel, d32.max_vel_rel
+        );
+        record(
+            a,
+            &[
+                ("check", js("parity")),
+                ("case", js(label)),
+                ("particles", c.pos.len().to_string()),
+                ("steps", a.steps.to_string()),
+                ("mean_contacts", num(contacts)),
+                ("f64_bit_identical", bitwise.to_string()),
+                ("f64_max_abs_m", num(d64.max_abs)),
+                ("f64_max_rel", num(d64.max_rel)),
+                ("f32_max_abs_m", num(d32.max_abs)),
+                ("f32_max_abs_diameters", num(d32.max_abs / (2.0 * r))),
+                ("f32_max_rel", num(d32.max_rel)),
+                ("f32_max_vel_rel", num(d32.max_vel_rel)),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+fn determinism(a: &Args) -> Result<()> {
+    let (case, pos, _) = dense(a.particles, "linear-friction")?;
+    let mut states = Vec::new();
+    for _ in 0..2 {
+        let (mut g, _, _) = start_at(&case, &pos, &opts(a))?;
+        g.steps(a.steps)?;
+        states.push(g.state()?);
+    }
+    let same = states[0].pos == states[1].pos
+        && states[0].vel == states[1].vel
+        && states[0].omega == states[1].omega
+        && states[0].history == states[1].history;
+    println!(
+        "determinism: two GPU runs of {} particles x {} steps bit-identical: {same}",
+        states[0].pos.len(),
+        a.steps
+    );
+    record(
+        a,
+        &[
+            ("check", js("determinism")),
+            ("particles", states[0].pos.len().to_string()),
+            ("steps", a.steps.to_string()),
+            ("bit_identical", same.to_string()),
+        ],
+    )
+}
+
+/// Normal impacts on the GPU: restitution and contact duration against the damped half-period
+/// (linear) for sphere-wall and sphere-sphere, as the CPU validation test does.
+fn restitution(a: &Args) -> Result<()> {
+    let (k, e, r, rho) = (1e5, 0.5, 0.01, 2500.0);
+    let mut case = Case::default_falling_box(1);
+    case.gravity = [0.0; 3];
+    case.dt = 1e-6;
+    for s in &mut case.species {
+        s.radius = r;
+        s.density = rho;
+        s.normal_stiffness = Some(k);
+        s.restitution = e;
+        s.sliding_friction = 0.0;
+        s.rolling_friction = 0.0;
+    }
+    case.wall_material.normal_stiffness = Some(k);
+    case.wall_material.restitution = e;
+    case.wall_material.sliding_friction = 0.0;
+    case.wall_material.rolling_friction = 0.0;
+    let sc = cuda::step_context(&case);
+    let m = physics::sphere_mass(r, rho);
+    for (label, pos, vel, m_eff) in [
+        (
+            "wall",
+            vec![[1.0, 1.0, r + 1e-4]],
+            vec![[0.0, 0.0, -1.0]],
+            m,
+        ),
+        (
+            "pair",
+            vec![[1.0, 1.0, 1.0 - r - 1e-4], [1.0, 1.0, 1.0 + r + 1e-4]],
+            vec![[0.0, 0.0, 0.5], [0.0, 0.0, -0.5]],
+            0.5 * m,
+        ),
+    ] {
+        let n = pos.len();
+        let st = SimState::new(0.0, 0, vec![0; n], pos, vel, vec![[0.0; 3]; n]);
+        let mut g = CudaSim::new(
+            &sc,
+            &st,
+            &CudaOptions {
+                double: false,
+                ..opts(a)
+            },
+        )?;
+        let gap = |s: &SimState| {
+            if n == 1 {
+                s.pos[0][2] - r
+            } else {
+                s.pos[1][2] - s.pos[0][2] - 2.0 * r
+            }
+        };
+        let (mut t_in, mut t_out, mut prev) = (None, None, gap(&g.state()?));
+        for _ in 0..200_000 {
+            g.step()?;
+            let s = g.state()?;
+            let gp = gap(&s);
+            let t = g.time();
+            if t_in.is_none() && gp < 0.0 {
+                t_in = Some(t - g.dt() * gp / (gp - prev));
+            }
+            if t_in.is_some() && gp >= 0.0 {
+                t_out = Some(t - g.dt() * gp / (gp - prev));
+                let v_out = if n == 1 {
+                    s.vel[0][2]
+                } else {
+                    s.vel[1][2] - s.vel[0][2]
+                };
+                let e_meas = v_out.abs() / 1.0;
+                let beta = physics::damping_ratio_from_restitution(e);
+                let tc = physics::linear_contact_time(
+                    k,
+                    physics::linear_damping_coefficient(k, m_eff, beta),
+                    m_eff,
+                );
+                let dur = t_out.unwrap_or(0.0) - t_in.unwrap_or(0.0);
+                let ok = (e_meas - e).abs() / e < 0.01 && (dur - tc).abs() / tc < 0.01;
+                println!("restitution {label}: e = {e_meas:.4} (want {e}), contact {dur:.4e} s (want {tc:.4e} s): {}", if ok { "PASS" } else { "FAIL" });
+                record(
+                    a,
+                    &[
+                        ("check", js("restitution")),
+                        ("case", js(label)),
+                        ("e", num(e_meas)),
+                        ("duration_s", num(dur)),
+                        ("expected_duration_s", num(tc)),
+                        ("pass", ok.to_string()),
+                    ],
+                )?;
+                break;
+            }
+            prev = gp;
+        }
+        if t_out.is_none() {
+            bail!("restitution {label}: contact did not end");
+        }
+    }
+    Ok(())
+}
+
+/// Bytes the collide kernel must move per particle at least (state read + written, cell starts).
+fn collide_bytes(sim: &CudaSim, contacts: f64) -> f64 {
+    let cfg = sim.module_config();
+    let real = if cfg.double { 8.0 } else { 4.0 };
+    let mut b = 2.0 * (24.0 + 3.0 * real + 4.0) + 9.0 * 8.0 / 1.0f64.max(1.0);
+    if cfg.rotation || cfg.friction {
+        b += 2.0 * 3.0 * real;
+    }
+    if cfg.friction {
+        b += 2.0 * (4.0 + contacts * (4.0 + 3.0 * real));
+    }
+    b
+}
+
+fn bench(a: &Args) -> Result<()> {
+    let t_setup = Instant::now();
+    let (mut sim, phi) = match a.phase.as_str() {
+        "dense" => {
+            let (case, pos, phi) = dense(a.particles, &a.model)?;
+            (start_at(&case, &pos, &opts(a))?.0, phi)
+        }
+        _ => (start(&falling(a.particles, &a.model)?, &opts(a))?.0, 0.0),
+    };
+    let n = sim.particle_count();
+    println!(
+        "{} {} {}: N = {n}, setup {:.1} s, {:.1} B/particle",
+        sim.device_name(),
+        a.model,
+        a.phase,
+        t_setup.elapsed().as_secs_f64(),
+        sim.memory().bytes_per_particle()
+    );
+    if a.phase == "dense" && a.relax > 0 {
+        let s = timed_steps(&mut sim, a.relax)?;
+        println!("  relaxed {} steps in {s:.1} s", a.relax);
+    }
+    timed_steps(&mut sim, a.warmup)?;
+    let wall = timed_steps(&mut sim, a.steps)?;
+    sim.check_diag()?;
+    let sps = a.steps as f64 / wall;
+    let contacts = sim.count_contacts()?;
+    sim.set_profiling(true);
+    sim.reset_stage_times();
+    sim.steps(20)?;
+    sim.set_profiling(false);
+    let times = sim.stage_times().clone();
+    let per_step: f64 = times.kernels.iter().map(|k| k.1).sum::<f64>() / times.steps.max(1) as f64;
+    let collide_ms = times
+        .kernels
+        .iter()
+        .find(|k| k.0 == "collide")
+        .map(|k| k.1 / times.steps.max(1) as f64)
+        .unwrap_or(f64::NAN);
+    let bw = collide_bytes(&sim, contacts) * n as f64 / (collide_ms * 1e-3) / 1e9;
+    println!(
+        "  {sps:.1} steps/s, {:.3e} particle-steps/s, mean contacts {contacts:.2}{}; kernels per step: {} (sum {per_step:.3} ms); collide >= {bw:.0} GB/s",
+        sps * n as f64,
+        if phi > 0.0 { format!(", solid fraction {phi:.3}") } else { String::new() },
+        times.summary()
+    );
+    let kernels = format!(
+        "{{{}}}",
+        times
+            .kernels
+            .iter()
+            .map(|(k, ms)| format!("{}: {}", js(k), num(ms / times.steps.max(1) as f64)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    record(
+        a,
+        &[
+            ("device", js(sim.device_name())),
+            ("model", js(&a.model)),
+            ("particles", n.to_string()),
+            ("phase", js(&a.phase)),
+            ("steps", a.steps.to_string()),
+            ("wall_s", num(wall)),
+            ("steps_per_s", num(sps)),
+            ("particle_steps_per_s", num(sps * n as f64)),
+            ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
+            ("publish_share", "null".into()),
+            ("mean_contacts", num(contacts)),
+            (
+                "solid_fraction",
+                if phi > 0.0 { num(phi) } else { "null".into() },
+            ),
+            ("kernel_ms_per_step", kernels),
+            (
+                "collide_min_bytes_per_particle",
+                num(collide_bytes(&sim, contacts)),
+            ),
+            ("collide_gb_per_s", num(bw)),
+            ("sim_time_s", num(sim.time())),
+        ],
+    )?;
+    if a.particles >= 1_000_000 && a.phase == "loose" {
+        eprint!("{}", sim.memory().breakdown());
+    }
+    Ok(())
+}
+
+/// The XPS run: 1 s simulated (steps = 1 / dt) of the falling box, timed as a whole.
+fn full(a: &Args) -> Result<()> {
+    let case = falling(a.particles, &a.model)?;
+    let (mut sim, _, _) = start(&case, &opts(a))?;
+    let n = sim.particle_count();
+    let total = (case.end_time / case.dt).round() as u64;
+    let chunk = 10_000u64.min(total);
+    sim.synchronize()?;
+    let t0 = Instant::now();
+    let mut done = 0;
+    while done < total {
+        let c = chunk.min(total - done);
+        sim.steps(c)?;
+        sim.synchronize()?;
+        done += c;
+        println!(
+            "  step {done}/{total}: {:.1} s wall, {:.0} steps/s so far",
+            t0.elapsed().as_secs_f64(),
+            done as f64 / t0.elapsed().as_secs_f64()
+        );
+        if t0.elapsed().as_secs_f64() > a.seconds {
+            println!("  stopping at the --seconds limit");
+            break;
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    sim.check_diag()?;
+    let contacts = sim.count_contacts()?;
+    let sps = done as f64 / wall;
+    println!("full {}: N = {n}, {done} steps (t = {:.3} s) in {wall:.1} s: {sps:.1} steps/s, {:.3e} particle-steps/s, mean contacts at the end {contacts:.2}", a.model, sim.time(), sps * n as f64);
+    record(
+        a,
+        &[
+            ("device", js(sim.device_name())),
+            ("model", js(&a.model)),
+            ("particles", n.to_string()),
+            (
+                "phase",
+                js(if done == total {
+                    "full"
+                } else {
+                    "full-partial"
+                }),
+            ),
+            ("steps", done.to_string()),
+            ("wall_s", num(wall)),
+            ("steps_per_s", num(sps)),
+            ("particle_steps_per_s", num(sps * n as f64)),
+            ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
+            ("publish_share", "null".into()),
+            ("mean_contacts", num(contacts)),
+            ("sim_time_s", num(sim.time())),
+        ],
+    )
+}
+
+/// Publication share: steps/s for `--seconds` without publishing, then with a frame every
+/// 100 ms of wall time (pack on the GPU, async copy into a registered shared-memory segment,
+/// commit once the copy completed).
+fn publish(a: &Args) -> Result<()> {
+    let case = falling(a.particles, &a.model)?;
+    let (mut sim, _, _) = start(&case, &opts(a))?;
+    let n = sim.particle_count();
+    sim.steps(a.warmup)?;
+    let chunk = 10u64;
+    // Without publication.
+    sim.synchronize()?;
+    let t0 = Instant::now();
+    let mut steps = 0;
+    while t0.elapsed().as_secs_f64() < a.seconds {
+        sim.steps(chunk)?;
+        sim.synchronize()?;
+        steps += chunk;
+    }
+    let base = steps as f64 / t0.elapsed().as_secs_f64();
+    // With publication into a real segment.
+    let name = format!("dem-gpu-bench-{}", std::process::id());
+    let caps = shm_protocol::Capacities::for_particles(n as u64);
+    let mut publisher =
+        shm_protocol::Publisher::create(&name, caps, shm_protocol::CreateOptions::default())
+            .context("creating the segment")?;
+    let region_len = publisher.region().len();
+    // SAFETY: the mapping lives as long as `publisher`, which outlives `_reg` (dropped first).
+    let _reg = unsafe { sim.register_host(publisher.region().base(), region_len)? };
+    let (mut frames, mut last) = (0u64, Instant::now());
+    let mut writer: Option<shm_protocol::FrameWriter<'_>> = None;
+    sim.synchronize()?;
+    let t0 = Instant::now();
+    let mut steps = 0;
+    while t0.elapsed().as_secs_f64() < a.seconds {
+        if writer.is_none() && last.elapsed().as_secs_f64() >= 0.1 {
+            last = Instant::now();
+            let mut w = publisher.begin_frame(n as u64)?;
+            w.step = sim.step_index();
+            w.sim_time = sim.time();
+            let target = cuda::FrameTarget {
+                positions: w.field_ptr(shm_protocol::FieldKind::Position)? as *mut [f32; 3],
+                velocities: w.field_ptr(shm_protocol::FieldKind::Velocity)? as *mut [f32; 3],
+                angular_velocities: w.field_ptr(shm_protocol::FieldKind::AngularVelocity)?
+                    as *mut [f32; 3],
+            };
+            // SAFETY: the slot arrays hold n [f32; 3] each and stay untouched until commit, which
+            // happens only after publish_done returned the ticket.
+            unsafe { sim.publish_async(target)? };
+            writer = Some(w);
+        }
+        sim.steps(chunk)?;
+        steps += chunk;
+        if writer.is_some() && sim.publish_done()?.is_some() {
+            writer.take().expect("pending frame").commit();
+            frames += 1;
+        }
+        sim.synchronize()?;
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    // Final frame of the current state, so that the check below compares like with like.
+    if writer.is_none() {
+        let mut w = publisher.begin_frame(n as u64)?;
+        w.step = sim.step_index();
+        let target = cuda::FrameTarget {
+            positions: w.field_ptr(shm_protocol::FieldKind::Position)? as *mut [f32; 3],
+            velocities: std::ptr::null_mut(),
+            angular_velocities: std::ptr::null_mut(),
+        };
+        // SAFETY: as above; publish_wait below completes the copy before commit.
+        unsafe { sim.publish_async(target)? };
+        writer = Some(w);
+    }
+    if let Some(w) = writer.take() {
+        sim.publish_wait()?;
+        w.commit();
+        frames += 1;
+    }
+    let with = steps as f64 / wall;
+    let share = (1.0 - with / base).max(0.0);
+    let fps = frames as f64 / wall;
+    println!("publish: N = {n}: {base:.1} steps/s without, {with:.1} with {fps:.1} frames/s: share {:.2} %; host queuing {:.2} ms/frame", 100.0 * share, 1e3 * sim.publish_host_seconds() / frames.max(1) as f64);
+    // The last frame was committed after the final steps' copy: it must equal the state.
+    let frame = publisher
+        .read_newest()?
+        .context("no frame in the segment")?;
+    let pos = frame.positions.unwrap_or_default();
+    let state = sim.state()?;
+    let step_ok = frame.meta.step == sim.step_index();
+    let max_err = pos
+        .iter()
+        .zip(&state.pos)
+        .map(|(f, s)| {
+            (0..3)
+                .map(|k| (f[k] as f64 - s[k]).abs())
+                .fold(0.0, f64::max)
+        })
+        .fold(0.0, f64::max);
+    println!("  newest frame: {} positions, step matches {step_ok}, max |frame - state| {max_err:.2e} m (f32 rounding)", pos.len());
+    drop(_reg);
+    publisher.close(shm_protocol::SolverState::Finished, false)?;
+    record(
+        a,
+        &[
+            ("device", js(sim.device_name())),
+            ("model", js(&a.model)),
+            ("particles", n.to_string()),
+            ("phase", js("loose")),
+            ("steps_per_s", num(with)),
+            ("steps_per_s_without_publication", num(base)),
+            ("particle_steps_per_s", num(with * n as f64)),
+            ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
+            ("publish_share", num(share)),
+            ("frames_per_s", num(fps)),
+        ],
+    )
+}
+
+/// Device-to-device copy bandwidth (bytes read + written per second).
+fn bandwidth(a: &Args) -> Result<()> {
+    let ctx = cudarc::driver::CudaContext::new(a.device)?;
+    let stream = ctx.default_stream();
+    let bytes = 2usize << 30;
+    let src = stream.alloc_zeros::<u8>(bytes)?;
+    let mut dst = stream.alloc_zeros::<u8>(bytes)?;
+    stream.memcpy_dtod(&src, &mut dst)?;
+    stream.synchronize()?;
+    let reps = 10;
+    let t0 = Instant::now();
+    for _ in 0..reps {
+        stream.memcpy_dtod(&src, &mut dst)?;
+    }
+    stream.synchronize()?;
+    let gbs = 2.0 * bytes as f64 * reps as f64 / t0.elapsed().as_secs_f64() / 1e9;
+    println!("device-to-device copy: {gbs:.0} GB/s (read + write)");
+    record(
+        a,
+        &[
+            ("check", js("copy_bandwidth")),
+            ("device", js(&ctx.name()?)),
+            ("gb_per_s", num(gbs)),
+        ],
+    )
+}
+
+fn main() -> std::process::ExitCode {
+    let r = parse().and_then(|a| {
+        if let Err(e) = cuda::driver::driver_available() {
+            bail!("{e}");
+        }
+        match a.cmd.as_str() {
+            "smoke" => smoke(&a),
+            "parity" => parity(&a),
+            "determinism" => determinism(&a),
+            "restitution" => restitution(&a),
+            "bench" => bench(&a),
+            "full" => full(&a),
+            "publish" => publish(&a),
+            "bandwidth" => bandwidth(&a),
+            c => bail!("unknown command {c}"),
+        }
+    });
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dem-gpu-bench: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The CUDA backend behind the library's [`Backend`] trait, so that `sim::Simulation` and the
+//! validation scenarios can run on it like on the CPU reference.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{CudaError, CudaOptions, CudaSim};
+use crate::backend::{
+    Backend, BackendStats, Energies, KinematicsOut, SimState, Snapshot, StageTimers, StepContext,
+    StepError,
+};
+use crate::cpu::CpuBackend;
+use crate::geometry::BodyTransform;
+
+/// [`CudaSim`] as a [`Backend`]. Forces and contact counts are stored (for snapshots), and
+/// contacts are counted every step (for [`Backend::stats`]).
+pub struct CudaBackend {
+    sim: CudaSim,
+    ctx: Arc<StepContext>,
+}
+
+impl CudaBackend {
+    /// Same inputs as `CpuBackend::new`, plus the device options.
+    pub fn new(
+        ctx: Arc<StepContext>,
+        state: SimState,
+        opts: &CudaOptions,
+    ) -> Result<Self, CudaError> {
+        let opts = CudaOptions {
+            store_forces: true,
+            ..opts.clone()
+        };
+        let sim = CudaSim::new(&ctx, &state, &opts)?;
+        Ok(CudaBackend { sim, ctx })
+    }
+
+    pub fn sim(&self) -> &CudaSim {
+        &self.sim
+    }
+    pub fn sim_mut(&mut self) -> &mut CudaSim {
+        &mut self.sim
+    }
+
+    fn device_failure(&self, e: CudaError) -> StepError {
+        match e {
+            CudaError::NonFinite { .. } => {
+                let s = self.sim.state();
+                let id = s
+                    .ok()
+                    .and_then(|s| {
+                        (0..s.pos.len()).find(|&i| {
+                            !(crate::vec3::is_finite(s.pos[i]) && crate::vec3::is_finite(s.vel[i]))
+                        })
+                    })
+                    .unwrap_or(0) as u32;
+                StepError::NonFinite {
+                    id,
+                    step: self.sim.step_index(),
+                    time: self.sim.time(),
+                }
+            }
+            other => StepError::Device {
+                backend: "cuda",
+                step: self.sim.step_index(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn step(&mut self, n_steps: u64) -> Result<(), StepError> {
+        for _ in 0..n_steps {
+            if let Err(e) = self.sim.step_with_diag() {
+                return Err(self.device_failure(e));
+            }
+            if let Err(e) = self.sim.check_diag() {
+                return Err(self.device_failure(e));
+            }
+        }
+        Ok(())
+    }
+
+    fn time(&self) -> f64 {
+        self.sim.time()
+    }
+
+    fn step_index(&self) -> u64 {
+        self.sim.step_index()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let s = self.export_state();
+        Snapshot {
+            pos: s.pos,
+            vel: s.vel,
+            omega: s.omega,
+            force: s.force,
+            contacts: s.contacts,
+        }
+    }
+
+    fn export_state(&self) -> SimState {
+        match self.sim.state() {
+            Ok(s) => s,
+            Err(e) => panic!("CUDA backend: {e}"),
+        }
+    }
+
+    fn mesh_transforms(&self) -> Vec<BodyTransform> {
+        Vec::new()
+    }
+
+    fn timers(&self) -> StageTimers {
+        let t = self.sim.stage_times();
+        let ms = |names: &[&str]| -> Duration {
+            Duration::from_secs_f64(
+                t.kernels
+                    .iter()
+                    .filter(|k| names.contains(&k.0))
+                    .map(|k| k.1)
+                    .sum::<f64>()
+                    * 1e-3,
+            )
+        };
+        StageTimers {
+            prepare: ms(&["hash_count", "scan", "scatter", "cell_sort", "gather"]),
+            collide: ms(&["collide"]),
+            integrate: Duration::ZERO,
+            steps: t.steps,
+        }
+    }
+
+    fn reset_timers(&mut self) {
+        self.sim.reset_stage_times();
+    }
+
+    fn stats(&self) -> BackendStats {
+        BackendStats {
+            history_overflows: self.sim.history_overflows(),
+            contacts: self.sim.last_contacts(),
+        }
+    }
+
+    fn device_report(&self) -> Option<String> {
+        let m = self.sim.memory();
+        Some(format!(
+            "CUDA device {}: {} particles, {:.2} GiB of GPU memory ({:.0} B/particle), kernels compiled in {:.2} s",
+            self.sim.device_name(),
+            self.sim.particle_count(),
+            m.total() as f64 / (1u64 << 30) as f64,
+            m.bytes_per_particle(),
+            self.sim.compile_seconds()
+        ))
+    }
+
+    /// Packs on the device and copies only the asked arrays (no history, no forces).
+    fn write_kinematics_f32(&mut self, out: KinematicsOut<'_>) -> Result<(), StepError> {
+        self.sim
+            .download_frame(out.positions, out.velocities, out.angular_velocities)
+            .map_err(|e| self.device_failure(e))
+    }
+
+    /// Computed on the host by the CPU reference's bookkeeping over the downloaded state.
+    fn energies(&self) -> Energies {
+        CpuBackend::new(self.ctx.clone(), self.export_state()).energies()
+    }
+}

@@ -1,0 +1,522 @@
+//! Device buffers: allocation (after checking they fit), upload, download, and the memory report.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use kernels::ModuleConfig;
+
+use super::params::{DemDiag, DemParams, GridArrays, ParticleArrays, SpeciesProps};
+use super::{CudaError, CudaOptions};
+use crate::backend::{HistEntry, SimState, StepContext, HISTORY_CAP, KEY_KIND, KEY_NONE, KEY_WALL};
+use crate::grid::Grid;
+use crate::physics;
+use crate::vec3::V3;
+
+/// Cells above which the GPU grid's cells are enlarged (2 x 4 B per cell: at most 2 GiB).
+pub const GPU_MAX_CELLS: u64 = 1 << 28;
+
+/// GPU memory in use, by array.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryReport {
+    /// (array, bytes) in allocation order.
+    pub arrays: Vec<(String, u64)>,
+    pub particles: u64,
+    pub cells: u64,
+}
+
+impl MemoryReport {
+    pub fn total(&self) -> u64 {
+        self.arrays.iter().map(|a| a.1).sum()
+    }
+    pub fn bytes_per_particle(&self) -> f64 {
+        self.total() as f64 / self.particles.max(1) as f64
+    }
+    /// One line per array with its share per particle.
+    pub fn breakdown(&self) -> String {
+        let n = self.particles.max(1) as f64;
+        let mut s = String::new();
+        for (name, b) in &self.arrays {
+            s.push_str(&format!(
+                "{name}: {:.1} B/particle ({:.1} MiB)\n",
+                *b as f64 / n,
+                *b as f64 / 1048576.0
+            ));
+        }
+        s.push_str(&format!(
+            "total: {:.1} B/particle ({:.2} GiB)\n",
+            self.bytes_per_particle(),
+            self.total() as f64 / 1073741824.0
+        ));
+        s
+    }
+}
+
+/// One device array: its allocation and its address.
+pub(crate) struct Buf {
+    pub slice: CudaSlice<u8>,
+    pub ptr: u64,
+}
+
+/// Everything the backend keeps on the device.
+pub(crate) struct DeviceState {
+    /// Arrays by name; the structs below hold their addresses.
+    pub bufs: Vec<(String, Buf)>,
+    /// The state (slot k of the sorted order).
+    pub cur: ParticleArrays,
+    /// Scratch copy the gather writes and the collide kernel reads.
+    pub tmp: ParticleArrays,
+    pub grid: GridArrays,
+    pub cells: u32,
+    /// Block-sum buffers of the multi-level scan, level by level (sums, scanned sums).
+    pub scan_levels: Vec<(u64, u64, u32)>,
+    pub diag: u64,
+    pub memory: MemoryReport,
+    pub real_size: usize,
+}
+
+/// Sizes of the per-particle arrays of one configuration.
+struct Layout {
+    real: usize,
+    rotation: bool,
+    friction: bool,
+    multi_species: bool,
+    cap: usize,
+}
+
+impl Layout {
+    /// Bytes of one copy of the particle state.
+    fn state_arrays(&self, n: usize) -> Vec<(&'static str, usize)> {
+        let mut v = vec![("pos", 24 * n), ("vel", 3 * self.real * n), ("id", 4 * n)];
+        if self.rotation {
+            v.push(("omega", 3 * self.real * n));
+        }
+        if self.multi_species {
+            v.push(("species", 4 * n));
+        }
+        if self.friction {
+            v.push(("hist_count", 4 * n));
+            v.push(("hist_partner", 4 * self.cap * n));
+            v.push(("hist_xi", 3 * self.real * self.cap * n));
+        }
+        v
+    }
+}
+
+/// The GPU grid: the CPU's [`Grid::new`] (cell = largest diameter, one border cell each side;
+/// identical to it up to 2^24 cells, hence the same neighbour order) but allowing
+/// [`GPU_MAX_CELLS`] cells, so that 100 M particles keep about one particle per cell.
+pub fn gpu_grid(sc: &StepContext) -> Grid {
+    let dmax = (2.0 * sc.species_radius.iter().copied().fold(0.0, f64::max)).max(1e-12);
+    let (min, max) = (sc.domain_min, sc.domain_max);
+    let mut cell = dmax;
+    loop {
+        let dims: [u32; 3] = std::array::from_fn(|a| {
+            (((max[a] - min[a]) / cell).ceil().max(1.0) as u32).saturating_add(2)
+        });
+        if dims.iter().map(|&d| d as u64).product::<u64>() <= GPU_MAX_CELLS {
+            return Grid {
+                origin: std::array::from_fn(|a| min[a] - cell),
+                cell,
+                dims,
+            };
+        }
+        cell *= 1.25;
+    }
+}
+
+fn alloc(
+    stream: &Arc<CudaStream>,
+    state: &mut DeviceState,
+    name: &str,
+    bytes: usize,
+) -> Result<u64, CudaError> {
+    if bytes == 0 {
+        return Ok(0);
+    }
+    let slice = stream
+        .alloc_zeros::<u8>(bytes)
+        .map_err(|e| CudaError::driver(&format!("allocating {name} ({bytes} bytes)"), e))?;
+    let ptr = {
+        let (ptr, _sync) = slice.device_ptr(stream);
+        ptr
+    };
+    state.bufs.push((name.to_string(), Buf { slice, ptr }));
+    state.memory.arrays.push((name.to_string(), bytes as u64));
+    Ok(ptr)
+}
+
+fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: only used with f64, f32, u32 and #[repr(C)] structs of those (no padding, every
+    // bit pattern valid as bytes); the length covers exactly the slice's memory.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+fn upload_bytes(
+    stream: &Arc<CudaStream>,
+    state: &mut DeviceState,
+    ptr: u64,
+    data: &[u8],
+) -> Result<(), CudaError> {
+    let buf = state
+        .bufs
+        .iter_mut()
+        .find(|b| b.1.ptr == ptr)
+        .map(|b| &mut b.1.slice)
+        .expect("pointer of an allocated buffer");
+    stream
+        .memcpy_htod(data, &mut buf.slice_mut(0..data.len()))
+        .map_err(|e| CudaError::driver("uploading", e))
+}
+
+fn real_bytes(v: &[f64], real: usize) -> Vec<u8> {
+    if real == 8 {
+        as_bytes(v).to_vec()
+    } else {
+        let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+        as_bytes(&f).to_vec()
+    }
+}
+
+/// Allocates everything and uploads `state` (id order; ids = indices).
+pub(crate) fn upload(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    sc: &StepContext,
+    state: &SimState,
+    cfg: ModuleConfig,
+    opts: &CudaOptions,
+) -> Result<(DeviceState, DemParams), CudaError> {
+    let n = state.pos.len();
+    let table = &sc.table;
+    let lay = Layout {
+        real: if cfg.double { 8 } else { 4 },
+        rotation: cfg.rotation || cfg.friction,
+        friction: cfg.friction,
+        multi_species: sc.species_radius.len() > 1,
+        cap: opts.hist_cap as usize,
+    };
+    let grid = gpu_grid(sc);
+    let cells = grid.num_cells();
+    // Scan levels: tiles of 1024 elements, block sums scanned recursively.
+    let mut level_sizes = Vec::new();
+    let mut m = cells + 1;
+    while m > 1 {
+        let tiles = m.div_ceil(kernels::SCAN_TILE);
+        level_sizes.push(tiles);
+        m = tiles;
+    }
+    let per_state: usize = lay.state_arrays(n).iter().map(|a| a.1).sum();
+    let outputs = if opts.store_forces {
+        (3 * lay.real + 4) * n
+    } else {
+        0
+    };
+    let need = 2 * per_state
+        + outputs
+        + 12 * n
+        + 8 * (cells + 1)
+        + level_sizes.iter().map(|t| 8 * t).sum::<usize>()
+        + (1 << 20);
+    let (free, _total) = ctx
+        .mem_get_info()
+        .map_err(|e| CudaError::driver("querying free memory", e))?;
+    let margin = 256 << 20;
+    if need + margin > free {
+        let bpp = need as f64 / n.max(1) as f64;
+        return Err(CudaError::DoesNotFit {
+            device: opts.device,
+            particles: n,
+            need_gib: need as f64 / 1073741824.0,
+            free_gib: free as f64 / 1073741824.0,
+            bytes_per_particle: bpp,
+            max_particles: ((free.saturating_sub(margin)) as f64 / bpp) as u64,
+        });
+    }
+
+    let mut st = DeviceState {
+        bufs: Vec::new(),
+        cur: ParticleArrays::default(),
+        tmp: ParticleArrays::default(),
+        grid: GridArrays::default(),
+        cells: cells as u32,
+        scan_levels: Vec::new(),
+        diag: 0,
+        memory: MemoryReport {
+            arrays: Vec::new(),
+            particles: n as u64,
+            cells: cells as u64,
+        },
+        real_size: lay.real,
+    };
+    for copy in ["", "scratch."] {
+        let mut a = ParticleArrays::default();
+        for (name, bytes) in lay.state_arrays(n) {
+            let ptr = alloc(stream, &mut st, &format!("{copy}{name}"), bytes)?;
+            match name {
+                "pos" => a.pos = ptr,
+                "vel" => a.vel = ptr,
+                "id" => a.id = ptr,
+                "omega" => a.omega = ptr,
+                "species" => a.species = ptr,
+                "hist_count" => a.hist_count = ptr,
+                "hist_partner" => a.hist_partner = ptr,
+                _ => a.hist_xi = ptr,
+            }
+        }
+        if copy.is_empty() {
+            if opts.store_forces {
+                a.force = alloc(stream, &mut st, "force", 3 * lay.real * n)?;
+                a.contacts = alloc(stream, &mut st, "contacts", 4 * n)?;
+            }
+            st.cur = a;
+        } else {
+            st.tmp = a;
+        }
+    }
+    st.grid.cell = alloc(stream, &mut st, "grid.cell", 4 * n)?;
+    st.grid.rank = alloc(stream, &mut st, "grid.rank", 4 * n)?;
+    st.grid.perm = alloc(stream, &mut st, "grid.perm", 4 * n)?;
+    st.grid.count = alloc(stream, &mut st, "grid.count", 4 * (cells + 1))?;
+    st.grid.start = alloc(stream, &mut st, "grid.start", 4 * (cells + 1))?;
+    for (l, &t) in level_sizes.iter().enumerate() {
+        let sums = alloc(stream, &mut st, &format!("scan.sums{l}"), 4 * t)?;
+        let scanned = alloc(stream, &mut st, &format!("scan.scanned{l}"), 4 * t)?;
+        st.scan_levels.push((sums, scanned, t as u32));
+    }
+    st.diag = alloc(stream, &mut st, "diag", std::mem::size_of::<DemDiag>())?;
+
+    // Tables.
+    let species: Vec<SpeciesProps> = (0..sc.species_radius.len())
+        .map(|s| SpeciesProps {
+            radius: sc.species_radius[s],
+            mass: sc.species_mass[s],
+            inertia: sc.species_inertia[s],
+            pad: 0.0,
+        })
+        .collect();
+    let pairs = |v: &[physics::MaterialPair]| -> Vec<f64> {
+        v.iter()
+            .flat_map(|p| [p.kn, p.kt, p.e_star, p.g_star, p.beta, p.mu_s, p.mu_r])
+            .collect()
+    };
+    let (pp, pw) = (pairs(&table.pp), pairs(&table.pw));
+    let sp_ptr = alloc(
+        stream,
+        &mut st,
+        "tables.species",
+        std::mem::size_of_val(species.as_slice()),
+    )?;
+    upload_bytes(stream, &mut st, sp_ptr, as_bytes(&species))?;
+    let pp_ptr = alloc(stream, &mut st, "tables.pp", 8 * pp.len())?;
+    upload_bytes(stream, &mut st, pp_ptr, as_bytes(&pp))?;
+    let pw_ptr = alloc(stream, &mut st, "tables.pw", 8 * pw.len())?;
+    upload_bytes(stream, &mut st, pw_ptr, as_bytes(&pw))?;
+
+    let params = DemParams {
+        origin: grid.origin,
+        cell: grid.cell,
+        dt: sc.dt,
+        gravity: sc.gravity,
+        box_min: sc.domain_min,
+        box_max: sc.domain_max,
+        dims: grid.dims,
+        n: n as u32,
+        walls: u32::from(sc.walls),
+        n_species: sc.species_radius.len() as u32,
+        n_walls: table.n_walls as u32,
+        hist_cap: opts.hist_cap,
+        diag: 0,
+        pad: 0,
+        species: sp_ptr,
+        pp: pp_ptr,
+        pw: pw_ptr,
+    };
+    set_state(stream, &mut st, &params, state)?;
+    Ok((st, params))
+}
+
+/// History key of the CPU backend -> partner id of the device history (None: mesh, dropped).
+fn partner_of_key(key: u64) -> Option<u32> {
+    match key & KEY_KIND {
+        0 => Some(key as u32),
+        KEY_WALL => Some(WALL_ID_BASE + (key & 0xFF) as u32),
+        _ => None,
+    }
+}
+
+/// Device partner id -> CPU history key.
+fn key_of_partner(partner: u32) -> u64 {
+    if partner >= WALL_ID_BASE {
+        KEY_WALL | (partner - WALL_ID_BASE) as u64
+    } else {
+        partner as u64
+    }
+}
+
+/// History partner id of box wall 0 (`DEM_WALL_ID_BASE` in params.cuh).
+pub const WALL_ID_BASE: u32 = 0xFFFF_FFF0;
+
+/// Uploads `state` (id order) into the state arrays, slot = id.
+pub(crate) fn set_state(
+    stream: &Arc<CudaStream>,
+    st: &mut DeviceState,
+    p: &DemParams,
+    state: &SimState,
+) -> Result<(), CudaError> {
+    let n = p.n as usize;
+    assert_eq!(
+        state.pos.len(),
+        n,
+        "the state must have one entry per particle"
+    );
+    let real = st.real_size;
+    let a = st.cur;
+    let ids: Vec<u32> = (0..n as u32).collect();
+    upload_bytes(stream, st, a.id, as_bytes(&ids))?;
+    if a.species != 0 {
+        upload_bytes(stream, st, a.species, as_bytes(&state.species))?;
+    }
+    let flat = |v: &[V3]| -> Vec<f64> { v.iter().flatten().copied().collect() };
+    upload_bytes(stream, st, a.pos, as_bytes(&flat(&state.pos)))?;
+    upload_bytes(stream, st, a.vel, &real_bytes(&flat(&state.vel), real))?;
+    if a.omega != 0 {
+        upload_bytes(stream, st, a.omega, &real_bytes(&flat(&state.omega), real))?;
+    }
+    if a.hist_count != 0 {
+        let cap = p.hist_cap as usize;
+        let mut count = vec![0u32; n];
+        let mut partner = vec![0u32; cap * n];
+        let mut xi = vec![0f64; 3 * cap * n];
+        for (i, slots) in state.history.chunks_exact(HISTORY_CAP).enumerate() {
+            for h in slots.iter().filter(|h| h.key != KEY_NONE) {
+                let (Some(pid), true) = (partner_of_key(h.key), (count[i] as usize) < cap) else {
+                    continue;
+                };
+                let e = count[i] as usize * n + i;
+                partner[e] = pid;
+                xi[3 * e..3 * e + 3].copy_from_slice(&h.xi);
+                count[i] += 1;
+            }
+        }
+        upload_bytes(stream, st, a.hist_count, as_bytes(&count))?;
+        upload_bytes(stream, st, a.hist_partner, as_bytes(&partner))?;
+        upload_bytes(stream, st, a.hist_xi, &real_bytes(&xi, real))?;
+    }
+    stream
+        .synchronize()
+        .map_err(|e| CudaError::driver("uploading the state", e))
+}
+
+fn download<T: Copy + Default>(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+    ptr: u64,
+    len: usize,
+) -> Result<Vec<T>, CudaError> {
+    let buf = &st
+        .bufs
+        .iter()
+        .find(|b| b.1.ptr == ptr)
+        .expect("pointer of an allocated buffer")
+        .1
+        .slice;
+    let mut bytes = vec![0u8; len * std::mem::size_of::<T>()];
+    stream
+        .memcpy_dtoh(&buf.slice(0..bytes.len()), &mut bytes)
+        .map_err(|e| CudaError::driver("downloading", e))?;
+    let mut out = vec![T::default(); len];
+    // SAFETY: `out` has exactly bytes.len() bytes; T is f64, f32 or u32 (any bit pattern valid).
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr() as *mut u8, bytes.len())
+    };
+    Ok(out)
+}
+
+fn download_real(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+    ptr: u64,
+    len: usize,
+) -> Result<Vec<f64>, CudaError> {
+    if st.real_size == 8 {
+        download::<f64>(stream, st, ptr, len)
+    } else {
+        Ok(download::<f32>(stream, st, ptr, len)?
+            .into_iter()
+            .map(f64::from)
+            .collect())
+    }
+}
+
+/// The state in id order: kinematics, contact history, last forces when stored.
+pub(crate) fn download_state(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+    p: &DemParams,
+    time: f64,
+    step: u64,
+) -> Result<SimState, CudaError> {
+    let n = p.n as usize;
+    stream
+        .synchronize()
+        .map_err(|e| CudaError::driver("synchronising", e))?;
+    let a = st.cur;
+    let ids: Vec<u32> = download(stream, st, a.id, n)?;
+    let pos: Vec<f64> = download(stream, st, a.pos, 3 * n)?;
+    let vel = download_real(stream, st, a.vel, 3 * n)?;
+    let omega = if a.omega != 0 {
+        download_real(stream, st, a.omega, 3 * n)?
+    } else {
+        vec![0.0; 3 * n]
+    };
+    let species: Vec<u32> = if a.species != 0 {
+        download(stream, st, a.species, n)?
+    } else {
+        vec![0; n]
+    };
+    let force = if a.force != 0 {
+        download_real(stream, st, a.force, 3 * n)?
+    } else {
+        vec![0.0; 3 * n]
+    };
+    let contacts: Vec<u32> = if a.contacts != 0 {
+        download(stream, st, a.contacts, n)?
+    } else {
+        vec![0; n]
+    };
+    let mut s = SimState::new(
+        time,
+        step,
+        vec![0; n],
+        vec![[0.0; 3]; n],
+        vec![[0.0; 3]; n],
+        vec![[0.0; 3]; n],
+    );
+    let v3 = |v: &[f64], k: usize| [v[3 * k], v[3 * k + 1], v[3 * k + 2]];
+    for (k, &id) in ids.iter().enumerate() {
+        let i = id as usize;
+        s.species[i] = species[k];
+        s.pos[i] = v3(&pos, k);
+        s.vel[i] = v3(&vel, k);
+        s.omega[i] = v3(&omega, k);
+        s.force[i] = v3(&force, k);
+        s.contacts[i] = contacts[k];
+    }
+    s.forces_valid = a.force != 0 && step > 0;
+    if a.hist_count != 0 {
+        let cap = p.hist_cap as usize;
+        let count: Vec<u32> = download(stream, st, a.hist_count, n)?;
+        let partner: Vec<u32> = download(stream, st, a.hist_partner, cap * n)?;
+        let xi = download_real(stream, st, a.hist_xi, 3 * cap * n)?;
+        for (k, &id) in ids.iter().enumerate() {
+            for c in 0..(count[k] as usize).min(HISTORY_CAP) {
+                let e = c * n + k;
+                s.history[id as usize * HISTORY_CAP + c] = HistEntry {
+                    key: key_of_partner(partner[e]),
+                    xi: v3(&xi, e),
+                };
+            }
+        }
+    }
+    Ok(s)
+}

@@ -1,0 +1,94 @@
+//! Driver detection and module loading: cudarc panics when `libcuda` is missing, so the driver
+//! library is probed with `dlopen` first; each (device, configuration) module is compiled with
+//! NVRTC once per process and cached.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::CompileOptions;
+use kernels::{Kernel, ModuleConfig};
+
+use super::CudaError;
+
+/// `Ok(())` when the NVIDIA driver library can be loaded, otherwise a one-line reason.
+pub fn driver_available() -> Result<(), CudaError> {
+    for lib in ["libcuda.so.1", "libcuda.so"] {
+        let c = std::ffi::CString::new(lib).expect("no NUL in a literal");
+        // SAFETY: dlopen with a valid C string; the handle is closed right away. Loading the
+        // driver library runs no user-visible initialisation (cuInit is not called).
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+        if !h.is_null() {
+            // SAFETY: `h` is a live handle returned by dlopen just above.
+            unsafe { libc::dlclose(h) };
+            return Ok(());
+        }
+    }
+    Err(CudaError::NoDriver)
+}
+
+/// The compiled DEM module of one device and configuration, with its kernels looked up.
+pub struct DemModule {
+    _module: Arc<CudaModule>,
+    functions: HashMap<Kernel, CudaFunction>,
+    /// NVRTC compile time [s] (0 when taken from the cache).
+    pub compile_s: f64,
+}
+
+impl DemModule {
+    pub fn function(&self, k: Kernel) -> &CudaFunction {
+        &self.functions[&k]
+    }
+}
+
+type ModuleKey = (usize, ModuleConfig);
+
+fn cache() -> &'static Mutex<HashMap<ModuleKey, Arc<DemModule>>> {
+    static CACHE: OnceLock<Mutex<HashMap<ModuleKey, Arc<DemModule>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Compiles (once per process) and loads the DEM module for `ctx`'s device.
+pub fn load_module(ctx: &Arc<CudaContext>, cfg: ModuleConfig) -> Result<Arc<DemModule>, CudaError> {
+    let key = (ctx.ordinal(), cfg);
+    if let Some(m) = cache().lock().map_err(|_| CudaError::Poisoned)?.get(&key) {
+        return Ok(m.clone());
+    }
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(|e| CudaError::driver("reading the compute capability", e))?;
+    let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+    let t0 = std::time::Instant::now();
+    // Double mode is the parity mode: no fused multiply-add, so every product is rounded as the
+    // CPU rounds it.
+    let fmad = if cfg.double { Some(false) } else { None };
+    let opts = CompileOptions {
+        arch: Some(arch),
+        options: cfg.defines(),
+        fmad,
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(kernels::dem_module_source(), opts)
+        .map_err(|e| CudaError::Compile(format!("{e:?}")))?;
+    let compile_s = t0.elapsed().as_secs_f64();
+    let module = ctx
+        .load_module(ptx)
+        .map_err(|e| CudaError::driver("loading the DEM module", e))?;
+    let mut functions = HashMap::new();
+    for k in Kernel::ALL {
+        let f = module
+            .load_function(k.symbol())
+            .map_err(|e| CudaError::driver(k.symbol(), e))?;
+        functions.insert(k, f);
+    }
+    let m = Arc::new(DemModule {
+        _module: module,
+        functions,
+        compile_s,
+    });
+    cache()
+        .lock()
+        .map_err(|_| CudaError::Poisoned)?
+        .insert(key, m.clone());
+    Ok(m)
+}

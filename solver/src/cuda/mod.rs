@@ -1,0 +1,366 @@
+//! CUDA backend: the DEM step of the CPU reference run from `kernels/` on an NVIDIA GPU.
+//!
+//! One [`CudaSim`] owns a device context, two streams (compute, copy), the particle state in
+//! (cell, id)-sorted order, the neighbour-search arrays and the publication staging buffers.
+//! A step is: hash + count per cell, scan, scatter, per-cell id order, gather into the scratch
+//! copy, then the fused collide + integrate kernel writing back (stages `prepare`, `reorder`,
+//! `collide`; see `step.rs`). Publication packs into id order on the device and copies to the
+//! host on the copy stream while the next steps run (`publish.rs`).
+//!
+//! Nothing here touches cudarc before [`driver::driver_available`] said the driver loads:
+//! cudarc panics when `libcuda.so.1` is missing; we return [`CudaError::NoDriver`] instead.
+
+mod backend_impl;
+mod buffers;
+pub mod driver;
+pub mod params;
+mod publish;
+mod step;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream, DriverError};
+use kernels::ModuleConfig;
+
+use crate::backend::{SimState, StepContext};
+use crate::case::{Case, CaseError};
+use crate::physics::{self, ContactModel};
+
+pub use backend_impl::CudaBackend;
+pub use buffers::{gpu_grid, MemoryReport};
+pub use publish::{FrameTarget, HostRegistration, PublishTicket};
+pub use step::StageTimes;
+
+use buffers::DeviceState;
+use driver::DemModule;
+use params::DemParams;
+
+/// Why the CUDA backend cannot start or continue. Messages are one line, for the CLI.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    #[error("no NVIDIA driver found (libcuda.so.1 cannot be loaded); use --backend cpu")]
+    NoDriver,
+    #[error("CUDA device {device} not available: {message}")]
+    NoDevice { device: usize, message: String },
+    #[error("CUDA driver error while {what}: {source}")]
+    Driver {
+        what: String,
+        #[source]
+        source: DriverError,
+    },
+    #[error("compiling the DEM kernels with NVRTC failed: {0}")]
+    Compile(String),
+    #[error(
+        "the case does not fit on GPU {device}: {particles} particles need {need_gib:.2} GiB \
+         ({bytes_per_particle:.0} B/particle), {free_gib:.2} GiB are free; at most about {max_particles} particles fit"
+    )]
+    DoesNotFit {
+        device: usize,
+        particles: usize,
+        need_gib: f64,
+        free_gib: f64,
+        bytes_per_particle: f64,
+        max_particles: u64,
+    },
+    #[error("the CUDA backend does not support {0} yet; use --backend cpu")]
+    Unsupported(String),
+    #[error("{0} particles is more than the CUDA backend's limit of {1}")]
+    TooManyParticles(usize, u64),
+    #[error("a CUDA backend lock was poisoned by a panic in another thread")]
+    Poisoned,
+    #[error("{count} particles have a non-finite state after step {step}")]
+    NonFinite { count: u32, step: u64 },
+    #[error(
+        "{count} particles had more than {cap} contacts at step {step} (contact history full)"
+    )]
+    HistoryOverflow { count: u32, cap: u32, step: u64 },
+}
+
+impl CudaError {
+    pub(crate) fn driver(what: &str, source: DriverError) -> Self {
+        CudaError::Driver {
+            what: what.to_string(),
+            source,
+        }
+    }
+}
+
+/// Options of the CUDA backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CudaOptions {
+    /// Device ordinal (`--devices`).
+    pub device: usize,
+    /// `real` = double on the device (parity runs against the CPU; about 2x slower).
+    pub double: bool,
+    /// Contact history entries per particle (12 neighbours of a monodisperse packing + 3 walls
+    /// + margin). Overflow is reported as an error, never silently dropped.
+    pub hist_cap: u32,
+    /// Record CUDA events around every kernel ([`CudaSim::stage_times`] per kernel); costs a
+    /// synchronisation per step.
+    pub profile: bool,
+    /// Check the integer diagnostics (non-finite state, history overflow) every this many steps
+    /// (0: never). Each check synchronises.
+    pub check_every: u64,
+    /// Keep the last step's contact force and contact count per particle (+16 B/particle), for
+    /// snapshots, VTK output and the force field of frames.
+    pub store_forces: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            device: 0,
+            double: false,
+            hist_cap: crate::backend::HISTORY_CAP as u32,
+            profile: false,
+            check_every: 1000,
+            store_forces: false,
+        }
+    }
+}
+
+/// The DEM simulation on one GPU.
+pub struct CudaSim {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    copy_stream: Arc<CudaStream>,
+    module: Arc<DemModule>,
+    cfg: ModuleConfig,
+    opts: CudaOptions,
+    params: DemParams,
+    state: DeviceState,
+    step_index: u64,
+    time: f64,
+    end_time: f64,
+    times: StageTimes,
+    publish: publish::PublishState,
+    device_name: String,
+    history_overflows: u64,
+    last_contacts: u64,
+}
+
+impl CudaSim {
+    /// Starts the CUDA backend from the constants and a state in id order (the same inputs as
+    /// `cpu::CpuBackend::new`). Fails with a one-line reason when there is no driver, no such
+    /// device, the case uses a feature the GPU backend lacks, or the case does not fit in the
+    /// device's free memory.
+    pub fn new(
+        sc: &StepContext,
+        state: &SimState,
+        opts: &CudaOptions,
+    ) -> Result<CudaSim, CudaError> {
+        driver::driver_available()?;
+        if !sc.meshes.is_empty() {
+            return Err(CudaError::Unsupported("triangle meshes".into()));
+        }
+        if sc.integrator != crate::case::Integrator::SymplecticEuler {
+            return Err(CudaError::Unsupported(
+                "the velocity Verlet integrator".into(),
+            ));
+        }
+        let n = state.pos.len();
+        if n as u64 >= buffers::WALL_ID_BASE as u64 {
+            return Err(CudaError::TooManyParticles(n, buffers::WALL_ID_BASE as u64));
+        }
+        let ctx = CudaContext::new(opts.device).map_err(|e| CudaError::NoDevice {
+            device: opts.device,
+            message: e.to_string(),
+        })?;
+        // SAFETY: every buffer of this backend is used on `stream` only, except the publication
+        // staging buffers, which the copy stream reads after waiting on an event recorded on
+        // `stream` (publish.rs); buffers are freed only after both streams synchronised (Drop).
+        unsafe { ctx.disable_event_tracking() };
+        let device_name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| CudaError::driver("creating the compute stream", e))?;
+        let copy_stream = ctx
+            .new_stream()
+            .map_err(|e| CudaError::driver("creating the copy stream", e))?;
+        let friction = sc
+            .table
+            .pp
+            .iter()
+            .chain(&sc.table.pw)
+            .any(|p| p.mu_s > 0.0 || p.mu_r > 0.0);
+        let rotation = friction || state.omega.iter().any(|w| *w != [0.0; 3]);
+        let model = match sc.model {
+            ContactModel::Linear => 0,
+            ContactModel::HertzMindlin => 1,
+        };
+        let cfg = ModuleConfig {
+            model,
+            friction,
+            rotation,
+            double: opts.double,
+        };
+        let module = driver::load_module(&ctx, cfg)?;
+        let (state_bufs, params) = buffers::upload(&ctx, &stream, sc, state, cfg, opts)?;
+        Ok(CudaSim {
+            ctx,
+            stream,
+            copy_stream,
+            module,
+            cfg,
+            opts: opts.clone(),
+            params,
+            state: state_bufs,
+            step_index: state.step,
+            time: state.time,
+            end_time: f64::INFINITY,
+            times: StageTimes::default(),
+            publish: publish::PublishState::default(),
+            device_name,
+            history_overflows: state.history_overflows,
+            last_contacts: 0,
+        })
+    }
+
+    /// Starts `case` at t = 0 (particles placed by the case's sources, ids in source order).
+    /// Returns the constants and initial state too, e.g. to start a CPU reference alongside.
+    pub fn from_case(
+        case: &Case,
+        opts: &CudaOptions,
+    ) -> Result<(CudaSim, StepContext, SimState), CudaSetupError> {
+        case.validate_fields()?;
+        let particles = case.generate_particles()?;
+        let state = SimState::new(
+            0.0,
+            0,
+            particles.iter().map(|p| p.species).collect(),
+            particles.iter().map(|p| p.position).collect(),
+            particles.iter().map(|p| p.velocity).collect(),
+            vec![[0.0; 3]; particles.len()],
+        );
+        let sc = step_context(case);
+        let mut sim = CudaSim::new(&sc, &state, opts)?;
+        sim.end_time = case.end_time;
+        Ok((sim, sc, state))
+    }
+
+    /// Device name as the driver reports it (e.g. "NVIDIA H100 80GB HBM3").
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    /// The kernel specialisation in use (model, friction/rotation, precision).
+    pub fn module_config(&self) -> ModuleConfig {
+        self.cfg
+    }
+
+    /// NVRTC compile time of this sim's module [s] (0 when it came from the cache).
+    pub fn compile_seconds(&self) -> f64 {
+        self.module.compile_s
+    }
+
+    /// GPU memory in use, by array, and per particle.
+    pub fn memory(&self) -> &MemoryReport {
+        &self.state.memory
+    }
+
+    pub fn particle_count(&self) -> usize {
+        self.params.n as usize
+    }
+    pub fn step_index(&self) -> u64 {
+        self.step_index
+    }
+    pub fn time(&self) -> f64 {
+        self.time
+    }
+    pub fn dt(&self) -> f64 {
+        self.params.dt
+    }
+    pub fn end_time(&self) -> f64 {
+        self.end_time
+    }
+
+    /// Sets the simulated time and step counter (after a restart from a checkpoint).
+    pub fn set_clock(&mut self, step_index: u64, time: f64) {
+        self.step_index = step_index;
+        self.time = time;
+    }
+
+    /// Waits for all queued device work.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("synchronising the compute stream", e))
+    }
+
+    /// Replaces the state (id order, same particle count and species), history included.
+    pub fn set_state(&mut self, state: &SimState) -> Result<(), CudaError> {
+        self.synchronize()?;
+        buffers::set_state(&self.stream, &mut self.state, &self.params, state)?;
+        self.step_index = state.step;
+        self.time = state.time;
+        Ok(())
+    }
+
+    /// Downloads the full state in id order (synchronises).
+    pub fn state(&self) -> Result<SimState, CudaError> {
+        let mut s = buffers::download_state(
+            &self.stream,
+            &self.state,
+            &self.params,
+            self.time,
+            self.step_index,
+        )?;
+        s.history_overflows = self.history_overflows;
+        Ok(s)
+    }
+
+    /// Mean number of contacts per particle at the last diagnostic step (walls included),
+    /// measured by running one step with contact counting on.
+    pub fn count_contacts(&mut self) -> Result<f64, CudaError> {
+        let c = self.step_with_diag()?;
+        Ok(c.contacts as f64 / self.params.n.max(1) as f64)
+    }
+}
+
+/// Why [`CudaSim::from_case`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaSetupError {
+    #[error(transparent)]
+    Case(#[from] CaseError),
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+}
+
+/// The run constants of `case` (as `sim::Simulation` derives them; meshes are not loaded).
+pub fn step_context(case: &Case) -> StepContext {
+    let species_radius: Vec<f64> = case.species.iter().map(|s| s.radius).collect();
+    let species_mass: Vec<f64> = case
+        .species
+        .iter()
+        .map(|s| physics::sphere_mass(s.radius, s.density))
+        .collect();
+    let species_inertia = species_mass
+        .iter()
+        .zip(&species_radius)
+        .map(|(&m, &r)| physics::sphere_inertia(m, r))
+        .collect();
+    StepContext {
+        dt: case.dt,
+        gravity: case.gravity,
+        model: case.contact_model.model(),
+        integrator: case.integrator,
+        reorder_every: case.reorder_every,
+        domain_min: case.domain.min,
+        domain_max: case.domain.max,
+        walls: case.domain.walls,
+        species_radius,
+        species_mass,
+        species_inertia,
+        table: case.material_table(),
+        meshes: Vec::new(),
+    }
+}
+
+impl Drop for CudaSim {
+    fn drop(&mut self) {
+        // Nothing may be freed while a kernel or copy still uses it.
+        let _ = self.copy_stream.synchronize();
+        let _ = self.stream.synchronize();
+        let _ = &self.ctx;
+    }
+}

@@ -1,0 +1,124 @@
+//! `#[repr(C)]` mirrors of `kernels/src/cuda/params.cuh` (and `MaterialPair` of physics.cuh),
+//! passed by value as kernel parameters. Device pointers are `u64` (0 = not allocated).
+//! Size asserts below and in the `.cuh` comments keep the two in step.
+
+use cudarc::driver::DeviceRepr;
+
+/// `SpeciesProps`: per-species constants [m, kg, kg m^2].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SpeciesProps {
+    pub radius: f64,
+    pub mass: f64,
+    pub inertia: f64,
+    pub pad: f64,
+}
+
+/// `DemParams`: case-wide constants of one step.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DemParams {
+    pub origin: [f64; 3],
+    pub cell: f64,
+    pub dt: f64,
+    pub gravity: [f64; 3],
+    pub box_min: [f64; 3],
+    pub box_max: [f64; 3],
+    pub dims: [u32; 3],
+    pub n: u32,
+    pub walls: u32,
+    pub n_species: u32,
+    pub n_walls: u32,
+    pub hist_cap: u32,
+    pub diag: u32,
+    pub pad: u32,
+    pub species: u64,
+    pub pp: u64,
+    pub pw: u64,
+}
+
+/// `ParticleArrays`: one copy of the sorted particle state.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ParticleArrays {
+    pub pos: u64,
+    pub vel: u64,
+    pub omega: u64,
+    pub id: u64,
+    pub species: u64,
+    pub hist_count: u64,
+    pub hist_partner: u64,
+    pub hist_xi: u64,
+    pub force: u64,
+    pub contacts: u64,
+}
+
+/// `GridArrays`: neighbour-search arrays.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GridArrays {
+    pub cell: u64,
+    pub rank: u64,
+    pub perm: u64,
+    pub count: u64,
+    pub start: u64,
+}
+
+/// `DemDiag`: integer diagnostics of the collide kernel.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DemDiag {
+    pub contacts: u64,
+    pub hist_overflow: u32,
+    pub nonfinite: u32,
+}
+
+/// `MeshBody`: one mesh's velocity field at the step's time and its constants.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MeshBody {
+    pub velocity: [f64; 3],
+    pub omega: [f64; 3],
+    pub center: [f64; 3],
+    pub first_tri: u32,
+    pub n_tri: u32,
+    pub material: u32,
+    pub pad: u32,
+}
+
+/// `MeshArrays`: world triangles, their meshes and the grid bins (all 0 without meshes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MeshArrays {
+    pub tris: u64,
+    pub tri_mesh: u64,
+    pub bodies: u64,
+    pub fixed_cell: u64,
+    pub fixed_tri: u64,
+    pub moving_cell: u64,
+    pub moving_tri: u64,
+    pub n_fixed: u32,
+    pub n_moving: u32,
+    pub n_meshes: u32,
+    pub n_tris: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
+const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
+const _: () = assert!(std::mem::size_of::<MeshArrays>() == 72);
+const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 10 * 4 + 3 * 8);
+const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 80);
+const _: () = assert!(std::mem::size_of::<GridArrays>() == 40);
+const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);
+const _: () = assert!(std::mem::size_of::<crate::physics::MaterialPair>() == 56);
+
+// SAFETY: plain-old-data #[repr(C)] structs of integers and floats with the layout of their C
+// twins (sizes asserted above); the kernels read them by value or through device pointers.
+unsafe impl DeviceRepr for SpeciesProps {}
+unsafe impl DeviceRepr for DemParams {}
+unsafe impl DeviceRepr for ParticleArrays {}
+unsafe impl DeviceRepr for GridArrays {}
+unsafe impl DeviceRepr for DemDiag {}
+unsafe impl DeviceRepr for MeshBody {}
+unsafe impl DeviceRepr for MeshArrays {}
+unsafe impl cudarc::driver::ValidAsZeroBits for DemDiag {}

@@ -1,0 +1,252 @@
+//! Publication from the GPU: the state is packed into particle-id order (float32, the frame
+//! layout) on the compute stream into device staging buffers, then copied to host memory on the
+//! copy stream, overlapping the next steps. A frame may be made visible (committed) only once
+//! its copy completed: [`CudaSim::publish_done`] says when.
+//!
+//! The host destination must be page-locked for the copy to be asynchronous: pinned memory, or
+//! a shared-memory segment registered once with [`CudaSim::register_host`] (then the copy goes
+//! straight into the frame slot, no extra host copy).
+
+use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
+use kernels::Kernel;
+
+use super::{CudaError, CudaSim};
+
+/// Where a frame goes: host arrays of `particle_count` `[f32; 3]` each (null: not wanted).
+#[derive(Debug, Clone, Copy)]
+pub struct FrameTarget {
+    pub positions: *mut [f32; 3],
+    pub velocities: *mut [f32; 3],
+    pub angular_velocities: *mut [f32; 3],
+}
+
+/// A publication in flight: its step index and simulated time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PublishTicket {
+    pub step: u64,
+    pub time: f64,
+}
+
+#[derive(Default)]
+pub(crate) struct PublishState {
+    staging: Vec<super::buffers::Buf>,
+    /// Recorded on the copy stream after the last copy.
+    done: Option<CudaEvent>,
+    pending: Option<PublishTicket>,
+    /// Host time spent queuing publications [s] (the device-side pack is in the stage times).
+    pub host_s: f64,
+}
+
+/// Host memory registered with the driver (page-locked) until dropped.
+pub struct HostRegistration {
+    ptr: *mut u8,
+    _ctx: std::sync::Arc<cudarc::driver::CudaContext>,
+}
+
+impl Drop for HostRegistration {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` was registered by cuMemHostRegister in register_host and not yet
+        // unregistered; the context is kept alive by `_ctx`.
+        unsafe {
+            let _ = cudarc::driver::sys::cuMemHostUnregister(self.ptr as *mut std::ffi::c_void);
+        }
+    }
+}
+
+impl CudaSim {
+    /// Page-locks `len` bytes at `ptr` (e.g. a whole shared-memory segment, once) so that
+    /// copies into it run asynchronously at full PCIe speed.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must be a live mapping that outlives the returned registration.
+    pub unsafe fn register_host(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<HostRegistration, CudaError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| CudaError::driver("binding the context", e))?;
+        // SAFETY: the caller guarantees the range is mapped; flags 0 = plain registration.
+        let r = unsafe {
+            cudarc::driver::sys::cuMemHostRegister_v2(ptr as *mut std::ffi::c_void, len, 0)
+        };
+        r.result()
+            .map_err(|e| CudaError::driver("registering host memory", e))?;
+        Ok(HostRegistration {
+            ptr,
+            _ctx: self.ctx.clone(),
+        })
+    }
+
+    fn ensure_staging(&mut self) -> Result<(), CudaError> {
+        if self.publish.staging.is_empty() {
+            let n = self.params.n as usize;
+            for name in ["publish.pos", "publish.vel", "publish.omega"] {
+                let slice = self
+                    .stream
+                    .alloc_zeros::<u8>(12 * n.max(1))
+                    .map_err(|e| CudaError::driver(&format!("allocating {name}"), e))?;
+                let ptr = {
+                    let (ptr, _s) = cudarc::driver::DevicePtr::device_ptr(&slice, &self.stream);
+                    ptr
+                };
+                self.publish
+                    .staging
+                    .push(super::buffers::Buf { slice, ptr });
+                self.state
+                    .memory
+                    .arrays
+                    .push((name.to_string(), 12 * n as u64));
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts publishing the current state into `target`: pack on the compute stream, copy on
+    /// the copy stream. Returns at once; poll [`CudaSim::publish_done`] between steps and commit
+    /// the frame when it returns the ticket. A previous publication still in flight is waited
+    /// for first (its staging buffers are reused).
+    ///
+    /// # Safety
+    /// Each non-null pointer of `target` must point to `particle_count` writable `[f32; 3]`
+    /// that stay valid and untouched by the host until `publish_done` returned this ticket (or
+    /// [`CudaSim::publish_wait`] returned). Page-locked memory makes the copy asynchronous;
+    /// pageable memory works but the copy then blocks.
+    pub unsafe fn publish_async(
+        &mut self,
+        target: FrameTarget,
+    ) -> Result<PublishTicket, CudaError> {
+        let t0 = std::time::Instant::now();
+        self.publish_wait()?;
+        self.ensure_staging()?;
+        let n = self.params.n as usize;
+        let st = &self.publish.staging;
+        let want = [
+            target.positions,
+            target.velocities,
+            target.angular_velocities,
+        ];
+        let dptr: Vec<u64> = (0..3)
+            .map(|i| if want[i].is_null() { 0 } else { st[i].ptr })
+            .collect();
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Pack));
+        let (p, cur) = (self.params, self.state.cur);
+        b.arg(&p)
+            .arg(&cur)
+            .arg(&dptr[0])
+            .arg(&dptr[1])
+            .arg(&dptr[2]);
+        let cfg = LaunchConfig {
+            grid_dim: ((n as u32).div_ceil(256).max(1), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: dem_pack(DemParams, ParticleArrays, float*, float*, float*): staging buffers of
+        // 3n floats each (or null); ids are a permutation of 0..n.
+        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_pack", e))?;
+        let packed = self
+            .stream
+            .record_event(None)
+            .map_err(|e| CudaError::driver("recording an event", e))?;
+        self.copy_stream
+            .wait(&packed)
+            .map_err(|e| CudaError::driver("ordering the copy stream", e))?;
+        for i in 0..3 {
+            if want[i].is_null() {
+                continue;
+            }
+            // SAFETY: the caller guarantees `want[i]` points to n writable [f32; 3] until the copy
+            // completed; the staging buffer holds 12 n bytes and is not written again before
+            // `done` completed (publish_wait above, and before the next pack).
+            let dst = unsafe { std::slice::from_raw_parts_mut(want[i] as *mut u8, 12 * n) };
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    dst,
+                    st[i].ptr,
+                    self.copy_stream.cu_stream(),
+                )
+            }
+            .map_err(|e| CudaError::driver("queuing the frame copy", e))?;
+        }
+        let done = self
+            .copy_stream
+            .record_event(None)
+            .map_err(|e| CudaError::driver("recording an event", e))?;
+        // The compute stream does not wait for the copy (that would stall the steps for the
+        // whole PCIe transfer); the next pack is queued only after the host saw `done` complete
+        // (publish_wait at the top), so staging is never overwritten while the copy reads it.
+        self.publish.done = Some(done);
+        let ticket = PublishTicket {
+            step: self.step_index,
+            time: self.time,
+        };
+        self.publish.pending = Some(ticket);
+        self.publish.host_s += t0.elapsed().as_secs_f64();
+        Ok(ticket)
+    }
+
+    /// The publication in flight, once its copy completed (then the frame may be committed);
+    /// `None` while it is still copying or when nothing is in flight.
+    pub fn publish_done(&mut self) -> Result<Option<PublishTicket>, CudaError> {
+        let Some(ev) = &self.publish.done else {
+            return Ok(None);
+        };
+        if ev
+            .try_is_complete()
+            .map_err(|e| CudaError::driver("querying the frame copy", e))?
+        {
+            self.publish.done = None;
+            return Ok(self.publish.pending.take());
+        }
+        Ok(None)
+    }
+
+    /// Waits for the publication in flight, if any, and returns its ticket.
+    pub fn publish_wait(&mut self) -> Result<Option<PublishTicket>, CudaError> {
+        if let Some(ev) = self.publish.done.take() {
+            ev.synchronize()
+                .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
+        }
+        Ok(self.publish.pending.take())
+    }
+
+    /// Synchronous publication into host slices (id order), e.g. for `fill_frame` into a
+    /// FrameWriter's arrays: pack, copy, wait.
+    pub fn download_frame(
+        &mut self,
+        positions: &mut [[f32; 3]],
+        velocities: Option<&mut [[f32; 3]]>,
+        angular: Option<&mut [[f32; 3]]>,
+    ) -> Result<(), CudaError> {
+        let n = self.params.n as usize;
+        assert!(
+            positions.len() >= n,
+            "positions shorter than the particle count"
+        );
+        let vel = velocities.map(|v| {
+            assert!(v.len() >= n);
+            v.as_mut_ptr()
+        });
+        let ang = angular.map(|v| {
+            assert!(v.len() >= n);
+            v.as_mut_ptr()
+        });
+        let t = FrameTarget {
+            positions: positions.as_mut_ptr(),
+            velocities: vel.unwrap_or(std::ptr::null_mut()),
+            angular_velocities: ang.unwrap_or(std::ptr::null_mut()),
+        };
+        // SAFETY: the slices outlive the call, which waits for the copy before returning.
+        unsafe { self.publish_async(t)? };
+        self.publish_wait()?;
+        Ok(())
+    }
+
+    /// Host time spent queuing publications so far [s].
+    pub fn publish_host_seconds(&self) -> f64 {
+        self.publish.host_s
+    }
+}

@@ -1,0 +1,303 @@
+//! The time step as a sequence of launches on the compute stream, with optional per-kernel
+//! timing through CUDA events.
+//!
+//! Stages (the pipeline names of the CPU backend): `prepare` = hash + count, scan, scatter,
+//! per-cell id order; `reorder` = gather into the scratch copy; `collide` = fused collide +
+//! integrate back into the state.
+
+use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
+use kernels::Kernel;
+
+use super::params::DemDiag;
+use super::{CudaError, CudaSim};
+
+/// Accumulated device time per kernel [ms] (profiling mode) and steps counted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StageTimes {
+    /// (kernel or stage name, total ms) in launch order.
+    pub kernels: Vec<(&'static str, f64)>,
+    pub steps: u64,
+}
+
+impl StageTimes {
+    fn add(&mut self, name: &'static str, ms: f64) {
+        match self.kernels.iter_mut().find(|k| k.0 == name) {
+            Some(k) => k.1 += ms,
+            None => self.kernels.push((name, ms)),
+        }
+    }
+    /// Mean ms per step of each kernel, e.g. "hash_count 0.05 ms, scan 0.02 ms, ...".
+    pub fn summary(&self) -> String {
+        let s = self.steps.max(1) as f64;
+        self.kernels
+            .iter()
+            .map(|(n, ms)| format!("{n} {:.3} ms", ms / s))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn blocks(n: u32, threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(threads).max(1), 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Records events between launches when profiling.
+struct Marks {
+    events: Vec<(&'static str, CudaEvent)>,
+    on: bool,
+}
+
+impl CudaSim {
+    fn mark(&self, marks: &mut Marks, name: &'static str) -> Result<(), CudaError> {
+        if marks.on {
+            let ev = self
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| CudaError::driver("creating an event", e))?;
+            ev.record(&self.stream)
+                .map_err(|e| CudaError::driver("recording an event", e))?;
+            marks.events.push((name, ev));
+        }
+        Ok(())
+    }
+
+    /// Exclusive scan of `n` u32 at `input` into `output`, using scan level `level`'s buffers.
+    fn scan(&self, input: u64, output: u64, n: u32, level: usize) -> Result<(), CudaError> {
+        let (sums, scanned, tiles) = self.state.scan_levels[level];
+        let f = self.module.function(Kernel::ScanTile);
+        let cfg = LaunchConfig {
+            grid_dim: (tiles, 1, 1),
+            block_dim: (kernels::SCAN_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&input).arg(&output).arg(&sums).arg(&n);
+        // SAFETY: scan_tile(const unsigned*, unsigned*, unsigned*, unsigned) with device arrays of
+        // at least n, n and `tiles` elements (allocated in buffers::upload for this level).
+        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching scan_tile", e))?;
+        if tiles > 1 {
+            self.scan(sums, scanned, tiles, level + 1)?;
+            let f = self.module.function(Kernel::ScanAdd);
+            let mut b = self.stream.launch_builder(f);
+            b.arg(&output).arg(&scanned).arg(&n);
+            // SAFETY: scan_add(unsigned*, const unsigned*, unsigned) over n elements; `scanned`
+            // holds one offset per tile.
+            unsafe { b.launch(blocks(n, 256)) }
+                .map_err(|e| CudaError::driver("launching scan_add", e))?;
+        }
+        Ok(())
+    }
+
+    /// Queues one time step (returns without waiting for the device).
+    fn launch_step(&mut self, marks: &mut Marks) -> Result<(), CudaError> {
+        let p = self.params;
+        let st = &self.state;
+        let (cur, tmp, grid) = (st.cur, st.tmp, st.grid);
+        let n = p.n;
+        let launch_err =
+            |k: Kernel| move |e| CudaError::driver(&format!("launching {}", k.symbol()), e);
+
+        self.mark(marks, "hash_count")?;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::HashCount));
+        b.arg(&p).arg(&cur).arg(&grid);
+        // SAFETY: dem_hash_count(DemParams, ParticleArrays, GridArrays) by value; every array
+        // holds n elements (count: cells + 1, zeroed after the previous step's scatter).
+        unsafe { b.launch(blocks(n, 256)) }.map_err(launch_err(Kernel::HashCount))?;
+
+        self.mark(marks, "scan")?;
+        self.scan(grid.count, grid.start, st.cells + 1, 0)?;
+
+        self.mark(marks, "scatter")?;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Scatter));
+        b.arg(&p).arg(&grid);
+        // SAFETY: dem_scatter(DemParams, GridArrays); start[cell] + rank < n by construction.
+        unsafe { b.launch(blocks(n, 256)) }.map_err(launch_err(Kernel::Scatter))?;
+
+        self.mark(marks, "cell_sort")?;
+        let cells = st.cells;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::CellSort));
+        b.arg(&p).arg(&cur).arg(&grid).arg(&cells);
+        // SAFETY: dem_cell_sort(DemParams, ParticleArrays, GridArrays, unsigned) over `cells`
+        // cells; start has cells + 1 entries.
+        unsafe { b.launch(blocks(cells, 256)) }.map_err(launch_err(Kernel::CellSort))?;
+
+        self.mark(marks, "gather")?;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Gather));
+        b.arg(&p).arg(&cur).arg(&tmp).arg(&grid);
+        // SAFETY: dem_gather(DemParams, src, dst, GridArrays): perm is a permutation of 0..n;
+        // src and dst are distinct allocations of the same layout.
+        unsafe { b.launch(blocks(n, 256)) }.map_err(launch_err(Kernel::Gather))?;
+
+        // The counts must be zero for the next step's hash_count.
+        let count_buf = &st
+            .bufs
+            .iter()
+            .find(|b| b.1.ptr == grid.count)
+            .expect("grid.count")
+            .1
+            .slice;
+        // SAFETY: plain memset of a u8 device buffer owned by this sim, on its stream.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(
+                grid.count,
+                0,
+                count_buf.len(),
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(|e| CudaError::driver("clearing the cell counts", e))?;
+
+        self.mark(marks, "collide")?;
+        let diag = st.diag;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Collide));
+        b.arg(&p).arg(&tmp).arg(&cur).arg(&grid).arg(&diag);
+        // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*): reads the scratch copy
+        // (in) written by the gather, writes slot k of the state (out) from thread k only.
+        unsafe { b.launch(blocks(n, kernels::COLLIDE_THREADS)) }
+            .map_err(launch_err(Kernel::Collide))?;
+        self.mark(marks, "end")?;
+        Ok(())
+    }
+
+    /// Advances one time step. The work is queued; errors of earlier steps surface here.
+    pub fn step(&mut self) -> Result<(), CudaError> {
+        self.steps(1)
+    }
+
+    /// Advances `count` steps (queued back to back; synchronises only for profiling and the
+    /// periodic diagnostics check).
+    pub fn steps(&mut self, count: u64) -> Result<(), CudaError> {
+        for _ in 0..count {
+            let mut marks = Marks {
+                events: Vec::new(),
+                on: self.opts.profile,
+            };
+            self.launch_step(&mut marks)?;
+            self.step_index += 1;
+            self.time = self.step_index as f64 * self.params.dt;
+            if marks.on {
+                marks
+                    .events
+                    .last()
+                    .expect("end mark")
+                    .1
+                    .synchronize()
+                    .map_err(|e| CudaError::driver("timing", e))?;
+                for w in marks.events.windows(2) {
+                    let ms = w[0]
+                        .1
+                        .elapsed_ms(&w[1].1)
+                        .map_err(|e| CudaError::driver("reading an event", e))?;
+                    self.times.add(w[0].0, ms as f64);
+                }
+                self.times.steps += 1;
+            }
+            if self.step_index.checked_rem(self.opts.check_every) == Some(0) {
+                self.check_diag()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn read_diag(&self) -> Result<DemDiag, CudaError> {
+        let buf = &self
+            .state
+            .bufs
+            .iter()
+            .find(|b| b.1.ptr == self.state.diag)
+            .expect("diag")
+            .1
+            .slice;
+        let mut bytes = [0u8; 16];
+        self.stream
+            .memcpy_dtoh(buf, &mut bytes)
+            .map_err(|e| CudaError::driver("reading diagnostics", e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("reading diagnostics", e))?;
+        let mut d = DemDiag::default();
+        // SAFETY: DemDiag is #[repr(C)], 16 bytes of integers (size asserted in params.rs).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), &mut d as *mut DemDiag as *mut u8, 16)
+        };
+        Ok(d)
+    }
+
+    fn clear_diag(&self) -> Result<(), CudaError> {
+        // SAFETY: memset of the 16-byte diagnostics buffer owned by this sim, on its stream.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(self.state.diag, 0, 16, self.stream.cu_stream())
+        }
+        .map_err(|e| CudaError::driver("clearing diagnostics", e))
+    }
+
+    /// Fails when a particle went non-finite; adds history overflows (contacts whose spring
+    /// could not be kept, as the CPU counts them) to [`CudaSim::history_overflows`].
+    pub fn check_diag(&mut self) -> Result<(), CudaError> {
+        let d = self.read_diag()?;
+        if d.nonfinite > 0 {
+            return Err(CudaError::NonFinite {
+                count: d.nonfinite,
+                step: self.step_index,
+            });
+        }
+        if d.hist_overflow > 0 {
+            self.history_overflows += d.hist_overflow as u64;
+            self.clear_diag()?;
+        }
+        Ok(())
+    }
+
+    /// Contacts whose tangential spring could not be stored (history full), up to the last check.
+    pub fn history_overflows(&self) -> u64 {
+        self.history_overflows
+    }
+
+    /// Contacts counted in the last [`CudaSim::count_contacts`] step (pairs twice, walls once).
+    pub fn last_contacts(&self) -> u64 {
+        self.last_contacts
+    }
+
+    /// Runs one step with contact counting on and returns the diagnostics of that step.
+    pub(crate) fn step_with_diag(&mut self) -> Result<DemDiag, CudaError> {
+        self.check_diag()?;
+        self.clear_diag()?;
+        self.params.diag = 1;
+        let r = self.step();
+        self.params.diag = 0;
+        r?;
+        let d = self.read_diag()?;
+        self.history_overflows += d.hist_overflow as u64;
+        self.last_contacts = d.contacts;
+        self.clear_diag()?;
+        Ok(d)
+    }
+
+    /// Per-kernel device time (profiling mode only; empty otherwise).
+    pub fn stage_times(&self) -> &StageTimes {
+        &self.times
+    }
+
+    pub fn reset_stage_times(&mut self) {
+        self.times = StageTimes::default();
+    }
+
+    /// Turns per-kernel timing on or off.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.opts.profile = on;
+    }
+}

@@ -1,0 +1,150 @@
+//! Triangle meshes placed in the world at time t, and binned into the neighbour grid so that a
+//! particle only tests the triangles near its own cell (not O(N * T)).
+
+use super::motion::{BodyTransform, Motion};
+use super::triangle::closest_point_on_triangle;
+use crate::grid::Grid;
+use crate::stl::Triangle;
+use crate::vec3;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// A rigid triangle mesh in its body frame (= its coordinates at t = 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mesh {
+    pub name: String,
+    /// Triangles in the body frame [m].
+    pub triangles: Vec<Triangle>,
+    pub motion: Motion,
+    /// Index into the wall materials of the [`crate::case::MaterialTable`].
+    pub material: usize,
+}
+
+/// All meshes at the current time: world-space triangles, transforms and grid bins.
+#[derive(Debug, Clone, Default)]
+pub struct MeshWorld {
+    /// World-space triangles of all meshes, concatenated in mesh order.
+    pub world: Vec<Triangle>,
+    /// Mesh of each global triangle.
+    pub tri_mesh: Vec<u32>,
+    /// First global triangle of each mesh.
+    pub first_tri: Vec<u32>,
+    /// Current transform of each mesh.
+    pub transforms: Vec<BodyTransform>,
+    /// (cell, global triangle) of fixed meshes, sorted; built once per grid.
+    fixed_bins: Vec<(u32, u32)>,
+    /// (cell, global triangle) of moving meshes, sorted; rebuilt when a vertex moved more
+    /// than `skin` since the last binning (a Verlet-list skin: bins are made with reach + skin).
+    moving_bins: Vec<(u32, u32)>,
+    /// World triangles as they were when `moving_bins` was built.
+    binned_world: Vec<Triangle>,
+    skin: f64,
+    fixed_binned: bool,
+}
+
+impl MeshWorld {
+    pub fn new(meshes: &[Mesh]) -> Self {
+        let mut w = MeshWorld::default();
+        for (k, m) in meshes.iter().enumerate() {
+            w.first_tri.push(w.world.len() as u32);
+            w.world.extend_from_slice(&m.triangles);
+            w.tri_mesh
+                .extend(std::iter::repeat_n(k as u32, m.triangles.len()));
+            w.transforms.push(m.motion.transform_at(0.0));
+        }
+        w
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.world.is_empty()
+    }
+
+    /// Places every moving mesh at time `t` and rebins; bins fixed meshes on first use. `reach`
+    /// is the largest particle radius [m].
+    pub fn update(&mut self, meshes: &[Mesh], grid: &Grid, t: f64, reach: f64) {
+        for (k, m) in meshes.iter().enumerate() {
+            if m.motion.is_fixed() {
+                continue;
+            }
+            let tr = m.motion.transform_at(t);
+            self.transforms[k] = tr;
+            let first = self.first_tri[k] as usize;
+            for (i, tri) in m.triangles.iter().enumerate() {
+                self.world[first + i] = tri.map(|v| tr.apply(v));
+            }
+        }
+        if !self.fixed_binned {
+            self.fixed_bins = self.bin(meshes, grid, reach, true);
+            self.skin = 0.5 * grid.cell;
+            self.moving_bins = self.bin(meshes, grid, reach + self.skin, false);
+            self.binned_world = self.world.clone();
+            self.fixed_binned = true;
+            return;
+        }
+        // Rebin moving meshes only when some vertex moved farther than the skin. The candidate
+        // lists stay supersets of the touching triangles and are sorted by triangle index, so
+        // the forces do not depend on when binning happened.
+        let skin2 = self.skin * self.skin;
+        let moved = self
+            .world
+            .iter()
+            .zip(&self.binned_world)
+            .any(|(a, b)| (0..3).any(|v| vec3::norm2(vec3::sub(a[v], b[v])) > skin2));
+        if moved {
+            self.moving_bins = self.bin(meshes, grid, reach + self.skin, false);
+            self.binned_world.clone_from(&self.world);
+        }
+    }
+
+    fn bin(&self, meshes: &[Mesh], grid: &Grid, reach: f64, fixed: bool) -> Vec<(u32, u32)> {
+        let half_diag = 0.5 * grid.cell * 3f64.sqrt();
+        let mut bins: Vec<(u32, u32)> = (0..self.world.len())
+            .into_par_iter()
+            .filter(|&g| meshes[self.tri_mesh[g] as usize].motion.is_fixed() == fixed)
+            .flat_map_iter(|g| {
+                let t = &self.world[g];
+                let lo: [f64; 3] =
+                    std::array::from_fn(|a| t[0][a].min(t[1][a]).min(t[2][a]) - reach);
+                let hi: [f64; 3] =
+                    std::array::from_fn(|a| t[0][a].max(t[1][a]).max(t[2][a]) + reach);
+                let (c0, c1) = (grid.cell_coords(lo), grid.cell_coords(hi));
+                let mut out = Vec::new();
+                for z in c0[2]..=c1[2] {
+                    for y in c0[1]..=c1[1] {
+                        for x in c0[0]..=c1[0] {
+                            let border = [x, y, z]
+                                .iter()
+                                .zip(grid.dims)
+                                .any(|(&c, d)| c == 0 || c == d - 1);
+                            let centre = [x, y, z].map(|c| c as f64 + 0.5);
+                            let centre: [f64; 3] =
+                                std::array::from_fn(|a| grid.origin[a] + centre[a] * grid.cell);
+                            let (q, _) = closest_point_on_triangle(centre, t[0], t[1], t[2]);
+                            if border || vec3::norm(vec3::sub(q, centre)) <= reach + half_diag {
+                                out.push((grid.cell_index([x, y, z]), g as u32));
+                            }
+                        }
+                    }
+                }
+                out
+            })
+            .collect();
+        bins.par_sort_unstable();
+        bins
+    }
+
+    /// Forget the fixed bins (after the grid changed).
+    pub fn invalidate_bins(&mut self) {
+        self.fixed_binned = false;
+    }
+
+    /// Global triangles that may touch a particle whose centre lies in `cell`, ascending,
+    /// appended to `out`.
+    pub fn candidates(&self, cell: u32, out: &mut Vec<u32>) {
+        for bins in [&self.fixed_bins, &self.moving_bins] {
+            let s = bins.partition_point(|b| b.0 < cell);
+            out.extend(bins[s..].iter().take_while(|b| b.0 == cell).map(|b| b.1));
+        }
+        out.sort_unstable();
+    }
+}

@@ -1,0 +1,46 @@
+//! Boundaries: the walls of the axis-aligned box and triangle meshes with prescribed motion.
+
+mod mesh;
+mod motion;
+mod triangle;
+
+pub use mesh::{Mesh, MeshWorld};
+pub use motion::{axis_angle_matrix, BodyTransform, Motion, IDENTITY};
+pub use triangle::{closest_point_on_triangle, triangle_area, TriRegion};
+
+use crate::vec3::V3;
+
+/// A contact of a sphere with a box wall: outward normal from the particle towards the wall and
+/// overlap. Walls are the six faces of [min, max], numbered x_min, x_max, y_min, ... (0..6).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WallContact {
+    pub wall: u32,
+    pub n: V3,
+    pub delta: f64,
+}
+
+/// Box-wall contacts of a sphere at `p` with radius `r`, appended to `out` in wall order.
+#[inline]
+pub fn box_wall_contacts(p: V3, r: f64, min: V3, max: V3, out: &mut Vec<WallContact>) {
+    for a in 0..3 {
+        let mut n = [0.0; 3];
+        let d_lo = r - (p[a] - min[a]);
+        if d_lo > 0.0 {
+            n[a] = -1.0;
+            out.push(WallContact {
+                wall: 2 * a as u32,
+                n,
+                delta: d_lo,
+            });
+        }
+        let d_hi = r - (max[a] - p[a]);
+        if d_hi > 0.0 {
+            n[a] = 1.0;
+            out.push(WallContact {
+                wall: 2 * a as u32 + 1,
+                n,
+                delta: d_hi,
+            });
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! `Simulation`: owns the case, the backend and the per-particle static data; gives per-particle
+//! data in particle-id order as f32 arrays for publishing and output.
+
+use crate::backend::{
+    Backend, BackendStats, Energies, KinematicsOut, SimState, Snapshot, StageTimers, StepContext,
+    StepError,
+};
+use crate::case::{Case, CaseError, CaseWarning, Species};
+use crate::cpu::CpuBackend;
+use crate::geometry::Mesh;
+use crate::physics;
+use crate::vec3::{self, V3};
+use std::cell::OnceCell;
+use std::sync::Arc;
+
+/// Why a simulation could not be created or resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Case(#[from] CaseError),
+    #[error("{origin}: frame to resume from is inconsistent: {message}")]
+    Frame { origin: String, message: String },
+    #[error(transparent)]
+    Cuda(#[from] crate::cuda::CudaError),
+}
+
+/// Which compute backend a [`Simulation`] runs on.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum BackendKind {
+    /// The CPU reference (rayon).
+    #[default]
+    Cpu,
+    /// The CUDA backend on one GPU.
+    Cuda(crate::cuda::CudaOptions),
+}
+
+/// Kinematics to resume from ([`Simulation::from_frame`]), f32 and in id order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FrameInput {
+    pub step: u64,
+    /// Simulated time [s].
+    pub time: f64,
+    /// Species index of each particle.
+    pub species: Vec<u32>,
+    pub positions: Vec<[f32; 3]>,
+    pub velocities: Vec<[f32; 3]>,
+    pub angular_velocities: Vec<[f32; 3]>,
+}
+
+/// Current pose of a mesh, f32: x_world = rotation * x_body + translation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeshTransformF32 {
+    /// Row-major 3x3 rotation.
+    pub rotation: [f32; 9],
+    pub translation: [f32; 3],
+}
+
+/// A running simulation.
+pub struct Simulation {
+    case: Case,
+    ctx: Arc<StepContext>,
+    species: Vec<u32>,
+    backend: Box<dyn Backend>,
+    snapshot: OnceCell<Snapshot>,
+    warnings: Vec<CaseWarning>,
+}
+
+fn context(case: &Case, meshes: Vec<Mesh>) -> StepContext {
+    let species_radius: Vec<f64> = case.species.iter().map(|s| s.radius).collect();
+    let species_mass: Vec<f64> = case
+        .species
+        .iter()
+        .map(|s| physics::sphere_mass(s.radius, s.density))
+        .collect();
+    let species_inertia = species_mass
+        .iter()
+        .zip(&species_radius)
+        .map(|(&m, &r)| physics::sphere_inertia(m, r))
+        .collect();
+    StepContext {
+        dt: case.dt,
+        gravity: case.gravity,
+        model: case.contact_model.model(),
+        integrator: case.integrator,
+        reorder_every: case.reorder_every,
+        domain_min: case.domain.min,
+        domain_max: case.domain.max,
+        walls: case.domain.walls,
+        species_radius,
+        species_mass,
+        species_inertia,
+        table: case.material_table(),
+        meshes,
+    }
+}
+
+impl Simulation {
+    /// Validates the case, places the particles and starts the CPU backend at t = 0.
+    pub fn new(case: Case) -> Result<Self, CaseError> {
+        match Self::new_on(case, &BackendKind::Cpu) {
+            Ok(s) => Ok(s),
+            Err(SimError::Case(e)) => Err(e),
+            Err(e) => unreachable!("the CPU backend cannot fail to start: {e}"),
+        }
+    }
+
+    /// [`Simulation::new`] on the chosen backend.
+    pub fn new_on(case: Case, kind: &BackendKind) -> Result<Self, SimError> {
+        case.validate_fields()?;
+        let meshes = case.load_meshes()?;
+        let particles = case.generate_particles()?;
+        case.check_initial_overlaps(&particles)?;
+        let warnings: Vec<CaseWarning> = case
+            .stability(&particles, &meshes)?
+            .warning
+            .into_iter()
+            .collect();
+        let state = SimState::new(
+            0.0,
+            0,
+            particles.iter().map(|p| p.species).collect(),
+            particles.iter().map(|p| p.position).collect(),
+            particles.iter().map(|p| p.velocity).collect(),
+            vec![[0.0; 3]; particles.len()],
+        );
+        Self::assemble(case, meshes, state, warnings, kind)
+    }
+
+    /// Resumes from a published frame (f32 kinematics in id order) at its step and time, with
+    /// empty contact history. Overlaps are not checked (a frame from a running simulation has them).
+    pub fn from_frame(case: Case, frame: &FrameInput) -> Result<Self, SimError> {
+        Self::from_frame_on(case, frame, &BackendKind::Cpu)
+    }
+
+    /// [`Simulation::from_frame`] on the chosen backend.
+    pub fn from_frame_on(
+        case: Case,
+        frame: &FrameInput,
+        kind: &BackendKind,
+    ) -> Result<Self, SimError> {
+        case.validate_fields()?;
+        let meshes = case.load_meshes()?;
+        let n = frame.positions.len();
+        let origin = case.origin.name.clone();
+        if frame.velocities.len() != n
+            || frame.angular_velocities.len() != n
+            || frame.species.len() != n
+        {
+            return Err(SimError::Frame {
+                origin,
+                message: format!(
+                    "{} positions, {} velocities, {} angular velocities, {} species",
+                    n,
+                    frame.velocities.len(),
+                    frame.angular_velocities.len(),
+                    frame.species.len()
+                ),
+            });
+        }
+        if let Some((id, s)) = frame
+            .species
+            .iter()
+            .enumerate()
+            .find(|(_, &s)| s as usize >= case.species.len())
+        {
+            return Err(SimError::Frame {
+                origin,
+                message: format!(
+                    "particle {id} has species {s} but the case defines {}",
+                    case.species.len()
+                ),
+            });
+        }
+        let conv = |v: &[[f32; 3]]| v.iter().map(|&x| vec3::from_f32(x)).collect::<Vec<V3>>();
+        let state = SimState::new(
+            frame.time,
+            frame.step,
+            frame.species.clone(),
+            conv(&frame.positions),
+            conv(&frame.velocities),
+            conv(&frame.angular_velocities),
+        );
+        if let Some(id) = (0..n).find(|&i| {
+            !(vec3::is_finite(state.pos[i])
+                && vec3::is_finite(state.vel[i])
+                && vec3::is_finite(state.omega[i]))
+        }) {
+            return Err(SimError::Frame {
+                origin,
+                message: format!("particle {id} has a non-finite value"),
+            });
+        }
+        Self::assemble(case, meshes, state, Vec::new(), kind)
+    }
+
+    /// Builds a simulation from its parts (used by checkpoint loading).
+    pub(crate) fn assemble(
+        case: Case,
+        meshes: Vec<Mesh>,
+        state: SimState,
+        warnings: Vec<CaseWarning>,
+        kind: &BackendKind,
+    ) -> Result<Self, SimError> {
+        let ctx = Arc::new(context(&case, meshes));
+        let species = state.species.clone();
+        let backend: Box<dyn Backend> = match kind {
+            BackendKind::Cpu => Box::new(CpuBackend::new(ctx.clone(), state)),
+            BackendKind::Cuda(opts) => {
+                Box::new(crate::cuda::CudaBackend::new(ctx.clone(), state, opts)?)
+            }
+        };
+        Ok(Simulation {
+            case,
+            ctx,
+            species,
+            backend,
+            snapshot: OnceCell::new(),
+            warnings,
+        })
+    }
+
+    /// Advances one time step.
+    pub fn step(&mut self) -> Result<(), StepError> {
+        self.step_n(1)
+    }
+
+    /// Advances `n` time steps.
+    pub fn step_n(&mut self, n: u64) -> Result<(), StepError> {
+        self.snapshot = OnceCell::new();
+        self.backend.step(n)
+    }
+
+    /// Simulated time [s].
+    pub fn time(&self) -> f64 {
+        self.backend.time()
+    }
+    pub fn step_index(&self) -> u64 {
+        self.backend.step_index()
+    }
+    pub fn dt(&self) -> f64 {
+        self.ctx.dt
+    }
+    pub fn case(&self) -> &Case {
+        &self.case
+    }
+    /// Changes the simulated end time [s] (e.g. to extend a restarted run).
+    pub fn set_end_time(&mut self, end_time: f64) {
+        self.case.end_time = end_time;
+    }
+    /// One line about the compute device (name, memory per particle), where there is one.
+    pub fn device_report(&self) -> Option<String> {
+        self.backend.device_report()
+    }
+    /// Warnings found when the case was validated (e.g. a marginal time step).
+    pub fn warnings(&self) -> &[CaseWarning] {
+        &self.warnings
+    }
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+    pub fn num_particles(&self) -> usize {
+        self.species.len()
+    }
+
+    /// Writes f32 positions, and velocities and angular velocities where given, in id order
+    /// (a frame slot's arrays). Cheaper than [`Simulation::snapshot`] on the GPU: only these
+    /// arrays are packed and copied.
+    pub fn write_kinematics_f32(&mut self, out: KinematicsOut<'_>) -> Result<(), StepError> {
+        self.backend.write_kinematics_f32(out)
+    }
+
+    /// Per-particle kinematics in id order, f64 (cached until the next step).
+    pub fn snapshot(&self) -> &Snapshot {
+        self.snapshot.get_or_init(|| self.backend.snapshot())
+    }
+
+    /// The full state including contact history (what a checkpoint stores).
+    pub fn state(&self) -> SimState {
+        self.backend.export_state()
+    }
+
+    pub fn positions_f32(&self) -> Vec<[f32; 3]> {
+        self.snapshot()
+            .pos
+            .iter()
+            .map(|&v| vec3::to_f32(v))
+            .collect()
+    }
+    pub fn velocities_f32(&self) -> Vec<[f32; 3]> {
+        self.snapshot()
+            .vel
+            .iter()
+            .map(|&v| vec3::to_f32(v))
+            .collect()
+    }
+    pub fn angular_velocities_f32(&self) -> Vec<[f32; 3]> {
+        self.snapshot()
+            .omega
+            .iter()
+            .map(|&v| vec3::to_f32(v))
+            .collect()
+    }
+    /// Contact force on each particle in the last step [N].
+    pub fn forces_f32(&self) -> Vec<[f32; 3]> {
+        self.snapshot()
+            .force
+            .iter()
+            .map(|&v| vec3::to_f32(v))
+            .collect()
+    }
+    /// Number of contacts of each particle in the last step.
+    pub fn contact_counts(&self) -> Vec<u32> {
+        self.snapshot().contacts.clone()
+    }
+    /// Particle ids (0..N: data is always in id order).
+    pub fn particle_ids(&self) -> Vec<u32> {
+        (0..self.species.len() as u32).collect()
+    }
+    pub fn species_ids(&self) -> &[u32] {
+        &self.species
+    }
+    pub fn radii_f32(&self) -> Vec<f32> {
+        self.species
+            .iter()
+            .map(|&s| self.ctx.species_radius[s as usize] as f32)
+            .collect()
+    }
+    /// The species table.
+    pub fn species(&self) -> &[Species] {
+        &self.case.species
+    }
+    /// Meshes in their body frame (names, triangles, motion).
+    pub fn meshes(&self) -> &[Mesh] {
+        &self.ctx.meshes
+    }
+    /// Body-frame triangles of mesh `k`, f32.
+    pub fn mesh_triangles_f32(&self, k: usize) -> Vec<[[f32; 3]; 3]> {
+        self.ctx
+            .meshes
+            .get(k)
+            .map(|m| m.triangles.iter().map(|t| t.map(vec3::to_f32)).collect())
+            .unwrap_or_default()
+    }
+    /// Current pose of every mesh.
+    pub fn mesh_transforms_f32(&self) -> Vec<MeshTransformF32> {
+        self.backend
+            .mesh_transforms()
+            .iter()
+            .map(|t| MeshTransformF32 {
+                rotation: t.rotation.map(|c| c as f32),
+                translation: vec3::to_f32(t.translation),
+            })
+            .collect()
+    }
+    /// Current pose of every mesh, f64.
+    pub fn mesh_transforms(&self) -> Vec<crate::geometry::BodyTransform> {
+        self.backend.mesh_transforms()
+    }
+    /// The simulation box (min, max) [m].
+    pub fn world_bounds(&self) -> ([f32; 3], [f32; 3]) {
+        (
+            vec3::to_f32(self.ctx.domain_min),
+            vec3::to_f32(self.ctx.domain_max),
+        )
+    }
+    pub fn energies(&self) -> Energies {
+        self.backend.energies()
+    }
+    pub fn timers(&self) -> StageTimers {
+        self.backend.timers()
+    }
+    pub fn reset_timers(&mut self) {
+        self.backend.reset_timers()
+    }
+    pub fn stats(&self) -> BackendStats {
+        self.backend.stats()
+    }
+}

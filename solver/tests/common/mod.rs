@@ -1,0 +1,114 @@
+//! Helpers shared by the validation tests: case builders and geometry generators.
+#![allow(dead_code)]
+
+use solver::case::{
+    Case, CaseOrigin, ContactModelSpec, Domain, Integrator, Output, Source, Species, WallMaterial,
+};
+use solver::stl::Triangle;
+
+pub fn linear_species(
+    name: &str,
+    radius: f64,
+    density: f64,
+    kn: f64,
+    e: f64,
+    mu: f64,
+    mu_r: f64,
+) -> Species {
+    Species {
+        name: name.into(),
+        radius,
+        density,
+        young_modulus: None,
+        normal_stiffness: Some(kn),
+        poisson_ratio: 0.3,
+        restitution: e,
+        sliding_friction: mu,
+        rolling_friction: mu_r,
+    }
+}
+
+pub fn linear_wall(kn: f64, e: f64, mu: f64, mu_r: f64) -> WallMaterial {
+    WallMaterial {
+        young_modulus: None,
+        normal_stiffness: Some(kn),
+        poisson_ratio: 0.3,
+        restitution: e,
+        sliding_friction: mu,
+        rolling_friction: mu_r,
+    }
+}
+
+/// A case with one species, no sources, linear model; tests fill in the rest.
+pub fn base_case(
+    name: &str,
+    species: Species,
+    wall: WallMaterial,
+    dt: f64,
+    min: [f64; 3],
+    max: [f64; 3],
+    walls: bool,
+) -> Case {
+    Case {
+        dt,
+        end_time: 1.0,
+        gravity: [0.0, 0.0, -9.81],
+        domain: Domain { min, max, walls },
+        contact_model: ContactModelSpec::Linear {
+            tangential_stiffness_ratio: 2.0 / 7.0,
+        },
+        integrator: Integrator::SymplecticEuler,
+        reorder_every: 50,
+        species: vec![species],
+        wall_material: wall,
+        sources: Vec::new(),
+        meshes: Vec::new(),
+        output: Output::default(),
+        origin: CaseOrigin {
+            name: format!("<{name}>"),
+            base_dir: Default::default(),
+        },
+    }
+}
+
+/// A single particle at `pos` with `velocity` (a 1-site grid source).
+pub fn single(species: &str, pos: [f64; 3], velocity: [f64; 3], r: f64) -> Source {
+    let s = 2.0 * r * 1.0001;
+    Source::Grid {
+        species: species.into(),
+        min: [pos[0] - 0.5 * s, pos[1] - 0.5 * s, pos[2] - 0.5 * s],
+        max: [pos[0] + 0.5 * s, pos[1] + 0.5 * s, pos[2] + 0.5 * s],
+        spacing: s,
+        count: Some(1),
+        jitter: 0.0,
+        seed: 0,
+        velocity,
+    }
+}
+
+/// Closed cylinder (drum) about the y axis through the origin: radius `r`, y in [y0, y1],
+/// `n` facets around, with end caps.
+pub fn drum_triangles(r: f64, y0: f64, y1: f64, n: usize) -> Vec<Triangle> {
+    let mut t = Vec::new();
+    let p = |k: usize, y: f64| {
+        let a = 2.0 * std::f64::consts::PI * k as f64 / n as f64;
+        [r * a.cos(), y, r * a.sin()]
+    };
+    for k in 0..n {
+        let (a0, a1, b0, b1) = (p(k, y0), p(k + 1, y0), p(k, y1), p(k + 1, y1));
+        t.push([a0, a1, b1]);
+        t.push([a0, b1, b0]);
+        t.push([[0.0, y0, 0.0], a1, a0]);
+        t.push([[0.0, y1, 0.0], b0, b1]);
+    }
+    t
+}
+
+/// Least-squares slope of y(x).
+pub fn slope(x: &[f64], y: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let sxy: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let sxx: f64 = x.iter().map(|a| (a - mx) * (a - mx)).sum();
+    sxy / sxx
+}

@@ -1,0 +1,121 @@
+//! Validation 1: normal impact with the linear spring-dashpot. The measured coefficient of
+//! restitution must equal the configured e, and the contact duration must equal the damped
+//! half-period pi / sqrt(k/m* - (c/2m*)^2), each within 1%, for a sphere hitting a wall and for
+//! two spheres hitting each other.
+
+mod common;
+use common::*;
+use solver::Simulation;
+use std::f64::consts::PI;
+
+const R: f64 = 0.01;
+const RHO: f64 = 2500.0;
+const K: f64 = 1e5;
+
+fn mass() -> f64 {
+    4.0 / 3.0 * PI * R.powi(3) * RHO
+}
+
+/// Expected duration from the textbook formula, written out here independently of the library.
+fn expected_duration(m_eff: f64, e: f64) -> f64 {
+    let ln_e = e.ln();
+    let c = 2.0 * (K * m_eff).sqrt() * (-ln_e) / (PI * PI + ln_e * ln_e).sqrt();
+    PI / (K / m_eff - (c / (2.0 * m_eff)).powi(2)).sqrt()
+}
+
+/// Runs until the contact is over; returns (measured e, measured duration). `gap(sim)` is the
+/// surface separation; the duration is interpolated linearly between steps at gap = 0.
+fn run(
+    mut sim: Simulation,
+    gap: impl Fn(&Simulation) -> f64,
+    approach_speed: impl Fn(&Simulation) -> f64,
+) -> (f64, f64) {
+    let v_in = approach_speed(&sim);
+    let (mut t_in, mut t_out) = (None, None);
+    let mut prev = (sim.time(), gap(&sim));
+    for _ in 0..200_000 {
+        sim.step().unwrap();
+        let now = (sim.time(), gap(&sim));
+        let cross = |a: (f64, f64), b: (f64, f64)| a.0 + (b.0 - a.0) * a.1 / (a.1 - b.1);
+        if t_in.is_none() && prev.1 >= 0.0 && now.1 < 0.0 {
+            t_in = Some(cross(prev, now));
+        }
+        if t_in.is_some() && prev.1 < 0.0 && now.1 >= 0.0 {
+            t_out = Some(cross(prev, now));
+            // One more step to be sure no force acts any more.
+            sim.step().unwrap();
+            break;
+        }
+        prev = now;
+    }
+    let v_out = approach_speed(&sim);
+    (
+        -v_out / v_in,
+        t_out.expect("contact ended") - t_in.expect("contact started"),
+    )
+}
+
+fn dt_for(m_eff: f64) -> f64 {
+    PI * (m_eff / K).sqrt() / 1000.0
+}
+
+#[test]
+fn sphere_on_wall_restitution_and_duration() {
+    for e in [0.1, 0.5, 0.9] {
+        let m = mass();
+        let mut case = base_case(
+            "wall impact",
+            linear_species("s", R, RHO, K, e, 0.0, 0.0),
+            linear_wall(K, e, 0.0, 0.0),
+            dt_for(m),
+            [0.0; 3],
+            [0.1; 3],
+            true,
+        );
+        case.gravity = [0.0; 3];
+        case.sources
+            .push(single("s", [0.05, 0.05, R + 1e-4], [0.0, 0.0, -1.0], R));
+        let sim = Simulation::new(case).unwrap();
+        let (e_meas, t_meas) = run(
+            sim,
+            |s| s.snapshot().pos[0][2] - R,
+            |s| -s.snapshot().vel[0][2],
+        );
+        let t_exp = expected_duration(m, e);
+        let (de, dtc) = ((e_meas - e) / e, (t_meas - t_exp) / t_exp);
+        println!("wall e={e}: measured e={e_meas:.5} (err {:.3}%), duration {t_meas:.6e} vs {t_exp:.6e} (err {:.3}%)", 100.0 * de, 100.0 * dtc);
+        assert!(de.abs() < 0.01, "restitution error {de}");
+        assert!(dtc.abs() < 0.01, "duration error {dtc}");
+    }
+}
+
+#[test]
+fn two_spheres_restitution_and_duration() {
+    for e in [0.1, 0.5, 0.9] {
+        let m_eff = 0.5 * mass();
+        let mut case = base_case(
+            "pair impact",
+            linear_species("s", R, RHO, K, e, 0.0, 0.0),
+            linear_wall(K, e, 0.0, 0.0),
+            dt_for(m_eff),
+            [0.0; 3],
+            [0.2; 3],
+            false,
+        );
+        case.gravity = [0.0; 3];
+        case.sources
+            .push(single("s", [0.1 - R - 1e-4, 0.1, 0.1], [0.5, 0.0, 0.0], R));
+        case.sources
+            .push(single("s", [0.1 + R + 1e-4, 0.1, 0.1], [-0.5, 0.0, 0.0], R));
+        let sim = Simulation::new(case).unwrap();
+        let gap = |s: &Simulation| s.snapshot().pos[1][0] - s.snapshot().pos[0][0] - 2.0 * R;
+        let (e_meas, t_meas) = run(sim, gap, |s| {
+            s.snapshot().vel[0][0] - s.snapshot().vel[1][0]
+        });
+        let t_exp = expected_duration(m_eff, e);
+        let (de, dtc) = ((e_meas - e) / e, (t_meas - t_exp) / t_exp);
+        println!("pair e={e}: measured e={e_meas:.5} (err {:.3}%), duration {t_meas:.6e} vs {t_exp:.6e} (err {:.3}%)", 100.0 * de, 100.0 * dtc);
+        assert!(de.abs() < 0.01, "restitution error {de}");
+        assert!(dtc.abs() < 0.01, "duration error {dtc}");
+    }
+}

@@ -1,0 +1,145 @@
+//! Validation 4: a solid sphere on an inclined plane made of two inline triangles (a mesh).
+//! * tan(theta) < 3.5 mu: rolls without slipping, a = 5/7 g sin(theta), v = omega r (2%);
+//! * tan(theta) > 3.5 mu: slides, a = g (sin(theta) - mu cos(theta)) (2%);
+//! * with rolling resistance mu_r > tan(theta), a rolling sphere comes to rest (and without it
+//!   keeps accelerating).
+
+mod common;
+use common::*;
+use solver::case::MeshSpec;
+use solver::geometry::Motion;
+use solver::vec3;
+use solver::{FrameInput, Simulation};
+
+const R: f64 = 0.05;
+const G: f64 = 9.81;
+
+struct Incline {
+    u: [f64; 3], // downhill direction
+    n: [f64; 3], // plane normal (up)
+}
+
+fn incline(theta: f64) -> Incline {
+    let (s, c) = theta.sin_cos();
+    Incline {
+        u: [c, 0.0, -s],
+        n: [s, 0.0, c],
+    }
+}
+
+fn case(theta: f64, mu: f64, mu_r: f64) -> solver::Case {
+    let inc = incline(theta);
+    let k = 1e5;
+    let mut case = base_case(
+        "incline",
+        linear_species("s", R, 2500.0, k, 0.3, mu, mu_r),
+        linear_wall(k, 0.3, mu, mu_r),
+        1e-4,
+        [-3.5, -1.5, -3.0],
+        [3.5, 1.5, 3.0],
+        false,
+    );
+    let p = |a: f64, b: f64| vec3::add(vec3::scale(inc.u, a), [0.0, b, 0.0]);
+    case.meshes.push(MeshSpec {
+        name: "ramp".into(),
+        stl: None,
+        triangles: Some(vec![
+            [p(-3.0, -1.0), p(3.0, -1.0), p(3.0, 1.0)],
+            [p(-3.0, -1.0), p(3.0, 1.0), p(-3.0, 1.0)],
+        ]),
+        scale: 1.0,
+        material: None,
+        motion: Motion::Fixed,
+    });
+    case
+}
+
+/// Starts the sphere touching the plane 1 m uphill of the origin and 0.25 m off the centre line
+/// (so that it crosses the diagonal shared by the two triangles at 0.75 m), with velocity `v0`
+/// along the slope, rolling (omega = n x v / r).
+fn start(theta: f64, mu: f64, mu_r: f64, v0: f64) -> Simulation {
+    let inc = incline(theta);
+    let pos = vec3::add(
+        vec3::add(vec3::scale(inc.u, -1.0), vec3::scale(inc.n, R)),
+        [0.0, -0.25, 0.0],
+    );
+    let v = vec3::scale(inc.u, v0);
+    let w = vec3::scale(vec3::cross(inc.n, v), 1.0 / R);
+    let frame = FrameInput {
+        step: 0,
+        time: 0.0,
+        species: vec![0],
+        positions: vec![pos.map(|c| c as f32)],
+        velocities: vec![v.map(|c| c as f32)],
+        angular_velocities: vec![w.map(|c| c as f32)],
+    };
+    Simulation::from_frame(case(theta, mu, mu_r), &frame).unwrap()
+}
+
+/// Runs `t_end` seconds; returns (fitted acceleration along the slope over [0.1 s, t_end],
+/// final speed along the slope, final omega * r).
+fn run(sim: &mut Simulation, theta: f64, t_end: f64) -> (f64, f64, f64) {
+    let inc = incline(theta);
+    let (mut ts, mut vs) = (Vec::new(), Vec::new());
+    while sim.time() < t_end {
+        sim.step_n(10).unwrap();
+        if sim.time() > 0.1 {
+            ts.push(sim.time());
+            vs.push(vec3::dot(sim.snapshot().vel[0], inc.u));
+        }
+    }
+    let w = vec3::norm(sim.snapshot().omega[0]);
+    (slope(&ts, &vs), *vs.last().unwrap(), w * R)
+}
+
+#[test]
+fn rolls_without_slipping_below_the_critical_angle() {
+    let (theta, mu) = (15f64.to_radians(), 0.1);
+    assert!(theta.tan() < 3.5 * mu);
+    let mut sim = start(theta, mu, 0.0, 0.0);
+    let (a, v, wr) = run(&mut sim, theta, 0.6);
+    let a_exp = 5.0 / 7.0 * G * theta.sin();
+    println!("rolling: a = {a:.5} vs {a_exp:.5} m/s^2 (err {:.3}%), v = {v:.5}, omega r = {wr:.5} (err {:.3}%)", 100.0 * (a - a_exp) / a_exp, 100.0 * (wr - v) / v);
+    assert!(((a - a_exp) / a_exp).abs() < 0.02);
+    assert!(((wr - v) / v).abs() < 0.02);
+}
+
+#[test]
+fn slides_above_the_critical_angle() {
+    let (theta, mu) = (30f64.to_radians(), 0.1);
+    assert!(theta.tan() > 3.5 * mu);
+    let mut sim = start(theta, mu, 0.0, 0.0);
+    let (a, v, wr) = run(&mut sim, theta, 0.6);
+    let a_exp = G * (theta.sin() - mu * theta.cos());
+    println!(
+        "sliding: a = {a:.5} vs {a_exp:.5} m/s^2 (err {:.3}%), v = {v:.4} > omega r = {wr:.4}",
+        100.0 * (a - a_exp) / a_exp
+    );
+    assert!(((a - a_exp) / a_exp).abs() < 0.02);
+    assert!(wr < 0.9 * v, "must slip");
+}
+
+#[test]
+fn rolling_resistance_brings_a_sphere_to_rest() {
+    let theta = 5f64.to_radians();
+    let mu_r = 0.15;
+    assert!(theta.tan() < mu_r);
+    let inc = incline(theta);
+    let mut sim = start(theta, 0.5, mu_r, 0.2);
+    sim.step_n(15_000).unwrap();
+    let v = vec3::norm(sim.snapshot().vel[0]);
+    let travelled = vec3::dot(sim.snapshot().pos[0], inc.u) + 1.0;
+    // expected stopping distance v0^2 / (2 |a|), a = 5/7 g (sin - mu_r cos)
+    let a = 5.0 / 7.0 * G * (theta.sin() - mu_r * theta.cos());
+    let d_exp = 0.2 * 0.2 / (2.0 * a.abs());
+    println!("rolling resistance: final speed {v:.2e} m/s, travelled {travelled:.4} m (constant-deceleration estimate {d_exp:.4} m)");
+    assert!(v < 1e-3, "must come to rest, speed {v}");
+    assert!((travelled - d_exp).abs() < 0.1 * d_exp);
+
+    let mut free = start(theta, 0.5, 0.0, 0.2);
+    free.step_n(5_000).unwrap();
+    assert!(
+        vec3::dot(free.snapshot().vel[0], inc.u) > 0.2,
+        "without rolling resistance it accelerates"
+    );
+}

@@ -1,0 +1,209 @@
+//! A uniform grid over particle centres, built by a parallel counting sort: the neighbour
+//! search of the coordination number and the sample cells of the Lacey index.
+//!
+//! Cells are cubes of edge `cell` [m] over the bounding box of the finite positions; particles
+//! with a non-finite coordinate are left out. The number of cells is capped (the edge grows
+//! when needed), so memory stays proportional to the particle count whatever the spread.
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use rayon::prelude::*;
+
+/// Minimum work per rayon task (elements): below this, splitting costs more than it saves.
+pub const MIN_CHUNK: usize = 1 << 14;
+
+/// Marks a particle that is in no cell (non-finite position).
+const NO_CELL: u32 = u32::MAX;
+
+/// Bounding box of the finite positions, or `None` when there is none.
+pub fn bounding_box(positions: &[[f32; 3]]) -> Option<([f64; 3], [f64; 3])> {
+    let (lo, hi) = positions
+        .par_iter()
+        .with_min_len(MIN_CHUNK)
+        .filter(|p| p.iter().all(|c| c.is_finite()))
+        .fold(
+            || ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3]),
+            |(mut lo, mut hi), p| {
+                for k in 0..3 {
+                    lo[k] = lo[k].min(p[k]);
+                    hi[k] = hi[k].max(p[k]);
+                }
+                (lo, hi)
+            },
+        )
+        .reduce(
+            || ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3]),
+            |(a, b), (c, d)| {
+                (
+                    [0, 1, 2].map(|k| a[k].min(c[k])),
+                    [0, 1, 2].map(|k| b[k].max(d[k])),
+                )
+            },
+        );
+    (lo[0] <= hi[0]).then(|| (lo.map(f64::from), hi.map(f64::from)))
+}
+
+/// Cell geometry: origin, edge and dimensions.
+#[derive(Clone, Copy, Debug)]
+pub struct CellLayout {
+    pub origin: [f64; 3],
+    /// Edge [m] (may be larger than asked, see [`CellLayout::new`]).
+    pub cell: f64,
+    pub dims: [usize; 3],
+}
+
+impl CellLayout {
+    /// Cells of edge `cell` (at least) covering `[lo, hi]`, at most `max_cells` of them.
+    pub fn new(lo: [f64; 3], hi: [f64; 3], cell: f64, max_cells: usize) -> Self {
+        let extent = [0, 1, 2].map(|k| (hi[k] - lo[k]).max(0.0));
+        let max_extent = extent.iter().fold(0.0f64, |a, &b| a.max(b));
+        // A zero or absurd edge degenerates to one cell per axis.
+        let mut cell = if cell.is_finite() && cell > 0.0 {
+            cell
+        } else {
+            max_extent.max(1.0)
+        };
+        let max_cells = max_cells.max(1);
+        let dims_for = |c: f64| extent.map(|e| ((e / c).floor() as usize).saturating_add(1));
+        let mut dims = dims_for(cell);
+        while dims.iter().fold(1usize, |a, &d| a.saturating_mul(d)) > max_cells {
+            let over = dims.iter().map(|&d| d as f64).product::<f64>() / max_cells as f64;
+            cell *= over.cbrt().max(1.01);
+            dims = dims_for(cell);
+        }
+        Self {
+            origin: lo,
+            cell,
+            dims,
+        }
+    }
+
+    pub fn cell_count(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// Integer cell coordinates of `p`, clamped into the grid (`None` if not finite).
+    #[inline]
+    pub fn coords(&self, p: &[f32; 3]) -> Option<[usize; 3]> {
+        if !(p[0].is_finite() && p[1].is_finite() && p[2].is_finite()) {
+            return None;
+        }
+        let inv = 1.0 / self.cell;
+        // `as usize` truncates toward zero and saturates (negative -> 0): floor for the
+        // non-negative values that matter, without a libm call.
+        let axis =
+            |k: usize| (((p[k] as f64 - self.origin[k]) * inv) as usize).min(self.dims[k] - 1);
+        Some([axis(0), axis(1), axis(2)])
+    }
+
+    #[inline]
+    pub fn index(&self, c: [usize; 3]) -> usize {
+        c[0] + self.dims[0] * (c[1] + self.dims[1] * c[2])
+    }
+}
+
+/// Particles sorted by cell: `items[start[c]..start[c + 1]]` are the particles in cell `c`.
+pub struct Grid {
+    pub layout: CellLayout,
+    pub start: Vec<u32>,
+    pub items: Vec<u32>,
+}
+
+impl Grid {
+    /// Sorts the particles into cells of edge `cell` (counting sort: cell of each particle,
+    /// atomic histogram, prefix sum, atomic scatter; all but the prefix sum in parallel).
+    /// Returns `None` when no position is finite.
+    pub fn build(positions: &[[f32; 3]], cell: f64, max_cells: usize) -> Option<Self> {
+        let (lo, hi) = bounding_box(positions)?;
+        let layout = CellLayout::new(lo, hi, cell, max_cells);
+        let cells: Vec<u32> = positions
+            .par_iter()
+            .with_min_len(MIN_CHUNK)
+            .map(|p| layout.coords(p).map_or(NO_CELL, |c| layout.index(c) as u32))
+            .collect();
+        let counts: Vec<AtomicU32> = (0..layout.cell_count())
+            .map(|_| AtomicU32::new(0))
+            .collect();
+        cells.par_iter().with_min_len(MIN_CHUNK).for_each(|&c| {
+            if c != NO_CELL {
+                counts[c as usize].fetch_add(1, Relaxed);
+            }
+        });
+        let mut start = Vec::with_capacity(counts.len() + 1);
+        let mut acc = 0u32;
+        start.push(0);
+        for c in &counts {
+            acc += c.load(Relaxed);
+            start.push(acc);
+        }
+        // Reuse the histogram as per-cell write cursors.
+        counts
+            .par_iter()
+            .zip(&start[..start.len() - 1])
+            .with_min_len(MIN_CHUNK)
+            .for_each(|(c, &s)| c.store(s, Relaxed));
+        let items: Vec<AtomicU32> = (0..acc).map(|_| AtomicU32::new(0)).collect();
+        cells
+            .par_iter()
+            .enumerate()
+            .with_min_len(MIN_CHUNK)
+            .for_each(|(i, &c)| {
+                if c != NO_CELL {
+                    let at = counts[c as usize].fetch_add(1, Relaxed);
+                    items[at as usize].store(i as u32, Relaxed);
+                }
+            });
+        let items = items.into_iter().map(AtomicU32::into_inner).collect();
+        Some(Self {
+            layout,
+            start,
+            items,
+        })
+    }
+
+    /// Particles placed in the grid (those with finite positions).
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Item range of cells `first..=last` (consecutive indices, e.g. one row of x).
+    #[inline]
+    pub fn range(&self, first: usize, last: usize) -> std::ops::Range<usize> {
+        self.start[first] as usize..self.start[last + 1] as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_finite_particle_lands_in_its_cell_once() {
+        let mut pos: Vec<[f32; 3]> = (0..1000)
+            .map(|i| [(i % 10) as f32, ((i / 10) % 10) as f32, (i / 100) as f32])
+            .collect();
+        pos.push([f32::NAN, 0.0, 0.0]);
+        let g = Grid::build(&pos, 2.0, 1 << 20).unwrap();
+        assert_eq!(g.len(), 1000);
+        let mut seen = vec![false; pos.len()];
+        for c in 0..g.layout.cell_count() {
+            for &i in &g.items[g.range(c, c)] {
+                assert!(!seen[i as usize]);
+                seen[i as usize] = true;
+                let cc = g.layout.coords(&pos[i as usize]).unwrap();
+                assert_eq!(g.layout.index(cc), c);
+            }
+        }
+        assert!(!seen[1000]);
+    }
+
+    #[test]
+    fn cell_count_is_capped() {
+        let l = CellLayout::new([0.0; 3], [1000.0; 3], 0.001, 1000);
+        assert!(l.cell_count() <= 1000, "{l:?}");
+        assert!(l.cell >= 100.0);
+    }
+}

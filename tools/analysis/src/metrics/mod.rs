@@ -1,0 +1,360 @@
+//! The per-frame metrics: one small function per quantity (formula and units in its doc
+//! comment), and [`compute`], which runs the selected ones on a frame and times each.
+
+pub mod contacts;
+pub mod energy;
+pub mod lacey;
+pub mod motion;
+pub mod solid_fraction;
+pub mod torque;
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use shm_protocol::Frame;
+
+use crate::context::StaticContext;
+use crate::region::Aabb;
+use energy::Masses;
+use lacey::LaceyGrid;
+use torque::BodyLoad;
+
+/// A metric group that `--metrics` can select.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// `kinetic_energy_translational` and `kinetic_energy_rotational`.
+    KineticEnergy,
+    PotentialEnergy,
+    /// `max_speed` and `mean_speed`.
+    Speed,
+    CenterOfMass,
+    CoordinationNumber,
+    SolidFraction,
+    LaceyIndex,
+    BodyTorque,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 8] = [
+        Metric::KineticEnergy,
+        Metric::PotentialEnergy,
+        Metric::Speed,
+        Metric::CenterOfMass,
+        Metric::CoordinationNumber,
+        Metric::SolidFraction,
+        Metric::LaceyIndex,
+        Metric::BodyTorque,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::KineticEnergy => "kinetic_energy",
+            Self::PotentialEnergy => "potential_energy",
+            Self::Speed => "speed",
+            Self::CenterOfMass => "center_of_mass",
+            Self::CoordinationNumber => "coordination_number",
+            Self::SolidFraction => "solid_fraction",
+            Self::LaceyIndex => "lacey_index",
+            Self::BodyTorque => "body_torque",
+        }
+    }
+
+    /// Parses one name of `--metrics` (also the JSON keys a group fills, e.g. `max_speed`).
+    pub fn parse(word: &str) -> Result<Self, String> {
+        let w = word.trim();
+        let alias = match w {
+            "kinetic_energy_translational" | "kinetic_energy_rotational" | "energy" => {
+                Some(Self::KineticEnergy)
+            }
+            "max_speed" | "mean_speed" | "speeds" => Some(Self::Speed),
+            "torque" => Some(Self::BodyTorque),
+            _ => None,
+        };
+        alias
+            .or_else(|| Self::ALL.into_iter().find(|m| m.name() == w))
+            .ok_or_else(|| {
+                let known: Vec<_> = Self::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown metric {w:?}; known: {}", known.join(", "))
+            })
+    }
+}
+
+/// Choices that shape the metrics.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub metrics: Vec<Metric>,
+    /// Solid-fraction region (default: lower half of the world box).
+    pub region: Option<Aabb>,
+    /// Lacey species pair (default: species 0 and 1).
+    pub lacey_species: Option<(u32, u32)>,
+    /// Lacey sample cell edge [m] (default: 3 mean diameters).
+    pub lacey_cell: Option<f64>,
+    pub lacey_min_particles: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            metrics: Metric::ALL.to_vec(),
+            region: None,
+            lacey_species: None,
+            lacey_cell: None,
+            lacey_min_particles: 10,
+        }
+    }
+}
+
+/// Metrics of one frame. Every key is always present; `null` when not selected or not
+/// computable (the reason is in `notes`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Metrics {
+    pub seq: u64,
+    pub step: u64,
+    /// [s]
+    pub sim_time: f64,
+    pub particles: u64,
+    /// [J]
+    pub kinetic_energy_translational: Option<f64>,
+    /// [J]
+    pub kinetic_energy_rotational: Option<f64>,
+    /// [J], relative to `world_min` along gravity.
+    pub potential_energy: Option<f64>,
+    /// [m/s]
+    pub max_speed: Option<f64>,
+    /// [m/s]
+    pub mean_speed: Option<f64>,
+    /// [m]
+    pub center_of_mass: Option<[f64; 3]>,
+    /// [contacts per particle]
+    pub coordination_number: Option<f64>,
+    /// [-] in `solid_fraction_region`.
+    pub solid_fraction: Option<f64>,
+    pub solid_fraction_region: Option<Aabb>,
+    /// [-] between `lacey_species`.
+    pub lacey_index: Option<f64>,
+    pub lacey_species: Option<[String; 2]>,
+    pub lacey_grid: Option<LaceyGrid>,
+    /// Per mesh body, approximate (see [`torque::body_loads`]).
+    pub body_torque: Option<Vec<BodyLoad>>,
+    pub notes: Vec<String>,
+    /// Milliseconds per metric group (with `--timing`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing_ms: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Why a frame cannot be analysed with the static data at hand.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FrameMismatch {
+    #[error("frame {seq} has {frame} particles but the static section describes {static_count}")]
+    ParticleCount {
+        seq: u64,
+        frame: u64,
+        static_count: usize,
+    },
+}
+
+/// Time taken by each metric group.
+pub type Timings = Vec<(Metric, Duration)>;
+
+/// Runs the selected metrics on `frame`. Metrics whose inputs the frame lacks are `null` with a
+/// note; nothing panics on missing data.
+pub fn compute(
+    frame: &Frame,
+    ctx: &StaticContext,
+    settings: &Settings,
+) -> Result<(Metrics, Timings), FrameMismatch> {
+    let n = frame.meta.particle_count;
+    if n as usize != ctx.particle_count() {
+        return Err(FrameMismatch::ParticleCount {
+            seq: frame.meta.seq,
+            frame: n,
+            static_count: ctx.particle_count(),
+        });
+    }
+    let mut out = Metrics {
+        seq: frame.meta.seq,
+        step: frame.meta.step,
+        sim_time: frame.meta.sim_time,
+        particles: n,
+        ..Default::default()
+    };
+    let masses = Masses {
+        radii: &ctx.radii,
+        species: &ctx.species,
+        density: &ctx.densities,
+    };
+    let pos = frame.positions.as_deref();
+    let vel = frame.velocities.as_deref();
+    let mut timings = Vec::new();
+    for &metric in &settings.metrics {
+        let t0 = Instant::now();
+        let missing = |out: &mut Metrics, what: &str| {
+            out.notes
+                .push(format!("{}: frames carry no {what}", metric.name()))
+        };
+        match metric {
+            Metric::KineticEnergy => {
+                match vel {
+                    Some(v) => {
+                        out.kinetic_energy_translational =
+                            Some(energy::kinetic_energy_translational(v, masses))
+                    }
+                    None => missing(&mut out, "velocity"),
+                }
+                match frame.angular_velocities.as_deref() {
+                    Some(w) => {
+                        out.kinetic_energy_rotational =
+                            Some(energy::kinetic_energy_rotational(w, masses))
+                    }
+                    None => missing(&mut out, "angular_velocity"),
+                }
+            }
+            Metric::PotentialEnergy => match pos {
+                Some(p) => {
+                    out.potential_energy = Some(energy::potential_energy(
+                        p,
+                        masses,
+                        ctx.gravity,
+                        ctx.world_min,
+                    ))
+                }
+                None => missing(&mut out, "position"),
+            },
+            Metric::Speed => match vel {
+                Some(v) => {
+                    if let Some((max, mean)) = motion::speeds(v) {
+                        out.max_speed = Some(max);
+                        out.mean_speed = Some(mean);
+                    }
+                }
+                None => missing(&mut out, "velocity"),
+            },
+            Metric::CenterOfMass => match pos {
+                Some(p) => out.center_of_mass = motion::center_of_mass(p, masses),
+                None => missing(&mut out, "position"),
+            },
+            Metric::CoordinationNumber => match pos {
+                Some(p) => {
+                    out.coordination_number =
+                        contacts::coordination_number(p, &ctx.radii, ctx.max_radius)
+                }
+                None => missing(&mut out, "position"),
+            },
+            Metric::SolidFraction => solid(&mut out, pos, ctx, settings),
+            Metric::LaceyIndex => lacey(&mut out, pos, ctx, settings),
+            Metric::BodyTorque => torque(&mut out, frame, ctx),
+        }
+        timings.push((metric, t0.elapsed()));
+    }
+    Ok((out, timings))
+}
+
+fn solid(out: &mut Metrics, pos: Option<&[[f32; 3]]>, ctx: &StaticContext, s: &Settings) {
+    let region = match s.region {
+        Some(r) => Ok(r),
+        None => Aabb::lower_half(ctx.world_min, ctx.world_max),
+    };
+    let region = match region {
+        Ok(r) => r,
+        Err(e) => {
+            out.notes.push(format!(
+                "solid_fraction: no --region given and the world box is unusable ({e})"
+            ));
+            return;
+        }
+    };
+    out.solid_fraction_region = Some(region);
+    match pos {
+        Some(p) => {
+            out.solid_fraction = Some(solid_fraction::solid_fraction(p, &ctx.radii, &region))
+        }
+        None => out
+            .notes
+            .push("solid_fraction: frames carry no position".into()),
+    }
+}
+
+fn lacey(out: &mut Metrics, pos: Option<&[[f32; 3]]>, ctx: &StaticContext, s: &Settings) {
+    if ctx.species_names.len() < 2 {
+        out.notes
+            .push("lacey_index: needs at least 2 species".into());
+        return;
+    }
+    let (a, b) = s.lacey_species.unwrap_or((0, 1));
+    let name = |k: u32| {
+        ctx.species_names
+            .get(k as usize)
+            .cloned()
+            .unwrap_or_else(|| k.to_string())
+    };
+    let grid = LaceyGrid {
+        cell: s.lacey_cell.unwrap_or(6.0 * ctx.mean_radius),
+        min_particles: s.lacey_min_particles,
+    };
+    out.lacey_species = Some([name(a), name(b)]);
+    out.lacey_grid = Some(grid);
+    let Some(p) = pos else {
+        out.notes
+            .push("lacey_index: frames carry no position".into());
+        return;
+    };
+    out.lacey_index = lacey::lacey_index(p, &ctx.species, a, b, grid);
+    if out.lacey_index.is_none() {
+        out.notes.push(
+            "lacey_index: undefined (a species is absent or no sample cell holds enough particles)"
+                .into(),
+        );
+    }
+}
+
+fn torque(out: &mut Metrics, frame: &Frame, ctx: &StaticContext) {
+    if ctx.meshes.is_empty() {
+        out.notes.push("body_torque: no mesh bodies".into());
+        return;
+    }
+    let (Some(p), Some(f)) = (frame.positions.as_deref(), frame.forces.as_deref()) else {
+        out.notes.push(
+            "body_torque: skipped, frames carry no per-particle force (reserve the force field)"
+                .into(),
+        );
+        return;
+    };
+    out.body_torque = Some(torque::body_loads(
+        p,
+        &ctx.radii,
+        f,
+        &ctx.meshes,
+        &frame.bodies,
+        ctx.max_radius,
+    ));
+    out.notes.push(
+        "body_torque: approximated from per-particle total contact forces of the particles touching each body"
+            .into(),
+    );
+}
+
+/// Timings as a JSON object of milliseconds.
+pub fn timings_json(t: &Timings) -> serde_json::Map<String, serde_json::Value> {
+    t.iter()
+        .map(|(m, d)| {
+            (
+                m.name().to_string(),
+                serde_json::json!(d.as_secs_f64() * 1e3),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_parse() {
+        for m in Metric::ALL {
+            assert_eq!(Metric::parse(m.name()), Ok(m));
+        }
+        assert_eq!(Metric::parse("max_speed"), Ok(Metric::Speed));
+        assert!(Metric::parse("entropy").unwrap_err().contains("known:"));
+    }
+}

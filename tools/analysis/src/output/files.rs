@@ -1,0 +1,99 @@
+//! `--csv FILE` and `--jsonl FILE`.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use super::Sink;
+use crate::metrics::Metrics;
+
+/// CSV columns, in order (empty cell = not available; body torques are in the JSON lines only).
+pub const CSV_COLUMNS: [&str; 15] = [
+    "seq",
+    "step",
+    "sim_time",
+    "particles",
+    "kinetic_energy_translational",
+    "kinetic_energy_rotational",
+    "potential_energy",
+    "max_speed",
+    "mean_speed",
+    "com_x",
+    "com_y",
+    "com_z",
+    "coordination_number",
+    "solid_fraction",
+    "lacey_index",
+];
+
+fn create(path: &Path, what: &str) -> io::Result<BufWriter<File>> {
+    File::create(path).map(BufWriter::new).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot create {what} file {}: {e}", path.display()),
+        )
+    })
+}
+
+pub struct CsvSink {
+    out: BufWriter<File>,
+}
+
+impl CsvSink {
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let mut out = create(path, "CSV")?;
+        writeln!(out, "{}", CSV_COLUMNS.join(","))?;
+        out.flush()?;
+        Ok(Self { out })
+    }
+}
+
+fn cell(v: Option<f64>) -> String {
+    v.filter(|x| x.is_finite())
+        .map_or_else(String::new, |x| format!("{x:e}"))
+}
+
+impl Sink for CsvSink {
+    fn record(&mut self, m: &Metrics) -> io::Result<()> {
+        let com = m.center_of_mass.map(|c| c.map(Some)).unwrap_or([None; 3]);
+        let row = [
+            m.seq.to_string(),
+            m.step.to_string(),
+            format!("{:e}", m.sim_time),
+            m.particles.to_string(),
+            cell(m.kinetic_energy_translational),
+            cell(m.kinetic_energy_rotational),
+            cell(m.potential_energy),
+            cell(m.max_speed),
+            cell(m.mean_speed),
+            cell(com[0]),
+            cell(com[1]),
+            cell(com[2]),
+            cell(m.coordination_number),
+            cell(m.solid_fraction),
+            cell(m.lacey_index),
+        ];
+        writeln!(self.out, "{}", row.join(","))?;
+        self.out.flush()
+    }
+}
+
+pub struct JsonlSink {
+    out: BufWriter<File>,
+}
+
+impl JsonlSink {
+    pub fn create(path: &Path) -> io::Result<Self> {
+        Ok(Self {
+            out: create(path, "JSON lines")?,
+        })
+    }
+}
+
+impl Sink for JsonlSink {
+    fn record(&mut self, m: &Metrics) -> io::Result<()> {
+        serde_json::to_writer(&mut self.out, m)?;
+        writeln!(self.out)?;
+        self.out.flush()
+    }
+}

@@ -1,0 +1,131 @@
+//! Shared fixtures of the analysis and Python-reader tests: a unique segment name removed on
+//! drop, and a small known configuration written with the real `Publisher`.
+#![allow(dead_code)]
+
+use shm_protocol::static_data::encode_name;
+use shm_protocol::*;
+
+/// A segment name unique to this test process, removed when dropped.
+pub struct Name(pub String);
+
+impl Name {
+    pub fn new(tag: &str) -> Self {
+        Self(format!("pshm-an-{}-{tag}", std::process::id()))
+    }
+}
+
+impl Drop for Name {
+    fn drop(&mut self) {
+        let _ = segment::unlink(&self.0);
+    }
+}
+
+pub const GLASS_DENSITY: f64 = 2500.0;
+pub const STEEL_DENSITY: f64 = 7800.0;
+
+pub fn species(name: &str, radius: f64, density: f64) -> SpeciesRecord {
+    SpeciesRecord {
+        name: encode_name(name),
+        radius,
+        density,
+        young_modulus: 1e7,
+        poisson_ratio: 0.3,
+        restitution: 0.5,
+        sliding_friction: 0.4,
+        rolling_friction: 0.01,
+        _reserved: 0.0,
+    }
+}
+
+/// Four particles in the unit box: two overlapping glass beads low down, two steel balls.
+pub struct Known {
+    pub radii: Vec<f32>,
+    pub species: Vec<u32>,
+    pub positions: Vec<[f32; 3]>,
+    pub velocities: Vec<[f32; 3]>,
+    pub angular: Vec<[f32; 3]>,
+}
+
+pub fn known() -> Known {
+    Known {
+        radii: vec![0.01, 0.01, 0.02, 0.02],
+        species: vec![0, 0, 1, 1],
+        positions: vec![
+            [0.1, 0.1, 0.05],
+            [0.115, 0.1, 0.05],
+            [0.5, 0.5, 0.8],
+            [0.9, 0.9, 0.3],
+        ],
+        velocities: vec![[1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, -3.0], [0.0; 3]],
+        angular: vec![[0.0, 0.0, 100.0], [0.0; 3], [0.0; 3], [10.0, 0.0, 0.0]],
+    }
+}
+
+pub fn static_data(k: &Known, config: &str) -> StaticData {
+    let n = k.radii.len() as u32;
+    StaticData {
+        config_toml: config.into(),
+        species: vec![
+            species("glass", 0.01, GLASS_DENSITY),
+            species("steel", 0.02, STEEL_DENSITY),
+        ],
+        particle_ids: (0..n).map(|i| 100 + i).collect(),
+        particle_species: k.species.clone(),
+        particle_radius: k.radii.clone(),
+        meshes: vec![MeshStatic {
+            name: "floor".into(),
+            triangles: vec![
+                [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0],
+                [0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0],
+            ],
+        }],
+        world_min: [0.0; 3],
+        world_max: [1.0; 3],
+        cell_size: 0.04,
+        ..Default::default()
+    }
+}
+
+/// Creates `name` with the known static data and publishes `frames` frames of the known
+/// configuration (frame k: step 100 k, sim_time 0.01 k, positions shifted by k mm in x).
+pub fn publish_known(name: &str, frames: u64) -> Publisher {
+    let k = known();
+    let mut caps = Capacities::for_particles(k.radii.len() as u64);
+    caps.max_bodies = 1;
+    caps.max_triangles = 2;
+    caps.fields |= FieldKind::Force.bit();
+    let mut p = Publisher::create(name, caps, CreateOptions::default()).expect("create segment");
+    p.write_static(&static_data(&k, "dt = 1e-5\ngravity = [0.0, 0.0, -9.81]\n"))
+        .expect("static");
+    p.set_state(SolverState::Running);
+    p.heartbeat();
+    for f in 1..=frames {
+        publish_frame(&mut p, f);
+    }
+    p
+}
+
+pub fn publish_frame(p: &mut Publisher, f: u64) {
+    let k = known();
+    let n = k.radii.len() as u64;
+    let mut w = p.begin_frame(n).expect("begin frame");
+    w.step = 100 * f;
+    w.sim_time = 0.01 * f as f64;
+    w.dt = 1e-5;
+    let shift = 0.001 * (f - 1) as f32;
+    let pos: Vec<[f32; 3]> = k
+        .positions
+        .iter()
+        .map(|x| [x[0] + shift, x[1], x[2]])
+        .collect();
+    w.write_vec3(FieldKind::Position, &pos).expect("positions");
+    w.write_vec3(FieldKind::Velocity, &k.velocities)
+        .expect("velocities");
+    w.write_vec3(FieldKind::AngularVelocity, &k.angular)
+        .expect("angular");
+    w.write_vec3(FieldKind::Force, &[[0.0, 0.0, 1.0]; 4])
+        .expect("forces");
+    w.set_bodies(&[BodyTransform::IDENTITY]).expect("bodies");
+    w.commit();
+    p.heartbeat();
+}

@@ -1,0 +1,148 @@
+//! Frames received through the forwarder equal the segment's; commands round-trip.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use forwarder::testing::{
+    position, unique_name, velocity, FakeSolver, ForwarderProcess, SolverOptions,
+};
+use forwarder::{ConnectOptions, PositionEncoding, RemoteSource, Subscription};
+use shm_protocol::{
+    Command, CommandOutcome, FieldKind, Frame, FrameSource, SolverState, WaitOutcome,
+};
+
+const T: Duration = Duration::from_secs(10);
+
+fn forwarder(name: &str) -> ForwarderProcess {
+    ForwarderProcess::start(Path::new(env!("CARGO_BIN_EXE_forwarder")), name, &[])
+}
+
+/// Waits for a frame newer than `seq` and returns it.
+fn next_frame(src: &mut RemoteSource, seq: u64) -> Frame {
+    match src.wait_newer(seq, T).expect("wait") {
+        WaitOutcome::Newer(_) => {}
+        other => panic!("no newer frame than {seq}: {other:?}"),
+    }
+    let f = src.read_newest().expect("read").expect("a frame");
+    assert!(f.meta.seq > seq);
+    f
+}
+
+fn same_bits(a: &[[f32; 3]], b: &[[f32; 3]]) -> bool {
+    bytemuck::cast_slice::<[f32; 3], u8>(a) == bytemuck::cast_slice::<[f32; 3], u8>(b)
+}
+
+#[test]
+fn frames_equal_the_segment_and_commands_round_trip() {
+    let name = unique_name("rt");
+    let n = 1000;
+    let solver = FakeSolver::start(
+        &name,
+        SolverOptions {
+            particles: n,
+            ..Default::default()
+        },
+    );
+    let fw = forwarder(&name);
+    let sub = Subscription {
+        fields: FieldKind::Position.bit() | FieldKind::Velocity.bit(),
+        ..Subscription::default()
+    };
+    let mut src = RemoteSource::connect_with(
+        &fw.addr,
+        ConnectOptions {
+            subscription: sub,
+            client_name: "roundtrip".into(),
+            ..Default::default()
+        },
+    )
+    .expect("connect");
+    assert!(src.describe().contains(&name));
+
+    let statics = src.read_static().expect("static");
+    assert_eq!(statics.particle_ids, (0..n as u32).collect::<Vec<_>>());
+    assert_eq!(statics.world_max, [1.0; 3]);
+    assert!(statics.config_toml.contains("forwarder-test"));
+
+    // Same sequence numbers and the same bytes as the publisher wrote for them.
+    let mut seq = 0;
+    for _ in 0..10 {
+        let f = next_frame(&mut src, seq);
+        let want_pos: Vec<_> = (0..n).map(|i| position(f.meta.seq, i)).collect();
+        let want_vel: Vec<_> = (0..n).map(|i| velocity(f.meta.seq, i)).collect();
+        assert!(
+            same_bits(f.positions.as_deref().expect("positions"), &want_pos),
+            "seq {}",
+            f.meta.seq
+        );
+        assert!(same_bits(
+            f.velocities.as_deref().expect("velocities"),
+            &want_vel
+        ));
+        assert!(f.angular_velocities.is_none());
+        assert_eq!(f.meta.particle_count, n as u64);
+        assert_eq!(f.meta.step, 10 * f.meta.seq);
+        seq = f.meta.seq;
+    }
+    assert!(solver.published.load(std::sync::atomic::Ordering::Acquire) >= seq);
+
+    // Commands go to the solver and come back acknowledged.
+    assert_eq!(
+        src.send(&Command::Pause, T).expect("pause"),
+        CommandOutcome::Done("paused".into())
+    );
+    let deadline = Instant::now() + T;
+    while src.status().expect("status").state != Some(SolverState::Paused) {
+        assert!(Instant::now() < deadline, "state never became paused");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(solver.is_paused());
+    assert_eq!(
+        src.send(&Command::Resume, T).expect("resume"),
+        CommandOutcome::Done("running".into())
+    );
+    assert!(matches!(
+        src.send(&Command::Checkpoint, T).expect("checkpoint"),
+        CommandOutcome::Rejected(_)
+    ));
+    let got = solver.commands.lock().unwrap().clone();
+    assert_eq!(
+        got,
+        vec![Command::Pause, Command::Resume, Command::Checkpoint]
+    );
+
+    // Fields and encoding chosen by the client: quantised positions, no velocities.
+    src.subscribe(Subscription {
+        fields: FieldKind::Position.bit(),
+        positions: PositionEncoding::Quantized16,
+        ..Subscription::default()
+    })
+    .expect("subscribe");
+    let deadline = Instant::now() + T;
+    let f = loop {
+        let f = next_frame(&mut src, seq);
+        seq = f.meta.seq;
+        if f.velocities.is_none() {
+            break f;
+        }
+        assert!(Instant::now() < deadline, "subscription change not applied");
+    };
+    let step = 1.0 / 65535.0;
+    for (i, p) in f
+        .positions
+        .as_deref()
+        .expect("positions")
+        .iter()
+        .enumerate()
+    {
+        let want = position(f.meta.seq, i);
+        for a in 0..3 {
+            assert!(
+                (p[a] - want[a]).abs() <= step * 0.51 + 1e-7,
+                "particle {i}: {p:?} vs {want:?}"
+            );
+        }
+    }
+    drop(src);
+    solver.stop();
+}

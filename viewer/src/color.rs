@@ -1,0 +1,293 @@
+//! Particle colouring: which quantity (`ColorBy`), the colour maps, and the legend that
+//! explains them. Shared by the CPU rasteriser and the window.
+
+use std::fmt;
+use std::str::FromStr;
+
+use shm_protocol::{FieldKind, Frame, StaticData};
+
+/// What the particle colour shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ColorBy {
+    #[default]
+    Species,
+    Speed,
+    AngularSpeed,
+    Id,
+    Contacts,
+    Density,
+    Pressure,
+}
+
+impl ColorBy {
+    pub const ALL: [ColorBy; 7] = [
+        Self::Species,
+        Self::Speed,
+        Self::AngularSpeed,
+        Self::Id,
+        Self::Contacts,
+        Self::Density,
+        Self::Pressure,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Species => "species",
+            Self::Speed => "speed",
+            Self::AngularSpeed => "angular-speed",
+            Self::Id => "id",
+            Self::Contacts => "contacts",
+            Self::Density => "density",
+            Self::Pressure => "pressure",
+        }
+    }
+
+    /// Legend title with the unit.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Species => "species",
+            Self::Speed => "speed [m/s]",
+            Self::AngularSpeed => "angular speed [rad/s]",
+            Self::Id => "particle id",
+            Self::Contacts => "contacts",
+            Self::Density => "density [kg/m^3]",
+            Self::Pressure => "pressure [Pa]",
+        }
+    }
+
+    /// The frame field this colouring needs (None: static data only).
+    pub fn field(self) -> Option<FieldKind> {
+        match self {
+            Self::Species | Self::Id => None,
+            Self::Speed => Some(FieldKind::Velocity),
+            Self::AngularSpeed => Some(FieldKind::AngularVelocity),
+            Self::Contacts => Some(FieldKind::ContactCount),
+            Self::Density => Some(FieldKind::Density),
+            Self::Pressure => Some(FieldKind::Pressure),
+        }
+    }
+
+    pub fn next(self) -> Self {
+        let i = Self::ALL.iter().position(|c| *c == self).unwrap_or(0);
+        Self::ALL[(i + 1) % Self::ALL.len()]
+    }
+}
+
+impl FromStr for ColorBy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.replace('_', "-");
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name() == s || (s == "contact-count" && *c == Self::Contacts))
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|c| c.name()).collect();
+                format!("unknown colouring {s:?}; one of {}", names.join(", "))
+            })
+    }
+}
+
+impl fmt::Display for ColorBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+pub type Rgb = [u8; 3];
+
+/// Categorical palette for species (Tableau 10): distinct hues, readable on a dark background.
+pub const SPECIES_PALETTE: [Rgb; 10] = [
+    [78, 121, 167],
+    [242, 142, 43],
+    [225, 87, 89],
+    [118, 183, 178],
+    [89, 161, 79],
+    [237, 201, 72],
+    [176, 122, 161],
+    [255, 157, 167],
+    [156, 117, 95],
+    [186, 176, 172],
+];
+
+pub fn species_color(species: u32) -> Rgb {
+    SPECIES_PALETTE[species as usize % SPECIES_PALETTE.len()]
+}
+
+/// Viridis sampled at 9 stops (perceptually uniform, colour-blind safe).
+const VIRIDIS: [Rgb; 9] = [
+    [68, 1, 84],
+    [71, 44, 122],
+    [59, 81, 139],
+    [44, 113, 142],
+    [33, 144, 141],
+    [39, 173, 129],
+    [92, 200, 99],
+    [170, 220, 50],
+    [253, 231, 37],
+];
+
+/// Viridis at `t` in 0..=1 (clamped; NaN maps to 0).
+pub fn viridis(t: f32) -> Rgb {
+    let t = if t.is_nan() { 0.0 } else { t.clamp(0.0, 1.0) };
+    let x = t * (VIRIDIS.len() - 1) as f32;
+    let i = (x as usize).min(VIRIDIS.len() - 2);
+    let f = x - i as f32;
+    let (a, b) = (VIRIDIS[i], VIRIDIS[i + 1]);
+    std::array::from_fn(|k| (a[k] as f32 + (b[k] as f32 - a[k] as f32) * f).round() as u8)
+}
+
+/// What the colours mean, for a legend.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Legend {
+    Categories {
+        title: String,
+        entries: Vec<(String, Rgb)>,
+    },
+    Ramp {
+        title: String,
+        min: f32,
+        max: f32,
+    },
+}
+
+/// Per-particle colours and their legend.
+#[derive(Clone, Debug)]
+pub struct Coloring {
+    pub colors: Vec<Rgb>,
+    pub legend: Legend,
+    /// Why the requested colouring could not be used, if it could not.
+    pub note: Option<String>,
+}
+
+fn norm3(v: &[f32; 3]) -> f32 {
+    (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
+}
+
+/// Scalar values for a continuous colouring, or `None` if the frame lacks the field.
+fn scalars(by: ColorBy, st: &StaticData, frame: &Frame, n: usize) -> Option<Vec<f32>> {
+    let take = |v: &[f32]| v.iter().take(n).copied().collect::<Vec<_>>();
+    match by {
+        ColorBy::Species => None,
+        ColorBy::Id => Some(
+            (0..n)
+                .map(|i| st.particle_ids.get(i).map_or(i as f32, |&id| id as f32))
+                .collect(),
+        ),
+        ColorBy::Speed => frame
+            .velocities
+            .as_ref()
+            .map(|v| v.iter().take(n).map(norm3).collect()),
+        ColorBy::AngularSpeed => frame
+            .angular_velocities
+            .as_ref()
+            .map(|v| v.iter().take(n).map(norm3).collect()),
+        ColorBy::Contacts => frame
+            .contact_counts
+            .as_ref()
+            .map(|v| v.iter().take(n).map(|&c| c as f32).collect()),
+        ColorBy::Density => frame.densities.as_deref().map(take),
+        ColorBy::Pressure => frame.pressures.as_deref().map(take),
+    }
+}
+
+fn finite_range(values: &[f32]) -> (f32, f32) {
+    let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+    for &v in values.iter().filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo > hi {
+        (0.0, 1.0)
+    } else {
+        (lo, hi)
+    }
+}
+
+/// Colours `n` particles of `frame` by `by`, falling back to species when a field is missing.
+pub fn color_particles(by: ColorBy, st: &StaticData, frame: &Frame, n: usize) -> Coloring {
+    if let Some(values) = scalars(by, st, frame, n) {
+        let (mut min, max) = finite_range(&values);
+        // Magnitudes and counts read best from zero.
+        if matches!(
+            by,
+            ColorBy::Speed | ColorBy::AngularSpeed | ColorBy::Contacts
+        ) {
+            min = 0.0;
+        }
+        let span = if max > min { max - min } else { 1.0 };
+        let colors = values.iter().map(|&v| viridis((v - min) / span)).collect();
+        return Coloring {
+            colors,
+            legend: Legend::Ramp {
+                title: by.title().into(),
+                min,
+                max,
+            },
+            note: None,
+        };
+    }
+    let note = (by != ColorBy::Species).then(|| {
+        format!(
+            "the frame has no {} field; colouring by species",
+            by.field().map_or("?", FieldKind::name)
+        )
+    });
+    let colors = (0..n)
+        .map(|i| species_color(st.particle_species.get(i).copied().unwrap_or(0)))
+        .collect();
+    let mut used: Vec<u32> = st.particle_species.iter().take(n).copied().collect();
+    used.sort_unstable();
+    used.dedup();
+    let entries = used
+        .iter()
+        .map(|&s| {
+            let name = st
+                .species
+                .get(s as usize)
+                .map(|r| shm_protocol::static_data::decode_name(&r.name))
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| format!("species {s}"));
+            (name, species_color(s))
+        })
+        .collect();
+    Coloring {
+        colors,
+        legend: Legend::Categories {
+            title: "species".into(),
+            entries,
+        },
+        note,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for c in ColorBy::ALL {
+            assert_eq!(c.name().parse::<ColorBy>(), Ok(c));
+        }
+        assert!("colour".parse::<ColorBy>().is_err());
+    }
+
+    #[test]
+    fn viridis_ends() {
+        assert_eq!(viridis(0.0), VIRIDIS[0]);
+        assert_eq!(viridis(1.0), VIRIDIS[8]);
+        assert_eq!(viridis(f32::NAN), VIRIDIS[0]);
+    }
+
+    #[test]
+    fn missing_field_falls_back_to_species() {
+        let st = StaticData {
+            particle_species: vec![0, 1],
+            ..Default::default()
+        };
+        let c = color_particles(ColorBy::Pressure, &st, &Frame::default(), 2);
+        assert!(matches!(c.legend, Legend::Categories { .. }));
+        assert!(c.note.is_some());
+        assert_eq!(c.colors, vec![species_color(0), species_color(1)]);
+    }
+}

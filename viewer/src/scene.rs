@@ -1,0 +1,206 @@
+//! What gets drawn, independent of the renderer: particles (centre, radius, colour) after
+//! subsampling and clipping, mesh triangles in world coordinates, and the world box.
+
+use shm_protocol::{BodyTransform, Frame, StaticData};
+
+use crate::camera::{Bounds, Vec3};
+use crate::color::{color_particles, ColorBy, Legend, Rgb};
+
+/// Keeps the particles on one side of an axis-aligned plane (to see inside a bed).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClipPlane {
+    /// 0 = x, 1 = y, 2 = z.
+    pub axis: usize,
+    /// Plane position as a fraction of the world box along `axis` (0..1).
+    pub fraction: f32,
+    /// Keep the side with coordinates above the plane instead of below.
+    pub keep_above: bool,
+}
+
+/// How to turn a frame into a scene.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SceneOptions {
+    pub color_by: ColorBy,
+    /// Draw at most this many particles (every k-th particle beyond it).
+    pub max_particles: usize,
+    pub clip: Option<ClipPlane>,
+}
+
+impl Default for SceneOptions {
+    fn default() -> Self {
+        Self {
+            color_by: ColorBy::Species,
+            max_particles: usize::MAX,
+            clip: None,
+        }
+    }
+}
+
+/// A renderable scene.
+#[derive(Clone, Debug)]
+pub struct Scene {
+    pub centers: Vec<Vec3>,
+    pub radii: Vec<f32>,
+    pub colors: Vec<Rgb>,
+    /// Mesh triangles in world coordinates.
+    pub triangles: Vec<[Vec3; 3]>,
+    pub world: Bounds,
+    pub legend: Legend,
+    /// Particles in the frame, before subsampling and clipping.
+    pub total_particles: usize,
+    /// Subsampling stride used (1 = all).
+    pub stride: usize,
+    pub note: Option<String>,
+}
+
+/// `x_world = R x_body + t` with R row-major.
+pub fn apply(t: &BodyTransform, p: &[f32]) -> Vec3 {
+    let r = &t.rotation;
+    std::array::from_fn(|i| {
+        r[3 * i] * p[0] + r[3 * i + 1] * p[1] + r[3 * i + 2] * p[2] + t.translation[i]
+    })
+}
+
+/// World box from the static section, or from the positions when the solver gave none.
+fn world_bounds(st: &StaticData, positions: &[Vec3]) -> Bounds {
+    let min = st.world_min.map(|v| v as f32);
+    let max = st.world_max.map(|v| v as f32);
+    if (0..3).all(|k| max[k] > min[k] && min[k].is_finite() && max[k].is_finite()) {
+        return Bounds { min, max };
+    }
+    let mut b = Bounds {
+        min: [f32::INFINITY; 3],
+        max: [f32::NEG_INFINITY; 3],
+    };
+    for p in positions.iter().filter(|p| p.iter().all(|v| v.is_finite())) {
+        b.min = std::array::from_fn(|k| b.min[k].min(p[k]));
+        b.max = std::array::from_fn(|k| b.max[k].max(p[k]));
+    }
+    if b.min[0] > b.max[0] {
+        return Bounds {
+            min: [0.0; 3],
+            max: [1.0; 3],
+        };
+    }
+    b
+}
+
+/// Radius of particle `i`: its own, else its species', else a small fraction of the box.
+fn radius_of(st: &StaticData, i: usize, fallback: f32) -> f32 {
+    if let Some(&r) = st.particle_radius.get(i) {
+        if r > 0.0 && r.is_finite() {
+            return r;
+        }
+    }
+    st.particle_species
+        .get(i)
+        .and_then(|&s| st.species.get(s as usize))
+        .map(|s| s.radius as f32)
+        .filter(|r| *r > 0.0 && r.is_finite())
+        .unwrap_or(fallback)
+}
+
+fn mesh_triangles(st: &StaticData, frame: &Frame) -> Vec<[Vec3; 3]> {
+    let mut out = Vec::new();
+    for (k, mesh) in st.meshes.iter().enumerate() {
+        let t = frame.bodies.get(k).unwrap_or(&BodyTransform::IDENTITY);
+        out.extend(mesh.triangles.iter().map(|tri| {
+            [
+                apply(t, &tri[0..3]),
+                apply(t, &tri[3..6]),
+                apply(t, &tri[6..9]),
+            ]
+        }));
+    }
+    out
+}
+
+impl Scene {
+    pub fn build(st: &StaticData, frame: &Frame, opts: &SceneOptions) -> Scene {
+        let positions: &[Vec3] = frame.positions.as_deref().unwrap_or(&[]);
+        let n = positions.len();
+        let world = world_bounds(st, positions);
+        let coloring = color_particles(opts.color_by, st, frame, n);
+        let stride = n.div_ceil(opts.max_particles.max(1)).max(1);
+        let fallback = world.radius() * 0.005;
+        let clip = opts.clip.map(|c| {
+            let axis = c.axis.min(2);
+            let at = world.min[axis] + c.fraction * (world.max[axis] - world.min[axis]);
+            (axis, at, c.keep_above)
+        });
+        let keep = |p: &Vec3| match clip {
+            Some((axis, at, above)) => (p[axis] >= at) == above,
+            None => true,
+        };
+        let cap = n / stride + 1;
+        let (mut centers, mut radii, mut colors) = (
+            Vec::with_capacity(cap),
+            Vec::with_capacity(cap),
+            Vec::with_capacity(cap),
+        );
+        for i in (0..n).step_by(stride) {
+            let p = positions[i];
+            if !p.iter().all(|v| v.is_finite()) || !keep(&p) {
+                continue;
+            }
+            centers.push(p);
+            radii.push(radius_of(st, i, fallback));
+            colors.push(coloring.colors[i]);
+        }
+        Scene {
+            centers,
+            radii,
+            colors,
+            triangles: mesh_triangles(st, frame),
+            world,
+            legend: coloring.legend,
+            total_particles: n,
+            stride,
+            note: coloring.note,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_transform_rotates_then_translates() {
+        let mut t = BodyTransform::IDENTITY;
+        // 90 degrees about z: x -> y.
+        t.rotation = [0.0, -1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0];
+        t.translation = [1.0, 2.0, 3.0];
+        assert_eq!(apply(&t, &[1.0, 0.0, 0.0]), [1.0, 3.0, 3.0]);
+    }
+
+    #[test]
+    fn subsampling_and_clipping() {
+        let st = StaticData {
+            particle_radius: vec![0.1; 10],
+            particle_species: vec![0; 10],
+            world_min: [0.0; 3],
+            world_max: [10.0; 3],
+            ..Default::default()
+        };
+        let frame = Frame {
+            positions: Some((0..10).map(|i| [i as f32, 1.0, 1.0]).collect()),
+            ..Default::default()
+        };
+        let opts = SceneOptions {
+            max_particles: 5,
+            ..Default::default()
+        };
+        let s = Scene::build(&st, &frame, &opts);
+        assert_eq!((s.stride, s.centers.len()), (2, 5));
+        let opts = SceneOptions {
+            clip: Some(ClipPlane {
+                axis: 0,
+                fraction: 0.5,
+                keep_above: false,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(Scene::build(&st, &frame, &opts).centers.len(), 5);
+    }
+}
