@@ -4,6 +4,7 @@
 //! viewer --attach NAME                          # window (X11, OpenGL)
 //! viewer --attach NAME --snapshot out.png       # newest frame to a PNG, no display or GPU
 //! viewer --attach NAME --every 0.5 --out dir/   # a numbered PNG series while the run goes on
+//! viewer --connect HOST:PORT                    # the same through a forwarder
 //! ```
 //!
 //! Frames come from a `Box<dyn FrameSource>` (`source.rs`), so another transport drops in.
@@ -35,8 +36,24 @@ use snapshot::SnapshotOptions;
 )]
 struct Args {
     /// Shared-memory segment of the run (the solver's --name-shm).
-    #[arg(long, value_name = "NAME")]
-    attach: String,
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present = "connect",
+        conflicts_with = "connect"
+    )]
+    attach: Option<String>,
+    /// Watch a run served by a forwarder on another machine (`forwarder --listen`).
+    #[arg(long, value_name = "HOST:PORT")]
+    connect: Option<String>,
+    /// Token for a forwarder listening beyond loopback (or set PARTICLE_SHM_TOKEN).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "PARTICLE_SHM_TOKEN",
+        requires = "connect"
+    )]
+    token: Option<String>,
     /// Render the newest frame to this PNG and exit (no display or GPU needed).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["every", "out"])]
     snapshot: Option<PathBuf>,
@@ -97,9 +114,15 @@ fn seconds(v: f64, what: &str) -> anyhow::Result<Duration> {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    shm_protocol::validate_name(&args.attach)
-        .map_err(|reason| anyhow::anyhow!("invalid segment name {:?}: {reason}", args.attach))?;
-    let opener = source::attach_opener(args.attach.clone());
+    let opener = match (&args.attach, &args.connect) {
+        (Some(name), _) => {
+            shm_protocol::validate_name(name)
+                .map_err(|reason| anyhow::anyhow!("invalid segment name {name:?}: {reason}"))?;
+            source::attach_opener(name.clone())
+        }
+        (None, Some(addr)) => source::connect_opener(addr.clone(), args.token.clone()),
+        (None, None) => anyhow::bail!("give --attach NAME or --connect HOST:PORT"),
+    };
     let scene = SceneOptions {
         color_by: args.color_by,
         max_particles: args.max_particles.unwrap_or(usize::MAX),

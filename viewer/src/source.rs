@@ -46,6 +46,25 @@ pub fn attach_opener(name: String) -> Opener {
     })
 }
 
+/// An opener for a run served by a forwarder (`--connect HOST:PORT`): every field the viewer
+/// can colour by, at full precision.
+pub fn connect_opener(addr: String, token: Option<String>) -> Opener {
+    use shm_protocol::FieldKind;
+    let fields = shm_protocol::DEFAULT_FIELDS
+        | FieldKind::ContactCount.bit()
+        | FieldKind::Density.bit()
+        | FieldKind::Pressure.bit();
+    Arc::new(
+        move || match forwarder::RemoteSource::connect_fields(&addr, token.clone(), fields) {
+            Ok(c) => Ok(Box::new(c) as Box<dyn FrameSource>),
+            Err(e) => Err(OpenError {
+                retryable: matches!(e, forwarder::client::ConnectError::Connect { .. }),
+                message: e.to_string(),
+            }),
+        },
+    )
+}
+
 /// One consistent picture of the run: a frame with the static data it belongs to.
 #[derive(Clone)]
 pub struct Latest {

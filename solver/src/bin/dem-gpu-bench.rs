@@ -210,7 +210,7 @@ fn start(
         particles.iter().map(|p| p.velocity).collect(),
         vec![[0.0; 3]; n],
     );
-    let sc = cuda::step_context(case);
+    let sc = cuda::step_context(case)?;
     let sim = CudaSim::new(&sc, &state, o)?;
     Ok((sim, sc, state))
 }
@@ -230,7 +230,7 @@ fn start_at(
         vec![[0.0; 3]; n],
         vec![[0.0; 3]; n],
     );
-    let sc = cuda::step_context(case);
+    let sc = cuda::step_context(case)?;
     let sim = CudaSim::new(&sc, &state, o)?;
     Ok((sim, sc, state))
 }
@@ -419,7 +419,7 @@ fn restitution(a: &Args) -> Result<()> {
     case.wall_material.restitution = e;
     case.wall_material.sliding_friction = 0.0;
     case.wall_material.rolling_friction = 0.0;
-    let sc = cuda::step_context(&case);
+    let sc = cuda::step_context(&case)?;
     let m = physics::sphere_mass(r, rho);
     for (label, pos, vel, m_eff) in [
         (

@@ -112,7 +112,7 @@ impl Backend for CudaBackend {
     }
 
     fn mesh_transforms(&self) -> Vec<BodyTransform> {
-        Vec::new()
+        self.sim.mesh_transforms()
     }
 
     fn timers(&self) -> StageTimers {

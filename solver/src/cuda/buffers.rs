@@ -5,6 +5,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use kernels::ModuleConfig;
 
+use super::mesh::{GpuMeshes, MESH_ID_BASE};
 use super::params::{DemDiag, DemParams, GridArrays, ParticleArrays, SpeciesProps};
 use super::{CudaError, CudaOptions};
 use crate::backend::{HistEntry, SimState, StepContext, HISTORY_CAP, KEY_KIND, KEY_NONE, KEY_WALL};
@@ -72,6 +73,9 @@ pub(crate) struct DeviceState {
     pub diag: u64,
     pub memory: MemoryReport,
     pub real_size: usize,
+    /// First global triangle of each mesh plus the total (empty without meshes): converts mesh
+    /// history keys between the CPU form and device partner ids.
+    pub mesh_first: Vec<u32>,
 }
 
 /// Sizes of the per-particle arrays of one configuration.
@@ -102,12 +106,19 @@ impl Layout {
     }
 }
 
-/// The GPU grid: the CPU's [`Grid::new`] (cell = largest diameter, one border cell each side;
-/// identical to it up to 2^24 cells, hence the same neighbour order) but allowing
-/// [`GPU_MAX_CELLS`] cells, so that 100 M particles keep about one particle per cell.
+/// The GPU grid: the CPU's (`cpu::CpuBackend::new`: [`Grid::new`] over the domain extended to
+/// the meshes' vertices at t = 0, cell = largest diameter, one border cell each side; identical
+/// to it up to 2^24 cells, hence the same neighbour order) but allowing [`GPU_MAX_CELLS`] cells,
+/// so that 100 M particles keep about one particle per cell.
 pub fn gpu_grid(sc: &StepContext) -> Grid {
     let dmax = (2.0 * sc.species_radius.iter().copied().fold(0.0, f64::max)).max(1e-12);
-    let (min, max) = (sc.domain_min, sc.domain_max);
+    let (mut min, mut max) = (sc.domain_min, sc.domain_max);
+    for v in sc.meshes.iter().flat_map(|m| m.triangles.iter().flatten()) {
+        for a in 0..3 {
+            min[a] = min[a].min(v[a]);
+            max[a] = max[a].max(v[a]);
+        }
+    }
     let mut cell = dmax;
     loop {
         let dims: [u32; 3] = std::array::from_fn(|a| {
@@ -247,7 +258,15 @@ pub(crate) fn upload(
             cells: cells as u64,
         },
         real_size: lay.real,
+        mesh_first: Vec::new(),
     };
+    if !sc.meshes.is_empty() {
+        st.mesh_first.push(0);
+        for m in &sc.meshes {
+            let last = *st.mesh_first.last().expect("nonempty");
+            st.mesh_first.push(last + m.triangles.len() as u32);
+        }
+    }
     for copy in ["", "scratch."] {
         let mut a = ParticleArrays::default();
         for (name, bytes) in lay.state_arrays(n) {
@@ -335,19 +354,22 @@ pub(crate) fn upload(
     Ok((st, params))
 }
 
-/// History key of the CPU backend -> partner id of the device history (None: mesh, dropped).
-fn partner_of_key(key: u64) -> Option<u32> {
+/// History key of the CPU backend -> partner id of the device history (None: a triangle of no
+/// mesh of this case, dropped). `mesh_first`: [`DeviceState::mesh_first`].
+fn partner_of_key(key: u64, mesh_first: &[u32]) -> Option<u32> {
     match key & KEY_KIND {
         0 => Some(key as u32),
         KEY_WALL => Some(WALL_ID_BASE + (key & 0xFF) as u32),
-        _ => None,
+        _ => GpuMeshes::partner_of_key(mesh_first, key),
     }
 }
 
 /// Device partner id -> CPU history key.
-fn key_of_partner(partner: u32) -> u64 {
+fn key_of_partner(partner: u32, mesh_first: &[u32]) -> u64 {
     if partner >= WALL_ID_BASE {
         KEY_WALL | (partner - WALL_ID_BASE) as u64
+    } else if partner >= MESH_ID_BASE && !mesh_first.is_empty() {
+        GpuMeshes::key_of_partner(mesh_first, partner)
     } else {
         partner as u64
     }
@@ -389,7 +411,10 @@ pub(crate) fn set_state(
         let mut xi = vec![0f64; 3 * cap * n];
         for (i, slots) in state.history.chunks_exact(HISTORY_CAP).enumerate() {
             for h in slots.iter().filter(|h| h.key != KEY_NONE) {
-                let (Some(pid), true) = (partner_of_key(h.key), (count[i] as usize) < cap) else {
+                let (Some(pid), true) = (
+                    partner_of_key(h.key, &st.mesh_first),
+                    (count[i] as usize) < cap,
+                ) else {
                     continue;
                 };
                 let e = count[i] as usize * n + i;
@@ -512,7 +537,7 @@ pub(crate) fn download_state(
             for c in 0..(count[k] as usize).min(HISTORY_CAP) {
                 let e = c * n + k;
                 s.history[id as usize * HISTORY_CAP + c] = HistEntry {
-                    key: key_of_partner(partner[e]),
+                    key: key_of_partner(partner[e], &st.mesh_first),
                     xi: v3(&xi, e),
                 };
             }

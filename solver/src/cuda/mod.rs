@@ -13,6 +13,7 @@
 mod backend_impl;
 mod buffers;
 pub mod driver;
+mod mesh;
 pub mod params;
 mod publish;
 mod step;
@@ -33,6 +34,7 @@ pub use step::StageTimes;
 
 use buffers::DeviceState;
 use driver::DemModule;
+use mesh::GpuMeshes;
 use params::DemParams;
 
 /// Why the CUDA backend cannot start or continue. Messages are one line, for the CLI.
@@ -137,6 +139,8 @@ pub struct CudaSim {
     device_name: String,
     history_overflows: u64,
     last_contacts: u64,
+    /// Triangle meshes (None without).
+    meshes: Option<GpuMeshes>,
 }
 
 impl CudaSim {
@@ -150,17 +154,27 @@ impl CudaSim {
         opts: &CudaOptions,
     ) -> Result<CudaSim, CudaError> {
         driver::driver_available()?;
-        if !sc.meshes.is_empty() {
-            return Err(CudaError::Unsupported("triangle meshes".into()));
-        }
         if sc.integrator != crate::case::Integrator::SymplecticEuler {
             return Err(CudaError::Unsupported(
                 "the velocity Verlet integrator".into(),
             ));
         }
         let n = state.pos.len();
-        if n as u64 >= buffers::WALL_ID_BASE as u64 {
-            return Err(CudaError::TooManyParticles(n, buffers::WALL_ID_BASE as u64));
+        // Particle ids are history partner ids: below the first wall id, and with meshes below
+        // the first mesh-triangle id (mesh::MESH_ID_BASE).
+        let id_limit = if sc.meshes.is_empty() {
+            buffers::WALL_ID_BASE
+        } else {
+            mesh::MESH_ID_BASE
+        };
+        if n as u64 >= id_limit as u64 {
+            return Err(CudaError::TooManyParticles(n, id_limit as u64));
+        }
+        if !sc.meshes.is_empty() && opts.hist_cap > 64 {
+            return Err(CudaError::Unsupported(format!(
+                "a contact history of {} entries with meshes (at most 64)",
+                opts.hist_cap
+            )));
         }
         let ctx = CudaContext::new(opts.device).map_err(|e| CudaError::NoDevice {
             device: opts.device,
@@ -195,7 +209,16 @@ impl CudaSim {
             double: opts.double,
         };
         let module = driver::load_module(&ctx, cfg)?;
-        let (state_bufs, params) = buffers::upload(&ctx, &stream, sc, state, cfg, opts)?;
+        let (mut state_bufs, params) = buffers::upload(&ctx, &stream, sc, state, cfg, opts)?;
+        let meshes = if sc.meshes.is_empty() {
+            None
+        } else {
+            let reach = sc.species_radius.iter().copied().fold(0.0, f64::max);
+            let grid = gpu_grid(sc);
+            let m = GpuMeshes::new(&stream, &sc.meshes, &grid, reach, state.time)?;
+            state_bufs.memory.arrays.push(("meshes".into(), m.bytes));
+            Some(m)
+        };
         Ok(CudaSim {
             ctx,
             stream,
@@ -213,6 +236,7 @@ impl CudaSim {
             device_name,
             history_overflows: state.history_overflows,
             last_contacts: 0,
+            meshes,
         })
     }
 
@@ -232,7 +256,7 @@ impl CudaSim {
             particles.iter().map(|p| p.velocity).collect(),
             vec![[0.0; 3]; particles.len()],
         );
-        let sc = step_context(case);
+        let sc = step_context(case)?;
         let mut sim = CudaSim::new(&sc, &state, opts)?;
         sim.end_time = case.end_time;
         Ok((sim, sc, state))
@@ -309,6 +333,15 @@ impl CudaSim {
         Ok(s)
     }
 
+    /// Transform of each mesh as the last step's contacts saw it (the CPU's
+    /// `Backend::mesh_transforms`); empty without meshes.
+    pub fn mesh_transforms(&self) -> Vec<crate::geometry::BodyTransform> {
+        self.meshes
+            .as_ref()
+            .map(|m| m.transforms.clone())
+            .unwrap_or_default()
+    }
+
     /// Mean number of contacts per particle at the last diagnostic step (walls included),
     /// measured by running one step with contact counting on.
     pub fn count_contacts(&mut self) -> Result<f64, CudaError> {
@@ -326,8 +359,9 @@ pub enum CudaSetupError {
     Cuda(#[from] CudaError),
 }
 
-/// The run constants of `case` (as `sim::Simulation` derives them; meshes are not loaded).
-pub fn step_context(case: &Case) -> StepContext {
+/// The run constants of `case` as `sim::Simulation` derives them (meshes loaded: STL files are
+/// read here).
+pub fn step_context(case: &Case) -> Result<StepContext, CaseError> {
     let species_radius: Vec<f64> = case.species.iter().map(|s| s.radius).collect();
     let species_mass: Vec<f64> = case
         .species
@@ -339,7 +373,7 @@ pub fn step_context(case: &Case) -> StepContext {
         .zip(&species_radius)
         .map(|(&m, &r)| physics::sphere_inertia(m, r))
         .collect();
-    StepContext {
+    Ok(StepContext {
         dt: case.dt,
         gravity: case.gravity,
         model: case.contact_model.model(),
@@ -352,8 +386,8 @@ pub fn step_context(case: &Case) -> StepContext {
         species_mass,
         species_inertia,
         table: case.material_table(),
-        meshes: Vec::new(),
-    }
+        meshes: case.load_meshes()?,
+    })
 }
 
 impl Drop for CudaSim {

@@ -120,5 +120,6 @@ unsafe impl DeviceRepr for ParticleArrays {}
 unsafe impl DeviceRepr for GridArrays {}
 unsafe impl DeviceRepr for DemDiag {}
 unsafe impl DeviceRepr for MeshBody {}
+unsafe impl cudarc::driver::ValidAsZeroBits for MeshBody {}
 unsafe impl DeviceRepr for MeshArrays {}
 unsafe impl cudarc::driver::ValidAsZeroBits for DemDiag {}

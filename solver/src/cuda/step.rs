@@ -161,12 +161,19 @@ impl CudaSim {
 
         self.mark(marks, "collide")?;
         let diag = st.diag;
+        let msh = self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default();
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Collide));
-        b.arg(&p).arg(&tmp).arg(&cur).arg(&grid).arg(&diag);
-        // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*): reads the scratch copy
-        // (in) written by the gather, writes slot k of the state (out) from thread k only.
+        b.arg(&p)
+            .arg(&tmp)
+            .arg(&cur)
+            .arg(&grid)
+            .arg(&diag)
+            .arg(&msh);
+        // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads the
+        // scratch copy (in) written by the gather, writes slot k of the state (out) from thread k
+        // only; the mesh arrays (uploaded on this stream before) are read only.
         unsafe { b.launch(blocks(n, kernels::COLLIDE_THREADS)) }
             .map_err(launch_err(Kernel::Collide))?;
         self.mark(marks, "end")?;
@@ -186,9 +193,14 @@ impl CudaSim {
                 events: Vec::new(),
                 on: self.opts.profile,
             };
+            if let Some(m) = self.meshes.as_mut() {
+                // The CPU places the meshes at the step's start time (stages::prepare).
+                m.prepare(&self.stream, self.time)?;
+            }
             self.launch_step(&mut marks)?;
             self.step_index += 1;
-            self.time = self.step_index as f64 * self.params.dt;
+            // Accumulated as the CPU does (the meshes are placed at this time: same bits).
+            self.time += self.params.dt;
             if marks.on {
                 marks
                     .events

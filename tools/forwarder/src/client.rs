@@ -108,6 +108,24 @@ impl RemoteSource {
         Self::connect_with(addr, ConnectOptions::default())
     }
 
+    /// Connects asking for the fields in `fields` (a `FieldKind` bitmask), full precision: what
+    /// `viewer --connect` and `analysis --connect` use.
+    pub fn connect_fields(
+        addr: &str,
+        token: Option<String>,
+        fields: u32,
+    ) -> Result<Self, ConnectError> {
+        let opts = ConnectOptions {
+            token,
+            subscription: Subscription {
+                fields,
+                ..Subscription::default()
+            },
+            ..ConnectOptions::default()
+        };
+        Self::connect_with(addr, opts)
+    }
+
     pub fn connect_with(addr: &str, opts: ConnectOptions) -> Result<Self, ConnectError> {
         let resolve = |source| ConnectError::Resolve {
             addr: addr.into(),

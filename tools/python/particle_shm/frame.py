@@ -55,11 +55,15 @@ class Frame:
             segment._mm, dtype=L.BODY_DTYPE, count=self.body_count, offset=base + plan["slot_bodies_offset"]
         )
         self.bodies = bodies.copy() if copy else _read_only(bodies)
+        # An owned copy is good only if the slot still held this frame after copying.
+        self._copy_ok = copy and self._slot_header.lock_seq == self._lock
 
     def valid(self):
-        """True while the slot still holds this frame (always True for owned copies, which were
-        validated when made)."""
-        return self.owned or self._slot_header.lock_seq == self._lock
+        """Views: True while the slot still holds this frame. Copies: True if the slot was not
+        rewritten while the copy was made (``latest(copy=True)`` returns only such copies)."""
+        if self.owned:
+            return self._copy_ok
+        return self._slot_header.lock_seq == self._lock
 
     def __repr__(self):
         kind = "copy" if self.owned else "view"

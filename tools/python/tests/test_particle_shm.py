@@ -116,6 +116,16 @@ class ReadsTheRustWriter(unittest.TestCase):
         self.assertTrue(f.owned and f.valid())
         self.assertTrue(f.positions.flags.writeable)
 
+    def test_copy_of_a_slot_rewritten_meanwhile_is_not_valid(self):
+        # A copy is judged by the slot's seqlock after copying: here the lock the copy started
+        # from is older than the slot's, as if the writer reused the slot during the copy.
+        f = self.seg.latest(copy=True)
+        meta = {k: getattr(f, k) for k in p.Frame.META[1:]}
+        meta["frame_seq"] = f.seq
+        torn = p.Frame(self.seg, f.slot, f._lock - 2, meta, True)
+        self.assertTrue(torn.owned)
+        self.assertFalse(torn.valid())
+
     def test_status_of_a_live_running_solver(self):
         st = self.seg.status()
         self.assertEqual(st.state, "running")

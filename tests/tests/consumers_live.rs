@@ -1,0 +1,210 @@
+//! The consumers against a real solver run: `viewer --snapshot` draws the particles where they
+//! are, `analysis --once --json` reports the run, and both work the same through a forwarder
+//! (`--connect`) as on the segment (`--attach`).
+
+use e2e_tests::*;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn step(v: &serde_json::Value) -> u64 {
+    v["step"].as_u64().unwrap_or(0)
+}
+
+fn out_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pshm-e2e-consumers-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// `viewer ARGS --snapshot FILE`, asserting success.
+fn snapshot(source: &[&str], file: &Path) -> Png {
+    let mut args: Vec<&str> = source.to_vec();
+    let f = file.to_str().expect("utf-8 path");
+    args.extend(["--snapshot", f, "--size", "320x240", "--camera", "front"]);
+    let o = Command::new(bin("viewer"))
+        .args(&args)
+        .output()
+        .expect("run viewer");
+    assert!(
+        o.status.success(),
+        "viewer {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Png::read(file)
+}
+
+/// `analysis ARGS --once --json`, parsed.
+fn analysis_once(source: &[&str]) -> serde_json::Value {
+    let o = Command::new(bin("analysis"))
+        .args(source)
+        .args(["--once", "--json"])
+        .output()
+        .expect("run analysis");
+    assert!(
+        o.status.success(),
+        "analysis {source:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("analysis prints one JSON object")
+}
+
+/// A decoded RGB image.
+struct Png {
+    width: usize,
+    rgb: Vec<[u8; 3]>,
+}
+
+impl Png {
+    fn read(path: &Path) -> Png {
+        let file = std::fs::File::open(path).expect("open png");
+        let mut dec = png::Decoder::new(std::io::BufReader::new(file));
+        dec.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+        let mut reader = dec.read_info().expect("png header");
+        let mut buf = vec![0; reader.output_buffer_size().expect("size")];
+        let info = reader.next_frame(&mut buf).expect("png data");
+        let ch = info.color_type.samples();
+        let rgb = buf[..info.buffer_size()]
+            .chunks(ch)
+            .map(|c| [c[0], c[1], c[2]])
+            .collect();
+        Png {
+            width: info.width as usize,
+            rgb,
+        }
+    }
+
+    /// Share of the image covered by particles (species colouring: bluish pixels), and the
+    /// topmost row where particles cover a fifth of the central half of the image (the top of
+    /// the particle column; the legend sits outside that half).
+    fn particles(&self) -> (f64, usize) {
+        let bluish = |p: &[u8; 3]| p[2] as i32 > p[0] as i32 + 20;
+        let cover = self.rgb.iter().filter(|p| bluish(p)).count() as f64 / self.rgb.len() as f64;
+        let (x0, x1) = (self.width / 4, 3 * self.width / 4);
+        let top = self
+            .rgb
+            .chunks(self.width)
+            .position(|row| row[x0..x1].iter().filter(|p| bluish(p)).count() * 5 > x1 - x0)
+            .unwrap_or(usize::MAX);
+        (cover, top)
+    }
+}
+
+struct Forwarder {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Forwarder {
+    fn start(segment: &str) -> Forwarder {
+        let mut child = Command::new(bin("forwarder"))
+            .args(["--attach", segment, "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start forwarder");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("forwarder prints its address");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Forwarder { child, addr }
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn viewer_and_analysis_follow_a_real_run_directly_and_through_the_forwarder() {
+    let name = SegName::new("consumers");
+    let dir = out_dir();
+    let run = Running::spawn({
+        let mut c = Command::new(bin("solver"));
+        c.args([
+            "--name-shm",
+            &name.0,
+            "--backend",
+            "cpu",
+            "--particles",
+            "1000",
+            "--end-time",
+            "0.3",
+            "--refresh",
+            "0.002",
+            "--keep-shm",
+        ]);
+        c
+    });
+    poll(Duration::from_secs(30), || {
+        info(&name.0).filter(|v| step(v) > 0)
+    })
+    .expect("frames");
+    let early = snapshot(&["--attach", &name.0], &dir.join("early.png"));
+    let (early_cover, early_top) = early.particles();
+    assert!(early_cover > 0.1, "particles drawn: {early_cover}");
+
+    let live = analysis_once(&["--attach", &name.0]);
+    for key in [
+        "step",
+        "sim_time",
+        "kinetic_energy_translational",
+        "kinetic_energy_rotational",
+        "max_speed",
+        "mean_speed",
+        "center_of_mass",
+        "coordination_number",
+    ] {
+        assert!(!live[key].is_null(), "analysis lacks {key}: {live}");
+    }
+
+    let (code, err) = run.wait_exit(Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{err}");
+    let done = info(&name.0).expect("segment kept");
+    assert_eq!(done["state"], "finished");
+
+    // The column settled: the top of the drawn particles moved down the image (the lattice's
+    // 10 % gaps close: about 0.2 m of the 2 m box, some 16 pixels here).
+    let late = snapshot(&["--attach", &name.0], &dir.join("late.png"));
+    let (late_cover, late_top) = late.particles();
+    assert!(late_cover > 0.1, "particles drawn: {late_cover}");
+    assert!(
+        late_top >= early_top + 8 && late_top < 240,
+        "particles fell: top row {early_top} -> {late_top}"
+    );
+
+    // Through the forwarder: the same newest frame gives the same metrics and the same picture.
+    let direct = analysis_once(&["--attach", &name.0]);
+    let fwd = Forwarder::start(&name.0);
+    let remote = analysis_once(&["--connect", &fwd.addr]);
+    for key in [
+        "step",
+        "sim_time",
+        "kinetic_energy_translational",
+        "center_of_mass",
+        "coordination_number",
+        "max_speed",
+    ] {
+        assert_eq!(
+            direct[key], remote[key],
+            "{key} differs through the forwarder"
+        );
+    }
+    let remote_png = snapshot(&["--connect", &fwd.addr], &dir.join("remote.png"));
+    // Same drawing above the HUD line (which names the source: segment or address).
+    let scene_px = 320 * 200;
+    let differing = (0..scene_px)
+        .filter(|&i| remote_png.rgb[i] != late.rgb[i])
+        .count();
+    assert_eq!(differing, 0, "the forwarded frame draws the same particles");
+    let _ = std::fs::remove_dir_all(&dir);
+}
