@@ -45,7 +45,7 @@ impl Header {
 pub enum Source {
     /// Cell hash, counting sort, per-cell id order, scan, reorder.
     Grid,
-    /// Fused collide + integrate.
+    /// Fused collide + integrate; velocity Verlet's kick + drift.
     Contact,
     /// Pack into id order for publication.
     Publish,
@@ -81,11 +81,12 @@ pub enum Kernel {
     CellSort,
     Gather,
     Collide,
+    KickDrift,
     Pack,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 9] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -93,6 +94,7 @@ impl Kernel {
         Kernel::CellSort,
         Kernel::Gather,
         Kernel::Collide,
+        Kernel::KickDrift,
         Kernel::Pack,
     ];
 
@@ -106,6 +108,7 @@ impl Kernel {
             Kernel::CellSort => "dem_cell_sort",
             Kernel::Gather => "dem_gather",
             Kernel::Collide => "dem_collide",
+            Kernel::KickDrift => "dem_kick_drift",
             Kernel::Pack => "dem_pack",
         }
     }

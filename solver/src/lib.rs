@@ -6,6 +6,7 @@
 //! [`checkpoint`]. Input files: [`stl`].
 
 pub mod backend;
+pub mod bench_cases;
 pub mod case;
 pub mod checkpoint;
 pub mod cpu;

@@ -2,7 +2,9 @@
 // all its contacts (particle-particle in neighbour-cell order z, y, x ascending and (cell, id)
 // order inside a cell, exactly the CPU reference's order; then the box walls in wall order; then
 // the mesh triangles of its cell's bins in ascending triangle order), sums them in registers (no
-// float atomics: the sum order is fixed, results are reproducible run to run), and integrates with symplectic Euler into slot k of `out`.
+// float atomics: the sum order is fixed, results are reproducible run to run), and integrates into
+// slot k of `out`: symplectic Euler, or velocity Verlet's closing half kick (the opening half
+// kick and drift are dem_kick_drift, before the neighbour search), or not at all.
 //
 // Mirrors the CPU backend's collide + integrate stages (solver/src/cpu). Each particle keeps its
 // own contact history (tangential springs keyed by partner id), so a pair's spring is carried
@@ -285,23 +287,42 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
             const BinCursor cur = bins_of_cell(msh, cell_index(p, cx, cy, cz));
             if (!bins_done(cur)) acc = mesh_contacts(p, in, out, k, msh, cur, dv3(pix, piy, piz), sp, si, vi, wi, acc);
         }
-        // Symplectic Euler, as cpu::stages::integrate_euler: a = g + F (1/m); v += a dt;
-        // x += v dt; w += T (dt / I).
         const real dt = (real)p.dt;
         const real3 g3 = make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
-        const real3 a = axpy3(g3, acc.f, real(1) / mi);
-        const real3 v = axpy3(vi, a, dt);
+        real3 v = vi;
+        double x = pix, y = piy, zz = piz;
+#if DEM_ROTATION
+        real3 w = wi;
+#endif
+        if (p.integrate == DEM_INTEGRATE_EULER) {
+            // Symplectic Euler, as cpu::stages::integrate_euler: a = g + F (1/m); v += a dt;
+            // x += v dt; w += T (dt / I).
+            const real3 a = axpy3(g3, acc.f, real(1) / mi);
+            v = axpy3(vi, a, dt);
+            x = pix + (double)v.x * p.dt;
+            y = piy + (double)v.y * p.dt;
+            zz = piz + (double)v.z * p.dt;
+#if DEM_ROTATION
+            w = axpy3(wi, acc.t, dt / ii);
+#endif
+        } else if (p.integrate == DEM_INTEGRATE_HALF_KICK) {
+            // cpu::stages::half_kick: v += (g + F (1/m)) h; w += T (h / I), h = dt / 2.
+            const real h = (real)(0.5 * p.dt);
+            v = axpy3(vi, axpy3(g3, acc.f, real(1) / mi), h);
+#if DEM_ROTATION
+            w = axpy3(wi, acc.t, h / ii);
+#endif
+        }
         store3(out.vel, k, v);
-        const double x = pix + (double)v.x * p.dt, y = piy + (double)v.y * p.dt, zz = piz + (double)v.z * p.dt;
         out.pos[3 * k] = x;
         out.pos[3 * k + 1] = y;
         out.pos[3 * k + 2] = zz;
         bool finite = isfinite(x) && isfinite(y) && isfinite(zz) && isfinite(v.x) && isfinite(v.y) && isfinite(v.z);
 #if DEM_ROTATION
-        const real3 w = axpy3(wi, acc.t, dt / ii);
         store3(out.omega, k, w);
         finite = finite && isfinite(w.x) && isfinite(w.y) && isfinite(w.z);
 #endif
+        if (out.torque) store3(out.torque, k, acc.t);
         if (out.force) store3(out.force, k, acc.f);
         if (out.contacts) out.contacts[k] = acc.contacts;
         out.id[k] = id_i;
@@ -317,4 +338,25 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
         unsigned c = __reduce_add_sync(0xffffffffu, acc.contacts);
         if ((threadIdx.x & 31) == 0 && c) atomicAdd(&diag->contacts, (unsigned long long)c);
     }
+}
+
+// Velocity Verlet's opening half kick and drift (cpu::stages::half_kick, drift) with the forces
+// stored by the last dem_collide, in place on the state (slot order of that collide's output).
+extern "C" __global__ void dem_kick_drift(const DemParams p, ParticleArrays s) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const unsigned si = s.species ? s.species[k] : 0u;
+    const SpeciesProps sp = p.species[si];
+    const real mi = (real)sp.mass;
+    const real h = (real)(0.5 * p.dt);
+    const real3 g3 = make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
+    const real3 v = axpy3(load3(s.vel, k), axpy3(g3, load3(s.force, k), real(1) / mi), h);
+    store3(s.vel, k, v);
+#if DEM_ROTATION
+    const real ii = (real)sp.inertia;
+    store3(s.omega, k, axpy3(load3(s.omega, k), load3(s.torque, k), h / ii));
+#endif
+    s.pos[3 * k] = s.pos[3 * k] + (double)v.x * p.dt;
+    s.pos[3 * k + 1] = s.pos[3 * k + 1] + (double)v.y * p.dt;
+    s.pos[3 * k + 2] = s.pos[3 * k + 2] + (double)v.z * p.dt;
 }

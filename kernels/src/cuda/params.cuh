@@ -17,6 +17,11 @@ struct SpeciesProps {
     double pad;
 };
 
+// DemParams::integrate
+#define DEM_INTEGRATE_EULER 0       // symplectic Euler: v += a dt, x += v dt, w += T dt / I
+#define DEM_INTEGRATE_HALF_KICK 1   // velocity Verlet's closing half kick: v += a dt/2, w += T dt/2I
+#define DEM_INTEGRATE_NONE 2        // forces only (Verlet's first step without valid forces)
+
 // Case-wide constants of one step.
 struct DemParams {
     double origin[3];    // grid origin [m]
@@ -32,7 +37,7 @@ struct DemParams {
     unsigned n_walls;    // wall materials (box = 0, mesh k = k + 1)
     unsigned hist_cap;   // contact history entries per particle
     unsigned diag;       // 1: count contacts into DemDiag
-    unsigned pad;
+    unsigned integrate;  // what dem_collide does after the forces: DEM_INTEGRATE_*
     const SpeciesProps* species;  // [n_species]
     const MaterialPair* pp;       // [n_species * n_species]
     const MaterialPair* pw;       // [n_species * n_walls]
@@ -49,8 +54,9 @@ struct ParticleArrays {
     unsigned* hist_count;    // [n] contacts in the history, null without friction
     unsigned* hist_partner;  // [hist_cap * n], entry c of slot k at c * n + k
     real* hist_xi;           // [3 * hist_cap * n], tangential springs
-    real* force;             // [3n] contact force of the last step [N], null unless requested
+    real* force;             // [3n] contact force of the last step [N], null unless requested or Verlet
     unsigned* contacts;      // [n] contacts of the last step, null unless requested
+    real* torque;            // [3n] contact torque of the last step [N m], velocity Verlet only
 };
 
 // Neighbour-search arrays.

@@ -11,7 +11,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use solver::backend::{Backend, SimState};
-use solver::case::{Case, ContactModelSpec};
+use solver::bench_cases::{self, BenchModel};
+use solver::case::Case;
 use solver::cpu::CpuBackend;
 use solver::cuda::{self, CudaOptions, CudaSim};
 use solver::physics;
@@ -100,90 +101,20 @@ fn num(x: f64) -> String {
     }
 }
 
-/// Sets the force law of `case`: "linear" (frictionless, no rotation), "linear-friction" (the
-/// default case's materials: sliding 0.5, rolling 0.02), "hertz" (Hertz-Mindlin with friction;
-/// E chosen so that an impact at the free-fall speed lasts 50 steps, like the linear case).
-fn set_model(case: &mut Case, model: &str) -> Result<()> {
-    match model {
-        "linear" => {
-            for s in &mut case.species {
-                s.sliding_friction = 0.0;
-                s.rolling_friction = 0.0;
-            }
-            case.wall_material.sliding_friction = 0.0;
-            case.wall_material.rolling_friction = 0.0;
-        }
-        "linear-friction" => {}
-        "hertz" => {
-            let s = &case.species[0];
-            let m = physics::sphere_mass(s.radius, s.density);
-            let (m_eff, r_eff) = (0.5 * m, 0.5 * s.radius);
-            let v = (2.0 * 9.81 * 2.0f64).sqrt();
-            let tc = 50.0 * case.dt;
-            // hertz_contact_time inverted: E*^2 = m*^2 / (R* v (tc / 2.868)^5); E = 2 E* (1 - nu^2).
-            let e_star = (m_eff * m_eff / (r_eff * v * (tc / 2.868).powi(5))).sqrt();
-            let nu = s.poisson_ratio;
-            let e = 2.0 * e_star * (1.0 - nu * nu);
-            case.contact_model = ContactModelSpec::HertzMindlin {};
-            for s in &mut case.species {
-                s.young_modulus = Some(e);
-                s.normal_stiffness = None;
-            }
-            case.wall_material.young_modulus = Some(e);
-            case.wall_material.normal_stiffness = None;
-        }
-        _ => bail!("unknown model {model}"),
-    }
-    Ok(())
+fn bench_model(name: &str) -> Result<BenchModel> {
+    name.parse().map_err(anyhow::Error::msg)
 }
 
 /// The XPS falling box (loose phase: particles falling onto the floor).
 fn falling(n: usize, model: &str) -> Result<Case> {
-    let mut c = Case::default_falling_box(n);
-    set_model(&mut c, model)?;
-    Ok(c)
+    Ok(bench_cases::falling_box(n, bench_model(model)?))
 }
 
-/// Dense phase: the default case's spheres on a face-centred cubic lattice with nearest-neighbour
-/// distance 0.99 d (1% overlap), jittered by +-0.2% d, in a box that holds it with the same 1%
-/// overlap: solid fraction 0.74 / 0.99^3 = 0.76, 12 contacts per particle (a rigid packing with
-/// or without friction, unlike a simple cubic one, which frictionless spheres leave at once).
-/// Denser than a poured bed (~0.6, ~6 contacts): the pessimistic side. Relaxed for `--relax`
-/// steps before timing. Returns the case (sources empty), the positions and the solid fraction.
+/// Dense phase ([`bench_cases::dense_pack`]): the case (sources empty), the positions and the
+/// solid fraction. Relaxed for `--relax` steps before timing.
 fn dense(n: usize, model: &str) -> Result<(Case, Vec<[f64; 3]>, f64)> {
-    let m = ((n as f64) / 4.0).cbrt().round().max(2.0) as usize;
-    let mut c = Case::default_falling_box(4 * m * m * m);
-    set_model(&mut c, model)?;
-    let r = c.species[0].radius;
-    let d = 2.0 * r;
-    let ac = std::f64::consts::SQRT_2 * 0.99 * d;
-    let lo = 0.99 * r;
-    let l = (m as f64 - 0.5) * ac + 2.0 * lo;
-    c.domain.min = [0.0; 3];
-    c.domain.max = [l; 3];
-    c.sources = Vec::new();
-    let mut rng = solver::rng::SplitMix64::new(7);
-    let mut pos = Vec::with_capacity(4 * m * m * m);
-    let offs = [
-        [0.0, 0.0, 0.0],
-        [0.5, 0.5, 0.0],
-        [0.5, 0.0, 0.5],
-        [0.0, 0.5, 0.5],
-    ];
-    for k in 0..m {
-        for j in 0..m {
-            for i in 0..m {
-                for o in &offs {
-                    let ijk = [i, j, k];
-                    pos.push(std::array::from_fn(|a| {
-                        lo + (ijk[a] as f64 + o[a]) * ac + 0.002 * d * rng.range(-1.0, 1.0)
-                    }));
-                }
-            }
-        }
-    }
-    let phi = pos.len() as f64 * physics::sphere_mass(r, 1.0) / (l * l * l);
-    Ok((c, pos, phi))
+    let p = bench_cases::dense_pack(n, bench_model(model)?);
+    Ok((p.case, p.positions, p.solid_fraction))
 }
 
 fn opts(a: &Args) -> CudaOptions {

@@ -57,6 +57,9 @@ impl Particles {
 pub struct CpuBackend {
     ctx: Arc<StepContext>,
     p: Particles,
+    /// The next step's contact history, written by `collide` and swapped with `p.hist` (kept
+    /// between steps so that no step allocates it).
+    hist_next: Vec<[HistEntry; HISTORY_CAP]>,
     /// Storage slot of each particle id.
     slot_of_id: Vec<u32>,
     grid: Grid,
@@ -105,6 +108,7 @@ impl CpuBackend {
         CpuBackend {
             ctx,
             p,
+            hist_next: Vec::new(),
             slot_of_id: (0..n as u32).collect(),
             grid,
             cells: CellList::default(),

@@ -10,13 +10,12 @@ use crate::vec3::{self, V3};
 use rayon::prelude::*;
 use std::time::Instant;
 
-/// Result of `collide` for one particle.
+/// Sums of `collide` for one particle.
 struct Out {
     force: V3,
     torque: V3,
     contacts: u32,
     overflow: u32,
-    hist: [HistEntry; HISTORY_CAP],
 }
 
 /// Finds the history slot of a contact: the same partner key, or, for a mesh contact that moved
@@ -95,6 +94,14 @@ impl CpuBackend {
     fn collide(&mut self) {
         let t0 = Instant::now();
         let (model, dt) = (self.ctx.model, self.ctx.dt);
+        // Results go straight into the particle arrays (taken out while `world` reads the
+        // rest) and the history double buffer: no per-step allocation.
+        let n = self.p.pos.len();
+        let mut force = std::mem::take(&mut self.p.force);
+        let mut torque = std::mem::take(&mut self.p.torque);
+        let mut counts = std::mem::take(&mut self.p.contacts);
+        let mut hist = std::mem::take(&mut self.hist_next);
+        hist.resize(n, [HistEntry::NONE; HISTORY_CAP]);
         let world = World {
             ctx: &self.ctx,
             p: &self.p,
@@ -102,17 +109,21 @@ impl CpuBackend {
             cells: &self.cells,
             meshes: &self.meshes,
         };
-        let outs: Vec<Out> = (0..self.p.pos.len())
-            .into_par_iter()
-            .map_init(Scratch::default, |scratch, i| {
+        let overflow: u64 = force
+            .par_iter_mut()
+            .zip(torque.par_iter_mut())
+            .zip(counts.par_iter_mut())
+            .zip(hist.par_iter_mut())
+            .enumerate()
+            .map_init(Scratch::default, |scratch, (i, (((f, t), c), h))| {
                 let old = &world.p.hist[i];
                 let mut out = Out {
                     force: vec3::ZERO,
                     torque: vec3::ZERO,
                     contacts: 0,
                     overflow: 0,
-                    hist: [HistEntry::NONE; HISTORY_CAP],
                 };
+                *h = [HistEntry::NONE; HISTORY_CAP];
                 let mut used = 0u32;
                 world.visit_contacts(i, scratch, |c| {
                     let mut state = ContactState::default();
@@ -126,7 +137,7 @@ impl CpuBackend {
                     out.torque = vec3::add(out.torque, vec3::add(t, cf.rolling_torque));
                     let slot = out.contacts as usize - out.overflow as usize;
                     if slot < HISTORY_CAP {
-                        out.hist[slot] = HistEntry {
+                        h[slot] = HistEntry {
                             key: c.key,
                             xi: state.xi,
                         };
@@ -135,18 +146,17 @@ impl CpuBackend {
                     }
                     out.contacts += 1;
                 });
-                out
+                (*f, *t, *c) = (out.force, out.torque, out.contacts);
+                out.overflow as u64
             })
-            .collect();
-        let mut contacts = 0u64;
-        for (i, o) in outs.into_iter().enumerate() {
-            self.p.force[i] = o.force;
-            self.p.torque[i] = o.torque;
-            self.p.contacts[i] = o.contacts;
-            self.p.hist[i] = o.hist;
-            self.stats.history_overflows += o.overflow as u64;
-            contacts += o.contacts as u64;
-        }
+            .sum();
+        let contacts = counts.iter().map(|&c| c as u64).sum();
+        self.p.force = force;
+        self.p.torque = torque;
+        self.p.contacts = counts;
+        std::mem::swap(&mut self.p.hist, &mut hist);
+        self.hist_next = hist;
+        self.stats.history_overflows += overflow;
         self.stats.contacts = contacts;
         self.forces_valid = true;
         self.timers.collide += t0.elapsed();

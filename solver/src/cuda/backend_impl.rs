@@ -130,7 +130,7 @@ impl Backend for CudaBackend {
         StageTimers {
             prepare: ms(&["hash_count", "scan", "scatter", "cell_sort", "gather"]),
             collide: ms(&["collide"]),
-            integrate: Duration::ZERO,
+            integrate: ms(&["kick_drift"]),
             steps: t.steps,
         }
     }

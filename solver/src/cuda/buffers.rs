@@ -217,11 +217,18 @@ pub(crate) fn upload(
         m = tiles;
     }
     let per_state: usize = lay.state_arrays(n).iter().map(|a| a.1).sum();
-    let outputs = if opts.store_forces {
-        (3 * lay.real + 4) * n
-    } else {
-        0
-    };
+    let verlet = sc.integrator == crate::case::Integrator::VelocityVerlet;
+    let outputs = if opts.store_forces { 4 * n } else { 0 }
+        + if opts.store_forces || verlet {
+            3 * lay.real * n
+        } else {
+            0
+        }
+        + if verlet && lay.rotation {
+            3 * lay.real * n
+        } else {
+            0
+        };
     let need = 2 * per_state
         + outputs
         + 12 * n
@@ -283,9 +290,16 @@ pub(crate) fn upload(
             }
         }
         if copy.is_empty() {
-            if opts.store_forces {
+            // Velocity Verlet keeps the last forces and torques (the opening half kick uses
+            // them); they stay in the collide's slot order (kick + drift run before the gather).
+            if opts.store_forces || verlet {
                 a.force = alloc(stream, &mut st, "force", 3 * lay.real * n)?;
+            }
+            if opts.store_forces {
                 a.contacts = alloc(stream, &mut st, "contacts", 4 * n)?;
+            }
+            if verlet && lay.rotation {
+                a.torque = alloc(stream, &mut st, "torque", 3 * lay.real * n)?;
             }
             st.cur = a;
         } else {
@@ -345,7 +359,11 @@ pub(crate) fn upload(
         n_walls: table.n_walls as u32,
         hist_cap: opts.hist_cap,
         diag: 0,
-        pad: 0,
+        integrate: if verlet {
+            super::params::INTEGRATE_HALF_KICK
+        } else {
+            super::params::INTEGRATE_EULER
+        },
         species: sp_ptr,
         pp: pp_ptr,
         pw: pw_ptr,
@@ -403,6 +421,17 @@ pub(crate) fn set_state(
     upload_bytes(stream, st, a.vel, &real_bytes(&flat(&state.vel), real))?;
     if a.omega != 0 {
         upload_bytes(stream, st, a.omega, &real_bytes(&flat(&state.omega), real))?;
+    }
+    if a.force != 0 {
+        upload_bytes(stream, st, a.force, &real_bytes(&flat(&state.force), real))?;
+    }
+    if a.torque != 0 {
+        upload_bytes(
+            stream,
+            st,
+            a.torque,
+            &real_bytes(&flat(&state.torque), real),
+        )?;
     }
     if a.hist_count != 0 {
         let cap = p.hist_cap as usize;
@@ -504,6 +533,11 @@ pub(crate) fn download_state(
     } else {
         vec![0.0; 3 * n]
     };
+    let torque = if a.torque != 0 {
+        download_real(stream, st, a.torque, 3 * n)?
+    } else {
+        vec![0.0; 3 * n]
+    };
     let contacts: Vec<u32> = if a.contacts != 0 {
         download(stream, st, a.contacts, n)?
     } else {
@@ -525,6 +559,7 @@ pub(crate) fn download_state(
         s.vel[i] = v3(&vel, k);
         s.omega[i] = v3(&omega, k);
         s.force[i] = v3(&force, k);
+        s.torque[i] = v3(&torque, k);
         s.contacts[i] = contacts[k];
     }
     s.forces_valid = a.force != 0 && step > 0;

@@ -141,6 +141,8 @@ pub struct CudaSim {
     last_contacts: u64,
     /// Triangle meshes (None without).
     meshes: Option<GpuMeshes>,
+    /// Velocity Verlet: whether the stored forces belong to the current positions.
+    forces_valid: bool,
 }
 
 impl CudaSim {
@@ -154,11 +156,6 @@ impl CudaSim {
         opts: &CudaOptions,
     ) -> Result<CudaSim, CudaError> {
         driver::driver_available()?;
-        if sc.integrator != crate::case::Integrator::SymplecticEuler {
-            return Err(CudaError::Unsupported(
-                "the velocity Verlet integrator".into(),
-            ));
-        }
         let n = state.pos.len();
         // Particle ids are history partner ids: below the first wall id, and with meshes below
         // the first mesh-triangle id (mesh::MESH_ID_BASE).
@@ -237,6 +234,7 @@ impl CudaSim {
             history_overflows: state.history_overflows,
             last_contacts: 0,
             meshes,
+            forces_valid: state.forces_valid,
         })
     }
 
@@ -260,6 +258,11 @@ impl CudaSim {
         let mut sim = CudaSim::new(&sc, &state, opts)?;
         sim.end_time = case.end_time;
         Ok((sim, sc, state))
+    }
+
+    /// Whether the case uses velocity Verlet (else symplectic Euler).
+    pub fn verlet(&self) -> bool {
+        self.params.integrate != params::INTEGRATE_EULER
     }
 
     /// Device name as the driver reports it (e.g. "NVIDIA H100 80GB HBM3").
@@ -315,6 +318,7 @@ impl CudaSim {
     pub fn set_state(&mut self, state: &SimState) -> Result<(), CudaError> {
         self.synchronize()?;
         buffers::set_state(&self.stream, &mut self.state, &self.params, state)?;
+        self.forces_valid = state.forces_valid;
         self.step_index = state.step;
         self.time = state.time;
         Ok(())
@@ -330,6 +334,9 @@ impl CudaSim {
             self.step_index,
         )?;
         s.history_overflows = self.history_overflows;
+        if self.verlet() {
+            s.forces_valid = self.forces_valid;
+        }
         Ok(s)
     }
 
@@ -338,7 +345,7 @@ impl CudaSim {
     pub fn mesh_transforms(&self) -> Vec<crate::geometry::BodyTransform> {
         self.meshes
             .as_ref()
-            .map(|m| m.transforms.clone())
+            .map(|m| m.transforms().to_vec())
             .unwrap_or_default()
     }
 

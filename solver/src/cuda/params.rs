@@ -14,6 +14,13 @@ pub struct SpeciesProps {
     pub pad: f64,
 }
 
+/// `DEM_INTEGRATE_EULER`: symplectic Euler in `dem_collide`.
+pub const INTEGRATE_EULER: u32 = 0;
+/// `DEM_INTEGRATE_HALF_KICK`: velocity Verlet's closing half kick in `dem_collide`.
+pub const INTEGRATE_HALF_KICK: u32 = 1;
+/// `DEM_INTEGRATE_NONE`: forces only.
+pub const INTEGRATE_NONE: u32 = 2;
+
 /// `DemParams`: case-wide constants of one step.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -31,7 +38,8 @@ pub struct DemParams {
     pub n_walls: u32,
     pub hist_cap: u32,
     pub diag: u32,
-    pub pad: u32,
+    /// `DEM_INTEGRATE_*` of params.cuh: what `dem_collide` does after the forces.
+    pub integrate: u32,
     pub species: u64,
     pub pp: u64,
     pub pw: u64,
@@ -51,6 +59,7 @@ pub struct ParticleArrays {
     pub hist_xi: u64,
     pub force: u64,
     pub contacts: u64,
+    pub torque: u64,
 }
 
 /// `GridArrays`: neighbour-search arrays.
@@ -107,7 +116,7 @@ const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
 const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
 const _: () = assert!(std::mem::size_of::<MeshArrays>() == 72);
 const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 10 * 4 + 3 * 8);
-const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 80);
+const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
 const _: () = assert!(std::mem::size_of::<GridArrays>() == 40);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);
 const _: () = assert!(std::mem::size_of::<crate::physics::MaterialPair>() == 56);

@@ -3,12 +3,12 @@
 //!
 //! Stages (the pipeline names of the CPU backend): `prepare` = hash + count, scan, scatter,
 //! per-cell id order; `reorder` = gather into the scratch copy; `collide` = fused collide +
-//! integrate back into the state.
+//! integrate back into the state. Velocity Verlet adds `kick_drift` before `prepare`.
 
 use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
 use kernels::Kernel;
 
-use super::params::DemDiag;
+use super::params::{DemDiag, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
 use super::{CudaError, CudaSim};
 
 /// Accumulated device time per kernel [ms] (profiling mode) and steps counted.
@@ -92,9 +92,15 @@ impl CudaSim {
         Ok(())
     }
 
-    /// Queues one time step (returns without waiting for the device).
-    fn launch_step(&mut self, marks: &mut Marks) -> Result<(), CudaError> {
-        let p = self.params;
+    /// Queues the neighbour search and the collide kernel with integration `integrate`
+    /// (`params::INTEGRATE_*`; returns without waiting for the device).
+    fn launch_step(&mut self, marks: &mut Marks, integrate: u32) -> Result<(), CudaError> {
+        let mut p = self.params;
+        p.integrate = integrate;
+        if integrate == INTEGRATE_NONE {
+            // Verlet's extra force evaluation: the CPU counts only the step's own contacts.
+            p.diag = 0;
+        }
         let st = &self.state;
         let (cur, tmp, grid) = (st.cur, st.tmp, st.grid);
         let n = p.n;
@@ -176,8 +182,46 @@ impl CudaSim {
         // only; the mesh arrays (uploaded on this stream before) are read only.
         unsafe { b.launch(blocks(n, kernels::COLLIDE_THREADS)) }
             .map_err(launch_err(Kernel::Collide))?;
-        self.mark(marks, "end")?;
         Ok(())
+    }
+
+    /// Velocity Verlet's opening half kick and drift, in place on the state.
+    fn launch_kick_drift(&mut self, marks: &mut Marks) -> Result<(), CudaError> {
+        self.mark(marks, "kick_drift")?;
+        let (p, cur) = (self.params, self.state.cur);
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::KickDrift));
+        b.arg(&p).arg(&cur);
+        // SAFETY: dem_kick_drift(DemParams, ParticleArrays): thread k reads and writes slot k of
+        // the state only; force (and torque with rotation) are allocated for velocity Verlet.
+        unsafe { b.launch(blocks(p.n, 256)) }
+            .map_err(|e| CudaError::driver("launching dem_kick_drift", e))?;
+        Ok(())
+    }
+
+    /// One step: symplectic Euler (meshes at the step's start time, fused collide + integrate),
+    /// or velocity Verlet as cpu::stages (forces at the start if not valid; half kick + drift;
+    /// meshes at the step's end time; forces; half kick).
+    fn queue_step(&mut self, marks: &mut Marks) -> Result<(), CudaError> {
+        if !self.verlet() {
+            if let Some(m) = self.meshes.as_mut() {
+                m.prepare(&self.stream, self.time)?;
+            }
+            return self.launch_step(marks, INTEGRATE_EULER);
+        }
+        if !self.forces_valid {
+            if let Some(m) = self.meshes.as_mut() {
+                m.prepare(&self.stream, self.time)?;
+            }
+            self.launch_step(marks, INTEGRATE_NONE)?;
+            self.forces_valid = true;
+        }
+        self.launch_kick_drift(marks)?;
+        if let Some(m) = self.meshes.as_mut() {
+            m.prepare(&self.stream, self.time + self.params.dt)?;
+        }
+        self.launch_step(marks, INTEGRATE_HALF_KICK)
     }
 
     /// Advances one time step. The work is queued; errors of earlier steps surface here.
@@ -193,11 +237,8 @@ impl CudaSim {
                 events: Vec::new(),
                 on: self.opts.profile,
             };
-            if let Some(m) = self.meshes.as_mut() {
-                // The CPU places the meshes at the step's start time (stages::prepare).
-                m.prepare(&self.stream, self.time)?;
-            }
-            self.launch_step(&mut marks)?;
+            self.queue_step(&mut marks)?;
+            self.mark(&mut marks, "end")?;
             self.step_index += 1;
             // Accumulated as the CPU does (the meshes are placed at this time: same bits).
             self.time += self.params.dt;

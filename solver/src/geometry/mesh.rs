@@ -60,8 +60,9 @@ impl MeshWorld {
     }
 
     /// Places every moving mesh at time `t` and rebins; bins fixed meshes on first use. `reach`
-    /// is the largest particle radius [m].
-    pub fn update(&mut self, meshes: &[Mesh], grid: &Grid, t: f64, reach: f64) {
+    /// is the largest particle radius [m]. Returns whether the moving meshes' bins were
+    /// (re)built (the GPU backend uploads them then).
+    pub fn update(&mut self, meshes: &[Mesh], grid: &Grid, t: f64, reach: f64) -> bool {
         for (k, m) in meshes.iter().enumerate() {
             if m.motion.is_fixed() {
                 continue;
@@ -79,7 +80,7 @@ impl MeshWorld {
             self.moving_bins = self.bin(meshes, grid, reach + self.skin, false);
             self.binned_world = self.world.clone();
             self.fixed_binned = true;
-            return;
+            return true;
         }
         // Rebin moving meshes only when some vertex moved farther than the skin. The candidate
         // lists stay supersets of the touching triangles and are sorted by triangle index, so
@@ -94,6 +95,17 @@ impl MeshWorld {
             self.moving_bins = self.bin(meshes, grid, reach + self.skin, false);
             self.binned_world.clone_from(&self.world);
         }
+        moved
+    }
+
+    /// (cell, global triangle) bins of the fixed meshes, sorted.
+    pub fn fixed_bins(&self) -> &[(u32, u32)] {
+        &self.fixed_bins
+    }
+
+    /// (cell, global triangle) bins of the moving meshes, sorted (a superset with a skin).
+    pub fn moving_bins(&self) -> &[(u32, u32)] {
+        &self.moving_bins
     }
 
     fn bin(&self, meshes: &[Mesh], grid: &Grid, reach: f64, fixed: bool) -> Vec<(u32, u32)> {

@@ -1,0 +1,152 @@
+//! `dem-cpu-bench`: particle-steps per second of the CPU reference backend on the XPS falling
+//! box, in the loose phase (particles falling, few contacts) and the settled phase (a dense pack
+//! with every particle in contact), for each thread count asked. Prints a table and writes JSON.
+//!
+//! ```text
+//! dem-cpu-bench --particles 100000 --threads 1,2 --out bench/results/dem_cpu.json
+//! ```
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use solver::bench_cases::{self, BenchModel};
+use solver::sim::{FrameInput, Simulation};
+
+#[derive(Parser, Debug)]
+#[command(about = "CPU backend throughput on the falling box, loose and settled phases")]
+struct Args {
+    /// Particles (the dense pack rounds to 4 m^3).
+    #[arg(long, default_value_t = 100_000)]
+    particles: usize,
+    /// Thread counts to measure, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// Force law: linear, linear-friction (the default case's) or hertz.
+    #[arg(long, default_value = "linear-friction")]
+    model: BenchModel,
+    /// Timed steps per measurement.
+    #[arg(long, default_value_t = 100)]
+    steps: u64,
+    /// Steps run before timing the settled phase (the pack relaxes its initial overlaps).
+    #[arg(long, default_value_t = 200)]
+    relax: u64,
+    /// JSON output file.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+struct Record {
+    threads: usize,
+    phase: &'static str,
+    particles: usize,
+    steps_per_s: f64,
+    contacts_per_particle: f64,
+    stages: String,
+}
+
+fn timed(sim: &mut Simulation, steps: u64) -> Result<f64> {
+    sim.reset_timers();
+    let t0 = Instant::now();
+    sim.step_n(steps)?;
+    Ok(steps as f64 / t0.elapsed().as_secs_f64())
+}
+
+fn measure(a: &Args, threads: usize) -> Result<Vec<Record>> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .context("thread pool")?;
+    pool.install(|| {
+        let mut out = Vec::new();
+        eprintln!("[{threads} threads] loose: falling box, {} particles", a.particles);
+        let mut sim = Simulation::new(bench_cases::falling_box(a.particles, a.model))?;
+        sim.step_n(5)?;
+        let rate = timed(&mut sim, a.steps)?;
+        let n = sim.num_particles();
+        out.push(Record {
+            threads,
+            phase: "loose",
+            particles: n,
+            steps_per_s: rate,
+            contacts_per_particle: sim.stats().contacts as f64 / n as f64,
+            stages: sim.timers().to_string(),
+        });
+
+        let pack = bench_cases::dense_pack(a.particles, a.model);
+        let n = pack.positions.len();
+        eprintln!(
+            "[{threads} threads] settled: dense pack, {n} particles, solid fraction {:.3}, relaxing {} steps",
+            pack.solid_fraction, a.relax
+        );
+        let f32s = |v: &[[f64; 3]]| v.iter().map(|p| p.map(|c| c as f32)).collect();
+        let frame = FrameInput {
+            step: 0,
+            time: 0.0,
+            species: vec![0; n],
+            positions: f32s(&pack.positions),
+            velocities: vec![[0.0; 3]; n],
+            angular_velocities: vec![[0.0; 3]; n],
+        };
+        let mut sim = Simulation::from_frame(pack.case, &frame)?;
+        sim.step_n(a.relax)?;
+        let rate = timed(&mut sim, a.steps)?;
+        out.push(Record {
+            threads,
+            phase: "settled",
+            particles: n,
+            steps_per_s: rate,
+            contacts_per_particle: sim.stats().contacts as f64 / n as f64,
+            stages: sim.timers().to_string(),
+        });
+        Ok(out)
+    })
+}
+
+fn main() -> Result<()> {
+    let a = Args::parse();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let mut records = Vec::new();
+    for &t in &a.threads {
+        records.extend(measure(&a, t)?);
+    }
+    println!(
+        "{:>7} {:>8} {:>10} {:>10} {:>14} {:>9}",
+        "threads", "phase", "particles", "steps/s", "part-steps/s", "contacts"
+    );
+    for r in &records {
+        println!(
+            "{:>7} {:>8} {:>10} {:>10.2} {:>14.3e} {:>9.2}   {}",
+            r.threads,
+            r.phase,
+            r.particles,
+            r.steps_per_s,
+            r.steps_per_s * r.particles as f64,
+            r.contacts_per_particle,
+            r.stages
+        );
+    }
+    if let Some(path) = &a.out {
+        let json = serde_json::json!({
+            "bench": "dem_cpu",
+            "command": command,
+            "machine_cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            "model": a.model.name(),
+            "steps": a.steps,
+            "relax_steps": a.relax,
+            "results": records.iter().map(|r| serde_json::json!({
+                "threads": r.threads,
+                "phase": r.phase,
+                "particles": r.particles,
+                "steps_per_s": r.steps_per_s,
+                "particle_steps_per_s": r.steps_per_s * r.particles as f64,
+                "contacts_per_particle": r.contacts_per_particle,
+                "stages": r.stages,
+            })).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
