@@ -104,6 +104,8 @@ pub enum PublishError {
     },
     #[error("field {0} was not reserved when the segment was created")]
     FieldNotReserved(&'static str),
+    #[error("a frame is already being written; commit or drop it first")]
+    FrameInProgress,
 }
 
 /// Sending a command and waiting for its acknowledgement.

@@ -7,6 +7,7 @@
 //! The reader's copy may race with a writer reusing the slot; such a copy is detected and thrown
 //! away, never returned (the usual seqlock contract).
 
+use std::cell::Cell;
 use std::ptr::addr_of;
 use std::sync::atomic::{fence, Ordering};
 
@@ -252,16 +253,24 @@ pub struct FrameWriter<'a> {
     particle_count: u64,
     fields: u32,
     body_count: u32,
-    on_commit: &'a mut u64,
+    /// The publisher's next sequence number (advanced on commit) and its "a frame is being
+    /// written" flag (cleared on commit or drop).
+    next_seq: &'a Cell<u64>,
+    writing: &'a Cell<bool>,
 }
 
 impl<'a> FrameWriter<'a> {
-    /// Marks the oldest slot as being written. `next_seq` is advanced on commit.
+    /// Marks the oldest slot as being written. `next_seq` is advanced on commit. Only one frame
+    /// can be in progress (`writing`): a second would pick the same slot.
     pub(crate) fn begin(
         region: &'a Region,
-        next_seq: &'a mut u64,
+        next_seq: &'a Cell<u64>,
+        writing: &'a Cell<bool>,
         particle_count: u64,
     ) -> Result<Self, PublishError> {
+        if writing.get() {
+            return Err(PublishError::FrameInProgress);
+        }
         let caps = region.capacities();
         if particle_count > caps.max_particles {
             return Err(PublishError::OverCapacity {
@@ -274,7 +283,8 @@ impl<'a> FrameWriter<'a> {
             Some(s) => (s + 1) % caps.slot_count,
             None => 0,
         };
-        let seq = *next_seq;
+        let seq = next_seq.get();
+        writing.set(true);
         // SAFETY: slot header inside the region; only this process writes slots.
         unsafe {
             (*region.slot(slot))
@@ -294,7 +304,8 @@ impl<'a> FrameWriter<'a> {
             particle_count,
             fields: 0,
             body_count: 0,
-            on_commit: next_seq,
+            next_seq,
+            writing,
         })
     }
 
@@ -392,10 +403,18 @@ impl<'a> FrameWriter<'a> {
         let h = self.region.header();
         h.newest_slot.store(self.slot, Ordering::Release);
         h.newest_seq.store(self.seq, Ordering::SeqCst);
-        *self.on_commit = self.seq + 1;
+        self.next_seq.set(self.seq + 1);
         crate::notify::wake_frame(h);
         slot_meta(self.region, self.slot)
             .map(|(_, m)| m)
             .unwrap_or_default()
+    }
+}
+
+impl Drop for FrameWriter<'_> {
+    /// Ends the frame in progress, committed or not: an abandoned frame leaves its slot odd
+    /// (readers skip it) and the next frame reuses the slot.
+    fn drop(&mut self) {
+        self.writing.set(false);
     }
 }

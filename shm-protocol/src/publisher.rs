@@ -1,5 +1,6 @@
 //! The writer's side: one solver process owns a segment and publishes into it.
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -24,7 +25,8 @@ pub struct CreateOptions {
 /// readable); [`Publisher::close`] removes it after a clean run.
 pub struct Publisher {
     seg: Segment,
-    next_seq: u64,
+    next_seq: Cell<u64>,
+    writing: Cell<bool>,
     static_generation: u64,
 }
 
@@ -34,7 +36,8 @@ impl Publisher {
         let seg = Segment::create(name, caps, opts.group_access)?;
         Ok(Self {
             seg,
-            next_seq: 1,
+            next_seq: Cell::new(1),
+            writing: Cell::new(false),
             static_generation: 0,
         })
     }
@@ -79,9 +82,10 @@ impl Publisher {
         let static_generation = static_data::read_static(&region)
             .map(|s| s.generation)
             .unwrap_or(0);
-        let mut p = Self {
+        let p = Self {
             seg,
-            next_seq,
+            next_seq: Cell::new(next_seq),
+            writing: Cell::new(false),
             static_generation,
         };
         p.set_state(SolverState::Starting);
@@ -105,10 +109,17 @@ impl Publisher {
         Ok(self.static_generation)
     }
 
-    /// Starts filling the oldest slot with a frame of `particle_count` particles.
-    pub fn begin_frame(&mut self, particle_count: u64) -> Result<FrameWriter<'_>, PublishError> {
+    /// Starts filling the oldest slot with a frame of `particle_count` particles. The writer
+    /// may stay open across steps (a GPU copy in flight) while commands are polled and
+    /// answered; only one frame can be open at a time ([`PublishError::FrameInProgress`]).
+    pub fn begin_frame(&self, particle_count: u64) -> Result<FrameWriter<'_>, PublishError> {
         let gen = self.static_generation;
-        let mut w = FrameWriter::begin(self.seg.region(), &mut self.next_seq, particle_count)?;
+        let mut w = FrameWriter::begin(
+            self.seg.region(),
+            &self.next_seq,
+            &self.writing,
+            particle_count,
+        )?;
         w.static_generation = gen;
         Ok(w)
     }
@@ -123,7 +134,7 @@ impl Publisher {
     }
 
     /// Sets the solver state; a change wakes frame waiters, so a viewer sees "finished" at once.
-    pub fn set_state(&mut self, state: SolverState) {
+    pub fn set_state(&self, state: SolverState) {
         let h = self.seg.region().header();
         if h.solver_state.swap(state as u32, Ordering::AcqRel) != state as u32 {
             notify::wake_frame(h);
@@ -139,7 +150,7 @@ impl Publisher {
     }
 
     /// Claims the commands submitted since the last call, in submission order. Never blocks.
-    pub fn poll_commands(&mut self) -> Vec<ReceivedCommand> {
+    pub fn poll_commands(&self) -> Vec<ReceivedCommand> {
         command::take_pending(self.seg.region())
     }
 
@@ -161,7 +172,7 @@ impl Publisher {
     }
 
     /// Marks the run finished (or failed) and removes the segment unless `keep`.
-    pub fn close(mut self, final_state: SolverState, keep: bool) -> std::io::Result<()> {
+    pub fn close(self, final_state: SolverState, keep: bool) -> std::io::Result<()> {
         self.set_state(final_state);
         if keep {
             Ok(())

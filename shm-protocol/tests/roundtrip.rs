@@ -104,7 +104,7 @@ fn static_and_frames_round_trip_and_generation_advances() {
 #[test]
 fn commands_from_many_clients_are_applied_in_order_and_acknowledged() {
     let name = TestName::new("cmds");
-    let mut p = Publisher::create(
+    let p = Publisher::create(
         &name.0,
         Capacities::for_particles(4),
         CreateOptions::default(),
@@ -186,4 +186,46 @@ fn a_command_to_a_dead_or_silent_solver_fails_clearly() {
         .send(&Command::Pause, Duration::from_millis(100))
         .unwrap_err();
     assert!(matches!(e, CommandError::AckTimeout(_)), "{e}");
+}
+
+/// A frame may stay open across steps (a GPU copy in flight) while the writer answers
+/// commands; a second frame cannot start meanwhile, and an abandoned frame is never seen.
+#[test]
+fn an_open_frame_blocks_a_second_one_but_not_commands() {
+    let name = TestName::new("open");
+    let p = Publisher::create(
+        &name.0,
+        Capacities::for_particles(4),
+        CreateOptions::default(),
+    )
+    .unwrap();
+    let mut c = Consumer::attach(&name.0).unwrap();
+    let mut w = p.begin_frame(4).unwrap();
+    w.write_vec3(FieldKind::Position, &[[1.0; 3]; 4]).unwrap();
+    assert_eq!(p.begin_frame(4).err(), Some(PublishError::FrameInProgress));
+    let ticket = c.submit(&Command::Pause).unwrap();
+    let cmds = p.poll_commands();
+    assert_eq!(cmds.len(), 1);
+    p.acknowledge(&cmds[0], &CommandOutcome::Done("paused".into()));
+    assert!(c
+        .wait_ack(&ticket, Duration::from_secs(2))
+        .unwrap()
+        .is_done());
+    assert_eq!(c.read_newest().unwrap(), None, "open frame not visible");
+    let meta = w.commit();
+    assert_eq!(c.read_newest().unwrap().unwrap().meta.seq, meta.seq);
+
+    let w = p.begin_frame(4).unwrap();
+    drop(w);
+    assert_eq!(
+        c.read_newest().unwrap().unwrap().meta.seq,
+        meta.seq,
+        "abandoned frame unseen"
+    );
+    let mut w = p.begin_frame(4).unwrap();
+    w.write_vec3(FieldKind::Position, &[[2.0; 3]; 4]).unwrap();
+    let next = w.commit();
+    assert_eq!(next.seq, meta.seq + 1);
+    let f = c.read_newest().unwrap().unwrap();
+    assert_eq!(f.positions.unwrap()[3], [2.0; 3]);
 }

@@ -180,6 +180,17 @@ pub enum StepError {
     },
 }
 
+/// Destination of [`Backend::begin_kinematics_copy`]: arrays of the particle count, id order,
+/// f32 (a frame slot's); null pointers are not written.
+#[derive(Debug, Clone, Copy)]
+pub struct RawKinematics {
+    /// Elements of each array (the particle count).
+    pub count: usize,
+    pub positions: *mut [f32; 3],
+    pub velocities: *mut [f32; 3],
+    pub angular_velocities: *mut [f32; 3],
+}
+
 /// Destination of [`Backend::write_kinematics_f32`]: arrays of the particle count, id order.
 pub struct KinematicsOut<'a> {
     pub positions: &'a mut [[f32; 3]],
@@ -212,6 +223,48 @@ pub trait Backend: Send {
     /// One line about the compute device (name, memory in use per particle), if any.
     fn device_report(&self) -> Option<String> {
         None
+    }
+    /// Page-locks host memory that frames will be copied into, so device copies run
+    /// asynchronously at full bus speed (device backends; nothing to do on the CPU).
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must stay mapped until [`Backend::release_host_memory`] or drop.
+    unsafe fn register_host_memory(&mut self, _ptr: *mut u8, _len: usize) -> Result<(), StepError> {
+        Ok(())
+    }
+    /// Undoes [`Backend::register_host_memory`].
+    fn release_host_memory(&mut self) {}
+    /// Starts copying the current f32 kinematics into `out`. Returns `true` when the copy is
+    /// still in flight (device backends: poll [`Backend::kinematics_copy_done`] between steps,
+    /// stepping on meanwhile), `false` when it is complete already (the CPU).
+    ///
+    /// # Safety
+    /// Each non-null pointer of `out` must point to particle-count writable elements that stay
+    /// valid and untouched until the copy is complete.
+    unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
+        let n = out.count;
+        // SAFETY: the caller guarantees n writable elements at each non-null pointer.
+        let slice = |p: *mut [f32; 3]| {
+            (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts_mut(p, n) })
+        };
+        let Some(positions) = slice(out.positions) else {
+            return Ok(false);
+        };
+        self.write_kinematics_f32(KinematicsOut {
+            positions,
+            velocities: slice(out.velocities),
+            angular_velocities: slice(out.angular_velocities),
+        })?;
+        Ok(false)
+    }
+    /// Whether the copy started by [`Backend::begin_kinematics_copy`] completed (`true` once
+    /// per copy on device backends).
+    fn kinematics_copy_done(&mut self) -> Result<bool, StepError> {
+        Ok(true)
+    }
+    /// Waits for the copy in flight, if any.
+    fn wait_kinematics_copy(&mut self) -> Result<(), StepError> {
+        Ok(())
     }
     /// Writes f32 kinematics in id order (a frame's arrays). The default converts
     /// [`Backend::snapshot`]; device backends pack and copy only what is asked.

@@ -178,6 +178,7 @@ fn real_main(cli: Cli) -> Result<()> {
         (sim, publisher)
     };
     publisher.write_static(&sim.static_data())?;
+    sim.attach_segment(publisher.region())?;
     tracing::info!(
         "{} particles, {} meshes, dt = {:.3e} s, end time {} s, backend {}",
         sim.particle_count(),
@@ -204,7 +205,9 @@ fn real_main(cli: Cli) -> Result<()> {
         progress_every: Duration::from_secs_f64(cli.progress_every),
         interrupted,
     };
-    match run(sim.as_mut(), &mut publisher, &settings) {
+    let outcome = run(sim.as_mut(), &publisher, &settings);
+    sim.release_segment();
+    match outcome {
         Ok(ending) => {
             if ending == Ending::Stopped {
                 tracing::info!("stopped on request");

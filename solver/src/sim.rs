@@ -2,8 +2,8 @@
 //! data in particle-id order as f32 arrays for publishing and output.
 
 use crate::backend::{
-    Backend, BackendStats, Energies, KinematicsOut, SimState, Snapshot, StageTimers, StepContext,
-    StepError,
+    Backend, BackendStats, Energies, KinematicsOut, RawKinematics, SimState, Snapshot, StageTimers,
+    StepContext, StepError,
 };
 use crate::case::{Case, CaseError, CaseWarning, Species};
 use crate::cpu::CpuBackend;
@@ -267,6 +267,39 @@ impl Simulation {
     /// arrays are packed and copied.
     pub fn write_kinematics_f32(&mut self, out: KinematicsOut<'_>) -> Result<(), StepError> {
         self.backend.write_kinematics_f32(out)
+    }
+
+    /// See [`Backend::register_host_memory`].
+    ///
+    /// # Safety
+    /// As [`Backend::register_host_memory`].
+    pub unsafe fn register_host_memory(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<(), StepError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.backend.register_host_memory(ptr, len) }
+    }
+    /// See [`Backend::release_host_memory`].
+    pub fn release_host_memory(&mut self) {
+        self.backend.release_host_memory()
+    }
+    /// See [`Backend::begin_kinematics_copy`].
+    ///
+    /// # Safety
+    /// As [`Backend::begin_kinematics_copy`].
+    pub unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.backend.begin_kinematics_copy(out) }
+    }
+    /// See [`Backend::kinematics_copy_done`].
+    pub fn kinematics_copy_done(&mut self) -> Result<bool, StepError> {
+        self.backend.kinematics_copy_done()
+    }
+    /// See [`Backend::wait_kinematics_copy`].
+    pub fn wait_kinematics_copy(&mut self) -> Result<(), StepError> {
+        self.backend.wait_kinematics_copy()
     }
 
     /// Per-particle kinematics in id order, f64 (cached until the next step).

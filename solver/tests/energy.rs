@@ -5,10 +5,11 @@
 mod common;
 use common::*;
 use solver::case::{Integrator, Source};
-use solver::Simulation;
+use solver::sim::BackendKind;
 use std::f64::consts::PI;
 
-fn drift(integrator: Integrator) -> f64 {
+/// Largest relative drift of the total energy over 10,000 steps on backend `name`.
+fn drift(name: &str, kind: &BackendKind, integrator: Integrator) -> f64 {
     let (r, rho, k) = (0.01, 2500.0, 1e4);
     let m_eff = 0.5 * 4.0 / 3.0 * PI * r * r * r * rho;
     let tc = PI * (m_eff / k).sqrt();
@@ -31,36 +32,46 @@ fn drift(integrator: Integrator) -> f64 {
         seed: 3,
         velocity: [0.0; 3],
     });
-    let mut sim = Simulation::new(case).unwrap();
+    let mut sim = start_sim(name, kind, case);
     let e0 = sim.energies().total();
     let mut worst: f64 = 0.0;
     let mut max_contacts = 0;
     for _ in 0..100 {
-        sim.step_n(100).unwrap();
+        steps(&mut sim, name, 100);
         let e = sim.energies();
         worst = worst.max(((e.total() - e0) / e0).abs());
         max_contacts = max_contacts.max(sim.stats().contacts);
     }
     let e = sim.energies();
     println!(
-        "{integrator:?}: max |dE|/E0 = {:.4}% over 10,000 steps (E0 = {e0:.4} J; final kinetic {:.4} J, elastic {:.5} J; up to {max_contacts} contacts)",
+        "[{name}] {integrator:?}: max |dE|/E0 = {:.4}% over 10,000 steps (E0 = {e0:.4} J; final kinetic {:.4} J, elastic {:.5} J; up to {max_contacts} contacts)",
         100.0 * worst,
         e.kinetic_translation + e.kinetic_rotation,
         e.elastic
     );
     assert!(
         e.kinetic_translation > 0.1 * e0,
-        "the system must still be moving"
+        "[{name}] {integrator:?}: the system must still be moving"
     );
     worst
 }
 
+fn check(integrator: Integrator) {
+    for (name, kind) in backends() {
+        let worst = drift(&name, &kind, integrator);
+        assert!(
+            worst < 0.005,
+            "[{name}] {integrator:?}: energy drift {worst} (max |dE|/E0)"
+        );
+    }
+}
+
 #[test]
 fn energy_conserved_symplectic_euler() {
-    assert!(drift(Integrator::SymplecticEuler) < 0.005);
+    check(Integrator::SymplecticEuler);
 }
 
 #[test]
 fn energy_conserved_velocity_verlet() {
-    assert!(drift(Integrator::VelocityVerlet) < 0.005);
+    check(Integrator::VelocityVerlet);
 }

@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use solver::case::ContactModelSpec;
+use solver::sim::BackendKind;
 use solver::Simulation;
 use std::f64::consts::PI;
 
@@ -28,8 +29,9 @@ fn hertz_case(dt: f64, walls: bool) -> solver::Case {
     case
 }
 
-/// Duration (interpolated at gap = 0) and rebound ratio.
+/// Duration (interpolated at gap = 0) and rebound ratio. `name` is the backend's, for messages.
 fn measure(
+    name: &str,
     mut sim: Simulation,
     gap: impl Fn(&Simulation) -> f64,
     speed: impl Fn(&Simulation) -> f64,
@@ -38,7 +40,7 @@ fn measure(
     let (mut t_in, mut t_out) = (None, None);
     let mut prev = (sim.time(), gap(&sim));
     for _ in 0..100_000 {
-        sim.step().unwrap();
+        steps(&mut sim, name, 1);
         let now = (sim.time(), gap(&sim));
         let cross = |a: (f64, f64), b: (f64, f64)| a.0 + (b.0 - a.0) * a.1 / (a.1 - b.1);
         if t_in.is_none() && prev.1 >= 0.0 && now.1 < 0.0 {
@@ -46,12 +48,14 @@ fn measure(
         }
         if t_in.is_some() && prev.1 < 0.0 && now.1 >= 0.0 {
             t_out = Some(cross(prev, now));
-            sim.step().unwrap();
+            steps(&mut sim, name, 1);
             break;
         }
         prev = now;
     }
-    (t_out.unwrap() - t_in.unwrap(), -speed(&sim) / v_in)
+    let t_in = t_in.unwrap_or_else(|| panic!("[{name}] contact did not start"));
+    let t_out = t_out.unwrap_or_else(|| panic!("[{name}] contact did not end"));
+    (t_out - t_in, -speed(&sim) / v_in)
 }
 
 fn expected(m_eff: f64, r_eff: f64, e_star: f64, v: f64) -> f64 {
@@ -60,6 +64,12 @@ fn expected(m_eff: f64, r_eff: f64, e_star: f64, v: f64) -> f64 {
 
 #[test]
 fn hertz_contact_duration() {
+    for (name, kind) in backends() {
+        contact_duration(&name, &kind);
+    }
+}
+
+fn contact_duration(name: &str, kind: &BackendKind) {
     let m = 4.0 / 3.0 * PI * R.powi(3) * RHO;
     for v in [0.5, 2.0] {
         // sphere on wall: m* = m, R* = R, E* = E / (2 (1 - nu^2))
@@ -68,17 +78,24 @@ fn hertz_contact_duration() {
         case.sources
             .push(single("s", [0.1, 0.1, R + 1e-5], [0.0, 0.0, -v], R));
         let (t, e) = measure(
-            Simulation::new(case).unwrap(),
+            name,
+            start_sim(name, kind, case),
             |s| s.snapshot().pos[0][2] - R,
             |s| -s.snapshot().vel[0][2],
         );
         let err = (t - t_exp) / t_exp;
         println!(
-            "hertz wall v={v}: duration {t:.5e} vs {t_exp:.5e} (err {:.3}%), rebound {e:.5}",
+            "[{name}] hertz wall v={v}: duration {t:.5e} vs {t_exp:.5e} (err {:.3}%), rebound {e:.5}",
             100.0 * err
         );
-        assert!(err.abs() < 0.03, "duration error {err}");
-        assert!((e - 1.0).abs() < 0.005, "elastic rebound {e}");
+        assert!(
+            err.abs() < 0.03,
+            "[{name}] wall v={v}: duration error {err}"
+        );
+        assert!(
+            (e - 1.0).abs() < 0.005,
+            "[{name}] wall v={v}: elastic rebound {e}"
+        );
 
         // two spheres: m* = m/2, R* = R/2, E* as above; relative speed v
         let t_exp = expected(0.5 * m, 0.5 * R, E / (2.0 * (1.0 - NU * NU)), v);
@@ -96,15 +113,21 @@ fn hertz_contact_duration() {
             R,
         ));
         let gap = |s: &Simulation| s.snapshot().pos[1][0] - s.snapshot().pos[0][0] - 2.0 * R;
-        let (t, e) = measure(Simulation::new(case).unwrap(), gap, |s| {
+        let (t, e) = measure(name, start_sim(name, kind, case), gap, |s| {
             s.snapshot().vel[0][0] - s.snapshot().vel[1][0]
         });
         let err = (t - t_exp) / t_exp;
         println!(
-            "hertz pair v={v}: duration {t:.5e} vs {t_exp:.5e} (err {:.3}%), rebound {e:.5}",
+            "[{name}] hertz pair v={v}: duration {t:.5e} vs {t_exp:.5e} (err {:.3}%), rebound {e:.5}",
             100.0 * err
         );
-        assert!(err.abs() < 0.03, "duration error {err}");
-        assert!((e - 1.0).abs() < 0.005, "elastic rebound {e}");
+        assert!(
+            err.abs() < 0.03,
+            "[{name}] pair v={v}: duration error {err}"
+        );
+        assert!(
+            (e - 1.0).abs() < 0.005,
+            "[{name}] pair v={v}: elastic rebound {e}"
+        );
     }
 }

@@ -5,6 +5,7 @@
 
 mod common;
 use common::*;
+use solver::sim::BackendKind;
 use solver::Simulation;
 use std::f64::consts::PI;
 
@@ -24,8 +25,10 @@ fn expected_duration(m_eff: f64, e: f64) -> f64 {
 }
 
 /// Runs until the contact is over; returns (measured e, measured duration). `gap(sim)` is the
-/// surface separation; the duration is interpolated linearly between steps at gap = 0.
+/// surface separation; the duration is interpolated linearly between steps at gap = 0. `name`
+/// is the backend's, for messages.
 fn run(
+    name: &str,
     mut sim: Simulation,
     gap: impl Fn(&Simulation) -> f64,
     approach_speed: impl Fn(&Simulation) -> f64,
@@ -34,7 +37,7 @@ fn run(
     let (mut t_in, mut t_out) = (None, None);
     let mut prev = (sim.time(), gap(&sim));
     for _ in 0..200_000 {
-        sim.step().unwrap();
+        steps(&mut sim, name, 1);
         let now = (sim.time(), gap(&sim));
         let cross = |a: (f64, f64), b: (f64, f64)| a.0 + (b.0 - a.0) * a.1 / (a.1 - b.1);
         if t_in.is_none() && prev.1 >= 0.0 && now.1 < 0.0 {
@@ -43,7 +46,7 @@ fn run(
         if t_in.is_some() && prev.1 < 0.0 && now.1 >= 0.0 {
             t_out = Some(cross(prev, now));
             // One more step to be sure no force acts any more.
-            sim.step().unwrap();
+            steps(&mut sim, name, 1);
             break;
         }
         prev = now;
@@ -51,7 +54,8 @@ fn run(
     let v_out = approach_speed(&sim);
     (
         -v_out / v_in,
-        t_out.expect("contact ended") - t_in.expect("contact started"),
+        t_out.unwrap_or_else(|| panic!("[{name}] contact did not end"))
+            - t_in.unwrap_or_else(|| panic!("[{name}] contact did not start")),
     )
 }
 
@@ -61,6 +65,12 @@ fn dt_for(m_eff: f64) -> f64 {
 
 #[test]
 fn sphere_on_wall_restitution_and_duration() {
+    for (name, kind) in backends() {
+        sphere_on_wall(&name, &kind);
+    }
+}
+
+fn sphere_on_wall(name: &str, kind: &BackendKind) {
     for e in [0.1, 0.5, 0.9] {
         let m = mass();
         let mut case = base_case(
@@ -75,22 +85,29 @@ fn sphere_on_wall_restitution_and_duration() {
         case.gravity = [0.0; 3];
         case.sources
             .push(single("s", [0.05, 0.05, R + 1e-4], [0.0, 0.0, -1.0], R));
-        let sim = Simulation::new(case).unwrap();
+        let sim = start_sim(name, kind, case);
         let (e_meas, t_meas) = run(
+            name,
             sim,
             |s| s.snapshot().pos[0][2] - R,
             |s| -s.snapshot().vel[0][2],
         );
         let t_exp = expected_duration(m, e);
         let (de, dtc) = ((e_meas - e) / e, (t_meas - t_exp) / t_exp);
-        println!("wall e={e}: measured e={e_meas:.5} (err {:.3}%), duration {t_meas:.6e} vs {t_exp:.6e} (err {:.3}%)", 100.0 * de, 100.0 * dtc);
-        assert!(de.abs() < 0.01, "restitution error {de}");
-        assert!(dtc.abs() < 0.01, "duration error {dtc}");
+        println!("[{name}] wall e={e}: measured e={e_meas:.5} (err {:.3}%), duration {t_meas:.6e} vs {t_exp:.6e} (err {:.3}%)", 100.0 * de, 100.0 * dtc);
+        assert!(de.abs() < 0.01, "[{name}] e={e}: restitution error {de}");
+        assert!(dtc.abs() < 0.01, "[{name}] e={e}: duration error {dtc}");
     }
 }
 
 #[test]
 fn two_spheres_restitution_and_duration() {
+    for (name, kind) in backends() {
+        two_spheres(&name, &kind);
+    }
+}
+
+fn two_spheres(name: &str, kind: &BackendKind) {
     for e in [0.1, 0.5, 0.9] {
         let m_eff = 0.5 * mass();
         let mut case = base_case(
@@ -107,15 +124,15 @@ fn two_spheres_restitution_and_duration() {
             .push(single("s", [0.1 - R - 1e-4, 0.1, 0.1], [0.5, 0.0, 0.0], R));
         case.sources
             .push(single("s", [0.1 + R + 1e-4, 0.1, 0.1], [-0.5, 0.0, 0.0], R));
-        let sim = Simulation::new(case).unwrap();
+        let sim = start_sim(name, kind, case);
         let gap = |s: &Simulation| s.snapshot().pos[1][0] - s.snapshot().pos[0][0] - 2.0 * R;
-        let (e_meas, t_meas) = run(sim, gap, |s| {
+        let (e_meas, t_meas) = run(name, sim, gap, |s| {
             s.snapshot().vel[0][0] - s.snapshot().vel[1][0]
         });
         let t_exp = expected_duration(m_eff, e);
         let (de, dtc) = ((e_meas - e) / e, (t_meas - t_exp) / t_exp);
-        println!("pair e={e}: measured e={e_meas:.5} (err {:.3}%), duration {t_meas:.6e} vs {t_exp:.6e} (err {:.3}%)", 100.0 * de, 100.0 * dtc);
-        assert!(de.abs() < 0.01, "restitution error {de}");
-        assert!(dtc.abs() < 0.01, "duration error {dtc}");
+        println!("[{name}] pair e={e}: measured e={e_meas:.5} (err {:.3}%), duration {t_meas:.6e} vs {t_exp:.6e} (err {:.3}%)", 100.0 * de, 100.0 * dtc);
+        assert!(de.abs() < 0.01, "[{name}] e={e}: restitution error {de}");
+        assert!(dtc.abs() < 0.01, "[{name}] e={e}: duration error {dtc}");
     }
 }

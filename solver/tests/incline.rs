@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use solver::case::MeshSpec;
 use solver::geometry::Motion;
+use solver::sim::BackendKind;
 use solver::vec3;
 use solver::{FrameInput, Simulation};
 
@@ -56,8 +57,8 @@ fn case(theta: f64, mu: f64, mu_r: f64) -> solver::Case {
 
 /// Starts the sphere touching the plane 1 m uphill of the origin and 0.25 m off the centre line
 /// (so that it crosses the diagonal shared by the two triangles at 0.75 m), with velocity `v0`
-/// along the slope, rolling (omega = n x v / r).
-fn start(theta: f64, mu: f64, mu_r: f64, v0: f64) -> Simulation {
+/// along the slope, rolling (omega = n x v / r), on backend `kind` (named `name`).
+fn start(name: &str, kind: &BackendKind, theta: f64, mu: f64, mu_r: f64, v0: f64) -> Simulation {
     let inc = incline(theta);
     let pos = vec3::add(
         vec3::add(vec3::scale(inc.u, -1.0), vec3::scale(inc.n, R)),
@@ -73,16 +74,16 @@ fn start(theta: f64, mu: f64, mu_r: f64, v0: f64) -> Simulation {
         velocities: vec![v.map(|c| c as f32)],
         angular_velocities: vec![w.map(|c| c as f32)],
     };
-    Simulation::from_frame(case(theta, mu, mu_r), &frame).unwrap()
+    start_from_frame(name, kind, case(theta, mu, mu_r), &frame)
 }
 
 /// Runs `t_end` seconds; returns (fitted acceleration along the slope over [0.1 s, t_end],
 /// final speed along the slope, final omega * r).
-fn run(sim: &mut Simulation, theta: f64, t_end: f64) -> (f64, f64, f64) {
+fn run(name: &str, sim: &mut Simulation, theta: f64, t_end: f64) -> (f64, f64, f64) {
     let inc = incline(theta);
     let (mut ts, mut vs) = (Vec::new(), Vec::new());
     while sim.time() < t_end {
-        sim.step_n(10).unwrap();
+        steps(sim, name, 10);
         if sim.time() > 0.1 {
             ts.push(sim.time());
             vs.push(vec3::dot(sim.snapshot().vel[0], inc.u));
@@ -96,27 +97,51 @@ fn run(sim: &mut Simulation, theta: f64, t_end: f64) -> (f64, f64, f64) {
 fn rolls_without_slipping_below_the_critical_angle() {
     let (theta, mu) = (15f64.to_radians(), 0.1);
     assert!(theta.tan() < 3.5 * mu);
-    let mut sim = start(theta, mu, 0.0, 0.0);
-    let (a, v, wr) = run(&mut sim, theta, 0.6);
+    for (name, kind) in backends() {
+        rolls(&name, &kind, theta, mu);
+    }
+}
+
+fn rolls(name: &str, kind: &BackendKind, theta: f64, mu: f64) {
+    let mut sim = start(name, kind, theta, mu, 0.0, 0.0);
+    let (a, v, wr) = run(name, &mut sim, theta, 0.6);
     let a_exp = 5.0 / 7.0 * G * theta.sin();
-    println!("rolling: a = {a:.5} vs {a_exp:.5} m/s^2 (err {:.3}%), v = {v:.5}, omega r = {wr:.5} (err {:.3}%)", 100.0 * (a - a_exp) / a_exp, 100.0 * (wr - v) / v);
-    assert!(((a - a_exp) / a_exp).abs() < 0.02);
-    assert!(((wr - v) / v).abs() < 0.02);
+    println!("[{name}] rolling: a = {a:.5} vs {a_exp:.5} m/s^2 (err {:.3}%), v = {v:.5}, omega r = {wr:.5} (err {:.3}%)", 100.0 * (a - a_exp) / a_exp, 100.0 * (wr - v) / v);
+    assert!(
+        ((a - a_exp) / a_exp).abs() < 0.02,
+        "[{name}] rolling: acceleration {a} vs {a_exp}"
+    );
+    assert!(
+        ((wr - v) / v).abs() < 0.02,
+        "[{name}] rolling: omega r = {wr} vs v = {v} (must not slip)"
+    );
 }
 
 #[test]
 fn slides_above_the_critical_angle() {
     let (theta, mu) = (30f64.to_radians(), 0.1);
     assert!(theta.tan() > 3.5 * mu);
-    let mut sim = start(theta, mu, 0.0, 0.0);
-    let (a, v, wr) = run(&mut sim, theta, 0.6);
+    for (name, kind) in backends() {
+        slides(&name, &kind, theta, mu);
+    }
+}
+
+fn slides(name: &str, kind: &BackendKind, theta: f64, mu: f64) {
+    let mut sim = start(name, kind, theta, mu, 0.0, 0.0);
+    let (a, v, wr) = run(name, &mut sim, theta, 0.6);
     let a_exp = G * (theta.sin() - mu * theta.cos());
     println!(
-        "sliding: a = {a:.5} vs {a_exp:.5} m/s^2 (err {:.3}%), v = {v:.4} > omega r = {wr:.4}",
+        "[{name}] sliding: a = {a:.5} vs {a_exp:.5} m/s^2 (err {:.3}%), v = {v:.4} > omega r = {wr:.4}",
         100.0 * (a - a_exp) / a_exp
     );
-    assert!(((a - a_exp) / a_exp).abs() < 0.02);
-    assert!(wr < 0.9 * v, "must slip");
+    assert!(
+        ((a - a_exp) / a_exp).abs() < 0.02,
+        "[{name}] sliding: acceleration {a} vs {a_exp}"
+    );
+    assert!(
+        wr < 0.9 * v,
+        "[{name}] sliding: must slip, omega r = {wr}, v = {v}"
+    );
 }
 
 #[test]
@@ -124,22 +149,32 @@ fn rolling_resistance_brings_a_sphere_to_rest() {
     let theta = 5f64.to_radians();
     let mu_r = 0.15;
     assert!(theta.tan() < mu_r);
+    for (name, kind) in backends() {
+        comes_to_rest(&name, &kind, theta, mu_r);
+    }
+}
+
+fn comes_to_rest(name: &str, kind: &BackendKind, theta: f64, mu_r: f64) {
     let inc = incline(theta);
-    let mut sim = start(theta, 0.5, mu_r, 0.2);
-    sim.step_n(15_000).unwrap();
+    let mut sim = start(name, kind, theta, 0.5, mu_r, 0.2);
+    steps(&mut sim, name, 15_000);
     let v = vec3::norm(sim.snapshot().vel[0]);
     let travelled = vec3::dot(sim.snapshot().pos[0], inc.u) + 1.0;
     // expected stopping distance v0^2 / (2 |a|), a = 5/7 g (sin - mu_r cos)
     let a = 5.0 / 7.0 * G * (theta.sin() - mu_r * theta.cos());
     let d_exp = 0.2 * 0.2 / (2.0 * a.abs());
-    println!("rolling resistance: final speed {v:.2e} m/s, travelled {travelled:.4} m (constant-deceleration estimate {d_exp:.4} m)");
-    assert!(v < 1e-3, "must come to rest, speed {v}");
-    assert!((travelled - d_exp).abs() < 0.1 * d_exp);
-
-    let mut free = start(theta, 0.5, 0.0, 0.2);
-    free.step_n(5_000).unwrap();
+    println!("[{name}] rolling resistance: final speed {v:.2e} m/s, travelled {travelled:.4} m (constant-deceleration estimate {d_exp:.4} m)");
+    assert!(v < 1e-3, "[{name}] must come to rest, speed {v}");
     assert!(
-        vec3::dot(free.snapshot().vel[0], inc.u) > 0.2,
-        "without rolling resistance it accelerates"
+        (travelled - d_exp).abs() < 0.1 * d_exp,
+        "[{name}] stopping distance {travelled} vs {d_exp}"
+    );
+
+    let mut free = start(name, kind, theta, 0.5, 0.0, 0.2);
+    steps(&mut free, name, 5_000);
+    let v_free = vec3::dot(free.snapshot().vel[0], inc.u);
+    assert!(
+        v_free > 0.2,
+        "[{name}] without rolling resistance it accelerates, speed {v_free}"
     );
 }

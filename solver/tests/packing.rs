@@ -12,24 +12,33 @@
 //! The solid fraction is the fraction of points of a 60^3 lattice in the region covered by a
 //! sphere.
 
-use solver::{Case, Simulation};
+mod common;
+use common::*;
+use solver::sim::BackendKind;
+use solver::Case;
 
 #[test]
 fn falling_box_settles_to_random_packing() {
+    for (name, kind) in backends() {
+        settles(&name, &kind);
+    }
+}
+
+fn settles(name: &str, kind: &BackendKind) {
     let n = 2000;
     let mut case = Case::falling_box(n, 1e-4);
     case.end_time = 1.5;
     let r = case.species[0].radius;
     let d = 2.0 * r;
-    let mut sim = Simulation::new(case).unwrap();
-    let steps = (1.5 / sim.dt()).round() as u64;
-    sim.step_n(steps).unwrap();
+    let mut sim = start_sim(name, kind, case);
+    let n_steps = (1.5 / sim.dt()).round() as u64;
+    steps(&mut sim, name, n_steps);
     let s = sim.snapshot();
-    assert_eq!(s.pos.len(), n);
+    assert_eq!(s.pos.len(), n, "[{name}] particle count");
     for (id, p) in s.pos.iter().enumerate() {
         assert!(
             p.iter().all(|&c| (r * 0.9..=2.0 - r * 0.9).contains(&c)),
-            "particle {id} escaped: {p:?}"
+            "[{name}] particle {id} escaped: {p:?}"
         );
     }
     let vmax = s
@@ -80,7 +89,10 @@ fn falling_box_settles_to_random_packing() {
         }
     }
     let phi = inside as f64 / (m * m * m) as f64;
-    println!("packing: solid fraction {phi:.4} in z [{:.3}, {:.3}] m (bed top {top:.3} m), max speed {vmax:.3} m/s, {}", lo[2], hi[2], sim.timers());
-    assert!(vmax < 0.5, "not settled: max speed {vmax}");
-    assert!((0.55..=0.64).contains(&phi), "solid fraction {phi}");
+    println!("[{name}] packing: solid fraction {phi:.4} in z [{:.3}, {:.3}] m (bed top {top:.3} m), max speed {vmax:.3} m/s, {}", lo[2], hi[2], sim.timers());
+    assert!(vmax < 0.5, "[{name}] not settled: max speed {vmax}");
+    assert!(
+        (0.55..=0.64).contains(&phi),
+        "[{name}] solid fraction {phi}"
+    );
 }

@@ -82,7 +82,7 @@ fn memcpy_block_gbps(bytes: usize, reps: usize) -> f64 {
 /// Best-of-reps bandwidth of publishing frames of `n` particles (3 vec3 fields), GB/s.
 fn publish_gbps(n: u64, reps: usize) -> anyhow::Result<f64> {
     let name = format!("pshm-bench-{}-{n}", std::process::id());
-    let mut p = Publisher::create(
+    let p = Publisher::create(
         &name,
         Capacities::for_particles(n),
         CreateOptions::default(),
@@ -109,7 +109,7 @@ fn publish_gbps(n: u64, reps: usize) -> anyhow::Result<f64> {
 /// Median and p99 wake-up latency (µs) over `consumers` processes.
 fn wake_latency(consumers: usize, frames: u64) -> anyhow::Result<(f64, f64)> {
     let name = format!("pshm-bench-{}-wake{consumers}", std::process::id());
-    let mut p = Publisher::create(
+    let p = Publisher::create(
         &name,
         Capacities::for_particles(1000),
         CreateOptions::default(),

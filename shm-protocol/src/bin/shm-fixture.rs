@@ -95,7 +95,7 @@ fn attach_retry(name: &str) -> Consumer {
 fn writer(name: &str, particles: u64, frames: u64, interval_us: u64, keep: bool) {
     let mut caps = Capacities::for_particles(particles);
     caps.max_bodies = 1;
-    let mut p = match Publisher::create(name, caps, CreateOptions::default()) {
+    let p = match Publisher::create(name, caps, CreateOptions::default()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("shm-fixture: {e}");

@@ -2,11 +2,14 @@
 
 use std::path::Path;
 
-use shm_protocol::{BodyTransform, FrameWriter, StaticData};
+use shm_protocol::{BodyTransform, FrameWriter, Region, StaticData};
 
 pub trait SimPort {
-    /// Advances one time step.
-    fn step(&mut self) -> anyhow::Result<()>;
+    /// Advances `n` time steps.
+    fn step_n(&mut self, n: u64) -> anyhow::Result<()>;
+    /// Steps per call that keep the backend busy (a GPU synchronises once per call); commands
+    /// and publication are handled between calls.
+    fn preferred_batch(&self) -> u64;
     fn step_index(&self) -> u64;
     /// Simulated time [s].
     fn time(&self) -> f64;
@@ -20,8 +23,18 @@ pub trait SimPort {
     fn static_data(&self) -> StaticData;
     /// Current mesh poses, one per mesh.
     fn body_transforms(&self) -> Vec<BodyTransform>;
-    /// Fills the per-particle arrays of a frame (particle-id order).
-    fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> anyhow::Result<()>;
+    /// Registers the segment's memory with the compute device (once, after creating it).
+    fn attach_segment(&mut self, region: &Region) -> anyhow::Result<()>;
+    /// Undoes [`SimPort::attach_segment`] (before the segment is closed).
+    fn release_segment(&mut self);
+    /// Fills the per-particle arrays of a frame (particle-id order). `Ok(true)`: a device copy
+    /// into the frame is still in flight; commit only after [`SimPort::frame_copied`] said so
+    /// (or [`SimPort::wait_frame_copy`] returned).
+    fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> anyhow::Result<bool>;
+    /// Whether the copy in flight completed (true once per copy).
+    fn frame_copied(&mut self) -> anyhow::Result<bool>;
+    /// Waits for the copy in flight, if any.
+    fn wait_frame_copy(&mut self) -> anyhow::Result<()>;
     /// Writes a checkpoint that `--restart` continues bit-for-bit.
     fn save_checkpoint(&self, path: &Path) -> anyhow::Result<()>;
     /// Writes VTK files for output index `index` into `dir` and updates the series index.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use shm_protocol::{Publisher, SolverState};
+use shm_protocol::{FrameWriter, Publisher, SolverState};
 
 use super::control::RunControl;
 use super::port::SimPort;
@@ -22,12 +22,32 @@ pub struct RunSettings {
     pub interrupted: Arc<AtomicBool>,
 }
 
-/// Publishes the current state as a frame.
-pub fn publish_frame(
+/// A frame whose device copy is still in flight: committed (made visible) once it landed.
+type Pending<'p> = Option<FrameWriter<'p>>;
+
+/// Commits the pending frame once its copy completed (`wait`: waits for it).
+fn settle(sim: &mut dyn SimPort, pending: &mut Pending<'_>, wait: bool) -> anyhow::Result<()> {
+    if let Some(w) = pending.take() {
+        if wait {
+            sim.wait_frame_copy()?;
+        } else if !sim.frame_copied()? {
+            *pending = Some(w);
+            return Ok(());
+        }
+        w.commit();
+    }
+    Ok(())
+}
+
+/// Publishes the current state as a frame: at once on the CPU; on a GPU the copy into the slot
+/// runs while the next steps do, and a later [`settle`] commits the frame.
+pub fn publish_frame<'p>(
     sim: &mut dyn SimPort,
-    publisher: &mut Publisher,
+    publisher: &'p Publisher,
     steps_per_s: f64,
+    pending: &mut Pending<'p>,
 ) -> anyhow::Result<()> {
+    settle(sim, pending, true)?;
     let n = sim.particle_count() as u64;
     let bodies = sim.body_transforms();
     let mut w = publisher.begin_frame(n)?;
@@ -35,9 +55,12 @@ pub fn publish_frame(
     w.sim_time = sim.time();
     w.dt = sim.dt();
     w.steps_per_s = steps_per_s;
-    sim.fill_frame(&mut w)?;
     w.set_bodies(&bodies)?;
-    w.commit();
+    if sim.fill_frame(&mut w)? {
+        *pending = Some(w);
+    } else {
+        w.commit();
+    }
     Ok(())
 }
 
@@ -75,9 +98,10 @@ pub enum Ending {
 
 pub fn run(
     sim: &mut dyn SimPort,
-    publisher: &mut Publisher,
+    publisher: &Publisher,
     s: &RunSettings,
 ) -> anyhow::Result<Ending> {
+    let mut pending: Pending<'_> = None;
     let mut ctl = RunControl::new(s.refresh_sim, s.refresh_wall_ms, sim.time());
     let mut outputs = Schedule::new(s.output_every.filter(|_| s.output.is_some()), sim.time());
     let mut checkpoints = Schedule::new(
@@ -93,8 +117,10 @@ pub fn run(
         (sim.step_index(), Instant::now(), 0.0f64);
 
     publisher.set_state(SolverState::Running);
-    publish_frame(sim, publisher, 0.0)?;
+    publish_frame(sim, publisher, 0.0, &mut pending)?;
+    settle(sim, &mut pending, true)?;
     ctl.published(sim.time());
+    let batch = sim.preferred_batch().max(1);
     if let Some(dir) = &s.output {
         if s.output_every.is_some() {
             sim.write_output(dir, output_index)?;
@@ -116,6 +142,7 @@ pub fn run(
     loop {
         // Commands, between steps only.
         let mut publish_now = false;
+        let mut answers = Vec::new();
         for c in publisher.poll_commands() {
             let outcome = match &c.command {
                 Ok(cmd) => {
@@ -134,20 +161,26 @@ pub fn run(
                     shm_protocol::CommandOutcome::Rejected(format!("undecodable command: {e}"))
                 }
             };
-            publisher.acknowledge(&c, &outcome);
+            answers.push((c, outcome));
         }
         if s.interrupted.load(Ordering::Relaxed) && !ctl.stop {
             tracing::info!("signal received: stopping cleanly");
             ctl.stop = true;
         }
         if publish_now {
-            publish_frame(sim, publisher, steps_per_s)?;
+            // Asked for by a client: the frame is visible before the acknowledgement.
+            publish_frame(sim, publisher, steps_per_s, &mut pending)?;
+            settle(sim, &mut pending, true)?;
             ctl.published(sim.time());
+        }
+        for (c, outcome) in &answers {
+            publisher.acknowledge(c, outcome);
         }
         if ctl.stop {
             break;
         }
         if ctl.paused {
+            settle(sim, &mut pending, true)?;
             publisher.set_state(SolverState::Paused);
             publisher.heartbeat();
             publisher.wait_for_command(Duration::from_millis(100));
@@ -158,8 +191,10 @@ pub fn run(
             break;
         }
 
-        sim.step()?;
+        let remaining = ((end - sim.time()) / sim.dt()).round().max(1.0) as u64;
+        sim.step_n(batch.min(remaining))?;
         publisher.heartbeat();
+        settle(sim, &mut pending, false)?;
 
         let t = sim.time();
         if rate_since.elapsed() >= Duration::from_millis(500) {
@@ -169,7 +204,7 @@ pub fn run(
             rate_since = Instant::now();
         }
         if ctl.publish_due(t) {
-            publish_frame(sim, publisher, steps_per_s)?;
+            publish_frame(sim, publisher, steps_per_s, &mut pending)?;
             ctl.published(t);
         }
         if let Some(dir) = &s.output {
@@ -202,7 +237,8 @@ pub fn run(
     }
 
     // Final frame, results and checkpoint.
-    publish_frame(sim, publisher, steps_per_s)?;
+    publish_frame(sim, publisher, steps_per_s, &mut pending)?;
+    settle(sim, &mut pending, true)?;
     if let Some(dir) = &s.output {
         if s.output_every.is_some() {
             sim.write_output(dir, output_index)?;

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use shm_protocol::{
-    BodyTransform, FieldKind, Frame, FrameWriter, MeshStatic, SpeciesRecord, StaticData,
+    BodyTransform, FieldKind, Frame, FrameWriter, MeshStatic, Region, SpeciesRecord, StaticData,
 };
+use solver::backend::RawKinematics;
 use solver::case::Case;
 use solver::cuda::CudaOptions;
 use solver::sim::{BackendKind, FrameInput, Simulation};
@@ -24,6 +25,10 @@ pub const CUDA_AVAILABLE: bool = true;
 /// laptop CPU, and the XPS benchmark size on a GPU.
 const DEFAULT_PARTICLES_CPU: u64 = 10_000;
 const DEFAULT_PARTICLES_CUDA: u64 = 1_000_000;
+
+/// GPU steps per run-loop iteration: one synchronisation per batch instead of per step, while
+/// commands still take effect within a few milliseconds.
+const GPU_BATCH: u64 = 16;
 
 fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
     match backend {
@@ -187,8 +192,15 @@ impl SimRunner {
 }
 
 impl SimPort for SimRunner {
-    fn step(&mut self) -> Result<()> {
-        Ok(self.sim.step()?)
+    fn step_n(&mut self, n: u64) -> Result<()> {
+        Ok(self.sim.step_n(n)?)
+    }
+    fn preferred_batch(&self) -> u64 {
+        if self.sim.backend_name() == "cpu" {
+            1
+        } else {
+            GPU_BATCH
+        }
     }
     fn step_index(&self) -> u64 {
         self.sim.step_index()
@@ -280,32 +292,45 @@ impl SimPort for SimRunner {
             .collect()
     }
 
-    fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> Result<()> {
-        // Three raw slot arrays handed to the backend at once (the GPU packs into them).
-        let pos = w.field_ptr(FieldKind::Position)? as *mut [f32; 3];
-        let vel = w.field_ptr(FieldKind::Velocity)? as *mut [f32; 3];
-        let ang = w.field_ptr(FieldKind::AngularVelocity)? as *mut [f32; 3];
-        let n = self.sim.num_particles();
-        // SAFETY: each pointer is the start of a distinct, reserved array of at least the frame's
-        // particle count (= n) elements in this slot, which no reader trusts before commit.
-        let out = unsafe {
-            solver::backend::KinematicsOut {
-                positions: std::slice::from_raw_parts_mut(pos, n),
-                velocities: Some(std::slice::from_raw_parts_mut(vel, n)),
-                angular_velocities: Some(std::slice::from_raw_parts_mut(ang, n)),
-            }
+    fn attach_segment(&mut self, region: &Region) -> Result<()> {
+        // SAFETY: the segment stays mapped until release_segment, which the run calls before
+        // closing it (and a crash ends the process, mapping and registration together).
+        unsafe { self.sim.register_host_memory(region.base(), region.len()) }
+            .context("registering the segment with the GPU")
+    }
+
+    fn release_segment(&mut self) {
+        self.sim.release_host_memory();
+    }
+
+    fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> Result<bool> {
+        let out = RawKinematics {
+            count: self.sim.num_particles(),
+            positions: w.field_ptr(FieldKind::Position)? as *mut [f32; 3],
+            velocities: w.field_ptr(FieldKind::Velocity)? as *mut [f32; 3],
+            angular_velocities: w.field_ptr(FieldKind::AngularVelocity)? as *mut [f32; 3],
         };
-        self.sim
-            .write_kinematics_f32(out)
+        // SAFETY: each pointer is a distinct reserved array of this slot holding the frame's
+        // particle count (= count) elements; the slot stays odd, unread and untouched until the
+        // run loop commits it, which it does only after the copy completed.
+        let in_flight = unsafe { self.sim.begin_kinematics_copy(out) }
             .context("copying the state into the frame")?;
-        if self.sim.backend_name() == "cpu" {
+        if !in_flight {
             // Cheap on the CPU (already in host memory); skipped on the GPU, where it would
             // download the whole state for each frame.
             w.write_vec3(FieldKind::Force, &self.sim.forces_f32())?;
             w.contact_counts_mut()?
                 .copy_from_slice(&self.sim.contact_counts());
         }
-        Ok(())
+        Ok(in_flight)
+    }
+
+    fn frame_copied(&mut self) -> Result<bool> {
+        Ok(self.sim.kinematics_copy_done()?)
+    }
+
+    fn wait_frame_copy(&mut self) -> Result<()> {
+        Ok(self.sim.wait_kinematics_copy()?)
     }
 
     fn save_checkpoint(&self, path: &Path) -> Result<()> {

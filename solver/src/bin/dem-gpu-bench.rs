@@ -611,7 +611,7 @@ fn publish(a: &Args) -> Result<()> {
     // With publication into a real segment.
     let name = format!("dem-gpu-bench-{}", std::process::id());
     let caps = shm_protocol::Capacities::for_particles(n as u64);
-    let mut publisher =
+    let publisher =
         shm_protocol::Publisher::create(&name, caps, shm_protocol::CreateOptions::default())
             .context("creating the segment")?;
     let region_len = publisher.region().len();
@@ -687,6 +687,7 @@ fn publish(a: &Args) -> Result<()> {
         })
         .fold(0.0, f64::max);
     println!("  newest frame: {} positions, step matches {step_ok}, max |frame - state| {max_err:.2e} m (f32 rounding)", pos.len());
+    drop(writer);
     drop(_reg);
     publisher.close(shm_protocol::SolverState::Finished, false)?;
     record(

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::{CudaError, CudaOptions, CudaSim};
 use crate::backend::{
-    Backend, BackendStats, Energies, KinematicsOut, SimState, Snapshot, StageTimers, StepContext,
-    StepError,
+    Backend, BackendStats, Energies, KinematicsOut, RawKinematics, SimState, Snapshot, StageTimers,
+    StepContext, StepError,
 };
 use crate::cpu::CpuBackend;
 use crate::geometry::BodyTransform;
@@ -17,6 +17,8 @@ use crate::geometry::BodyTransform;
 pub struct CudaBackend {
     sim: CudaSim,
     ctx: Arc<StepContext>,
+    /// The frame memory registered with the driver (the shared-memory segment).
+    host: Option<super::HostRegistration>,
 }
 
 impl CudaBackend {
@@ -31,7 +33,11 @@ impl CudaBackend {
             ..opts.clone()
         };
         let sim = CudaSim::new(&ctx, &state, &opts)?;
-        Ok(CudaBackend { sim, ctx })
+        Ok(CudaBackend {
+            sim,
+            ctx,
+            host: None,
+        })
     }
 
     pub fn sim(&self) -> &CudaSim {
@@ -73,16 +79,13 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
+    /// Queues the steps and checks the device diagnostics (non-finite state, history overflow)
+    /// once at the end: one synchronisation per call, so callers step in batches.
     fn step(&mut self, n_steps: u64) -> Result<(), StepError> {
-        for _ in 0..n_steps {
-            if let Err(e) = self.sim.step_with_diag() {
-                return Err(self.device_failure(e));
-            }
-            if let Err(e) = self.sim.check_diag() {
-                return Err(self.device_failure(e));
-            }
-        }
-        Ok(())
+        self.sim
+            .steps(n_steps)
+            .and_then(|()| self.sim.check_diag())
+            .map_err(|e| self.device_failure(e))
     }
 
     fn time(&self) -> f64 {
@@ -139,11 +142,51 @@ impl Backend for CudaBackend {
         self.sim.reset_stage_times();
     }
 
+    /// Contacts of the last step are summed from the per-particle counts (downloads the state:
+    /// for diagnostics, not for every step).
     fn stats(&self) -> BackendStats {
         BackendStats {
             history_overflows: self.sim.history_overflows(),
-            contacts: self.sim.last_contacts(),
+            contacts: self.export_state().contacts.iter().map(|&c| c as u64).sum(),
         }
+    }
+
+    unsafe fn register_host_memory(&mut self, ptr: *mut u8, len: usize) -> Result<(), StepError> {
+        self.host = None;
+        // SAFETY: the caller keeps the range mapped until release_host_memory or drop.
+        let reg = unsafe { self.sim.register_host(ptr, len) };
+        self.host = Some(reg.map_err(|e| self.device_failure(e))?);
+        Ok(())
+    }
+
+    fn release_host_memory(&mut self) {
+        let _ = self.sim.publish_wait();
+        self.host = None;
+    }
+
+    unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
+        let target = super::FrameTarget {
+            positions: out.positions,
+            velocities: out.velocities,
+            angular_velocities: out.angular_velocities,
+        };
+        // SAFETY: the caller keeps the arrays valid and untouched until the copy completed.
+        unsafe { self.sim.publish_async(target) }.map_err(|e| self.device_failure(e))?;
+        Ok(true)
+    }
+
+    fn kinematics_copy_done(&mut self) -> Result<bool, StepError> {
+        self.sim
+            .publish_done()
+            .map(|t| t.is_some())
+            .map_err(|e| self.device_failure(e))
+    }
+
+    fn wait_kinematics_copy(&mut self) -> Result<(), StepError> {
+        self.sim
+            .publish_wait()
+            .map(|_| ())
+            .map_err(|e| self.device_failure(e))
     }
 
     fn device_report(&self) -> Option<String> {

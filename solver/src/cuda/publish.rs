@@ -43,8 +43,13 @@ pub struct HostRegistration {
     _ctx: std::sync::Arc<cudarc::driver::CudaContext>,
 }
 
+// SAFETY: the registration is a plain host address plus the context that registered it;
+// unregistering from another thread is allowed by the driver (the context is bound in Drop).
+unsafe impl Send for HostRegistration {}
+
 impl Drop for HostRegistration {
     fn drop(&mut self) {
+        let _ = self._ctx.bind_to_thread();
         // SAFETY: `ptr` was registered by cuMemHostRegister in register_host and not yet
         // unregistered; the context is kept alive by `_ctx`.
         unsafe {

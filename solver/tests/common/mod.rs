@@ -1,10 +1,102 @@
-//! Helpers shared by the validation tests: case builders and geometry generators.
+//! Helpers shared by the validation tests: the backends to run on, case builders and geometry
+//! generators.
 #![allow(dead_code)]
 
 use solver::case::{
     Case, CaseOrigin, ContactModelSpec, Domain, Integrator, Output, Source, Species, WallMaterial,
 };
+use solver::cuda::{driver::driver_available, CudaOptions};
+use solver::sim::BackendKind;
 use solver::stl::Triangle;
+use solver::{FrameInput, Simulation};
+
+/// Comma list of backends (`cpu`, `cuda`) the validation tests run on. Unset (or empty): the
+/// CPU always, plus CUDA where an NVIDIA driver loads.
+pub const BACKENDS_ENV: &str = "PARTICLE_SHM_TEST_BACKENDS";
+
+/// The backends every validation test runs its physics check on, with their names.
+///
+/// * `("cpu", BackendKind::Cpu)` always, plus `("cuda", BackendKind::Cuda(default options))`
+///   when the driver library loads (cudarc is never touched otherwise).
+/// * [`BACKENDS_ENV`] restricts the list; naming `cuda` without a driver panics, so that a GPU
+///   run cannot silently test only the CPU.
+pub fn backends() -> Vec<(String, BackendKind)> {
+    let cuda = || BackendKind::Cuda(CudaOptions::default());
+    let requested = std::env::var(BACKENDS_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let list = match &requested {
+        None => {
+            let mut list = vec![("cpu".to_string(), BackendKind::Cpu)];
+            match driver_available() {
+                Ok(()) => list.push(("cuda".to_string(), cuda())),
+                Err(e) => println!("CUDA backend not tested: {e}"),
+            }
+            list
+        }
+        Some(value) => {
+            let mut list: Vec<(String, BackendKind)> = Vec::new();
+            for name in value.split(',').map(|n| n.trim().to_ascii_lowercase()) {
+                if name.is_empty() || list.iter().any(|(n, _)| *n == name) {
+                    continue;
+                }
+                let kind = match name.as_str() {
+                    "cpu" => BackendKind::Cpu,
+                    "cuda" => {
+                        if let Err(e) = driver_available() {
+                            panic!(
+                                "{BACKENDS_ENV}={value:?} asks for the CUDA backend, but it cannot \
+                                 run here: {e}"
+                            );
+                        }
+                        cuda()
+                    }
+                    other => panic!(
+                        "{BACKENDS_ENV}={value:?}: unknown backend {other:?} (known: cpu, cuda)"
+                    ),
+                };
+                list.push((name, kind));
+            }
+            assert!(
+                !list.is_empty(),
+                "{BACKENDS_ENV}={value:?} names no backend (known: cpu, cuda)"
+            );
+            list
+        }
+    };
+    let names: Vec<&str> = list.iter().map(|(n, _)| n.as_str()).collect();
+    println!(
+        "backends: {}{}",
+        names.join(", "),
+        match &requested {
+            Some(v) => format!(" ({BACKENDS_ENV}={v:?})"),
+            None => String::new(),
+        }
+    );
+    list
+}
+
+/// [`Simulation::new_on`]; panics with the backend's name if the simulation cannot start.
+pub fn start_sim(name: &str, kind: &BackendKind, case: Case) -> Simulation {
+    Simulation::new_on(case, kind).unwrap_or_else(|e| panic!("[{name}] cannot start: {e}"))
+}
+
+/// [`Simulation::from_frame_on`]; panics with the backend's name if it cannot start.
+pub fn start_from_frame(
+    name: &str,
+    kind: &BackendKind,
+    case: Case,
+    frame: &FrameInput,
+) -> Simulation {
+    Simulation::from_frame_on(case, frame, kind)
+        .unwrap_or_else(|e| panic!("[{name}] cannot start from a frame: {e}"))
+}
+
+/// Advances `n` steps; panics with the backend's name if a step fails.
+pub fn steps(sim: &mut Simulation, name: &str, n: u64) {
+    sim.step_n(n)
+        .unwrap_or_else(|e| panic!("[{name}] step failed: {e}"));
+}
 
 pub fn linear_species(
     name: &str,

@@ -143,11 +143,7 @@ type LoopCtx = (
     Arc<AtomicBool>,
 );
 
-fn publish_loop(
-    mut p: Publisher,
-    opts: SolverOptions,
-    (stop, published, commands, paused): LoopCtx,
-) {
+fn publish_loop(p: Publisher, opts: SolverOptions, (stop, published, commands, paused): LoopCtx) {
     let n = opts.particles;
     let mut step = 0u64;
     let mut positions = vec![[0f32; 3]; n];

@@ -30,7 +30,7 @@ fn shmctl(args: &[&str]) -> (i32, String, String) {
 }
 
 fn publisher(name: &str) -> Publisher {
-    let mut p =
+    let p =
         Publisher::create(name, Capacities::for_particles(8), CreateOptions::default()).unwrap();
     p.set_state(SolverState::Running);
     let mut w = p.begin_frame(8).unwrap();
@@ -63,7 +63,7 @@ fn info_json_and_list_show_the_segment() {
 #[test]
 fn send_prints_the_acknowledgement() {
     let n = Name::new("send");
-    let mut p = publisher(&n.0);
+    let p = publisher(&n.0);
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let solver = std::thread::spawn(move || {
