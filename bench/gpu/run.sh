@@ -3,8 +3,8 @@
 #
 #   bench/gpu/run.sh [correctness|bench|models|heavy|all]
 #
-# Expects the release binary in gpu-carry/ (built elsewhere with
-# `cargo build --release -p solver --bins` and copied there) or in target/release/.
+# Expects gpu-carry/bins.tar.xz from bench/gpu/pack.sh (or the binary in gpu-carry/ or
+# target/release/).
 # Writes JSON lines to $OUT/dem_gpu.jsonl (one record per measurement) and the log to
 # $OUT/dem_gpu.log; bench/gpu/collect.py turns the lines into bench/results/dem_gpu.json.
 set -euo pipefail
@@ -12,6 +12,10 @@ OUT=${OUT:-bench/results/raw}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 B=gpu-carry/dem-gpu-bench
+if [ -f gpu-carry/bins.tar.xz ]; then   # packed by bench/gpu/pack.sh
+  mkdir -p /tmp/pshm-bin && tar -xJf gpu-carry/bins.tar.xz -C /tmp/pshm-bin ./dem-gpu-bench
+  B=/tmp/pshm-bin/dem-gpu-bench
+fi
 [ -x "$B" ] || B=target/release/dem-gpu-bench
 J="$OUT/dem_gpu.jsonl"
 what=${1:-all}
