@@ -132,6 +132,9 @@ pub struct ModuleConfig {
     pub rotation: bool,
     /// `real` = double instead of float (parity runs).
     pub double: bool,
+    /// Particle-triangle contacts compiled in. Off for cases without meshes: the mesh path
+    /// (a call the compiler cannot inline) costs registers even when never taken.
+    pub meshes: bool,
 }
 
 impl ModuleConfig {
@@ -145,6 +148,7 @@ impl ModuleConfig {
                 u32::from(self.rotation || self.friction)
             ),
         ];
+        d.push(format!("-DDEM_MESHES={}", u32::from(self.meshes)));
         if self.double {
             d.push("-DDEM_DOUBLE".into());
         }

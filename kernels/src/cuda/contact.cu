@@ -14,6 +14,7 @@
 //   DEM_MODEL     0 linear spring-dashpot, 1 Hertz-Mindlin (physics::ContactModel)
 //   DEM_FRICTION  1: tangential springs with history and rolling resistance
 //   DEM_ROTATION  1: angular velocities are integrated (implied by friction)
+//   DEM_MESHES    1: particle-triangle contacts (cases with meshes)
 //
 // Precision: positions are double (a 1e-9 m step must not vanish against a coordinate of 2 m:
 // float's spacing at 1 m is 6e-8 m); the centre distance is formed in double and rounded once;
@@ -27,6 +28,9 @@
 #endif
 #ifndef DEM_ROTATION
 #define DEM_ROTATION DEM_FRICTION
+#endif
+#ifndef DEM_MESHES
+#define DEM_MESHES 1
 #endif
 
 // Lever arm from the centre to the contact point: the radius (cpu::contacts `lever`).
@@ -282,11 +286,13 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
                 }
             }
         }
+#if DEM_MESHES
         if (msh.n_tris) {
             // Meshes after the walls, as the CPU orders them.
             const BinCursor cur = bins_of_cell(msh, cell_index(p, cx, cy, cz));
             if (!bins_done(cur)) acc = mesh_contacts(p, in, out, k, msh, cur, dv3(pix, piy, piz), sp, si, vi, wi, acc);
         }
+#endif
         const real dt = (real)p.dt;
         const real3 g3 = make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
         real3 v = vi;

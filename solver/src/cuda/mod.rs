@@ -204,6 +204,7 @@ impl CudaSim {
             friction,
             rotation,
             double: opts.double,
+            meshes: !sc.meshes.is_empty(),
         };
         let module = driver::load_module(&ctx, cfg)?;
         let (mut state_bufs, params) = buffers::upload(&ctx, &stream, sc, state, cfg, opts)?;
