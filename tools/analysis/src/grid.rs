@@ -102,6 +102,39 @@ impl CellLayout {
     }
 }
 
+/// `v` seen as atomics (same size, alignment and bit validity: see `AtomicU32`'s docs).
+fn as_atomic(v: &mut [u32]) -> &[AtomicU32] {
+    // SAFETY: AtomicU32 has the same in-memory representation as u32; the exclusive borrow
+    // guarantees no non-atomic access while the atomic view lives.
+    unsafe { &*(v as *mut [u32] as *const [AtomicU32]) }
+}
+
+/// Exclusive prefix sum with the total appended (`out[k] = sum of v[..k]`), in parallel chunks.
+fn exclusive_scan(v: &[u32]) -> Vec<u32> {
+    const CHUNK: usize = 1 << 16;
+    let sums: Vec<u32> = v.par_chunks(CHUNK).map(|c| c.iter().sum()).collect();
+    let mut offsets = Vec::with_capacity(sums.len());
+    let mut acc = 0u32;
+    for s in &sums {
+        offsets.push(acc);
+        acc += s;
+    }
+    let mut out = vec![0u32; v.len() + 1];
+    out[..v.len()]
+        .par_chunks_mut(CHUNK)
+        .zip(v.par_chunks(CHUNK))
+        .zip(&offsets)
+        .for_each(|((o, c), &base)| {
+            let mut a = base;
+            for (dst, &x) in o.iter_mut().zip(c) {
+                *dst = a;
+                a += x;
+            }
+        });
+    out[v.len()] = acc;
+    out
+}
+
 /// Particles sorted by cell: `items[start[c]..start[c + 1]]` are the particles in cell `c`.
 pub struct Grid {
     pub layout: CellLayout,
@@ -121,39 +154,39 @@ impl Grid {
             .with_min_len(MIN_CHUNK)
             .map(|p| layout.coords(p).map_or(NO_CELL, |c| layout.index(c) as u32))
             .collect();
-        let counts: Vec<AtomicU32> = (0..layout.cell_count())
-            .map(|_| AtomicU32::new(0))
-            .collect();
-        cells.par_iter().with_min_len(MIN_CHUNK).for_each(|&c| {
-            if c != NO_CELL {
-                counts[c as usize].fetch_add(1, Relaxed);
-            }
-        });
-        let mut start = Vec::with_capacity(counts.len() + 1);
-        let mut acc = 0u32;
-        start.push(0);
-        for c in &counts {
-            acc += c.load(Relaxed);
-            start.push(acc);
-        }
-        // Reuse the histogram as per-cell write cursors.
-        counts
-            .par_iter()
-            .zip(&start[..start.len() - 1])
-            .with_min_len(MIN_CHUNK)
-            .for_each(|(c, &s)| c.store(s, Relaxed));
-        let items: Vec<AtomicU32> = (0..acc).map(|_| AtomicU32::new(0)).collect();
-        cells
-            .par_iter()
-            .enumerate()
-            .with_min_len(MIN_CHUNK)
-            .for_each(|(i, &c)| {
+        // Zeroed allocations (fresh pages from the OS, no serial initialisation pass) used as
+        // atomics for the histogram and the scatter.
+        let mut counts = vec![0u32; layout.cell_count()];
+        {
+            let counts_a = as_atomic(&mut counts);
+            cells.par_iter().with_min_len(MIN_CHUNK).for_each(|&c| {
                 if c != NO_CELL {
-                    let at = counts[c as usize].fetch_add(1, Relaxed);
-                    items[at as usize].store(i as u32, Relaxed);
+                    counts_a[c as usize].fetch_add(1, Relaxed);
                 }
             });
-        let items = items.into_iter().map(AtomicU32::into_inner).collect();
+        }
+        let start = exclusive_scan(&counts);
+        let acc = *start.last().unwrap_or(&0);
+        // Reuse the histogram as per-cell write cursors.
+        counts
+            .par_iter_mut()
+            .zip(&start[..start.len() - 1])
+            .with_min_len(MIN_CHUNK)
+            .for_each(|(c, &s)| *c = s);
+        let mut items = vec![0u32; acc as usize];
+        {
+            let (cursor, slots) = (as_atomic(&mut counts), as_atomic(&mut items));
+            cells
+                .par_iter()
+                .enumerate()
+                .with_min_len(MIN_CHUNK)
+                .for_each(|(i, &c)| {
+                    if c != NO_CELL {
+                        let at = cursor[c as usize].fetch_add(1, Relaxed);
+                        slots[at as usize].store(i as u32, Relaxed);
+                    }
+                });
+        }
         Some(Self {
             layout,
             start,

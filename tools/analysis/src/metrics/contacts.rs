@@ -7,28 +7,18 @@ use crate::grid::{Grid, MIN_CHUNK};
 /// Cells per particle allowed in the contact grid (the cell edge grows beyond this).
 const CELLS_PER_PARTICLE: usize = 4;
 
-/// Particle data gathered in cell order (structure of arrays, so the inner loop vectorises).
-struct Sorted {
-    x: Vec<f32>,
-    y: Vec<f32>,
-    z: Vec<f32>,
-    r: Vec<f32>,
-}
+/// Particle data gathered in cell order, one 16-byte record (x, y, z, r) each: neighbour cells
+/// are contiguous memory, and the gather is a single pass.
+type Sorted = Vec<[f32; 4]>;
 
 /// Overlapping pairs between particle `k` and the particles `range` (all in cell order).
 #[inline]
 fn overlaps(s: &Sorted, k: usize, range: std::ops::Range<usize>) -> u64 {
-    let (px, py, pz, pr) = (s.x[k], s.y[k], s.z[k], s.r[k]);
-    let (xs, ys, zs, rs) = (
-        &s.x[range.clone()],
-        &s.y[range.clone()],
-        &s.z[range.clone()],
-        &s.r[range],
-    );
+    let [px, py, pz, pr] = s[k];
     let mut count = 0u32;
-    for m in 0..xs.len() {
-        let (dx, dy, dz) = (px - xs[m], py - ys[m], pz - zs[m]);
-        let reach = pr + rs[m];
+    for &[x, y, z, r] in &s[range] {
+        let (dx, dy, dz) = (px - x, py - y, pz - z);
+        let reach = pr + r;
         count += (dx * dx + dy * dy + dz * dz < reach * reach) as u32;
     }
     count as u64
@@ -48,19 +38,15 @@ pub fn coordination_number(positions: &[[f32; 3]], radii: &[f32], max_radius: f6
     let n = positions.len().min(radii.len());
     let positions = &positions[..n];
     let grid = Grid::build(positions, 2.0 * max_radius, CELLS_PER_PARTICLE * n + 64)?;
-    let pick = |f: &(dyn Fn(usize) -> f32 + Sync)| -> Vec<f32> {
-        grid.items
-            .par_iter()
-            .with_min_len(MIN_CHUNK)
-            .map(|&i| f(i as usize))
-            .collect()
-    };
-    let s = Sorted {
-        x: pick(&|i| positions[i][0]),
-        y: pick(&|i| positions[i][1]),
-        z: pick(&|i| positions[i][2]),
-        r: pick(&|i| radii[i]),
-    };
+    let s: Sorted = grid
+        .items
+        .par_iter()
+        .with_min_len(MIN_CHUNK)
+        .map(|&i| {
+            let p = positions[i as usize];
+            [p[0], p[1], p[2], radii[i as usize]]
+        })
+        .collect();
     let l = grid.layout;
     let [nx, ny, nz] = l.dims;
     let pairs: u64 = (0..l.cell_count())
