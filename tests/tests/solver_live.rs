@@ -183,3 +183,42 @@ fn load_shm_resumes_a_killed_run_from_its_last_frame() {
     let (code, err) = resumed.wait_exit(Duration::from_secs(30));
     assert_eq!(code, Some(0), "{err}");
 }
+
+#[test]
+fn sigterm_stops_cleanly_with_a_final_frame_and_checkpoint() {
+    let name = SegName::new("sigterm");
+    let out = std::env::temp_dir().join(format!("pshm-e2e-sigterm-{}", std::process::id()));
+    let run = Running::spawn(solver(&[
+        "--name-shm",
+        &name.0,
+        "--backend",
+        "cpu",
+        "--particles",
+        "500",
+        "--end-time",
+        "50",
+        "--output",
+        out.to_str().expect("utf-8 temp dir"),
+        "--keep-shm",
+    ]));
+    let seen = poll(Duration::from_secs(30), || {
+        info(&name.0).filter(|v| step(v) > 0)
+    })
+    .expect("frames");
+    let killed = Command::new("kill")
+        .args(["-TERM", &run.0.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let (code, err) = run.wait_exit(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "SIGTERM is a clean stop: {err}");
+    assert!(err.contains("signal received"), "{err}");
+    let done = info(&name.0).expect("segment kept (--keep-shm)");
+    assert_eq!(done["state"], "finished");
+    assert!(step(&done) >= step(&seen), "final frame published");
+    assert!(
+        out.join("checkpoint.bin").exists(),
+        "final checkpoint written"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -226,12 +226,15 @@ pub fn run(
                 f64::NAN
             };
             tracing::info!(
-                "t = {t:.5}/{end} s  step {}  {steps_per_s:.0} steps/s  {:.3e} particle-steps/s  {} particles  ETA {}  [{}]",
+                "t = {t:.5}/{end} s  step {}  {steps_per_s:.0} steps/s  {:.3e} particle-steps/s  {} particles  ETA {}{}",
                 sim.step_index(),
                 steps_per_s * sim.particle_count() as f64,
                 sim.particle_count(),
                 format_eta(eta),
-                sim.stage_summary(),
+                match sim.stage_summary() {
+                    st if st.is_empty() => String::new(),
+                    st => format!("  [{st}]"),
+                },
             );
         }
     }

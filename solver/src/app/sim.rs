@@ -347,8 +347,14 @@ impl SimPort for SimRunner {
         Ok(())
     }
 
+    /// Empty where the backend does not time its stages (the GPU without profiling).
     fn stage_summary(&self) -> String {
-        self.sim.timers().to_string()
+        let t = self.sim.timers();
+        if t.steps == 0 {
+            String::new()
+        } else {
+            t.to_string()
+        }
     }
 
     fn backend_name(&self) -> String {
