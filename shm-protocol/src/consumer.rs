@@ -114,6 +114,11 @@ impl Consumer {
         frame::read_newest(self.seg.region())
     }
 
+    /// [`Consumer::read_newest`] into a reused frame (see [`frame::read_newest_into`]).
+    pub fn read_newest_into(&self, out: &mut Frame) -> Result<bool, ReadError> {
+        frame::read_newest_into(self.seg.region(), out)
+    }
+
     /// Runs `f` on a zero-copy view of the newest frame; the result is returned only if the frame
     /// was not overwritten while `f` ran (otherwise `f` runs again on the then-newest frame).
     pub fn with_newest<T>(

@@ -28,6 +28,17 @@ pub trait FrameSource: Send {
     fn status(&mut self) -> Result<SolverStatus, SourceError>;
     fn read_static(&mut self) -> Result<StaticData, SourceError>;
     fn read_newest(&mut self) -> Result<Option<Frame>, SourceError>;
+    /// The newest frame into `out`, reusing its buffers where the source can; `false` when
+    /// there is no frame yet.
+    fn read_newest_into(&mut self, out: &mut Frame) -> Result<bool, SourceError> {
+        match self.read_newest()? {
+            Some(f) => {
+                *out = f;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
     fn wait_newer(&mut self, seq: u64, timeout: Duration) -> Result<WaitOutcome, SourceError>;
     fn send(&mut self, cmd: &Command, timeout: Duration) -> Result<CommandOutcome, SourceError>;
 }
@@ -44,6 +55,9 @@ impl FrameSource for Consumer {
     }
     fn read_newest(&mut self) -> Result<Option<Frame>, SourceError> {
         Ok(Consumer::read_newest(self)?)
+    }
+    fn read_newest_into(&mut self, out: &mut Frame) -> Result<bool, SourceError> {
+        Ok(Consumer::read_newest_into(self, out)?)
     }
     fn wait_newer(&mut self, seq: u64, timeout: Duration) -> Result<WaitOutcome, SourceError> {
         Ok(Consumer::wait_newer(self, seq, timeout))

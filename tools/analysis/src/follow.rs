@@ -173,6 +173,8 @@ impl<'a> Run<'a> {
         let mut seen = 0u64;
         let mut last: Option<(f64, Instant)> = None;
         let mut frames = 0u64;
+        // One frame buffer for the whole run: no allocation (and page faults) per frame.
+        let mut frame = Frame::default();
         loop {
             let outcome = self
                 .source
@@ -193,9 +195,9 @@ impl<'a> Run<'a> {
                 }
                 WaitOutcome::Newer(_) => {}
             }
-            let frame = match self.source.read_newest() {
-                Ok(Some(f)) => f,
-                Ok(None) => continue,
+            match self.source.read_newest_into(&mut frame) {
+                Ok(true) => {}
+                Ok(false) => continue,
                 Err(SourceError::Read(e @ ReadError::Contended(_))) => {
                     tracing::warn!("{e}");
                     continue;
