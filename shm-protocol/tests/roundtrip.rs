@@ -227,5 +227,12 @@ fn an_open_frame_blocks_a_second_one_but_not_commands() {
     let next = w.commit();
     assert_eq!(next.seq, meta.seq + 1);
     let f = c.read_newest().unwrap().unwrap();
+    // A reused buffer (holding an older, larger-field frame) ends up equal to a fresh copy.
+    let mut buf = Frame {
+        velocities: Some(vec![[9.0; 3]; 7]),
+        ..Frame::default()
+    };
+    assert!(c.read_newest_into(&mut buf).unwrap());
+    assert_eq!(buf, f);
     assert_eq!(f.positions.unwrap()[3], [2.0; 3]);
 }
