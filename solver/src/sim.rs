@@ -65,7 +65,9 @@ pub struct Simulation {
     warnings: Vec<CaseWarning>,
 }
 
-fn context(case: &Case, meshes: Vec<Mesh>) -> StepContext {
+/// The run constants of `case` with its loaded `meshes`: per-species mass and inertia
+/// (physics::sphere_mass, sphere_inertia), the material table, the box.
+pub(crate) fn step_context(case: &Case, meshes: Vec<Mesh>) -> StepContext {
     let species_radius: Vec<f64> = case.species.iter().map(|s| s.radius).collect();
     let species_mass: Vec<f64> = case
         .species
@@ -201,7 +203,7 @@ impl Simulation {
         warnings: Vec<CaseWarning>,
         kind: &BackendKind,
     ) -> Result<Self, SimError> {
-        let ctx = Arc::new(context(&case, meshes));
+        let ctx = Arc::new(step_context(&case, meshes));
         let species = state.species.clone();
         let backend: Box<dyn Backend> = match kind {
             BackendKind::Cpu => Box::new(CpuBackend::new(ctx.clone(), state)),

@@ -25,7 +25,7 @@ use kernels::ModuleConfig;
 
 use crate::backend::{SimState, StepContext};
 use crate::case::{Case, CaseError};
-use crate::physics::{self, ContactModel};
+use crate::physics::ContactModel;
 
 pub use backend_impl::CudaBackend;
 pub use buffers::{gpu_grid, MemoryReport};
@@ -370,32 +370,7 @@ pub enum CudaSetupError {
 /// The run constants of `case` as `sim::Simulation` derives them (meshes loaded: STL files are
 /// read here).
 pub fn step_context(case: &Case) -> Result<StepContext, CaseError> {
-    let species_radius: Vec<f64> = case.species.iter().map(|s| s.radius).collect();
-    let species_mass: Vec<f64> = case
-        .species
-        .iter()
-        .map(|s| physics::sphere_mass(s.radius, s.density))
-        .collect();
-    let species_inertia = species_mass
-        .iter()
-        .zip(&species_radius)
-        .map(|(&m, &r)| physics::sphere_inertia(m, r))
-        .collect();
-    Ok(StepContext {
-        dt: case.dt,
-        gravity: case.gravity,
-        model: case.contact_model.model(),
-        integrator: case.integrator,
-        reorder_every: case.reorder_every,
-        domain_min: case.domain.min,
-        domain_max: case.domain.max,
-        walls: case.domain.walls,
-        species_radius,
-        species_mass,
-        species_inertia,
-        table: case.material_table(),
-        meshes: case.load_meshes()?,
-    })
+    Ok(crate::sim::step_context(case, case.load_meshes()?))
 }
 
 impl Drop for CudaSim {

@@ -1,6 +1,6 @@
 // particle-shm forwarder browser view: WebSocket client (PROTOCOL.md, "WebSocket"), WebGL point
-// renderer with a 2D-canvas fallback. Query flags: ?token=T, ?rate=HZ, ?autopause=1 (sends
-// Pause after the first frame is drawn; used by the headless browser test).
+// renderer with a 2D-canvas fallback. Query flags: ?token=T, ?rate=HZ, ?autopause=1 (clicks
+// the Pause button after the first frame is drawn; used by the headless browser test).
 "use strict";
 (function () {
   const params = new URLSearchParams(location.search);
@@ -148,7 +148,8 @@
     if (now - fpsT > 1000) { fps = (frames * 1000) / (now - fpsT); frames = 0; fpsT = now; }
     draw(frame);
     show();
-    if (autopause && !pausedSent) { pausedSent = true; command("Pause"); }
+    // Clicks the page's own Pause button, so the test exercises what a user presses.
+    if (autopause && !pausedSent) { pausedSent = true; document.getElementById("pause").click(); }
   }
 
   function bounds(d, n) {
