@@ -17,10 +17,20 @@ const NO_CELL: u32 = u32::MAX;
 
 /// Bounding box of the finite positions, or `None` when there is none.
 pub fn bounding_box(positions: &[[f32; 3]]) -> Option<([f64; 3], [f64; 3])> {
+    bounding_box_where(positions, &|_| true)
+}
+
+/// Bounding box of the finite positions of the particles `keep` accepts (by index).
+pub fn bounding_box_where(
+    positions: &[[f32; 3]],
+    keep: &(dyn Fn(usize) -> bool + Sync),
+) -> Option<([f64; 3], [f64; 3])> {
     let (lo, hi) = positions
         .par_iter()
+        .enumerate()
         .with_min_len(MIN_CHUNK)
-        .filter(|p| p.iter().all(|c| c.is_finite()))
+        .filter(|&(i, p)| keep(i) && p.iter().all(|c| c.is_finite()))
+        .map(|(_, p)| p)
         .fold(
             || ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3]),
             |(mut lo, mut hi), p| {
@@ -103,7 +113,7 @@ impl CellLayout {
 }
 
 /// `v` seen as atomics (same size, alignment and bit validity: see `AtomicU32`'s docs).
-fn as_atomic(v: &mut [u32]) -> &[AtomicU32] {
+pub(crate) fn as_atomic(v: &mut [u32]) -> &[AtomicU32] {
     // SAFETY: AtomicU32 has the same in-memory representation as u32; the exclusive borrow
     // guarantees no non-atomic access while the atomic view lives.
     unsafe { &*(v as *mut [u32] as *const [AtomicU32]) }

@@ -1,10 +1,10 @@
 //! Lacey mixing index of two species on a grid of sample cells.
 
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 use rayon::prelude::*;
 
-use crate::grid::{bounding_box, CellLayout, MIN_CHUNK};
+use crate::grid::{as_atomic, bounding_box_where, CellLayout, MIN_CHUNK};
 
 /// Most sample cells (the cell edge grows beyond this).
 const MAX_SAMPLE_CELLS: usize = 1 << 22;
@@ -38,36 +38,37 @@ pub fn lacey_index(
     grid: LaceyGrid,
 ) -> Option<f64> {
     let n = positions.len().min(species.len());
-    let mine: Vec<[f32; 3]> = positions[..n]
-        .par_iter()
-        .zip(&species[..n])
-        .with_min_len(MIN_CHUNK)
-        .map(|(p, &s)| if s == a || s == b { *p } else { [f32::NAN; 3] })
-        .collect();
-    let (lo, hi) = bounding_box(&mine)?;
+    let (positions, species) = (&positions[..n], &species[..n]);
+    let ours = |i: usize| species[i] == a || species[i] == b;
+    let (lo, hi) = bounding_box_where(positions, &ours)?;
     let layout = CellLayout::new(lo, hi, grid.cell, MAX_SAMPLE_CELLS);
-    let count_a: Vec<AtomicU32> = (0..layout.cell_count())
-        .map(|_| AtomicU32::new(0))
-        .collect();
-    let count_all: Vec<AtomicU32> = (0..layout.cell_count())
-        .map(|_| AtomicU32::new(0))
-        .collect();
-    mine.par_iter()
-        .zip(&species[..n])
-        .with_min_len(MIN_CHUNK)
-        .for_each(|(p, &s)| {
-            if let Some(c) = layout.coords(p) {
-                let c = layout.index(c);
-                count_all[c].fetch_add(1, Relaxed);
-                if s == a {
-                    count_a[c].fetch_add(1, Relaxed);
+    // Zeroed histograms filled through atomic views: no copy of the positions, no serial
+    // initialisation.
+    let mut count_a = vec![0u32; layout.cell_count()];
+    let mut count_all = vec![0u32; layout.cell_count()];
+    {
+        let (ca, call) = (as_atomic(&mut count_a), as_atomic(&mut count_all));
+        positions
+            .par_iter()
+            .zip(species)
+            .with_min_len(MIN_CHUNK)
+            .for_each(|(p, &s)| {
+                if s != a && s != b {
+                    return;
                 }
-            }
-        });
+                if let Some(c) = layout.coords(p) {
+                    let c = layout.index(c);
+                    call[c].fetch_add(1, Relaxed);
+                    if s == a {
+                        ca[c].fetch_add(1, Relaxed);
+                    }
+                }
+            });
+    }
     let (total_a, total) = count_a
         .par_iter()
         .zip(&count_all)
-        .map(|(x, y)| (x.load(Relaxed) as u64, y.load(Relaxed) as u64))
+        .map(|(&x, &y)| (x as u64, y as u64))
         .reduce(|| (0, 0), |p, q| (p.0 + q.0, p.1 + q.1));
     if total == 0 || total_a == 0 || total_a == total {
         return None;
@@ -76,8 +77,7 @@ pub fn lacey_index(
     let (cells, sum_n, sum_sq) = count_a
         .par_iter()
         .zip(&count_all)
-        .filter_map(|(x, y)| {
-            let (na, nk) = (x.load(Relaxed), y.load(Relaxed));
+        .filter_map(|(&na, &nk)| {
             (nk >= grid.min_particles.max(1)).then(|| {
                 let xk = na as f64 / nk as f64;
                 (1u64, nk as f64, (xk - p) * (xk - p))
