@@ -146,3 +146,47 @@ fn frames_equal_the_segment_and_commands_round_trip() {
     drop(src);
     solver.stop();
 }
+
+/// A client that asks for at most 5 frames/s gets about that many while the solver publishes
+/// at 200 frames/s (newest frame wins; the forwarder skips the rest).
+#[test]
+fn max_rate_limits_the_frames_a_client_receives() {
+    let name = unique_name("rate");
+    let solver = FakeSolver::start(&name, SolverOptions::default());
+    let fw = forwarder(&name);
+    let mut src = RemoteSource::connect_with(
+        &fw.addr,
+        ConnectOptions {
+            subscription: Subscription {
+                max_rate_hz: 5.0,
+                ..Subscription::default()
+            },
+            client_name: "rate".into(),
+            ..Default::default()
+        },
+    )
+    .expect("connect");
+    let mut seq = next_frame(&mut src, 0).meta.seq;
+    let (start, published0) = (
+        Instant::now(),
+        solver.published.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    let mut received = 0u32;
+    while start.elapsed() < Duration::from_secs(3) {
+        if let WaitOutcome::Newer(_) = src
+            .wait_newer(seq, Duration::from_millis(500))
+            .expect("wait")
+        {
+            let f = src.read_newest().expect("read").expect("frame");
+            seq = f.meta.seq;
+            received += 1;
+        }
+    }
+    let published = solver.published.load(std::sync::atomic::Ordering::Relaxed) - published0;
+    assert!(published > 100, "the solver kept publishing: {published}");
+    assert!(
+        (10..=18).contains(&received),
+        "5 frames/s for 3 s: got {received} of {published} published"
+    );
+    solver.stop();
+}
