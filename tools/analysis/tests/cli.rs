@@ -211,3 +211,54 @@ fn says_so_and_keeps_files_when_the_solver_dies() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `--plot` is rewritten while the run goes on, not only at the end.
+#[test]
+fn plot_is_refreshed_while_the_run_goes_on() {
+    let name = Name::new("plot");
+    let dir = tempdir("plot");
+    let png = dir.join("m.png");
+    let mut p = publish_known(&name.0, 1);
+    let child = Command::new(ANALYSIS)
+        .args([
+            "--attach",
+            &name.0,
+            "--quiet",
+            "--plot-every",
+            "0.2",
+            "--plot",
+        ])
+        .arg(&png)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn analysis");
+    let read_when = |ok: &dyn Fn(&[u8]) -> bool| -> Vec<u8> {
+        let end = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < end {
+            if let Ok(b) = std::fs::read(&png) {
+                if b.len() > 8 && ok(&b) {
+                    return b;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{} was not (re)written in time", png.display());
+    };
+    let first = read_when(&|b| &b[1..4] == b"PNG");
+    for f in 2..=4 {
+        std::thread::sleep(Duration::from_millis(300));
+        publish_frame(&mut p, f);
+    }
+    let later = read_when(&|b| &b[1..4] == b"PNG" && b != first.as_slice());
+    assert_ne!(first, later, "plot refreshed before the run ended");
+    p.set_state(shm_protocol::SolverState::Finished);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
