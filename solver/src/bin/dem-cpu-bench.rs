@@ -45,11 +45,21 @@ struct Record {
     stages: String,
 }
 
-fn timed(sim: &mut Simulation, steps: u64) -> Result<f64> {
+/// Times `steps` steps of `sim` and describes the measurement.
+fn timed(sim: &mut Simulation, steps: u64, threads: usize, phase: &'static str) -> Result<Record> {
     sim.reset_timers();
     let t0 = Instant::now();
     sim.step_n(steps)?;
-    Ok(steps as f64 / t0.elapsed().as_secs_f64())
+    let steps_per_s = steps as f64 / t0.elapsed().as_secs_f64();
+    let particles = sim.num_particles();
+    Ok(Record {
+        threads,
+        phase,
+        particles,
+        steps_per_s,
+        contacts_per_particle: sim.stats().contacts as f64 / particles as f64,
+        stages: sim.timers().to_string(),
+    })
 }
 
 fn measure(a: &Args, threads: usize) -> Result<Vec<Record>> {
@@ -62,16 +72,7 @@ fn measure(a: &Args, threads: usize) -> Result<Vec<Record>> {
         eprintln!("[{threads} threads] loose: falling box, {} particles", a.particles);
         let mut sim = Simulation::new(bench_cases::falling_box(a.particles, a.model))?;
         sim.step_n(5)?;
-        let rate = timed(&mut sim, a.steps)?;
-        let n = sim.num_particles();
-        out.push(Record {
-            threads,
-            phase: "loose",
-            particles: n,
-            steps_per_s: rate,
-            contacts_per_particle: sim.stats().contacts as f64 / n as f64,
-            stages: sim.timers().to_string(),
-        });
+        out.push(timed(&mut sim, a.steps, threads, "loose")?);
 
         let pack = bench_cases::dense_pack(a.particles, a.model);
         let n = pack.positions.len();
@@ -90,15 +91,7 @@ fn measure(a: &Args, threads: usize) -> Result<Vec<Record>> {
         };
         let mut sim = Simulation::from_frame(pack.case, &frame)?;
         sim.step_n(a.relax)?;
-        let rate = timed(&mut sim, a.steps)?;
-        out.push(Record {
-            threads,
-            phase: "settled",
-            particles: n,
-            steps_per_s: rate,
-            contacts_per_particle: sim.stats().contacts as f64 / n as f64,
-            stages: sim.timers().to_string(),
-        });
+        out.push(timed(&mut sim, a.steps, threads, "settled")?);
         Ok(out)
     })
 }
