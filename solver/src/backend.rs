@@ -189,6 +189,10 @@ pub struct RawKinematics {
     pub positions: *mut [f32; 3],
     pub velocities: *mut [f32; 3],
     pub angular_velocities: *mut [f32; 3],
+    /// Contact force of the last step [N].
+    pub forces: *mut [f32; 3],
+    /// Contacts of the last step.
+    pub contact_counts: *mut u32,
 }
 
 /// Destination of [`Backend::write_kinematics_f32`]: arrays of the particle count, id order.
@@ -234,7 +238,8 @@ pub trait Backend: Send {
     }
     /// Undoes [`Backend::register_host_memory`].
     fn release_host_memory(&mut self) {}
-    /// Starts copying the current f32 kinematics into `out`. Returns `true` when the copy is
+    /// Starts copying the current f32 kinematics, last contact forces and contact counts into
+    /// `out`. Returns `true` when the copy is
     /// still in flight (device backends: poll [`Backend::kinematics_copy_done`] between steps,
     /// stepping on meanwhile), `false` when it is complete already (the CPU).
     ///
@@ -243,18 +248,25 @@ pub trait Backend: Send {
     /// valid and untouched until the copy is complete.
     unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
         let n = out.count;
-        // SAFETY: the caller guarantees n writable elements at each non-null pointer.
-        let slice = |p: *mut [f32; 3]| {
-            (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts_mut(p, n) })
+        let s = self.snapshot();
+        let conv = |dst: *mut [f32; 3], src: &[V3]| {
+            if !dst.is_null() {
+                // SAFETY: the caller guarantees n writable elements at each non-null pointer.
+                let dst = unsafe { std::slice::from_raw_parts_mut(dst, n) };
+                for (d, v) in dst.iter_mut().zip(src) {
+                    *d = crate::vec3::to_f32(*v);
+                }
+            }
         };
-        let Some(positions) = slice(out.positions) else {
-            return Ok(false);
-        };
-        self.write_kinematics_f32(KinematicsOut {
-            positions,
-            velocities: slice(out.velocities),
-            angular_velocities: slice(out.angular_velocities),
-        })?;
+        conv(out.positions, &s.pos);
+        conv(out.velocities, &s.vel);
+        conv(out.angular_velocities, &s.omega);
+        conv(out.forces, &s.force);
+        if !out.contact_counts.is_null() {
+            // SAFETY: as above, n writable counts.
+            let c = unsafe { std::slice::from_raw_parts_mut(out.contact_counts, n) };
+            c.copy_from_slice(&s.contacts[..n]);
+        }
         Ok(false)
     }
     /// Whether the copy started by [`Backend::begin_kinematics_copy`] completed (`true` once

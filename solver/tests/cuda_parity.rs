@@ -347,3 +347,71 @@ fn cuda_matches_cpu_with_velocity_verlet() {
     );
     restart_parity(sc, state, &cpu_end);
 }
+
+/// What a frame gets from each backend (`Backend::begin_kinematics_copy`, the GPU's pack
+/// kernel and copy stream): kinematics, last contact forces and contact counts. GPU in f64
+/// mode: the same f32 values as the CPU.
+#[test]
+fn frame_arrays_from_the_gpu_equal_the_cpu() {
+    use solver::backend::RawKinematics;
+    use solver::bench_cases::{dense_pack, BenchModel};
+    use solver::sim::{BackendKind, FrameInput, Simulation};
+    if !gpu_present() {
+        return;
+    }
+    let pack = dense_pack(4000, BenchModel::LinearFriction);
+    let n = pack.positions.len();
+    let frame = FrameInput {
+        step: 0,
+        time: 0.0,
+        species: vec![0; n],
+        positions: pack.positions.iter().map(|p| p.map(|c| c as f32)).collect(),
+        velocities: vec![[0.0; 3]; n],
+        angular_velocities: vec![[0.0; 3]; n],
+    };
+    type Arrays = (
+        Vec<[f32; 3]>,
+        Vec<[f32; 3]>,
+        Vec<[f32; 3]>,
+        Vec<[f32; 3]>,
+        Vec<u32>,
+    );
+    let run = |kind: BackendKind| -> Arrays {
+        let mut sim = Simulation::from_frame_on(pack.case.clone(), &frame, &kind).expect("start");
+        sim.step_n(50).expect("steps");
+        let mut a: Arrays = (
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+            vec![0; n],
+        );
+        let out = RawKinematics {
+            count: n,
+            positions: a.0.as_mut_ptr(),
+            velocities: a.1.as_mut_ptr(),
+            angular_velocities: a.2.as_mut_ptr(),
+            forces: a.3.as_mut_ptr(),
+            contact_counts: a.4.as_mut_ptr(),
+        };
+        // SAFETY: five arrays of n elements, alive and untouched until the copy completed.
+        unsafe { sim.begin_kinematics_copy(out) }.expect("copy");
+        sim.wait_kinematics_copy().expect("wait");
+        a
+    };
+    let cpu = run(BackendKind::Cpu);
+    let gpu = run(BackendKind::Cuda(CudaOptions {
+        double: true,
+        ..Default::default()
+    }));
+    assert!(
+        cpu.4.iter().sum::<u32>() > 10 * n as u32,
+        "a dense pack: about 12 contacts each"
+    );
+    assert_eq!(cpu.0, gpu.0, "positions");
+    assert_eq!(cpu.1, gpu.1, "velocities");
+    assert_eq!(cpu.2, gpu.2, "angular velocities");
+    assert_eq!(cpu.3, gpu.3, "forces");
+    assert_eq!(cpu.4, gpu.4, "contact counts");
+    println!("frame arrays: {n} particles, GPU f64 == CPU for all five fields");
+}

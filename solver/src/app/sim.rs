@@ -309,19 +309,14 @@ impl SimPort for SimRunner {
             positions: w.field_ptr(FieldKind::Position)? as *mut [f32; 3],
             velocities: w.field_ptr(FieldKind::Velocity)? as *mut [f32; 3],
             angular_velocities: w.field_ptr(FieldKind::AngularVelocity)? as *mut [f32; 3],
+            forces: w.field_ptr(FieldKind::Force)? as *mut [f32; 3],
+            contact_counts: w.field_ptr(FieldKind::ContactCount)? as *mut u32,
         };
         // SAFETY: each pointer is a distinct reserved array of this slot holding the frame's
         // particle count (= count) elements; the slot stays odd, unread and untouched until the
         // run loop commits it, which it does only after the copy completed.
         let in_flight = unsafe { self.sim.begin_kinematics_copy(out) }
             .context("copying the state into the frame")?;
-        if !in_flight {
-            // Cheap on the CPU (already in host memory); skipped on the GPU, where it would
-            // download the whole state for each frame.
-            w.write_vec3(FieldKind::Force, &self.sim.forces_f32())?;
-            w.contact_counts_mut()?
-                .copy_from_slice(&self.sim.contact_counts());
-        }
         Ok(in_flight)
     }
 

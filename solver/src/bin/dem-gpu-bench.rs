@@ -633,6 +633,8 @@ fn publish(a: &Args) -> Result<()> {
                 velocities: w.field_ptr(shm_protocol::FieldKind::Velocity)? as *mut [f32; 3],
                 angular_velocities: w.field_ptr(shm_protocol::FieldKind::AngularVelocity)?
                     as *mut [f32; 3],
+                forces: std::ptr::null_mut(),
+                contact_counts: std::ptr::null_mut(),
             };
             // SAFETY: the slot arrays hold n [f32; 3] each and stay untouched until commit, which
             // happens only after publish_done returned the ticket.
@@ -652,11 +654,9 @@ fn publish(a: &Args) -> Result<()> {
     if writer.is_none() {
         let mut w = publisher.begin_frame(n as u64)?;
         w.step = sim.step_index();
-        let target = cuda::FrameTarget {
-            positions: w.field_ptr(shm_protocol::FieldKind::Position)? as *mut [f32; 3],
-            velocities: std::ptr::null_mut(),
-            angular_velocities: std::ptr::null_mut(),
-        };
+        let target = cuda::FrameTarget::positions(
+            w.field_ptr(shm_protocol::FieldKind::Position)? as *mut [f32; 3]
+        );
         // SAFETY: as above; publish_wait below completes the copy before commit.
         unsafe { sim.publish_async(target)? };
         writer = Some(w);

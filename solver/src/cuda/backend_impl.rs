@@ -169,6 +169,8 @@ impl Backend for CudaBackend {
             positions: out.positions,
             velocities: out.velocities,
             angular_velocities: out.angular_velocities,
+            forces: out.forces,
+            contact_counts: out.contact_counts,
         };
         // SAFETY: the caller keeps the arrays valid and untouched until the copy completed.
         unsafe { self.sim.publish_async(target) }.map_err(|e| self.device_failure(e))?;

@@ -12,13 +12,39 @@ use kernels::Kernel;
 
 use super::{CudaError, CudaSim};
 
-/// Where a frame goes: host arrays of `particle_count` `[f32; 3]` each (null: not wanted).
+/// Where a frame goes: host arrays of `particle_count` elements each (null: not wanted).
 #[derive(Debug, Clone, Copy)]
 pub struct FrameTarget {
     pub positions: *mut [f32; 3],
     pub velocities: *mut [f32; 3],
     pub angular_velocities: *mut [f32; 3],
+    /// Contact force of the last step [N] (zeros unless `CudaOptions::store_forces`).
+    pub forces: *mut [f32; 3],
+    /// Contacts of the last step (zeros unless `CudaOptions::store_forces`).
+    pub contact_counts: *mut u32,
 }
+
+impl FrameTarget {
+    /// Positions only.
+    pub fn positions(positions: *mut [f32; 3]) -> Self {
+        FrameTarget {
+            positions,
+            velocities: std::ptr::null_mut(),
+            angular_velocities: std::ptr::null_mut(),
+            forces: std::ptr::null_mut(),
+            contact_counts: std::ptr::null_mut(),
+        }
+    }
+}
+
+/// Staging arrays of a publication: name and bytes per particle, in `FrameTarget` order.
+const STAGING: [(&str, usize); 5] = [
+    ("publish.pos", 12),
+    ("publish.vel", 12),
+    ("publish.omega", 12),
+    ("publish.force", 12),
+    ("publish.contacts", 4),
+];
 
 /// A publication in flight: its step index and simulated time.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,10 +113,10 @@ impl CudaSim {
     fn ensure_staging(&mut self) -> Result<(), CudaError> {
         if self.publish.staging.is_empty() {
             let n = self.params.n as usize;
-            for name in ["publish.pos", "publish.vel", "publish.omega"] {
+            for (name, bytes) in STAGING {
                 let slice = self
                     .stream
-                    .alloc_zeros::<u8>(12 * n.max(1))
+                    .alloc_zeros::<u8>(bytes * n.max(1))
                     .map_err(|e| CudaError::driver(&format!("allocating {name}"), e))?;
                 let ptr = {
                     let (ptr, _s) = cudarc::driver::DevicePtr::device_ptr(&slice, &self.stream);
@@ -102,7 +128,7 @@ impl CudaSim {
                 self.state
                     .memory
                     .arrays
-                    .push((name.to_string(), 12 * n as u64));
+                    .push((name.to_string(), (bytes * n) as u64));
             }
         }
         Ok(())
@@ -127,12 +153,14 @@ impl CudaSim {
         self.ensure_staging()?;
         let n = self.params.n as usize;
         let st = &self.publish.staging;
-        let want = [
-            target.positions,
-            target.velocities,
-            target.angular_velocities,
+        let want: [*mut u8; 5] = [
+            target.positions.cast(),
+            target.velocities.cast(),
+            target.angular_velocities.cast(),
+            target.forces.cast(),
+            target.contact_counts.cast(),
         ];
-        let dptr: Vec<u64> = (0..3)
+        let dptr: Vec<u64> = (0..5)
             .map(|i| if want[i].is_null() { 0 } else { st[i].ptr })
             .collect();
         let mut b = self
@@ -143,14 +171,16 @@ impl CudaSim {
             .arg(&cur)
             .arg(&dptr[0])
             .arg(&dptr[1])
-            .arg(&dptr[2]);
+            .arg(&dptr[2])
+            .arg(&dptr[3])
+            .arg(&dptr[4]);
         let cfg = LaunchConfig {
             grid_dim: ((n as u32).div_ceil(256).max(1), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: dem_pack(DemParams, ParticleArrays, float*, float*, float*): staging buffers of
-        // 3n floats each (or null); ids are a permutation of 0..n.
+        // SAFETY: dem_pack(DemParams, ParticleArrays, float* x4, unsigned*): staging buffers of
+        // 3n floats (n unsigned for the counts) each, or null; ids are a permutation of 0..n.
         unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_pack", e))?;
         let packed = self
             .stream
@@ -159,14 +189,14 @@ impl CudaSim {
         self.copy_stream
             .wait(&packed)
             .map_err(|e| CudaError::driver("ordering the copy stream", e))?;
-        for i in 0..3 {
+        for (i, &(_, bytes)) in STAGING.iter().enumerate() {
             if want[i].is_null() {
                 continue;
             }
             // SAFETY: the caller guarantees `want[i]` points to n writable [f32; 3] until the copy
             // completed; the staging buffer holds 12 n bytes and is not written again before
             // `done` completed (publish_wait above, and before the next pack).
-            let dst = unsafe { std::slice::from_raw_parts_mut(want[i] as *mut u8, 12 * n) };
+            let dst = unsafe { std::slice::from_raw_parts_mut(want[i], bytes * n) };
             unsafe {
                 cudarc::driver::result::memcpy_dtoh_async(
                     dst,
@@ -240,9 +270,9 @@ impl CudaSim {
             v.as_mut_ptr()
         });
         let t = FrameTarget {
-            positions: positions.as_mut_ptr(),
             velocities: vel.unwrap_or(std::ptr::null_mut()),
             angular_velocities: ang.unwrap_or(std::ptr::null_mut()),
+            ..FrameTarget::positions(positions.as_mut_ptr())
         };
         // SAFETY: the slices outlive the call, which waits for the copy before returning.
         unsafe { self.publish_async(t)? };
