@@ -208,3 +208,81 @@ fn viewer_and_analysis_follow_a_real_run_directly_and_through_the_forwarder() {
     assert_eq!(differing, 0, "the forwarded frame draws the same particles");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An Xvfb display for the window test (`.ci/run` installs Xvfb); `None` without it outside CI.
+fn xvfb() -> Option<(Running, String)> {
+    if !std::path::Path::new("/usr/bin/Xvfb").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install Xvfb (.ci/run)"
+        );
+        eprintln!("skipped: /usr/bin/Xvfb is not installed");
+        return None;
+    }
+    let display = format!(":{}", 300 + std::process::id() % 600);
+    let mut c = Command::new("/usr/bin/Xvfb");
+    c.args([
+        display.as_str(),
+        "-screen",
+        "0",
+        "800x600x24",
+        "-nolisten",
+        "tcp",
+    ]);
+    let x = Running::spawn(c);
+    std::thread::sleep(Duration::from_millis(800));
+    Some((x, display))
+}
+
+/// The window keeps the last frame of a finished run and re-attaches on its own when a new
+/// solver creates the same name.
+#[test]
+fn viewer_window_reattaches_when_a_new_run_takes_the_name() {
+    let Some((_x, display)) = xvfb() else {
+        return;
+    };
+    let name = SegName::new("reattach");
+    let run = |end: &str| {
+        let o = Command::new(bin("solver"))
+            .args([
+                "--name-shm",
+                &name.0,
+                "--backend",
+                "cpu",
+                "--particles",
+                "300",
+            ])
+            .args(["--end-time", end, "--keep-shm"])
+            .output()
+            .expect("solver");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run("0.01");
+    let shot = out_dir().join("reattach.png");
+    let viewer = Command::new(bin("viewer"))
+        .args([
+            "--attach",
+            &name.0,
+            "--size",
+            "640x480",
+            "--screenshot-after",
+            "8",
+        ])
+        .arg(&shot)
+        .env("DISPLAY", &display)
+        .env("LIBGL_ALWAYS_SOFTWARE", "1")
+        .env_remove("WAYLAND_DISPLAY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("viewer");
+    std::thread::sleep(Duration::from_secs(3));
+    run("0.02"); // the first run's owner is gone: this replaces its segment
+    let (code, err) = Running(viewer).wait_exit(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("re-attached"),
+        "the window did not re-attach: {err}"
+    );
+    assert!(shot.exists());
+}

@@ -320,6 +320,10 @@ impl Worker {
                 if last_probe.elapsed() >= Duration::from_millis(500) {
                     last_probe = Instant::now();
                     if let Some(newer) = self.probe_new_run(id) {
+                        eprintln!(
+                            "viewer: a new run took over {}; re-attached",
+                            newer.describe()
+                        );
                         self.update(|st| st.reattached += 1);
                         src = newer;
                         statics = None;
