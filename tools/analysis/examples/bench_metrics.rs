@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use analysis::metrics::{compute, Metric, Settings};
+use analysis::metrics::{compute_with, Metric, Scratch, Settings};
 use analysis::StaticContext;
 use shm_protocol::static_data::encode_name;
 use shm_protocol::*;
@@ -83,6 +83,7 @@ fn main() -> anyhow::Result<()> {
     let settings = Settings::default();
     let mut last = None;
     let mut frame = Frame::default();
+    let mut scratch = Scratch::default();
     let t = Instant::now();
     anyhow::ensure!(c.read_newest_into(&mut frame)?, "no frame");
     let first_copy = t.elapsed();
@@ -90,7 +91,7 @@ fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         anyhow::ensure!(c.read_newest_into(&mut frame)?, "no frame");
         copy.push(t.elapsed());
-        let (m, timings) = compute(&frame, &ctx, &settings)?;
+        let (m, timings) = compute_with(&frame, &ctx, &settings, &mut scratch)?;
         for (k, d) in timings {
             if let Some(e) = per.iter_mut().find(|(m, _)| *m == k) {
                 e.1.push(d);

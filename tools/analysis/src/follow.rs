@@ -57,6 +57,7 @@ pub struct Run<'a> {
     pub source: &'a mut dyn FrameSource,
     name: String,
     ctx: Option<StaticContext>,
+    scratch: metrics::Scratch,
 }
 
 impl<'a> Run<'a> {
@@ -66,6 +67,7 @@ impl<'a> Run<'a> {
             source,
             name,
             ctx: None,
+            scratch: metrics::Scratch::default(),
         }
     }
 
@@ -121,7 +123,7 @@ impl<'a> Run<'a> {
             let Some(ctx) = self.ctx.as_ref() else {
                 break;
             };
-            match metrics::compute(frame, ctx, settings) {
+            match metrics::compute_with(frame, ctx, settings, &mut self.scratch) {
                 Ok(r) => return Ok(Some(r)),
                 Err(e) if attempt == 0 => {
                     tracing::debug!("{e}; re-reading the static data");

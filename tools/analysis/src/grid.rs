@@ -119,8 +119,9 @@ pub(crate) fn as_atomic(v: &mut [u32]) -> &[AtomicU32] {
     unsafe { &*(v as *mut [u32] as *const [AtomicU32]) }
 }
 
-/// Exclusive prefix sum with the total appended (`out[k] = sum of v[..k]`), in parallel chunks.
-fn exclusive_scan(v: &[u32]) -> Vec<u32> {
+/// Exclusive prefix sum with the total appended (`out[k] = sum of v[..k]`), in parallel chunks,
+/// into `out` (its allocation reused).
+fn exclusive_scan(v: &[u32], out: &mut Vec<u32>) {
     const CHUNK: usize = 1 << 16;
     let sums: Vec<u32> = v.par_chunks(CHUNK).map(|c| c.iter().sum()).collect();
     let mut offsets = Vec::with_capacity(sums.len());
@@ -129,7 +130,8 @@ fn exclusive_scan(v: &[u32]) -> Vec<u32> {
         offsets.push(acc);
         acc += s;
     }
-    let mut out = vec![0u32; v.len() + 1];
+    out.clear();
+    out.resize(v.len() + 1, 0);
     out[..v.len()]
         .par_chunks_mut(CHUNK)
         .zip(v.par_chunks(CHUNK))
@@ -142,7 +144,6 @@ fn exclusive_scan(v: &[u32]) -> Vec<u32> {
             }
         });
     out[v.len()] = acc;
-    out
 }
 
 /// Particles sorted by cell: `items[start[c]..start[c + 1]]` are the particles in cell `c`.
@@ -150,23 +151,53 @@ pub struct Grid {
     pub layout: CellLayout,
     pub start: Vec<u32>,
     pub items: Vec<u32>,
+    /// Working arrays kept for the next build.
+    spare: GridBuffers,
+}
+
+/// Buffers of a [`Grid`], kept from frame to frame: a fresh allocation of these arrays (about
+/// 15 B per particle) costs more in page faults than filling them.
+#[derive(Default)]
+pub struct GridBuffers {
+    cells: Vec<u32>,
+    counts: Vec<u32>,
+    start: Vec<u32>,
+    items: Vec<u32>,
+}
+
+/// `v` resized to `len` zeros, keeping its allocation.
+fn zeroed(mut v: Vec<u32>, len: usize) -> Vec<u32> {
+    v.clear();
+    v.resize(len, 0);
+    v
 }
 
 impl Grid {
     /// Sorts the particles into cells of edge `cell` (counting sort: cell of each particle,
-    /// atomic histogram, prefix sum, atomic scatter; all but the prefix sum in parallel).
-    /// Returns `None` when no position is finite.
+    /// atomic histogram, prefix sum, atomic scatter; in parallel). Returns `None` when no
+    /// position is finite.
     pub fn build(positions: &[[f32; 3]], cell: f64, max_cells: usize) -> Option<Self> {
+        Self::build_reusing(positions, cell, max_cells, GridBuffers::default())
+    }
+
+    /// [`Grid::build`] into the buffers of an earlier grid ([`Grid::into_buffers`]).
+    pub fn build_reusing(
+        positions: &[[f32; 3]],
+        cell: f64,
+        max_cells: usize,
+        buf: GridBuffers,
+    ) -> Option<Self> {
         let (lo, hi) = bounding_box(positions)?;
         let layout = CellLayout::new(lo, hi, cell, max_cells);
-        let cells: Vec<u32> = positions
+        let mut cells = buf.cells;
+        cells.clear();
+        positions
             .par_iter()
             .with_min_len(MIN_CHUNK)
             .map(|p| layout.coords(p).map_or(NO_CELL, |c| layout.index(c) as u32))
-            .collect();
-        // Zeroed allocations (fresh pages from the OS, no serial initialisation pass) used as
-        // atomics for the histogram and the scatter.
-        let mut counts = vec![0u32; layout.cell_count()];
+            .collect_into_vec(&mut cells);
+        // Zeroed arrays used as atomics for the histogram and the scatter.
+        let mut counts = zeroed(buf.counts, layout.cell_count());
         {
             let counts_a = as_atomic(&mut counts);
             cells.par_iter().with_min_len(MIN_CHUNK).for_each(|&c| {
@@ -175,7 +206,8 @@ impl Grid {
                 }
             });
         }
-        let start = exclusive_scan(&counts);
+        let mut start = buf.start;
+        exclusive_scan(&counts, &mut start);
         let acc = *start.last().unwrap_or(&0);
         // Reuse the histogram as per-cell write cursors.
         counts
@@ -183,7 +215,7 @@ impl Grid {
             .zip(&start[..start.len() - 1])
             .with_min_len(MIN_CHUNK)
             .for_each(|(c, &s)| *c = s);
-        let mut items = vec![0u32; acc as usize];
+        let mut items = zeroed(buf.items, acc as usize);
         {
             let (cursor, slots) = (as_atomic(&mut counts), as_atomic(&mut items));
             cells
@@ -201,7 +233,21 @@ impl Grid {
             layout,
             start,
             items,
+            spare: GridBuffers {
+                cells,
+                counts,
+                ..GridBuffers::default()
+            },
         })
+    }
+
+    /// The grid's arrays, for the next [`Grid::build_reusing`].
+    pub fn into_buffers(self) -> GridBuffers {
+        GridBuffers {
+            start: self.start,
+            items: self.items,
+            ..self.spare
+        }
     }
 
     /// Particles placed in the grid (those with finite positions).

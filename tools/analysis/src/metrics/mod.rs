@@ -163,6 +163,22 @@ pub fn compute(
     ctx: &StaticContext,
     settings: &Settings,
 ) -> Result<(Metrics, Timings), FrameMismatch> {
+    compute_with(frame, ctx, settings, &mut Scratch::default())
+}
+
+/// Working arrays of the metrics, kept from frame to frame by a following run.
+#[derive(Default)]
+pub struct Scratch {
+    contacts: contacts::ContactScratch,
+}
+
+/// [`compute`] reusing `scratch`'s arrays.
+pub fn compute_with(
+    frame: &Frame,
+    ctx: &StaticContext,
+    settings: &Settings,
+    scratch: &mut Scratch,
+) -> Result<(Metrics, Timings), FrameMismatch> {
     let n = frame.meta.particle_count;
     if n as usize != ctx.particle_count() {
         return Err(FrameMismatch::ParticleCount {
@@ -235,8 +251,12 @@ pub fn compute(
             },
             Metric::CoordinationNumber => match pos {
                 Some(p) => {
-                    out.coordination_number =
-                        contacts::coordination_number(p, &ctx.radii, ctx.max_radius)
+                    out.coordination_number = contacts::coordination_number_with(
+                        p,
+                        &ctx.radii,
+                        ctx.max_radius,
+                        &mut scratch.contacts,
+                    )
                 }
                 None => missing(&mut out, "position"),
             },
