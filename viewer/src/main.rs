@@ -35,25 +35,8 @@ use snapshot::SnapshotOptions;
     about = "Live 3D view of a particle-shm run, or headless PNG snapshots of it"
 )]
 struct Args {
-    /// Shared-memory segment of the run (the solver's --name-shm).
-    #[arg(
-        long,
-        value_name = "NAME",
-        required_unless_present = "connect",
-        conflicts_with = "connect"
-    )]
-    attach: Option<String>,
-    /// Watch a run served by a forwarder on another machine (`forwarder --listen`).
-    #[arg(long, value_name = "HOST:PORT")]
-    connect: Option<String>,
-    /// Token for a forwarder listening beyond loopback (or set PARTICLE_SHM_TOKEN).
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        env = "PARTICLE_SHM_TOKEN",
-        requires = "connect"
-    )]
-    token: Option<String>,
+    #[command(flatten)]
+    source: forwarder::SourceArgs,
     /// Render the newest frame to this PNG and exit (no display or GPU needed).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["every", "out"])]
     snapshot: Option<PathBuf>,
@@ -114,14 +97,13 @@ fn seconds(v: f64, what: &str) -> anyhow::Result<Duration> {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    let opener = match (&args.attach, &args.connect) {
-        (Some(name), _) => {
-            shm_protocol::validate_name(name)
+    let opener = match args.source.choice().map_err(anyhow::Error::msg)? {
+        forwarder::SourceChoice::Segment(name) => {
+            shm_protocol::validate_name(&name)
                 .map_err(|reason| anyhow::anyhow!("invalid segment name {name:?}: {reason}"))?;
-            source::attach_opener(name.clone())
+            source::attach_opener(name)
         }
-        (None, Some(addr)) => source::connect_opener(addr.clone(), args.token.clone()),
-        (None, None) => anyhow::bail!("give --attach NAME or --connect HOST:PORT"),
+        forwarder::SourceChoice::Forwarder { addr, token } => source::connect_opener(addr, token),
     };
     let scene = SceneOptions {
         color_by: args.color_by,

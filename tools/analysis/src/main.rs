@@ -20,25 +20,8 @@ use shm_protocol::{Consumer, FrameSource};
 #[derive(Parser, Debug)]
 #[command(version, about = "Live metrics of a particle-shm run")]
 struct Cli {
-    /// Segment to attach to (the solver's --name-shm).
-    #[arg(
-        long,
-        value_name = "NAME",
-        required_unless_present = "connect",
-        conflicts_with = "connect"
-    )]
-    attach: Option<String>,
-    /// Read the run through a forwarder instead of the segment (`forwarder --listen`).
-    #[arg(long, value_name = "HOST:PORT")]
-    connect: Option<String>,
-    /// Token for a forwarder listening beyond loopback (or set PARTICLE_SHM_TOKEN).
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        env = "PARTICLE_SHM_TOKEN",
-        requires = "connect"
-    )]
-    token: Option<String>,
+    #[command(flatten)]
+    source: forwarder::SourceArgs,
     /// Analyse the newest frame only, print it and exit.
     #[arg(long)]
     once: bool,
@@ -170,21 +153,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         positive(e, "--every")?;
     }
     let timeout = Duration::from_secs_f64(positive(cli.timeout, "--timeout")?);
-    let mut source: Box<dyn FrameSource> = match (&cli.attach, &cli.connect) {
-        (Some(name), _) => Box::new(
-            Consumer::attach(name).with_context(|| format!("cannot attach to segment {name:?}"))?,
+    let mut source: Box<dyn FrameSource> = match cli.source.choice().map_err(anyhow::Error::msg)? {
+        forwarder::SourceChoice::Segment(name) => Box::new(
+            Consumer::attach(&name)
+                .with_context(|| format!("cannot attach to segment {name:?}"))?,
         ),
-        (None, Some(addr)) => {
+        forwarder::SourceChoice::Forwarder { addr, token } => {
             let fields = shm_protocol::DEFAULT_FIELDS
                 | shm_protocol::FieldKind::Force.bit()
                 | shm_protocol::FieldKind::ContactCount.bit();
             Box::new(forwarder::RemoteSource::connect_fields(
-                addr,
-                cli.token.clone(),
-                fields,
+                &addr, token, fields,
             )?)
         }
-        (None, None) => bail!("give --attach NAME or --connect HOST:PORT"),
     };
     let mut run = Run::new(source.as_mut());
     if let Some(words) = &cli.lacey_species {

@@ -7,8 +7,10 @@ pub mod codec;
 pub mod payload;
 pub mod protocol;
 pub mod server;
+pub mod source_args;
 
 pub use client::{ConnectOptions, RemoteSource};
 pub use protocol::{PositionEncoding, Subscription};
+pub use source_args::{SourceArgs, SourceChoice};
 #[doc(hidden)]
 pub mod testing;
