@@ -12,8 +12,9 @@ fn step(v: &serde_json::Value) -> u64 {
     v["step"].as_u64().unwrap_or(0)
 }
 
-fn out_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pshm-e2e-consumers-{}", std::process::id()));
+/// A scratch directory of this test process, one per test (tests run in parallel).
+fn out_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pshm-e2e-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&d).expect("temp dir");
     d
 }
@@ -127,7 +128,7 @@ impl Drop for Forwarder {
 #[test]
 fn viewer_and_analysis_follow_a_real_run_directly_and_through_the_forwarder() {
     let name = SegName::new("consumers");
-    let dir = out_dir();
+    let dir = out_dir("consumers");
     let run = Running::spawn({
         let mut c = Command::new(bin("solver"));
         c.args([
@@ -258,7 +259,8 @@ fn viewer_window_reattaches_when_a_new_run_takes_the_name() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
     run("0.01");
-    let shot = out_dir().join("reattach.png");
+    let dir = out_dir("reattach");
+    let shot = dir.join("reattach.png");
     let viewer = Command::new(bin("viewer"))
         .args([
             "--attach",
@@ -285,4 +287,5 @@ fn viewer_window_reattaches_when_a_new_run_takes_the_name() {
         "the window did not re-attach: {err}"
     );
     assert!(shot.exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }
