@@ -82,11 +82,9 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
                     path.display()
                 );
             }
-            let (case, warnings) = Case::from_file(path)?;
-            for w in warnings {
-                tracing::warn!("{w}");
-            }
-            case
+            // Validated once, after the overrides, when the simulation is built (placing the
+            // particles twice costs seconds at millions of particles).
+            Case::read_file(path)?
         }
         None => {
             let n = cli.particles.unwrap_or(match backend {

@@ -321,14 +321,20 @@ impl Case {
     /// Reads, parses and validates a case file. Warnings (e.g. a marginal time step) are returned
     /// alongside the case.
     pub fn from_file(path: &Path) -> Result<(Case, Vec<CaseWarning>), CaseError> {
+        let case = Self::read_file(path)?;
+        let warnings = case.validate()?;
+        Ok((case, warnings))
+    }
+
+    /// Reads and parses a case file without validating it (for callers that change fields
+    /// first and validate once, e.g. `Simulation::new_on`, which places the particles anyway).
+    pub fn read_file(path: &Path) -> Result<Case, CaseError> {
         let text = std::fs::read_to_string(path).map_err(|source| CaseError::Io {
             path: path.to_path_buf(),
             source,
         })?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let case = Self::from_toml_str(&text, &path.display().to_string(), &base_dir)?;
-        let warnings = case.validate()?;
-        Ok((case, warnings))
+        Self::from_toml_str(&text, &path.display().to_string(), &base_dir)
     }
 
     /// Parses TOML text without validating. `name` appears in messages; STL paths are relative to
