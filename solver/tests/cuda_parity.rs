@@ -92,7 +92,7 @@ fn cuda_runs_are_deterministic() {
 // ---- Triangle meshes --------------------------------------------------------------------------
 
 mod common;
-use common::{base_case, drum_triangles, linear_species, linear_wall};
+use common::{base_case, drum_triangles, linear_species, linear_wall, ramp};
 use solver::backend::StepContext;
 use solver::case::{Integrator, MeshSpec, Source};
 use solver::cuda::CudaBackend;
@@ -208,18 +208,7 @@ fn cuda_matches_cpu_on_a_mesh_incline() {
             [3.5, 1.5, 3.0],
             false,
         );
-        let p = |a: f64, b: f64| vec3::add(vec3::scale(u, a), [0.0, b, 0.0]);
-        case.meshes.push(MeshSpec {
-            name: "ramp".into(),
-            stl: None,
-            triangles: Some(vec![
-                [p(-3.0, -1.0), p(3.0, -1.0), p(3.0, 1.0)],
-                [p(-3.0, -1.0), p(3.0, 1.0), p(-3.0, 1.0)],
-            ]),
-            scale: 1.0,
-            material: None,
-            motion: Motion::Fixed,
-        });
+        case.meshes.push(ramp(u));
         // 0.05 m before the diagonal (crossed at u = -0.75), 0.5 m/s downhill, rolling.
         let pos = vec3::add(
             vec3::add(vec3::scale(u, -0.8), vec3::scale(n, 0.999 * R)),

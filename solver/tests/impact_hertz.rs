@@ -29,35 +29,6 @@ fn hertz_case(dt: f64, walls: bool) -> solver::Case {
     case
 }
 
-/// Duration (interpolated at gap = 0) and rebound ratio. `name` is the backend's, for messages.
-fn measure(
-    name: &str,
-    mut sim: Simulation,
-    gap: impl Fn(&Simulation) -> f64,
-    speed: impl Fn(&Simulation) -> f64,
-) -> (f64, f64) {
-    let v_in = speed(&sim);
-    let (mut t_in, mut t_out) = (None, None);
-    let mut prev = (sim.time(), gap(&sim));
-    for _ in 0..100_000 {
-        steps(&mut sim, name, 1);
-        let now = (sim.time(), gap(&sim));
-        let cross = |a: (f64, f64), b: (f64, f64)| a.0 + (b.0 - a.0) * a.1 / (a.1 - b.1);
-        if t_in.is_none() && prev.1 >= 0.0 && now.1 < 0.0 {
-            t_in = Some(cross(prev, now));
-        }
-        if t_in.is_some() && prev.1 < 0.0 && now.1 >= 0.0 {
-            t_out = Some(cross(prev, now));
-            steps(&mut sim, name, 1);
-            break;
-        }
-        prev = now;
-    }
-    let t_in = t_in.unwrap_or_else(|| panic!("[{name}] contact did not start"));
-    let t_out = t_out.unwrap_or_else(|| panic!("[{name}] contact did not end"));
-    (t_out - t_in, -speed(&sim) / v_in)
-}
-
 fn expected(m_eff: f64, r_eff: f64, e_star: f64, v: f64) -> f64 {
     2.87 * (m_eff * m_eff / (r_eff * e_star * e_star * v)).powf(0.2)
 }
@@ -77,7 +48,7 @@ fn contact_duration(name: &str, kind: &BackendKind) {
         let mut case = hertz_case(t_exp / 1000.0, true);
         case.sources
             .push(single("s", [0.1, 0.1, R + 1e-5], [0.0, 0.0, -v], R));
-        let (t, e) = measure(
+        let (t, e) = contact_episode(
             name,
             start_sim(name, kind, case),
             |s| s.snapshot().pos[0][2] - R,
@@ -113,7 +84,7 @@ fn contact_duration(name: &str, kind: &BackendKind) {
             R,
         ));
         let gap = |s: &Simulation| s.snapshot().pos[1][0] - s.snapshot().pos[0][0] - 2.0 * R;
-        let (t, e) = measure(name, start_sim(name, kind, case), gap, |s| {
+        let (t, e) = contact_episode(name, start_sim(name, kind, case), gap, |s| {
             s.snapshot().vel[0][0] - s.snapshot().vel[1][0]
         });
         let err = (t - t_exp) / t_exp;

@@ -24,41 +24,6 @@ fn expected_duration(m_eff: f64, e: f64) -> f64 {
     PI / (K / m_eff - (c / (2.0 * m_eff)).powi(2)).sqrt()
 }
 
-/// Runs until the contact is over; returns (measured e, measured duration). `gap(sim)` is the
-/// surface separation; the duration is interpolated linearly between steps at gap = 0. `name`
-/// is the backend's, for messages.
-fn run(
-    name: &str,
-    mut sim: Simulation,
-    gap: impl Fn(&Simulation) -> f64,
-    approach_speed: impl Fn(&Simulation) -> f64,
-) -> (f64, f64) {
-    let v_in = approach_speed(&sim);
-    let (mut t_in, mut t_out) = (None, None);
-    let mut prev = (sim.time(), gap(&sim));
-    for _ in 0..200_000 {
-        steps(&mut sim, name, 1);
-        let now = (sim.time(), gap(&sim));
-        let cross = |a: (f64, f64), b: (f64, f64)| a.0 + (b.0 - a.0) * a.1 / (a.1 - b.1);
-        if t_in.is_none() && prev.1 >= 0.0 && now.1 < 0.0 {
-            t_in = Some(cross(prev, now));
-        }
-        if t_in.is_some() && prev.1 < 0.0 && now.1 >= 0.0 {
-            t_out = Some(cross(prev, now));
-            // One more step to be sure no force acts any more.
-            steps(&mut sim, name, 1);
-            break;
-        }
-        prev = now;
-    }
-    let v_out = approach_speed(&sim);
-    (
-        -v_out / v_in,
-        t_out.unwrap_or_else(|| panic!("[{name}] contact did not end"))
-            - t_in.unwrap_or_else(|| panic!("[{name}] contact did not start")),
-    )
-}
-
 fn dt_for(m_eff: f64) -> f64 {
     PI * (m_eff / K).sqrt() / 1000.0
 }
@@ -86,7 +51,7 @@ fn sphere_on_wall(name: &str, kind: &BackendKind) {
         case.sources
             .push(single("s", [0.05, 0.05, R + 1e-4], [0.0, 0.0, -1.0], R));
         let sim = start_sim(name, kind, case);
-        let (e_meas, t_meas) = run(
+        let (t_meas, e_meas) = contact_episode(
             name,
             sim,
             |s| s.snapshot().pos[0][2] - R,
@@ -126,7 +91,7 @@ fn two_spheres(name: &str, kind: &BackendKind) {
             .push(single("s", [0.1 + R + 1e-4, 0.1, 0.1], [-0.5, 0.0, 0.0], R));
         let sim = start_sim(name, kind, case);
         let gap = |s: &Simulation| s.snapshot().pos[1][0] - s.snapshot().pos[0][0] - 2.0 * R;
-        let (e_meas, t_meas) = run(name, sim, gap, |s| {
+        let (t_meas, e_meas) = contact_episode(name, sim, gap, |s| {
             s.snapshot().vel[0][0] - s.snapshot().vel[1][0]
         });
         let t_exp = expected_duration(m_eff, e);

@@ -6,8 +6,6 @@
 
 mod common;
 use common::*;
-use solver::case::MeshSpec;
-use solver::geometry::Motion;
 use solver::sim::BackendKind;
 use solver::vec3;
 use solver::{FrameInput, Simulation};
@@ -40,18 +38,7 @@ fn case(theta: f64, mu: f64, mu_r: f64) -> solver::Case {
         [3.5, 1.5, 3.0],
         false,
     );
-    let p = |a: f64, b: f64| vec3::add(vec3::scale(inc.u, a), [0.0, b, 0.0]);
-    case.meshes.push(MeshSpec {
-        name: "ramp".into(),
-        stl: None,
-        triangles: Some(vec![
-            [p(-3.0, -1.0), p(3.0, -1.0), p(3.0, 1.0)],
-            [p(-3.0, -1.0), p(3.0, 1.0), p(-3.0, 1.0)],
-        ]),
-        scale: 1.0,
-        material: None,
-        motion: Motion::Fixed,
-    });
+    case.meshes.push(ramp(inc.u));
     case
 }
 

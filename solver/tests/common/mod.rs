@@ -98,6 +98,39 @@ pub fn steps(sim: &mut Simulation, name: &str, n: u64) {
         .unwrap_or_else(|e| panic!("[{name}] step failed: {e}"));
 }
 
+/// Steps until one contact is over: `gap(sim)` (the surface separation) goes negative and back;
+/// returns (duration [s], rebound ratio -speed_after / speed_before) with the crossing times
+/// interpolated linearly between steps at gap = 0. `speed(sim)` is the approach speed. `name`
+/// is the backend's, for messages.
+pub fn contact_episode(
+    name: &str,
+    mut sim: Simulation,
+    gap: impl Fn(&Simulation) -> f64,
+    speed: impl Fn(&Simulation) -> f64,
+) -> (f64, f64) {
+    let v_in = speed(&sim);
+    let (mut t_in, mut t_out) = (None, None);
+    let mut prev = (sim.time(), gap(&sim));
+    for _ in 0..200_000 {
+        steps(&mut sim, name, 1);
+        let now = (sim.time(), gap(&sim));
+        let cross = |a: (f64, f64), b: (f64, f64)| a.0 + (b.0 - a.0) * a.1 / (a.1 - b.1);
+        if t_in.is_none() && prev.1 >= 0.0 && now.1 < 0.0 {
+            t_in = Some(cross(prev, now));
+        }
+        if t_in.is_some() && prev.1 < 0.0 && now.1 >= 0.0 {
+            t_out = Some(cross(prev, now));
+            // One more step to be sure no force acts any more.
+            steps(&mut sim, name, 1);
+            break;
+        }
+        prev = now;
+    }
+    let t_in = t_in.unwrap_or_else(|| panic!("[{name}] contact did not start"));
+    let t_out = t_out.unwrap_or_else(|| panic!("[{name}] contact did not end"));
+    (t_out - t_in, -speed(&sim) / v_in)
+}
+
 pub fn linear_species(
     name: &str,
     radius: f64,
@@ -175,6 +208,23 @@ pub fn single(species: &str, pos: [f64; 3], velocity: [f64; 3], r: f64) -> Sourc
         jitter: 0.0,
         seed: 0,
         velocity,
+    }
+}
+
+/// A fixed ramp of two triangles through the origin: 6 m along the unit downhill direction `u`
+/// (in the x-z plane), 2 m wide along y; the shared diagonal is crossed at u = -0.75 for y = -0.25.
+pub fn ramp(u: [f64; 3]) -> solver::case::MeshSpec {
+    let p = |a: f64, b: f64| [u[0] * a, u[1] * a + b, u[2] * a];
+    solver::case::MeshSpec {
+        name: "ramp".into(),
+        stl: None,
+        triangles: Some(vec![
+            [p(-3.0, -1.0), p(3.0, -1.0), p(3.0, 1.0)],
+            [p(-3.0, -1.0), p(3.0, 1.0), p(-3.0, 1.0)],
+        ]),
+        scale: 1.0,
+        material: None,
+        motion: solver::geometry::Motion::Fixed,
     }
 }
 
