@@ -195,13 +195,6 @@ pub struct RawKinematics {
     pub contact_counts: *mut u32,
 }
 
-/// Destination of [`Backend::write_kinematics_f32`]: arrays of the particle count, id order.
-pub struct KinematicsOut<'a> {
-    pub positions: &'a mut [[f32; 3]],
-    pub velocities: Option<&'a mut [[f32; 3]]>,
-    pub angular_velocities: Option<&'a mut [[f32; 3]]>,
-}
-
 /// A compute backend: owns the particle state and advances it.
 pub trait Backend: Send {
     /// Short name ("cpu", "cuda").
@@ -276,24 +269,6 @@ pub trait Backend: Send {
     }
     /// Waits for the copy in flight, if any.
     fn wait_kinematics_copy(&mut self) -> Result<(), StepError> {
-        Ok(())
-    }
-    /// Writes f32 kinematics in id order (a frame's arrays). The default converts
-    /// [`Backend::snapshot`]; device backends pack and copy only what is asked.
-    fn write_kinematics_f32(&mut self, out: KinematicsOut<'_>) -> Result<(), StepError> {
-        let s = self.snapshot();
-        let conv = |dst: &mut [[f32; 3]], src: &[V3]| {
-            for (d, v) in dst.iter_mut().zip(src) {
-                *d = crate::vec3::to_f32(*v);
-            }
-        };
-        conv(out.positions, &s.pos);
-        if let Some(v) = out.velocities {
-            conv(v, &s.vel);
-        }
-        if let Some(w) = out.angular_velocities {
-            conv(w, &s.omega);
-        }
         Ok(())
     }
 }

@@ -2,8 +2,8 @@
 //! data in particle-id order as f32 arrays for publishing and output.
 
 use crate::backend::{
-    Backend, BackendStats, Energies, KinematicsOut, RawKinematics, SimState, Snapshot, StageTimers,
-    StepContext, StepError,
+    Backend, BackendStats, Energies, RawKinematics, SimState, Snapshot, StageTimers, StepContext,
+    StepError,
 };
 use crate::case::{Case, CaseError, CaseWarning, Species};
 use crate::cpu::CpuBackend;
@@ -264,13 +264,6 @@ impl Simulation {
         self.species.len()
     }
 
-    /// Writes f32 positions, and velocities and angular velocities where given, in id order
-    /// (a frame slot's arrays). Cheaper than [`Simulation::snapshot`] on the GPU: only these
-    /// arrays are packed and copied.
-    pub fn write_kinematics_f32(&mut self, out: KinematicsOut<'_>) -> Result<(), StepError> {
-        self.backend.write_kinematics_f32(out)
-    }
-
     /// See [`Backend::register_host_memory`].
     ///
     /// # Safety
@@ -334,18 +327,6 @@ impl Simulation {
             .iter()
             .map(|&v| vec3::to_f32(v))
             .collect()
-    }
-    /// Contact force on each particle in the last step [N].
-    pub fn forces_f32(&self) -> Vec<[f32; 3]> {
-        self.snapshot()
-            .force
-            .iter()
-            .map(|&v| vec3::to_f32(v))
-            .collect()
-    }
-    /// Number of contacts of each particle in the last step.
-    pub fn contact_counts(&self) -> Vec<u32> {
-        self.snapshot().contacts.clone()
     }
     /// Particle ids (0..N: data is always in id order).
     pub fn particle_ids(&self) -> Vec<u32> {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::{CudaError, CudaOptions, CudaSim};
 use crate::backend::{
-    Backend, BackendStats, Energies, KinematicsOut, RawKinematics, SimState, Snapshot, StageTimers,
-    StepContext, StepError,
+    Backend, BackendStats, Energies, RawKinematics, SimState, Snapshot, StageTimers, StepContext,
+    StepError,
 };
 use crate::cpu::CpuBackend;
 use crate::geometry::BodyTransform;
@@ -201,13 +201,6 @@ impl Backend for CudaBackend {
             m.bytes_per_particle(),
             self.sim.compile_seconds()
         ))
-    }
-
-    /// Packs on the device and copies only the asked arrays (no history, no forces).
-    fn write_kinematics_f32(&mut self, out: KinematicsOut<'_>) -> Result<(), StepError> {
-        self.sim
-            .download_frame(out.positions, out.velocities, out.angular_velocities)
-            .map_err(|e| self.device_failure(e))
     }
 
     /// Computed on the host by the CPU reference's bookkeeping over the downloaded state.

@@ -248,38 +248,6 @@ impl CudaSim {
         Ok(self.publish.pending.take())
     }
 
-    /// Synchronous publication into host slices (id order), e.g. for `fill_frame` into a
-    /// FrameWriter's arrays: pack, copy, wait.
-    pub fn download_frame(
-        &mut self,
-        positions: &mut [[f32; 3]],
-        velocities: Option<&mut [[f32; 3]]>,
-        angular: Option<&mut [[f32; 3]]>,
-    ) -> Result<(), CudaError> {
-        let n = self.params.n as usize;
-        assert!(
-            positions.len() >= n,
-            "positions shorter than the particle count"
-        );
-        let vel = velocities.map(|v| {
-            assert!(v.len() >= n);
-            v.as_mut_ptr()
-        });
-        let ang = angular.map(|v| {
-            assert!(v.len() >= n);
-            v.as_mut_ptr()
-        });
-        let t = FrameTarget {
-            velocities: vel.unwrap_or(std::ptr::null_mut()),
-            angular_velocities: ang.unwrap_or(std::ptr::null_mut()),
-            ..FrameTarget::positions(positions.as_mut_ptr())
-        };
-        // SAFETY: the slices outlive the call, which waits for the copy before returning.
-        unsafe { self.publish_async(t)? };
-        self.publish_wait()?;
-        Ok(())
-    }
-
     /// Host time spent queuing publications so far [s].
     pub fn publish_host_seconds(&self) -> f64 {
         self.publish.host_s
