@@ -1,14 +1,16 @@
 //! Time per frame of each metric (and of copying the frame out of the segment) on a synthetic
-//! dense packing: `cargo run --release -p analysis --example bench_metrics -- [PARTICLES] [REPEATS]`.
+//! dense packing: `cargo run --release -p analysis --example bench_metrics -- [PARTICLES] [REPEATS]
+//! [lattice|shuffled] [OUT.json]`.
 //!
 //! Particles sit on a jittered simple cubic lattice (spacing 1.96 r: about 6 contacts each), two
-//! species at random, random velocities and spins; one mesh-free segment is published with the
+//! species at random, random velocities and spins, in lattice order or shuffled (as after a
+//! long mixing run: neighbours far apart in memory); one mesh-free segment is published with the
 //! real `Publisher` and read back with `Consumer::read_newest_into` (a reused buffer) as
 //! `analysis` does; the first read (fresh allocation) is reported apart.
 
 use std::time::{Duration, Instant};
 
-use analysis::metrics::{compute_with, Metric, Scratch, Settings};
+use analysis::metrics::{compute_with, contacts, Metric, Scratch, Settings};
 use analysis::StaticContext;
 use shm_protocol::static_data::encode_name;
 use shm_protocol::*;
@@ -27,16 +29,28 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).map_or(Ok(1_000_000), |s| s.parse())?;
     let repeats: usize = args.get(2).map_or(Ok(5), |s| s.parse())?;
+    let shuffled = match args.get(3).map(String::as_str) {
+        None | Some("lattice") => false,
+        Some("shuffled") => true,
+        Some(other) => anyhow::bail!("order must be `lattice` or `shuffled`, got {other:?}"),
+    };
     let r = 0.001f32;
     let side = (n as f64).cbrt().ceil() as usize;
     let spacing = 1.96 * r;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let positions: Vec<[f32; 3]> = (0..n)
+    let mut positions: Vec<[f32; 3]> = (0..n)
         .map(|i| {
             let (x, y, z) = (i % side, (i / side) % side, i / (side * side));
             [x, y, z].map(|k| k as f32 * spacing + (rng.next() - 0.5) * 0.02 * r)
         })
         .collect();
+    if shuffled {
+        // Frame order unrelated to space, as after a long mixing run (Fisher-Yates).
+        for i in (1..n).rev() {
+            let j = ((rng.next() as f64) * (i + 1) as f64) as usize;
+            positions.swap(i, j.min(i));
+        }
+    }
     let velocities: Vec<[f32; 3]> = (0..n)
         .map(|_| [rng.next(), rng.next(), rng.next()])
         .collect();
@@ -76,7 +90,10 @@ fn main() -> anyhow::Result<()> {
     let ctx = StaticContext::new(c.read_static()?)?;
 
     let threads = rayon::current_num_threads();
-    println!("{n} particles, {threads} rayon threads, median of {repeats} frames [ms]:");
+    let order = if shuffled { "shuffled" } else { "lattice" };
+    println!(
+        "{n} particles ({order} order), {threads} rayon threads, median of {repeats} frames [ms]:"
+    );
     let mut copy = Vec::new();
     let mut per: Vec<(Metric, Vec<Duration>)> =
         Metric::ALL.iter().map(|&m| (m, Vec::new())).collect();
@@ -103,6 +120,10 @@ fn main() -> anyhow::Result<()> {
         v.sort();
         v[v.len() / 2].as_secs_f64() * 1e3
     };
+    // Whole frame (copy and every metric) per repeat: what has to fit in 100 ms for 10 frames/s.
+    let mut frames: Vec<Duration> = (0..repeats)
+        .map(|k| copy[k] + per.iter().map(|(_, v)| v[k]).sum::<Duration>())
+        .collect();
     println!(
         "  {:<22} {:>8.2}",
         "first copy (allocates)",
@@ -113,13 +134,60 @@ fn main() -> anyhow::Result<()> {
         "copy (reused buffer)",
         median(&mut copy)
     );
+    let mut record = serde_json::Map::new();
     let mut total = 0.0;
     for (m, v) in &mut per {
         let t = median(v);
         total += t;
+        record.insert(m.name().into(), serde_json::json!(t));
         println!("  {:<22} {:>8.2}", m.name(), t);
     }
     println!("  {:<22} {:>8.2}", "all metrics", total);
+    let worst = frames
+        .iter()
+        .max()
+        .copied()
+        .unwrap_or_default()
+        .as_secs_f64()
+        * 1e3;
+    let frame_ms = median(&mut frames);
+    println!(
+        "  {:<22} {:>8.2}   (worst {worst:.2}; {:.1} frames/s)",
+        "frame: copy + metrics",
+        frame_ms,
+        1e3 / frame_ms
+    );
+    // Breakdown of the coordination number: its cell grid alone, built as it builds it.
+    if let Some(positions) = frame.positions.as_deref() {
+        let mut grid_times = Vec::new();
+        let mut buffers = analysis::grid::GridBuffers::default();
+        for _ in 0..repeats {
+            let t = Instant::now();
+            let grid = contacts::contact_grid(positions, &ctx.radii, ctx.max_radius, buffers);
+            grid_times.push(t.elapsed());
+            buffers = grid.map(|g| g.into_buffers()).unwrap_or_default();
+        }
+        let grid_ms = median(&mut grid_times);
+        record.insert("coordination_cell_grid".into(), serde_json::json!(grid_ms));
+        println!("  {:<22} {:>8.2}", "(of which cell grid)", grid_ms);
+    }
+    if let Some(path) = args.get(4) {
+        let json = serde_json::json!({
+            "bench": "analysis metrics per frame",
+            "command": args.join(" "),
+            "particles": n,
+            "order": order,
+            "rayon_threads": threads,
+            "repeats": repeats,
+            "median_ms": record,
+            "copy_ms": median(&mut copy),
+            "all_metrics_ms": total,
+            "frame_median_ms": frame_ms,
+            "frame_worst_ms": worst,
+            "frames_per_s": 1e3 / frame_ms,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")?;
+    }
     if let Some(m) = last {
         println!(
             "  (Z = {:?}, phi = {:?}, Lacey = {:?})",

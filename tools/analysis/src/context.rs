@@ -2,6 +2,8 @@
 //! per-particle radius and species, species densities, gravity and the world box.
 
 use shm_protocol::static_data::decode_name;
+
+use crate::metrics::energy::particle_masses;
 use shm_protocol::{MeshStatic, StaticData};
 
 /// Gravity used when the configuration does not give one [m/s^2].
@@ -32,6 +34,8 @@ pub struct StaticContext {
     pub species_names: Vec<String>,
     /// Per species [kg/m^3].
     pub densities: Vec<f64>,
+    /// Per particle [kg], from radius, species and density.
+    pub masses: Vec<f64>,
     /// [m/s^2]
     pub gravity: [f64; 3],
     /// Where `gravity` came from (`config key gravity`, or the default and why).
@@ -82,12 +86,14 @@ impl StaticContext {
         } else {
             s.particle_radius.iter().map(|&r| r as f64).sum::<f64>() / n as f64
         };
+        let densities: Vec<f64> = s.species.iter().map(|r| r.density).collect();
         Ok(Self {
+            masses: particle_masses(&s.particle_radius, &s.particle_species, &densities),
             generation: s.generation,
             radii: s.particle_radius,
             species: s.particle_species,
             species_names: s.species.iter().map(|r| decode_name(&r.name)).collect(),
-            densities: s.species.iter().map(|r| r.density).collect(),
+            densities,
             gravity,
             gravity_source,
             world_min: s.world_min,

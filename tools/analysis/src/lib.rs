@@ -10,6 +10,7 @@ pub mod follow;
 pub mod grid;
 pub mod metrics;
 pub mod output;
+pub mod par;
 pub mod region;
 
 pub use context::{ContextError, StaticContext};

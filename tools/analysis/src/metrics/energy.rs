@@ -2,28 +2,25 @@
 
 use rayon::prelude::*;
 
-use crate::grid::MIN_CHUNK;
+use crate::par::{self, CHUNK};
 
-/// Per-particle mass inputs: radius [m] and species, and each species' density [kg/m^3].
-/// Species indices were checked against `density` when the context was built.
+/// Per-particle mass [kg] and radius [m], in frame order (see [`particle_masses`]).
 #[derive(Clone, Copy)]
 pub struct Masses<'a> {
+    pub mass: &'a [f64],
     pub radii: &'a [f32],
-    pub species: &'a [u32],
-    pub density: &'a [f64],
 }
 
-impl Masses<'_> {
-    /// Mass of particle `i` [kg] (0 for an unknown species: never panics).
-    #[inline]
-    pub fn mass(&self, i: usize) -> f64 {
-        let rho = self
-            .density
-            .get(self.species[i] as usize)
-            .copied()
-            .unwrap_or(0.0);
-        sphere_mass(rho, self.radii[i] as f64)
-    }
+/// Mass of every particle [kg] from its radius [m], its species and the species' densities
+/// [kg/m^3] (0 for an unknown species: never panics). Computed once per static generation, so
+/// that the per-frame sums only stream the frame's arrays.
+pub fn particle_masses(radii: &[f32], species: &[u32], density: &[f64]) -> Vec<f64> {
+    radii
+        .par_iter()
+        .zip(species)
+        .with_min_len(CHUNK)
+        .map(|(&r, &s)| sphere_mass(density.get(s as usize).copied().unwrap_or(0.0), r as f64))
+        .collect()
 }
 
 /// Mass of a solid sphere, m = rho * 4/3 * pi * r^3 [kg] (rho [kg/m^3], r [m]).
@@ -46,23 +43,20 @@ fn norm2(v: &[f32; 3]) -> f64 {
 
 /// Translational kinetic energy E_t = sum_i 1/2 m_i |v_i|^2 [J] (v [m/s]).
 pub fn kinetic_energy_translational(velocities: &[[f32; 3]], m: Masses<'_>) -> f64 {
-    velocities
-        .par_iter()
-        .enumerate()
-        .with_min_len(MIN_CHUNK)
-        .map(|(i, v)| 0.5 * m.mass(i) * norm2(v))
-        .sum()
+    let n = velocities.len().min(m.mass.len());
+    0.5 * par::sum(n, |i| m.mass[i] * norm2(&velocities[i]))
 }
 
 /// Rotational kinetic energy E_r = sum_i 1/2 I_i |w_i|^2 with I_i = 2/5 m_i r_i^2 [J]
 /// (w [rad/s]).
 pub fn kinetic_energy_rotational(angular_velocities: &[[f32; 3]], m: Masses<'_>) -> f64 {
-    angular_velocities
-        .par_iter()
-        .enumerate()
-        .with_min_len(MIN_CHUNK)
-        .map(|(i, w)| 0.5 * sphere_inertia(m.mass(i), m.radii[i] as f64) * norm2(w))
-        .sum()
+    let n = angular_velocities
+        .len()
+        .min(m.mass.len())
+        .min(m.radii.len());
+    0.5 * par::sum(n, |i| {
+        sphere_inertia(m.mass[i], m.radii[i] as f64) * norm2(&angular_velocities[i])
+    })
 }
 
 /// Gravitational potential energy E_p = -sum_i m_i g . (x_i - x_ref) [J] (g [m/s^2], x [m]).
@@ -73,17 +67,14 @@ pub fn potential_energy(
     gravity: [f64; 3],
     reference: [f64; 3],
 ) -> f64 {
-    positions
-        .par_iter()
-        .enumerate()
-        .with_min_len(MIN_CHUNK)
-        .map(|(i, x)| {
-            let dot: f64 = (0..3)
-                .map(|k| gravity[k] * (x[k] as f64 - reference[k]))
-                .sum();
-            -m.mass(i) * dot
-        })
-        .sum()
+    let n = positions.len().min(m.mass.len());
+    -par::sum(n, |i| {
+        let x = &positions[i];
+        let dot = gravity[0] * (x[0] as f64 - reference[0])
+            + gravity[1] * (x[1] as f64 - reference[1])
+            + gravity[2] * (x[2] as f64 - reference[2]);
+        m.mass[i] * dot
+    })
 }
 
 #[cfg(test)]
@@ -96,10 +87,10 @@ mod tests {
     const RHO: [f64; 2] = [1000.0, 2500.0];
 
     fn masses() -> Masses<'static> {
+        let mass = particle_masses(&R, &S, &RHO);
         Masses {
+            mass: Vec::leak(mass),
             radii: &R,
-            species: &S,
-            density: &RHO,
         }
     }
 
@@ -143,11 +134,9 @@ mod tests {
 
     #[test]
     fn unknown_species_weighs_nothing() {
-        let m = Masses {
-            radii: &[1.0],
-            species: &[7],
-            density: &[1.0],
-        };
-        assert_eq!(m.mass(0), 0.0);
+        assert_eq!(
+            particle_masses(&[1.0, 1.0], &[7, 0], &[1.0]),
+            [0.0, 4.0 / 3.0 * PI]
+        );
     }
 }

@@ -170,6 +170,7 @@ pub fn compute(
 #[derive(Default)]
 pub struct Scratch {
     contacts: contacts::ContactScratch,
+    lacey: lacey::LaceyScratch,
 }
 
 /// [`compute`] reusing `scratch`'s arrays.
@@ -195,9 +196,8 @@ pub fn compute_with(
         ..Default::default()
     };
     let masses = Masses {
+        mass: &ctx.masses,
         radii: &ctx.radii,
-        species: &ctx.species,
-        density: &ctx.densities,
     };
     let pos = frame.positions.as_deref();
     let vel = frame.velocities.as_deref();
@@ -261,7 +261,7 @@ pub fn compute_with(
                 None => missing(&mut out, "position"),
             },
             Metric::SolidFraction => solid(&mut out, pos, ctx, settings),
-            Metric::LaceyIndex => lacey(&mut out, pos, ctx, settings),
+            Metric::LaceyIndex => lacey(&mut out, pos, ctx, settings, &mut scratch.lacey),
             Metric::BodyTorque => torque(&mut out, frame, ctx),
         }
         timings.push((metric, t0.elapsed()));
@@ -294,7 +294,13 @@ fn solid(out: &mut Metrics, pos: Option<&[[f32; 3]]>, ctx: &StaticContext, s: &S
     }
 }
 
-fn lacey(out: &mut Metrics, pos: Option<&[[f32; 3]]>, ctx: &StaticContext, s: &Settings) {
+fn lacey(
+    out: &mut Metrics,
+    pos: Option<&[[f32; 3]]>,
+    ctx: &StaticContext,
+    s: &Settings,
+    scratch: &mut lacey::LaceyScratch,
+) {
     if ctx.species_names.len() < 2 {
         out.notes
             .push("lacey_index: needs at least 2 species".into());
@@ -318,7 +324,7 @@ fn lacey(out: &mut Metrics, pos: Option<&[[f32; 3]]>, ctx: &StaticContext, s: &S
             .push("lacey_index: frames carry no position".into());
         return;
     };
-    out.lacey_index = lacey::lacey_index(p, &ctx.species, a, b, grid);
+    out.lacey_index = lacey::lacey_index_with(p, &ctx.species, a, b, grid, scratch);
     if out.lacey_index.is_none() {
         out.notes.push(
             "lacey_index: undefined (a species is absent or no sample cell holds enough particles)"

@@ -3,7 +3,8 @@
 use rayon::prelude::*;
 use shm_protocol::{BodyTransform, MeshStatic};
 
-use crate::grid::{CellLayout, MIN_CHUNK};
+use crate::grid::CellLayout;
+use crate::par::CHUNK;
 
 /// Cells per axis of a body's triangle grid, at most.
 const TRIANGLE_GRID_AXIS: usize = 64;
@@ -195,7 +196,7 @@ pub fn body_loads(
             };
             let (torque, force, contacts) = (0..n)
                 .into_par_iter()
-                .with_min_len(MIN_CHUNK)
+                .with_min_len(CHUNK)
                 .filter_map(|i| {
                     let p = positions[i].map(f64::from);
                     let r = radii[i] as f64;
