@@ -238,7 +238,7 @@ fn due(c: Cadence, last: Option<(f64, Instant)>, sim_time: f64) -> bool {
 pub fn log_timings(m: &Metrics, t: &Timings) {
     let parts: Vec<String> = t
         .iter()
-        .map(|(k, d)| format!("{}={:.2}ms", k.name(), d.as_secs_f64() * 1e3))
+        .map(|(k, d)| format!("{k}={:.2}ms", d.as_secs_f64() * 1e3))
         .collect();
     let total: f64 = t.iter().map(|(_, d)| d.as_secs_f64() * 1e3).sum();
     tracing::info!(

@@ -2,7 +2,8 @@
 
 use rayon::prelude::*;
 
-use crate::par::{self, CHUNK};
+use super::sums::{particle_sums, SumInputs, SumRequest};
+use crate::par::CHUNK;
 
 /// Per-particle mass [kg] and radius [m], in frame order (see [`particle_masses`]).
 #[derive(Clone, Copy)]
@@ -41,22 +42,52 @@ fn norm2(v: &[f32; 3]) -> f64 {
     x * x + y * y + z * z
 }
 
+/// Translational kinetic energy of one particle, 1/2 m |v|^2 [J].
+#[inline]
+pub fn kinetic_term(mass: f64, v: &[f32; 3]) -> f64 {
+    0.5 * mass * norm2(v)
+}
+
+/// Rotational kinetic energy of one sphere, 1/2 I |w|^2 with I = 2/5 m r^2 [J].
+#[inline]
+pub fn rotational_term(mass: f64, radius: f32, w: &[f32; 3]) -> f64 {
+    0.5 * sphere_inertia(mass, radius as f64) * norm2(w)
+}
+
+/// Potential energy of one particle, -m g . (x - x_ref) [J].
+#[inline]
+pub fn potential_term(mass: f64, gravity: [f64; 3], x: &[f32; 3], reference: [f64; 3]) -> f64 {
+    let dot = gravity[0] * (x[0] as f64 - reference[0])
+        + gravity[1] * (x[1] as f64 - reference[1])
+        + gravity[2] * (x[2] as f64 - reference[2]);
+    -mass * dot
+}
+
 /// Translational kinetic energy E_t = sum_i 1/2 m_i |v_i|^2 [J] (v [m/s]).
 pub fn kinetic_energy_translational(velocities: &[[f32; 3]], m: Masses<'_>) -> f64 {
-    let n = velocities.len().min(m.mass.len());
-    0.5 * par::sum(n, |i| m.mass[i] * norm2(&velocities[i]))
+    let request = SumRequest {
+        kinetic_translational: true,
+        ..Default::default()
+    };
+    let inputs = SumInputs {
+        velocities: Some(velocities),
+        ..SumInputs::with_masses(m)
+    };
+    particle_sums(inputs, &request).kinetic_translational
 }
 
 /// Rotational kinetic energy E_r = sum_i 1/2 I_i |w_i|^2 with I_i = 2/5 m_i r_i^2 [J]
 /// (w [rad/s]).
 pub fn kinetic_energy_rotational(angular_velocities: &[[f32; 3]], m: Masses<'_>) -> f64 {
-    let n = angular_velocities
-        .len()
-        .min(m.mass.len())
-        .min(m.radii.len());
-    0.5 * par::sum(n, |i| {
-        sphere_inertia(m.mass[i], m.radii[i] as f64) * norm2(&angular_velocities[i])
-    })
+    let request = SumRequest {
+        kinetic_rotational: true,
+        ..Default::default()
+    };
+    let inputs = SumInputs {
+        angular_velocities: Some(angular_velocities),
+        ..SumInputs::with_masses(m)
+    };
+    particle_sums(inputs, &request).kinetic_rotational
 }
 
 /// Gravitational potential energy E_p = -sum_i m_i g . (x_i - x_ref) [J] (g [m/s^2], x [m]).
@@ -67,14 +98,15 @@ pub fn potential_energy(
     gravity: [f64; 3],
     reference: [f64; 3],
 ) -> f64 {
-    let n = positions.len().min(m.mass.len());
-    -par::sum(n, |i| {
-        let x = &positions[i];
-        let dot = gravity[0] * (x[0] as f64 - reference[0])
-            + gravity[1] * (x[1] as f64 - reference[1])
-            + gravity[2] * (x[2] as f64 - reference[2]);
-        m.mass[i] * dot
-    })
+    let request = SumRequest {
+        potential: Some((gravity, reference)),
+        ..Default::default()
+    };
+    let inputs = SumInputs {
+        positions: Some(positions),
+        ..SumInputs::with_masses(m)
+    };
+    particle_sums(inputs, &request).potential
 }
 
 #[cfg(test)]

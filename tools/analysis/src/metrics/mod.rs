@@ -6,6 +6,7 @@ pub mod energy;
 pub mod lacey;
 pub mod motion;
 pub mod solid_fraction;
+pub mod sums;
 pub mod torque;
 
 use std::time::{Duration, Instant};
@@ -15,7 +16,6 @@ use shm_protocol::Frame;
 
 use crate::context::StaticContext;
 use crate::region::Aabb;
-use energy::Masses;
 use lacey::LaceyGrid;
 use torque::BodyLoad;
 
@@ -153,8 +153,19 @@ pub enum FrameMismatch {
     },
 }
 
-/// Time taken by each metric group.
-pub type Timings = Vec<(Metric, Duration)>;
+/// Time taken by each stage of [`compute`]: the grid metrics by name, and the one pass of the
+/// per-particle sums under the names of the metrics it served joined by `+` (e.g.
+/// `kinetic_energy+speed`).
+pub type Timings = Vec<(String, Duration)>;
+
+/// Metrics computed in the one pass of [`sums::particle_sums`].
+const SUMMED: [Metric; 5] = [
+    Metric::KineticEnergy,
+    Metric::PotentialEnergy,
+    Metric::Speed,
+    Metric::CenterOfMass,
+    Metric::SolidFraction,
+];
 
 /// Runs the selected metrics on `frame`. Metrics whose inputs the frame lacks are `null` with a
 /// note; nothing panics on missing data.
@@ -195,60 +206,23 @@ pub fn compute_with(
         particles: n,
         ..Default::default()
     };
-    let masses = Masses {
-        mass: &ctx.masses,
-        radii: &ctx.radii,
-    };
     let pos = frame.positions.as_deref();
-    let vel = frame.velocities.as_deref();
     let mut timings = Vec::new();
-    for &metric in &settings.metrics {
+    let summed: Vec<Metric> = settings
+        .metrics
+        .iter()
+        .copied()
+        .filter(|m| SUMMED.contains(m))
+        .collect();
+    if !summed.is_empty() {
         let t0 = Instant::now();
-        let missing = |out: &mut Metrics, what: &str| {
-            out.notes
-                .push(format!("{}: frames carry no {what}", metric.name()))
-        };
+        summed_metrics(&mut out, frame, ctx, settings, &summed);
+        let names: Vec<&str> = summed.iter().map(|m| m.name()).collect();
+        timings.push((names.join("+"), t0.elapsed()));
+    }
+    for &metric in settings.metrics.iter().filter(|m| !SUMMED.contains(m)) {
+        let t0 = Instant::now();
         match metric {
-            Metric::KineticEnergy => {
-                match vel {
-                    Some(v) => {
-                        out.kinetic_energy_translational =
-                            Some(energy::kinetic_energy_translational(v, masses))
-                    }
-                    None => missing(&mut out, "velocity"),
-                }
-                match frame.angular_velocities.as_deref() {
-                    Some(w) => {
-                        out.kinetic_energy_rotational =
-                            Some(energy::kinetic_energy_rotational(w, masses))
-                    }
-                    None => missing(&mut out, "angular_velocity"),
-                }
-            }
-            Metric::PotentialEnergy => match pos {
-                Some(p) => {
-                    out.potential_energy = Some(energy::potential_energy(
-                        p,
-                        masses,
-                        ctx.gravity,
-                        ctx.world_min,
-                    ))
-                }
-                None => missing(&mut out, "position"),
-            },
-            Metric::Speed => match vel {
-                Some(v) => {
-                    if let Some((max, mean)) = motion::speeds(v) {
-                        out.max_speed = Some(max);
-                        out.mean_speed = Some(mean);
-                    }
-                }
-                None => missing(&mut out, "velocity"),
-            },
-            Metric::CenterOfMass => match pos {
-                Some(p) => out.center_of_mass = motion::center_of_mass(p, masses),
-                None => missing(&mut out, "position"),
-            },
             Metric::CoordinationNumber => match pos {
                 Some(p) => {
                     out.coordination_number = contacts::coordination_number_with(
@@ -258,18 +232,86 @@ pub fn compute_with(
                         &mut scratch.contacts,
                     )
                 }
-                None => missing(&mut out, "position"),
+                None => out
+                    .notes
+                    .push("coordination_number: frames carry no position".into()),
             },
-            Metric::SolidFraction => solid(&mut out, pos, ctx, settings),
             Metric::LaceyIndex => lacey(&mut out, pos, ctx, settings, &mut scratch.lacey),
             Metric::BodyTorque => torque(&mut out, frame, ctx),
+            _ => unreachable!("summed metrics are computed above"),
         }
-        timings.push((metric, t0.elapsed()));
+        timings.push((metric.name().to_string(), t0.elapsed()));
     }
     Ok((out, timings))
 }
 
-fn solid(out: &mut Metrics, pos: Option<&[[f32; 3]]>, ctx: &StaticContext, s: &Settings) {
+/// The selected metrics of [`SUMMED`], from one [`sums::particle_sums`] pass.
+fn summed_metrics(
+    out: &mut Metrics,
+    frame: &Frame,
+    ctx: &StaticContext,
+    settings: &Settings,
+    selected: &[Metric],
+) {
+    let (pos, vel) = (frame.positions.as_deref(), frame.velocities.as_deref());
+    let spin = frame.angular_velocities.as_deref();
+    let wants = |m: Metric| selected.contains(&m);
+    let mut missing = |metric: Metric, what: &str, have: bool| {
+        if wants(metric) && !have {
+            out.notes
+                .push(format!("{}: frames carry no {what}", metric.name()));
+        }
+        wants(metric) && have
+    };
+    let kinetic_t = missing(Metric::KineticEnergy, "velocity", vel.is_some());
+    let kinetic_r = missing(Metric::KineticEnergy, "angular_velocity", spin.is_some());
+    let potential = missing(Metric::PotentialEnergy, "position", pos.is_some());
+    let speeds = missing(Metric::Speed, "velocity", vel.is_some());
+    let center = missing(Metric::CenterOfMass, "position", pos.is_some());
+    let solid_region = if wants(Metric::SolidFraction) {
+        solid_region(out, pos.is_some(), ctx, settings)
+    } else {
+        None
+    };
+    let request = sums::SumRequest {
+        kinetic_translational: kinetic_t,
+        kinetic_rotational: kinetic_r,
+        potential: potential.then_some((ctx.gravity, ctx.world_min)),
+        speeds,
+        center_of_mass: center,
+        solid_region,
+    };
+    let inputs = sums::SumInputs {
+        positions: pos,
+        velocities: vel,
+        angular_velocities: spin,
+        mass: Some(&ctx.masses),
+        radii: Some(&ctx.radii),
+    };
+    let s = sums::particle_sums(inputs, &request);
+    out.kinetic_energy_translational = kinetic_t.then_some(s.kinetic_translational);
+    out.kinetic_energy_rotational = kinetic_r.then_some(s.kinetic_rotational);
+    out.potential_energy = potential.then_some(s.potential);
+    if let Some((max, mean)) = motion::speeds_from(&s).filter(|_| speeds) {
+        out.max_speed = Some(max);
+        out.mean_speed = Some(mean);
+    }
+    if center {
+        out.center_of_mass = motion::center_of_mass_from(&s);
+    }
+    if let Some(region) = solid_region {
+        out.solid_fraction = Some(s.solid_volume / region.volume());
+    }
+}
+
+/// The solid-fraction region (`--region`, else the lower half of the world box), noted in
+/// `out`; `None` with a note when it is unusable or the frames carry no positions.
+fn solid_region(
+    out: &mut Metrics,
+    have_positions: bool,
+    ctx: &StaticContext,
+    s: &Settings,
+) -> Option<Aabb> {
     let region = match s.region {
         Some(r) => Ok(r),
         None => Aabb::lower_half(ctx.world_min, ctx.world_max),
@@ -280,18 +322,16 @@ fn solid(out: &mut Metrics, pos: Option<&[[f32; 3]]>, ctx: &StaticContext, s: &S
             out.notes.push(format!(
                 "solid_fraction: no --region given and the world box is unusable ({e})"
             ));
-            return;
+            return None;
         }
     };
     out.solid_fraction_region = Some(region);
-    match pos {
-        Some(p) => {
-            out.solid_fraction = Some(solid_fraction::solid_fraction(p, &ctx.radii, &region))
-        }
-        None => out
-            .notes
-            .push("solid_fraction: frames carry no position".into()),
+    if !have_positions {
+        out.notes
+            .push("solid_fraction: frames carry no position".into());
+        return None;
     }
+    Some(region)
 }
 
 fn lacey(
@@ -362,12 +402,7 @@ fn torque(out: &mut Metrics, frame: &Frame, ctx: &StaticContext) {
 /// Timings as a JSON object of milliseconds.
 pub fn timings_json(t: &Timings) -> serde_json::Map<String, serde_json::Value> {
     t.iter()
-        .map(|(m, d)| {
-            (
-                m.name().to_string(),
-                serde_json::json!(d.as_secs_f64() * 1e3),
-            )
-        })
+        .map(|(name, d)| (name.clone(), serde_json::json!(d.as_secs_f64() * 1e3)))
         .collect()
 }
 

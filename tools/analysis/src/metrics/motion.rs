@@ -1,84 +1,57 @@
 //! Speeds and centre of mass.
 
 use super::energy::Masses;
-use crate::par::map_chunks;
+use super::sums::{particle_sums, SumInputs, SumRequest};
 
-/// Largest and mean speed, max_i |v_i| and (1/N) sum_i |v_i| [m/s] (|v_i| evaluated in f32
-/// like the velocities, summed in f64). Non-finite velocities are left out; `None` without
-/// particles.
-pub fn speeds(velocities: &[[f32; 3]]) -> Option<(f64, f64)> {
-    let parts = map_chunks(velocities.len(), |r| chunk_speeds(&velocities[r]));
-    let (max, sum, n) = parts
-        .into_iter()
-        .fold((0.0f64, 0.0, 0), |(a, b, c), (d, e, f)| {
-            (a.max(d), b + e, c + f)
-        });
-    (n > 0).then(|| (max, sum / n as f64))
+/// Speed |v| [m/s], evaluated in f32 like the velocity.
+#[inline]
+pub fn speed_of(v: &[f32; 3]) -> f32 {
+    let [x, y, z] = *v;
+    (x * x + y * y + z * z).sqrt()
 }
 
-/// Largest speed, sum of speeds and count of finite speeds in `v`: branch-free, four partial
-/// sums, so that it vectorises.
-#[inline(never)]
-fn chunk_speeds(v: &[[f32; 3]]) -> (f64, f64, usize) {
-    let (mut max, mut sum, mut n) = ([0.0f32; 4], [0.0f64; 4], [0usize; 4]);
-    let mut groups = v.chunks_exact(4);
-    for g in &mut groups {
-        for l in 0..4 {
-            let [x, y, z] = g[l];
-            let s = (x * x + y * y + z * z).sqrt();
-            let ok = s < f32::INFINITY;
-            max[l] = if ok && s > max[l] { s } else { max[l] };
-            sum[l] += if ok { s as f64 } else { 0.0 };
-            n[l] += ok as usize;
-        }
-    }
-    for (l, &[x, y, z]) in groups.remainder().iter().enumerate() {
-        let s = (x * x + y * y + z * z).sqrt();
-        if s < f32::INFINITY {
-            max[l] = max[l].max(s);
-            sum[l] += s as f64;
-            n[l] += 1;
-        }
-    }
-    let m = max.iter().fold(0.0f32, |a, &b| a.max(b));
-    (
-        m as f64,
-        (sum[0] + sum[1]) + (sum[2] + sum[3]),
-        n.iter().sum(),
-    )
+/// Largest and mean speed, max_i |v_i| and (1/N) sum_i |v_i| [m/s] ([`speed_of`], summed in
+/// f64). Non-finite velocities are left out; `None` without particles.
+pub fn speeds(velocities: &[[f32; 3]]) -> Option<(f64, f64)> {
+    let request = SumRequest {
+        speeds: true,
+        ..Default::default()
+    };
+    let inputs = SumInputs {
+        velocities: Some(velocities),
+        ..SumInputs::default()
+    };
+    let s = particle_sums(inputs, &request);
+    speeds_from(&s)
+}
+
+/// Largest and mean speed from a pass's sums (`None` without a finite speed).
+pub fn speeds_from(s: &super::sums::Sums) -> Option<(f64, f64)> {
+    (s.speed_count > 0).then(|| (s.max_speed, s.speed_sum / s.speed_count as f64))
 }
 
 /// Centre of mass sum_i m_i x_i / sum_i m_i [m]. When every mass is zero (no densities in the
 /// static section) the plain mean of the positions. `None` without particles.
 pub fn center_of_mass(positions: &[[f32; 3]], m: Masses<'_>) -> Option<[f64; 3]> {
-    let n = positions.len().min(m.mass.len());
-    let parts = map_chunks(n, |r| {
-        let (mut wx, mut w, mut px) = ([0.0f64; 3], 0.0f64, [0.0f64; 3]);
-        for i in r {
-            let (x, mi) = (positions[i].map(f64::from), m.mass[i]);
-            for k in 0..3 {
-                wx[k] += mi * x[k];
-                px[k] += x[k];
-            }
-            w += mi;
-        }
-        (wx, w, px)
-    });
-    let (wx, w, px) = parts
-        .into_iter()
-        .fold(([0.0; 3], 0.0, [0.0; 3]), |(a, b, c), (e, f, g)| {
-            (
-                [0, 1, 2].map(|k| a[k] + e[k]),
-                b + f,
-                [0, 1, 2].map(|k| c[k] + g[k]),
-            )
-        });
-    if n == 0 {
+    let request = SumRequest {
+        center_of_mass: true,
+        ..Default::default()
+    };
+    let inputs = SumInputs {
+        positions: Some(positions),
+        ..SumInputs::with_masses(m)
+    };
+    center_of_mass_from(&particle_sums(inputs, &request))
+}
+
+/// Centre of mass from a pass's sums.
+pub fn center_of_mass_from(s: &super::sums::Sums) -> Option<[f64; 3]> {
+    if s.position_count == 0 {
         None
-    } else if w > 0.0 {
-        Some(wx.map(|v| v / w))
+    } else if s.mass > 0.0 {
+        Some(s.mass_moment.map(|v| v / s.mass))
     } else {
-        Some(px.map(|v| v / n as f64))
+        Some(s.position_sum.map(|v| v / s.position_count as f64))
     }
 }
 

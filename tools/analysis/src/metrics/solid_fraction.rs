@@ -1,6 +1,6 @@
 //! Solid (volume) fraction of spheres in an axis-aligned box.
 
-use crate::par::map_chunks;
+use super::sums::{particle_sums, SumInputs, SumRequest};
 use crate::region::Aabb;
 
 /// Fraction of a unit sphere's volume below the plane at height t (centre at 0):
@@ -35,54 +35,58 @@ pub fn sphere_fraction_inside(c: [f64; 3], r: f64, b: &Aabb) -> f64 {
         .product()
 }
 
+/// Volume of a sphere, 4/3 pi r^3 [m^3].
+#[inline]
+pub fn sphere_volume(r: f64) -> f64 {
+    4.0 / 3.0 * std::f64::consts::PI * r * r * r
+}
+
+/// Volume of the sphere inside `b` [m^3] ([`sphere_fraction_inside`]).
+#[inline]
+pub fn sphere_volume_inside(c: [f64; 3], r: f64, b: &Aabb) -> f64 {
+    sphere_volume(r) * sphere_fraction_inside(c, r, b)
+}
+
+/// Where a sphere lies relative to a box: wholly inside, cut by a face, or (neither) outside
+/// or not finite. Computed without branches.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Placement {
+    pub inside: bool,
+    pub cut: bool,
+}
+
+impl Placement {
+    #[inline]
+    #[allow(clippy::needless_range_loop)] // one axis index across centre and box
+    pub fn of(c: [f64; 3], r: f64, b: &Aabb) -> Self {
+        // `&`, not `&&`: no branch per comparison. NaN fails every comparison.
+        let (mut inside, mut near) = (true, true);
+        for k in 0..3 {
+            inside &= (c[k] - r >= b.min[k]) & (c[k] + r <= b.max[k]);
+            near &= (c[k] + r >= b.min[k]) & (c[k] - r <= b.max[k]);
+        }
+        Self {
+            inside,
+            cut: near & !inside,
+        }
+    }
+}
+
 /// Solid fraction phi = sum_i V_i f_i / V_box [-]: V_i = 4/3 pi r_i^3 and f_i the fraction of
 /// sphere i inside the box ([`sphere_fraction_inside`]), so spheres cut by the box faces count
 /// by the part inside rather than all-or-nothing by their centre. Overlaps between spheres are
 /// counted twice (they are small in DEM). Non-finite positions are left out.
 pub fn solid_fraction(positions: &[[f32; 3]], radii: &[f32], region: &Aabb) -> f64 {
-    let n = positions.len().min(radii.len());
-    let solid: f64 = map_chunks(n, |r| {
-        chunk_volume(&positions[r.clone()], &radii[r], region)
-    })
-    .into_iter()
-    .sum();
-    solid / region.volume()
-}
-
-/// Solid volume inside `region` of the spheres of one chunk (at most 65,536). Spheres wholly
-/// inside or outside are added without branches (in a shuffled frame inside and outside
-/// alternate at random, and a branch per sphere tripled the time); the few cut by a face are
-/// listed without a branch too and then computed exactly.
-#[inline(never)]
-#[allow(clippy::needless_range_loop)] // one axis index across centre and box
-fn chunk_volume(positions: &[[f32; 3]], radii: &[f32], region: &Aabb) -> f64 {
-    let volume = |r: f64| 4.0 / 3.0 * std::f64::consts::PI * r * r * r;
-    let (mut whole, mut cut) = (0.0f64, vec![0u16; positions.len()]);
-    let mut cuts = 0;
-    for (j, (p, &r)) in positions.iter().zip(radii).enumerate() {
-        let c = p.map(f64::from);
-        let r = r as f64;
-        // NaN fails every comparison: neither inside nor near.
-        let (mut inside, mut near) = (true, true);
-        for k in 0..3 {
-            inside &= (c[k] - r >= region.min[k]) & (c[k] + r <= region.max[k]);
-            near &= (c[k] + r >= region.min[k]) & (c[k] - r <= region.max[k]);
-        }
-        whole += volume(r) * f64::from(u8::from(inside));
-        cut[cuts] = j as u16;
-        cuts += usize::from(near & !inside);
-    }
-    let cut: f64 = cut[..cuts]
-        .iter()
-        .map(|&j| {
-            let (c, r) = (
-                positions[j as usize].map(f64::from),
-                radii[j as usize] as f64,
-            );
-            volume(r) * sphere_fraction_inside(c, r, region)
-        })
-        .sum();
-    whole + cut
+    let request = SumRequest {
+        solid_region: Some(*region),
+        ..Default::default()
+    };
+    let inputs = SumInputs {
+        positions: Some(positions),
+        radii: Some(radii),
+        ..SumInputs::default()
+    };
+    particle_sums(inputs, &request).solid_volume / region.volume()
 }
 
 #[cfg(test)]
