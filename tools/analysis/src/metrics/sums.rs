@@ -285,3 +285,114 @@ fn solid_volume(x: &[[f32; 3]], r: &[f32], region: &Aabb) -> f64 {
         .sum();
     whole + cut
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{energy, motion, solid_fraction};
+
+    /// A few blocks of particles, some non-finite, some cut by the region's faces.
+    fn particles(n: usize) -> (Vec<[f32; 3]>, Vec<[f32; 3]>, Vec<[f32; 3]>, Vec<f64>, Vec<f32>) {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 40) as f32 / (1u64 << 24) as f32
+        };
+        let mut pos: Vec<[f32; 3]> = (0..n).map(|_| [rnd(), rnd(), rnd()]).collect();
+        let mut vel: Vec<[f32; 3]> = (0..n).map(|_| [rnd() - 0.5, rnd(), 2.0 * rnd()]).collect();
+        let spin: Vec<[f32; 3]> = (0..n).map(|_| [rnd(), rnd() * 10.0, 0.0]).collect();
+        let radii: Vec<f32> = (0..n).map(|_| 0.01 + 0.02 * rnd()).collect();
+        let mass: Vec<f64> = radii.iter().map(|&r| energy::sphere_mass(2500.0, r as f64)).collect();
+        pos[7] = [f32::NAN, 0.5, 0.5];
+        vel[9] = [f32::INFINITY, 0.0, 0.0];
+        (pos, vel, spin, mass, radii)
+    }
+
+    #[test]
+    fn one_pass_gives_the_bits_of_each_metric_alone() {
+        let n = 3 * BLOCK + 123;
+        let (pos, vel, spin, mass, radii) = particles(n);
+        let m = Masses {
+            mass: &mass,
+            radii: &radii,
+        };
+        let region = Aabb::new([0.1, 0.0, 0.0], [0.9, 1.0, 0.5]).unwrap();
+        let (g, reference) = ([0.0, 0.0, -9.81], [0.0, 0.0, -1.0]);
+        let all = SumRequest {
+            kinetic_translational: true,
+            kinetic_rotational: true,
+            potential: Some((g, reference)),
+            speeds: true,
+            center_of_mass: true,
+            solid_region: Some(region),
+        };
+        let inputs = SumInputs {
+            positions: Some(&pos),
+            velocities: Some(&vel),
+            angular_velocities: Some(&spin),
+            ..SumInputs::with_masses(m)
+        };
+        let s = particle_sums(inputs, &all);
+        // The velocity of particle 9 is infinite: its kinetic energy is too.
+        assert_eq!(s.kinetic_translational, f64::INFINITY);
+        let finite_vel: Vec<[f32; 3]> = vel
+            .iter()
+            .map(|v| if v[0].is_finite() { *v } else { [0.0; 3] })
+            .collect();
+        let e_t = energy::kinetic_energy_translational(&finite_vel, m);
+        let by_hand: f64 = (0..n).map(|i| energy::kinetic_term(mass[i], &finite_vel[i])).sum();
+        assert!((e_t - by_hand).abs() < 1e-12 * by_hand, "{e_t} vs {by_hand}");
+        assert_eq!(
+            s.kinetic_rotational,
+            energy::kinetic_energy_rotational(&spin, m)
+        );
+        let potential = energy::potential_energy(&pos, m, g, reference);
+        assert_eq!(s.potential.to_bits(), potential.to_bits());
+        assert!(potential.is_nan(), "particle 7 has a NaN position");
+        assert_eq!(motion::speeds_from(&s), motion::speeds(&vel));
+        assert!(motion::speeds(&vel).unwrap().1 > 0.0);
+        assert_eq!(
+            s.solid_volume / region.volume(),
+            solid_fraction::solid_fraction(&pos, &radii, &region)
+        );
+        // Every solid-fraction sphere counted exactly: against a plain sum of the formula.
+        let by_hand: f64 = (0..n)
+            .filter(|&i| pos[i][0].is_finite())
+            .map(|i| {
+                let c = pos[i].map(f64::from);
+                solid_fraction::sphere_volume_inside(c, radii[i] as f64, &region)
+            })
+            .sum();
+        assert!((s.solid_volume - by_hand).abs() < 1e-12 * by_hand);
+        // NaN x from particle 7 (NaN != NaN: compare bits).
+        let bits = |c: [f64; 3]| c.map(f64::to_bits);
+        let com = motion::center_of_mass(&pos, m).unwrap();
+        assert_eq!(motion::center_of_mass_from(&s).map(bits), Some(bits(com)));
+        assert!(com[0].is_nan() && com[1].is_finite());
+    }
+
+    #[test]
+    fn missing_or_short_arrays_leave_their_sums_at_zero() {
+        let (pos, vel, _, mass, radii) = particles(100);
+        let m = Masses {
+            mass: &mass,
+            radii: &radii,
+        };
+        let request = SumRequest {
+            kinetic_translational: true,
+            kinetic_rotational: true,
+            speeds: true,
+            ..Default::default()
+        };
+        let inputs = SumInputs {
+            positions: Some(&pos[..50]),
+            velocities: Some(&vel),
+            ..SumInputs::with_masses(m)
+        };
+        let s = particle_sums(inputs, &request);
+        assert_eq!(s.kinetic_rotational, 0.0, "no spins given");
+        assert_eq!(s.speed_count, 49, "50 particles (the shortest array), one infinite");
+    }
+}
