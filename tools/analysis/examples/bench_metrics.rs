@@ -162,16 +162,29 @@ fn main() -> anyhow::Result<()> {
     // Breakdown of the coordination number: its cell grid alone, built as it builds it.
     if let Some(positions) = frame.positions.as_deref() {
         let mut grid_times = Vec::new();
+        let mut phases: Vec<[Duration; 5]> = Vec::new();
         let mut buffers = analysis::grid::GridBuffers::default();
         for _ in 0..repeats {
             let t = Instant::now();
             let grid = contacts::contact_grid(positions, &ctx.radii, ctx.max_radius, buffers);
             grid_times.push(t.elapsed());
             buffers = grid.map(|g| g.into_buffers()).unwrap_or_default();
+            phases.push(buffers.phase_times());
         }
         let grid_ms = median(&mut grid_times);
         record.insert("coordination_cell_grid".into(), serde_json::json!(grid_ms));
         println!("  {:<22} {:>8.2}", "(of which cell grid)", grid_ms);
+        let names = [
+            "bounding box",
+            "pass 1 (count)",
+            "offsets",
+            "pass 2 (partition)",
+            "pass 3 (sort)",
+        ];
+        for (k, name) in names.iter().enumerate() {
+            let mut v: Vec<Duration> = phases.iter().map(|p| p[k]).collect();
+            println!("    {:<20} {:>8.2}", name, median(&mut v));
+        }
     }
     if let Some(path) = args.get(4) {
         let json = serde_json::json!({

@@ -292,7 +292,15 @@ mod tests {
     use crate::metrics::{energy, motion, solid_fraction};
 
     /// A few blocks of particles, some non-finite, some cut by the region's faces.
-    fn particles(n: usize) -> (Vec<[f32; 3]>, Vec<[f32; 3]>, Vec<[f32; 3]>, Vec<f64>, Vec<f32>) {
+    fn particles(
+        n: usize,
+    ) -> (
+        Vec<[f32; 3]>,
+        Vec<[f32; 3]>,
+        Vec<[f32; 3]>,
+        Vec<f64>,
+        Vec<f32>,
+    ) {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut rnd = move || {
             x ^= x << 13;
@@ -304,7 +312,10 @@ mod tests {
         let mut vel: Vec<[f32; 3]> = (0..n).map(|_| [rnd() - 0.5, rnd(), 2.0 * rnd()]).collect();
         let spin: Vec<[f32; 3]> = (0..n).map(|_| [rnd(), rnd() * 10.0, 0.0]).collect();
         let radii: Vec<f32> = (0..n).map(|_| 0.01 + 0.02 * rnd()).collect();
-        let mass: Vec<f64> = radii.iter().map(|&r| energy::sphere_mass(2500.0, r as f64)).collect();
+        let mass: Vec<f64> = radii
+            .iter()
+            .map(|&r| energy::sphere_mass(2500.0, r as f64))
+            .collect();
         pos[7] = [f32::NAN, 0.5, 0.5];
         vel[9] = [f32::INFINITY, 0.0, 0.0];
         (pos, vel, spin, mass, radii)
@@ -342,8 +353,13 @@ mod tests {
             .map(|v| if v[0].is_finite() { *v } else { [0.0; 3] })
             .collect();
         let e_t = energy::kinetic_energy_translational(&finite_vel, m);
-        let by_hand: f64 = (0..n).map(|i| energy::kinetic_term(mass[i], &finite_vel[i])).sum();
-        assert!((e_t - by_hand).abs() < 1e-12 * by_hand, "{e_t} vs {by_hand}");
+        let by_hand: f64 = (0..n)
+            .map(|i| energy::kinetic_term(mass[i], &finite_vel[i]))
+            .sum();
+        assert!(
+            (e_t - by_hand).abs() < 1e-12 * by_hand,
+            "{e_t} vs {by_hand}"
+        );
         assert_eq!(
             s.kinetic_rotational,
             energy::kinetic_energy_rotational(&spin, m)
@@ -393,6 +409,9 @@ mod tests {
         };
         let s = particle_sums(inputs, &request);
         assert_eq!(s.kinetic_rotational, 0.0, "no spins given");
-        assert_eq!(s.speed_count, 49, "50 particles (the shortest array), one infinite");
+        assert_eq!(
+            s.speed_count, 49,
+            "50 particles (the shortest array), one infinite"
+        );
     }
 }
