@@ -291,16 +291,11 @@ mod tests {
     use super::*;
     use crate::metrics::{energy, motion, solid_fraction};
 
-    /// A few blocks of particles, some non-finite, some cut by the region's faces.
-    fn particles(
-        n: usize,
-    ) -> (
-        Vec<[f32; 3]>,
-        Vec<[f32; 3]>,
-        Vec<[f32; 3]>,
-        Vec<f64>,
-        Vec<f32>,
-    ) {
+    type Vec3s = Vec<[f32; 3]>;
+
+    /// A few blocks of particles (positions, velocities, spins, masses, radii), some
+    /// non-finite, some cut by the region's faces.
+    fn particles(n: usize) -> (Vec3s, Vec3s, Vec3s, Vec<f64>, Vec<f32>) {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut rnd = move || {
             x ^= x << 13;
