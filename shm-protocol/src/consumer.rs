@@ -119,6 +119,12 @@ impl Consumer {
         frame::read_newest_into(self.seg.region(), out)
     }
 
+    /// [`Consumer::read_newest_into`] of only the fields in `fields` (a [`crate::FieldKind::bit`] mask;
+    /// see [`frame::read_newest_fields_into`]).
+    pub fn read_newest_fields_into(&self, out: &mut Frame, fields: u32) -> Result<bool, ReadError> {
+        frame::read_newest_fields_into(self.seg.region(), out, fields)
+    }
+
     /// Runs `f` on a zero-copy view of the newest frame; the result is returned only if the frame
     /// was not overwritten while `f` ran (otherwise `f` runs again on the then-newest frame).
     pub fn with_newest<T>(

@@ -198,6 +198,13 @@ impl<'a> FrameView<'a> {
     /// Copies the view into `out`, reusing its buffers (no allocation, hence no page faults,
     /// after the first frame of a size: at 10 M particles that is most of a copy's cost).
     pub fn copy_into(&self, out: &mut Frame) {
+        self.copy_fields_into(out, u32::MAX);
+    }
+
+    /// [`FrameView::copy_into`] of only the fields in `fields` (a [`FieldKind::bit`] mask);
+    /// the others are `None` in `out`. A consumer that needs a few fields of a large frame
+    /// copies only those.
+    pub fn copy_fields_into(&self, out: &mut Frame, fields: u32) {
         fn fill<T: Copy + Send + Sync>(dst: &mut Option<Vec<T>>, src: Option<&[T]>) {
             match src {
                 Some(src) => {
@@ -215,13 +222,32 @@ impl<'a> FrameView<'a> {
         out.meta = self.meta;
         out.bodies.clear();
         out.bodies.extend_from_slice(self.bodies());
-        fill(&mut out.positions, self.positions());
-        fill(&mut out.velocities, self.velocities());
-        fill(&mut out.angular_velocities, self.angular_velocities());
-        fill(&mut out.forces, self.forces());
-        fill(&mut out.contact_counts, self.contact_counts());
-        fill(&mut out.densities, self.densities());
-        fill(&mut out.pressures, self.pressures());
+        let want = |k: FieldKind| fields & k.bit() != 0;
+        let pick = |k: FieldKind, src| if want(k) { src } else { None };
+        fill(
+            &mut out.positions,
+            pick(FieldKind::Position, self.positions()),
+        );
+        fill(
+            &mut out.velocities,
+            pick(FieldKind::Velocity, self.velocities()),
+        );
+        let spin = self.angular_velocities();
+        fill(
+            &mut out.angular_velocities,
+            pick(FieldKind::AngularVelocity, spin),
+        );
+        fill(&mut out.forces, pick(FieldKind::Force, self.forces()));
+        let counts = want(FieldKind::ContactCount)
+            .then(|| self.contact_counts())
+            .flatten();
+        fill(&mut out.contact_counts, counts);
+        let densities = want(FieldKind::Density).then(|| self.densities()).flatten();
+        fill(&mut out.densities, densities);
+        let pressures = want(FieldKind::Pressure)
+            .then(|| self.pressures())
+            .flatten();
+        fill(&mut out.pressures, pressures);
     }
 
     /// Copies the view into owned memory (the caller validates afterwards).
@@ -294,7 +320,16 @@ pub fn read_newest(region: &Region) -> Result<Option<Frame>, ReadError> {
 /// Copies the newest complete frame into `out`, reusing its buffers; `false` when there is no
 /// frame yet (`out` unchanged). On an error `out` may hold a partial copy.
 pub fn read_newest_into(region: &Region, out: &mut Frame) -> Result<bool, ReadError> {
-    Ok(with_newest(region, |v| v.copy_into(out))?.is_some())
+    read_newest_fields_into(region, out, u32::MAX)
+}
+
+/// [`read_newest_into`] of only the fields in `fields` (see [`FrameView::copy_fields_into`]).
+pub fn read_newest_fields_into(
+    region: &Region,
+    out: &mut Frame,
+    fields: u32,
+) -> Result<bool, ReadError> {
+    Ok(with_newest(region, |v| v.copy_fields_into(out, fields))?.is_some())
 }
 
 /// Frame contents supplied by the writer; [`FrameWriter::commit`] publishes them.

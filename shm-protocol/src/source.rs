@@ -39,6 +39,16 @@ pub trait FrameSource: Send {
             None => Ok(false),
         }
     }
+    /// [`FrameSource::read_newest_into`] of at least the fields in `fields` (a
+    /// [`crate::FieldKind::bit`] mask): a source may leave the others out to copy less.
+    fn read_newest_fields_into(
+        &mut self,
+        out: &mut Frame,
+        fields: u32,
+    ) -> Result<bool, SourceError> {
+        let _ = fields;
+        self.read_newest_into(out)
+    }
     fn wait_newer(&mut self, seq: u64, timeout: Duration) -> Result<WaitOutcome, SourceError>;
     fn send(&mut self, cmd: &Command, timeout: Duration) -> Result<CommandOutcome, SourceError>;
 }
@@ -58,6 +68,13 @@ impl FrameSource for Consumer {
     }
     fn read_newest_into(&mut self, out: &mut Frame) -> Result<bool, SourceError> {
         Ok(Consumer::read_newest_into(self, out)?)
+    }
+    fn read_newest_fields_into(
+        &mut self,
+        out: &mut Frame,
+        fields: u32,
+    ) -> Result<bool, SourceError> {
+        Ok(Consumer::read_newest_fields_into(self, out, fields)?)
     }
     fn wait_newer(&mut self, seq: u64, timeout: Duration) -> Result<WaitOutcome, SourceError> {
         Ok(Consumer::wait_newer(self, seq, timeout))

@@ -236,3 +236,35 @@ fn an_open_frame_blocks_a_second_one_but_not_commands() {
     assert_eq!(buf, f);
     assert_eq!(f.positions.unwrap()[3], [2.0; 3]);
 }
+
+#[test]
+fn a_field_selection_copies_only_those_fields() {
+    let name = TestName::new("fields");
+    let p = Publisher::create(
+        &name.0,
+        Capacities::for_particles(3),
+        CreateOptions::default(),
+    )
+    .unwrap();
+    let c = Consumer::attach(&name.0).unwrap();
+    let mut w = p.begin_frame(3).unwrap();
+    w.write_vec3(FieldKind::Position, &[[1.0, 2.0, 3.0]; 3])
+        .unwrap();
+    w.write_vec3(FieldKind::Velocity, &[[4.0, 5.0, 6.0]; 3])
+        .unwrap();
+    w.write_vec3(FieldKind::AngularVelocity, &[[7.0; 3]; 3])
+        .unwrap();
+    w.commit();
+    let full = c.read_newest().unwrap().unwrap();
+    // A buffer holding every field from an earlier read keeps none it did not ask for.
+    let mut buf = full.clone();
+    let fields = FieldKind::Velocity.bit() | FieldKind::Force.bit();
+    assert!(c.read_newest_fields_into(&mut buf, fields).unwrap());
+    assert_eq!(buf.meta, full.meta);
+    assert_eq!(buf.velocities, full.velocities);
+    assert_eq!(buf.positions, None);
+    assert_eq!(buf.angular_velocities, None);
+    assert_eq!(buf.forces, None, "asked for but not published");
+    assert!(c.read_newest_fields_into(&mut buf, u32::MAX).unwrap());
+    assert_eq!(buf, full);
+}

@@ -197,7 +197,10 @@ impl<'a> Run<'a> {
                 }
                 WaitOutcome::Newer(_) => {}
             }
-            match self.source.read_newest_into(&mut frame) {
+            match self
+                .source
+                .read_newest_fields_into(&mut frame, settings.fields())
+            {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(SourceError::Read(e @ ReadError::Contended(_))) => {

@@ -159,11 +159,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot attach to segment {name:?}"))?,
         ),
         forwarder::SourceChoice::Forwarder { addr, token } => {
-            let fields = shm_protocol::DEFAULT_FIELDS
-                | shm_protocol::FieldKind::Force.bit()
-                | shm_protocol::FieldKind::ContactCount.bit();
+            // Only what the selected metrics read crosses the network.
             Box::new(forwarder::RemoteSource::connect_fields(
-                &addr, token, fields,
+                &addr,
+                token,
+                settings.fields(),
             )?)
         }
     };

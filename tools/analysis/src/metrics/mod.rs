@@ -12,7 +12,7 @@ pub mod torque;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use shm_protocol::Frame;
+use shm_protocol::{FieldKind, Frame};
 
 use crate::context::StaticContext;
 use crate::region::Aabb;
@@ -90,6 +90,28 @@ pub struct Settings {
     /// Lacey sample cell edge [m] (default: 3 mean diameters).
     pub lacey_cell: Option<f64>,
     pub lacey_min_particles: u32,
+}
+
+impl Settings {
+    /// The frame fields the selected metrics read (a [`FieldKind::bit`] mask): a frame source
+    /// need copy only these.
+    pub fn fields(&self) -> u32 {
+        self.metrics
+            .iter()
+            .map(|m| match m {
+                Metric::KineticEnergy => {
+                    FieldKind::Velocity.bit() | FieldKind::AngularVelocity.bit()
+                }
+                Metric::Speed => FieldKind::Velocity.bit(),
+                Metric::BodyTorque => FieldKind::Position.bit() | FieldKind::Force.bit(),
+                Metric::PotentialEnergy
+                | Metric::CenterOfMass
+                | Metric::CoordinationNumber
+                | Metric::SolidFraction
+                | Metric::LaceyIndex => FieldKind::Position.bit(),
+            })
+            .fold(0, |a, b| a | b)
+    }
 }
 
 impl Default for Settings {
@@ -409,6 +431,28 @@ pub fn timings_json(t: &Timings) -> serde_json::Map<String, serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_follow_the_selected_metrics() {
+        let only = |metrics: Vec<Metric>| Settings {
+            metrics,
+            ..Settings::default()
+        };
+        assert_eq!(
+            only(vec![Metric::Speed]).fields(),
+            FieldKind::Velocity.bit()
+        );
+        let all = Settings::default().fields();
+        for k in [
+            FieldKind::Position,
+            FieldKind::Velocity,
+            FieldKind::AngularVelocity,
+            FieldKind::Force,
+        ] {
+            assert_ne!(all & k.bit(), 0, "{k:?}");
+        }
+        assert_eq!(all & FieldKind::ContactCount.bit(), 0);
+    }
 
     #[test]
     fn metric_names_parse() {
