@@ -205,18 +205,19 @@ pub trait Backend: Send {
     fn time(&self) -> f64;
     /// Number of steps done since t = 0.
     fn step_index(&self) -> u64;
-    /// Per-particle kinematics in id order.
-    fn snapshot(&self) -> Snapshot;
+    /// Per-particle kinematics in id order (device backends download it: a driver error is
+    /// returned, not a panic).
+    fn snapshot(&self) -> Result<Snapshot, StepError>;
     /// The full state, including contact history, in id order.
-    fn export_state(&self) -> SimState;
+    fn export_state(&self) -> Result<SimState, StepError>;
     /// Current transform of each mesh.
     fn mesh_transforms(&self) -> Vec<BodyTransform>;
     /// Per-stage wall-clock timers since the last reset.
     fn timers(&self) -> StageTimers;
     fn reset_timers(&mut self);
-    fn stats(&self) -> BackendStats;
+    fn stats(&self) -> Result<BackendStats, StepError>;
     /// Energies at the current state.
-    fn energies(&self) -> Energies;
+    fn energies(&self) -> Result<Energies, StepError>;
     /// One line about the compute device (name, memory in use per particle), if any.
     fn device_report(&self) -> Option<String> {
         None
@@ -241,7 +242,7 @@ pub trait Backend: Send {
     /// valid and untouched until the copy is complete.
     unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
         let n = out.count;
-        let s = self.snapshot();
+        let s = self.snapshot()?;
         let conv = |dst: *mut [f32; 3], src: &[V3]| {
             if !dst.is_null() {
                 // SAFETY: the caller guarantees n writable elements at each non-null pointer.

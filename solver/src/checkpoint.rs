@@ -54,6 +54,12 @@ pub enum CheckpointError {
     Encode { path: PathBuf, message: String },
     #[error("{path}: corrupt checkpoint: {message}")]
     Decode { path: PathBuf, message: String },
+    #[error("{path}: cannot read the state from the backend: {source}")]
+    State {
+        path: PathBuf,
+        #[source]
+        source: crate::backend::StepError,
+    },
     #[error("{path}: cannot start the backend for this checkpoint: {source}")]
     Backend {
         path: PathBuf,
@@ -80,7 +86,10 @@ impl Simulation {
             case_name: case.origin.name.clone(),
             base_dir: case.origin.base_dir.clone(),
             mesh_triangles: self.meshes().iter().map(|m| m.triangles.clone()).collect(),
-            state: self.state(),
+            state: self.state().map_err(|source| CheckpointError::State {
+                path: path.to_path_buf(),
+                source,
+            })?,
         };
         let cfg = bincode::config::standard();
         let enc = |e: bincode::error::EncodeError| CheckpointError::Encode {

@@ -297,36 +297,44 @@ impl Simulation {
         self.backend.wait_kinematics_copy()
     }
 
-    /// Per-particle kinematics in id order, f64 (cached until the next step).
-    pub fn snapshot(&self) -> &Snapshot {
-        self.snapshot.get_or_init(|| self.backend.snapshot())
+    /// Per-particle kinematics in id order, f64 (cached until the next step; a device
+    /// backend downloads it, and a driver error is returned).
+    pub fn snapshot(&self) -> Result<&Snapshot, StepError> {
+        if let Some(s) = self.snapshot.get() {
+            return Ok(s);
+        }
+        let s = self.backend.snapshot()?;
+        Ok(self.snapshot.get_or_init(|| s))
     }
 
     /// The full state including contact history (what a checkpoint stores).
-    pub fn state(&self) -> SimState {
+    pub fn state(&self) -> Result<SimState, StepError> {
         self.backend.export_state()
     }
 
-    pub fn positions_f32(&self) -> Vec<[f32; 3]> {
-        self.snapshot()
+    pub fn positions_f32(&self) -> Result<Vec<[f32; 3]>, StepError> {
+        Ok(self
+            .snapshot()?
             .pos
             .iter()
             .map(|&v| vec3::to_f32(v))
-            .collect()
+            .collect())
     }
-    pub fn velocities_f32(&self) -> Vec<[f32; 3]> {
-        self.snapshot()
+    pub fn velocities_f32(&self) -> Result<Vec<[f32; 3]>, StepError> {
+        Ok(self
+            .snapshot()?
             .vel
             .iter()
             .map(|&v| vec3::to_f32(v))
-            .collect()
+            .collect())
     }
-    pub fn angular_velocities_f32(&self) -> Vec<[f32; 3]> {
-        self.snapshot()
+    pub fn angular_velocities_f32(&self) -> Result<Vec<[f32; 3]>, StepError> {
+        Ok(self
+            .snapshot()?
             .omega
             .iter()
             .map(|&v| vec3::to_f32(v))
-            .collect()
+            .collect())
     }
     /// Particle ids (0..N: data is always in id order).
     pub fn particle_ids(&self) -> Vec<u32> {
@@ -379,7 +387,7 @@ impl Simulation {
             vec3::to_f32(self.ctx.domain_max),
         )
     }
-    pub fn energies(&self) -> Energies {
+    pub fn energies(&self) -> Result<Energies, StepError> {
         self.backend.energies()
     }
     pub fn timers(&self) -> StageTimers {
@@ -388,7 +396,7 @@ impl Simulation {
     pub fn reset_timers(&mut self) {
         self.backend.reset_timers()
     }
-    pub fn stats(&self) -> BackendStats {
+    pub fn stats(&self) -> Result<BackendStats, StepError> {
         self.backend.stats()
     }
 }

@@ -22,6 +22,12 @@ pub enum VtkError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path}: cannot read the particles from the backend: {source}")]
+    State {
+        path: PathBuf,
+        #[source]
+        source: crate::backend::StepError,
+    },
 }
 
 /// One data array of the appended block.
@@ -112,9 +118,13 @@ impl Writer {
 pub fn write_particles_vtu(path: &Path, sim: &Simulation) -> Result<(), VtkError> {
     let n = sim.num_particles();
     let flat = |v: Vec<[f32; 3]>| v.into_iter().flatten().collect::<Vec<f32>>();
-    let pos = flat(sim.positions_f32());
-    let vel = flat(sim.velocities_f32());
-    let omega = flat(sim.angular_velocities_f32());
+    let state = |source| VtkError::State {
+        path: path.to_path_buf(),
+        source,
+    };
+    let pos = flat(sim.positions_f32().map_err(state)?);
+    let vel = flat(sim.velocities_f32().map_err(state)?);
+    let omega = flat(sim.angular_velocities_f32().map_err(state)?);
     let radius = sim.radii_f32();
     let ids = sim.particle_ids();
     let conn: Vec<i64> = (0..n as i64).collect();

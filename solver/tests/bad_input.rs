@@ -68,7 +68,7 @@ fn the_good_case_is_accepted() {
     assert!(warnings.is_empty(), "{warnings:?}");
     let mut sim = Simulation::new(case).unwrap();
     sim.step_n(10).unwrap();
-    assert_eq!(sim.positions_f32().len(), 100);
+    assert_eq!(sim.positions_f32().unwrap().len(), 100);
 }
 
 #[test]

@@ -54,7 +54,7 @@ fn cuda_matches_cpu_on_the_falling_box() {
     g64.steps(300).expect("gpu");
     g32.steps(300).expect("gpu");
     let (c, a, b) = (
-        cpu.export_state(),
+        cpu.export_state().unwrap(),
         g64.state().expect("state"),
         g32.state().expect("state"),
     );
@@ -140,7 +140,7 @@ fn mesh_parity(
     g64.steps(steps).expect("gpu f64");
     g32.steps(steps).expect("gpu f32");
     let (c, a, b) = (
-        cpu.export_state(),
+        cpu.export_state().unwrap(),
         g64.state().expect("state"),
         g32.state().expect("state"),
     );
@@ -283,10 +283,10 @@ fn restart_parity(sc: StepContext, state: SimState, cpu_end: &SimState) {
     let ctx = Arc::new(sc);
     let mut first = CudaBackend::new(ctx.clone(), state, &parity_opts(true)).expect("GPU");
     first.step(300).expect("steps");
-    let mid = first.export_state();
+    let mid = first.export_state().unwrap();
     let mut second = CudaBackend::new(ctx.clone(), mid, &parity_opts(true)).expect("GPU");
     second.step(300).expect("steps");
-    let end = second.export_state();
+    let end = second.export_state().unwrap();
     assert_eq!(end.pos, cpu_end.pos, "restart: positions");
     assert_eq!(end.vel, cpu_end.vel, "restart: velocities");
     assert_eq!(end.omega, cpu_end.omega, "restart: angular velocities");
@@ -301,7 +301,11 @@ fn restart_parity(sc: StepContext, state: SimState, cpu_end: &SimState) {
         cpu.mesh_transforms(),
         "mesh transforms"
     );
-    assert_eq!(second.snapshot().pos, cpu.snapshot().pos, "snapshot");
+    assert_eq!(
+        second.snapshot().unwrap().pos,
+        cpu.snapshot().unwrap().pos,
+        "snapshot"
+    );
     println!("restart from an exported GPU state: bit-identical to the CPU; mesh transforms equal");
 }
 

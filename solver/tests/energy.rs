@@ -33,16 +33,16 @@ fn drift(name: &str, kind: &BackendKind, integrator: Integrator) -> f64 {
         velocity: [0.0; 3],
     });
     let mut sim = start_sim(name, kind, case);
-    let e0 = sim.energies().total();
+    let e0 = sim.energies().unwrap().total();
     let mut worst: f64 = 0.0;
     let mut max_contacts = 0;
     for _ in 0..100 {
         steps(&mut sim, name, 100);
-        let e = sim.energies();
+        let e = sim.energies().unwrap();
         worst = worst.max(((e.total() - e0) / e0).abs());
-        max_contacts = max_contacts.max(sim.stats().contacts);
+        max_contacts = max_contacts.max(sim.stats().unwrap().contacts);
     }
-    let e = sim.energies();
+    let e = sim.energies().unwrap();
     println!(
         "[{name}] {integrator:?}: max |dE|/E0 = {:.4}% over 10,000 steps (E0 = {e0:.4} J; final kinetic {:.4} J, elastic {:.5} J; up to {max_contacts} contacts)",
         100.0 * worst,

@@ -51,8 +51,8 @@ fn contact_duration(name: &str, kind: &BackendKind) {
         let (t, e) = contact_episode(
             name,
             start_sim(name, kind, case),
-            |s| s.snapshot().pos[0][2] - R,
-            |s| -s.snapshot().vel[0][2],
+            |s| s.snapshot().unwrap().pos[0][2] - R,
+            |s| -s.snapshot().unwrap().vel[0][2],
         );
         let err = (t - t_exp) / t_exp;
         println!(
@@ -83,9 +83,11 @@ fn contact_duration(name: &str, kind: &BackendKind) {
             [-0.5 * v, 0.0, 0.0],
             R,
         ));
-        let gap = |s: &Simulation| s.snapshot().pos[1][0] - s.snapshot().pos[0][0] - 2.0 * R;
+        let gap = |s: &Simulation| {
+            s.snapshot().unwrap().pos[1][0] - s.snapshot().unwrap().pos[0][0] - 2.0 * R
+        };
         let (t, e) = contact_episode(name, start_sim(name, kind, case), gap, |s| {
-            s.snapshot().vel[0][0] - s.snapshot().vel[1][0]
+            s.snapshot().unwrap().vel[0][0] - s.snapshot().unwrap().vel[1][0]
         });
         let err = (t - t_exp) / t_exp;
         println!(

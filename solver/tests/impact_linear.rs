@@ -54,8 +54,8 @@ fn sphere_on_wall(name: &str, kind: &BackendKind) {
         let (t_meas, e_meas) = contact_episode(
             name,
             sim,
-            |s| s.snapshot().pos[0][2] - R,
-            |s| -s.snapshot().vel[0][2],
+            |s| s.snapshot().unwrap().pos[0][2] - R,
+            |s| -s.snapshot().unwrap().vel[0][2],
         );
         let t_exp = expected_duration(m, e);
         let (de, dtc) = ((e_meas - e) / e, (t_meas - t_exp) / t_exp);
@@ -90,9 +90,11 @@ fn two_spheres(name: &str, kind: &BackendKind) {
         case.sources
             .push(single("s", [0.1 + R + 1e-4, 0.1, 0.1], [-0.5, 0.0, 0.0], R));
         let sim = start_sim(name, kind, case);
-        let gap = |s: &Simulation| s.snapshot().pos[1][0] - s.snapshot().pos[0][0] - 2.0 * R;
+        let gap = |s: &Simulation| {
+            s.snapshot().unwrap().pos[1][0] - s.snapshot().unwrap().pos[0][0] - 2.0 * R
+        };
         let (t_meas, e_meas) = contact_episode(name, sim, gap, |s| {
-            s.snapshot().vel[0][0] - s.snapshot().vel[1][0]
+            s.snapshot().unwrap().vel[0][0] - s.snapshot().unwrap().vel[1][0]
         });
         let t_exp = expected_duration(m_eff, e);
         let (de, dtc) = ((e_meas - e) / e, (t_meas - t_exp) / t_exp);

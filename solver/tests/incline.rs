@@ -73,10 +73,10 @@ fn run(name: &str, sim: &mut Simulation, theta: f64, t_end: f64) -> (f64, f64, f
         steps(sim, name, 10);
         if sim.time() > 0.1 {
             ts.push(sim.time());
-            vs.push(vec3::dot(sim.snapshot().vel[0], inc.u));
+            vs.push(vec3::dot(sim.snapshot().unwrap().vel[0], inc.u));
         }
     }
-    let w = vec3::norm(sim.snapshot().omega[0]);
+    let w = vec3::norm(sim.snapshot().unwrap().omega[0]);
     (slope(&ts, &vs), *vs.last().unwrap(), w * R)
 }
 
@@ -145,8 +145,8 @@ fn comes_to_rest(name: &str, kind: &BackendKind, theta: f64, mu_r: f64) {
     let inc = incline(theta);
     let mut sim = start(name, kind, theta, 0.5, mu_r, 0.2);
     steps(&mut sim, name, 15_000);
-    let v = vec3::norm(sim.snapshot().vel[0]);
-    let travelled = vec3::dot(sim.snapshot().pos[0], inc.u) + 1.0;
+    let v = vec3::norm(sim.snapshot().unwrap().vel[0]);
+    let travelled = vec3::dot(sim.snapshot().unwrap().pos[0], inc.u) + 1.0;
     // expected stopping distance v0^2 / (2 |a|), a = 5/7 g (sin - mu_r cos)
     let a = 5.0 / 7.0 * G * (theta.sin() - mu_r * theta.cos());
     let d_exp = 0.2 * 0.2 / (2.0 * a.abs());
@@ -159,7 +159,7 @@ fn comes_to_rest(name: &str, kind: &BackendKind, theta: f64, mu_r: f64) {
 
     let mut free = start(name, kind, theta, 0.5, 0.0, 0.2);
     steps(&mut free, name, 5_000);
-    let v_free = vec3::dot(free.snapshot().vel[0], inc.u);
+    let v_free = vec3::dot(free.snapshot().unwrap().vel[0], inc.u);
     assert!(
         v_free > 0.2,
         "[{name}] without rolling resistance it accelerates, speed {v_free}"

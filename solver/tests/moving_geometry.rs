@@ -77,7 +77,7 @@ fn drum(name: &str, kind: &BackendKind) {
     let mut lift = 0.0;
     for _ in 0..10 {
         steps(&mut sim, name, 500);
-        let s = sim.snapshot();
+        let s = sim.snapshot().unwrap();
         let m = s.pos.len() as f64;
         let com = [
             s.pos.iter().map(|p| p[0]).sum::<f64>() / m,
@@ -180,7 +180,7 @@ fn conveyor_belt(name: &str, kind: &BackendKind) {
     });
     let mut sim = start_sim(name, kind, case);
     steps(&mut sim, name, 10_000);
-    let s = sim.snapshot();
+    let s = sim.snapshot().unwrap();
     let (v, wr) = (s.vel[0][0], s.omega[0][1] * r);
     println!(
         "[{name}] belt: v = {v:.5} (expected {:.5}), omega_y r = {wr:.5} (expected {:.5})",
@@ -260,7 +260,7 @@ fn mixer(name: &str, kind: &BackendKind) {
             "[{name}] translation {:?} at t = {t_mesh}",
             got.translation
         );
-        let s = sim.snapshot();
+        let s = sim.snapshot().unwrap();
         assert!(
             s.pos
                 .iter()
@@ -268,7 +268,7 @@ fn mixer(name: &str, kind: &BackendKind) {
             "[{name}] a particle left the box"
         );
     }
-    let s = sim.snapshot();
+    let s = sim.snapshot().unwrap();
     let lz: f64 = s
         .pos
         .iter()

@@ -33,7 +33,7 @@ fn settles(name: &str, kind: &BackendKind) {
     let mut sim = start_sim(name, kind, case);
     let n_steps = (1.5 / sim.dt()).round() as u64;
     steps(&mut sim, name, n_steps);
-    let s = sim.snapshot();
+    let s = sim.snapshot().unwrap();
     assert_eq!(s.pos.len(), n, "[{name}] particle count");
     for (id, p) in s.pos.iter().enumerate() {
         assert!(

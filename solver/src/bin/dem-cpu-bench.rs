@@ -57,7 +57,7 @@ fn timed(sim: &mut Simulation, steps: u64, threads: usize, phase: &'static str) 
         phase,
         particles,
         steps_per_s,
-        contacts_per_particle: sim.stats().contacts as f64 / particles as f64,
+        contacts_per_particle: sim.stats()?.contacts as f64 / particles as f64,
         stages: sim.timers().to_string(),
     })
 }

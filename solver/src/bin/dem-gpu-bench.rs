@@ -272,8 +272,9 @@ fn parity(a: &Args) -> Result<()> {
         let cpu_s = t0.elapsed().as_secs_f64();
         g64.steps(a.steps)?;
         g32.steps(a.steps)?;
-        let (c, s64, s32) = (cpu.export_state(), g64.state()?, g32.state()?);
-        let d = cpu.snapshot();
+        let cpu_state = cpu.export_state().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (c, s64, s32) = (cpu_state, g64.state()?, g32.state()?);
+        let d = cpu.snapshot().map_err(|e| anyhow::anyhow!("{e}"))?;
         let contacts = d.contacts.iter().map(|&c| c as f64).sum::<f64>() / d.contacts.len() as f64;
         let r = case.species[0].radius;
         let (d64, d32) = (diff(&s64, &c), diff(&s32, &c));

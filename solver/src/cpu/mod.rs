@@ -149,19 +149,19 @@ impl Backend for CpuBackend {
         self.step
     }
 
-    fn snapshot(&self) -> Snapshot {
-        Snapshot {
+    fn snapshot(&self) -> Result<Snapshot, StepError> {
+        Ok(Snapshot {
             pos: self.to_id_order(&self.p.pos),
             vel: self.to_id_order(&self.p.vel),
             omega: self.to_id_order(&self.p.omega),
             force: self.to_id_order(&self.p.force),
             contacts: self.to_id_order(&self.p.contacts),
-        }
+        })
     }
 
-    fn export_state(&self) -> SimState {
+    fn export_state(&self) -> Result<SimState, StepError> {
         let hist: Vec<[HistEntry; HISTORY_CAP]> = self.to_id_order(&self.p.hist);
-        SimState {
+        Ok(SimState {
             time: self.time,
             step: self.step,
             species: self.to_id_order(&self.p.species),
@@ -174,7 +174,7 @@ impl Backend for CpuBackend {
             contacts: self.to_id_order(&self.p.contacts),
             history: hist.into_iter().flatten().collect(),
             history_overflows: self.stats.history_overflows,
-        }
+        })
     }
 
     fn mesh_transforms(&self) -> Vec<BodyTransform> {
@@ -189,11 +189,11 @@ impl Backend for CpuBackend {
         self.timers = StageTimers::default();
     }
 
-    fn stats(&self) -> BackendStats {
-        self.stats
+    fn stats(&self) -> Result<BackendStats, StepError> {
+        Ok(self.stats)
     }
 
-    fn energies(&self) -> Energies {
-        self.compute_energies()
+    fn energies(&self) -> Result<Energies, StepError> {
+        Ok(self.compute_energies())
     }
 }

@@ -96,22 +96,19 @@ impl Backend for CudaBackend {
         self.sim.step_index()
     }
 
-    fn snapshot(&self) -> Snapshot {
-        let s = self.export_state();
-        Snapshot {
+    fn snapshot(&self) -> Result<Snapshot, StepError> {
+        let s = self.export_state()?;
+        Ok(Snapshot {
             pos: s.pos,
             vel: s.vel,
             omega: s.omega,
             force: s.force,
             contacts: s.contacts,
-        }
+        })
     }
 
-    fn export_state(&self) -> SimState {
-        match self.sim.state() {
-            Ok(s) => s,
-            Err(e) => panic!("CUDA backend: {e}"),
-        }
+    fn export_state(&self) -> Result<SimState, StepError> {
+        self.sim.state().map_err(|e| self.device_failure(e))
     }
 
     fn mesh_transforms(&self) -> Vec<BodyTransform> {
@@ -144,11 +141,16 @@ impl Backend for CudaBackend {
 
     /// Contacts of the last step are summed from the per-particle counts (downloads the state:
     /// for diagnostics, not for every step).
-    fn stats(&self) -> BackendStats {
-        BackendStats {
+    fn stats(&self) -> Result<BackendStats, StepError> {
+        Ok(BackendStats {
             history_overflows: self.sim.history_overflows(),
-            contacts: self.export_state().contacts.iter().map(|&c| c as u64).sum(),
-        }
+            contacts: self
+                .export_state()?
+                .contacts
+                .iter()
+                .map(|&c| c as u64)
+                .sum(),
+        })
     }
 
     unsafe fn register_host_memory(&mut self, ptr: *mut u8, len: usize) -> Result<(), StepError> {
@@ -204,7 +206,7 @@ impl Backend for CudaBackend {
     }
 
     /// Computed on the host by the CPU reference's bookkeeping over the downloaded state.
-    fn energies(&self) -> Energies {
-        CpuBackend::new(self.ctx.clone(), self.export_state()).energies()
+    fn energies(&self) -> Result<Energies, StepError> {
+        CpuBackend::new(self.ctx.clone(), self.export_state()?).energies()
     }
 }
