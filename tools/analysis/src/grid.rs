@@ -1,5 +1,6 @@
-//! A uniform grid over particle centres, built by a parallel counting sort: the neighbour
-//! search of the coordination number and the sample cells of the Lacey index.
+//! A uniform grid over particle centres, built by a parallel radix sort ([`Grid`]): the
+//! neighbour search of the coordination number; its cell layout also gives the sample cells
+//! of the Lacey index and the triangle bins of the body torque.
 //!
 //! Cells are cubes of edge `cell` [m] over the bounding box of the finite positions; particles
 //! with a non-finite coordinate are left out. The number of cells is capped (the edge grows
@@ -23,11 +24,21 @@ fn is_finite(p: &[f32; 3]) -> bool {
 /// widens the box by its finite ones), or `None` when no position is finite.
 pub fn bounding_box(positions: &[[f32; 3]]) -> Option<([f64; 3], [f64; 3])> {
     merge_boxes(map_chunks(positions.len(), |r| {
-        let (lo, hi) = lane_bounds(positions[r].as_flattened());
-        (
-            [0, 1, 2].map(|k| axis_bound(&lo, k, f32::min)),
-            [0, 1, 2].map(|k| axis_bound(&hi, k, f32::max)),
-        )
+        box_of_lanes(lane_bounds(positions[r].as_flattened()))
+    }))
+}
+
+/// [`bounding_box`] of the particles whose `species` is `a` or `b`.
+pub fn bounding_box_of_species(
+    positions: &[[f32; 3]],
+    species: &[u32],
+    a: u32,
+    b: u32,
+) -> Option<([f64; 3], [f64; 3])> {
+    let n = positions.len().min(species.len());
+    merge_boxes(map_chunks(n, |r| {
+        let flat = positions[r.clone()].as_flattened();
+        box_of_lanes(lane_bounds_of_species(flat, &species[r], a, b))
     }))
 }
 
@@ -35,28 +46,61 @@ pub fn bounding_box(positions: &[[f32; 3]]) -> Option<([f64; 3], [f64; 3])> {
 const LANES: usize = 12;
 
 /// Smallest and largest finite value of each lane `l` of `flat` (the floats at `l`, `l + 12`,
-/// ...). A separate function with plain array state, so that the loop vectorises (5x faster).
+/// ...). Separate functions with plain array state, so that the loop vectorises (5x faster
+/// than inside the caller's closure).
 #[inline(never)]
 fn lane_bounds(flat: &[f32]) -> ([f32; LANES], [f32; LANES]) {
+    lane_bounds_where(flat, |_| true)
+}
+
+/// [`lane_bounds`] of the particles whose species is `a` or `b`.
+#[inline(never)]
+fn lane_bounds_of_species(
+    flat: &[f32],
+    species: &[u32],
+    a: u32,
+    b: u32,
+) -> ([f32; LANES], [f32; LANES]) {
+    let species = &species[..flat.len() / 3];
+    lane_bounds_where(flat, |q| species[q] == a || species[q] == b)
+}
+
+/// [`lane_bounds`] of the particles (3 floats each) that `keep` accepts (by index in `flat`).
+#[inline(always)]
+fn lane_bounds_where(flat: &[f32], keep: impl Fn(usize) -> bool) -> ([f32; LANES], [f32; LANES]) {
     let (mut lo, mut hi) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
-    let mut groups = flat.chunks_exact(LANES);
-    for g in &mut groups {
+    let groups = flat.chunks_exact(LANES);
+    let done = groups.len() * 4;
+    for (k, g) in groups.enumerate() {
+        let kept: [bool; 4] = std::array::from_fn(|q| keep(4 * k + q));
         for l in 0..LANES {
+            // Branch-free: a rejected value contributes +inf / -inf.
             let v = g[l];
-            let finite = v.abs() < f32::INFINITY;
-            let low = if finite { v } else { f32::INFINITY };
-            let high = if finite { v } else { f32::NEG_INFINITY };
+            let ok = kept[l / 3] & (v.abs() < f32::INFINITY);
+            let low = if ok { v } else { f32::INFINITY };
+            let high = if ok { v } else { f32::NEG_INFINITY };
             lo[l] = if low < lo[l] { low } else { lo[l] };
             hi[l] = if high > hi[l] { high } else { hi[l] };
         }
     }
-    for (l, &v) in groups.remainder().iter().enumerate() {
-        if v.is_finite() {
-            lo[l] = lo[l].min(v);
-            hi[l] = hi[l].max(v);
+    for (j, &v) in flat[3 * done..].iter().enumerate() {
+        if keep(done + j / 3) && v.is_finite() {
+            lo[j] = lo[j].min(v);
+            hi[j] = hi[j].max(v);
         }
     }
     (lo, hi)
+}
+
+/// The per-axis bounds of [`lane_bounds`]' lanes (lane `l` holds axis `l % 3`).
+fn box_of_lanes((lo, hi): ([f32; LANES], [f32; LANES])) -> ([f32; 3], [f32; 3]) {
+    let axis = |lanes: &[f32; LANES], k: usize, f: fn(f32, f32) -> f32| {
+        (k..LANES).step_by(3).map(|l| lanes[l]).fold(lanes[k], f)
+    };
+    (
+        [0, 1, 2].map(|k| axis(&lo, k, f32::min)),
+        [0, 1, 2].map(|k| axis(&hi, k, f32::max)),
+    )
 }
 
 /// The box around all `boxes` (`None` when they are all empty).
@@ -73,64 +117,6 @@ fn merge_boxes(boxes: Vec<([f32; 3], [f32; 3])>) -> Option<([f64; 3], [f64; 3])>
     (0..3)
         .all(|k| lo[k] <= hi[k])
         .then(|| (lo.map(f64::from), hi.map(f64::from)))
-}
-
-/// Bounding box of the finite coordinates of the particles whose `species` is `a` or `b`
-/// (see [`bounding_box`]).
-pub fn bounding_box_of_species(
-    positions: &[[f32; 3]],
-    species: &[u32],
-    a: u32,
-    b: u32,
-) -> Option<([f64; 3], [f64; 3])> {
-    let n = positions.len().min(species.len());
-    merge_boxes(map_chunks(n, |r| {
-        let (lo, hi) =
-            lane_bounds_of_species(positions[r.clone()].as_flattened(), &species[r], a, b);
-        (
-            [0, 1, 2].map(|k| axis_bound(&lo, k, f32::min)),
-            [0, 1, 2].map(|k| axis_bound(&hi, k, f32::max)),
-        )
-    }))
-}
-
-/// [`lane_bounds`] of the particles (3 floats each) whose species is `a` or `b`.
-#[inline(never)]
-fn lane_bounds_of_species(
-    flat: &[f32],
-    species: &[u32],
-    a: u32,
-    b: u32,
-) -> ([f32; LANES], [f32; LANES]) {
-    let (mut lo, mut hi) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
-    let groups = flat.chunks_exact(LANES);
-    let done = groups.len() * 4;
-    for (g, s) in groups.zip(species.chunks_exact(4)) {
-        let kept: [bool; 4] = std::array::from_fn(|q| s[q] == a || s[q] == b);
-        for l in 0..LANES {
-            let v = g[l];
-            let ok = kept[l / 3] & (v.abs() < f32::INFINITY);
-            let low = if ok { v } else { f32::INFINITY };
-            let high = if ok { v } else { f32::NEG_INFINITY };
-            lo[l] = if low < lo[l] { low } else { lo[l] };
-            hi[l] = if high > hi[l] { high } else { hi[l] };
-        }
-    }
-    for (q, &s) in species[done..].iter().enumerate() {
-        for k in 0..3 {
-            let v = flat[3 * (done + q) + k];
-            if (s == a || s == b) && v.is_finite() {
-                lo[k] = lo[k].min(v);
-                hi[k] = hi[k].max(v);
-            }
-        }
-    }
-    (lo, hi)
-}
-
-/// Bound along axis `k` from the lanes of [`lane_bounds`] (lane `l` holds axis `l % 3`).
-fn axis_bound(lanes: &[f32; LANES], k: usize, f: fn(f32, f32) -> f32) -> f32 {
-    (k..LANES).step_by(3).map(|l| lanes[l]).fold(lanes[k], f)
 }
 
 /// floor(t) for t clamped into [0, top] (NaN -> 0); `top` must be an integer in [0, i32::MAX].
@@ -199,13 +185,7 @@ impl CellLayout {
     /// Integer cell coordinates of `p`, clamped into the grid (`None` if not finite).
     #[inline]
     pub fn coords(&self, p: &[f32; 3]) -> Option<[usize; 3]> {
-        is_finite(p).then(|| self.coords_finite(p))
-    }
-
-    /// [`CellLayout::coords`] of a finite `p`.
-    #[inline]
-    fn coords_finite(&self, p: &[f32; 3]) -> [usize; 3] {
-        [0, 1, 2].map(|k| self.axis(p[k], k) as usize)
+        is_finite(p).then(|| [0, 1, 2].map(|k| self.axis(p[k], k) as usize))
     }
 
     /// Cell coordinate of `v` along axis `k`: floor((v - origin) / cell) clamped into the grid

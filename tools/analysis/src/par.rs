@@ -12,7 +12,6 @@ use rayon::prelude::*;
 /// Particles per task: large enough that scheduling is negligible, small enough that 10 M
 /// particles give every core of a large machine many tasks.
 pub const CHUNK: usize = 1 << 15;
-const _: () = assert!(CHUNK <= 1 << 16, "chunk offsets are kept in u16");
 
 /// `f` on each chunk of `0..n`, in parallel; the results in chunk order.
 pub fn map_chunks<T: Send>(n: usize, f: impl Fn(Range<usize>) -> T + Sync + Send) -> Vec<T> {
@@ -20,29 +19,6 @@ pub fn map_chunks<T: Send>(n: usize, f: impl Fn(Range<usize>) -> T + Sync + Send
         .into_par_iter()
         .map(|c| f(c * CHUNK..((c + 1) * CHUNK).min(n)))
         .collect()
-}
-
-/// Sum over `0..n` of `f(i)`, accumulated in f64 per chunk and then over the chunks in order.
-pub fn sum(n: usize, f: impl Fn(usize) -> f64 + Sync + Send) -> f64 {
-    map_chunks(n, |r| chunk_sum(r, &f)).into_iter().sum()
-}
-
-/// Sum of `f` over `r` in four interleaved partial sums (one chain of dependent additions
-/// would wait four cycles per term).
-#[inline(always)]
-fn chunk_sum(r: Range<usize>, f: &impl Fn(usize) -> f64) -> f64 {
-    let mut acc = [0.0f64; 4];
-    let mut i = r.start;
-    while i + 4 <= r.end {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a += f(i + k);
-        }
-        i += 4;
-    }
-    for j in i..r.end {
-        acc[j - i] += f(j);
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
 #[cfg(test)]
@@ -56,6 +32,5 @@ mod tests {
             let flat: Vec<usize> = ranges.into_iter().flatten().collect();
             assert_eq!(flat, (0..n).collect::<Vec<_>>());
         }
-        assert_eq!(sum(10, |i| i as f64), 45.0);
     }
 }

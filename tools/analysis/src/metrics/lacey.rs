@@ -112,11 +112,13 @@ pub fn lacey_index_with(
         // Each thread counts its share of the particles into its own copy, and the copies
         // are summed (at most 8 B per particle): plain additions instead of atomic ones,
         // which cost 2x in a shuffled frame, where threads hit the same cells at random.
+        let share = n.div_ceil(parts);
+        let used = n.div_ceil(share);
         let private = &mut scratch.private;
-        private.resize_with(parts, Vec::new);
+        private.resize_with(used, Vec::new);
         positions
-            .par_chunks(n.div_ceil(parts))
-            .zip(species.par_chunks(n.div_ceil(parts)))
+            .par_chunks(share)
+            .zip(species.par_chunks(share))
             .zip(private.par_iter_mut())
             .for_each(|((positions, species), own)| {
                 own.clear();
@@ -128,7 +130,8 @@ pub fn lacey_index_with(
                     add_counts_private(cells, s, a, b, own);
                 }
             });
-        let private = &scratch.private[..parts];
+        // Only the copies filled this frame (fewer than `parts` for a small frame).
+        let private = &scratch.private[..used];
         counts
             .par_chunks_mut(CHUNK)
             .enumerate()
@@ -263,6 +266,33 @@ mod tests {
         let shared = run(1).unwrap();
         assert!(shared > 0.5, "{shared}");
         assert_eq!(run(4), Some(shared));
+    }
+
+    #[test]
+    fn private_counters_of_a_frame_smaller_than_the_thread_count() {
+        // 9 particles on 4 threads: 3 shares of 3; the fourth copy must not be read. Run twice
+        // so that a stale copy from the first frame would show.
+        let pos: Vec<[f32; 3]> = (0..9).map(|i| [i as f32, 0.0, 0.0]).collect();
+        let sp: Vec<u32> = (0..9).map(|i| (i % 2) as u32).collect();
+        let grid = LaceyGrid {
+            cell: 4.5,
+            min_particles: 1,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        let mut scratch = LaceyScratch::default();
+        let first = pool.install(|| lacey_index_with(&pos, &sp, 0, 1, grid, &mut scratch));
+        let again = pool.install(|| lacey_index_with(&pos, &sp, 0, 1, grid, &mut scratch));
+        assert!(first.is_some());
+        assert_eq!(first, again);
+        // One thread: the shared atomic counters.
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        assert_eq!(first, one.install(|| lacey_index(&pos, &sp, 0, 1, grid)));
     }
 
     #[test]

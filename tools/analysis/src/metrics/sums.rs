@@ -13,8 +13,8 @@ use super::solid_fraction::{sphere_volume, sphere_volume_inside, Placement};
 use crate::par::map_chunks;
 use crate::region::Aabb;
 
-/// Arrays for [`particle_sums`], in frame order; a sum whose arrays are missing (or shorter
-/// than the others) is left at zero.
+/// Arrays for [`particle_sums`], in frame order. A sum whose arrays are missing is left at
+/// zero; all sums run over the particles of the shortest array given.
 #[derive(Clone, Copy, Default)]
 pub struct SumInputs<'a> {
     pub positions: Option<&'a [[f32; 3]]>,
@@ -142,9 +142,12 @@ struct Arrays<'a> {
 /// loops stay simple enough to vectorise while the block's arrays (about 250 kB) are still in
 /// cache for the next sum: memory is read once, as in a single loop.
 const BLOCK: usize = 4096;
+const _: () = assert!(
+    BLOCK <= 1 << 16,
+    "solid_volume lists cut spheres by u16 offset"
+);
 
-/// [`particle_sums`] over the particles `range` (at most 65,536: cut spheres are listed by u16
-/// offset).
+/// [`particle_sums`] over the particles `range`, block by block.
 fn chunk_sums(a: &Arrays<'_>, q: &SumRequest, range: std::ops::Range<usize>) -> Sums {
     let mut s = Sums::default();
     let mut start = range.start;
