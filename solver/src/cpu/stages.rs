@@ -232,18 +232,29 @@ impl CpuBackend {
     }
 
     /// Kinetic, potential and elastic energy at the current positions (neighbour list rebuilt
-    /// here; meshes as placed by the last step). Summed in id order, so the value does not depend
-    /// on the storage layout.
+    /// here; moving meshes placed at the current time: a symplectic Euler step leaves them where
+    /// the step started, and a backend rebuilt from this state (restart, GPU) places them at its
+    /// time). Summed in id order, so the value does not depend on the storage layout.
     pub(super) fn compute_energies(&self) -> Energies {
         let ctx = &*self.ctx;
         let mut cells = CellList::default();
         cells.build(&self.grid, &self.p.pos, &self.p.id);
+        let placed;
+        let meshes = if ctx.meshes.iter().any(|m| !m.motion.is_fixed()) {
+            let reach = ctx.species_radius.iter().copied().fold(0.0, f64::max);
+            let mut now = self.meshes.clone();
+            now.update(&ctx.meshes, &self.grid, self.time, reach);
+            placed = now;
+            &placed
+        } else {
+            &self.meshes
+        };
         let world = World {
             ctx,
             p: &self.p,
             grid: &self.grid,
             cells: &cells,
-            meshes: &self.meshes,
+            meshes,
         };
         let per: Vec<Energies> = (0..self.p.pos.len())
             .into_par_iter()
