@@ -157,8 +157,10 @@ fn drum(name: &str, kind: &BackendKind) {
         lift > 10.0,
         "[{name}] the drum must drag the bed up its rising side, lifted {lift} deg"
     );
-    // Open item: the contact point lags the wall by ~20% on average (the belt test below shows
-    // exact no-slip for a single moving-mesh contact); pinned loosely until understood.
+    // The contact point lags the wall by ~20% on average (the belt test below shows exact
+    // no-slip for a single moving-mesh contact). It is wall slip: with friction 2 instead of 0.5
+    // (wall and particles) the same run gives 0.92 instead of 0.82 and lifts the bed 41 instead
+    // of 36 deg (measured 2026-11-23). Pinned loosely.
     assert!(
         ratio_c > 0.7 && ratio_c <= 1.05,
         "[{name}] wall particles must be dragged at the contact, ratio {ratio_c}"
