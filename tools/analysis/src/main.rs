@@ -62,7 +62,8 @@ struct Cli {
     /// Lacey sample cells with fewer particles of the two species are left out.
     #[arg(long, value_name = "N", default_value_t = 10)]
     lacey_min: u32,
-    /// Log the time each metric takes per frame (and add `timing_ms` to the JSON).
+    /// Log the time each metric takes per frame (and add `timing_ms` to the JSON). The metrics
+    /// that are sums over particles share one pass, timed under their names joined by `+`.
     #[arg(long)]
     timing: bool,
     /// With --once: how long to wait for a first frame [s].
