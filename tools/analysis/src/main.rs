@@ -62,6 +62,11 @@ struct Cli {
     /// Lacey sample cells with fewer particles of the two species are left out.
     #[arg(long, value_name = "N", default_value_t = 10)]
     lacey_min: u32,
+    /// Scheduling niceness, 0 (normal) to 19 (lowest): when analysis and a CPU solver share
+    /// cores, the solver keeps its speed and the analysis skips frames instead.
+    #[arg(long, value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(i32).range(0..=19))]
+    nice: i32,
     /// Log the time each metric takes per frame (and add `timing_ms` to the JSON). The metrics
     /// that are sums over particles share one pass, timed under their names joined by `+`.
     #[arg(long)]
@@ -82,12 +87,30 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // Before any thread starts: threads inherit the niceness of the thread that creates them.
+    lower_priority(cli.nice);
+    match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("analysis: error: {}", shm_protocol::error_report(&e));
             ExitCode::from(1)
         }
+    }
+}
+
+/// Raises this process's niceness to `nice` (0: leave it).
+fn lower_priority(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    // SAFETY: setpriority only reads its integer arguments.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS as _, 0, nice) };
+    if rc != 0 {
+        tracing::warn!(
+            "cannot lower the scheduling priority to nice {nice}: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 

@@ -162,6 +162,20 @@ fn follows_until_the_solver_finishes() {
     let mut p = publish_known(&name.0, 1);
     let child = spawn_follow(&name.0, &dir);
     wait_lines(&dir.join("m.jsonl"), 1);
+    // Runs at nice 10 by default, its worker threads too (they must not slow a CPU solver).
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap();
+    let nices: Vec<i64> = tasks
+        .map(|t| {
+            let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap();
+            // Fields after the command name in parentheses; niceness is field 19.
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            rest.split(' ').nth(16).unwrap().parse().unwrap()
+        })
+        .collect();
+    assert!(
+        nices.len() > 1 && nices.iter().all(|&n| n == 10),
+        "{nices:?}"
+    );
     for f in 2..=3 {
         publish_frame(&mut p, f);
         wait_lines(&dir.join("m.jsonl"), f as usize);
