@@ -223,31 +223,32 @@ impl<'a> FrameView<'a> {
         out.bodies.clear();
         out.bodies.extend_from_slice(self.bodies());
         let want = |k: FieldKind| fields & k.bit() != 0;
-        let pick = |k: FieldKind, src| if want(k) { src } else { None };
-        fill(
-            &mut out.positions,
-            pick(FieldKind::Position, self.positions()),
-        );
-        fill(
-            &mut out.velocities,
-            pick(FieldKind::Velocity, self.velocities()),
-        );
+        let pos = self.positions().filter(|_| want(FieldKind::Position));
+        fill(&mut out.positions, pos);
+        let vel = self.velocities().filter(|_| want(FieldKind::Velocity));
+        fill(&mut out.velocities, vel);
         let spin = self.angular_velocities();
         fill(
             &mut out.angular_velocities,
-            pick(FieldKind::AngularVelocity, spin),
+            spin.filter(|_| want(FieldKind::AngularVelocity)),
         );
-        fill(&mut out.forces, pick(FieldKind::Force, self.forces()));
-        let counts = want(FieldKind::ContactCount)
-            .then(|| self.contact_counts())
-            .flatten();
-        fill(&mut out.contact_counts, counts);
-        let densities = want(FieldKind::Density).then(|| self.densities()).flatten();
-        fill(&mut out.densities, densities);
-        let pressures = want(FieldKind::Pressure)
-            .then(|| self.pressures())
-            .flatten();
-        fill(&mut out.pressures, pressures);
+        fill(
+            &mut out.forces,
+            self.forces().filter(|_| want(FieldKind::Force)),
+        );
+        let counts = self.contact_counts();
+        fill(
+            &mut out.contact_counts,
+            counts.filter(|_| want(FieldKind::ContactCount)),
+        );
+        fill(
+            &mut out.densities,
+            self.densities().filter(|_| want(FieldKind::Density)),
+        );
+        fill(
+            &mut out.pressures,
+            self.pressures().filter(|_| want(FieldKind::Pressure)),
+        );
     }
 
     /// Copies the view into owned memory (the caller validates afterwards).
