@@ -92,11 +92,10 @@ fn cuda_runs_are_deterministic() {
 // ---- Triangle meshes --------------------------------------------------------------------------
 
 mod common;
-use common::{base_case, drum_triangles, linear_species, linear_wall, ramp};
+use common::{base_case, drum_case, linear_species, linear_wall, ramp};
 use solver::backend::StepContext;
-use solver::case::{Integrator, MeshSpec, Source};
+use solver::case::{Integrator, Source};
 use solver::cuda::CudaBackend;
-use solver::geometry::Motion;
 use solver::vec3;
 
 /// Largest relative difference of `b` from `a` (componentwise, relative to max(|a|, `floor`)).
@@ -227,22 +226,9 @@ fn cuda_matches_cpu_on_a_mesh_incline() {
     }
 }
 
-/// Particles settling in a rotating drum mesh (64 facets + end caps, 60 rpm): moving-mesh
-/// placement at the step's time, wall velocity, rebinning with the skin, cap/cylinder edges.
-/// Also checks the backend view (mesh transforms, exported state) and a restart of the GPU from
-/// its exported state (mesh history keys converted both ways).
-/// 120 particles thrown onto the bottom of a drum mesh (64 facets + end caps) rotating at 60 rpm.
-fn drum_case(integrator: Integrator) -> (StepContext, SimState) {
-    let (rd, r, k) = (0.3, 0.01, 1e4);
-    let mut case = base_case(
-        "drum",
-        linear_species("s", r, 2500.0, k, 0.5, 0.5, 0.02),
-        linear_wall(k, 0.5, 0.5, 0.02),
-        1e-4,
-        [-0.32, -0.06, -0.32],
-        [0.32, 0.06, 0.32],
-        false,
-    );
+/// 120 particles thrown onto the bottom of [`drum_case`] rotating at 60 rpm.
+fn drum_parity_case(integrator: Integrator) -> (StepContext, SimState) {
+    let mut case = drum_case(60.0);
     case.integrator = integrator;
     case.sources.push(Source::RandomBox {
         species: "s".into(),
@@ -251,18 +237,6 @@ fn drum_case(integrator: Integrator) -> (StepContext, SimState) {
         count: 120,
         seed: 5,
         velocity: [0.0, 0.0, -0.5],
-    });
-    case.meshes.push(MeshSpec {
-        name: "drum".into(),
-        stl: None,
-        triangles: Some(drum_triangles(rd, -0.05, 0.05, 64)),
-        scale: 1.0,
-        material: None,
-        motion: Motion::Rotation {
-            axis_point: [0.0; 3],
-            axis_direction: [0.0, 1.0, 0.0],
-            rpm: 60.0,
-        },
     });
     let p = case.generate_particles().expect("particles");
     let state = SimState::new(
@@ -317,7 +291,7 @@ fn cuda_matches_cpu_in_a_rotating_drum() {
     if !gpu_present() {
         return;
     }
-    let (sc, state) = drum_case(Integrator::SymplecticEuler);
+    let (sc, state) = drum_parity_case(Integrator::SymplecticEuler);
     let cpu_end = mesh_parity("drum", sc.clone(), state.clone(), 600, 1e-3, 5e-2);
     restart_parity(sc, state, &cpu_end);
 }
@@ -329,7 +303,7 @@ fn cuda_matches_cpu_with_velocity_verlet() {
     if !gpu_present() {
         return;
     }
-    let (sc, state) = drum_case(Integrator::VelocityVerlet);
+    let (sc, state) = drum_parity_case(Integrator::VelocityVerlet);
     let cpu_end = mesh_parity(
         "drum (velocity Verlet)",
         sc.clone(),

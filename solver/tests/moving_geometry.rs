@@ -24,21 +24,15 @@ fn n_of(pos: &[[f64; 3]], p: &[f64; 3]) -> usize {
     pos.iter().position(|q| q == p).unwrap()
 }
 
-/// Particles dropped into a drum mesh (radius 0.3 m, 64 facets, end caps) rotating at `rpm`
-/// about y; the STL is written to `dir`.
-fn drum_case(dir: &std::path::Path, count: usize, rpm: f64) -> solver::case::Case {
-    let (rd, r, k) = (0.3, 0.01, 1e4);
+/// [`drum_case`] with `count` particles dropped inside, its mesh read from an STL file written
+/// to `dir` (the STL path of case files).
+fn drum_with_particles(dir: &std::path::Path, count: usize, rpm: f64) -> solver::case::Case {
+    let mut case = drum_case(rpm);
     std::fs::create_dir_all(dir).unwrap();
-    write_binary_stl(&dir.join("drum.stl"), &drum_triangles(rd, -0.05, 0.05, 64)).unwrap();
-    let mut case = base_case(
-        "drum",
-        linear_species("s", r, 2500.0, k, 0.5, 0.5, 0.02),
-        linear_wall(k, 0.5, 0.5, 0.02),
-        1e-4,
-        [-0.32, -0.06, -0.32],
-        [0.32, 0.06, 0.32],
-        false,
-    );
+    let mesh = &mut case.meshes[0];
+    let triangles = mesh.triangles.take().expect("inline drum");
+    write_binary_stl(&dir.join("drum.stl"), &triangles).unwrap();
+    mesh.stl = Some("drum.stl".into());
     case.origin.base_dir = dir.to_path_buf();
     case.sources.push(Source::RandomBox {
         species: "s".into(),
@@ -47,18 +41,6 @@ fn drum_case(dir: &std::path::Path, count: usize, rpm: f64) -> solver::case::Cas
         count,
         seed: 5,
         velocity: [0.0; 3],
-    });
-    case.meshes.push(MeshSpec {
-        name: "drum".into(),
-        stl: Some("drum.stl".into()),
-        triangles: None,
-        scale: 1.0,
-        material: None,
-        motion: Motion::Rotation {
-            axis_point: [0.0; 3],
-            axis_direction: [0.0, 1.0, 0.0],
-            rpm,
-        },
     });
     case
 }
@@ -70,7 +52,7 @@ fn drum_case(dir: &std::path::Path, count: usize, rpm: f64) -> solver::case::Cas
 #[test]
 fn energies_of_a_moving_mesh_state_survive_a_restart() {
     let dir = std::env::temp_dir().join(format!("solver-energy-{}", std::process::id()));
-    let case = drum_case(&dir, 300, 60.0);
+    let case = drum_with_particles(&dir, 300, 60.0);
     let mut sim = start_sim("cpu", &BackendKind::Cpu, case);
     steps(&mut sim, "cpu", 3_000);
     let before = sim.energies().unwrap();
@@ -97,7 +79,7 @@ fn drum_wall_particles_move_with_the_wall() {
 fn drum(name: &str, kind: &BackendKind) {
     let (rd, r, rpm) = (0.3, 0.01, 20.0);
     let dir = std::env::temp_dir().join(format!("solver-drum-{}-{name}", std::process::id()));
-    let case = drum_case(&dir, 700, rpm);
+    let case = drum_with_particles(&dir, 700, rpm);
     let mut sim = start_sim(name, kind, case);
     let w = rpm * 2.0 * PI / 60.0;
     steps(&mut sim, name, 10_000);

@@ -246,6 +246,35 @@ pub fn drum_triangles(r: f64, y0: f64, y1: f64, n: usize) -> Vec<Triangle> {
     t
 }
 
+/// A drum of radius 0.3 m and 0.1 m length about the y axis ([`drum_triangles`], 64 facets,
+/// given inline) rotating at `rpm`, in a case with 1 cm spheres (linear, k = 1e4 N/m, e = 0.5,
+/// mu = 0.5, mu_r = 0.02, also for the wall) and dt = 1e-4 s; no particles yet.
+pub fn drum_case(rpm: f64) -> Case {
+    let (rd, r, k) = (0.3, 0.01, 1e4);
+    let mut case = base_case(
+        "drum",
+        linear_species("s", r, 2500.0, k, 0.5, 0.5, 0.02),
+        linear_wall(k, 0.5, 0.5, 0.02),
+        1e-4,
+        [-0.32, -0.06, -0.32],
+        [0.32, 0.06, 0.32],
+        false,
+    );
+    case.meshes.push(solver::case::MeshSpec {
+        name: "drum".into(),
+        stl: None,
+        triangles: Some(drum_triangles(rd, -0.05, 0.05, 64)),
+        scale: 1.0,
+        material: None,
+        motion: solver::geometry::Motion::Rotation {
+            axis_point: [0.0; 3],
+            axis_direction: [0.0, 1.0, 0.0],
+            rpm,
+        },
+    });
+    case
+}
+
 /// Least-squares slope of y(x).
 pub fn slope(x: &[f64], y: &[f64]) -> f64 {
     let n = x.len() as f64;
