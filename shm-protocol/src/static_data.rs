@@ -44,6 +44,19 @@ pub fn encode_name(name: &str) -> [u8; NAME_LEN] {
     out
 }
 
+impl SpeciesRecord {
+    /// A species known by name, radius [m] and density [kg/m^3] only (material fields 0: not
+    /// given), e.g. for a publisher without contact physics.
+    pub fn named(name: &str, radius: f64, density: f64) -> Self {
+        Self {
+            name: encode_name(name),
+            radius,
+            density,
+            ..Self::default()
+        }
+    }
+}
+
 /// Decodes a NUL-padded name (invalid UTF-8 replaced).
 pub fn decode_name(raw: &[u8; NAME_LEN]) -> String {
     let end = raw.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);

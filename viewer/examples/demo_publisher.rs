@@ -10,20 +10,6 @@ use shm_protocol::{
     SpeciesRecord, StaticData,
 };
 
-fn species(name: &str, radius: f64) -> SpeciesRecord {
-    SpeciesRecord {
-        name: shm_protocol::static_data::encode_name(name),
-        radius,
-        density: 2500.0,
-        young_modulus: 1e7,
-        poisson_ratio: 0.3,
-        restitution: 0.5,
-        sliding_friction: 0.4,
-        rolling_friction: 0.01,
-        _reserved: 0.0,
-    }
-}
-
 /// A box paddle (12 triangles) of half extents `h`, in its body frame.
 fn paddle(h: [f32; 3]) -> MeshStatic {
     let c = |i: usize| {
@@ -80,7 +66,10 @@ fn main() -> anyhow::Result<()> {
     caps.max_triangles = 12;
     let mut p = Publisher::create(&name, caps, CreateOptions::default())?;
     p.write_static(&StaticData {
-        species: vec![species("glass", r as f64), species("steel", r as f64)],
+        species: vec![
+            SpeciesRecord::named("glass", r as f64, 2500.0),
+            SpeciesRecord::named("steel", r as f64, 2500.0),
+        ],
         particle_ids: (0..n as u32).collect(),
         particle_species: pos.iter().map(|q| u32::from(q[0] > 0.5)).collect(),
         particle_radius: vec![r; n],

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use analysis::metrics::{compute_with, contacts, Scratch, Settings};
 use analysis::StaticContext;
-use shm_protocol::static_data::encode_name;
 use shm_protocol::*;
 
 struct Rng(u64);
@@ -57,12 +56,7 @@ fn main() -> anyhow::Result<()> {
     let angular: Vec<[f32; 3]> = (0..n).map(|_| [rng.next(), 0.0, 0.0]).collect();
     let species: Vec<u32> = (0..n).map(|_| (rng.next() < 0.5) as u32).collect();
     let extent = side as f64 * spacing as f64;
-    let sp = |name: &str, density: f64| SpeciesRecord {
-        name: encode_name(name),
-        radius: r as f64,
-        density,
-        ..Default::default()
-    };
+    let sp = |name: &str, density: f64| SpeciesRecord::named(name, r as f64, density);
     let data = StaticData {
         config_toml: "gravity = [0.0, 0.0, -9.81]\n".into(),
         species: vec![sp("a", 2500.0), sp("b", 7800.0)],

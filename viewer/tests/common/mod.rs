@@ -27,20 +27,6 @@ pub fn unique_name(tag: &str) -> String {
     format!("pshm-vw-{}-{tag}", std::process::id())
 }
 
-fn species(name: &str, radius: f64) -> SpeciesRecord {
-    SpeciesRecord {
-        name: shm_protocol::static_data::encode_name(name),
-        radius,
-        density: 2500.0,
-        young_modulus: 1e7,
-        poisson_ratio: 0.3,
-        restitution: 0.5,
-        sliding_friction: 0.4,
-        rolling_friction: 0.01,
-        _reserved: 0.0,
-    }
-}
-
 /// One particle of a test frame.
 #[derive(Clone, Copy)]
 pub struct P {
@@ -101,7 +87,10 @@ pub fn create(tag: &str, particles: &[P], meshes: Vec<MeshStatic>) -> Seg {
         Publisher::create(&name, caps, CreateOptions::default()).expect("create segment");
     let st = StaticData {
         config_toml: String::new(),
-        species: vec![species("glass", 0.01), species("steel", 0.01)],
+        species: vec![
+            SpeciesRecord::named("glass", 0.01, 2500.0),
+            SpeciesRecord::named("steel", 0.01, 2500.0),
+        ],
         particle_ids: (0..particles.len() as u32).collect(),
         particle_species: particles.iter().map(|p| p.species).collect(),
         particle_radius: particles.iter().map(|p| p.radius).collect(),

@@ -2,7 +2,6 @@
 //! drop, and a small known configuration written with the real `Publisher`.
 #![allow(dead_code)]
 
-use shm_protocol::static_data::encode_name;
 use shm_protocol::*;
 
 /// A segment name unique to this test process, removed when dropped.
@@ -25,15 +24,12 @@ pub const STEEL_DENSITY: f64 = 7800.0;
 
 pub fn species(name: &str, radius: f64, density: f64) -> SpeciesRecord {
     SpeciesRecord {
-        name: encode_name(name),
-        radius,
-        density,
         young_modulus: 1e7,
         poisson_ratio: 0.3,
         restitution: 0.5,
         sliding_friction: 0.4,
         rolling_friction: 0.01,
-        _reserved: 0.0,
+        ..SpeciesRecord::named(name, radius, density)
     }
 }
 
