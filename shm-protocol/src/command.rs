@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CommandError;
 use crate::layout::{CommandRecord, RecordState, COMMAND_PAYLOAD};
+use crate::limits;
 use crate::notify::{self, WaitResult};
 use crate::segment::Region;
 use crate::sys;
@@ -57,22 +58,16 @@ impl Command {
             Some("checkpoint") => Self::Checkpoint,
             Some("refresh") => {
                 let s = num(words.get(1), "refresh")?;
-                if !(s.is_finite() && s > 0.0) {
-                    return Err(format!("refresh interval must be > 0 simulated seconds, got {s}"));
-                }
                 Self::SetRefresh {
-                    sim_seconds: Some(s),
+                    sim_seconds: Some(limits::check_sim_interval("refresh", s)?),
                     wall_ms: None,
                 }
             }
             Some("refresh-wall") => {
                 let ms = num(words.get(1), "refresh-wall")?;
-                if !(ms.is_finite() && ms >= 0.0) {
-                    return Err(format!("refresh-wall must be >= 0 ms, got {ms}"));
-                }
                 Self::SetRefresh {
                     sim_seconds: None,
-                    wall_ms: Some(ms as u64),
+                    wall_ms: Some(limits::parse_wall_interval_ms("refresh-wall", ms)?),
                 }
             }
             Some(other) => return Err(format!(
@@ -89,6 +84,30 @@ impl Command {
             return Err(format!("unexpected extra words after {:?}", words[0]));
         }
         Ok(cmd)
+    }
+
+    /// Checks the values a command carries against [`crate::limits`]: every process that accepts
+    /// a command from a user or a client (`shmctl`, the forwarder, the solver) calls this, so an
+    /// out-of-range value is refused where it enters, with the same message.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Self::SetRefresh {
+            sim_seconds,
+            wall_ms,
+        } = self
+        {
+            if sim_seconds.is_none() && wall_ms.is_none() {
+                return Err(
+                    "refresh: give a simulated interval, a wall-clock interval or both".into(),
+                );
+            }
+            if let Some(s) = sim_seconds {
+                limits::check_sim_interval("refresh", *s)?;
+            }
+            if let Some(ms) = wall_ms {
+                limits::check_wall_interval_ms("refresh-wall", *ms)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -124,8 +143,12 @@ pub struct Ticket {
     record: u32,
 }
 
-/// An acknowledged record older than this is considered abandoned by a dead client.
+/// An acknowledged record without a deadline (older senders) older than this is considered
+/// abandoned by a dead client.
 pub const ABANDONED_AFTER: Duration = Duration::from_secs(10);
+/// An acknowledged record is reclaimed this long after its sender's deadline: the sender's
+/// wait ended at the deadline, and this margin covers a sender still reading its answer.
+pub const RECLAIM_GRACE: Duration = Duration::from_secs(2);
 /// How long a client waits for the command mutex.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -154,13 +177,22 @@ fn state(r: &CommandRecord) -> u32 {
 }
 
 /// Client side: writes `cmd` into a free record under the mutex.
+///
+/// `answer_within` is how long the sender will wait for the answer: the solver drops the command
+/// unapplied if it only gets to it later, so a command never takes effect after its sender gave
+/// up (a `pause` sent to a stopped solver must not pause it once it is continued).
 pub(crate) fn submit(
     region: &Region,
     client_id: u32,
     request_id: u64,
     cmd: &Command,
+    answer_within: Duration,
 ) -> Result<Ticket, CommandError> {
+    cmd.validate().map_err(CommandError::Invalid)?;
     let (payload, len) = encode(cmd).map_err(CommandError::Encode)?;
+    let deadline_ns = sys::monotonic_ns()
+        .saturating_add(answer_within.as_nanos().min(u64::MAX as u128) as u64)
+        .max(1);
     let mutex = region.mutex();
     if mutex.lock_timeout(LOCK_TIMEOUT)?.is_none() {
         return Err(CommandError::LockTimeout(LOCK_TIMEOUT));
@@ -171,15 +203,9 @@ pub(crate) fn submit(
         let count = region.capacities().command_records;
         let now = sys::monotonic_ns();
         let pick = (0..count).find(|&i| state(region.command(i)) == RecordState::Free as u32);
-        let pick = pick.or_else(|| {
-            (0..count).find(|&i| {
-                let r = region.command(i);
-                state(r) == RecordState::Acked as u32
-                    && now.saturating_sub(r.ack_mono_ns) > ABANDONED_AFTER.as_nanos() as u64
-            })
-        });
+        let pick = pick.or_else(|| (0..count).find(|&i| reclaimable(region.command(i), now)));
         let Some(index) = pick else {
-            return Err(CommandError::TableFull(count));
+            return Err(table_full(region, now));
         };
         let h = region.header();
         let submit_seq = h.command_submit_seq.load(Ordering::Relaxed) + 1;
@@ -194,6 +220,7 @@ pub(crate) fn submit(
             (*p).request = payload;
             (*p).request_len = len;
             (*p).ack_len = 0;
+            (*p).deadline_mono_ns = deadline_ns;
             (*p).state
                 .store(RecordState::Pending as u32, Ordering::Release);
         }
@@ -230,6 +257,16 @@ pub(crate) fn take_pending(region: &Region) -> Vec<ReceivedCommand> {
         {
             continue;
         }
+        if r.deadline_mono_ns != 0 && sys::monotonic_ns() > r.deadline_mono_ns {
+            // Its sender stopped waiting: applying it now would surprise everyone.
+            tracing::debug!(
+                client = r.client_id,
+                request = r.request_id,
+                "dropping a command whose sender's deadline passed"
+            );
+            r.state.store(RecordState::Free as u32, Ordering::Release);
+            continue;
+        }
         taken.push((
             r.submit_seq,
             ReceivedCommand {
@@ -251,31 +288,85 @@ pub(crate) fn acknowledge(region: &Region, cmd: &ReceivedCommand, outcome: &Comm
         Err(_) => {
             // Too long: keep the verdict, shorten the text.
             let short = match outcome {
-                CommandOutcome::Done(s) => CommandOutcome::Done(truncate(s, 64)),
-                CommandOutcome::Rejected(s) => CommandOutcome::Rejected(truncate(s, 64)),
+                CommandOutcome::Done(s) => CommandOutcome::Done(fit(s)),
+                CommandOutcome::Rejected(s) => CommandOutcome::Rejected(fit(s)),
             };
             encode(&short).unwrap_or(([0; COMMAND_PAYLOAD], 0))
         }
     };
     let p = region.command_mut(cmd.record);
-    // SAFETY: the record is Taken, which only the solver (us) writes.
+    // SAFETY: the record is Taken (or Withdrawn by its sender), which only the solver (us)
+    // writes; the sender reads `ack` only after seeing Acked.
     unsafe {
         (*p).ack = payload;
         (*p).ack_len = len;
         (*p).ack_mono_ns = sys::monotonic_ns();
-        (*p).state
-            .store(RecordState::Acked as u32, Ordering::Release);
+    }
+    let r = region.command(cmd.record);
+    if r.state
+        .compare_exchange(
+            RecordState::Taken as u32,
+            RecordState::Acked as u32,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
+        // Withdrawn: nobody waits for this answer any more.
+        r.state.store(RecordState::Free as u32, Ordering::Release);
+        return;
     }
     let h = region.header();
     notify::bump_and_wake(&h.ack_futex, Some(&h.ack_waiters));
 }
 
-fn truncate(s: &str, max: usize) -> String {
-    let mut end = s.len().min(max);
+/// The longest prefix of `s` that fits an acknowledgement, ending in "..." to show the cut.
+/// Messages are written to fit (the solver's are short); this only guards against long paths.
+fn fit(s: &str) -> String {
+    // bincode: 1 byte for the variant, up to 3 for the string length (< 2^16).
+    let room = COMMAND_PAYLOAD - 4;
+    if s.len() <= room {
+        return s.to_string();
+    }
+    let mut end = room - 3;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    s[..end].to_string()
+    format!("{}...", &s[..end])
+}
+
+/// An Acked record whose sender no longer waits (it gave up or died): free for reuse.
+fn reclaimable(r: &CommandRecord, now: u64) -> bool {
+    if state(r) != RecordState::Acked as u32 {
+        return false;
+    }
+    if r.deadline_mono_ns != 0 {
+        now > r
+            .deadline_mono_ns
+            .saturating_add(RECLAIM_GRACE.as_nanos() as u64)
+    } else {
+        now.saturating_sub(r.ack_mono_ns) > ABANDONED_AFTER.as_nanos() as u64
+    }
+}
+
+/// Why no record is free, for the error message.
+fn table_full(region: &Region, now: u64) -> CommandError {
+    let count = region.capacities().command_records;
+    let (mut waiting, mut answered) = (0u32, 0u32);
+    for i in 0..count {
+        match state(region.command(i)) {
+            s if s == RecordState::Pending as u32 || s == RecordState::Taken as u32 => waiting += 1,
+            s if s == RecordState::Acked as u32 => answered += 1,
+            _ => {}
+        }
+    }
+    let beat = region.header().heartbeat_mono_ns.load(Ordering::Relaxed);
+    CommandError::TableFull {
+        records: count,
+        waiting,
+        answered,
+        solver_idle_s: now.saturating_sub(beat) as f64 * 1e-9,
+    }
 }
 
 /// Client side: waits for the acknowledgement of `ticket`; frees the record when read.
@@ -303,13 +394,85 @@ pub(crate) fn wait_ack(
     ) {
         WaitResult::Ready => {
             let outcome = decode::<CommandOutcome>(&r.ack, r.ack_len);
-            r.state.store(RecordState::Free as u32, Ordering::Release);
+            let _ = r.state.compare_exchange(
+                RecordState::Acked as u32,
+                RecordState::Free as u32,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
             outcome.map_err(CommandError::Decode)
         }
-        WaitResult::TimedOut => Err(CommandError::AckTimeout(timeout)),
-        WaitResult::GaveUp => Err(CommandError::SolverGone(
-            h.owner_pid.load(Ordering::Relaxed),
-        )),
+        WaitResult::TimedOut => Err(withdraw(r, ticket, timeout)),
+        WaitResult::GaveUp => {
+            let _ = withdraw(r, ticket, timeout);
+            Err(CommandError::SolverGone(
+                h.owner_pid.load(Ordering::Relaxed),
+            ))
+        }
+    }
+}
+
+/// The sender gives up on `ticket`: its record is freed (or left for the solver to free), and
+/// the error says whether the command can still have been applied.
+fn withdraw(r: &CommandRecord, ticket: &Ticket, timeout: Duration) -> CommandError {
+    let cas = |from: RecordState, to: RecordState| {
+        r.state
+            .compare_exchange(from as u32, to as u32, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    };
+    let ours = r.client_id == ticket.client_id && r.request_id == ticket.request_id;
+    if !ours {
+        return CommandError::AckTimeout {
+            timeout,
+            applied: Applied::No,
+        };
+    }
+    if cas(RecordState::Pending, RecordState::Free) {
+        CommandError::AckTimeout {
+            timeout,
+            applied: Applied::No,
+        }
+    } else if cas(RecordState::Taken, RecordState::Withdrawn) {
+        CommandError::AckTimeout {
+            timeout,
+            applied: Applied::Maybe,
+        }
+    } else if cas(RecordState::Acked, RecordState::Free) {
+        // Answered just now: it was applied.
+        CommandError::AckTimeout {
+            timeout,
+            applied: Applied::Yes,
+        }
+    } else {
+        // Dropped by the solver after our deadline, or already reclaimed: not applied.
+        CommandError::AckTimeout {
+            timeout,
+            applied: Applied::No,
+        }
+    }
+}
+
+/// Whether a command whose answer did not come in time took effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Withdrawn before the solver took it: it never takes effect.
+    No,
+    /// The solver had taken it when the sender gave up: it is being applied.
+    Maybe,
+    /// The answer arrived just after the wait ended.
+    Yes,
+    /// Not known to this sender (the command went through a relay that did not say).
+    Unknown,
+}
+
+impl std::fmt::Display for Applied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::No => "it was withdrawn and will not be applied",
+            Self::Maybe => "the solver had already taken it, so it is being applied",
+            Self::Yes => "it was applied just as the wait ended",
+            Self::Unknown => "it may or may not have been applied",
+        })
     }
 }
 

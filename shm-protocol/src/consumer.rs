@@ -105,24 +105,42 @@ impl Consumer {
             .load(Ordering::Acquire)
     }
 
+    /// `Ok` while the segment has its full size (see [`Segment::check_intact`]): every read
+    /// checks it before and after touching the memory, so data from a segment another process
+    /// truncated is never returned.
+    pub fn check_intact(&self) -> Result<(), ReadError> {
+        self.seg.check_intact()
+    }
+
+    /// Runs a read between two truncation checks.
+    fn guarded<T>(
+        &self,
+        read: impl FnOnce(&Region) -> Result<T, ReadError>,
+    ) -> Result<T, ReadError> {
+        self.seg.check_intact()?;
+        let r = read(self.seg.region());
+        self.seg.check_intact()?;
+        r
+    }
+
     pub fn read_static(&self) -> Result<StaticData, ReadError> {
-        static_data::read_static(self.seg.region())
+        self.guarded(static_data::read_static)
     }
 
     /// Copies the newest complete frame (`None` before the first publication).
     pub fn read_newest(&self) -> Result<Option<Frame>, ReadError> {
-        frame::read_newest(self.seg.region())
+        self.guarded(frame::read_newest)
     }
 
     /// [`Consumer::read_newest`] into a reused frame (see [`frame::read_newest_into`]).
     pub fn read_newest_into(&self, out: &mut Frame) -> Result<bool, ReadError> {
-        frame::read_newest_into(self.seg.region(), out)
+        self.guarded(|r| frame::read_newest_into(r, out))
     }
 
     /// [`Consumer::read_newest_into`] of only the fields in `fields` (a [`crate::FieldKind::bit`] mask;
     /// see [`frame::read_newest_fields_into`]).
     pub fn read_newest_fields_into(&self, out: &mut Frame, fields: u32) -> Result<bool, ReadError> {
-        frame::read_newest_fields_into(self.seg.region(), out, fields)
+        self.guarded(|r| frame::read_newest_fields_into(r, out, fields))
     }
 
     /// Runs `f` on a zero-copy view of the newest frame; the result is returned only if the frame
@@ -131,10 +149,11 @@ impl Consumer {
         &self,
         f: impl FnMut(&FrameView<'_>) -> T,
     ) -> Result<Option<T>, ReadError> {
-        frame::with_newest(self.seg.region(), f)
+        self.guarded(|r| frame::with_newest(r, f))
     }
 
-    /// Waits until a frame newer than `seq` is complete, the solver is gone, or `timeout`.
+    /// Waits until a frame newer than `seq` is complete, the solver is gone (or the segment
+    /// truncated: the next read says so), or `timeout`.
     pub fn wait_newer(&self, seq: u64, timeout: Duration) -> WaitOutcome {
         let h = self.seg.region().header();
         let deadline = Instant::now() + timeout;
@@ -145,7 +164,7 @@ impl Consumer {
             deadline,
             LIVENESS_POLL,
             || newest() > seq,
-            || self.status().is_over(),
+            || self.seg.check_intact().is_err() || self.status().is_over(),
         ) {
             WaitResult::Ready => WaitOutcome::Newer(newest()),
             WaitResult::TimedOut => WaitOutcome::TimedOut,
@@ -153,11 +172,16 @@ impl Consumer {
         }
     }
 
-    /// Queues `cmd` for the solver without waiting.
-    pub fn submit(&mut self, cmd: &Command) -> Result<Ticket, CommandError> {
+    /// Queues `cmd` for the solver without waiting; the solver drops it unapplied if it gets
+    /// to it only after `answer_within` (the sender will have stopped waiting by then).
+    pub fn submit(
+        &mut self,
+        cmd: &Command,
+        answer_within: Duration,
+    ) -> Result<Ticket, CommandError> {
         let id = self.next_request;
         self.next_request += 1;
-        command::submit(self.seg.region(), self.client_id, id, cmd)
+        command::submit(self.seg.region(), self.client_id, id, cmd, answer_within)
     }
 
     /// Waits for the solver's answer to `ticket`.
@@ -179,7 +203,18 @@ impl Consumer {
         if !status.alive {
             return Err(CommandError::SolverGone(status.owner_pid));
         }
-        let t = self.submit(cmd)?;
-        self.wait_ack(&t, timeout)
+        // A full table frees up as the solver answers and as records of vanished senders
+        // pass their deadline: keep trying within our own time.
+        let deadline = Instant::now() + timeout;
+        let t = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.submit(cmd, left) {
+                Err(CommandError::TableFull { .. }) if left > Duration::from_millis(20) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                other => break other?,
+            }
+        };
+        self.wait_ack(&t, deadline.saturating_duration_since(Instant::now()))
     }
 }

@@ -162,10 +162,12 @@ pub struct SegmentHeader {
     pub ack_futex: AtomicU32,
     /// Futex word bumped after each command submission (a paused solver sleeps on it).
     pub command_futex: AtomicU32,
-    /// Number of processes currently sleeping on `frame_futex` (a hint; the writer skips the
-    /// wake system call when it is 0).
+    /// Waiters' lease on `frame_futex`: `CLOCK_MONOTONIC` ms (u32, wrapping) until which a
+    /// waiter may be asleep; the writer skips the wake system call once it passed. Each waiter
+    /// stores now + 300 ms before every sleep of at most 200 ms (see `notify.rs`), so a waiter
+    /// killed asleep costs nothing after its lease ends.
     pub frame_waiters: AtomicU32,
-    /// Number of processes currently sleeping on `ack_futex` (a hint, as above).
+    /// Waiters' lease on `ack_futex`, as above.
     pub ack_waiters: AtomicU32,
     /// Heartbeat: `CLOCK_MONOTONIC` nanoseconds of the owner's last step (system-wide clock).
     pub heartbeat_mono_ns: AtomicU64,
@@ -373,11 +375,18 @@ pub struct CommandRecord {
     pub request: [u8; COMMAND_PAYLOAD],
     /// bincode of [`crate::CommandOutcome`].
     pub ack: [u8; COMMAND_PAYLOAD],
-    pub _reserved: [u64; 2],
+    /// `CLOCK_MONOTONIC` ns after which the sender no longer waits for the answer: the solver
+    /// drops (does not apply) a command it takes later, and the record may be reclaimed
+    /// [`crate::command::RECLAIM_GRACE`] after it. 0: none (older senders; reclaimed
+    /// [`crate::command::ABANDONED_AFTER`] after the acknowledgement).
+    pub deadline_mono_ns: u64,
+    pub _reserved: u64,
 }
 
 /// Life of a command record: Free -> (client, under the mutex) Pending -> (solver) Taken ->
-/// (solver) Acked -> (client) Free.
+/// (solver) Acked -> (client) Free. A client that gives up withdraws its record: Pending ->
+/// Free (never applied), or Taken -> Withdrawn, which the solver frees instead of acknowledging.
+/// The solver frees a Pending record whose deadline passed without applying it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum RecordState {
@@ -385,6 +394,7 @@ pub enum RecordState {
     Pending = 1,
     Taken = 2,
     Acked = 3,
+    Withdrawn = 4,
 }
 
 const _: () = {
@@ -415,7 +425,7 @@ const fn fnv1a(mut h: u64, v: u64) -> u64 {
 /// Hash of the record sizes and key field offsets: two builds agree on it only when they agree
 /// on the layout.
 pub const LAYOUT_HASH: u64 = {
-    let parts: [u64; 16] = [
+    let parts: [u64; 17] = [
         ABI_VERSION as u64,
         size_of::<SegmentHeader>() as u64,
         size_of::<LayoutPlan>() as u64,
@@ -430,6 +440,9 @@ pub const LAYOUT_HASH: u64 = {
         offset_of!(SegmentHeader, command_mutex) as u64,
         offset_of!(SlotHeader, particle_count) as u64,
         offset_of!(CommandRecord, request) as u64,
+        // Command deadlines and waiter leases (the same bytes as the earlier reserved words
+        // and waiter counts, with new meanings): older builds must not mix with this one.
+        offset_of!(CommandRecord, deadline_mono_ns) as u64,
         SECTION_ALIGN,
         COMMAND_PAYLOAD as u64,
     ];

@@ -10,7 +10,9 @@ pub mod command;
 pub mod consumer;
 pub mod error;
 pub mod frame;
+mod guard;
 pub mod layout;
+pub mod limits;
 mod notify;
 pub mod publisher;
 pub mod segment;
@@ -35,6 +37,18 @@ pub use static_data::{MeshStatic, StaticData};
 #[doc(hidden)]
 pub fn static_data_for_test(region: &Region) -> Result<StaticData, ReadError> {
     static_data::read_static(region)
+}
+
+/// Whether the writer would still wake `frame_futex` for a sleeping waiter (tests of the
+/// waiter leases: a waiter killed asleep must stop costing wake-ups).
+#[doc(hidden)]
+pub fn frame_waiters_present_for_test(region: &Region) -> bool {
+    notify::lease_active(
+        region
+            .header()
+            .frame_waiters
+            .load(std::sync::atomic::Ordering::SeqCst),
+    )
 }
 
 /// An error and its causes on one line, for a binary's final message. Causes whose text the

@@ -43,6 +43,10 @@ impl Publisher {
     }
 
     /// Takes over an existing segment whose owner is dead (resuming with `--load-shm`).
+    ///
+    /// Atomic: the owner is re-checked and replaced while holding the segment's robust command
+    /// mutex, so of several processes taking over at once exactly one wins and the others get
+    /// [`CreateError::TakenOver`] naming the winner.
     pub fn take_over(name: &str) -> Result<Self, CreateError> {
         let attach = |source| CreateError::Attach {
             name: name.into(),
@@ -66,9 +70,39 @@ impl Publisher {
         let seg = Segment::open(name).map_err(attach)?;
         let region = *seg.region();
         let h = region.header();
-        let (pid, ticks) = sys::own_identity();
-        h.owner_start_ticks.store(ticks, Ordering::Relaxed);
-        h.owner_pid.store(pid, Ordering::Release);
+        let mutex = region.mutex();
+        let os = |source| CreateError::Os {
+            name: name.into(),
+            op: "taking the command mutex",
+            source,
+        };
+        if mutex
+            .lock_timeout(command::LOCK_TIMEOUT)
+            .map_err(os)?
+            .is_none()
+        {
+            return Err(CreateError::Os {
+                name: name.into(),
+                op: "taking the command mutex",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("another process held it for {:?}", command::LOCK_TIMEOUT),
+                ),
+            });
+        }
+        let (me, ticks) = sys::own_identity();
+        let owner = h.owner_pid.load(Ordering::Acquire);
+        let owner_ticks = h.owner_start_ticks.load(Ordering::Acquire);
+        if owner != me && sys::process_alive(owner, owner_ticks) {
+            mutex.unlock();
+            return Err(CreateError::TakenOver {
+                name: name.into(),
+                pid: owner,
+            });
+        }
+        h.owner_start_ticks.store(ticks, Ordering::Release);
+        h.owner_pid.store(me, Ordering::Release);
+        mutex.unlock();
         // Commands the dead owner had claimed will never be answered by it: hand them back.
         for i in 0..region.capacities().command_records {
             let _ = region.command(i).state.compare_exchange(
@@ -131,6 +165,13 @@ impl Publisher {
 
     pub fn read_static(&self) -> Result<StaticData, ReadError> {
         static_data::read_static(self.seg.region())
+    }
+
+    /// `Ok` while the segment has its full size; [`ReadError::Truncated`] once another process
+    /// shrank it (see `guard.rs`: this process survives, but the segment's data is gone).
+    /// Cheap (one `fstat`): the solver checks it after every batch of steps.
+    pub fn check_intact(&self) -> Result<(), ReadError> {
+        self.seg.check_intact()
     }
 
     /// Sets the solver state; a change wakes frame waiters, so a viewer sees "finished" at once.

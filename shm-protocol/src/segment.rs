@@ -9,7 +9,8 @@ use std::ptr::NonNull;
 
 use shared_memory::{Shmem, ShmemConf, ShmemError};
 
-use crate::error::{AttachError, CreateError};
+use crate::error::{AttachError, CreateError, ReadError};
+use crate::guard::Guard;
 use crate::layout::*;
 use crate::sys;
 
@@ -188,6 +189,10 @@ impl Region {
 
 /// A mapped segment: the OS object plus its validated region.
 pub struct Segment {
+    /// Declared first so it is dropped (unguarded) before `shmem` unmaps the memory.
+    guard: Guard,
+    /// The object opened once more, to see its size (truncation by another process).
+    file: Option<std::fs::File>,
     shmem: Shmem,
     name: String,
     region: Region,
@@ -212,13 +217,35 @@ impl Segment {
             reason,
         })?;
         let shmem = map_existing(name)?;
+        let guard = Guard::new(shmem.as_ptr(), shmem.len());
         // SAFETY: the mapping is `len` bytes, page aligned, and lives in `shmem` with the region.
         let region = unsafe { Region::validate(shmem.as_ptr(), shmem.len()) }?;
         Ok(Self {
+            guard,
+            file: open_for_size(name),
             shmem,
             name: name.into(),
             region,
         })
+    }
+
+    /// `Ok` while the object still has the size it was mapped with and no access faulted past
+    /// its end; [`ReadError::Truncated`] once another process shrank it (its data is then gone:
+    /// the mapping reads zeros, see `guard.rs`).
+    pub fn check_intact(&self) -> Result<(), ReadError> {
+        let expected = self.region.len() as u64;
+        let size = self
+            .file
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map(|m| m.len());
+        if self.guard.truncated() || size.is_some_and(|s| s < expected) {
+            return Err(ReadError::Truncated {
+                size: size.unwrap_or(0).min(expected),
+                expected,
+            });
+        }
+        Ok(())
     }
 
     /// Creates a fresh segment for `caps`, replacing a stale one of the same name whose owner
@@ -297,6 +324,8 @@ impl Segment {
         // The publisher removes the object explicitly on a clean close; a crash leaves it.
         shmem.set_owner(false);
         Ok(Self {
+            guard: Guard::new(shmem.as_ptr(), shmem.len()),
+            file: Some(file),
             shmem,
             name: name.into(),
             region,
@@ -312,6 +341,17 @@ impl Segment {
     pub(crate) fn shmem(&self) -> &Shmem {
         &self.shmem
     }
+}
+
+/// The object opened read-only (not through a symlink) to watch its size; `None` if that fails
+/// (then only the SIGBUS guard reports truncation).
+fn open_for_size(name: &str) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(shm_path(name))
+        .ok()
 }
 
 /// Removes the shared-memory object `name`.
@@ -331,17 +371,69 @@ fn create_mapping(name: &str, size: u64) -> Result<Shmem, CreateError> {
         .os_id(format!("/{name}"))
         .size(size as usize)
         .create()
-        .map_err(|e| match e {
-            ShmemError::MappingIdExists => CreateError::Exists { name: name.into() },
-            other => CreateError::Os {
+        .map_err(|e| create_error(name, e))
+}
+
+/// What a failed create means, in the user's words (not "os error 28").
+fn create_error(name: &str, e: ShmemError) -> CreateError {
+    match e {
+        ShmemError::MappingIdExists => CreateError::Exists { name: name.into() },
+        // statvfs said there were bytes: what is missing is an inode.
+        ShmemError::MapCreateFailed(errno) if errno as i32 == libc::ENOSPC => {
+            CreateError::NoInodes { name: name.into() }
+        }
+        ShmemError::MapCreateFailed(errno) if errno as i32 == libc::EROFS => {
+            CreateError::ReadOnly { name: name.into() }
+        }
+        other => CreateError::Os {
+            name: name.into(),
+            op: "shm_open/mmap",
+            source: io::Error::other(other.to_string()),
+        },
+    }
+}
+
+/// What sits at `/dev/shm/NAME`, checked before opening so that a directory or a symbolic link
+/// gets a message saying so (not "truncated (0 bytes)" or a bare errno).
+fn check_object(name: &str) -> Result<(), AttachError> {
+    let meta = match std::fs::symlink_metadata(shm_path(name)) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(AttachError::NotFound { name: name.into() })
+        }
+        Err(source) => {
+            return Err(AttachError::Os {
                 name: name.into(),
-                op: "shm_open/mmap",
-                source: io::Error::other(other.to_string()),
-            },
-        })
+                source,
+            })
+        }
+    };
+    let ft = meta.file_type();
+    let kind = if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symbolic link (segments are never opened through links)"
+    } else if !ft.is_file() {
+        "a special file"
+    } else {
+        return Ok(());
+    };
+    Err(AttachError::NotAnObject {
+        name: name.into(),
+        kind,
+    })
+}
+
+/// Owner uid of `/dev/shm/NAME`, for permission messages.
+fn owner_uid(name: &str) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(shm_path(name))
+        .ok()
+        .map(|m| m.uid())
 }
 
 fn map_existing(name: &str) -> Result<Shmem, AttachError> {
+    check_object(name)?;
     ShmemConf::new()
         .os_id(format!("/{name}"))
         .open()
@@ -350,7 +442,10 @@ fn map_existing(name: &str) -> Result<Shmem, AttachError> {
                 AttachError::NotFound { name: name.into() }
             }
             ShmemError::MapOpenFailed(errno) if errno as i32 == libc::EACCES => {
-                AttachError::PermissionDenied { name: name.into() }
+                AttachError::PermissionDenied {
+                    name: name.into(),
+                    owner_uid: owner_uid(name),
+                }
             }
             // An empty object cannot be mapped: it is not a segment of ours.
             ShmemError::MapOpenFailed(errno) if errno as i32 == libc::EINVAL => {
@@ -423,6 +518,10 @@ fn remove_if_stale(name: &str) -> Result<(), CreateError> {
         }),
         // Vanished in between: fine, create again.
         Err(AttachError::NotFound { .. }) => Ok(()),
+        Err(AttachError::PermissionDenied { owner_uid, .. }) => Err(CreateError::OtherUser {
+            name: name.into(),
+            uid: owner_uid,
+        }),
         Err(reason) => Err(CreateError::NotOurs {
             name: name.into(),
             reason,
@@ -469,4 +568,18 @@ pub fn lock_command_mutex_for_test(region: &Region) -> bool {
             .lock_timeout(std::time::Duration::from_secs(5)),
         Ok(Some(_))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_failures_name_their_cause() {
+        let e = create_error("x", ShmemError::MapCreateFailed(libc::ENOSPC as u32));
+        assert!(e.to_string().contains("no free inodes"), "{e}");
+        let e = create_error("x", ShmemError::MapCreateFailed(libc::EROFS as u32));
+        assert!(e.to_string().contains("read-only"), "{e}");
+        assert!(!e.to_string().contains("os error"), "{e}");
+    }
 }

@@ -33,6 +33,23 @@ pub struct StaticData {
     pub generation: u64,
 }
 
+impl StaticData {
+    /// Whether a frame belongs to this static data: its static generation must be this one's
+    /// (a frame published before any static data carries 0 and matches empty static data).
+    /// A reader that re-read the static section and still gets a mismatch must not pair them:
+    /// ids, radii and meshes would describe other particles.
+    pub fn check_frame(&self, meta: &crate::frame::FrameMeta) -> Result<(), ReadError> {
+        if meta.static_generation != self.generation {
+            return Err(ReadError::StaticMismatch {
+                seq: meta.seq,
+                frame: meta.static_generation,
+                current: self.generation,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Encodes `name` into a fixed NUL-padded field (truncated at a character boundary).
 pub fn encode_name(name: &str) -> [u8; NAME_LEN] {
     let mut out = [0u8; NAME_LEN];

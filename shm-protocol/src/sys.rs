@@ -180,15 +180,14 @@ pub fn process_start_ticks(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
-/// Whether the process that recorded (`pid`, `start_ticks`) is still running.
+/// Whether the process that recorded (`pid`, `start_ticks`) is still running. A start time
+/// of 0 never matches: every owner records its real start time, so 0 means a corrupt or
+/// hostile header (accepting it made a segment claiming pid 1 "alive" forever).
 pub fn process_alive(pid: u32, start_ticks: u64) -> bool {
-    if pid == 0 {
+    if pid == 0 || start_ticks == 0 {
         return false;
     }
-    match process_start_ticks(pid) {
-        Some(t) => start_ticks == 0 || t == start_ticks,
-        None => false,
-    }
+    process_start_ticks(pid) == Some(start_ticks)
 }
 
 /// Bytes available to an unprivileged writer in the file system holding `path`.
@@ -222,6 +221,9 @@ mod tests {
         assert!(process_alive(pid, ticks));
         assert!(!process_alive(pid, ticks + 1));
         assert!(!process_alive(0, 0));
+        // Regression: a start time of 0 used to match any live process (pid 1 here).
+        assert!(!process_alive(1, 0));
+        assert!(!process_alive(pid, 0));
     }
 
     #[test]

@@ -55,9 +55,19 @@ fn consumer_killed_while_waiting_stalls_nobody() {
         assert_eq!(w.line(), "waiting");
     }
     std::thread::sleep(Duration::from_millis(50));
+    assert!(frames_within(&c, Duration::from_millis(50)) > 0);
+    assert!(shm_protocol::frame_waiters_present_for_test(c.region()));
     for w in &mut waiters {
         w.sigkill();
     }
+    // Regression: each killed waiter used to leave +1 in a waiter count forever, so the writer
+    // paid a wake system call per frame for good. Their leases run out instead.
+    assert!(
+        eventually(Duration::from_secs(1), || {
+            !shm_protocol::frame_waiters_present_for_test(c.region())
+        }),
+        "the dead waiters' leases never ended"
+    );
     // Wake-ups keep flowing to live consumers, and commands still round-trip.
     assert!(frames_within(&c, Duration::from_millis(300)) > 20);
     assert!(c

@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use shm_protocol::{Capacities, CreateOptions, FieldKind, Publisher, SolverState, DEFAULT_FIELDS};
+use shm_protocol::{
+    Capacities, Consumer, CreateOptions, FieldKind, Frame, Publisher, SolverState, StaticData,
+    DEFAULT_FIELDS,
+};
 
 use app::cli::{BackendChoice, Cli};
 use app::port::SimPort;
@@ -34,36 +37,43 @@ fn main() -> ExitCode {
     }
 }
 
-/// Checks the command line before anything is created.
+/// Most CPU threads accepted: more than this many per core only adds switching.
+const THREADS_PER_CORE_MAX: usize = 4;
+
+/// Checks the command line before anything is created. Every number has a range; intervals
+/// are checked again against the time step once the case is known ([`check_intervals`]).
 fn check_cli(cli: &Cli) -> Result<()> {
-    if let Some(r) = cli.refresh {
-        if !(r.is_finite() && r > 0.0) {
-            bail!("--refresh must be a positive number of simulated seconds, got {r}");
-        }
-    }
+    use shm_protocol::limits;
+    let err = |e: String| anyhow::anyhow!(e);
     for (flag, v) in [
+        ("--refresh", cli.refresh),
         ("--output-every", cli.output_every),
         ("--checkpoint-every", cli.checkpoint_every),
         ("--end-time", cli.end_time),
-        ("--dt", cli.dt),
     ] {
         if let Some(v) = v {
-            if !(v.is_finite() && v > 0.0) {
-                bail!("{flag} must be a positive number of seconds, got {v}");
-            }
+            limits::check_sim_interval(flag, v).map_err(err)?;
         }
     }
+    if let Some(dt) = cli.dt {
+        if !(dt.is_finite() && dt > 0.0) {
+            bail!("--dt must be a positive number of seconds, got {dt}");
+        }
+    }
+    limits::check_wall_interval_ms("--refresh-wall-ms", cli.refresh_wall_ms).map_err(err)?;
+    limits::wall_duration("--progress-every", cli.progress_every, 0.05).map_err(err)?;
     if cli.particles == Some(0) {
         bail!("--particles must be at least 1");
     }
     if (cli.output_every.is_some() || cli.checkpoint_every.is_some()) && cli.output.is_none() {
         bail!("--output-every and --checkpoint-every need --output DIR");
     }
-    if cli.threads == Some(0) {
-        bail!("--threads must be at least 1");
-    }
-    if !(cli.progress_every.is_finite() && cli.progress_every > 0.0) {
-        bail!("--progress-every must be positive");
+    if let Some(n) = cli.threads {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let max = THREADS_PER_CORE_MAX * cores;
+        if n == 0 || n > max {
+            bail!("--threads must be between 1 and {max} ({THREADS_PER_CORE_MAX} per core on this machine's {cores}), got {n}");
+        }
     }
     if let Some(dir) = &cli.output {
         std::fs::create_dir_all(dir)
@@ -72,6 +82,20 @@ fn check_cli(cli: &Cli) -> Result<()> {
         std::fs::write(&probe, b"")
             .with_context(|| format!("output directory {} is not writable", dir.display()))?;
         let _ = std::fs::remove_file(probe);
+    }
+    Ok(())
+}
+
+/// The simulated-time intervals of the command line against the case's time step.
+fn check_intervals(cli: &Cli, dt: f64) -> Result<()> {
+    for (flag, v) in [
+        ("--refresh", cli.refresh),
+        ("--output-every", cli.output_every),
+        ("--checkpoint-every", cli.checkpoint_every),
+    ] {
+        if let Some(v) = v {
+            app::control::check_interval(flag, v, dt).map_err(|e| anyhow::anyhow!(e))?;
+        }
     }
     Ok(())
 }
@@ -108,13 +132,38 @@ fn pick_backend(choice: BackendChoice) -> Result<Backend> {
     }
 }
 
-fn capacities(sim: &dyn SimPort) -> Capacities {
+/// Segment capacities for `sim` and its static data (the configuration text sized from the
+/// case itself: a case with thousands of inline triangles has a long one).
+fn capacities(sim: &dyn SimPort, stat: &StaticData) -> Capacities {
     let mut caps = Capacities::for_particles(sim.particle_count().max(1) as u64);
     caps.max_bodies = sim.mesh_count() as u32;
     caps.max_triangles = sim.triangle_count() as u64;
     caps.max_species = (sim.species_count() as u32).max(1);
     caps.fields = DEFAULT_FIELDS | FieldKind::Force.bit() | FieldKind::ContactCount.bit();
+    let config = stat.config_toml.len().div_ceil(4096) * 4096;
+    caps.config_bytes = u32::try_from(config.max(4096)).unwrap_or(u32::MAX);
     caps
+}
+
+/// A dead run's segment: its static data and last frame, read (not yet taken over) so they can
+/// be checked before anything changes.
+fn read_dead_run(name: &str) -> Result<(StaticData, Frame)> {
+    let c = Consumer::attach(name)?;
+    let status = c.status();
+    if status.alive {
+        bail!(
+            "segment {name:?} is still owned by a live process (pid {}); cannot take it over",
+            status.owner_pid
+        );
+    }
+    let stat = c
+        .read_static()
+        .with_context(|| format!("segment {name:?} has no static data to resume from"))?;
+    let frame = c
+        .read_newest()
+        .with_context(|| format!("reading the last frame of {name:?}"))?
+        .with_context(|| format!("segment {name:?} has no complete frame to resume from"))?;
+    Ok((stat, frame))
 }
 
 fn real_main(cli: Cli) -> Result<()> {
@@ -126,59 +175,68 @@ fn real_main(cli: Cli) -> Result<()> {
             .build_global()
             .context("setting up the CPU thread pool")?;
     }
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupted.clone())
+            .context("installing signal handlers")?;
+    }
 
-    // Build the simulation first: a bad case must not leave a segment behind.
-    let (mut sim, mut publisher) = if let Some(name) = &cli.load_shm {
+    // Build and check the simulation first: a bad case or frame must not leave a segment
+    // behind or change one.
+    let (mut sim, mut publisher, created) = if let Some(name) = &cli.load_shm {
+        let (stat, frame) = read_dead_run(name)?;
+        let sim = app::sim::resume_from_frame(name, &stat, &frame, backend, &cli)?;
+        check_intervals(&cli, sim.dt())?;
         let publisher = Publisher::take_over(name)?;
-        let stat = publisher
-            .read_static()
-            .with_context(|| format!("segment {name:?} has no static data to resume from"))?;
-        let frame = publisher
-            .read_newest()
-            .with_context(|| format!("reading the last frame of {name:?}"))?
-            .with_context(|| format!("segment {name:?} has no complete frame to resume from"))?;
+        if publisher.read_newest()?.map(|f| f.meta.seq) != Some(frame.meta.seq) {
+            bail!("segment {name:?} changed while it was being resumed; try again");
+        }
         tracing::warn!(
             "resuming {name:?} from frame {} (step {}, t = {:.6} s): positions at frame precision (f32), \
              contact history restarts from zero; use --restart with a checkpoint for an exact continuation",
             frame.meta.seq, frame.meta.step, frame.meta.sim_time
         );
-        let sim = app::sim::resume_from_frame(&stat, &frame, backend, &cli)?;
-        (sim, publisher)
+        (sim, publisher, false)
     } else {
         let sim = match &cli.restart {
             Some(path) => app::sim::restore(path, backend, &cli)?,
             None => app::sim::build(cli.case.as_deref(), backend, &cli)?,
         };
-        let name = cli.segment_name();
-        let publisher = match name {
+        check_intervals(&cli, sim.dt())?;
+        let (name, announce) = match cli.segment_name() {
             Some(name) => {
-                let p = Publisher::create(
-                    &name,
-                    capacities(sim.as_ref()),
-                    CreateOptions {
-                        group_access: cli.group_access,
-                    },
-                )?;
-                eprintln!("solver: publishing into shared-memory segment {name:?} (attach with `viewer --attach {name}`)");
-                p
+                let note = format!("solver: publishing into shared-memory segment {name:?} (attach with `viewer --attach {name}`)");
+                (name, note)
             }
             None => {
                 let name = format!("particle-shm-{}", std::process::id());
-                let p = Publisher::create(
-                    &name,
-                    capacities(sim.as_ref()),
-                    CreateOptions {
-                        group_access: cli.group_access,
-                    },
-                )?;
-                eprintln!("solver: no --name-shm given; publishing into {name:?}");
-                p
+                let note = format!("solver: no --name-shm given; publishing into {name:?}");
+                (name, note)
             }
         };
-        (sim, publisher)
+        let stat = sim.static_data();
+        let publisher = Publisher::create(
+            &name,
+            capacities(sim.as_ref(), &stat),
+            CreateOptions {
+                group_access: cli.group_access,
+            },
+        )?;
+        eprintln!("{announce}");
+        (sim, publisher, true)
     };
-    publisher.write_static(&sim.static_data())?;
-    sim.attach_segment(publisher.region())?;
+    let prepared = (|| -> Result<()> {
+        publisher.write_static(&sim.static_data())?;
+        sim.attach_segment(publisher.region())?;
+        Ok(())
+    })();
+    if let Err(e) = prepared {
+        // Nothing was published: a segment this run created goes with it.
+        if created {
+            let _ = publisher.close(SolverState::Failed, false);
+        }
+        return Err(e);
+    }
     tracing::info!(
         "{} particles, {} meshes, dt = {:.3e} s, end time {} s, backend {}",
         sim.particle_count(),
@@ -188,11 +246,6 @@ fn real_main(cli: Cli) -> Result<()> {
         sim.backend_name()
     );
 
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, interrupted.clone())
-            .context("installing signal handlers")?;
-    }
     let refresh = cli
         .refresh
         .unwrap_or_else(|| (sim.end_time() / 100.0).clamp(sim.dt(), 0.01));
@@ -207,12 +260,17 @@ fn real_main(cli: Cli) -> Result<()> {
     };
     let outcome = run(sim.as_mut(), &publisher, &settings);
     sim.release_segment();
+    let name = publisher.name().to_string();
     match outcome {
+        Ok(Ending::SegmentLost(why)) => {
+            // Its data is gone and nobody can use it: remove the object rather than leave it.
+            let _ = publisher.close(SolverState::Failed, false);
+            bail!("segment {name:?}: {why}");
+        }
         Ok(ending) => {
             if ending == Ending::Stopped {
                 tracing::info!("stopped on request");
             }
-            let name = publisher.name().to_string();
             publisher
                 .close(SolverState::Finished, cli.keep_shm)
                 .with_context(|| format!("removing segment {name:?}"))?;
@@ -224,8 +282,7 @@ fn real_main(cli: Cli) -> Result<()> {
         Err(e) => {
             publisher.set_state(SolverState::Failed);
             Err(e.context(format!(
-                "run failed; segment {:?} kept with its last frame",
-                publisher.name()
+                "run failed; segment {name:?} kept with its last frame"
             )))
         }
     }

@@ -39,7 +39,9 @@ pub fn attach_opener(name: String) -> Opener {
             message: match e {
                 // These messages already name the segment.
                 AttachError::NotFound { .. } | AttachError::InvalidName { .. } => e.to_string(),
-                AttachError::PermissionDenied { .. } => e.to_string(),
+                AttachError::PermissionDenied { .. } | AttachError::NotAnObject { .. } => {
+                    e.to_string()
+                }
                 _ => format!("cannot attach to segment {name:?}: {e}"),
             },
         }),
@@ -95,6 +97,10 @@ pub fn read_latest(
         }
     }
     let statics = statics.clone().unwrap_or_default();
+    // Re-read and still different: the frame describes other particles than the static data.
+    statics
+        .check_frame(&frame.meta)
+        .map_err(|e| e.to_string())?;
     Ok(Some(Latest {
         statics,
         frame: Arc::new(frame),

@@ -43,6 +43,15 @@ enum Mode {
     HoldLock { name: String },
     /// Attach and sleep waiting for a frame that never comes (to be SIGKILLed asleep).
     Wait { name: String },
+    /// At CLOCK_MONOTONIC `at_ns`, take over NAME (as `solver --load-shm` does); print `won`
+    /// and hold it until killed, or `lost: MESSAGE` and exit.
+    TakeOver {
+        name: String,
+        #[arg(long)]
+        at_ns: u64,
+    },
+    /// Try to attach to NAME, then to create it; print each outcome on a line.
+    Probe { name: String },
     /// Wait for frames and print `seq publish_to_wake_ns` per wake-up (latency benchmark).
     Latency { name: String, frames: u64 },
 }
@@ -195,6 +204,34 @@ fn main() {
             println!("locked {locked}");
             std::io::stdout().flush().ok();
             std::thread::sleep(Duration::from_secs(3600));
+        }
+        Mode::TakeOver { name, at_ns } => {
+            while sys::monotonic_ns() < at_ns {
+                std::hint::spin_loop();
+            }
+            match Publisher::take_over(&name) {
+                Ok(p) => {
+                    println!("won");
+                    std::io::stdout().flush().ok();
+                    std::thread::sleep(Duration::from_secs(3600));
+                    drop(p);
+                }
+                Err(e) => println!("lost: {e}"),
+            }
+        }
+        Mode::Probe { name } => {
+            match Consumer::attach(&name) {
+                Ok(_) => println!("attach: ok"),
+                Err(e) => println!("attach: {e}"),
+            }
+            match Publisher::create(
+                &name,
+                Capacities::for_particles(4),
+                CreateOptions::default(),
+            ) {
+                Ok(_) => println!("create: ok"),
+                Err(e) => println!("create: {e}"),
+            }
         }
         Mode::Wait { name } => {
             let c = attach_retry(&name);

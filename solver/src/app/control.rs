@@ -11,34 +11,104 @@ pub struct Requests {
     pub checkpoint_now: bool,
 }
 
+/// Something due every `every` simulated seconds (publication, VTK output, checkpoints).
+///
+/// Advancing is O(1) whatever the interval: the old `while next <= t { next += every }` never
+/// ended once `every` fell below the float spacing of `t` (`refresh 1e-300` wedged the solver
+/// for good). Intervals are also bounded where they enter (at least one time step, see
+/// [`check_interval`]), so a schedule is never due more than once per step.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    next: f64,
+    every: f64,
+}
+
+impl Schedule {
+    /// First due one interval after `now`.
+    pub fn new(every: f64, now: f64) -> Self {
+        Self {
+            next: now + every,
+            every,
+        }
+    }
+    pub fn every(&self) -> f64 {
+        self.every
+    }
+    /// Steps accumulate rounding: "due" allows a millionth of the interval early.
+    fn tolerance(&self) -> f64 {
+        1e-6 * self.every
+    }
+    pub fn is_due(&self, t: f64) -> bool {
+        t >= self.next - self.tolerance()
+    }
+    /// Moves the next event past `t` (to the first whole interval after it) in O(1).
+    pub fn advance_past(&mut self, t: f64) {
+        if t + self.tolerance() >= self.next {
+            let k = ((t + self.tolerance() - self.next) / self.every).floor() + 1.0;
+            self.next += k * self.every;
+        }
+        if self.next <= t {
+            // The interval vanished against t's float spacing: next representable time.
+            self.next = (t + self.every).max(t.next_up());
+        }
+    }
+    /// `is_due` then `advance_past` when it was.
+    pub fn take_due(&mut self, t: f64) -> bool {
+        let due = self.is_due(t);
+        if due {
+            self.advance_past(t);
+        }
+        due
+    }
+}
+
+/// A simulated-time interval given as `what`: within the protocol's bounds
+/// ([`shm_protocol::limits`]) and at least one time step `dt` (nothing can happen more often).
+pub fn check_interval(what: &str, seconds: f64, dt: f64) -> Result<f64, String> {
+    shm_protocol::limits::check_sim_interval(what, seconds)?;
+    if seconds < dt * (1.0 - 1e-9) {
+        return Err(format!(
+            "{what} must be at least one time step (dt = {dt:e} s), got {seconds:e} s"
+        ));
+    }
+    Ok(seconds)
+}
+
 /// Publication schedule and run state, changed only between steps.
 #[derive(Debug)]
 pub struct RunControl {
     /// Publish every this many simulated seconds.
-    pub refresh_sim: f64,
+    publish: Schedule,
     /// And at least every this much wall time (None: off).
     pub refresh_wall: Option<Duration>,
     pub paused: bool,
     pub stop: bool,
-    next_sim_publish: f64,
+    /// The time step, the lower bound of the publication interval [s].
+    dt: f64,
     last_wall_publish: Instant,
 }
 
 impl RunControl {
-    pub fn new(refresh_sim: f64, refresh_wall_ms: u64, now_sim: f64) -> Self {
+    pub fn new(refresh_sim: f64, refresh_wall_ms: u64, now_sim: f64, dt: f64) -> Self {
         Self {
-            refresh_sim,
+            publish: Schedule::new(refresh_sim, now_sim),
             refresh_wall: (refresh_wall_ms > 0).then(|| Duration::from_millis(refresh_wall_ms)),
             paused: false,
             stop: false,
-            next_sim_publish: now_sim + refresh_sim,
+            dt,
             last_wall_publish: Instant::now(),
         }
     }
 
+    /// Publication interval in simulated seconds.
+    #[cfg(test)]
+    pub fn refresh_sim(&self) -> f64 {
+        self.publish.every()
+    }
+
     /// Whether a frame is due at simulated time `t`.
     pub fn publish_due(&self, t: f64) -> bool {
-        t >= self.next_sim_publish - 1e-12
+        self.publish.is_due(t)
             || self
                 .refresh_wall
                 .is_some_and(|w| self.last_wall_publish.elapsed() >= w)
@@ -46,9 +116,7 @@ impl RunControl {
 
     /// Records a publication at simulated time `t`.
     pub fn published(&mut self, t: f64) {
-        while self.next_sim_publish <= t + 1e-12 {
-            self.next_sim_publish += self.refresh_sim;
-        }
+        self.publish.advance_past(t);
         self.last_wall_publish = Instant::now();
     }
 
@@ -65,22 +133,23 @@ impl RunControl {
                 sim_seconds,
                 wall_ms,
             } => {
-                if let Some(s) = sim_seconds {
-                    if !(s.is_finite() && *s > 0.0) {
-                        return (
-                            CommandOutcome::Rejected(format!("refresh must be > 0 s, got {s}")),
-                            req,
-                        );
-                    }
-                    self.refresh_sim = *s;
-                    self.next_sim_publish = now_sim + s;
+                let checked = cmd.validate().and_then(|()| match sim_seconds {
+                    Some(s) => check_interval("refresh", *s, self.dt).map(Some),
+                    None => Ok(None),
+                });
+                let s = match checked {
+                    Ok(s) => s,
+                    Err(why) => return (CommandOutcome::Rejected(why), req),
+                };
+                if let Some(s) = s {
+                    self.publish = Schedule::new(s, now_sim);
                 }
                 if let Some(ms) = wall_ms {
                     self.refresh_wall = (*ms > 0).then(|| Duration::from_millis(*ms));
                 }
                 CommandOutcome::Done(format!(
-                    "refresh {} s simulated, wall {}",
-                    self.refresh_sim,
+                    "refresh {:e} s simulated, wall {}",
+                    self.publish.every(),
                     self.refresh_wall
                         .map_or("off".to_string(), |d| format!("{} ms", d.as_millis()))
                 ))
@@ -121,21 +190,21 @@ impl RunControl {
 mod tests {
     use super::*;
 
+    fn refresh(s: f64) -> Command {
+        Command::SetRefresh {
+            sim_seconds: Some(s),
+            wall_ms: None,
+        }
+    }
+
     #[test]
     fn schedule_follows_simulated_time_and_commands() {
-        let mut c = RunControl::new(0.01, 0, 0.0);
+        let mut c = RunControl::new(0.01, 0, 0.0, 1e-5);
         assert!(!c.publish_due(0.005));
         assert!(c.publish_due(0.01));
         c.published(0.0100001);
         assert!(!c.publish_due(0.015));
-        let (o, _) = c.apply(
-            &Command::SetRefresh {
-                sim_seconds: Some(0.001),
-                wall_ms: None,
-            },
-            0.015,
-            false,
-        );
+        let (o, _) = c.apply(&refresh(0.001), 0.015, false);
         assert!(o.is_done());
         assert!(c.publish_due(0.016));
         let (o, r) = c.apply(&Command::Checkpoint, 0.0, false);
@@ -146,5 +215,81 @@ mod tests {
         assert!(!c.paused);
         c.apply(&Command::Stop, 0.0, true);
         assert!(c.stop);
+    }
+
+    /// Regression (hardening issue, item 1): `refresh 1e-300` was acknowledged and then the
+    /// schedule's `while next <= t { next += every }` never ended.
+    #[test]
+    fn tiny_or_huge_intervals_are_refused_and_schedules_always_advance() {
+        let mut c = RunControl::new(0.01, 100, 0.3, 1e-5);
+        for bad in [1e-300, 1e-9, 0.0, -1.0, f64::NAN, f64::INFINITY, 1e300] {
+            let (o, _) = c.apply(&refresh(bad), 0.3, false);
+            assert!(!o.is_done(), "{bad}: {o:?}");
+        }
+        let (o, _) = c.apply(&refresh(1e-9), 0.3, false);
+        assert!(
+            matches!(&o, CommandOutcome::Rejected(m) if m.contains("one time step")),
+            "{o:?}"
+        );
+        assert_eq!(c.refresh_sim(), 0.01, "a refused command changes nothing");
+        // Even a schedule built with an interval below the float spacing of t moves on.
+        let mut s = Schedule::new(1e-300, 0.3);
+        assert!(s.take_due(0.3));
+        assert!(!s.is_due(0.3));
+        assert!(s.take_due(0.31));
+        // A long jump advances in one step, to the first interval after t.
+        let mut s = Schedule::new(1e-3, 0.0);
+        s.advance_past(1e6);
+        assert!(!s.is_due(1e6) && s.is_due(1e6 + 1e-3));
+    }
+
+    #[test]
+    fn acknowledgements_keep_both_settings() {
+        let mut c = RunControl::new(0.01, 100, 0.0, 1e-5);
+        let (o, _) = c.apply(
+            &Command::SetRefresh {
+                sim_seconds: None,
+                wall_ms: Some(0),
+            },
+            0.0,
+            false,
+        );
+        assert_eq!(
+            o,
+            CommandOutcome::Done("refresh 1e-2 s simulated, wall off".into())
+        );
+        assert_eq!(c.refresh_wall, None);
+        assert_eq!(c.refresh_sim(), 0.01);
+    }
+
+    proptest::proptest! {
+        /// Any refresh command, whatever its numbers (any f64 bit pattern: NaN, infinities,
+        /// subnormals, huge), is either refused with a reason or leaves a schedule that is
+        /// finite, at least one step long, and moves past any time in one call.
+        #[test]
+        fn any_refresh_command_is_refused_or_leaves_a_sane_schedule(
+            bits in proptest::prelude::any::<u64>(),
+            wall in proptest::prelude::any::<u64>(),
+            t in 0.0f64..1e6,
+        ) {
+            let dt = 1e-5;
+            let mut c = RunControl::new(0.01, 0, 0.0, dt);
+            let s = f64::from_bits(bits);
+            let (o, _) = c.apply(
+                &Command::SetRefresh { sim_seconds: Some(s), wall_ms: Some(wall) },
+                t,
+                false,
+            );
+            match o {
+                CommandOutcome::Done(_) => {
+                    proptest::prop_assert!(s.is_finite() && s >= dt && s <= 1e9);
+                    proptest::prop_assert!(wall <= shm_protocol::limits::WALL_INTERVAL_MAX_MS);
+                }
+                CommandOutcome::Rejected(why) => proptest::prop_assert!(!why.is_empty()),
+            }
+            let every = c.refresh_sim();
+            c.published(t + 3.5 * every);
+            proptest::prop_assert!(!c.publish.is_due(t + 3.5 * every));
+        }
     }
 }

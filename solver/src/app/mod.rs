@@ -3,5 +3,6 @@ pub mod cli;
 pub mod control;
 pub mod gpu;
 pub mod port;
+pub mod resume;
 pub mod run;
 pub mod sim;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use shm_protocol::{FrameWriter, Publisher, SolverState};
 
-use super::control::RunControl;
+use super::control::{RunControl, Schedule};
 use super::port::SimPort;
 
 /// Everything the loop needs besides the simulation and the segment.
@@ -64,36 +64,14 @@ pub fn publish_frame<'p>(
     Ok(())
 }
 
-struct Schedule {
-    next: Option<f64>,
-    every: f64,
-}
-
-impl Schedule {
-    fn new(every: Option<f64>, now: f64) -> Self {
-        Self {
-            next: every.map(|e| now + e),
-            every: every.unwrap_or(f64::INFINITY),
-        }
-    }
-    fn due(&mut self, t: f64) -> bool {
-        match self.next {
-            Some(n) if t >= n - 1e-12 => {
-                while self.next.is_some_and(|n| n <= t + 1e-12) {
-                    self.next = Some(self.next.unwrap_or(t) + self.every);
-                }
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
 /// How the run ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ending {
     Completed,
     Stopped,
+    /// Another process truncated the segment: its data is gone (the message says so and where
+    /// the final checkpoint went, if any).
+    SegmentLost(String),
 }
 
 pub fn run(
@@ -102,12 +80,14 @@ pub fn run(
     s: &RunSettings,
 ) -> anyhow::Result<Ending> {
     let mut pending: Pending<'_> = None;
-    let mut ctl = RunControl::new(s.refresh_sim, s.refresh_wall_ms, sim.time());
-    let mut outputs = Schedule::new(s.output_every.filter(|_| s.output.is_some()), sim.time());
-    let mut checkpoints = Schedule::new(
-        s.checkpoint_every.filter(|_| s.output.is_some()),
-        sim.time(),
-    );
+    let mut ctl = RunControl::new(s.refresh_sim, s.refresh_wall_ms, sim.time(), sim.dt());
+    let schedule = |every: Option<f64>| {
+        every
+            .filter(|_| s.output.is_some())
+            .map(|e| Schedule::new(e, sim.time()))
+    };
+    let mut outputs = schedule(s.output_every);
+    let mut checkpoints = schedule(s.checkpoint_every);
     let mut output_index = 0u64;
     let end = sim.end_time();
     let start_step = sim.step_index();
@@ -127,7 +107,7 @@ pub fn run(
             output_index += 1;
         }
     }
-    let checkpoint = |sim: &dyn SimPort| -> anyhow::Result<PathBuf> {
+    let checkpoint = &|sim: &dyn SimPort| -> anyhow::Result<PathBuf> {
         let dir = s
             .output
             .as_ref()
@@ -180,6 +160,9 @@ pub fn run(
             break;
         }
         if ctl.paused {
+            if let Err(e) = publisher.check_intact() {
+                return segment_lost(sim, &mut pending, &e, &checkpoint);
+            }
             settle(sim, &mut pending, true)?;
             publisher.set_state(SolverState::Paused);
             publisher.heartbeat();
@@ -193,6 +176,9 @@ pub fn run(
 
         let remaining = ((end - sim.time()) / sim.dt()).round().max(1.0) as u64;
         sim.step_n(batch.min(remaining))?;
+        if let Err(e) = publisher.check_intact() {
+            return segment_lost(sim, &mut pending, &e, &checkpoint);
+        }
         publisher.heartbeat();
         settle(sim, &mut pending, false)?;
 
@@ -208,11 +194,11 @@ pub fn run(
             ctl.published(t);
         }
         if let Some(dir) = &s.output {
-            if outputs.due(t) {
+            if outputs.as_mut().is_some_and(|o| o.take_due(t)) {
                 sim.write_output(dir, output_index)?;
                 output_index += 1;
             }
-            if checkpoints.due(t) {
+            if checkpoints.as_mut().is_some_and(|c| c.take_due(t)) {
                 let p = checkpoint(sim)?;
                 tracing::info!(path = %p.display(), "checkpoint written");
             }
@@ -263,6 +249,31 @@ pub fn run(
     } else {
         Ending::Completed
     })
+}
+
+/// The segment was truncated by another process: this process survived (see
+/// `shm-protocol/src/guard.rs`), but frames can no longer reach anyone. The state is saved
+/// when there is somewhere to save it, and the run ends.
+fn segment_lost(
+    sim: &mut dyn SimPort,
+    pending: &mut Pending<'_>,
+    e: &shm_protocol::ReadError,
+    checkpoint: &dyn Fn(&dyn SimPort) -> anyhow::Result<PathBuf>,
+) -> anyhow::Result<Ending> {
+    // A frame copy in flight lands in memory nobody reads; wait for it, never commit it.
+    if pending.take().is_some() {
+        sim.wait_frame_copy()?;
+    }
+    tracing::error!("{e}: stopping at t = {:.6} s", sim.time());
+    let saved = match checkpoint(sim) {
+        Ok(p) => format!("state saved to {}", p.display()),
+        Err(e) => format!("state not saved ({e:#})"),
+    };
+    Ok(Ending::SegmentLost(format!(
+        "{e}; stopped at step {}, t = {:.6} s; {saved}",
+        sim.step_index(),
+        sim.time()
+    )))
 }
 
 fn format_eta(s: f64) -> String {

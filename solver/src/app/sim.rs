@@ -121,8 +121,11 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     Ok(Box::new(SimRunner::new(sim, config_toml)))
 }
 
-/// Continues a dead run from the last complete frame of its segment.
+/// Continues a dead run from the last complete frame of segment `name`, after checking the
+/// frame as strictly as a case file (see [`super::resume::check_frame`]) and the time step
+/// (with any `--dt`) against the frame's speeds and the contact times.
 pub fn resume_from_frame(
+    name: &str,
     stat: &StaticData,
     frame: &Frame,
     backend: Backend,
@@ -136,28 +139,23 @@ pub fn resume_from_frame(
         "<case stored in the segment>",
         Path::new("/"),
     )
-    .context("the segment's stored case cannot be read")?;
+    .with_context(|| format!("segment {name:?}: its stored case cannot be read"))?;
     apply_overrides(&mut case, cli);
-    let n = frame.meta.particle_count as usize;
-    let need = |v: &Option<Vec<[f32; 3]>>, what: &str| -> Result<Vec<[f32; 3]>> {
-        match v {
-            Some(v) if v.len() == n => Ok(v.clone()),
-            Some(v) => bail!("the last frame has {} {what} for {n} particles", v.len()),
-            None => bail!("the last frame has no {what}; it cannot be resumed from"),
-        }
-    };
-    if stat.particle_species.len() != n {
-        bail!(
-            "the static section describes {} particles, the last frame {n}",
-            stat.particle_species.len()
-        );
+    case.validate_fields()
+        .with_context(|| format!("segment {name:?}: its stored case is not valid"))?;
+    let particles = super::resume::check_frame(name, &case, stat, frame)?;
+    let meshes = case.load_meshes()?;
+    let report = case.stability(&particles, &meshes)?;
+    if let Some(w) = &report.warning {
+        tracing::warn!("{w}");
     }
+    let n = particles.len();
     let input = FrameInput {
         step: frame.meta.step,
         time: frame.meta.sim_time,
         species: stat.particle_species.clone(),
-        positions: need(&frame.positions, "positions")?,
-        velocities: need(&frame.velocities, "velocities")?,
+        positions: frame.positions.clone().unwrap_or_default(),
+        velocities: frame.velocities.clone().unwrap_or_default(),
         angular_velocities: frame
             .angular_velocities
             .clone()

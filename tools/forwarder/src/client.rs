@@ -238,12 +238,15 @@ impl RemoteSource {
             .map_err(|e| SourceError::Connection(format!("{}: {e}", self.addr)))
     }
 
-    /// Waits until `ready` holds, the connection closes or `timeout` passes.
+    /// Waits until `ready` holds, the connection closes or `timeout` passes. A timeout beyond
+    /// what the clock can represent (`Duration::MAX`) waits without a deadline.
     fn wait_for(&self, timeout: Duration, ready: impl Fn(&State) -> bool) -> MutexGuard<'_, State> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now().checked_add(timeout);
         let mut st = lock(&self.shared);
         while !ready(&st) && st.closed.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(UNBOUNDED_WAIT_SLICE, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
             if left.is_zero() {
                 break;
             }
@@ -312,6 +315,8 @@ impl Drop for RemoteSource {
     }
 }
 
+/// One wait of a wait without a deadline (the loop re-checks and waits again).
+const UNBOUNDED_WAIT_SLICE: Duration = Duration::from_secs(3600);
 /// How long `read_static`/`read_newest` wait for data the forwarder said it has.
 const ARRIVAL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -413,13 +418,17 @@ impl FrameSource for RemoteSource {
             command: cmd.clone(),
         })?;
         // The forwarder answers within `timeout` (+ the network); allow a margin.
-        let mut st = self.wait_for(timeout + Duration::from_secs(2), |st| {
+        let mut st = self.wait_for(timeout.saturating_add(Duration::from_secs(2)), |st| {
             st.acks.contains_key(&id)
         });
         match st.acks.remove(&id) {
             Some(Ok(outcome)) => Ok(outcome),
             Some(Err((kind, msg))) => Err(match kind {
-                CommandFailure::Timeout => CommandError::AckTimeout(timeout).into(),
+                CommandFailure::Timeout => CommandError::AckTimeout {
+                    timeout,
+                    applied: shm_protocol::command::Applied::Unknown,
+                }
+                .into(),
                 CommandFailure::SolverGone => {
                     let pid = st
                         .status
@@ -429,9 +438,13 @@ impl FrameSource for RemoteSource {
                 }
                 _ => SourceError::Connection(format!("forwarder {}: {msg}", self.addr)),
             }),
-            None => Err(self
-                .closed_error(&st)
-                .unwrap_or_else(|| CommandError::AckTimeout(timeout).into())),
+            None => Err(self.closed_error(&st).unwrap_or_else(|| {
+                CommandError::AckTimeout {
+                    timeout,
+                    applied: shm_protocol::command::Applied::Unknown,
+                }
+                .into()
+            })),
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod payload;
 pub mod protocol;
 pub mod server;
 pub mod source_args;
+pub mod values;
 
 pub use client::{ConnectOptions, RemoteSource};
 pub use protocol::{PositionEncoding, Subscription};

@@ -40,7 +40,8 @@ pub struct Subscription {
     /// Bitmask of `shm_protocol::FieldKind` bits; fields the solver does not publish are skipped.
     pub fields: u32,
     pub positions: PositionEncoding,
-    /// Most frames per second to send (0 = as fast as the client reads them).
+    /// Most frames per second to send (0 = as fast as the client reads them); otherwise at
+    /// least one frame a day (1/86400 Hz), since the period must be a representable duration.
     pub max_rate_hz: f32,
     /// Send the static per-particle arrays (ids, species, radii, triangles); without them the
     /// static message carries only the world box, species, meshes' names and configuration.
@@ -73,7 +74,9 @@ pub enum ClientMsg {
     },
     /// Changes the subscription.
     Subscribe(Subscription),
-    /// A command for the solver; answered by [`ServerMsg::Ack`] with the same `id`.
+    /// A command for the solver; answered by [`ServerMsg::Ack`] with the same `id`. A command
+    /// whose values are out of range (`Command::validate`) is answered at once with
+    /// `Ok(CommandOutcome::Rejected(why))` and never reaches the solver.
     Command {
         id: u64,
         /// How long the forwarder waits for the solver's acknowledgement (capped at 60 s).

@@ -22,17 +22,31 @@ use shm_protocol::FieldKind;
 
 #[derive(Parser, Debug)]
 struct Args {
-    #[arg(long, default_value_t = 1_000_000)]
-    particles: usize,
-    /// Measurement window per case.
-    #[arg(long, default_value_t = 5.0)]
-    seconds: f64,
-    /// Rate the fake solver publishes at.
-    #[arg(long, default_value_t = 60.0)]
+    /// Particles of the fake solver (1 to 20,000,000: its segment then holds about 1 GB).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(1..=20_000_000))]
+    particles: u32,
+    /// Measurement window per case [s] (0.1 to 86400).
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = window)]
+    seconds: Duration,
+    /// Rate the fake solver publishes at [Hz] (at least 1/86400).
+    #[arg(long, value_name = "HZ", default_value_t = 60.0, value_parser = publish_hz)]
     publish_hz: f64,
     /// Output file (default: bench/results/forwarder.json in the workspace).
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+fn window(text: &str) -> Result<Duration, String> {
+    forwarder::values::seconds_arg("--seconds", text, 0.1)
+}
+
+/// A rate whose period is a valid duration.
+fn publish_hz(text: &str) -> Result<f64, String> {
+    let hz: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("--publish-hz expects a number, got {text:?}"))?;
+    forwarder::values::rate_period("--publish-hz", hz).map(|_| hz)
 }
 
 #[derive(Default)]
@@ -83,7 +97,7 @@ fn run_case(
     fw: &ForwarderProcess,
     solver: &FakeSolver,
     case: &Case,
-    seconds: f64,
+    window: Duration,
 ) -> serde_json::Value {
     let stop = Arc::new(AtomicBool::new(false));
     let counters: Vec<Arc<Counters>> = (0..case.clients).map(|_| Arc::default()).collect();
@@ -111,7 +125,7 @@ fn run_case(
         solver.published.load(Ordering::Relaxed),
         Instant::now(),
     );
-    std::thread::sleep(Duration::from_secs_f64(seconds));
+    std::thread::sleep(window);
     let (c1, cpu1, p1, dt) = (
         snap(&counters),
         fw.cpu_seconds(),
@@ -151,12 +165,14 @@ fn main() -> anyhow::Result<()> {
         exe.display()
     );
     let name = unique_name("bench");
+    let interval = forwarder::values::rate_period("--publish-hz", args.publish_hz)
+        .map_err(anyhow::Error::msg)?;
     let solver = FakeSolver::start(
         &name,
         SolverOptions {
-            particles: args.particles,
+            particles: args.particles as usize,
             fields: FieldKind::Position.bit(),
-            interval: Duration::from_secs_f64(1.0 / args.publish_hz),
+            interval,
             reuse_positions: true,
         },
     );
@@ -181,7 +197,7 @@ fn main() -> anyhow::Result<()> {
     ];
     let mut results = Vec::new();
     println!("forwarder bench: {} particles, positions only, solver publishing at up to {} Hz, {} s per case, {} cores",
-        args.particles, args.publish_hz, args.seconds, std::thread::available_parallelism().map_or(0, |n| n.get()));
+        args.particles, args.publish_hz, args.seconds.as_secs_f64(), std::thread::available_parallelism().map_or(0, |n| n.get()));
     println!(
         "{:>7} {:>12} {:>10} {:>12} {:>11} {:>11} {:>8} {:>8}",
         "clients",
@@ -228,7 +244,7 @@ fn main() -> anyhow::Result<()> {
         "particles": args.particles,
         "fields": "position",
         "publish_hz": args.publish_hz,
-        "seconds_per_case": args.seconds,
+        "seconds_per_case": args.seconds.as_secs_f64(),
         "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "note": "fake solver, forwarder and clients share this machine's cores over loopback",
         "results": results,

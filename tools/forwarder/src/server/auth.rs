@@ -1,10 +1,12 @@
 //! Who may connect: the listen-address policy and the hello check.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use shm_protocol::layout::ALL_FIELDS_MASK;
 
 use crate::protocol::{ClientMsg, Subscription, MAX_TOKEN_LEN, PROTOCOL_NAME, PROTOCOL_VERSION};
+use crate::values::rate_period;
 
 /// Refuses to serve a non-loopback address without a token: frames show a run's data and
 /// commands can stop it, so nobody on the network may use them unauthenticated.
@@ -70,10 +72,19 @@ pub fn check_hello(msg: ClientMsg, token: Option<&str>) -> Result<(String, Subsc
 /// Drops unknown field bits and checks the rate.
 pub fn sanitise(mut s: Subscription) -> Result<Subscription, String> {
     s.fields &= ALL_FIELDS_MASK;
-    if !(s.max_rate_hz.is_finite() && s.max_rate_hz >= 0.0) {
-        return Err(format!("max_rate_hz must be >= 0, got {}", s.max_rate_hz));
-    }
+    frame_period(&s)?;
     Ok(s)
+}
+
+/// Shortest time between two frames to this client (`None`: no limit). `max_rate_hz` is 0 or
+/// at least one frame a day: the period of a tiny positive rate (1e-30 Hz) is no `Duration`.
+pub fn frame_period(s: &Subscription) -> Result<Option<Duration>, String> {
+    if s.max_rate_hz == 0.0 {
+        return Ok(None);
+    }
+    rate_period("max_rate_hz", s.max_rate_hz as f64)
+        .map(Some)
+        .map_err(|e| format!("{e} (0: no limit)"))
 }
 
 #[cfg(test)]
@@ -100,6 +111,25 @@ mod tests {
         assert!(check_listen(&any, Some("s3cret")).is_ok());
         assert!(check_listen(&lo, None).is_ok());
         assert!(check_listen(&lo, Some("")).is_err());
+    }
+
+    #[test]
+    fn rates_are_zero_or_at_least_one_frame_a_day() {
+        let sub = |max_rate_hz| Subscription {
+            max_rate_hz,
+            ..Subscription::default()
+        };
+        assert_eq!(frame_period(&sub(0.0)), Ok(None));
+        assert_eq!(
+            frame_period(&sub(4.0)),
+            Ok(Some(Duration::from_millis(250)))
+        );
+        assert_eq!(frame_period(&sub(1e30)), Ok(Some(Duration::ZERO)));
+        // 1e-30 Hz: a period of 1e30 s, past what a Duration holds; 1e-45: 1 / x is infinite.
+        for bad in [1e-30, 1e-45, 1e-6, -1.0, f32::NAN, f32::INFINITY] {
+            let e = sanitise(sub(bad)).unwrap_err();
+            assert!(e.contains("max_rate_hz"), "{bad}: {e}");
+        }
     }
 
     #[test]

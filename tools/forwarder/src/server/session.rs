@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures_util::stream::SplitSink;
 use futures_util::SinkExt;
-use shm_protocol::{Command, CommandError, Consumer};
+use shm_protocol::{Command, CommandError, CommandOutcome, Consumer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
@@ -214,9 +214,9 @@ pub async fn run(
                     };
                     send!(bytes, "sending a frame");
                     frames_sent += 1;
-                    if sub.max_rate_hz > 0.0 {
-                        next_frame_at =
-                            Instant::now() + Duration::from_secs_f32(1.0 / sub.max_rate_hz);
+                    // The rate was checked by `sanitise`; an unchecked one would panic here.
+                    if let Ok(Some(period)) = super::auth::frame_period(&sub) {
+                        next_frame_at = Instant::now() + period;
                     }
                 }
             }
@@ -267,9 +267,16 @@ pub async fn run(
                         return format!("protocol error: {reason}");
                     }
                 },
-                Some(Ok(ClientMsg::Command { id, timeout_ms, command })) => {
-                    start_command(&hub, peer, &in_flight, &ack_tx, id, timeout_ms, command);
-                }
+                Some(Ok(ClientMsg::Command { id, timeout_ms, command })) => match command.validate() {
+                    Ok(()) => start_command(&hub, peer, &in_flight, &ack_tx, id, timeout_ms, command),
+                    // Refused where it enters: the solver never sees it. The answer is the one
+                    // the solver gives a command it does not apply.
+                    Err(reason) => {
+                        tracing::warn!(client = peer.id, peer = %peer.addr, ?command, "command rejected: {reason}");
+                        let ack = ServerMsg::Ack { id, outcome: Ok(CommandOutcome::Rejected(reason)) };
+                        send!(sink.encode(&ack), "sending an ack");
+                    }
+                },
             },
         }
     }
@@ -337,9 +344,9 @@ fn send_to_solver(
         Consumer::attach(segment).map_err(|e| (CommandFailure::NotAttached, e.to_string()))?;
     c.send(command, timeout).map_err(|e| {
         let kind = match e {
-            CommandError::AckTimeout(_) => CommandFailure::Timeout,
+            CommandError::AckTimeout { .. } => CommandFailure::Timeout,
             CommandError::SolverGone(_) => CommandFailure::SolverGone,
-            CommandError::TableFull(_) | CommandError::LockTimeout(_) => CommandFailure::Busy,
+            CommandError::TableFull { .. } | CommandError::LockTimeout(_) => CommandFailure::Busy,
             _ => CommandFailure::Other,
         };
         (kind, e.to_string())

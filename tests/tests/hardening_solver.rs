@@ -1,0 +1,442 @@
+//! Regressions of the hardening issue, against the real solver binary and a real segment:
+//! tiny intervals that wedged the solver (item 1), a segment truncated under a running solver
+//! and its consumers (item 3), a configuration text over 64 KiB (item 4), and frames of a dead
+//! run that `--load-shm` trusted (item 8).
+
+use e2e_tests::*;
+use shm_protocol::{Consumer, Publisher};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+fn solver(args: &[&str]) -> Command {
+    let mut c = Command::new(bin("solver"));
+    c.args(args).env("RUST_LOG", "info");
+    c
+}
+
+fn step(v: &serde_json::Value) -> u64 {
+    v["step"].as_u64().unwrap_or(0)
+}
+
+fn segment_exists(name: &str) -> bool {
+    Path::new(&shm_protocol::shm_path(name)).exists()
+}
+
+/// Runs the solver to its end (at most `timeout`): (exit code, stderr).
+fn run_to_end(args: &[&str], timeout: Duration) -> (Option<i32>, String) {
+    Running::spawn(solver(args)).wait_exit(timeout)
+}
+
+#[test]
+fn tiny_or_huge_intervals_are_refused_at_start_with_nothing_left_behind() {
+    let name = SegName::new("tiny");
+    let out = std::env::temp_dir().join(format!("pshm-tiny-{}", std::process::id()));
+    let out = out.to_str().unwrap();
+    for (flag, value, expect) in [
+        ("--refresh", "1e-300", "--refresh must be between"),
+        ("--refresh", "1e300", "--refresh must be between"),
+        ("--refresh", "NaN", "--refresh must be a finite"),
+        ("--output-every", "1e-300", "--output-every must be between"),
+        (
+            "--checkpoint-every",
+            "inf",
+            "--checkpoint-every must be a finite",
+        ),
+        // Within the protocol's bounds but below the case's time step.
+        ("--refresh", "1e-9", "at least one time step"),
+        ("--output-every", "1e-10", "at least one time step"),
+        (
+            "--progress-every",
+            "1e300",
+            "--progress-every must be between",
+        ),
+        (
+            "--refresh-wall-ms",
+            "18446744073709551615",
+            "--refresh-wall-ms must be 0",
+        ),
+    ] {
+        let (code, err) = run_to_end(
+            &[
+                "--name-shm",
+                &name.0,
+                "--backend",
+                "cpu",
+                "--particles",
+                "200",
+                "--output",
+                out,
+                flag,
+                value,
+            ],
+            Duration::from_secs(60),
+        );
+        assert_eq!(code, Some(1), "{flag} {value}: {err}");
+        assert!(err.contains(expect), "{flag} {value}: {err}");
+        assert!(!segment_exists(&name.0), "{flag} {value} left a segment");
+    }
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn a_tiny_refresh_command_is_refused_and_the_solver_keeps_stepping_and_stops() {
+    let name = SegName::new("tinycmd");
+    let run = Running::spawn(solver(&[
+        "--name-shm",
+        &name.0,
+        "--backend",
+        "cpu",
+        "--particles",
+        "500",
+        "--end-time",
+        "50",
+    ]));
+    let first = poll(Duration::from_secs(30), || {
+        info(&name.0).filter(|v| step(v) > 0)
+    })
+    .expect("frames advance");
+    for (value, expect) in [
+        ("1e-300", "refresh must be between"),
+        ("1e-9", "at least one time step"),
+    ] {
+        let (code, out, err) = shmctl(&["send", &name.0, "refresh", value]);
+        // shmctl refuses what the protocol forbids itself; the solver refuses the rest.
+        assert_ne!(code, 0, "refresh {value} accepted: {out}{err}");
+        assert!(
+            format!("{out}{err}").contains(expect),
+            "{value}: {out}{err}"
+        );
+    }
+    let later = poll(Duration::from_secs(30), || {
+        info(&name.0).filter(|v| step(v) > step(&first) + 10)
+    });
+    assert!(later.is_some(), "the step counter froze");
+    let (code, out, err) = shmctl(&["send", &name.0, "refresh-wall", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("wall off"), "{out}");
+    // SIGTERM still ends it cleanly.
+    sigterm(run.0.id());
+    let (code, err) = run.wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// SIGTERM through kill(1) (this crate has no libc dependency).
+fn sigterm(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+}
+
+#[test]
+fn a_truncated_segment_stops_the_solver_cleanly_and_consumers_report_it() {
+    let name = SegName::new("trunc");
+    let out = std::env::temp_dir().join(format!("pshm-trunc-{}", std::process::id()));
+    let run = Running::spawn(solver(&[
+        "--name-shm",
+        &name.0,
+        "--backend",
+        "cpu",
+        "--particles",
+        "2000",
+        "--end-time",
+        "50",
+        "--refresh",
+        "0.001",
+        "--output",
+        out.to_str().unwrap(),
+    ]));
+    poll(Duration::from_secs(30), || {
+        info(&name.0).filter(|v| step(v) > 0)
+    })
+    .expect("running");
+    let c = Consumer::attach(&name.0).unwrap();
+    assert!(c.read_newest().unwrap().is_some());
+    // What a careless `truncate -s 0 /dev/shm/NAME` does.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(shm_protocol::shm_path(&name.0))
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let (code, err) = run.wait_exit(Duration::from_secs(30));
+    assert_eq!(
+        code,
+        Some(1),
+        "the solver must exit with an error, not die by SIGBUS: {err}"
+    );
+    assert!(err.contains("truncated by another process"), "{err}");
+    assert!(err.contains("state saved to"), "{err}");
+    assert!(out.join("checkpoint.bin").exists());
+    assert!(!segment_exists(&name.0), "the truncated object is removed");
+    // This process still has it mapped: reading reports the truncation instead of SIGBUS.
+    let e = c.read_newest().unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{e}");
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn a_case_with_a_long_configuration_runs_and_a_failed_start_leaves_nothing() {
+    let name = SegName::new("bigcfg");
+    let dir = std::env::temp_dir().join(format!("pshm-bigcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // 1,500 inline triangles: about 100 KB of configuration text (was refused above 64 KiB).
+    let mut tris = String::new();
+    for i in 0..1500 {
+        let x = -0.9 + 1.8 * (i as f64) / 1500.0;
+        tris.push_str(&format!(
+            "  [[{x:.6}, -0.9, -0.95], [{:.6}, -0.9, -0.95], [{x:.6}, 0.9, -0.95]],\n",
+            x + 0.001
+        ));
+    }
+    let case = format!(
+        r#"dt = 1e-5
+end_time = 0.0005
+gravity = [0.0, 0.0, -9.81]
+[domain]
+min = [-1.0, -1.0, -1.0]
+max = [1.0, 1.0, 1.0]
+[contact_model]
+type = "linear"
+[[species]]
+name = "glass"
+radius = 0.01
+density = 2500.0
+normal_stiffness = 1e4
+restitution = 0.5
+sliding_friction = 0.5
+[wall_material]
+normal_stiffness = 1e4
+restitution = 0.5
+sliding_friction = 0.5
+[[sources]]
+type = "grid"
+species = "glass"
+min = [-0.5, -0.5, -0.5]
+max = [0.5, 0.5, 0.5]
+spacing = 0.1
+count = 125
+[[meshes]]
+name = "floor"
+triangles = [
+{tris}]
+"#
+    );
+    let path = dir.join("big.toml");
+    std::fs::write(&path, &case).unwrap();
+    assert!(case.len() > 64 * 1024);
+    let (code, err) = run_to_end(
+        &[
+            "--name-shm",
+            &name.0,
+            "--backend",
+            "cpu",
+            "--case",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!segment_exists(&name.0));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A dead run's segment whose last frame is rewritten by `edit` (owner made dead afterwards).
+fn dead_run_with(
+    name: &SegName,
+    edit: impl FnOnce(&mut shm_protocol::Frame, &mut shm_protocol::StaticData),
+) {
+    let (code, err) = run_to_end(
+        &[
+            "--name-shm",
+            &name.0,
+            "--backend",
+            "cpu",
+            "--particles",
+            "300",
+            "--end-time",
+            "0.002",
+            "--keep-shm",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let c = Consumer::attach(&name.0).unwrap();
+    let mut stat = c.read_static().unwrap();
+    let mut frame = c.read_newest().unwrap().unwrap();
+    drop(c);
+    shm_protocol::segment::unlink(&name.0).unwrap();
+    edit(&mut frame, &mut stat);
+    // Re-publish from a short-lived child, so the owner is dead when the solver resumes.
+    let mut caps = shm_protocol::Capacities::for_particles(frame.meta.particle_count.max(1));
+    caps.fields = frame_fields(&frame);
+    let mut p = Publisher::create(&name.0, caps, Default::default()).unwrap();
+    p.write_static(&stat).unwrap();
+    let mut w = p.begin_frame(frame.meta.particle_count).unwrap();
+    w.step = frame.meta.step;
+    w.sim_time = frame.meta.sim_time;
+    w.dt = frame.meta.dt;
+    if let Some(v) = &frame.positions {
+        w.write_vec3(shm_protocol::FieldKind::Position, v).unwrap();
+    }
+    if let Some(v) = &frame.velocities {
+        w.write_vec3(shm_protocol::FieldKind::Velocity, v).unwrap();
+    }
+    w.commit();
+    // Pretend the owner died: a pid that no longer exists.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    p.region()
+        .header()
+        .owner_pid
+        .store(pid, std::sync::atomic::Ordering::Release);
+    drop(p);
+}
+
+fn frame_fields(f: &shm_protocol::Frame) -> u32 {
+    use shm_protocol::FieldKind::*;
+    let mut m = 0;
+    if f.positions.is_some() {
+        m |= Position.bit();
+    }
+    if f.velocities.is_some() {
+        m |= Velocity.bit();
+    }
+    m
+}
+
+#[test]
+fn load_shm_checks_the_frame_as_strictly_as_a_case_file() {
+    type Edit = fn(&mut shm_protocol::Frame, &mut shm_protocol::StaticData);
+    let cases: [(&str, Edit, &str); 5] = [
+        (
+            "nan-time",
+            |f, _| f.meta.sim_time = f64::NAN,
+            "simulated time NaN",
+        ),
+        (
+            "dup-ids",
+            |_, s| s.particle_ids[1] = 0,
+            "ids must be unique",
+        ),
+        ("radius0", |_, s| s.particle_radius[3] = 0.0, "radius 0"),
+        (
+            "far",
+            |f, _| f.positions.as_mut().unwrap()[5] = [1e30, 0.0, 0.0],
+            "far outside the domain",
+        ),
+        (
+            "fast",
+            |f, _| f.velocities.as_mut().unwrap()[7] = [1e9, 0.0, 0.0],
+            "m/s",
+        ),
+    ];
+    for (tag, edit, expect) in cases {
+        let name = SegName::new(tag);
+        dead_run_with(&name, edit);
+        let (code, err) = run_to_end(
+            &[
+                "--load-shm",
+                &name.0,
+                "--backend",
+                "cpu",
+                "--end-time",
+                "10",
+            ],
+            Duration::from_secs(60),
+        );
+        assert_eq!(code, Some(1), "{tag}: {err}");
+        assert!(err.contains(expect), "{tag}: {err}");
+        // The dead run's segment is left as it was: still there, owner still dead.
+        let c = Consumer::attach(&name.0).unwrap();
+        assert!(
+            !c.status().alive,
+            "{tag}: a refused resume must not take the segment"
+        );
+    }
+    // `--dt` with `--load-shm` goes through the stability check too.
+    let name = SegName::new("bigdt");
+    dead_run_with(&name, |_, _| {});
+    let (code, err) = run_to_end(
+        &[
+            "--load-shm",
+            &name.0,
+            "--backend",
+            "cpu",
+            "--end-time",
+            "10",
+            "--dt",
+            "0.01",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("dt"), "{err}");
+}
+
+/// Every numeric option of the solver's command line with values from each class (in range,
+/// zero, negative, huge, tiny, NaN, infinite): a clear error or a normal run, never a panic, an
+/// abort, a hang or a segment left behind.
+#[test]
+fn every_numeric_option_gives_a_clear_error_or_runs() {
+    let values = [
+        "0.001",
+        "0",
+        "-1",
+        "1e300",
+        "1e-300",
+        "NaN",
+        "inf",
+        "18446744073709551616",
+    ];
+    let flags = [
+        "--particles",
+        "--threads",
+        "--end-time",
+        "--dt",
+        "--refresh",
+        "--refresh-wall-ms",
+        "--output-every",
+        "--checkpoint-every",
+        "--progress-every",
+        "--devices",
+    ];
+    let out = std::env::temp_dir().join(format!("pshm-fuzz-{}", std::process::id()));
+    for flag in flags {
+        for value in values {
+            let name = SegName::new("fuzz");
+            let mut args = vec![
+                "--name-shm",
+                &name.0,
+                "--backend",
+                "cpu",
+                "--output",
+                out.to_str().unwrap(),
+            ];
+            if flag != "--particles" {
+                args.extend(["--particles", "50"]);
+            }
+            if flag != "--end-time" {
+                args.extend(["--end-time", "0.001"]);
+            }
+            let arg = format!("{flag}={value}");
+            args.push(&arg);
+            let (code, err) = run_to_end(&args, Duration::from_secs(60));
+            assert!(
+                matches!(code, Some(0..=2)),
+                "{flag} {value}: exit {code:?} (panic, abort or hang): {err}"
+            );
+            assert!(!err.contains("panicked"), "{flag} {value}: {err}");
+            if code != Some(0) {
+                let last = err.lines().last().unwrap_or("");
+                assert!(
+                    last.starts_with("solver: error:") || err.contains("error: invalid value"),
+                    "{flag} {value}: no clear error line: {err}"
+                );
+            }
+            assert!(!segment_exists(&name.0), "{flag} {value} left a segment");
+        }
+    }
+    let _ = std::fs::remove_dir_all(out);
+}
