@@ -440,3 +440,39 @@ fn every_numeric_option_gives_a_clear_error_or_runs() {
     }
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// Regression (items 9-10): float-to-duration options of the consumers panicked on 1e300.
+#[test]
+fn consumer_duration_options_never_panic() {
+    let tools: [(&str, &[&str]); 4] = [
+        ("shmctl", &["send", "pshm-none", "pause", "--timeout=1e300"]),
+        (
+            "analysis",
+            &["--attach", "pshm-none", "--once", "--timeout=1e300"],
+        ),
+        (
+            "analysis",
+            &["--attach", "pshm-none", "--once", "--plot-every=NaN"],
+        ),
+        (
+            "viewer",
+            &[
+                "--attach",
+                "pshm-none",
+                "--snapshot",
+                "/tmp/x.png",
+                "--wait=1e300",
+            ],
+        ),
+    ];
+    for (tool, args) in tools {
+        let o = Command::new(bin(tool)).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            matches!(o.status.code(), Some(1 | 2)),
+            "{tool} {args:?}: {o:?}"
+        );
+        assert!(!err.contains("panicked"), "{tool} {args:?}: {err}");
+        assert!(err.contains("must be between"), "{tool} {args:?}: {err}");
+    }
+}

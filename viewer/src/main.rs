@@ -89,11 +89,9 @@ fn parse_size(s: &str) -> Result<(usize, usize), String> {
     Ok((num(w)?, num(h)?))
 }
 
+/// A wall-clock duration option, bounded (`shm_protocol::limits`): never a panic on 1e300.
 fn seconds(v: f64, what: &str) -> anyhow::Result<Duration> {
-    if !(v.is_finite() && v >= 0.0) {
-        anyhow::bail!("{what} must be a number of seconds >= 0, got {v}");
-    }
-    Ok(Duration::from_secs_f64(v))
+    shm_protocol::limits::wall_duration(what, v, 0.0).map_err(anyhow::Error::msg)
 }
 
 fn run(args: Args) -> anyhow::Result<()> {

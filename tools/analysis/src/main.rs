@@ -114,12 +114,9 @@ fn lower_priority(nice: i32) {
     }
 }
 
-fn positive(v: f64, what: &str) -> anyhow::Result<f64> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        bail!("{what} must be a positive number of seconds, got {v}")
-    }
+/// A wall-clock duration option, bounded (`shm_protocol::limits`): never a panic on 1e300.
+fn positive(v: f64, what: &str) -> anyhow::Result<Duration> {
+    shm_protocol::limits::wall_duration(what, v, 0.001).map_err(anyhow::Error::msg)
 }
 
 fn settings(cli: &Cli) -> anyhow::Result<Settings> {
@@ -137,7 +134,9 @@ fn settings(cli: &Cli) -> anyhow::Result<Settings> {
         }
     };
     if let Some(c) = cli.lacey_cell {
-        positive(c, "--lacey-cell")?;
+        if !(c.is_finite() && c > 0.0 && c <= 1e6) {
+            bail!("--lacey-cell must be a cell size in (0, 1e6] m, got {c:?}");
+        }
     }
     Ok(Settings {
         metrics,
@@ -174,9 +173,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut settings = settings(&cli)?;
     let plot_every = positive(cli.plot_every, "--plot-every")?;
     if let Some(e) = cli.every {
-        positive(e, "--every")?;
+        shm_protocol::limits::check_sim_interval("--every", e).map_err(anyhow::Error::msg)?;
     }
-    let timeout = Duration::from_secs_f64(positive(cli.timeout, "--timeout")?);
+    let timeout = positive(cli.timeout, "--timeout")?;
     let mut source: Box<dyn FrameSource> = match cli.source.choice().map_err(anyhow::Error::msg)? {
         forwarder::SourceChoice::Segment(name) => Box::new(
             Consumer::attach(&name)
@@ -261,7 +260,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn file_sinks(cli: &Cli, plot_every: f64) -> anyhow::Result<Vec<Box<dyn Sink>>> {
+fn file_sinks(cli: &Cli, plot_every: Duration) -> anyhow::Result<Vec<Box<dyn Sink>>> {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if let Some(p) = &cli.csv {
         sinks.push(Box::new(CsvSink::create(p)?));
@@ -270,10 +269,7 @@ fn file_sinks(cli: &Cli, plot_every: f64) -> anyhow::Result<Vec<Box<dyn Sink>>> 
         sinks.push(Box::new(JsonlSink::create(p)?));
     }
     if let Some(p) = &cli.plot {
-        sinks.push(Box::new(PlotSink::new(
-            p,
-            Duration::from_secs_f64(plot_every),
-        )?));
+        sinks.push(Box::new(PlotSink::new(p, plot_every)?));
     }
     Ok(sinks)
 }

@@ -2,9 +2,8 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 use shm_protocol::segment::{self, SHM_DIR};
@@ -209,12 +208,11 @@ fn info(name: &str, as_json: bool) -> Result<ExitCode> {
 fn send(name: &str, words: &[String], timeout: f64) -> Result<ExitCode> {
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let cmd = Command::parse(&words).map_err(anyhow::Error::msg)?;
-    if !(timeout.is_finite() && timeout > 0.0) {
-        bail!("--timeout must be a positive number of seconds, got {timeout}");
-    }
+    let timeout = shm_protocol::limits::wall_duration("--timeout", timeout, 0.001)
+        .map_err(anyhow::Error::msg)?;
     let mut c = Consumer::attach(name).with_context(|| format!("cannot attach to {name:?}"))?;
     match c
-        .send(&cmd, Duration::from_secs_f64(timeout))
+        .send(&cmd, timeout)
         .with_context(|| format!("sending {cmd:?} to {name:?}"))?
     {
         CommandOutcome::Done(msg) => {
