@@ -12,6 +12,17 @@ use std::path::PathBuf;
 use std::process::{Command as Proc, Stdio};
 use std::time::{Duration, Instant};
 
+/// The Python test modules (`tools/python/tests/test_*.py`), run in this order against the
+/// segment this test publishes; `test_particle_shm` first, while the segment still holds exactly
+/// what `expected` recorded.
+const PYTHON_TEST_MODULES: &[&str] = &[
+    "test_particle_shm",
+    "test_attach_errors",
+    "test_command_limits",
+    "test_deadlines_and_leases",
+    "test_truncation",
+];
+
 fn python_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../python")
 }
@@ -83,13 +94,24 @@ fn expected(name: &str) -> serde_json::Value {
 #[test]
 fn python_reader_matches_the_rust_reader() {
     require_python_with_numpy();
+    let mut on_disk: Vec<String> = std::fs::read_dir(python_dir().join("tests"))
+        .expect("tools/python/tests")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|f| Some(f.strip_suffix(".py")?.to_string()))
+        .filter(|m| m.starts_with("test_"))
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = PYTHON_TEST_MODULES.iter().map(|m| m.to_string()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed, "list every Python test module in PYTHON_TEST_MODULES");
     let name = Name::new("py");
     let mut p = publish_known(&name.0, 2);
     let exp = std::env::temp_dir().join(format!("pshm-an-{}-expected.json", std::process::id()));
     std::fs::write(&exp, expected(&name.0).to_string()).unwrap();
 
     let mut child = Proc::new("python3")
-        .args(["-m", "unittest", "-v", "test_particle_shm"])
+        .args(["-m", "unittest", "-v"])
+        .args(PYTHON_TEST_MODULES)
         .current_dir(python_dir().join("tests"))
         .env("PYTHONPATH", python_dir())
         .env("PSHM_TEST_SEGMENT", &name.0)

@@ -10,6 +10,9 @@ Written from ``shm-protocol/LAYOUT.md`` (ABI version 1)::
     if not f.valid(): ...               # the writer reused the slot meanwhile: discard
     f = seg.wait_newer(f.seq, 1.0)      # next frame (None on timeout or when the run is over)
     seg.send("pause")                   # Outcome(done=True, message=...)
+
+Every failure raises a subclass of ``ParticleShmError`` whose message names the segment and the
+cause (``particle_shm.errors``); command values are checked against ``particle_shm.limits``.
 """
 
 from .command import Outcome, SetRefresh
@@ -18,14 +21,19 @@ from .errors import (
     CommandTimeout,
     Contended,
     CorruptSegment,
+    InvalidArgument,
+    InvalidCommand,
     InvalidName,
     LayoutMismatch,
     NoStaticData,
+    NotAnObject,
     NotInitialised,
     NotOurSegment,
     ParticleShmError,
     PermissionDenied,
     SegmentNotFound,
+    SegmentOSError,
+    SegmentTruncated,
     SizeMismatch,
     SolverGone,
     TableFull,
@@ -34,6 +42,7 @@ from .errors import (
 )
 from .frame import Frame
 from .layout import ABI_VERSION, LAYOUT_HASH
+from . import limits
 from .segment import Segment, Static, Status, attach
 
 __all__ = [
@@ -44,12 +53,16 @@ __all__ = [
     "Status",
     "Outcome",
     "SetRefresh",
+    "limits",
     "ABI_VERSION",
     "LAYOUT_HASH",
     "ParticleShmError",
+    "InvalidArgument",
     "InvalidName",
     "SegmentNotFound",
     "PermissionDenied",
+    "NotAnObject",
+    "SegmentOSError",
     "NotOurSegment",
     "NotInitialised",
     "VersionMismatch",
@@ -57,9 +70,11 @@ __all__ = [
     "CorruptSegment",
     "Truncated",
     "SizeMismatch",
+    "SegmentTruncated",
     "NoStaticData",
     "Contended",
     "CommandError",
+    "InvalidCommand",
     "SolverGone",
     "CommandTimeout",
     "TableFull",

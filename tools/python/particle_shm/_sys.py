@@ -1,15 +1,20 @@
-"""Futex waits, an atomic add, the robust mutex and liveness, through ctypes on libc.
+"""Futex waits and wakes, the robust mutex and liveness, through ctypes on libc.
 
-* Waiting: the protocol's futex condition variable (LAYOUT.md "Waiting for a newer frame").
-  Python has no atomic read-modify-write on shared memory, so the waiter count
-  (``frame_waiters``/``ack_waiters``) is changed with ``FUTEX_WAKE_OP`` and ``FUTEX_OP_ADD``:
-  the kernel adds to the word atomically (and wakes nobody: both wake counts are 0). The same
-  call bumps and wakes ``command_futex`` after a submission. If the futex system call is
-  unavailable (unknown architecture, seccomp), waits fall back to polling every millisecond
-  without registering as a waiter, which is always correct, only slower to wake.
+* Waiting: the protocol's futex condition variable (LAYOUT.md "Waiting for a newer frame",
+  shm-protocol/src/notify.rs). A waiter takes a *lease*: right before each ``FUTEX_WAIT`` it
+  stores ``lease_value()`` (CLOCK_MONOTONIC ms + LEASE_MS, truncated to u32) in the header word
+  ``frame_waiters``/``ack_waiters`` with a plain store, and sleeps at most SLEEP_SLICE; the writer
+  wakes while ``(lease - now_ms)`` as signed 32-bit is > 0. A waiter killed asleep leaves a lease
+  that simply expires (the earlier waiter count leaked +1 per such waiter). If the futex system
+  call is unavailable (unknown architecture, seccomp), waits fall back to polling every
+  millisecond, which is always correct, only slower to wake.
+* Submitting a command bumps ``command_futex`` atomically and wakes the solver in one
+  ``FUTEX_WAKE_OP`` call (``FUTEX_OP_ADD``): Python has no atomic read-modify-write on shared
+  memory, the kernel does it.
 * Memory ordering: fields are read with single aligned loads (ctypes); x86-64 orders loads and
-  stores as the protocol's acquire/release require. On aarch64 the reader relies on the
-  barriers the interpreter executes between two Python-level loads (documented limitation).
+  stores as the protocol's acquire/release require, and the futex system call orders the lease
+  store before the kernel's check of the word. On aarch64 the reader relies on the barriers the
+  interpreter executes between two Python-level loads (documented limitation).
 """
 
 import ctypes
@@ -25,6 +30,9 @@ SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64":
 FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAKE_OP = 0, 1, 5
 FUTEX_OP_ADD = 1
 INT_MAX = 2**31 - 1
+# notify.rs SLEEP_SLICE and LEASE_MS: the longest single futex sleep [s] and a waiter's lease [ms].
+SLEEP_SLICE = 0.2
+LEASE_MS = 300
 EOWNERDEAD = getattr(errno, "EOWNERDEAD", 130)
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -66,13 +74,6 @@ def _futex(addr, op, val, timeout_or_val2, uaddr2, val3):
     return r, ctypes.get_errno() if r < 0 else 0
 
 
-def atomic_add_u32(addr, delta):
-    """Atomically adds ``delta`` (-2048..2047) to the u32 at ``addr``; False if unsupported."""
-    op = (FUTEX_OP_ADD << 28) | ((delta & 0xFFF) << 12)
-    r, _ = _futex(addr, FUTEX_WAKE_OP, 0, ctypes.c_void_p(0), addr, op)
-    return r >= 0
-
-
 def bump_and_wake(addr):
     """Atomically increments the futex word at ``addr`` and wakes every sleeper on it."""
     op = (FUTEX_OP_ADD << 28) | (1 << 12)
@@ -81,17 +82,34 @@ def bump_and_wake(addr):
 
 
 def futex_wait(addr, expected, seconds):
-    """Sleeps while the u32 at ``addr`` equals ``expected``, at most ``seconds``. Returns False
-    when the system call is unusable (the caller then polls)."""
-    seconds = max(0.0, seconds)
+    """Sleeps while the u32 at ``addr`` equals ``expected``, at most ``seconds`` and never more
+    than SLEEP_SLICE (the lease stored before it must outlast the sleep). Returns False when the
+    system call is unusable (the caller then polls)."""
+    seconds = min(max(0.0, seconds), SLEEP_SLICE)
     ts = _Timespec(int(seconds), int((seconds - int(seconds)) * 1e9))
     r, err = _futex(addr, FUTEX_WAIT, expected, ctypes.byref(ts), 0, 0)
     return r >= 0 or err in (errno.EAGAIN, errno.ETIMEDOUT, errno.EINTR)
 
 
 def monotonic_ns():
-    """CLOCK_MONOTONIC in ns: the clock of heartbeat_mono_ns (system-wide)."""
+    """CLOCK_MONOTONIC in ns: the clock of heartbeat_mono_ns and deadline_mono_ns (system-wide)."""
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def now_ms():
+    """CLOCK_MONOTONIC in ms truncated to u32 (wraps after 49 days), the unit of leases."""
+    return (monotonic_ns() // 1_000_000) & 0xFFFFFFFF
+
+
+def lease_value():
+    """What a waiter stores in a lease word right before each futex wait: now + LEASE_MS."""
+    return (now_ms() + LEASE_MS) & 0xFFFFFFFF
+
+
+def lease_active(lease):
+    """notify.rs ``lease_active``: the lease ``lease`` has not run out ((lease - now) as i32 > 0)."""
+    d = (lease - now_ms()) & 0xFFFFFFFF
+    return 0 < d < 2**31
 
 
 def process_start_ticks(pid):
@@ -111,11 +129,12 @@ def process_start_ticks(pid):
 
 
 def process_alive(pid, start_ticks):
-    """The process recorded as (pid, start_ticks) still runs (pid reuse detected)."""
-    if pid == 0:
+    """The process recorded as (pid, start_ticks) still runs (pid reuse detected). A start time
+    of 0 never matches (as sys.rs ``process_alive``): every owner records its real start time,
+    so 0 means a corrupt header, and accepting it made a segment claiming pid 1 alive forever."""
+    if pid == 0 or start_ticks == 0:
         return False
-    t = process_start_ticks(pid)
-    return t is not None and (start_ticks == 0 or t == start_ticks)
+    return process_start_ticks(pid) == start_ticks
 
 
 class RobustMutex:
@@ -137,10 +156,10 @@ class RobustMutex:
             if rc == EOWNERDEAD:
                 rc2 = _consistent(self.addr)
                 if rc2 != 0:
-                    raise OSError(rc2, f"pthread_mutex_consistent: {os.strerror(rc2)}")
+                    raise OSError(rc2, f"pthread_mutex_consistent failed: {os.strerror(rc2)}")
                 return True
             if rc != errno.EBUSY:
-                raise OSError(rc, f"pthread_mutex_trylock: {os.strerror(rc)}")
+                raise OSError(rc, f"pthread_mutex_trylock failed: {os.strerror(rc)}")
             if time.monotonic() >= deadline:
                 raise TimeoutError
             time.sleep(pause)

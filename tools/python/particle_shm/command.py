@@ -2,11 +2,16 @@
 
 A command is given as text, like ``shmctl send``: ``"pause"``, ``"resume"``, ``"stop"``,
 ``"update"``, ``"checkpoint"``, ``"refresh 0.01"`` (simulated seconds), ``"refresh-wall 100"``
-(milliseconds); or as ``SetRefresh(sim_seconds=..., wall_ms=...)``.
+(milliseconds); or as ``SetRefresh(sim_seconds=..., wall_ms=...)``. Values are checked against
+``particle_shm.limits`` (the Rust ``Command::validate``) before anything is sent.
 """
 
+import numbers
 import struct
 from collections import namedtuple
+
+from . import limits
+from .errors import InvalidCommand
 
 SetRefresh = namedtuple("SetRefresh", "sim_seconds wall_ms", defaults=(None, None))
 SetRefresh.__doc__ = "Publication interval: simulated seconds and/or wall-clock milliseconds."
@@ -43,45 +48,97 @@ def read_varint(buf, at):
     return struct.unpack_from(fmt, buf, at + 1)[0], at + 1 + size
 
 
+def _number(words, what):
+    """Command.parse's ``num``: the word after ``what`` as an f64, as Rust's ``str::parse`` reads
+    it (Python's float() also takes ``1_000``, which Rust refuses)."""
+    if len(words) < 2:
+        raise InvalidCommand(f"invalid command: `{what}` needs a value")
+    w = words[1]
+    try:
+        if "_" in w:
+            raise ValueError
+        return float(w)
+    except ValueError:
+        raise InvalidCommand(f'invalid command: `{what}` expects a number, got "{w}"') from None
+
+
 def parse(text):
-    """Parses the command-line form into a command value (str name or SetRefresh)."""
+    """Parses the command-line form into a command value (str name or SetRefresh), as
+    ``Command::parse`` in shm-protocol/src/command.rs does, with the same limits and messages.
+    Raises InvalidCommand (a ValueError)."""
+    if not isinstance(text, str):
+        raise InvalidCommand(
+            f"invalid command: a command is text like 'pause' or a SetRefresh, got {text!r}"
+        )
     words = text.split()
     if not words:
-        raise ValueError("no command given")
-    head, rest = words[0], words[1:]
+        raise InvalidCommand("invalid command: no command given")
+    head = words[0]
     if head in _SIMPLE:
-        if rest:
-            raise ValueError(f"unexpected extra words after {head!r}")
-        return head
-    if head in ("refresh", "refresh-wall") and len(rest) == 1:
-        v = float(rest[0])
-        if head == "refresh":
-            if not v > 0 or v != v or v == float("inf"):
-                raise ValueError(f"refresh interval must be > 0 simulated seconds, got {v}")
-            return SetRefresh(sim_seconds=v)
-        if not v >= 0 or v == float("inf"):
-            raise ValueError(f"refresh-wall must be >= 0 ms, got {v}")
-        return SetRefresh(wall_ms=int(v))
-    raise ValueError(
-        f"unknown command {text!r}; known: pause, resume, stop, update, checkpoint, "
-        "refresh SECONDS, refresh-wall MS"
-    )
+        cmd, expected = head, 1
+    elif head == "refresh":
+        cmd, expected = _validated(SetRefresh(sim_seconds=_number(words, head))), 2
+    elif head == "refresh-wall":
+        ms = _number(words, head)
+        try:
+            cmd = SetRefresh(wall_ms=limits.parse_wall_interval_ms("refresh-wall", ms))
+        except ValueError as e:
+            raise InvalidCommand(f"invalid command: {e}") from None
+        expected = 2
+    else:
+        raise InvalidCommand(
+            f'invalid command: unknown command "{head}"; known: pause, resume, stop, update, '
+            "checkpoint, refresh SECONDS, refresh-wall MS"
+        )
+    if len(words) > expected:
+        raise InvalidCommand(f'invalid command: unexpected extra words after "{head}"')
+    return cmd
+
+
+def _validated(cmd):
+    """``Command::validate``: a SetRefresh carries at least one interval, each within
+    ``particle_shm.limits``. Returns the command with ``sim_seconds`` as float and ``wall_ms`` as
+    int."""
+    s, ms = cmd.sim_seconds, cmd.wall_ms
+    if s is None and ms is None:
+        raise InvalidCommand(
+            "invalid command: refresh: give a simulated interval, a wall-clock interval or both"
+        )
+    try:
+        if s is not None:
+            if isinstance(s, bool) or not isinstance(s, numbers.Real):
+                raise ValueError(f"refresh must be a number of simulated seconds, got {s!r}")
+            s = limits.check_sim_interval("refresh", s)
+        if ms is not None:
+            if isinstance(ms, bool) or not isinstance(ms, numbers.Real):
+                raise ValueError(
+                    f"refresh-wall must be a whole number of milliseconds (0 turns it off), got {ms!r}"
+                )
+            if isinstance(ms, numbers.Integral):
+                ms = limits.check_wall_interval_ms("refresh-wall", int(ms))
+            else:
+                ms = limits.parse_wall_interval_ms("refresh-wall", ms)
+    except ValueError as e:
+        raise InvalidCommand(f"invalid command: {e}") from None
+    return SetRefresh(sim_seconds=s, wall_ms=ms)
 
 
 def encode(command):
-    """bincode bytes of a command (text or SetRefresh)."""
-    if isinstance(command, str):
+    """bincode bytes of a command (text or SetRefresh), validated first (InvalidCommand)."""
+    if isinstance(command, SetRefresh):
+        command = _validated(command)
+    else:
         command = parse(command)
     if isinstance(command, SetRefresh):
         out = bytearray(varint(0))
         if command.sim_seconds is None:
             out += b"\x00"
         else:
-            out += b"\x01" + struct.pack("<d", float(command.sim_seconds))
+            out += b"\x01" + struct.pack("<d", command.sim_seconds)
         if command.wall_ms is None:
             out += b"\x00"
         else:
-            out += b"\x01" + varint(int(command.wall_ms))
+            out += b"\x01" + varint(command.wall_ms)
         return bytes(out)
     return varint(_SIMPLE[command])
 

@@ -1,11 +1,21 @@
-"""Exceptions of the particle-shm reader (the same cases as the Rust ``AttachError``/``ReadError``)."""
+"""Exceptions of the particle-shm reader: the cases of the Rust ``AttachError``, ``ReadError`` and
+``CommandError`` (shm-protocol/src/error.rs), each message naming the segment and what is wrong.
+
+Every failure of ``attach`` raises a subclass of ``ParticleShmError``, never a bare ``OSError``;
+the classes that correspond to an OS condition also derive from the matching built-in exception
+(``SegmentNotFound`` is a ``FileNotFoundError``...), so older ``except OSError`` code still works.
+"""
 
 
 class ParticleShmError(Exception):
     """Base class of every error raised by particle_shm."""
 
 
-class InvalidName(ParticleShmError, ValueError):
+class InvalidArgument(ParticleShmError, ValueError):
+    """An argument is out of its range (a timeout, a command's value)."""
+
+
+class InvalidName(InvalidArgument):
     """The segment name is not 1 to 200 characters of A-Z a-z 0-9 . _ - (not starting with '.')."""
 
 
@@ -14,7 +24,36 @@ class SegmentNotFound(ParticleShmError, FileNotFoundError):
 
 
 class PermissionDenied(ParticleShmError, PermissionError):
-    """The object exists but may not be opened (segments are owner-only by default)."""
+    """The object exists but may not be opened (segments are owner-only unless created with
+    group access). ``owner_uid`` is the uid owning the object, when it could be read."""
+
+    def __init__(self, message, owner_uid=None):
+        super().__init__(message)
+        self.owner_uid = owner_uid
+
+    def __str__(self):
+        return self.args[0]
+
+
+class NotAnObject(ParticleShmError):
+    """Something other than a shared-memory object sits at /dev/shm/NAME: a directory, a symbolic
+    link (never followed, as the Rust tools' ``shm_open`` does not follow it) or a special file.
+    ``kind`` says which."""
+
+    def __init__(self, message, kind):
+        super().__init__(message)
+        self.kind = kind
+
+
+class SegmentOSError(ParticleShmError, OSError):
+    """An operating-system call on the segment failed for a reason not covered above (too many
+    open files, out of address space...); ``errno`` is set."""
+
+    def __init__(self, errno, message):
+        OSError.__init__(self, errno, message)
+
+    def __str__(self):
+        return self.strerror
 
 
 class NotOurSegment(ParticleShmError):
@@ -38,11 +77,26 @@ class CorruptSegment(ParticleShmError):
 
 
 class Truncated(CorruptSegment):
-    """The object is too short to be a complete segment."""
+    """The object is too short to be a complete segment (at attach: empty, or shorter than a
+    header)."""
 
 
 class SizeMismatch(CorruptSegment):
     """The header's total_size differs from the object's real size."""
+
+
+class SegmentTruncated(ParticleShmError):
+    """Another process shrank the segment (``ftruncate``) after it was mapped: its data is gone.
+    Raised instead of touching the memory past the new end, which would kill this process with
+    SIGBUS. ``size`` is the object's size now, ``expected`` the size it was mapped with."""
+
+    def __init__(self, message, size, expected):
+        super().__init__(message)
+        self.size = size
+        self.expected = expected
+
+    def __str__(self):
+        return self.args[0]
 
 
 class NoStaticData(ParticleShmError):
@@ -57,6 +111,11 @@ class CommandError(ParticleShmError):
     """A command could not be delivered or acknowledged."""
 
 
+class InvalidCommand(CommandError, InvalidArgument):
+    """The command is unknown or carries a value outside the limits the solver accepts
+    (``particle_shm.limits``); raised before anything is written to the segment."""
+
+
 class SolverGone(CommandError):
     """The solver process is gone: nobody will answer."""
 
@@ -66,4 +125,5 @@ class CommandTimeout(CommandError):
 
 
 class TableFull(CommandError):
-    """Every command record is in use: the solver is not consuming commands."""
+    """Every command record is in use: the solver is not consuming commands, or their senders
+    have not read their answers yet."""

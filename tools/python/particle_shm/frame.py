@@ -13,7 +13,9 @@ class Frame:
 
     Views (``copy=False``) are read-only and point into the shared slot: the writer reuses the
     slot after ``slot_count - 2`` further frames, so call ``valid()`` after using them; False
-    means what was read may be torn and must be discarded.
+    means what was read may be torn and must be discarded. ``valid()`` raises SegmentTruncated
+    when another process shrank the segment; views touched after that point would fault
+    (SIGBUS), so keep views short-lived or take copies where that can happen.
     """
 
     META = (
@@ -55,14 +57,19 @@ class Frame:
             segment._mm, dtype=L.BODY_DTYPE, count=self.body_count, offset=base + plan["slot_bodies_offset"]
         )
         self.bodies = bodies.copy() if copy else _read_only(bodies)
-        # An owned copy is good only if the slot still held this frame after copying.
+        # An owned copy is good only if the slot still held this frame after copying (and the
+        # segment was not truncated meanwhile: then the lock_seq load itself would fault).
+        if copy:
+            segment.check_intact()
         self._copy_ok = copy and self._slot_header.lock_seq == self._lock
 
     def valid(self):
         """Views: True while the slot still holds this frame. Copies: True if the slot was not
-        rewritten while the copy was made (``latest(copy=True)`` returns only such copies)."""
+        rewritten while the copy was made (``latest(copy=True)`` returns only such copies).
+        Raises SegmentTruncated (views) once another process shrank the segment."""
         if self.owned:
             return self._copy_ok
+        self._seg.check_intact()
         return self._slot_header.lock_seq == self._lock
 
     def __repr__(self):

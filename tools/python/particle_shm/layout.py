@@ -10,7 +10,8 @@ import numpy as np
 
 MAGIC = b"PSHMSEG\0"
 ABI_VERSION = 1
-LAYOUT_HASH = 0x3387375FFE5098F4
+# shm-protocol/src/layout.rs LAYOUT_HASH; layout_hash() recomputes it from the records below.
+LAYOUT_HASH = 0x53D91C260DB0E084
 HEADER_SIZE = 472
 ALIGN = 64
 
@@ -33,6 +34,11 @@ FIELDS = {
 FIELD_SIZES = {bit: np.dtype(dt).itemsize * k for bit, (_, dt, k) in FIELDS.items()}
 
 STATES = {0: "starting", 1: "running", 2: "paused", 3: "finished", 4: "failed"}
+
+# Command record states (layout.rs RecordState). Withdrawn: a Rust sender gave up while the
+# solver had the record Taken; the solver frees it instead of acknowledging. Not free.
+FREE, PENDING, TAKEN, ACKED, WITHDRAWN = 0, 1, 2, 3, 4
+COMMAND_PAYLOAD = 96
 
 
 class Capacities(ctypes.Structure):
@@ -154,9 +160,12 @@ class CommandRecord(ctypes.Structure):
         ("ack_mono_ns", u64),
         ("request_len", u32),
         ("ack_len", u32),
-        ("request", ctypes.c_ubyte * 96),
-        ("ack", ctypes.c_ubyte * 96),
-        ("_reserved", u64 * 2),
+        ("request", ctypes.c_ubyte * COMMAND_PAYLOAD),
+        ("ack", ctypes.c_ubyte * COMMAND_PAYLOAD),
+        # CLOCK_MONOTONIC ns after which the sender no longer waits: the solver drops a command
+        # it takes later; 0 = none (older senders).
+        ("deadline_mono_ns", u64),
+        ("_reserved", u64),
     ]
 
 
@@ -196,6 +205,41 @@ for _rec, _size in [
     assert ctypes.sizeof(_rec) == _size, (_rec.__name__, ctypes.sizeof(_rec))
 assert SPECIES_DTYPE.itemsize == 96 and MESH_DTYPE.itemsize == 64 and BODY_DTYPE.itemsize == 72
 assert Header.newest_seq.offset == 320 and Header.command_mutex.offset == 344
+assert Header.frame_waiters.offset == 296 and Header.ack_waiters.offset == 300
+assert CommandRecord.deadline_mono_ns.offset == 240
+
+
+def layout_hash():
+    """layout.rs ``LAYOUT_HASH``, computed the same way (FNV-1a over the little-endian bytes of
+    record sizes and key offsets) from this module's records, so that a transcription error in
+    them shows as a hash that differs from the Rust one."""
+    parts = [
+        ABI_VERSION,
+        ctypes.sizeof(Header),
+        ctypes.sizeof(Plan),
+        ctypes.sizeof(StaticHeader),
+        SPECIES_DTYPE.itemsize,
+        MESH_DTYPE.itemsize,
+        ctypes.sizeof(SlotHeader),
+        BODY_DTYPE.itemsize,
+        ctypes.sizeof(CommandRecord),
+        Header.plan.offset,
+        Header.newest_seq.offset,
+        Header.command_mutex.offset,
+        SlotHeader.particle_count.offset,
+        CommandRecord.request.offset,
+        CommandRecord.deadline_mono_ns.offset,
+        ALIGN,
+        COMMAND_PAYLOAD,
+    ]
+    h = 0xCBF29CE484222325
+    for v in parts:
+        for b in v.to_bytes(8, "little"):
+            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+assert layout_hash() == LAYOUT_HASH, hex(layout_hash())
 
 
 class BadCapacities(ValueError):

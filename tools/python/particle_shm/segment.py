@@ -1,42 +1,41 @@
-"""Attaching to a segment: validation, static data, frames, status and commands."""
+"""Attaching to a segment: validation, static data, frames and status (commands: _send.py).
+
+Every access to the mapping is preceded by ``check_intact()`` (the object was not shrunk by
+another process, see _object.py); a read validated by a seqlock checks it again before the
+validation, whose load would otherwise touch the memory too.
+"""
 
 import ctypes
-import itertools
+import math
 import mmap
+import numbers
 import os
-import re
 import time
 from collections import namedtuple
 
 import numpy as np
 
-from . import _sys, command as _cmd, layout as L
+from . import _object, _send, _sys, layout as L
 from .errors import (
-    CommandError,
-    CommandTimeout,
     Contended,
     CorruptSegment,
+    InvalidArgument,
     InvalidName,
     LayoutMismatch,
     NoStaticData,
     NotInitialised,
     NotOurSegment,
-    PermissionDenied,
-    SegmentNotFound,
+    ParticleShmError,
+    SegmentOSError,
     SizeMismatch,
-    SolverGone,
-    TableFull,
     Truncated,
     VersionMismatch,
 )
 from .frame import Frame
 
-SHM_DIR = "/dev/shm"
+SHM_DIR = _object.SHM_DIR
 READ_RETRIES = 16
 LIVENESS_POLL = 0.2
-ABANDONED_AFTER_NS = 10 * 10**9
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
-_request_ids = itertools.count(1)
 
 Species = namedtuple(
     "Species",
@@ -63,10 +62,22 @@ class Static:
 
 
 def validate_name(name):
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name.startswith("."):
-        raise InvalidName(
-            f"invalid segment name {name!r}: use 1 to 200 of A-Z a-z 0-9 . _ -, not starting with '.'"
-        )
+    """segment.rs ``validate_name``: 1 to 200 characters of A-Z a-z 0-9 . _ -, not starting
+    with '.'. Raises InvalidName saying what is wrong."""
+    if not isinstance(name, str):
+        reason = f"a segment name is a str, got {type(name).__name__}"
+    elif not name:
+        reason = "the name is empty"
+    elif len(name.encode("utf-8")) > 200:
+        reason = f"the name is {len(name.encode('utf-8'))} bytes long; at most 200"
+    elif name.startswith("."):
+        reason = "the name may not start with '.'"
+    else:
+        bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c in "._-"))), None)
+        if bad is None:
+            return
+        reason = f"the name contains {bad!r}; use only letters, digits, '.', '_' and '-'"
+    raise InvalidName(f"invalid segment name {name!r}: {reason}")
 
 
 def attach(name):
@@ -79,35 +90,62 @@ class Segment:
     def __init__(self, name):
         validate_name(name)
         self.name = name
-        path = os.path.join(SHM_DIR, name)
+        fd, self.writable, st = _object.open_object(name)
         try:
-            fd = os.open(path, os.O_RDWR)
-            self.writable = True
-        except FileNotFoundError:
-            raise SegmentNotFound(
-                f"no segment named {name!r} (is the solver running? `shmctl list` shows segments)"
-            ) from None
-        except PermissionError:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-                self.writable = False
-            except PermissionError:
-                raise PermissionDenied(
-                    f"permission denied opening segment {name!r} (segments are owner-only "
-                    "unless created with group access)"
-                ) from None
-        try:
-            size = os.fstat(fd).st_size
+            size = st.st_size
+            if size == 0:
+                raise Truncated(
+                    f"segment {name!r}{_whose(st.st_uid)} is empty (0 bytes): its creator has not "
+                    "sized it yet, or it is not a particle-shm segment"
+                )
             if size < L.HEADER_SIZE:
                 raise Truncated(
-                    f"segment {name!r} is truncated ({size} bytes): not a complete particle-shm segment"
+                    f"segment {name!r}{_whose(st.st_uid)} is truncated ({size} bytes; a header "
+                    f"alone is {L.HEADER_SIZE}): not a complete particle-shm segment"
                 )
             prot = mmap.PROT_READ | (mmap.PROT_WRITE if self.writable else 0)
-            self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
-        finally:
+            try:
+                self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
+            except OSError as e:
+                raise SegmentOSError(
+                    e.errno, f"segment {name!r}: mapping its {size} bytes failed: {os.strerror(e.errno)}"
+                ) from None
+        except BaseException:
             os.close(fd)
+            raise
+        # Kept open to watch the object's size (truncation by another process).
+        self._fd = fd
         self.size = size
+        self.owner_uid = st.st_uid
         self._validate()
+
+    def close(self):
+        """Releases the descriptor and, when no numpy view of it is alive, the mapping."""
+        fd, self._fd = getattr(self, "_fd", -1), -1
+        if fd >= 0:
+            os.close(fd)
+        try:
+            self._mm.close()
+        except (BufferError, AttributeError):
+            pass  # views still use it: unmapped when they are gone
+
+    def __del__(self):
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            os.close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def check_intact(self):
+        """Raises SegmentTruncated when another process shrank the object since it was mapped
+        (reading past the new end would kill this process with SIGBUS). Every read calls it."""
+        if self._fd < 0:
+            raise ParticleShmError(f"segment {self.name!r} was closed")
+        _object.check_intact(self.name, self._fd, self.size)
 
     # ---- validation -------------------------------------------------------------------------
 
@@ -118,10 +156,16 @@ class Segment:
         return cls.from_address(self._base + offset)
 
     def _validate(self):
+        self.check_intact()
         mm = self._mm
         self._base = ctypes.addressof(ctypes.c_char.from_buffer(mm)) if self.writable else _ro_base(mm)
-        if bytes(mm[0:8]) != L.MAGIC:
-            raise NotOurSegment(f"{self.name!r} is not a particle-shm segment (magic {bytes(mm[0:8])!r})")
+        magic = bytes(mm[0:8])
+        if magic != L.MAGIC:
+            raise NotOurSegment(
+                f"segment {self.name!r}{_whose(self.owner_uid)} is not a particle-shm segment "
+                f"(magic {magic.hex(' ')}, "
+                f"expected {L.MAGIC.hex(' ')})"
+            )
         h = self._struct(L.Header, 0)
         self.header = h
         if h.abi_version == 0:
@@ -129,7 +173,7 @@ class Segment:
         if h.abi_version != L.ABI_VERSION:
             raise VersionMismatch(
                 f"segment {self.name!r} has ABI version {h.abi_version}, this reader speaks "
-                f"{L.ABI_VERSION}: update one side"
+                f"{L.ABI_VERSION}: update one side (the Python reader or the solver)"
             )
         if h.header_size != L.HEADER_SIZE or h.layout_hash != L.LAYOUT_HASH:
             raise LayoutMismatch(
@@ -138,7 +182,8 @@ class Segment:
             )
         if h.total_size != self.size:
             raise SizeMismatch(
-                f"segment {self.name!r} header says {h.total_size} bytes but the object has {self.size}"
+                f"segment {self.name!r}: its header says {h.total_size} bytes but the object has "
+                f"{self.size}"
             )
         caps = L.Capacities.from_buffer_copy(h.capacities)
         try:
@@ -164,6 +209,7 @@ class Segment:
     # ---- status -----------------------------------------------------------------------------
 
     def status(self):
+        self.check_intact()
         h = self.header
         state = L.STATES.get(h.solver_state, "unknown")
         alive = _sys.process_alive(h.owner_pid, h.owner_start_ticks)
@@ -173,6 +219,7 @@ class Segment:
 
     @property
     def newest_seq(self):
+        self.check_intact()
         return self.header.newest_seq
 
     # ---- static section ---------------------------------------------------------------------
@@ -188,9 +235,13 @@ class Segment:
     def read_static(self):
         caps, plan, sh = self.capacities, self.plan, self._static
         for _ in range(READ_RETRIES):
+            self.check_intact()
             gen = sh.generation
             if gen == 0:
-                raise NoStaticData(f"segment {self.name!r}: no static data published yet")
+                raise NoStaticData(
+                    f"segment {self.name!r}: no static data published yet (the solver publishes "
+                    "it before its first frame; try again)"
+                )
             if gen % 2 == 1:
                 time.sleep(0)
                 continue
@@ -229,6 +280,7 @@ class Segment:
                         problem = f"mesh {i} triangle range {first}+{count} is outside the {t} triangles"
                         break
                     meshes.append((_name(r["name"]), tris[first : first + count]))
+            self.check_intact()
             if sh.generation != gen:
                 continue
             if problem is not None:
@@ -248,7 +300,10 @@ class Segment:
                 world_max=world_max,
                 cell_size=cell_size,
             )
-        raise Contended(f"segment {self.name!r}: the static section changed on every read")
+        raise Contended(
+            f"segment {self.name!r}: the writer rewrote the static section {READ_RETRIES} times "
+            "while it was read; try again"
+        )
 
     # ---- frames -----------------------------------------------------------------------------
 
@@ -261,6 +316,7 @@ class Segment:
         """
         h, caps = self.header, self.capacities
         for _ in range(READ_RETRIES):
+            self.check_intact()
             if h.newest_seq == 0:
                 return None
             slot = h.newest_slot
@@ -271,134 +327,70 @@ class Segment:
             if lock == 0 or lock % 2 == 1:
                 continue
             meta = {k: getattr(sh, k) for k in Frame.META}
+            self.check_intact()
             if sh.lock_seq != lock:
                 continue
             _check_meta(self.name, meta, caps)
             frame = Frame(self, slot, lock, meta, copy)
             if frame.valid():
                 return frame
-        raise Contended(f"segment {self.name!r}: the writer overwrote the frame {READ_RETRIES} times while it was read")
+        raise Contended(
+            f"segment {self.name!r}: the writer overwrote the frame {READ_RETRIES} times while it "
+            "was read; try again"
+        )
 
     def wait_newer(self, seq, timeout):
-        """Waits up to ``timeout`` seconds for a frame newer than ``seq`` and returns
-        ``latest()``; None on timeout or when the solver is over with nothing newer (check
-        ``status().over``)."""
+        """Waits up to ``timeout`` seconds (``math.inf``: no limit) for a frame newer than
+        ``seq`` and returns ``latest()``; None on timeout or when the solver is over with nothing
+        newer (check ``status().over``).
+
+        Sleeps on ``frame_futex`` under a lease (see _sys.py): ``frame_waiters`` is set to now +
+        300 ms before every sleep of at most 200 ms, so the writer wakes us, and a waiter killed
+        asleep costs the writer nothing once its lease ran out."""
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or math.isnan(timeout):
+            raise InvalidArgument(
+                f"wait_newer: timeout must be a number of seconds (math.inf: no limit), got {timeout!r}"
+            )
         h = self.header
         deadline = time.monotonic() + timeout
         next_check = time.monotonic() + LIVENESS_POLL
-        waiters, word = self._addr("frame_waiters"), self._addr("frame_futex")
+        word = self._addr("frame_futex")
         while True:
-            registered = self.writable and _sys.atomic_add_u32(waiters, 1)
+            self.check_intact()
+            if self.writable:
+                h.frame_waiters = _sys.lease_value()
             seen = h.frame_futex
-            try:
-                if h.newest_seq > seq:
-                    return self.latest()
-                now = time.monotonic()
-                if now >= deadline:
+            if h.newest_seq > seq:
+                return self.latest()
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            if now >= next_check:
+                next_check = now + LIVENESS_POLL
+                if self.status().over:
                     return None
-                if now >= next_check:
-                    next_check = now + LIVENESS_POLL
-                    if self.status().over:
-                        return None
-                pause = min(deadline, next_check) - now
-                if not (registered and _sys.futex_wait(word, seen, pause)):
-                    time.sleep(min(pause, 1e-3))
-            finally:
-                if registered:
-                    _sys.atomic_add_u32(waiters, -1)
+            pause = min(deadline, next_check) - now
+            # Read-only mapping: no lease can be taken, so the writer may not wake us: poll.
+            if not (self.writable and _sys.futex_wait(word, seen, pause)):
+                time.sleep(min(pause, 1e-3))
 
     # ---- commands ---------------------------------------------------------------------------
 
-    def _record(self, i):
-        return self._struct(L.CommandRecord, self.plan["commands_offset"] + i * 256)
-
     def send(self, command, timeout=5.0):
         """Sends a command (``"pause"``, ``"refresh 0.01"``, ``SetRefresh(...)``...) and waits
-        for the solver's acknowledgement; returns ``Outcome(done, message)``."""
-        payload = _cmd.encode(command)
-        if not self.writable:
-            raise CommandError(f"segment {self.name!r} is open read-only: cannot send commands")
-        st = self.status()
-        if not st.alive:
-            raise SolverGone(f"the solver (pid {st.owner_pid}) is gone; nobody will answer")
-        client, request = os.getpid(), next(_request_ids)
-        rec = self._submit(payload, client, request)
-        return self._wait_ack(rec, client, request, timeout)
+        up to ``timeout`` seconds for the solver's acknowledgement; returns
+        ``Outcome(done, message)``.
 
-    def _submit(self, payload, client, request):
-        h, count = self.header, self.capacities.command_records
-        mutex = _sys.RobustMutex(self._addr("command_mutex"))
-        try:
-            mutex.lock(2.0)
-        except TimeoutError:
-            raise CommandTimeout("timed out after 2 s waiting for the command mutex") from None
-        # A dead previous holder left nothing half-done: a record becomes pending only by the
-        # final store below.
-        try:
-            now = _sys.monotonic_ns()
-            pick = next((i for i in range(count) if self._record(i).state == 0), None)
-            if pick is None:
-                pick = next(
-                    (
-                        i
-                        for i in range(count)
-                        if self._record(i).state == 3
-                        and now - self._record(i).ack_mono_ns > ABANDONED_AFTER_NS
-                    ),
-                    None,
-                )
-            if pick is None:
-                raise TableFull(f"the command table is full ({count} records pending); the solver is not consuming commands")
-            r = self._record(pick)
-            submit_seq = h.command_submit_seq + 1
-            r.client_id = client
-            r.request_id = request
-            r.submit_seq = submit_seq
-            r.submit_mono_ns = now
-            ctypes.memmove(ctypes.addressof(r.request), payload, len(payload))
-            r.request_len = len(payload)
-            r.ack_len = 0
-            r.state = 1
-            h.command_submit_seq = submit_seq
-        finally:
-            mutex.unlock()
-        if not _sys.bump_and_wake(self._addr("command_futex")):
-            h.command_futex = (h.command_futex + 1) & 0xFFFFFFFF  # polling solvers still see it
-        return r
+        The command is checked first (InvalidCommand, a ValueError, before anything is written).
+        The record carries the deadline now + ``timeout``: a solver that only gets to it later
+        drops it unapplied, so on CommandTimeout the command was not applied unless the solver
+        took it before the deadline."""
+        return _send.send(self, command, timeout)
 
-    def _wait_ack(self, r, client, request, timeout):
-        h = self.header
-        deadline = time.monotonic() + timeout
-        next_check = time.monotonic() + 0.1
-        waiters, word = self._addr("ack_waiters"), self._addr("ack_futex")
-        while True:
-            registered = _sys.atomic_add_u32(waiters, 1)
-            seen = h.ack_futex
-            try:
-                if r.state == 3 and r.client_id == client and r.request_id == request:
-                    n = min(r.ack_len, 96)
-                    raw = bytes(r.ack[:n])
-                    r.state = 0
-                    try:
-                        return _cmd.decode_outcome(raw)
-                    except (ValueError, IndexError) as e:
-                        raise CommandError(f"corrupt acknowledgement: {e}") from None
-                now = time.monotonic()
-                if now >= deadline:
-                    raise CommandTimeout(
-                        f"no acknowledgement within {timeout} s (the solver may be busy in a long step)"
-                    )
-                if now >= next_check:
-                    next_check = now + 0.1
-                    st = self.status()
-                    if not st.alive:
-                        raise SolverGone(f"the solver (pid {st.owner_pid}) is gone; nobody will answer")
-                pause = min(deadline, next_check) - now
-                if not (registered and _sys.futex_wait(word, seen, pause)):
-                    time.sleep(min(pause, 1e-3))
-            finally:
-                if registered:
-                    _sys.atomic_add_u32(waiters, -1)
+
+def _whose(uid):
+    """The suffix ' (it belongs to uid N)' for an object of another user, else ''."""
+    return "" if uid == os.geteuid() else f" (it belongs to uid {uid})"
 
 
 def _name(raw):
