@@ -34,6 +34,30 @@ pub enum BackendKind {
     Cuda(crate::cuda::CudaOptions),
 }
 
+/// Host bytes per particle of a run besides the backend's own: the placed particles
+/// (`case::PLACEMENT_BYTES_PER_PARTICLE`), the cached [`Snapshot`] (4 x f64 x 3 + u32) and the
+/// shared-memory segment (3 frame slots of 4 x f32 x 3 + u32; static id, species and radius).
+/// The initial state is not added here: the CPU backend takes its arrays over, and the CUDA
+/// backend's figure includes it.
+const RUN_BYTES_PER_PARTICLE: u64 =
+    crate::case::PLACEMENT_BYTES_PER_PARTICLE + (4 * 24 + 4) + (3 * 52 + 12);
+
+/// Host memory a run on `kind` needs per particle [B] (an estimate from the array sizes: see
+/// [`crate::cpu::HOST_BYTES_PER_PARTICLE`], [`crate::cuda::HOST_BYTES_PER_PARTICLE`]), and what
+/// for, for messages.
+pub fn host_bytes_per_particle(kind: &BackendKind) -> (u64, &'static str) {
+    match kind {
+        BackendKind::Cpu => (
+            RUN_BYTES_PER_PARTICLE + crate::cpu::HOST_BYTES_PER_PARTICLE,
+            "a run on the CPU backend",
+        ),
+        BackendKind::Cuda(_) => (
+            RUN_BYTES_PER_PARTICLE + crate::cuda::HOST_BYTES_PER_PARTICLE,
+            "a run on the CUDA backend (host side)",
+        ),
+    }
+}
+
 /// Kinematics to resume from ([`Simulation::from_frame`]), f32 and in id order.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FrameInput {
@@ -106,9 +130,14 @@ impl Simulation {
         }
     }
 
-    /// [`Simulation::new`] on the chosen backend.
+    /// [`Simulation::new`] on the chosen backend. The particle count is checked against the
+    /// protocol's limit and the run's host memory ([`host_bytes_per_particle`]) against
+    /// `MemAvailable` before anything is placed; the CUDA backend checks the device's free
+    /// memory before it allocates.
     pub fn new_on(case: Case, kind: &BackendKind) -> Result<Self, SimError> {
         case.validate_fields()?;
+        let (bytes, purpose) = host_bytes_per_particle(kind);
+        case.check_host_memory(bytes, purpose)?;
         let meshes = case.load_meshes()?;
         let particles = case.generate_particles()?;
         case.check_initial_overlaps(&particles)?;

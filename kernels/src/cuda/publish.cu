@@ -9,7 +9,8 @@ extern "C" __global__ void dem_pack(const DemParams p, const ParticleArrays s, f
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     unsigned i = s.id[k];
-    for (int a = 0; a < 3; a++) pos[3 * i + a] = (float)s.pos[3 * k + a];
+    if (pos)
+        for (int a = 0; a < 3; a++) pos[3 * i + a] = (float)s.pos[3 * k + a];
     if (vel)
         for (int a = 0; a < 3; a++) vel[3 * i + a] = (float)s.vel[3 * k + a];
     if (omega)

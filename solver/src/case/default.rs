@@ -82,7 +82,7 @@ impl Case {
             meshes: Vec::new(),
             output: Output::default(),
             origin: CaseOrigin {
-                name: "<default falling box>".into(),
+                name: format!("<built-in falling box of {n_particles} particles>"),
                 base_dir: Default::default(),
             },
         }

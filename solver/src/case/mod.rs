@@ -4,24 +4,33 @@
 //! resolves STL paths relative to the file, and runs [`Case::validate`]. Every error names the file
 //! and the field, e.g. `case.toml: species[1].radius must be > 0, got -0.1`.
 //!
-//! Submodules: `validate` (field checks), `materials` (pair parameter tables and the time-step
-//! stability check), `sources` (particle placement, initial overlap check), `default`
-//! (the XPS falling-box benchmark).
+//! Submodules: `ranges` (the documented range of every number), `validate` (field checks),
+//! `capacity` (particle counts against the protocol's limit and the machine's memory),
+//! `materials` (pair parameter tables and the time-step stability check), `sources` (particle
+//! placement, initial overlap check), `default` (the XPS falling-box benchmark).
 
+mod capacity;
+mod de;
 mod default;
 mod materials;
+pub mod ranges;
 mod sources;
 mod validate;
 
+pub use capacity::{
+    available_memory, human_bytes, MAX_PARTICLES, PLACEMENT_BYTES_PER_PARTICLE,
+    RANDOM_BOX_BYTES_PER_PARTICLE, STATE_BYTES_PER_PARTICLE,
+};
 pub use materials::{MaterialTable, StabilityReport};
-pub use sources::InitialParticle;
+pub use sources::{InitialParticle, PlacementLimits};
 
 use crate::geometry::{Mesh, Motion};
 use crate::stl::{StlError, Triangle};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// A complete simulation case. Field documentation is the case-file reference.
+/// A complete simulation case. Field documentation is the case-file reference; the allowed
+/// range of every number is in [`ranges`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
@@ -40,7 +49,7 @@ pub struct Case {
     #[serde(default)]
     pub integrator: Integrator,
     /// Reorder particle storage by grid cell every this many steps (memory locality); default 100.
-    #[serde(default = "default_reorder")]
+    #[serde(default = "default_reorder", deserialize_with = "de::reorder_every")]
     pub reorder_every: u32,
     /// Particle species (materials and sizes); particles refer to them by name in `sources`.
     pub species: Vec<Species>,
@@ -196,24 +205,28 @@ pub enum Source {
         min: [f64; 3],
         max: [f64; 3],
         spacing: f64,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "de::optional_count")]
         count: Option<usize>,
         #[serde(default)]
         jitter: f64,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "de::seed")]
         seed: u64,
         #[serde(default)]
         velocity: [f64; 3],
     },
     /// `count` particles at uniformly random positions in [min, max] (the whole sphere inside),
     /// rejecting any position that overlaps an already placed particle (random sequential
-    /// addition): never creates an overlap; fails with an error if the region is too full.
+    /// addition): never creates an overlap. A solid fraction (count * sphere volume / region
+    /// volume) above [`ranges::RANDOM_BOX_MAX_FRACTION`] is refused at once; otherwise placement
+    /// gives up with an error after 1000 attempts per particle or
+    /// [`PlacementLimits::max_seconds`], and logs its progress every 2 s.
     RandomBox {
         species: String,
         min: [f64; 3],
         max: [f64; 3],
+        #[serde(deserialize_with = "de::count")]
         count: usize,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "de::seed")]
         seed: u64,
         #[serde(default)]
         velocity: [f64; 3],
@@ -291,13 +304,25 @@ pub enum CaseError {
         pos: [f64; 3],
         message: String,
     },
-    #[error("{origin}: {field}: could place only {placed} of {count} particles without overlap; enlarge the region or lower the count")]
+    #[error("{origin}: {field}: could place only {placed} of {count} particles without overlap ({reason}); enlarge the region or lower the count")]
     Placement {
         origin: String,
         field: String,
         placed: usize,
         count: usize,
+        /// Which bound stopped the search (attempts or time).
+        reason: String,
     },
+    /// More particles than a run may have (the shared-memory protocol's u32 ids).
+    #[error("{origin}: {field} {message}")]
+    TooManyParticles {
+        origin: String,
+        field: String,
+        message: String,
+    },
+    /// The particles would not fit in the memory of this machine.
+    #[error("{origin}: {message}")]
+    Memory { origin: String, message: String },
     #[error("{origin}: dt = {dt:e} s is above the stability bound: {reason}; use dt <= {suggested:.3e} s")]
     TimeStep {
         origin: String,
@@ -351,8 +376,11 @@ impl Case {
         Ok(case)
     }
 
-    /// Serialises the case to TOML (the origin is not part of it).
+    /// Serialises the case to TOML (the origin is not part of it). A particle count beyond the
+    /// protocol's limit is refused here already (TOML integers cannot even hold counts above
+    /// 2^63 - 1, which gave "out-of-range value for u64 type").
     pub fn to_toml(&self) -> Result<String, CaseError> {
+        self.check_particle_count()?;
         toml::to_string(self).map_err(|e| CaseError::Parse {
             origin: self.origin.name.clone(),
             message: e.to_string(),
@@ -364,23 +392,29 @@ impl Case {
         self.species.iter().position(|s| s.name == name)
     }
 
-    /// Loads every mesh (STL files are read here), applying `scale`. Degenerate (zero-area)
-    /// triangles are dropped. Mesh `k` uses wall material `k + 1` of the [`MaterialTable`].
+    /// Loads every mesh (STL files are read here), applying `scale`. Every vertex must be finite
+    /// and, scaled, inside [`ranges::COORDINATE`] (an error names the mesh and the triangle);
+    /// degenerate (zero-area) triangles are then dropped. Mesh `k` uses wall material `k + 1` of
+    /// the [`MaterialTable`].
     pub fn load_meshes(&self) -> Result<Vec<Mesh>, CaseError> {
         let origin = &self.origin.name;
         let mut out = Vec::with_capacity(self.meshes.len());
         for (k, m) in self.meshes.iter().enumerate() {
             let field = format!("meshes[{k}]");
-            let raw = match (&m.stl, &m.triangles) {
+            let (raw, source) = match (&m.stl, &m.triangles) {
                 (Some(p), None) => {
                     let full = self.origin.base_dir.join(p);
-                    crate::stl::read_stl(&full).map_err(|source| CaseError::Stl {
+                    let tris = crate::stl::read_stl(&full).map_err(|source| CaseError::Stl {
                         origin: origin.clone(),
                         field: format!("{field}.stl"),
                         source,
-                    })?
+                    })?;
+                    (
+                        std::borrow::Cow::Owned(tris),
+                        format!("of {}", full.display()),
+                    )
                 }
-                (None, Some(t)) => t.clone(),
+                (None, Some(t)) => (std::borrow::Cow::Borrowed(t), String::new()),
                 _ => {
                     return Err(CaseError::Invalid {
                         origin: origin.clone(),
@@ -389,11 +423,39 @@ impl Case {
                     })
                 }
             };
-            let tris: Vec<Triangle> = raw
-                .iter()
-                .map(|t| t.map(|v| v.map(|c| c * m.scale)))
-                .filter(|t| crate::geometry::triangle_area(t) > 0.0)
-                .collect();
+            let mut tris = Vec::with_capacity(raw.len());
+            for (i, t) in raw.iter().enumerate() {
+                let scaled = t.map(|v| v.map(|c| c * m.scale));
+                let bad = |message: String| {
+                    let tri = if m.stl.is_some() {
+                        format!("{field} (\"{}\") triangle {i} {source}", m.name)
+                    } else {
+                        format!("{field}.triangles[{i}] (mesh \"{}\")", m.name)
+                    };
+                    CaseError::Invalid {
+                        origin: origin.clone(),
+                        field: tri,
+                        message,
+                    }
+                };
+                if let Some(v) = t.iter().position(|v| !crate::vec3::is_finite(*v)) {
+                    return Err(bad(format!("has a non-finite vertex {v}: {:?}", t[v])));
+                }
+                if let Some(v) = scaled
+                    .iter()
+                    .position(|v| v.iter().any(|&c| !ranges::COORDINATE.contains(c)))
+                {
+                    return Err(bad(format!(
+                        "vertex {v} scaled by {} is {:?}: every coordinate must be in {}",
+                        ranges::value(m.scale),
+                        scaled[v],
+                        ranges::COORDINATE
+                    )));
+                }
+                if crate::geometry::triangle_area(&scaled) > 0.0 {
+                    tris.push(scaled);
+                }
+            }
             if tris.is_empty() {
                 return Err(CaseError::Invalid {
                     origin: origin.clone(),

@@ -1,9 +1,88 @@
 //! Particle placement from the case's sources, and the initial overlap check.
 
-use super::{Case, CaseError, Source};
+use super::{ranges, Case, CaseError, Source};
 use crate::rng::SplitMix64;
 use crate::vec3::{self, V3};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::time::{Duration, Instant};
+
+/// Bounds of random placement ([`Source::RandomBox`]); see [`Case::generate_particles_with`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacementLimits {
+    /// Attempts per requested particle before giving up (at least 100,000 in all).
+    pub attempts_per_particle: u64,
+    /// Wall-clock seconds one source may take before giving up.
+    pub max_seconds: f64,
+    /// Seconds between progress lines (`tracing::info`) of a long placement.
+    pub progress_every: f64,
+}
+
+impl Default for PlacementLimits {
+    /// 1000 attempts per particle (random sequential addition below the allowed fraction needs
+    /// a few to a few hundred on average), 600 s (100,000 spheres at a solid fraction of 0.30
+    /// take about 3 s, 0.33 about 11 s on the 2-core development machine), a progress line
+    /// every 2 s.
+    fn default() -> Self {
+        PlacementLimits {
+            attempts_per_particle: 1000,
+            max_seconds: 600.0,
+            progress_every: 2.0,
+        }
+    }
+}
+
+/// Refuses a random box whose spheres would fill more than
+/// [`ranges::RANDOM_BOX_MAX_FRACTION`] of the region: random sequential addition cannot get
+/// there (it jams near 0.38), so searching would only burn time.
+pub(crate) fn random_box_feasible(
+    origin: &str,
+    field: &str,
+    radius: f64,
+    min: [f64; 3],
+    max: [f64; 3],
+    count: usize,
+) -> Result<(), CaseError> {
+    let volume: f64 = (0..3).map(|a| max[a] - min[a]).product();
+    let sphere = 4.0 / 3.0 * std::f64::consts::PI * radius.powi(3);
+    let fraction = count as f64 * sphere / volume;
+    let limit = ranges::RANDOM_BOX_MAX_FRACTION;
+    if fraction <= limit {
+        return Ok(());
+    }
+    let fit = (limit * volume / sphere).floor() as u64;
+    Err(CaseError::Invalid {
+        origin: origin.to_string(),
+        field: format!("{field}.count"),
+        message: format!(
+            "= {count} spheres of radius {} would fill a solid fraction of {} of the region {}..{} \
+             (volume {} m^3); random placement cannot exceed {limit} (it jams near 0.38): at most \
+             {fit} particles fit, or use a `grid` source for dense packings",
+            ranges::value(radius),
+            fraction_text(fraction),
+            show3(min),
+            show3(max),
+            ranges::value(volume),
+        ),
+    })
+}
+
+fn fraction_text(f: f64) -> String {
+    if f < 1e3 {
+        format!("{f:.3}")
+    } else {
+        format!("{f:.3e}")
+    }
+}
+
+fn show3(v: [f64; 3]) -> String {
+    format!(
+        "[{}, {}, {}]",
+        ranges::value(v[0]),
+        ranges::value(v[1]),
+        ranges::value(v[2])
+    )
+}
 
 /// A particle as placed at t = 0. Its id is its index in the list.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -13,53 +92,71 @@ pub struct InitialParticle {
     pub velocity: V3,
 }
 
-/// Hash grid over placed particles for overlap queries (cell size = largest diameter).
+/// Hash grid over placed particles for overlap queries (cell size = largest diameter). Each cell
+/// keeps its particles' positions and radii, so a query reads one list per cell (the 27 lists
+/// of a query are the cost of random placement: with the positions elsewhere it was a second
+/// cache miss per neighbour).
 struct PlacementGrid {
     cell: f64,
-    cells: HashMap<[i64; 3], Vec<usize>>,
+    cells: HashMap<[i64; 3], Vec<(V3, f64)>, BuildHasherDefault<CellHasher>>,
+}
+
+/// Multiply-rotate hash of cell keys (FxHash's step): SipHash's DoS resistance buys nothing
+/// here and costs a third of a placement attempt.
+#[derive(Default)]
+struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 impl PlacementGrid {
     fn new(cell: f64) -> Self {
         Self {
             cell,
-            cells: HashMap::new(),
+            cells: HashMap::default(),
         }
     }
     fn key(&self, p: V3) -> [i64; 3] {
         p.map(|c| (c / self.cell).floor() as i64)
     }
-    fn insert(&mut self, p: V3, i: usize) {
-        self.cells.entry(self.key(p)).or_default().push(i);
+    fn insert(&mut self, p: V3, r: f64) {
+        self.cells.entry(self.key(p)).or_default().push((p, r));
     }
-    /// First placed particle overlapping a sphere (p, r), if any.
-    fn first_overlap(
-        &self,
-        p: V3,
-        r: f64,
-        placed: &[InitialParticle],
-        radii: &[f64],
-    ) -> Option<usize> {
+    /// Whether a placed particle overlaps the sphere (p, r).
+    fn overlaps(&self, p: V3, r: f64) -> bool {
         let k = self.key(p);
-        let mut best: Option<usize> = None;
         for dz in -1..=1 {
             for dy in -1..=1 {
                 for dx in -1..=1 {
                     let Some(list) = self.cells.get(&[k[0] + dx, k[1] + dy, k[2] + dz]) else {
                         continue;
                     };
-                    for &j in list {
-                        let rj = radii[placed[j].species as usize];
-                        if vec3::norm(vec3::sub(p, placed[j].position)) < r + rj
-                            && best.is_none_or(|b| j < b)
-                        {
-                            best = Some(j);
-                        }
+                    if list
+                        .iter()
+                        .any(|&(q, rq)| vec3::norm(vec3::sub(p, q)) < r + rq)
+                    {
+                        return true;
                     }
                 }
             }
         }
-        best
+        false
     }
 }
 
@@ -111,20 +208,56 @@ fn first_overlap_pair(
         .min_by_key(|&(i, _)| i)
 }
 
+/// One random-box source, resolved.
+struct RandomSource<'a> {
+    field: &'a str,
+    species: u32,
+    radius: f64,
+    min: V3,
+    max: V3,
+    count: usize,
+    seed: u64,
+    velocity: V3,
+}
+
 impl Case {
     fn radii(&self) -> Vec<f64> {
         self.species.iter().map(|s| s.radius).collect()
     }
 
     /// Places all particles, source by source (ids in that order). Deterministic for given seeds.
-    /// Assumes [`Case::validate_fields`] passed (species names resolve).
+    /// Assumes [`Case::validate_fields`] passed (species names resolve). Random boxes are bounded
+    /// by [`PlacementLimits::default`].
     pub fn generate_particles(&self) -> Result<Vec<InitialParticle>, CaseError> {
+        self.generate_particles_with(&PlacementLimits::default())
+    }
+
+    /// [`Case::generate_particles`] with explicit bounds for random boxes. Checks the particle
+    /// count (protocol limit), each random box's solid fraction and the available memory before
+    /// allocating.
+    pub fn generate_particles_with(
+        &self,
+        limits: &PlacementLimits,
+    ) -> Result<Vec<InitialParticle>, CaseError> {
+        self.check_particle_count()?;
+        self.check_host_memory(super::PLACEMENT_BYTES_PER_PARTICLE, "placing the particles")?;
         let radii = self.radii();
         let rmax = radii.iter().copied().fold(0.0, f64::max);
         let mut grid = PlacementGrid::new(2.0 * rmax);
         let mut in_grid = 0usize;
-        let mut out: Vec<InitialParticle> = Vec::new();
         let origin = &self.origin.name;
+        let mut out: Vec<InitialParticle> = Vec::new();
+        let total = self.requested_particles();
+        out.try_reserve_exact(total as usize)
+            .map_err(|e| CaseError::Memory {
+                origin: origin.clone(),
+                message: format!(
+                    "cannot allocate the list of {total} particles ({}): {e}",
+                    super::human_bytes(
+                        total.saturating_mul(std::mem::size_of::<InitialParticle>() as u64)
+                    )
+                ),
+            })?;
         for (k, src) in self.sources.iter().enumerate() {
             let field = format!("sources[{k}]");
             match src {
@@ -140,11 +273,8 @@ impl Case {
                 } => {
                     let s = self.species_index(species).unwrap_or(0);
                     let r = radii[s];
-                    let n: [usize; 3] = std::array::from_fn(|a| {
-                        ((max[a] - min[a]) / spacing + 1e-9).floor().max(0.0) as usize
-                    });
-                    let sites = n[0].saturating_mul(n[1]).saturating_mul(n[2]);
-                    let want = count.unwrap_or(sites);
+                    let (n, sites) = super::capacity::lattice(*min, *max, *spacing);
+                    let want = count.map_or(sites, |c| c as u64);
                     if want > sites || sites == 0 {
                         return Err(CaseError::Invalid {
                             origin: origin.clone(),
@@ -154,8 +284,11 @@ impl Case {
                     }
                     let mut rng = SplitMix64::new(*seed);
                     let amp = jitter * (spacing - 2.0 * r) * 0.5;
+                    // Saturating: with a lattice of more than 2^64 sites in a layer, every
+                    // wanted site (at most 2^32) lies in the first layer.
+                    let layer = n[0].saturating_mul(n[1]);
                     for idx in 0..want {
-                        let ijk = [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
+                        let ijk = [idx % n[0], (idx / n[0]) % n[1], idx / layer];
                         let p: V3 = std::array::from_fn(|a| {
                             min[a] + spacing * (ijk[a] as f64 + 0.5) + amp * rng.range(-1.0, 1.0)
                         });
@@ -186,42 +319,100 @@ impl Case {
                             ),
                         });
                     }
+                    random_box_feasible(origin, &field, r, *min, *max, *count)?;
                     // Lattice particles placed so far join the grid only now: a case of lattices
                     // alone (millions of particles) never pays for it.
-                    for (i, q) in out.iter().enumerate().skip(in_grid) {
-                        grid.insert(q.position, i);
+                    for q in out.iter().skip(in_grid) {
+                        grid.insert(q.position, radii[q.species as usize]);
                     }
+                    let source = RandomSource {
+                        field: &field,
+                        species: s as u32,
+                        radius: r,
+                        min: *min,
+                        max: *max,
+                        count: *count,
+                        seed: *seed,
+                        velocity: *velocity,
+                    };
+                    self.place_random(&source, limits, &mut grid, &mut out)?;
                     in_grid = out.len();
-                    let mut rng = SplitMix64::new(*seed);
-                    let max_attempts = 1000usize.saturating_mul(*count).max(100_000);
-                    let mut placed = 0;
-                    let mut attempts = 0;
-                    while placed < *count {
-                        if attempts >= max_attempts {
-                            return Err(CaseError::Placement {
-                                origin: origin.clone(),
-                                field,
-                                placed,
-                                count: *count,
-                            });
-                        }
-                        attempts += 1;
-                        let p: V3 = std::array::from_fn(|a| rng.range(min[a] + r, max[a] - r));
-                        if grid.first_overlap(p, r, &out, &radii).is_none() {
-                            grid.insert(p, out.len());
-                            in_grid = out.len() + 1;
-                            out.push(InitialParticle {
-                                species: s as u32,
-                                position: p,
-                                velocity: *velocity,
-                            });
-                            placed += 1;
-                        }
-                    }
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Random sequential addition of one random-box source into `out`, bounded in attempts and
+    /// wall time, with a progress line every `limits.progress_every` seconds.
+    fn place_random(
+        &self,
+        src: &RandomSource<'_>,
+        limits: &PlacementLimits,
+        grid: &mut PlacementGrid,
+        out: &mut Vec<InitialParticle>,
+    ) -> Result<(), CaseError> {
+        let r = src.radius;
+        let mut rng = SplitMix64::new(src.seed);
+        let max_attempts = limits
+            .attempts_per_particle
+            .saturating_mul(src.count as u64)
+            .max(100_000);
+        let start = Instant::now();
+        let max_time = Duration::try_from_secs_f64(limits.max_seconds).unwrap_or(Duration::MAX);
+        let every = Duration::try_from_secs_f64(limits.progress_every).unwrap_or(Duration::MAX);
+        let mut next_report = every;
+        let (mut placed, mut attempts) = (0usize, 0u64);
+        while placed < src.count {
+            // The clock is read every 1024 attempts (a few microseconds of work).
+            if attempts % 1024 == 0 && attempts > 0 {
+                let elapsed = start.elapsed();
+                let stop = if attempts >= max_attempts {
+                    Some(format!(
+                        "gave up after {attempts} attempts, {} per particle",
+                        limits.attempts_per_particle
+                    ))
+                } else if elapsed >= max_time {
+                    Some(format!(
+                        "gave up after {:.1} s and {attempts} attempts",
+                        elapsed.as_secs_f64()
+                    ))
+                } else {
+                    None
+                };
+                if let Some(reason) = stop {
+                    return Err(CaseError::Placement {
+                        origin: self.origin.name.clone(),
+                        field: src.field.to_string(),
+                        placed,
+                        count: src.count,
+                        reason,
+                    });
+                }
+                if elapsed >= next_report {
+                    next_report = elapsed.saturating_add(every);
+                    tracing::info!(
+                        "{}: {}: placed {placed}/{} particles ({attempts} attempts, {:.0} s)",
+                        self.origin.name,
+                        src.field,
+                        src.count,
+                        elapsed.as_secs_f64()
+                    );
+                }
+            }
+            attempts += 1;
+            let p: V3 = std::array::from_fn(|a| rng.range(src.min[a] + r, src.max[a] - r));
+            if !grid.overlaps(p, r) {
+                grid.insert(p, r);
+                out.push(InitialParticle {
+                    species: src.species,
+                    position: p,
+                    velocity: src.velocity,
+                });
+                placed += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Checks that no two particles overlap and, with walls on, that every particle lies inside

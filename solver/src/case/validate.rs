@@ -1,9 +1,12 @@
 //! Field-by-field validation of a [`Case`]; every message names the field and the bad value.
+//! The ranges are documented in [`super::ranges`].
 
+use super::ranges::{self, Range};
 use super::{Case, CaseError, CaseWarning, ContactModelSpec, Source, WallMaterial};
 use crate::geometry::Motion;
+use crate::vec3;
 
-/// Collects the first error with a field path.
+/// Builds errors with the case's name and a field path.
 struct Checker<'a> {
     origin: &'a str,
 }
@@ -17,53 +20,87 @@ impl Checker<'_> {
         }
     }
 
-    fn positive(&self, field: impl Into<String>, v: f64) -> Result<(), CaseError> {
-        if v.is_finite() && v > 0.0 {
-            Ok(())
-        } else {
-            Err(self.fail(field, format!("must be > 0, got {v}")))
+    /// `v` must be a finite number in `range`. A value <= 0 where only positive values are
+    /// allowed is said so first ("must be > 0, got -0.1").
+    fn range(&self, field: impl Into<String>, v: f64, range: &Range) -> Result<(), CaseError> {
+        if range.contains(v) {
+            return Ok(());
         }
+        let got = ranges::value(v);
+        let positive = range.lo > 0.0 || (range.lo == 0.0 && range.lo_open);
+        let message = if !v.is_finite() {
+            format!("must be a finite number in {range}, got {got}")
+        } else if positive && v <= 0.0 {
+            format!("must be > 0, got {got} (allowed: {range})")
+        } else {
+            format!("must be in {range}, got {got}")
+        };
+        Err(self.fail(field, message))
     }
 
-    fn non_negative(&self, field: impl Into<String>, v: f64) -> Result<(), CaseError> {
-        if v.is_finite() && v >= 0.0 {
-            Ok(())
-        } else {
-            Err(self.fail(field, format!("must be >= 0, got {v}")))
-        }
-    }
-
-    fn finite3(&self, field: impl Into<String>, v: [f64; 3]) -> Result<(), CaseError> {
-        if v.iter().all(|c| c.is_finite()) {
-            Ok(())
-        } else {
-            Err(self.fail(field, format!("must be finite, got {v:?}")))
-        }
-    }
-
-    fn in_range(
+    /// Every component of `v` finite and in `range`.
+    fn components(
         &self,
         field: impl Into<String>,
-        v: f64,
-        lo: f64,
-        hi: f64,
-        what: &str,
+        v: [f64; 3],
+        range: &Range,
     ) -> Result<(), CaseError> {
-        if v.is_finite() && v > lo && v <= hi {
+        if v.iter().all(|&c| range.contains(c)) {
+            return Ok(());
+        }
+        let what = if v.iter().all(|c| c.is_finite()) {
+            "every component must be in"
+        } else {
+            "every component must be a finite number in"
+        };
+        Err(self.fail(field, format!("{what} {range}, got {}", show3(v))))
+    }
+
+    /// `v` finite with length at most `max` [`unit`].
+    fn length(
+        &self,
+        field: impl Into<String>,
+        v: [f64; 3],
+        max: f64,
+        unit: &str,
+    ) -> Result<(), CaseError> {
+        if !vec3::is_finite(v) {
+            return Err(self.fail(field, format!("must be finite, got {}", show3(v))));
+        }
+        // Scaled so that the length of e.g. [1e200, 1e200, 0] does not overflow to inf.
+        let m = v.iter().fold(0.0f64, |a, c| a.max(c.abs()));
+        let len = if m > 0.0 {
+            m * vec3::norm(v.map(|c| c / m))
+        } else {
+            0.0
+        };
+        if len <= max {
             Ok(())
         } else {
-            Err(self.fail(field, format!("must be {what}, got {v}")))
+            Err(self.fail(
+                field,
+                format!(
+                    "must have a length of at most {} {unit}, got {} (length {})",
+                    ranges::bound(max),
+                    show3(v),
+                    ranges::value(len)
+                ),
+            ))
         }
     }
 
     fn boxed(&self, field: &str, min: [f64; 3], max: [f64; 3]) -> Result<(), CaseError> {
-        self.finite3(format!("{field}.min"), min)?;
-        self.finite3(format!("{field}.max"), max)?;
+        self.components(format!("{field}.min"), min, &ranges::COORDINATE)?;
+        self.components(format!("{field}.max"), max, &ranges::COORDINATE)?;
         for a in 0..3 {
             if max[a] <= min[a] {
                 return Err(self.fail(
                     format!("{field}.max"),
-                    format!("must exceed {field}.min on every axis, got min {min:?}, max {max:?}"),
+                    format!(
+                        "must exceed {field}.min on every axis, got min {}, max {}",
+                        show3(min),
+                        show3(max)
+                    ),
                 ));
             }
         }
@@ -101,21 +138,68 @@ impl Checker<'_> {
         mu_r: f64,
     ) -> Result<(), CaseError> {
         if let Some(e) = e {
-            self.positive(format!("{field}.young_modulus"), e)?;
+            self.range(format!("{field}.young_modulus"), e, &ranges::YOUNG_MODULUS)?;
         }
         if let Some(k) = k {
-            self.positive(format!("{field}.normal_stiffness"), k)?;
+            self.range(
+                format!("{field}.normal_stiffness"),
+                k,
+                &ranges::NORMAL_STIFFNESS,
+            )?;
         }
-        if !(nu.is_finite() && nu > -1.0 && nu < 0.5) {
-            return Err(self.fail(
-                format!("{field}.poisson_ratio"),
-                format!("must be in (-1, 0.5), got {nu}"),
-            ));
-        }
-        self.in_range(format!("{field}.restitution"), rest, 0.0, 1.0, "in (0, 1]")?;
-        self.non_negative(format!("{field}.sliding_friction"), mu)?;
-        self.non_negative(format!("{field}.rolling_friction"), mu_r)
+        self.range(format!("{field}.poisson_ratio"), nu, &ranges::POISSON)?;
+        self.range(format!("{field}.restitution"), rest, &ranges::RESTITUTION)?;
+        self.range(format!("{field}.sliding_friction"), mu, &ranges::FRICTION)?;
+        self.range(format!("{field}.rolling_friction"), mu_r, &ranges::FRICTION)
     }
+
+    fn motion(&self, f: &str, motion: &Motion) -> Result<(), CaseError> {
+        match motion {
+            Motion::Fixed => Ok(()),
+            Motion::Translation { velocity } => self.length(
+                format!("{f}.motion.velocity"),
+                *velocity,
+                ranges::VELOCITY_MAX,
+                "m/s",
+            ),
+            Motion::Rotation {
+                axis_point,
+                axis_direction,
+                rpm,
+            } => {
+                self.components(
+                    format!("{f}.motion.axis_point"),
+                    *axis_point,
+                    &ranges::COORDINATE,
+                )?;
+                self.components(
+                    format!("{f}.motion.axis_direction"),
+                    *axis_direction,
+                    &ranges::AXIS_COMPONENT,
+                )?;
+                if vec3::norm(*axis_direction) == 0.0 {
+                    return Err(self.fail(
+                        format!("{f}.motion.axis_direction"),
+                        format!(
+                            "must not be the zero vector (or too short to normalise), got {}",
+                            show3(*axis_direction)
+                        ),
+                    ));
+                }
+                self.range(format!("{f}.motion.rpm"), *rpm, &ranges::RPM)
+            }
+        }
+    }
+}
+
+/// A vector for messages, each component as [`ranges::value`] prints it.
+fn show3(v: [f64; 3]) -> String {
+    format!(
+        "[{}, {}, {}]",
+        ranges::value(v[0]),
+        ranges::value(v[1]),
+        ranges::value(v[2])
+    )
 }
 
 impl Case {
@@ -130,14 +214,16 @@ impl Case {
         Ok(report.warning.into_iter().collect())
     }
 
-    /// Checks the scalar fields only (no file access, no particle placement).
+    /// Checks the fields only (no file access, no particle placement): every number against its
+    /// documented range ([`super::ranges`]), names, references between fields, and the particle
+    /// count against the protocol's limit.
     pub fn validate_fields(&self) -> Result<(), CaseError> {
         let c = Checker {
             origin: &self.origin.name,
         };
-        c.positive("dt", self.dt)?;
-        c.positive("end_time", self.end_time)?;
-        c.finite3("gravity", self.gravity)?;
+        c.range("dt", self.dt, &ranges::DT)?;
+        c.range("end_time", self.end_time, &ranges::SIM_TIME)?;
+        c.length("gravity", self.gravity, ranges::GRAVITY_MAX, "m/s^2")?;
         c.boxed("domain", self.domain.min, self.domain.max)?;
         if self.reorder_every == 0 {
             return Err(c.fail("reorder_every", "must be > 0, got 0".into()));
@@ -147,9 +233,10 @@ impl Case {
             tangential_stiffness_ratio,
         } = self.contact_model
         {
-            c.non_negative(
+            c.range(
                 "contact_model.tangential_stiffness_ratio",
                 tangential_stiffness_ratio,
+                &ranges::STIFFNESS_RATIO,
             )?;
         }
         if self.species.is_empty() {
@@ -166,8 +253,8 @@ impl Case {
                     format!("\"{}\" is used by an earlier species", s.name),
                 ));
             }
-            c.positive(format!("{f}.radius"), s.radius)?;
-            c.positive(format!("{f}.density"), s.density)?;
+            c.range(format!("{f}.radius"), s.radius, &ranges::RADIUS)?;
+            c.range(format!("{f}.density"), s.density, &ranges::DENSITY)?;
             c.common(
                 &f,
                 s.young_modulus,
@@ -193,59 +280,9 @@ impl Case {
         }
         c.material("wall_material", &self.wall_material, hertz)?;
         for (k, src) in self.sources.iter().enumerate() {
-            let f = format!("sources[{k}]");
-            let (species, min, max, velocity) = match src {
-                Source::Grid {
-                    species,
-                    min,
-                    max,
-                    spacing,
-                    count,
-                    jitter,
-                    velocity,
-                    ..
-                } => {
-                    c.positive(format!("{f}.spacing"), *spacing)?;
-                    if *count == Some(0) {
-                        return Err(c.fail(format!("{f}.count"), "must be > 0, got 0".into()));
-                    }
-                    if !(jitter.is_finite() && (0.0..=1.0).contains(jitter)) {
-                        return Err(c.fail(
-                            format!("{f}.jitter"),
-                            format!("must be in [0, 1], got {jitter}"),
-                        ));
-                    }
-                    if let Some(i) = self.species_index(species) {
-                        let d = 2.0 * self.species[i].radius;
-                        if *spacing < d {
-                            return Err(c.fail(format!("{f}.spacing"), format!("must be >= the diameter {d} of species \"{species}\", got {spacing}")));
-                        }
-                    }
-                    (species, min, max, velocity)
-                }
-                Source::RandomBox {
-                    species,
-                    min,
-                    max,
-                    count,
-                    velocity,
-                    ..
-                } => {
-                    if *count == 0 {
-                        return Err(c.fail(format!("{f}.count"), "must be > 0, got 0".into()));
-                    }
-                    (species, min, max, velocity)
-                }
-            };
-            if self.species_index(species).is_none() {
-                return Err(c.fail(
-                    format!("{f}.species"),
-                    format!("names unknown species \"{species}\""),
-                ));
-            }
-            c.boxed(&f, *min, *max)?;
-            c.finite3(format!("{f}.velocity"), *velocity)?;
+            self.validate_source(&c, k, src)?;
         }
+        self.check_particle_count()?;
         for (k, m) in self.meshes.iter().enumerate() {
             let f = format!("meshes[{k}]");
             if self.meshes[..k].iter().any(|o| o.name == m.name) {
@@ -254,42 +291,91 @@ impl Case {
                     format!("\"{}\" is used by an earlier mesh", m.name),
                 ));
             }
-            c.positive(format!("{f}.scale"), m.scale)?;
+            c.range(format!("{f}.scale"), m.scale, &ranges::SCALE)?;
             if let Some(mat) = &m.material {
                 c.material(&format!("{f}.material"), mat, hertz)?;
             }
-            match &m.motion {
-                Motion::Fixed => {}
-                Motion::Translation { velocity } => {
-                    c.finite3(format!("{f}.motion.velocity"), *velocity)?
-                }
-                Motion::Rotation {
-                    axis_point,
-                    axis_direction,
-                    rpm,
-                } => {
-                    c.finite3(format!("{f}.motion.axis_point"), *axis_point)?;
-                    c.finite3(format!("{f}.motion.axis_direction"), *axis_direction)?;
-                    if crate::vec3::norm(*axis_direction) == 0.0 {
-                        return Err(c.fail(
-                            format!("{f}.motion.axis_direction"),
-                            "must not be the zero vector".into(),
-                        ));
-                    }
-                    if !rpm.is_finite() {
-                        return Err(c.fail(
-                            format!("{f}.motion.rpm"),
-                            format!("must be finite, got {rpm}"),
-                        ));
-                    }
-                }
-            }
+            c.motion(&f, &m.motion)?;
         }
         if let Some(v) = self.output.vtk_interval {
-            c.positive("output.vtk_interval", v)?;
+            c.range("output.vtk_interval", v, &ranges::SIM_TIME)?;
         }
         if let Some(v) = self.output.checkpoint_interval {
-            c.positive("output.checkpoint_interval", v)?;
+            c.range("output.checkpoint_interval", v, &ranges::SIM_TIME)?;
+        }
+        Ok(())
+    }
+
+    fn validate_source(&self, c: &Checker<'_>, k: usize, src: &Source) -> Result<(), CaseError> {
+        let f = format!("sources[{k}]");
+        let (species, min, max, velocity) = match src {
+            Source::Grid {
+                species,
+                min,
+                max,
+                velocity,
+                ..
+            }
+            | Source::RandomBox {
+                species,
+                min,
+                max,
+                velocity,
+                ..
+            } => (species, *min, *max, *velocity),
+        };
+        let Some(s) = self.species_index(species) else {
+            return Err(c.fail(
+                format!("{f}.species"),
+                format!("names unknown species \"{species}\""),
+            ));
+        };
+        let radius = self.species[s].radius;
+        c.boxed(&f, min, max)?;
+        c.length(
+            format!("{f}.velocity"),
+            velocity,
+            ranges::VELOCITY_MAX,
+            "m/s",
+        )?;
+        match src {
+            Source::Grid {
+                spacing,
+                count,
+                jitter,
+                ..
+            } => {
+                let d = 2.0 * radius;
+                let spacing_range = Range::closed(d, ranges::SPACING_MAX, "m");
+                if spacing.is_finite() && *spacing > 0.0 && *spacing < d {
+                    return Err(c.fail(
+                        format!("{f}.spacing"),
+                        format!(
+                            "must be >= the diameter {} of species \"{species}\", got {}",
+                            ranges::value(d),
+                            ranges::value(*spacing)
+                        ),
+                    ));
+                }
+                c.range(format!("{f}.spacing"), *spacing, &spacing_range)?;
+                if *count == Some(0) {
+                    return Err(c.fail(format!("{f}.count"), "must be > 0, got 0".into()));
+                }
+                c.range(format!("{f}.jitter"), *jitter, &ranges::JITTER)?;
+            }
+            Source::RandomBox { count, .. } => {
+                if *count == 0 {
+                    return Err(c.fail(format!("{f}.count"), "must be > 0, got 0".into()));
+                }
+                super::sources::random_box_feasible(
+                    &self.origin.name,
+                    &f,
+                    radius,
+                    min,
+                    max,
+                    *count,
+                )?;
+            }
         }
         Ok(())
     }

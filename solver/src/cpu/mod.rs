@@ -22,6 +22,18 @@ use crate::grid::{CellList, Grid};
 use crate::vec3::V3;
 use std::sync::Arc;
 
+/// Host bytes per particle the CPU backend holds while it runs: the particle arrays (id,
+/// species, contact count: u32; position, velocity, angular velocity, force, torque: f64 x 3;
+/// [`HISTORY_CAP`] history slots), the second history buffer, the slot of each id, the cell
+/// list (3 x u32) and the largest temporary of the periodic reorder (one history array).
+/// `sim::Simulation` checks it against the available memory before placing particles.
+pub const HOST_BYTES_PER_PARTICLE: u64 = {
+    let u32_ = std::mem::size_of::<u32>();
+    let hist = HISTORY_CAP * std::mem::size_of::<HistEntry>();
+    let particles = 3 * u32_ + 5 * std::mem::size_of::<V3>() + hist;
+    (particles + hist + u32_ + 3 * u32_ + hist) as u64
+};
+
 /// Particle data in storage order (permuted by the periodic reorder).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Particles {

@@ -188,9 +188,89 @@ fn real_bytes(v: &[f64], real: usize) -> Vec<u8> {
     }
 }
 
-/// Allocates everything and uploads `state` (id order; ids = indices).
-pub(crate) fn upload(
+/// Device bytes a case needs: two copies of the particle state (state and gather scratch), the
+/// stored forces and contact counts, the neighbour grid (3 x u32 per particle, 2 x u32 per
+/// cell), the scan levels, the publication staging buffers (`publish::STAGING_BYTES_PER_PARTICLE`)
+/// and the mesh triangles (9 x f64 + a u32 mesh index each; the bins are covered by the margin
+/// of [`check_device_memory`]), plus 1 MiB of tables. Saturating: an absurd case needs
+/// `u64::MAX` bytes, which fits nowhere.
+pub(crate) fn device_bytes_needed(
+    sc: &StepContext,
+    n: usize,
+    cfg: ModuleConfig,
+    opts: &CudaOptions,
+) -> u64 {
+    let lay = Layout {
+        real: if cfg.double { 8 } else { 4 },
+        rotation: cfg.rotation || cfg.friction,
+        friction: cfg.friction,
+        multi_species: sc.species_radius.len() > 1,
+        cap: opts.hist_cap as usize,
+    };
+    let n64 = n as u64;
+    let real = lay.real as u64;
+    // Per particle, so that no product of n can overflow before the final saturating one.
+    let per_state: u64 = lay.state_arrays(1).iter().map(|a| a.1 as u64).sum();
+    let verlet = sc.integrator == crate::case::Integrator::VelocityVerlet;
+    let mut outputs = 0;
+    if opts.store_forces {
+        outputs += 4;
+    }
+    if opts.store_forces || verlet {
+        outputs += 3 * real;
+    }
+    if verlet && lay.rotation {
+        outputs += 3 * real;
+    }
+    let per_particle = per_state
+        .saturating_mul(2)
+        .saturating_add(outputs + 12 + super::publish::STAGING_BYTES_PER_PARTICLE);
+    let cells = gpu_grid(sc).num_cells() as u64 + 1;
+    let scan: u64 = {
+        let (mut m, mut t) = (cells, 0u64);
+        while m > 1 {
+            m = m.div_ceil(kernels::SCAN_TILE as u64);
+            t += 8 * m;
+        }
+        t
+    };
+    let triangles: u64 = sc.meshes.iter().map(|m| m.triangles.len() as u64).sum();
+    n64.saturating_mul(per_particle)
+        .saturating_add(8 * cells + scan + triangles * (72 + 4) + (1 << 20))
+}
+
+/// Refuses a case that does not fit in the device's free memory (cuMemGetInfo) with a margin of
+/// 256 MiB (module, bins, driver), before anything is compiled or allocated.
+pub(crate) fn check_device_memory(
     ctx: &Arc<CudaContext>,
+    sc: &StepContext,
+    n: usize,
+    cfg: ModuleConfig,
+    opts: &CudaOptions,
+) -> Result<(), CudaError> {
+    let need = device_bytes_needed(sc, n, cfg, opts);
+    let (free, _total) = ctx
+        .mem_get_info()
+        .map_err(|e| CudaError::driver("querying free memory", e))?;
+    let margin: u64 = 256 << 20;
+    let free = free as u64;
+    if need.saturating_add(margin) <= free {
+        return Ok(());
+    }
+    let bpp = need as f64 / n.max(1) as f64;
+    Err(CudaError::DoesNotFit {
+        device: opts.device,
+        particles: n,
+        need_gib: need as f64 / 1073741824.0,
+        free_gib: free as f64 / 1073741824.0,
+        bytes_per_particle: bpp,
+        max_particles: (free.saturating_sub(margin) as f64 / bpp) as u64,
+    })
+}
+
+/// Allocates everything and uploads `state` (id order; ids = indices).
+/// The caller has checked with [`check_device_memory`] that it fits.
+pub(crate) fn upload(
     stream: &Arc<CudaStream>,
     sc: &StepContext,
     state: &SimState,
@@ -216,40 +296,7 @@ pub(crate) fn upload(
         level_sizes.push(tiles);
         m = tiles;
     }
-    let per_state: usize = lay.state_arrays(n).iter().map(|a| a.1).sum();
     let verlet = sc.integrator == crate::case::Integrator::VelocityVerlet;
-    let outputs = if opts.store_forces { 4 * n } else { 0 }
-        + if opts.store_forces || verlet {
-            3 * lay.real * n
-        } else {
-            0
-        }
-        + if verlet && lay.rotation {
-            3 * lay.real * n
-        } else {
-            0
-        };
-    let need = 2 * per_state
-        + outputs
-        + 12 * n
-        + 8 * (cells + 1)
-        + level_sizes.iter().map(|t| 8 * t).sum::<usize>()
-        + (1 << 20);
-    let (free, _total) = ctx
-        .mem_get_info()
-        .map_err(|e| CudaError::driver("querying free memory", e))?;
-    let margin = 256 << 20;
-    if need + margin > free {
-        let bpp = need as f64 / n.max(1) as f64;
-        return Err(CudaError::DoesNotFit {
-            device: opts.device,
-            particles: n,
-            need_gib: need as f64 / 1073741824.0,
-            free_gib: free as f64 / 1073741824.0,
-            bytes_per_particle: bpp,
-            max_particles: ((free.saturating_sub(margin)) as f64 / bpp) as u64,
-        });
-    }
 
     let mut st = DeviceState {
         bufs: Vec::new(),
@@ -506,7 +553,41 @@ fn download_real(
     }
 }
 
-/// The state in id order: kinematics, contact history, last forces when stored.
+/// The device's contact history as downloaded, in slot order: entry c of slot k at `c * n + k`.
+struct DeviceHistory<'a> {
+    /// Particle id of each slot (n).
+    ids: &'a [u32],
+    /// Entries of each slot.
+    count: &'a [u32],
+    /// Partner id of each entry (hist_cap * n).
+    partner: &'a [u32],
+    /// Spring of each entry (3 * hist_cap * n).
+    xi: &'a [f64],
+}
+
+/// Writes the device history into the portable one (`HISTORY_CAP` slots per particle, id
+/// order). The portable state holds [`HISTORY_CAP`] entries per particle; a device history with
+/// more (`CudaOptions::hist_cap` > 16) loses the entries beyond: returns how many were dropped
+/// (springs lost, counted as overflows by the caller).
+fn history_to_portable(h: &DeviceHistory<'_>, mesh_first: &[u32], out: &mut [HistEntry]) -> u64 {
+    let n = h.ids.len();
+    let mut dropped = 0u64;
+    for (k, &id) in h.ids.iter().enumerate() {
+        let m = h.count[k] as usize;
+        dropped += m.saturating_sub(HISTORY_CAP) as u64;
+        for c in 0..m.min(HISTORY_CAP) {
+            let e = c * n + k;
+            out[id as usize * HISTORY_CAP + c] = HistEntry {
+                key: key_of_partner(h.partner[e], mesh_first),
+                xi: [h.xi[3 * e], h.xi[3 * e + 1], h.xi[3 * e + 2]],
+            };
+        }
+    }
+    dropped
+}
+
+/// The state in id order: kinematics, contact history (at most [`HISTORY_CAP`] entries per
+/// particle; `history_overflows` = the entries dropped beyond), last forces when stored.
 pub(crate) fn download_state(
     stream: &Arc<CudaStream>,
     st: &DeviceState,
@@ -572,15 +653,62 @@ pub(crate) fn download_state(
         let count: Vec<u32> = download(stream, st, a.hist_count, n)?;
         let partner: Vec<u32> = download(stream, st, a.hist_partner, cap * n)?;
         let xi = download_real(stream, st, a.hist_xi, 3 * cap * n)?;
-        for (k, &id) in ids.iter().enumerate() {
-            for c in 0..(count[k] as usize).min(HISTORY_CAP) {
-                let e = c * n + k;
-                s.history[id as usize * HISTORY_CAP + c] = HistEntry {
-                    key: key_of_partner(partner[e], &st.mesh_first),
-                    xi: v3(&xi, e),
-                };
-            }
+        let dropped = history_to_portable(
+            &DeviceHistory {
+                ids: &ids,
+                count: &count,
+                partner: &partner,
+                xi: &xi,
+            },
+            &st.mesh_first,
+            &mut s.history,
+        );
+        if dropped > 0 {
+            tracing::warn!(
+                "exporting the GPU state: {dropped} contact history entries beyond {HISTORY_CAP} per particle \
+                 (hist_cap = {cap}) are dropped; those contacts restart with a zero tangential spring"
+            );
         }
+        s.history_overflows = dropped;
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two particles (slots swapped against ids) with 18 and 2 device entries: the portable
+    /// state keeps 16 and 2, and the 2 beyond are reported as dropped.
+    #[test]
+    fn export_keeps_sixteen_entries_and_counts_the_rest() {
+        let (n, cap) = (2usize, 20usize);
+        let ids = [1u32, 0];
+        let count = [18u32, 2];
+        let mut partner = vec![0u32; cap * n];
+        let mut xi = vec![0f64; 3 * cap * n];
+        for c in 0..cap {
+            for k in 0..n {
+                partner[c * n + k] = (100 * k + c) as u32;
+                xi[3 * (c * n + k)] = c as f64;
+            }
+        }
+        let mut out = vec![HistEntry::NONE; n * HISTORY_CAP];
+        let h = DeviceHistory {
+            ids: &ids,
+            count: &count,
+            partner: &partner,
+            xi: &xi,
+        };
+        assert_eq!(history_to_portable(&h, &[], &mut out), 2);
+        // Slot 0 is particle 1: 16 entries kept, in order.
+        let p1 = &out[HISTORY_CAP..];
+        assert!(p1.iter().all(|e| e.key != KEY_NONE));
+        assert_eq!(p1[15].key, 15);
+        assert_eq!(p1[15].xi[0], 15.0);
+        // Slot 1 is particle 0: 2 entries.
+        assert_eq!(out[0].key, 100);
+        assert_eq!(out[1].key, 101);
+        assert_eq!(out[2].key, KEY_NONE);
+    }
 }

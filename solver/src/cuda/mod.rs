@@ -72,8 +72,16 @@ pub enum CudaError {
     Poisoned,
     #[error("{count} particles have a non-finite state after step {step}")]
     NonFinite { count: u32, step: u64 },
+    /// Raised by [`CudaSim::check_diag`] (every batch of steps) when a contact found its
+    /// particle's history full: its tangential spring would have been lost, changing the
+    /// friction silently. Only modules with friction keep (and count) history; without friction
+    /// there is no spring to lose.
     #[error(
-        "{count} particles had more than {cap} contacts at step {step} (contact history full)"
+        "{count} contacts found their particle's contact history full ({cap} entries) in the steps up to {step}: \
+         their tangential springs could not be kept, which changes the friction; a particle touches more \
+         than {cap} partners (walls and mesh triangles included), e.g. a large sphere among many small ones; \
+         the CPU backend (--backend cpu) keeps the first {cpu_cap} and counts the rest",
+        cpu_cap = crate::backend::HISTORY_CAP
     )]
     HistoryOverflow { count: u32, cap: u32, step: u64 },
 }
@@ -87,6 +95,15 @@ impl CudaError {
     }
 }
 
+/// Host bytes per particle the CUDA backend needs while it starts: the initial state
+/// (`case::STATE_BYTES_PER_PARTICLE`, dropped once uploaded) and the upload's temporaries (ids:
+/// u32; positions and velocities flattened, and velocities converted to `real`: 3 x f64 x 3).
+/// `sim::Simulation` checks it against the available memory before placing particles. Not
+/// counted: a snapshot or checkpoint downloads the whole state again (about
+/// `STATE_BYTES_PER_PARTICLE` + 28 B per history entry); such output of a case at the limit of
+/// the host's memory can still run out of it.
+pub const HOST_BYTES_PER_PARTICLE: u64 = crate::case::STATE_BYTES_PER_PARTICLE + 4 + 3 * 24;
+
 /// Options of the CUDA backend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CudaOptions {
@@ -94,14 +111,19 @@ pub struct CudaOptions {
     pub device: usize,
     /// `real` = double on the device (parity runs against the CPU; about 2x slower).
     pub double: bool,
-    /// Contact history entries per particle (12 neighbours of a monodisperse packing + 3 walls
-    /// + margin). Overflow is reported as an error, never silently dropped.
+    /// Contact history entries per particle (12 neighbours of a monodisperse packing, 3 walls
+    /// and a margin). Overflow is reported as an error ([`CudaError::HistoryOverflow`] at the
+    /// next diagnostics check), never silently dropped. A checkpoint or exported state holds
+    /// at most [`crate::backend::HISTORY_CAP`] entries per particle: with a larger `hist_cap`,
+    /// the entries beyond are dropped on export (logged) and counted in
+    /// `SimState::history_overflows`.
     pub hist_cap: u32,
     /// Record CUDA events around every kernel ([`CudaSim::stage_times`] per kernel); costs a
     /// synchronisation per step.
     pub profile: bool,
     /// Check the integer diagnostics (non-finite state, history overflow) every this many steps
-    /// (0: never). Each check synchronises.
+    /// (0: never) within a call of [`CudaSim::steps`]; `CudaBackend` also checks at the end of
+    /// every batch. Each check synchronises.
     pub check_every: u64,
     /// Keep the last step's contact force and contact count per particle (+16 B/particle), for
     /// snapshots, VTK output and the force field of frames.
@@ -206,8 +228,10 @@ impl CudaSim {
             double: opts.double,
             meshes: !sc.meshes.is_empty(),
         };
+        // Before compiling (seconds) and allocating anything: does the case fit?
+        buffers::check_device_memory(&ctx, sc, n, cfg, opts)?;
         let module = driver::load_module(&ctx, cfg)?;
-        let (mut state_bufs, params) = buffers::upload(&ctx, &stream, sc, state, cfg, opts)?;
+        let (mut state_bufs, params) = buffers::upload(&stream, sc, state, cfg, opts)?;
         let meshes = if sc.meshes.is_empty() {
             None
         } else {
@@ -325,7 +349,10 @@ impl CudaSim {
         Ok(())
     }
 
-    /// Downloads the full state in id order (synchronises).
+    /// Downloads the full state in id order (synchronises). The portable state keeps at most
+    /// [`crate::backend::HISTORY_CAP`] history entries per particle: with a larger
+    /// [`CudaOptions::hist_cap`] the entries beyond are dropped (logged, and counted in
+    /// `history_overflows`).
     pub fn state(&self) -> Result<SimState, CudaError> {
         let mut s = buffers::download_state(
             &self.stream,
@@ -334,7 +361,8 @@ impl CudaSim {
             self.time,
             self.step_index,
         )?;
-        s.history_overflows = self.history_overflows;
+        // Overflows so far plus the history entries beyond HISTORY_CAP that the export dropped.
+        s.history_overflows += self.history_overflows;
         if self.verlet() {
             s.forces_valid = self.forces_valid;
         }

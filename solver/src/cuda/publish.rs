@@ -38,6 +38,7 @@ impl FrameTarget {
 }
 
 /// Staging arrays of a publication: name and bytes per particle, in `FrameTarget` order.
+/// Allocated on the first publication; counted in `buffers::device_bytes_needed`.
 const STAGING: [(&str, usize); 5] = [
     ("publish.pos", 12),
     ("publish.vel", 12),
@@ -45,6 +46,17 @@ const STAGING: [(&str, usize); 5] = [
     ("publish.force", 12),
     ("publish.contacts", 4),
 ];
+
+/// Device bytes per particle of the staging arrays.
+pub(crate) const STAGING_BYTES_PER_PARTICLE: u64 = {
+    let mut sum = 0;
+    let mut i = 0;
+    while i < STAGING.len() {
+        sum += STAGING[i].1;
+        i += 1;
+    }
+    sum as u64
+};
 
 /// A publication in flight: its step index and simulated time.
 #[derive(Debug, Clone, Copy, PartialEq)]

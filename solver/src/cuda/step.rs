@@ -45,6 +45,25 @@ fn blocks(n: u32, threads: u32) -> LaunchConfig {
     }
 }
 
+/// The error the collide kernel's diagnostics `d` report after `step`, if any: a non-finite
+/// particle first, then contacts that found the history (`hist_cap` entries) full.
+fn diag_failure(d: &DemDiag, hist_cap: u32, step: u64) -> Option<CudaError> {
+    if d.nonfinite > 0 {
+        Some(CudaError::NonFinite {
+            count: d.nonfinite,
+            step,
+        })
+    } else if d.hist_overflow > 0 {
+        Some(CudaError::HistoryOverflow {
+            count: d.hist_overflow,
+            cap: hist_cap,
+            step,
+        })
+    } else {
+        None
+    }
+}
+
 /// Records events between launches when profiling.
 struct Marks {
     events: Vec<(&'static str, CudaEvent)>,
@@ -298,24 +317,29 @@ impl CudaSim {
         .map_err(|e| CudaError::driver("clearing diagnostics", e))
     }
 
-    /// Fails when a particle went non-finite; adds history overflows (contacts whose spring
-    /// could not be kept, as the CPU counts them) to [`CudaSim::history_overflows`].
+    /// Reads and clears the diagnostics of the steps since the last check, and fails when a
+    /// particle went non-finite or a contact found its particle's history full
+    /// ([`CudaError::HistoryOverflow`]; the overflows are added to
+    /// [`CudaSim::history_overflows`] first). Modules without friction keep no history and count
+    /// no overflows: there is no spring to lose.
     pub fn check_diag(&mut self) -> Result<(), CudaError> {
         let d = self.read_diag()?;
-        if d.nonfinite > 0 {
-            return Err(CudaError::NonFinite {
-                count: d.nonfinite,
-                step: self.step_index,
-            });
-        }
-        if d.hist_overflow > 0 {
+        self.account_diag(&d)
+    }
+
+    fn account_diag(&mut self, d: &DemDiag) -> Result<(), CudaError> {
+        if d.hist_overflow > 0 && d.nonfinite == 0 {
             self.history_overflows += d.hist_overflow as u64;
             self.clear_diag()?;
         }
-        Ok(())
+        match diag_failure(d, self.params.hist_cap, self.step_index) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
-    /// Contacts whose tangential spring could not be stored (history full), up to the last check.
+    /// Contacts whose tangential spring could not be stored (history full), up to the last check
+    /// (each check that finds one also fails with [`CudaError::HistoryOverflow`]).
     pub fn history_overflows(&self) -> u64 {
         self.history_overflows
     }
@@ -325,7 +349,8 @@ impl CudaSim {
         self.last_contacts
     }
 
-    /// Runs one step with contact counting on and returns the diagnostics of that step.
+    /// Runs one step with contact counting on and returns the diagnostics of that step (fails
+    /// as [`CudaSim::check_diag`] does).
     pub(crate) fn step_with_diag(&mut self) -> Result<DemDiag, CudaError> {
         self.check_diag()?;
         self.clear_diag()?;
@@ -334,8 +359,8 @@ impl CudaSim {
         self.params.diag = 0;
         r?;
         let d = self.read_diag()?;
-        self.history_overflows += d.hist_overflow as u64;
         self.last_contacts = d.contacts;
+        self.account_diag(&d)?;
         self.clear_diag()?;
         Ok(d)
     }
@@ -352,5 +377,44 @@ impl CudaSim {
     /// Turns per-kernel timing on or off.
     pub fn set_profiling(&mut self, on: bool) {
         self.opts.profile = on;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_overflow_is_an_error_naming_count_and_capacity() {
+        let ok = DemDiag::default();
+        assert!(diag_failure(&ok, 16, 10).is_none());
+        let full = DemDiag {
+            contacts: 100,
+            hist_overflow: 3,
+            nonfinite: 0,
+        };
+        let e = diag_failure(&full, 16, 32).expect("an overflow is an error");
+        assert!(matches!(
+            e,
+            CudaError::HistoryOverflow {
+                count: 3,
+                cap: 16,
+                step: 32
+            }
+        ));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("3 contacts found their particle's contact history full (16 entries)"),
+            "{msg}"
+        );
+        // A non-finite state is reported first.
+        let both = DemDiag {
+            nonfinite: 1,
+            ..full
+        };
+        assert!(matches!(
+            diag_failure(&both, 16, 32),
+            Some(CudaError::NonFinite { .. })
+        ));
     }
 }
