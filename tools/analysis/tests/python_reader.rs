@@ -103,7 +103,10 @@ fn python_reader_matches_the_rust_reader() {
     on_disk.sort();
     let mut listed: Vec<String> = PYTHON_TEST_MODULES.iter().map(|m| m.to_string()).collect();
     listed.sort();
-    assert_eq!(on_disk, listed, "list every Python test module in PYTHON_TEST_MODULES");
+    assert_eq!(
+        on_disk, listed,
+        "list every Python test module in PYTHON_TEST_MODULES"
+    );
     let name = Name::new("py");
     let mut p = publish_known(&name.0, 2);
     let exp = std::env::temp_dir().join(format!("pshm-an-{}-expected.json", std::process::id()));
