@@ -183,7 +183,7 @@ fn real_main(cli: Cli) -> Result<()> {
 
     // Build and check the simulation first: a bad case or frame must not leave a segment
     // behind or change one.
-    let (mut sim, mut publisher, created) = if let Some(name) = &cli.load_shm {
+    let (mut sim, mut publisher, stat, created) = if let Some(name) = &cli.load_shm {
         let (stat, frame) = read_dead_run(name)?;
         let sim = app::sim::resume_from_frame(name, &stat, &frame, backend, &cli)?;
         check_intervals(&cli, sim.dt())?;
@@ -196,7 +196,8 @@ fn real_main(cli: Cli) -> Result<()> {
              contact history restarts from zero; use --restart with a checkpoint for an exact continuation",
             frame.meta.seq, frame.meta.step, frame.meta.sim_time
         );
-        (sim, publisher, false)
+        let stat = sim.static_data();
+        (sim, publisher, stat, false)
     } else {
         let sim = match &cli.restart {
             Some(path) => app::sim::restore(path, backend, &cli)?,
@@ -223,13 +224,15 @@ fn real_main(cli: Cli) -> Result<()> {
             },
         )?;
         eprintln!("{announce}");
-        (sim, publisher, true)
+        (sim, publisher, stat, true)
     };
     let prepared = (|| -> Result<()> {
-        publisher.write_static(&sim.static_data())?;
+        // Built once: at millions of particles the id, species and radius arrays cost time.
+        publisher.write_static(&stat)?;
         sim.attach_segment(publisher.region())?;
         Ok(())
     })();
+    drop(stat);
     if let Err(e) = prepared {
         // Nothing was published: a segment this run created goes with it.
         if created {

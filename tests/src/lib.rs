@@ -109,3 +109,15 @@ pub fn info(name: &str) -> Option<serde_json::Value> {
     }
     serde_json::from_str(&out).ok()
 }
+
+/// The workspace's `solver` binary with `args`, logging at info level.
+pub fn solver(args: &[&str]) -> Command {
+    let mut c = Command::new(bin("solver"));
+    c.args(args).env("RUST_LOG", "info");
+    c
+}
+
+/// The `step` of a `shmctl info --json` answer (0 when absent).
+pub fn step(v: &serde_json::Value) -> u64 {
+    v["step"].as_u64().unwrap_or(0)
+}

@@ -8,10 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn step(v: &serde_json::Value) -> u64 {
-    v["step"].as_u64().unwrap_or(0)
-}
-
 /// A scratch directory of this test process, one per test (tests run in parallel).
 fn out_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pshm-e2e-{tag}-{}", std::process::id()));

@@ -9,16 +9,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-fn solver(args: &[&str]) -> Command {
-    let mut c = Command::new(bin("solver"));
-    c.args(args).env("RUST_LOG", "info");
-    c
-}
-
-fn step(v: &serde_json::Value) -> u64 {
-    v["step"].as_u64().unwrap_or(0)
-}
-
 fn segment_exists(name: &str) -> bool {
     Path::new(&shm_protocol::shm_path(name)).exists()
 }

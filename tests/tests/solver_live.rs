@@ -5,16 +5,6 @@ use e2e_tests::*;
 use std::process::Command;
 use std::time::Duration;
 
-fn solver(args: &[&str]) -> Command {
-    let mut c = Command::new(bin("solver"));
-    c.args(args).env("RUST_LOG", "info");
-    c
-}
-
-fn step(v: &serde_json::Value) -> u64 {
-    v["step"].as_u64().unwrap_or(0)
-}
-
 #[test]
 fn live_run_is_inspected_paused_resumed_updated_and_stopped() {
     let name = SegName::new("live");
