@@ -2,7 +2,7 @@
 //! chosen force law (the loose phase) and a dense, fully contacting pack (the settled phase).
 
 use crate::case::{Case, ContactModelSpec};
-use crate::physics;
+use crate::dem::physics;
 
 /// Force law of a benchmark run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +106,7 @@ pub fn dense_pack(n: usize, model: BenchModel) -> DensePack {
     c.domain.min = [0.0; 3];
     c.domain.max = [l; 3];
     c.sources = Vec::new();
-    let mut rng = crate::rng::SplitMix64::new(7);
+    let mut rng = crate::core::rng::SplitMix64::new(7);
     let mut positions = Vec::with_capacity(4 * m * m * m);
     let offs = [
         [0.0, 0.0, 0.0],

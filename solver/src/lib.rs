@@ -1,26 +1,22 @@
-//! particle-shm solver library: case configuration, DEM physics, backends, output.
+//! particle-shm solver library.
 //!
-//! Module map (pipeline order): [`case`] (what to simulate) -> [`sim::Simulation`] (owns a
-//! [`backend::Backend`]; the CPU reference is [`cpu::CpuBackend`]) whose step runs
-//! prepare ([`grid`], [`geometry`]) -> collide ([`physics`]) -> integrate. Output: [`vtk`],
-//! [`checkpoint`]. Input files: [`stl`].
+//! Rooms, in the order a run uses them: [`case`] (what to simulate) -> [`exec`] (the
+//! coordinator, its workers and the stage pipeline; [`exec::sim::Simulation`] is the facade) ->
+//! [`decomp`] (slabs of the global grid, migration and ghost routes) -> [`dem`] (the method:
+//! physics, state, CPU and CUDA stages) on [`core`] (grid, geometry, STL, vectors). Files:
+//! [`io`] (VTK, checkpoints).
 
-pub mod backend;
 pub mod bench_cases;
 pub mod case;
-pub mod checkpoint;
-pub mod cpu;
-pub mod cuda;
-pub mod geometry;
-pub mod grid;
-pub mod physics;
-pub mod rng;
-pub mod sim;
-pub mod stl;
-pub mod vec3;
-pub mod vtk;
+pub mod core;
+pub mod decomp;
+pub mod dem;
+pub mod exec;
+pub mod io;
 
-pub use backend::{Backend, Energies, SimState, StageTimers, StepError};
 pub use case::{Case, CaseError, CaseWarning};
-pub use checkpoint::CheckpointError;
-pub use sim::{FrameInput, MeshTransformF32, SimError, Simulation};
+pub use dem::state::SimState;
+pub use exec::sim::{FrameInput, MeshTransformF32, SimError, Simulation};
+pub use exec::stages::{Stage, StageTimers};
+pub use exec::worker::{Energies, StepError};
+pub use io::checkpoint::CheckpointError;

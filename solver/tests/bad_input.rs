@@ -1,6 +1,6 @@
 //! Validation 8: bad input gives a clear error naming the file and the field.
 
-use solver::stl::write_binary_stl;
+use solver::core::stl::write_binary_stl;
 use solver::{Case, Simulation};
 use std::path::{Path, PathBuf};
 
@@ -232,7 +232,7 @@ fn unreadable_case_file_and_unwritable_output() {
     assert_mentions(&e, &["/nonexistent/case.toml"]);
     let blocker = dir().join("a_file");
     std::fs::write(&blocker, "x").unwrap();
-    let e = solver::vtk::VtkSeries::new(&blocker.join("out"), "p")
+    let e = solver::io::vtk::VtkSeries::new(&blocker.join("out"), "p")
         .err()
         .unwrap()
         .to_string();

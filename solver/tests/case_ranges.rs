@@ -337,7 +337,7 @@ fn non_finite_inline_triangles_are_errors_like_in_stl_files() {
     // The STL reader already refused NaN, naming the triangle: both paths now agree.
     let dir = scratch_dir("case-ranges");
     let stl = dir.join("nan.stl");
-    solver::stl::write_binary_stl(
+    solver::core::stl::write_binary_stl(
         &stl,
         &[
             [[0.0, 0.0, 0.1], [0.1, 0.0, 0.1], [0.0, 0.1, 0.1]],

@@ -4,7 +4,7 @@
 //! device fault for a frame without positions. The kernel cannot run here (no GPU); this checks
 //! its source: every store through an output pointer of `dem_pack` sits under a null test of
 //! that pointer. (The overflow and history-export fixes have unit tests in
-//! `solver::cuda::{step, buffers}`.)
+//! `solver::dem::cuda::{step, buffers}`.)
 
 #[test]
 fn dem_pack_tests_every_output_for_null_before_writing() {

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
-use solver::backend::{Backend, SimState};
 use solver::case::Case;
-use solver::cpu::CpuBackend;
-use solver::cuda::{self, CudaOptions, CudaSim};
+use solver::decomp::Decomposition;
+use solver::exec::coordinator::Coordinator;
+use solver::dem::cuda::{self, CudaOptions, CudaSim};
+use solver::dem::state::SimState;
+use solver::exec::worker::FusedWorker;
 
 fn gpu_present() -> bool {
     if cuda::driver::driver_available().is_err() {
@@ -39,7 +41,7 @@ fn cuda_matches_cpu_on_the_falling_box() {
     }
     let (case, state) = falling_box_state(4000);
     let sc = cuda::step_context(&case).expect("case");
-    let mut cpu = CpuBackend::new(Arc::new(sc.clone()), state.clone());
+    let mut cpu = Coordinator::cpu(Arc::new(sc.clone()), state.clone(), &Decomposition::default()).expect("plan");
     let mut g64 = CudaSim::new(
         &sc,
         &state,
@@ -50,7 +52,7 @@ fn cuda_matches_cpu_on_the_falling_box() {
     )
     .expect("GPU f64");
     let mut g32 = CudaSim::new(&sc, &state, &CudaOptions::default()).expect("GPU f32");
-    cpu.step(300).expect("cpu");
+    cpu.advance(300).expect("cpu");
     g64.steps(300).expect("gpu");
     g32.steps(300).expect("gpu");
     let (c, a, b) = (
@@ -93,10 +95,10 @@ fn cuda_runs_are_deterministic() {
 
 mod common;
 use common::{base_case, drum_case, linear_species, linear_wall, ramp};
-use solver::backend::StepContext;
 use solver::case::{Integrator, Source};
-use solver::cuda::CudaBackend;
-use solver::vec3;
+use solver::core::vec3;
+use solver::dem::cuda::CudaBackend;
+use solver::dem::state::StepContext;
 
 /// Largest relative difference of `b` from `a` (componentwise, relative to max(|a|, `floor`)).
 fn rel_diff(a: &[[f64; 3]], b: &[[f64; 3]], floor: f64) -> f64 {
@@ -132,10 +134,10 @@ fn mesh_parity(
     f32_vel: f64,
 ) -> SimState {
     let verlet = sc.integrator == Integrator::VelocityVerlet;
-    let mut cpu = CpuBackend::new(Arc::new(sc.clone()), state.clone());
+    let mut cpu = Coordinator::cpu(Arc::new(sc.clone()), state.clone(), &Decomposition::default()).expect("plan");
     let mut g64 = CudaSim::new(&sc, &state, &parity_opts(true)).expect("GPU f64");
     let mut g32 = CudaSim::new(&sc, &state, &parity_opts(false)).expect("GPU f32");
-    cpu.step(steps).expect("cpu");
+    cpu.advance(steps).expect("cpu");
     g64.steps(steps).expect("gpu f64");
     g32.steps(steps).expect("gpu f32");
     let (c, a, b) = (
@@ -146,7 +148,7 @@ fn mesh_parity(
     let mesh_contacts = c
         .history
         .iter()
-        .filter(|h| h.key & solver::backend::KEY_KIND == solver::backend::KEY_MESH)
+        .filter(|h| h.key & solver::dem::state::KEY_KIND == solver::dem::state::KEY_MESH)
         .count();
     let touching = c.contacts.iter().filter(|&&k| k > 0).count();
     println!(
@@ -256,20 +258,20 @@ fn drum_parity_case(integrator: Integrator) -> (StepContext, SimState) {
 fn restart_parity(sc: StepContext, state: SimState, cpu_end: &SimState) {
     let ctx = Arc::new(sc);
     let mut first = CudaBackend::new(ctx.clone(), state, &parity_opts(true)).expect("GPU");
-    first.step(300).expect("steps");
+    first.advance(300).expect("steps");
     let mid = first.export_state().unwrap();
     let mut second = CudaBackend::new(ctx.clone(), mid, &parity_opts(true)).expect("GPU");
-    second.step(300).expect("steps");
+    second.advance(300).expect("steps");
     let end = second.export_state().unwrap();
     assert_eq!(end.pos, cpu_end.pos, "restart: positions");
     assert_eq!(end.vel, cpu_end.vel, "restart: velocities");
     assert_eq!(end.omega, cpu_end.omega, "restart: angular velocities");
     assert!(end.history == cpu_end.history, "restart: history");
-    let mut cpu = CpuBackend::new(ctx, cpu_end.clone());
+    let mut cpu = Coordinator::cpu(ctx, cpu_end.clone(), &Decomposition::default()).expect("plan");
     assert_eq!(second.mesh_transforms().len(), 1);
     // The transform reported after a step is the one that step's contacts saw.
-    second.step(1).expect("step");
-    cpu.step(1).expect("step");
+    second.advance(1).expect("step");
+    cpu.advance(1).expect("step");
     assert_eq!(
         second.mesh_transforms(),
         cpu.mesh_transforms(),
@@ -320,9 +322,9 @@ fn cuda_matches_cpu_with_velocity_verlet() {
 /// mode: the same f32 values as the CPU.
 #[test]
 fn frame_arrays_from_the_gpu_equal_the_cpu() {
-    use solver::backend::RawKinematics;
     use solver::bench_cases::{dense_pack, BenchModel};
-    use solver::sim::{BackendKind, FrameInput, Simulation};
+    use solver::exec::sim::{BackendKind, FrameInput, Simulation};
+    use solver::exec::worker::RawKinematics;
     if !gpu_present() {
         return;
     }

@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use solver::case::{Integrator, MeshSpec, Source};
-use solver::geometry::Motion;
+use solver::core::geometry::Motion;
 use solver::{SimState, Simulation};
 
 fn case(integrator: Integrator) -> solver::Case {

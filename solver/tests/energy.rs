@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use solver::case::{Integrator, Source};
-use solver::sim::BackendKind;
+use solver::exec::sim::BackendKind;
 use std::f64::consts::PI;
 
 /// Largest relative drift of the total energy over 10,000 steps on backend `name`.

@@ -1,7 +1,7 @@
 //! The example cases under `solver/cases/` parse, validate without warnings, run a few steps and
 //! write VTK output.
 
-use solver::vtk::VtkSeries;
+use solver::io::vtk::VtkSeries;
 use solver::{Case, Simulation};
 use std::path::Path;
 

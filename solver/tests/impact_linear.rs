@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use solver::sim::BackendKind;
+use solver::exec::sim::BackendKind;
 use solver::Simulation;
 use std::f64::consts::PI;
 

@@ -6,8 +6,8 @@
 
 mod common;
 use common::*;
-use solver::sim::BackendKind;
-use solver::vec3;
+use solver::core::vec3;
+use solver::exec::sim::BackendKind;
 use solver::{FrameInput, Simulation};
 
 const R: f64 = 0.05;

@@ -14,9 +14,9 @@
 mod common;
 use common::*;
 use solver::case::{MeshSpec, Source};
-use solver::geometry::{axis_angle_matrix, Motion};
-use solver::sim::BackendKind;
-use solver::stl::write_binary_stl;
+use solver::core::geometry::{axis_angle_matrix, Motion};
+use solver::core::stl::write_binary_stl;
+use solver::exec::sim::BackendKind;
 use std::f64::consts::PI;
 
 /// Index of the particle at exactly position `p`.
@@ -58,7 +58,7 @@ fn energies_of_a_moving_mesh_state_survive_a_restart() {
     let before = sim.energies().unwrap();
     let path = dir.join("state.bin");
     sim.save_checkpoint(&path).unwrap();
-    let after = solver::sim::Simulation::load_checkpoint(&path)
+    let after = solver::exec::sim::Simulation::load_checkpoint(&path)
         .unwrap()
         .energies()
         .unwrap();

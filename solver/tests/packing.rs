@@ -14,7 +14,7 @@
 
 mod common;
 use common::*;
-use solver::sim::BackendKind;
+use solver::exec::sim::BackendKind;
 use solver::Case;
 
 #[test]

@@ -25,7 +25,8 @@ pub enum BackendChoice {
     solver --name-shm run1 --particles 100000   the same, with 100k particles\n  \
     solver --name-shm mix --case mixer.toml --output out --output-every 0.01\n  \
     solver --load-shm run1                      resume from run1's last frame after a crash\n  \
-    solver --restart out/checkpoint.bin         continue bit-for-bit from a checkpoint\n\n\
+    solver --restart out/checkpoint.bin         continue bit-for-bit from a checkpoint\n  \
+    solver --name-shm run1 --backend cpu --subdomains 4 --split-axis x   4 CPU sub-domains\n\n\
     While it runs:  viewer --attach run1   |   shmctl info run1   |   shmctl send run1 pause"
 )]
 pub struct Cli {
@@ -50,6 +51,14 @@ pub struct Cli {
     pub particles: Option<u64>,
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
+    /// Cut the domain into N slabs, one CPU worker each, exchanging ghost layers and migrating
+    /// particles every step (overrides the case's [decomposition]). Results are bit-identical
+    /// for every N; speed is what changes.
+    #[arg(long, value_name = "N")]
+    pub subdomains: Option<u32>,
+    /// Axis the slabs are cut along [default: the longest axis of the domain].
+    #[arg(long, value_enum, value_name = "AXIS")]
+    pub split_axis: Option<solver::decomp::Axis>,
     /// GPU index for the CUDA backend.
     #[arg(long, default_value_t = 0)]
     pub devices: usize,
@@ -89,6 +98,14 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// `--subdomains` and `--split-axis`.
+    pub fn decomposition(&self) -> solver::decomp::DecompositionOverride {
+        solver::decomp::DecompositionOverride {
+            subdomains: self.subdomains,
+            split_axis: self.split_axis,
+        }
+    }
+
     pub fn segment_name(&self) -> Option<String> {
         if let Some(n) = &self.name_shm {
             Some(n.clone())

@@ -6,7 +6,7 @@
 use anyhow::{bail, Result};
 use shm_protocol::{Frame, StaticData};
 use solver::case::{Case, InitialParticle};
-use solver::vec3;
+use solver::core::vec3;
 
 /// Largest simulated time a resumed frame may carry [s] (the same bound as every simulated
 /// interval, `shm_protocol::limits::SIM_INTERVAL_MAX_S`).

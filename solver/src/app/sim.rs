@@ -7,12 +7,12 @@ use anyhow::{bail, Context, Result};
 use shm_protocol::{
     BodyTransform, FieldKind, Frame, FrameWriter, MeshStatic, Region, SpeciesRecord, StaticData,
 };
-use solver::backend::RawKinematics;
 use solver::case::Case;
-use solver::cuda::CudaOptions;
-use solver::sim::{BackendKind, FrameInput, Simulation};
-use solver::vec3;
-use solver::vtk::VtkSeries;
+use solver::core::vec3;
+use solver::dem::cuda::CudaOptions;
+use solver::exec::sim::{BackendKind, FrameInput, Simulation};
+use solver::exec::worker::RawKinematics;
+use solver::io::vtk::VtkSeries;
 
 use super::cli::Cli;
 use super::port::SimPort;
@@ -48,6 +48,7 @@ fn apply_overrides(case: &mut Case, cli: &Cli) {
     if let Some(dt) = cli.dt {
         case.dt = dt;
     }
+    case.decomposition = cli.decomposition().apply(case.decomposition);
 }
 
 /// The case as TOML with STL paths made absolute, so a reader of the segment (or a
@@ -107,7 +108,8 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     if cli.particles.is_some() || cli.dt.is_some() {
         bail!("--particles and --dt cannot change a checkpointed run (--end-time can)");
     }
-    let mut sim = Simulation::load_checkpoint_on(path, &backend_kind(backend, cli))?;
+    let mut sim =
+        Simulation::load_checkpoint_with(path, &backend_kind(backend, cli), cli.decomposition())?;
     if let Some(t) = cli.end_time {
         sim.set_end_time(t);
     }

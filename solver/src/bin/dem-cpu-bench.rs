@@ -1,9 +1,10 @@
 //! `dem-cpu-bench`: particle-steps per second of the CPU reference backend on the XPS falling
 //! box, in the loose phase (particles falling, few contacts) and the settled phase (a dense pack
-//! with every particle in contact), for each thread count asked. Prints a table and writes JSON.
+//! with every particle in contact), for each thread count and sub-domain count asked. Prints a
+//! table (with the time of each stage) and writes JSON.
 //!
 //! ```text
-//! dem-cpu-bench --particles 100000 --threads 1,2 --out bench/results/dem_cpu.json
+//! dem-cpu-bench --particles 100000 --threads 1,2 --subdomains 1,2 --out bench/results/dem_cpu.json
 //! ```
 
 use std::time::Instant;
@@ -11,7 +12,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Parser;
 use solver::bench_cases::{self, BenchModel};
-use solver::sim::{FrameInput, Simulation};
+use solver::decomp::{Axis, Decomposition};
+use solver::exec::sim::{FrameInput, Simulation};
 
 #[derive(Parser, Debug)]
 #[command(about = "CPU backend throughput on the falling box, loose and settled phases")]
@@ -22,6 +24,13 @@ struct Args {
     /// Thread counts to measure, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     threads: Vec<usize>,
+    /// Sub-domain counts to measure, comma separated (CPU workers exchanging ghosts and
+    /// migrants; results are bit-identical for every count).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    subdomains: Vec<u32>,
+    /// Axis the sub-domains are cut along [default: the longest axis of the domain].
+    #[arg(long, value_enum)]
+    split_axis: Option<Axis>,
     /// Force law: linear, linear-friction (the default case's) or hertz.
     #[arg(long, default_value = "linear-friction")]
     model: BenchModel,
@@ -38,6 +47,7 @@ struct Args {
 
 struct Record {
     threads: usize,
+    subdomains: u32,
     phase: &'static str,
     particles: usize,
     steps_per_s: f64,
@@ -47,6 +57,7 @@ struct Record {
 
 /// Times `steps` steps of `sim` and describes the measurement.
 fn timed(sim: &mut Simulation, steps: u64, threads: usize, phase: &'static str) -> Result<Record> {
+    let subdomains = sim.decomposition().subdomains;
     sim.reset_timers();
     let t0 = Instant::now();
     sim.step_n(steps)?;
@@ -54,6 +65,7 @@ fn timed(sim: &mut Simulation, steps: u64, threads: usize, phase: &'static str) 
     let particles = sim.num_particles();
     Ok(Record {
         threads,
+        subdomains,
         phase,
         particles,
         steps_per_s,
@@ -62,22 +74,32 @@ fn timed(sim: &mut Simulation, steps: u64, threads: usize, phase: &'static str) 
     })
 }
 
-fn measure(a: &Args, threads: usize) -> Result<Vec<Record>> {
+fn measure(a: &Args, threads: usize, subdomains: u32) -> Result<Vec<Record>> {
+    let d = Decomposition {
+        subdomains,
+        split_axis: a.split_axis,
+    };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .context("thread pool")?;
     pool.install(|| {
         let mut out = Vec::new();
-        eprintln!("[{threads} threads] loose: falling box, {} particles", a.particles);
-        let mut sim = Simulation::new(bench_cases::falling_box(a.particles, a.model))?;
+        eprintln!(
+            "[{threads} threads, {subdomains} sub-domains] loose: falling box, {} particles",
+            a.particles
+        );
+        let mut case = bench_cases::falling_box(a.particles, a.model);
+        case.decomposition = d;
+        let mut sim = Simulation::new(case)?;
         sim.step_n(5)?;
         out.push(timed(&mut sim, a.steps, threads, "loose")?);
 
-        let pack = bench_cases::dense_pack(a.particles, a.model);
+        let mut pack = bench_cases::dense_pack(a.particles, a.model);
+        pack.case.decomposition = d;
         let n = pack.positions.len();
         eprintln!(
-            "[{threads} threads] settled: dense pack, {n} particles, solid fraction {:.3}, relaxing {} steps",
+            "[{threads} threads, {subdomains} sub-domains] settled: dense pack, {n} particles, solid fraction {:.3}, relaxing {} steps",
             pack.solid_fraction, a.relax
         );
         let f32s = |v: &[[f64; 3]]| v.iter().map(|p| p.map(|c| c as f32)).collect();
@@ -100,17 +122,20 @@ fn main() -> Result<()> {
     let a = Args::parse();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let mut records = Vec::new();
-    for &t in &a.threads {
-        records.extend(measure(&a, t)?);
+    for &s in &a.subdomains {
+        for &t in &a.threads {
+            records.extend(measure(&a, t, s)?);
+        }
     }
     println!(
-        "{:>7} {:>8} {:>10} {:>10} {:>14} {:>9}",
-        "threads", "phase", "particles", "steps/s", "part-steps/s", "contacts"
+        "{:>7} {:>10} {:>8} {:>10} {:>10} {:>14} {:>9}",
+        "threads", "subdomains", "phase", "particles", "steps/s", "part-steps/s", "contacts"
     );
     for r in &records {
         println!(
-            "{:>7} {:>8} {:>10} {:>10.2} {:>14.3e} {:>9.2}   {}",
+            "{:>7} {:>10} {:>8} {:>10} {:>10.2} {:>14.3e} {:>9.2}   {}",
             r.threads,
+            r.subdomains,
             r.phase,
             r.particles,
             r.steps_per_s,
@@ -129,6 +154,7 @@ fn main() -> Result<()> {
             "relax_steps": a.relax,
             "results": records.iter().map(|r| serde_json::json!({
                 "threads": r.threads,
+                "subdomains": r.subdomains,
                 "phase": r.phase,
                 "particles": r.particles,
                 "steps_per_s": r.steps_per_s,

@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use solver::backend::{Backend, SimState};
 use solver::bench_cases::{self, BenchModel};
 use solver::case::Case;
-use solver::cpu::CpuBackend;
-use solver::cuda::{self, CudaOptions, CudaSim};
-use solver::physics;
+use solver::decomp::Decomposition;
+use solver::dem::cuda::{self, CudaOptions, CudaSim};
+use solver::dem::physics;
+use solver::dem::state::SimState;
+use solver::exec::coordinator::Coordinator;
 
 struct Args {
     cmd: String,
@@ -130,7 +131,7 @@ fn opts(a: &Args) -> CudaOptions {
 fn start(
     case: &Case,
     o: &CudaOptions,
-) -> Result<(CudaSim, solver::backend::StepContext, SimState)> {
+) -> Result<(CudaSim, solver::dem::state::StepContext, SimState)> {
     let particles = case.generate_particles()?;
     let n = particles.len();
     let state = SimState::new(
@@ -151,7 +152,7 @@ fn start_at(
     case: &Case,
     pos: &[[f64; 3]],
     o: &CudaOptions,
-) -> Result<(CudaSim, solver::backend::StepContext, SimState)> {
+) -> Result<(CudaSim, solver::dem::state::StepContext, SimState)> {
     let n = pos.len();
     let state = SimState::new(
         0.0,
@@ -217,16 +218,18 @@ fn diff(a: &SimState, b: &SimState) -> Diff {
     let vmax = b
         .vel
         .iter()
-        .map(|v| solver::vec3::norm(*v))
+        .map(|v| solver::core::vec3::norm(*v))
         .fold(0.0, f64::max)
         .max(1e-30);
     for i in 0..a.pos.len() {
-        let e = solver::vec3::norm(solver::vec3::sub(a.pos[i], b.pos[i]));
+        let e = solver::core::vec3::norm(solver::core::vec3::sub(a.pos[i], b.pos[i]));
         d.max_abs = d.max_abs.max(e);
-        d.max_rel = d.max_rel.max(e / solver::vec3::norm(b.pos[i]).max(1e-30));
+        d.max_rel = d
+            .max_rel
+            .max(e / solver::core::vec3::norm(b.pos[i]).max(1e-30));
         d.max_vel_rel = d
             .max_vel_rel
-            .max(solver::vec3::norm(solver::vec3::sub(a.vel[i], b.vel[i])) / vmax);
+            .max(solver::core::vec3::norm(solver::core::vec3::sub(a.vel[i], b.vel[i])) / vmax);
     }
     d
 }
@@ -266,9 +269,9 @@ fn parity(a: &Args) -> Result<()> {
             ..opts(a)
         })?;
         let (mut g32, _, _) = launch(&opts(a))?;
-        let mut cpu = CpuBackend::new(Arc::new(sc), st);
+        let mut cpu = Coordinator::cpu(Arc::new(sc), st, &Decomposition::default())?;
         let t0 = Instant::now();
-        cpu.step(a.steps).map_err(|e| anyhow::anyhow!("{e}"))?;
+        cpu.advance(a.steps).map_err(|e| anyhow::anyhow!("{e}"))?;
         let cpu_s = t0.elapsed().as_secs_f64();
         g64.steps(a.steps)?;
         g32.steps(a.steps)?;

@@ -8,8 +8,8 @@
 //! costs nothing and covers the built-in case, case files and resumed runs alike.
 
 use super::{Case, CaseError, InitialParticle, Source};
-use crate::backend::{HistEntry, HISTORY_CAP};
-use crate::vec3::V3;
+use crate::core::vec3::V3;
+use crate::dem::state::{HistEntry, HISTORY_CAP};
 
 /// Most particles a case may have: the shared-memory protocol's limit (ids are u32).
 pub const MAX_PARTICLES: u64 = shm_protocol::layout::MAX_PARTICLES_LIMIT;

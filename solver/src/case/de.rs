@@ -92,3 +92,18 @@ pub(super) fn seed<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
 pub(super) fn reorder_every<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     whole(d, "reorder_every")
 }
+
+/// `version`: a whole number this build reads.
+pub(super) fn version<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v: u32 = d.deserialize_any(WholeNumber {
+        key: "version",
+        _t: PhantomData,
+    })?;
+    if v != super::CASE_VERSION {
+        return Err(D::Error::custom(format!(
+            "`version` = {v}: this solver reads case format version {} (newer cases need a newer solver)",
+            super::CASE_VERSION
+        )));
+    }
+    Ok(v)
+}

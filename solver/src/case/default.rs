@@ -3,7 +3,7 @@
 use super::{
     Case, CaseOrigin, ContactModelSpec, Domain, Integrator, Output, Source, Species, WallMaterial,
 };
-use crate::physics;
+use crate::dem::physics;
 
 impl Case {
     /// XPS benchmark: N spheres on a (jittered) lattice filling a 2 m cube, falling under gravity
@@ -37,6 +37,8 @@ impl Case {
         let tc = 50.0 * dt;
         let kn = m_eff * std::f64::consts::PI.powi(2) / (tc * tc * (1.0 - beta * beta));
         Case {
+            version: 1,
+            method: Default::default(),
             dt,
             end_time: 1.0,
             gravity: [0.0, 0.0, -9.81],
@@ -81,6 +83,7 @@ impl Case {
             }],
             meshes: Vec::new(),
             output: Output::default(),
+            decomposition: Default::default(),
             origin: CaseOrigin {
                 name: format!("<built-in falling box of {n_particles} particles>"),
                 base_dir: Default::default(),

@@ -11,9 +11,9 @@
 use super::{
     Case, CaseError, CaseWarning, ContactModelSpec, InitialParticle, Species, WallMaterial,
 };
-use crate::geometry::{Mesh, Motion};
-use crate::physics::{self, ContactModel, MaterialPair};
-use crate::vec3;
+use crate::core::geometry::{Mesh, Motion};
+use crate::core::vec3;
+use crate::dem::physics::{self, ContactModel, MaterialPair};
 
 /// Per-pair material parameters: species x species and species x wall material
 /// (wall material 0 = box walls, k + 1 = mesh k).

@@ -24,8 +24,8 @@ pub use capacity::{
 pub use materials::{MaterialTable, StabilityReport};
 pub use sources::{InitialParticle, PlacementLimits};
 
-use crate::geometry::{Mesh, Motion};
-use crate::stl::{StlError, Triangle};
+use crate::core::geometry::{Mesh, Motion};
+use crate::core::stl::{StlError, Triangle};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -34,6 +34,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
+    /// Case format version; 1 (the only one so far) when absent.
+    #[serde(default = "default_version", deserialize_with = "de::version")]
+    pub version: u32,
+    /// Simulation method: `"dem"` (the default; SPH comes next).
+    #[serde(default)]
+    pub method: MethodName,
     /// Time step [s].
     pub dt: f64,
     /// Simulated end time [s].
@@ -64,6 +70,10 @@ pub struct Case {
     /// Result output intervals (used by the CLI).
     #[serde(default)]
     pub output: Output,
+    /// Cutting the domain into sub-domains (CPU workers now; GPUs with the multi-GPU work).
+    /// Results do not depend on it, only speed does.
+    #[serde(default, skip_serializing_if = "is_undecomposed")]
+    pub decomposition: crate::decomp::Decomposition,
     /// Where the case came from (file name for messages, directory for relative STL paths).
     #[serde(skip)]
     pub origin: CaseOrigin,
@@ -74,6 +84,26 @@ pub struct Case {
 pub struct CaseOrigin {
     pub name: String,
     pub base_dir: PathBuf,
+}
+
+/// The case format version this build reads.
+pub const CASE_VERSION: u32 = 1;
+
+fn default_version() -> u32 {
+    CASE_VERSION
+}
+
+fn is_undecomposed(d: &crate::decomp::Decomposition) -> bool {
+    *d == crate::decomp::Decomposition::default()
+}
+
+/// The simulation method of a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MethodName {
+    /// Discrete element method: spheres, walls and meshes with contact forces.
+    #[default]
+    Dem,
 }
 
 fn default_gravity() -> [f64; 3] {
@@ -113,7 +143,7 @@ fn default_true() -> bool {
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ContactModelSpec {
     /// Linear spring-dashpot; species need `normal_stiffness` or `young_modulus` (then
-    /// kn = 0.2 E* R*, see [`crate::physics::linear_stiffness_from_modulus`]).
+    /// kn = 0.2 E* R*, see [`crate::dem::physics::linear_stiffness_from_modulus`]).
     Linear {
         /// kt / kn; default 2/7, which gives the same normal and tangential oscillation period
         /// for solid spheres (Schäfer, Dippel & Wolf 1996).
@@ -125,10 +155,10 @@ pub enum ContactModelSpec {
 }
 
 impl ContactModelSpec {
-    pub fn model(&self) -> crate::physics::ContactModel {
+    pub fn model(&self) -> crate::dem::physics::ContactModel {
         match self {
-            Self::Linear { .. } => crate::physics::ContactModel::Linear,
-            Self::HertzMindlin {} => crate::physics::ContactModel::HertzMindlin,
+            Self::Linear { .. } => crate::dem::physics::ContactModel::Linear,
+            Self::HertzMindlin {} => crate::dem::physics::ContactModel::HertzMindlin,
         }
     }
 }
@@ -404,11 +434,12 @@ impl Case {
             let (raw, source) = match (&m.stl, &m.triangles) {
                 (Some(p), None) => {
                     let full = self.origin.base_dir.join(p);
-                    let tris = crate::stl::read_stl(&full).map_err(|source| CaseError::Stl {
-                        origin: origin.clone(),
-                        field: format!("{field}.stl"),
-                        source,
-                    })?;
+                    let tris =
+                        crate::core::stl::read_stl(&full).map_err(|source| CaseError::Stl {
+                            origin: origin.clone(),
+                            field: format!("{field}.stl"),
+                            source,
+                        })?;
                     (
                         std::borrow::Cow::Owned(tris),
                         format!("of {}", full.display()),
@@ -438,7 +469,7 @@ impl Case {
                         message,
                     }
                 };
-                if let Some(v) = t.iter().position(|v| !crate::vec3::is_finite(*v)) {
+                if let Some(v) = t.iter().position(|v| !crate::core::vec3::is_finite(*v)) {
                     return Err(bad(format!("has a non-finite vertex {v}: {:?}", t[v])));
                 }
                 if let Some(v) = scaled
@@ -452,7 +483,7 @@ impl Case {
                         ranges::COORDINATE
                     )));
                 }
-                if crate::geometry::triangle_area(&scaled) > 0.0 {
+                if crate::core::geometry::triangle_area(&scaled) > 0.0 {
                     tris.push(scaled);
                 }
             }

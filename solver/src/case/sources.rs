@@ -1,8 +1,8 @@
 //! Particle placement from the case's sources, and the initial overlap check.
 
 use super::{ranges, Case, CaseError, Source};
-use crate::rng::SplitMix64;
-use crate::vec3::{self, V3};
+use crate::core::rng::SplitMix64;
+use crate::core::vec3::{self, V3};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};

@@ -3,8 +3,8 @@
 
 use super::ranges::{self, Range};
 use super::{Case, CaseError, CaseWarning, ContactModelSpec, Source, WallMaterial};
-use crate::geometry::Motion;
-use crate::vec3;
+use crate::core::geometry::Motion;
+use crate::core::vec3;
 
 /// Builds errors with the case's name and a field path.
 struct Checker<'a> {
@@ -296,6 +296,9 @@ impl Case {
                 c.material(&format!("{f}.material"), mat, hertz)?;
             }
             c.motion(&f, &m.motion)?;
+        }
+        if let Err(e) = self.decomposition.check() {
+            return Err(c.fail("decomposition.subdomains", e.to_string()));
         }
         if let Some(v) = self.output.vtk_interval {
             c.range("output.vtk_interval", v, &ranges::SIM_TIME)?;

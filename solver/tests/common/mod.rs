@@ -5,9 +5,9 @@
 use solver::case::{
     Case, CaseOrigin, ContactModelSpec, Domain, Integrator, Output, Source, Species, WallMaterial,
 };
-use solver::cuda::{driver::driver_available, CudaOptions};
-use solver::sim::BackendKind;
-use solver::stl::Triangle;
+use solver::core::stl::Triangle;
+use solver::dem::cuda::{driver::driver_available, CudaOptions};
+use solver::exec::sim::BackendKind;
 use solver::{FrameInput, Simulation};
 
 /// Comma list of backends (`cpu`, `cuda`) the validation tests run on. Unset (or empty): the
@@ -175,6 +175,8 @@ pub fn base_case(
     walls: bool,
 ) -> Case {
     Case {
+        version: 1,
+        method: Default::default(),
         dt,
         end_time: 1.0,
         gravity: [0.0, 0.0, -9.81],
@@ -189,6 +191,7 @@ pub fn base_case(
         sources: Vec::new(),
         meshes: Vec::new(),
         output: Output::default(),
+        decomposition: Default::default(),
         origin: CaseOrigin {
             name: format!("<{name}>"),
             base_dir: Default::default(),
@@ -224,7 +227,7 @@ pub fn ramp(u: [f64; 3]) -> solver::case::MeshSpec {
         ]),
         scale: 1.0,
         material: None,
-        motion: solver::geometry::Motion::Fixed,
+        motion: solver::core::geometry::Motion::Fixed,
     }
 }
 
@@ -266,7 +269,7 @@ pub fn drum_case(rpm: f64) -> Case {
         triangles: Some(drum_triangles(rd, -0.05, 0.05, 64)),
         scale: 1.0,
         material: None,
-        motion: solver::geometry::Motion::Rotation {
+        motion: solver::core::geometry::Motion::Rotation {
             axis_point: [0.0; 3],
             axis_direction: [0.0, 1.0, 0.0],
             rpm,

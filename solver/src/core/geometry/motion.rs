@@ -1,6 +1,6 @@
 //! Prescribed motion of a mesh: the body transform at time t and the wall velocity at a point.
 
-use crate::vec3::{self, V3};
+use crate::core::vec3::{self, V3};
 use serde::{Deserialize, Serialize};
 
 /// Prescribed motion, `motion = { type = "fixed" | "translation" | "rotation", ... }`.

@@ -1,16 +1,15 @@
-//! The CPU step pipeline: prepare, collide, integrate; plus energy bookkeeping.
+//! The CPU worker's stages: prepare, forces, integrate; plus energy bookkeeping.
 
 use super::contacts::{Scratch, World};
-use super::CpuBackend;
-use crate::backend::{Energies, HistEntry, StepError, HISTORY_CAP, KEY_KIND, KEY_MESH};
-use crate::case::Integrator;
-use crate::grid::CellList;
-use crate::physics::{self, ContactState};
-use crate::vec3::{self, V3};
+use super::CpuWorker;
+use crate::core::grid::CellList;
+use crate::core::vec3::{self, V3};
+use crate::dem::physics::{self, ContactState};
+use crate::dem::state::{HistEntry, HISTORY_CAP, KEY_KIND, KEY_MESH};
+use crate::exec::worker::Energies;
 use rayon::prelude::*;
-use std::time::Instant;
 
-/// Sums of `collide` for one particle.
+/// Sums of `forces` for one particle.
 struct Out {
     force: V3,
     torque: V3,
@@ -40,63 +39,36 @@ fn find_history(
         })
 }
 
-impl CpuBackend {
-    pub(super) fn one_step(&mut self) -> Result<(), StepError> {
-        match self.ctx.integrator {
-            Integrator::SymplecticEuler => {
-                self.prepare(self.time);
-                self.collide();
-                let t0 = Instant::now();
-                self.integrate_euler();
-                self.timers.integrate += t0.elapsed();
-            }
-            Integrator::VelocityVerlet => {
-                if !self.forces_valid {
-                    self.prepare(self.time);
-                    self.collide();
-                }
-                let t0 = Instant::now();
-                self.half_kick();
-                self.drift();
-                self.timers.integrate += t0.elapsed();
-                self.prepare(self.time + self.ctx.dt);
-                self.collide();
-                let t0 = Instant::now();
-                self.half_kick();
-                self.timers.integrate += t0.elapsed();
-            }
+impl CpuWorker {
+    /// Cell hash, sort, cell start over the window; periodic reorder of the owned particles;
+    /// places the meshes at time `t`.
+    pub(super) fn prepare_stage(&mut self, step: u64, t: f64) {
+        let window = self.window.clone();
+        self.cells
+            .build_window(&self.grid, window.clone(), &self.p.pos, &self.p.id);
+        let own = self.p.own();
+        if step.is_multiple_of(self.ctx.reorder_every as u64) && own > 0 {
+            let order: Vec<u32> = self
+                .cells
+                .sorted
+                .iter()
+                .copied()
+                .filter(|&k| (k as usize) < own)
+                .collect();
+            self.p.permute_owned(&order);
+            self.cells
+                .build_window(&self.grid, window, &self.p.pos, &self.p.id);
         }
-        self.time += self.ctx.dt;
-        self.step += 1;
-        self.timers.steps += 1;
-        self.check_finite()
+        self.meshes
+            .update(&self.ctx.meshes, &self.grid, t, self.ctx.max_radius());
     }
 
-    /// Cell hash, sort, cell start; places the meshes at time `t`; periodic reorder.
-    fn prepare(&mut self, t: f64) {
-        let t0 = Instant::now();
-        self.cells.build(&self.grid, &self.p.pos, &self.p.id);
-        let due = self.step.is_multiple_of(self.ctx.reorder_every as u64);
-        if due && !self.p.pos.is_empty() {
-            let order = std::mem::take(&mut self.cells.sorted);
-            self.p.permute(&order);
-            for (slot, &id) in self.p.id.iter().enumerate() {
-                self.slot_of_id[id as usize] = slot as u32;
-            }
-            self.cells.build(&self.grid, &self.p.pos, &self.p.id);
-        }
-        let reach = self.ctx.species_radius.iter().copied().fold(0.0, f64::max);
-        self.meshes.update(&self.ctx.meshes, &self.grid, t, reach);
-        self.timers.prepare += t0.elapsed();
-    }
-
-    /// Contact forces (gather), new contact history.
-    fn collide(&mut self) {
-        let t0 = Instant::now();
-        let (model, dt) = (self.ctx.model, self.ctx.dt);
+    /// Contact forces of the owned particles (gather), new contact history.
+    pub(super) fn forces_stage(&mut self, dt: f64) {
+        let model = self.ctx.model;
         // Results go straight into the particle arrays (taken out while `world` reads the
         // rest) and the history double buffer: no per-step allocation.
-        let n = self.p.pos.len();
+        let n = self.p.own();
         let mut force = std::mem::take(&mut self.p.force);
         let mut torque = std::mem::take(&mut self.p.torque);
         let mut counts = std::mem::take(&mut self.p.contacts);
@@ -158,20 +130,19 @@ impl CpuBackend {
         self.hist_next = hist;
         self.stats.history_overflows += overflow;
         self.stats.contacts = contacts;
-        self.forces_valid = true;
-        self.timers.collide += t0.elapsed();
     }
 
     /// Symplectic Euler: v += (F/m + g) dt; x += v dt; w += T/I dt.
-    fn integrate_euler(&mut self) {
+    pub(super) fn integrate_euler(&mut self, dt: f64) {
         let ctx = &*self.ctx;
-        let (dt, g) = (ctx.dt, ctx.gravity);
+        let g = ctx.gravity;
         let p = &mut self.p;
+        let n = p.force.len();
         let (force, torque, species) = (&p.force, &p.torque, &p.species);
-        p.pos
+        p.pos[..n]
             .par_iter_mut()
-            .zip(p.vel.par_iter_mut())
-            .zip(p.omega.par_iter_mut())
+            .zip(p.vel[..n].par_iter_mut())
+            .zip(p.omega[..n].par_iter_mut())
             .enumerate()
             .for_each(|(i, ((x, v), w))| {
                 let s = species[i] as usize;
@@ -183,14 +154,15 @@ impl CpuBackend {
     }
 
     /// Velocity Verlet half kick: v += a dt/2, w += alpha dt/2 with the stored forces.
-    fn half_kick(&mut self) {
+    pub(super) fn half_kick(&mut self, dt: f64) {
         let ctx = &*self.ctx;
-        let (h, g) = (0.5 * ctx.dt, ctx.gravity);
+        let (h, g) = (0.5 * dt, ctx.gravity);
         let p = &mut self.p;
+        let n = p.force.len();
         let (force, torque, species) = (&p.force, &p.torque, &p.species);
-        p.vel
+        p.vel[..n]
             .par_iter_mut()
-            .zip(p.omega.par_iter_mut())
+            .zip(p.omega[..n].par_iter_mut())
             .enumerate()
             .for_each(|(i, (v, w))| {
                 let s = species[i] as usize;
@@ -200,19 +172,20 @@ impl CpuBackend {
     }
 
     /// Velocity Verlet drift: x += v dt.
-    fn drift(&mut self) {
-        let dt = self.ctx.dt;
+    pub(super) fn drift(&mut self, dt: f64) {
         let p = &mut self.p;
-        p.pos
+        let n = p.force.len();
+        p.pos[..n]
             .par_iter_mut()
-            .zip(p.vel.par_iter())
+            .zip(p.vel[..n].par_iter())
             .for_each(|(x, v)| *x = vec3::axpy(*x, *v, dt));
     }
 
-    /// Stops the run at the first non-finite particle (lowest id), instead of propagating NaN.
-    fn check_finite(&self) -> Result<(), StepError> {
+    /// The lowest id of an owned particle with a non-finite state (the run stops there instead
+    /// of propagating NaN).
+    pub(super) fn first_nonfinite_id(&self) -> Option<u32> {
         let p = &self.p;
-        let bad = (0..p.pos.len())
+        (0..p.own())
             .into_par_iter()
             .filter(|&i| {
                 !(vec3::is_finite(p.pos[i])
@@ -220,30 +193,23 @@ impl CpuBackend {
                     && vec3::is_finite(p.omega[i]))
             })
             .map(|i| p.id[i])
-            .min();
-        match bad {
-            Some(id) => Err(StepError::NonFinite {
-                id,
-                step: self.step,
-                time: self.time,
-            }),
-            None => Ok(()),
-        }
+            .min()
     }
 
-    /// Kinetic, potential and elastic energy at the current positions (neighbour list rebuilt
-    /// here; moving meshes placed at the current time: a symplectic Euler step leaves them where
-    /// the step started, and a backend rebuilt from this state (restart, GPU) places them at its
-    /// time). Summed in id order, so the value does not depend on the storage layout.
-    pub(super) fn compute_energies(&self) -> Energies {
+    /// Kinetic, potential and elastic energy of each owned particle (storage order) at the
+    /// current positions (neighbour list rebuilt here over owned particles and ghosts; moving
+    /// meshes placed at time `t`: a symplectic Euler step leaves them where the step started,
+    /// and a worker rebuilt from this state (restart, GPU) places them at its time). The
+    /// coordinator sums them in id order, so the total does not depend on the storage layout or
+    /// the decomposition.
+    pub(super) fn compute_energies(&self, t: f64) -> Vec<Energies> {
         let ctx = &*self.ctx;
         let mut cells = CellList::default();
-        cells.build(&self.grid, &self.p.pos, &self.p.id);
+        cells.build_window(&self.grid, self.window.clone(), &self.p.pos, &self.p.id);
         let placed;
         let meshes = if ctx.meshes.iter().any(|m| !m.motion.is_fixed()) {
-            let reach = ctx.species_radius.iter().copied().fold(0.0, f64::max);
             let mut now = self.meshes.clone();
-            now.update(&ctx.meshes, &self.grid, self.time, reach);
+            now.update(&ctx.meshes, &self.grid, t, ctx.max_radius());
             placed = now;
             &placed
         } else {
@@ -256,7 +222,7 @@ impl CpuBackend {
             cells: &cells,
             meshes,
         };
-        let per: Vec<Energies> = (0..self.p.pos.len())
+        (0..self.p.own())
             .into_par_iter()
             .map_init(Scratch::default, |scratch, i| {
                 let s = self.p.species[i] as usize;
@@ -286,15 +252,6 @@ impl CpuBackend {
                 });
                 e
             })
-            .collect();
-        let mut total = Energies::default();
-        for &slot in &self.slot_of_id {
-            let e = per[slot as usize];
-            total.kinetic_translation += e.kinetic_translation;
-            total.kinetic_rotation += e.kinetic_rotation;
-            total.potential += e.potential;
-            total.elastic += e.elastic;
-        }
-        total
+            .collect()
     }
 }

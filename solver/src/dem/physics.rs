@@ -12,7 +12,7 @@
 //!   so `delta_dot = dot(v_rel, n) > 0` means approach,
 //! * the scalar normal force `fn` is positive when repulsive; the force on `i` is `-fn * n`.
 
-use crate::vec3::{self, V3};
+use crate::core::vec3::{self, V3};
 use serde::{Deserialize, Serialize};
 use std::f64::consts::PI;
 

@@ -3,14 +3,14 @@
 //! order (neighbour cells z/y/x ascending, particles by id within a cell, then walls, then
 //! meshes), so the caller's sums are the same for every thread count.
 
-use super::Particles;
-use crate::backend::{StepContext, KEY_MESH, KEY_WALL};
-use crate::geometry::{
+use crate::core::geometry::{
     box_wall_contacts, closest_point_on_triangle, MeshWorld, TriRegion, WallContact,
 };
-use crate::grid::{CellList, Grid};
-use crate::physics::{self, ContactKinematics, MaterialPair};
-use crate::vec3::{self, V3};
+use crate::core::grid::{CellList, Grid};
+use crate::core::vec3::{self, V3};
+use crate::dem::exchange::Particles;
+use crate::dem::physics::{self, ContactKinematics, MaterialPair};
+use crate::dem::state::{StepContext, KEY_MESH, KEY_WALL};
 
 /// Everything the contact search reads, borrowed for one stage.
 pub(super) struct World<'a> {

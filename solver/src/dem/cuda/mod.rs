@@ -23,9 +23,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 use kernels::ModuleConfig;
 
-use crate::backend::{SimState, StepContext};
 use crate::case::{Case, CaseError};
-use crate::physics::ContactModel;
+use crate::dem::physics::ContactModel;
+use crate::dem::state::{SimState, StepContext};
 
 pub use backend_impl::CudaBackend;
 pub use buffers::{gpu_grid, MemoryReport};
@@ -81,7 +81,7 @@ pub enum CudaError {
          their tangential springs could not be kept, which changes the friction; a particle touches more \
          than {cap} partners (walls and mesh triangles included), e.g. a large sphere among many small ones; \
          the CPU backend (--backend cpu) keeps the first {cpu_cap} and counts the rest",
-        cpu_cap = crate::backend::HISTORY_CAP
+        cpu_cap = crate::dem::state::HISTORY_CAP
     )]
     HistoryOverflow { count: u32, cap: u32, step: u64 },
 }
@@ -114,7 +114,7 @@ pub struct CudaOptions {
     /// Contact history entries per particle (12 neighbours of a monodisperse packing, 3 walls
     /// and a margin). Overflow is reported as an error ([`CudaError::HistoryOverflow`] at the
     /// next diagnostics check), never silently dropped. A checkpoint or exported state holds
-    /// at most [`crate::backend::HISTORY_CAP`] entries per particle: with a larger `hist_cap`,
+    /// at most [`crate::dem::state::HISTORY_CAP`] entries per particle: with a larger `hist_cap`,
     /// the entries beyond are dropped on export (logged) and counted in
     /// `SimState::history_overflows`.
     pub hist_cap: u32,
@@ -135,7 +135,7 @@ impl Default for CudaOptions {
         CudaOptions {
             device: 0,
             double: false,
-            hist_cap: crate::backend::HISTORY_CAP as u32,
+            hist_cap: crate::dem::state::HISTORY_CAP as u32,
             profile: false,
             check_every: 1000,
             store_forces: false,
@@ -350,7 +350,7 @@ impl CudaSim {
     }
 
     /// Downloads the full state in id order (synchronises). The portable state keeps at most
-    /// [`crate::backend::HISTORY_CAP`] history entries per particle: with a larger
+    /// [`crate::dem::state::HISTORY_CAP`] history entries per particle: with a larger
     /// [`CudaOptions::hist_cap`] the entries beyond are dropped (logged, and counted in
     /// `history_overflows`).
     pub fn state(&self) -> Result<SimState, CudaError> {
@@ -371,7 +371,7 @@ impl CudaSim {
 
     /// Transform of each mesh as the last step's contacts saw it (the CPU's
     /// `Backend::mesh_transforms`); empty without meshes.
-    pub fn mesh_transforms(&self) -> Vec<crate::geometry::BodyTransform> {
+    pub fn mesh_transforms(&self) -> Vec<crate::core::geometry::BodyTransform> {
         self.meshes
             .as_ref()
             .map(|m| m.transforms().to_vec())
@@ -398,7 +398,7 @@ pub enum CudaSetupError {
 /// The run constants of `case` as `sim::Simulation` derives them (meshes loaded: STL files are
 /// read here).
 pub fn step_context(case: &Case) -> Result<StepContext, CaseError> {
-    Ok(crate::sim::step_context(case, case.load_meshes()?))
+    Ok(crate::exec::sim::step_context(case, case.load_meshes()?))
 }
 
 impl Drop for CudaSim {

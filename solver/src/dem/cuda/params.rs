@@ -119,7 +119,7 @@ const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 10
 const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
 const _: () = assert!(std::mem::size_of::<GridArrays>() == 40);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);
-const _: () = assert!(std::mem::size_of::<crate::physics::MaterialPair>() == 56);
+const _: () = assert!(std::mem::size_of::<crate::dem::physics::MaterialPair>() == 56);
 
 // SAFETY: plain-old-data #[repr(C)] structs of integers and floats with the layout of their C
 // twins (sizes asserted above); the kernels read them by value or through device pointers.

@@ -8,13 +8,12 @@ use kernels::ModuleConfig;
 use super::mesh::{GpuMeshes, MESH_ID_BASE};
 use super::params::{DemDiag, DemParams, GridArrays, ParticleArrays, SpeciesProps};
 use super::{CudaError, CudaOptions};
-use crate::backend::{HistEntry, SimState, StepContext, HISTORY_CAP, KEY_KIND, KEY_NONE, KEY_WALL};
-use crate::grid::Grid;
-use crate::physics;
-use crate::vec3::V3;
-
-/// Cells above which the GPU grid's cells are enlarged (2 x 4 B per cell: at most 2 GiB).
-pub const GPU_MAX_CELLS: u64 = 1 << 28;
+use crate::core::grid::Grid;
+use crate::core::vec3::V3;
+use crate::dem::physics;
+use crate::dem::state::{
+    HistEntry, SimState, StepContext, HISTORY_CAP, KEY_KIND, KEY_NONE, KEY_WALL,
+};
 
 /// GPU memory in use, by array.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -106,33 +105,10 @@ impl Layout {
     }
 }
 
-/// The GPU grid: the CPU's (`cpu::CpuBackend::new`: [`Grid::new`] over the domain extended to
-/// the meshes' vertices at t = 0, cell = largest diameter, one border cell each side; identical
-/// to it up to 2^24 cells, hence the same neighbour order) but allowing [`GPU_MAX_CELLS`] cells,
-/// so that 100 M particles keep about one particle per cell.
+/// The GPU grid: the run's global grid ([`StepContext::grid`]), linearised with z slowest (one
+/// GPU is one undecomposed worker).
 pub fn gpu_grid(sc: &StepContext) -> Grid {
-    let dmax = (2.0 * sc.species_radius.iter().copied().fold(0.0, f64::max)).max(1e-12);
-    let (mut min, mut max) = (sc.domain_min, sc.domain_max);
-    for v in sc.meshes.iter().flat_map(|m| m.triangles.iter().flatten()) {
-        for a in 0..3 {
-            min[a] = min[a].min(v[a]);
-            max[a] = max[a].max(v[a]);
-        }
-    }
-    let mut cell = dmax;
-    loop {
-        let dims: [u32; 3] = std::array::from_fn(|a| {
-            (((max[a] - min[a]) / cell).ceil().max(1.0) as u32).saturating_add(2)
-        });
-        if dims.iter().map(|&d| d as u64).product::<u64>() <= GPU_MAX_CELLS {
-            return Grid {
-                origin: std::array::from_fn(|a| min[a] - cell),
-                cell,
-                dims,
-            };
-        }
-        cell *= 1.25;
-    }
+    sc.grid(2)
 }
 
 fn alloc(

@@ -1,15 +1,16 @@
-//! `Simulation`: owns the case, the backend and the per-particle static data; gives per-particle
-//! data in particle-id order as f32 arrays for publishing and output.
+//! `Simulation`: the facade of a run for the application and the tests. It owns the case, the
+//! [`Coordinator`] (clock, plan, workers) and the per-particle static data, and gives
+//! per-particle data in particle-id order, assembled from every worker.
 
-use crate::backend::{
-    Backend, BackendStats, Energies, RawKinematics, SimState, Snapshot, StageTimers, StepContext,
-    StepError,
-};
+use super::coordinator::{Coordinator, Crew};
+use super::stages::StageTimers;
+use super::worker::{BackendStats, Energies, RawKinematics, Snapshot, StepError};
 use crate::case::{Case, CaseError, CaseWarning, Species};
-use crate::cpu::CpuBackend;
-use crate::geometry::Mesh;
-use crate::physics;
-use crate::vec3::{self, V3};
+use crate::core::geometry::Mesh;
+use crate::core::vec3::{self, V3};
+use crate::decomp::{Decomposition, PlanError};
+use crate::dem::physics;
+use crate::dem::state::{SimState, StepContext};
 use std::cell::OnceCell;
 use std::sync::Arc;
 
@@ -21,7 +22,20 @@ pub enum SimError {
     #[error("{origin}: frame to resume from is inconsistent: {message}")]
     Frame { origin: String, message: String },
     #[error(transparent)]
-    Cuda(#[from] crate::cuda::CudaError),
+    Cuda(#[from] crate::dem::cuda::CudaError),
+    #[error("{origin}: cannot decompose: {source}")]
+    Plan {
+        origin: String,
+        #[source]
+        source: PlanError,
+    },
+    #[error(
+        "{origin}: the CUDA backend runs one sub-domain on one GPU for now ({subdomains} asked \
+         for); use --backend cpu for CPU sub-domains"
+    )]
+    CudaSubdomains { origin: String, subdomains: u32 },
+    #[error("{origin}: {message}")]
+    State { origin: String, message: String },
 }
 
 /// Which compute backend a [`Simulation`] runs on.
@@ -31,7 +45,7 @@ pub enum BackendKind {
     #[default]
     Cpu,
     /// The CUDA backend on one GPU.
-    Cuda(crate::cuda::CudaOptions),
+    Cuda(crate::dem::cuda::CudaOptions),
 }
 
 /// Host bytes per particle of a run besides the backend's own: the placed particles
@@ -43,16 +57,16 @@ const RUN_BYTES_PER_PARTICLE: u64 =
     crate::case::PLACEMENT_BYTES_PER_PARTICLE + (4 * 24 + 4) + (3 * 52 + 12);
 
 /// Host memory a run on `kind` needs per particle [B] (an estimate from the array sizes: see
-/// [`crate::cpu::HOST_BYTES_PER_PARTICLE`], [`crate::cuda::HOST_BYTES_PER_PARTICLE`]), and what
+/// [`crate::dem::cpu::HOST_BYTES_PER_PARTICLE`], [`crate::dem::cuda::HOST_BYTES_PER_PARTICLE`]), and what
 /// for, for messages.
 pub fn host_bytes_per_particle(kind: &BackendKind) -> (u64, &'static str) {
     match kind {
         BackendKind::Cpu => (
-            RUN_BYTES_PER_PARTICLE + crate::cpu::HOST_BYTES_PER_PARTICLE,
+            RUN_BYTES_PER_PARTICLE + crate::dem::cpu::HOST_BYTES_PER_PARTICLE,
             "a run on the CPU backend",
         ),
         BackendKind::Cuda(_) => (
-            RUN_BYTES_PER_PARTICLE + crate::cuda::HOST_BYTES_PER_PARTICLE,
+            RUN_BYTES_PER_PARTICLE + crate::dem::cuda::HOST_BYTES_PER_PARTICLE,
             "a run on the CUDA backend (host side)",
         ),
     }
@@ -83,8 +97,9 @@ pub struct MeshTransformF32 {
 pub struct Simulation {
     case: Case,
     ctx: Arc<StepContext>,
+    /// Species of each particle, id order.
     species: Vec<u32>,
-    backend: Box<dyn Backend>,
+    coord: Coordinator,
     snapshot: OnceCell<Snapshot>,
     warnings: Vec<CaseWarning>,
 }
@@ -224,7 +239,8 @@ impl Simulation {
         Self::assemble(case, meshes, state, Vec::new(), kind)
     }
 
-    /// Builds a simulation from its parts (used by checkpoint loading).
+    /// Builds a simulation from its parts (used by checkpoint loading). The decomposition is
+    /// the case's.
     pub(crate) fn assemble(
         case: Case,
         meshes: Vec<Mesh>,
@@ -232,19 +248,44 @@ impl Simulation {
         warnings: Vec<CaseWarning>,
         kind: &BackendKind,
     ) -> Result<Self, SimError> {
+        let origin = case.origin.name.clone();
+        if let Some(message) = state.inconsistency() {
+            return Err(SimError::State { origin, message });
+        }
         let ctx = Arc::new(step_context(&case, meshes));
         let species = state.species.clone();
-        let backend: Box<dyn Backend> = match kind {
-            BackendKind::Cpu => Box::new(CpuBackend::new(ctx.clone(), state)),
+        let d = case.decomposition;
+        let coord = match kind {
+            BackendKind::Cpu => Coordinator::cpu(ctx.clone(), state, &d)
+                .map_err(|source| SimError::Plan { origin, source })?,
             BackendKind::Cuda(opts) => {
-                Box::new(crate::cuda::CudaBackend::new(ctx.clone(), state, opts)?)
+                if d.subdomains > 1 {
+                    return Err(SimError::CudaSubdomains {
+                        origin,
+                        subdomains: d.subdomains,
+                    });
+                }
+                if state.id.iter().enumerate().any(|(k, &id)| id as usize != k) {
+                    return Err(SimError::State {
+                        origin,
+                        message: "the CUDA backend needs particle ids 0..n".into(),
+                    });
+                }
+                let (ids, step) = (state.id.clone(), state.step);
+                let worker = crate::dem::cuda::CudaBackend::new(ctx.clone(), state, opts)?;
+                Coordinator::fused(
+                    Box::new(worker),
+                    &ids,
+                    step,
+                    crate::dem::cuda::gpu_grid(&ctx),
+                )
             }
         };
         Ok(Simulation {
             case,
             ctx,
             species,
-            backend,
+            coord,
             snapshot: OnceCell::new(),
             warnings,
         })
@@ -258,18 +299,29 @@ impl Simulation {
     /// Advances `n` time steps.
     pub fn step_n(&mut self, n: u64) -> Result<(), StepError> {
         self.snapshot = OnceCell::new();
-        self.backend.step(n)
+        self.coord.advance(n)
+    }
+
+    /// The coordinator (clock, plan, workers).
+    pub fn coordinator(&self) -> &Coordinator {
+        &self.coord
+    }
+
+    /// The decomposition this run was asked for.
+    pub fn decomposition(&self) -> Decomposition {
+        self.case.decomposition
     }
 
     /// Simulated time [s].
     pub fn time(&self) -> f64 {
-        self.backend.time()
+        self.coord.clock().time
     }
     pub fn step_index(&self) -> u64 {
-        self.backend.step_index()
+        self.coord.clock().step
     }
+    /// The time step of the next step [s] (the coordinator's minimum over its workers).
     pub fn dt(&self) -> f64 {
-        self.ctx.dt
+        self.coord.clock().dt
     }
     pub fn case(&self) -> &Case {
         &self.case
@@ -278,52 +330,81 @@ impl Simulation {
     pub fn set_end_time(&mut self, end_time: f64) {
         self.case.end_time = end_time;
     }
-    /// One line about the compute device (name, memory per particle), where there is one.
+    /// One line about the compute device (name, memory per particle) or the decomposition,
+    /// where there is one.
     pub fn device_report(&self) -> Option<String> {
-        self.backend.device_report()
+        match self.coord.crew() {
+            Crew::Fused(w) => w.device_report(),
+            Crew::Staged(_) if self.coord.plan().workers() > 1 => {
+                let plan = self.coord.plan();
+                Some(format!(
+                    "CPU: {} sub-domains along {} ({} cell layers of {:.3e} m), particles per sub-domain: {:?}",
+                    plan.workers(),
+                    ["x", "y", "z"][plan.axis],
+                    self.coord.grid().dims[plan.axis],
+                    self.coord.grid().cell,
+                    self.coord.worker_loads()
+                ))
+            }
+            Crew::Staged(_) => None,
+        }
     }
     /// Warnings found when the case was validated (e.g. a marginal time step).
     pub fn warnings(&self) -> &[CaseWarning] {
         &self.warnings
     }
     pub fn backend_name(&self) -> &'static str {
-        self.backend.name()
+        match self.coord.crew() {
+            Crew::Fused(w) => w.name(),
+            Crew::Staged(_) => "cpu",
+        }
     }
     pub fn num_particles(&self) -> usize {
         self.species.len()
     }
 
-    /// See [`Backend::register_host_memory`].
+    /// See [`crate::exec::worker::FusedWorker::register_host_memory`].
     ///
     /// # Safety
-    /// As [`Backend::register_host_memory`].
+    /// As [`crate::exec::worker::FusedWorker::register_host_memory`].
     pub unsafe fn register_host_memory(
         &mut self,
         ptr: *mut u8,
         len: usize,
     ) -> Result<(), StepError> {
-        // SAFETY: forwarded contract.
-        unsafe { self.backend.register_host_memory(ptr, len) }
+        match self.coord.fused_mut() {
+            // SAFETY: forwarded contract.
+            Some(w) => unsafe { w.register_host_memory(ptr, len) },
+            None => Ok(()),
+        }
     }
-    /// See [`Backend::release_host_memory`].
+    /// See [`crate::exec::worker::FusedWorker::release_host_memory`].
     pub fn release_host_memory(&mut self) {
-        self.backend.release_host_memory()
+        if let Some(w) = self.coord.fused_mut() {
+            w.release_host_memory()
+        }
     }
-    /// See [`Backend::begin_kinematics_copy`].
+    /// See [`crate::exec::worker::FusedWorker::begin_kinematics_copy`].
     ///
     /// # Safety
-    /// As [`Backend::begin_kinematics_copy`].
+    /// As [`crate::exec::worker::FusedWorker::begin_kinematics_copy`].
     pub unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
         // SAFETY: forwarded contract.
-        unsafe { self.backend.begin_kinematics_copy(out) }
+        unsafe { self.coord.begin_kinematics_copy(out) }
     }
-    /// See [`Backend::kinematics_copy_done`].
+    /// See [`crate::exec::worker::FusedWorker::kinematics_copy_done`].
     pub fn kinematics_copy_done(&mut self) -> Result<bool, StepError> {
-        self.backend.kinematics_copy_done()
+        match self.coord.fused_mut() {
+            Some(w) => w.kinematics_copy_done(),
+            None => Ok(true),
+        }
     }
-    /// See [`Backend::wait_kinematics_copy`].
+    /// See [`crate::exec::worker::FusedWorker::wait_kinematics_copy`].
     pub fn wait_kinematics_copy(&mut self) -> Result<(), StepError> {
-        self.backend.wait_kinematics_copy()
+        match self.coord.fused_mut() {
+            Some(w) => w.wait_kinematics_copy(),
+            None => Ok(()),
+        }
     }
 
     /// Per-particle kinematics in id order, f64 (cached until the next step; a device
@@ -332,13 +413,13 @@ impl Simulation {
         if let Some(s) = self.snapshot.get() {
             return Ok(s);
         }
-        let s = self.backend.snapshot()?;
+        let s = self.coord.snapshot()?;
         Ok(self.snapshot.get_or_init(|| s))
     }
 
     /// The full state including contact history (what a checkpoint stores).
     pub fn state(&self) -> Result<SimState, StepError> {
-        self.backend.export_state()
+        self.coord.export_state()
     }
 
     pub fn positions_f32(&self) -> Result<Vec<[f32; 3]>, StepError> {
@@ -365,9 +446,9 @@ impl Simulation {
             .map(|&v| vec3::to_f32(v))
             .collect())
     }
-    /// Particle ids (0..N: data is always in id order).
+    /// Particle ids, ascending: the order of every per-particle array this type gives.
     pub fn particle_ids(&self) -> Vec<u32> {
-        (0..self.species.len() as u32).collect()
+        self.coord.index().ids()
     }
     pub fn species_ids(&self) -> &[u32] {
         &self.species
@@ -396,7 +477,7 @@ impl Simulation {
     }
     /// Current pose of every mesh.
     pub fn mesh_transforms_f32(&self) -> Vec<MeshTransformF32> {
-        self.backend
+        self.coord
             .mesh_transforms()
             .iter()
             .map(|t| MeshTransformF32 {
@@ -406,8 +487,8 @@ impl Simulation {
             .collect()
     }
     /// Current pose of every mesh, f64.
-    pub fn mesh_transforms(&self) -> Vec<crate::geometry::BodyTransform> {
-        self.backend.mesh_transforms()
+    pub fn mesh_transforms(&self) -> Vec<crate::core::geometry::BodyTransform> {
+        self.coord.mesh_transforms()
     }
     /// The simulation box (min, max) [m].
     pub fn world_bounds(&self) -> ([f32; 3], [f32; 3]) {
@@ -417,15 +498,20 @@ impl Simulation {
         )
     }
     pub fn energies(&self) -> Result<Energies, StepError> {
-        self.backend.energies()
+        self.coord.energies()
     }
+    /// Stage timers since the last reset (the same names on every backend).
     pub fn timers(&self) -> StageTimers {
-        self.backend.timers()
+        self.coord.timers()
     }
     pub fn reset_timers(&mut self) {
-        self.backend.reset_timers()
+        self.coord.reset_timers()
+    }
+    /// Adds `d` to the `publish` stage (the application's frame copy).
+    pub fn add_publish_time(&mut self, d: std::time::Duration) {
+        self.coord.add_time(crate::exec::stages::Stage::Publish, d);
     }
     pub fn stats(&self) -> Result<BackendStats, StepError> {
-        self.backend.stats()
+        self.coord.stats()
     }
 }

@@ -12,9 +12,9 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 use super::params::{MeshArrays, MeshBody};
 use super::CudaError;
-use crate::backend::{KEY_KIND, KEY_MESH};
-use crate::geometry::{BodyTransform, Mesh, MeshWorld};
-use crate::grid::Grid;
+use crate::core::geometry::{BodyTransform, Mesh, MeshWorld};
+use crate::core::grid::Grid;
+use crate::dem::state::{KEY_KIND, KEY_MESH};
 
 /// History partner id of global mesh triangle 0 (`DEM_MESH_ID_BASE` in params.cuh). With meshes,
 /// particle ids must stay below it.

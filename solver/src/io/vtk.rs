@@ -2,8 +2,8 @@
 //! `.vtp` (polygons), binary data in a raw appended block (`header_type="UInt64"`), and a `.pvd`
 //! collection indexing the series (particles as part 0, meshes as part 1).
 
-use crate::sim::Simulation;
-use crate::vec3;
+use crate::core::vec3;
+use crate::exec::sim::Simulation;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,7 @@ pub enum VtkError {
     State {
         path: PathBuf,
         #[source]
-        source: crate::backend::StepError,
+        source: crate::exec::worker::StepError,
     },
 }
 

@@ -1,7 +1,7 @@
 //! Closest point on a triangle (Ericson, "Real-Time Collision Detection", 2005, sec. 5.1.5).
 
-use crate::stl::Triangle;
-use crate::vec3::{self, V3};
+use crate::core::stl::Triangle;
+use crate::core::vec3::{self, V3};
 
 /// Which feature of the triangle the closest point lies on. Face contacts come first when a
 /// particle touches several triangles of one mesh (see `cpu::mesh_contacts`).

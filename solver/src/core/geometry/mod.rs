@@ -8,7 +8,7 @@ pub use mesh::{Mesh, MeshWorld};
 pub use motion::{axis_angle_matrix, BodyTransform, Motion, IDENTITY};
 pub use triangle::{closest_point_on_triangle, triangle_area, TriRegion};
 
-use crate::vec3::V3;
+use crate::core::vec3::V3;
 
 /// A contact of a sphere with a box wall: outward normal from the particle towards the wall and
 /// overlap. Walls are the six faces of [min, max], numbered x_min, x_max, y_min, ... (0..6).

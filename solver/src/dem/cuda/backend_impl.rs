@@ -1,19 +1,21 @@
-//! The CUDA backend behind the library's [`Backend`] trait, so that `sim::Simulation` and the
-//! validation scenarios can run on it like on the CPU reference.
+//! The CUDA backend as a [`FusedWorker`]: one GPU running whole steps, so that
+//! `exec::sim::Simulation` and the validation scenarios can run on it like on the CPU reference.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{CudaError, CudaOptions, CudaSim};
-use crate::backend::{
-    Backend, BackendStats, Energies, RawKinematics, SimState, Snapshot, StageTimers, StepContext,
-    StepError,
+use crate::core::geometry::BodyTransform;
+use crate::decomp::Decomposition;
+use crate::dem::state::{SimState, StepContext};
+use crate::exec::coordinator::Coordinator;
+use crate::exec::stages::{Stage, StageTimers};
+use crate::exec::worker::{
+    BackendStats, Energies, FusedWorker, RawKinematics, Snapshot, StepError,
 };
-use crate::cpu::CpuBackend;
-use crate::geometry::BodyTransform;
 
-/// [`CudaSim`] as a [`Backend`]. Forces and contact counts are stored (for snapshots), and
-/// contacts are counted every step (for [`Backend::stats`]).
+/// [`CudaSim`] as a [`FusedWorker`]. Forces and contact counts are stored (for snapshots), and
+/// contacts are counted every step (for [`FusedWorker::stats`]).
 pub struct CudaBackend {
     sim: CudaSim,
     ctx: Arc<StepContext>,
@@ -55,7 +57,8 @@ impl CudaBackend {
                     .ok()
                     .and_then(|s| {
                         (0..s.pos.len()).find(|&i| {
-                            !(crate::vec3::is_finite(s.pos[i]) && crate::vec3::is_finite(s.vel[i]))
+                            !(crate::core::vec3::is_finite(s.pos[i])
+                                && crate::core::vec3::is_finite(s.vel[i]))
                         })
                     })
                     .unwrap_or(0) as u32;
@@ -74,14 +77,18 @@ impl CudaBackend {
     }
 }
 
-impl Backend for CudaBackend {
+impl FusedWorker for CudaBackend {
     fn name(&self) -> &'static str {
         "cuda"
     }
 
+    fn stable_dt(&self) -> f64 {
+        self.ctx.dt
+    }
+
     /// Queues the steps and checks the device diagnostics (non-finite state, history overflow)
     /// once at the end: one synchronisation per call, so callers step in batches.
-    fn step(&mut self, n_steps: u64) -> Result<(), StepError> {
+    fn advance(&mut self, n_steps: u64) -> Result<(), StepError> {
         self.sim
             .steps(n_steps)
             .and_then(|()| self.sim.check_diag())
@@ -90,10 +97,6 @@ impl Backend for CudaBackend {
 
     fn time(&self) -> f64 {
         self.sim.time()
-    }
-
-    fn step_index(&self) -> u64 {
-        self.sim.step_index()
     }
 
     fn snapshot(&self) -> Result<Snapshot, StepError> {
@@ -127,12 +130,18 @@ impl Backend for CudaBackend {
                     * 1e-3,
             )
         };
-        StageTimers {
-            prepare: ms(&["hash_count", "scan", "scatter", "cell_sort", "gather"]),
-            collide: ms(&["collide"]),
-            integrate: ms(&["kick_drift"]),
+        let mut timers = StageTimers {
             steps: t.steps,
-        }
+            ..Default::default()
+        };
+        timers.add(
+            Stage::Prepare,
+            ms(&["hash_count", "scan", "scatter", "cell_sort", "gather"]),
+        );
+        // The collide kernel integrates too (fused): its time is reported under `forces`.
+        timers.add(Stage::Forces, ms(&["collide"]));
+        timers.add(Stage::Integrate, ms(&["kick_drift"]));
+        timers
     }
 
     fn reset_timers(&mut self) {
@@ -207,6 +216,9 @@ impl Backend for CudaBackend {
 
     /// Computed on the host by the CPU reference's bookkeeping over the downloaded state.
     fn energies(&self) -> Result<Energies, StepError> {
-        CpuBackend::new(self.ctx.clone(), self.export_state()?).energies()
+        let state = self.export_state()?;
+        let coord = Coordinator::cpu(self.ctx.clone(), state, &Decomposition::default())
+            .expect("one sub-domain always fits");
+        coord.energies()
     }
 }

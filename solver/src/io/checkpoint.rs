@@ -2,22 +2,77 @@
 //! contact history, encoded with bincode 2 (serde, standard config). Restarting continues
 //! bit-for-bit.
 
-use crate::backend::SimState;
 use crate::case::{Case, CaseError};
-use crate::geometry::Mesh;
-use crate::sim::{BackendKind, Simulation};
-use crate::stl::Triangle;
+use crate::core::geometry::Mesh;
+use crate::core::stl::Triangle;
+use crate::decomp::DecompositionOverride;
+use crate::dem::state::SimState;
+use crate::exec::sim::{BackendKind, Simulation};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 const MAGIC: [u8; 8] = *b"PSHMCKPT";
-/// Bumped whenever the encoded layout changes.
-pub const CHECKPOINT_VERSION: u32 = 1;
+/// Bumped whenever the encoded layout changes. Version 2 stores particle ids with the state
+/// (version 1 implied 0..n; it is still read).
+pub const CHECKPOINT_VERSION: u32 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct Header {
     magic: [u8; 8],
     version: u32,
+}
+
+/// A version-1 state: [`SimState`] without ids (they were 0..n).
+#[derive(Deserialize)]
+struct SimStateV1 {
+    time: f64,
+    step: u64,
+    species: Vec<u32>,
+    pos: Vec<crate::core::vec3::V3>,
+    vel: Vec<crate::core::vec3::V3>,
+    omega: Vec<crate::core::vec3::V3>,
+    force: Vec<crate::core::vec3::V3>,
+    torque: Vec<crate::core::vec3::V3>,
+    forces_valid: bool,
+    contacts: Vec<u32>,
+    history: Vec<crate::dem::state::HistEntry>,
+    history_overflows: u64,
+}
+
+#[derive(Deserialize)]
+struct PayloadV1 {
+    case_toml: String,
+    case_name: String,
+    base_dir: PathBuf,
+    mesh_triangles: Vec<Vec<Triangle>>,
+    state: SimStateV1,
+}
+
+impl From<PayloadV1> for Payload {
+    fn from(p: PayloadV1) -> Payload {
+        let s = p.state;
+        Payload {
+            case_toml: p.case_toml,
+            case_name: p.case_name,
+            base_dir: p.base_dir,
+            mesh_triangles: p.mesh_triangles,
+            state: SimState {
+                time: s.time,
+                step: s.step,
+                id: (0..s.pos.len() as u32).collect(),
+                species: s.species,
+                pos: s.pos,
+                vel: s.vel,
+                omega: s.omega,
+                force: s.force,
+                torque: s.torque,
+                forces_valid: s.forces_valid,
+                contacts: s.contacts,
+                history: s.history,
+                history_overflows: s.history_overflows,
+            },
+        }
+    }
 }
 
 /// The payload after the header. Meshes are stored as triangles only: their names and motion come
@@ -48,7 +103,9 @@ pub enum CheckpointError {
     },
     #[error("{path}: not a particle-shm checkpoint (bad magic)")]
     BadMagic { path: PathBuf },
-    #[error("{path}: checkpoint version {found}, this build reads version {CHECKPOINT_VERSION}")]
+    #[error(
+        "{path}: checkpoint version {found}, this build reads versions 1 to {CHECKPOINT_VERSION}"
+    )]
     Version { path: PathBuf, found: u32 },
     #[error("{path}: cannot encode checkpoint: {message}")]
     Encode { path: PathBuf, message: String },
@@ -58,13 +115,13 @@ pub enum CheckpointError {
     State {
         path: PathBuf,
         #[source]
-        source: crate::backend::StepError,
+        source: crate::exec::worker::StepError,
     },
     #[error("{path}: cannot start the backend for this checkpoint: {source}")]
     Backend {
         path: PathBuf,
         #[source]
-        source: Box<crate::sim::SimError>,
+        source: Box<crate::exec::sim::SimError>,
     },
     #[error("{path}: checkpoint holds an invalid case: {source}")]
     Case {
@@ -127,6 +184,17 @@ impl Simulation {
         path: &Path,
         kind: &BackendKind,
     ) -> Result<Simulation, CheckpointError> {
+        Self::load_checkpoint_with(path, kind, DecompositionOverride::default())
+    }
+
+    /// [`Simulation::load_checkpoint_on`] with the checkpointed run's decomposition changed by
+    /// `decomposition`. Results do not depend on it: a run checkpointed on 3 sub-domains
+    /// continues bit-for-bit on 1 or 4.
+    pub fn load_checkpoint_with(
+        path: &Path,
+        kind: &BackendKind,
+        decomposition: DecompositionOverride,
+    ) -> Result<Simulation, CheckpointError> {
         let bytes = std::fs::read(path).map_err(|source| CheckpointError::Read {
             path: path.to_path_buf(),
             source,
@@ -145,15 +213,24 @@ impl Simulation {
                 path: path.to_path_buf(),
             });
         }
-        if header.version != CHECKPOINT_VERSION {
-            return Err(CheckpointError::Version {
-                path: path.to_path_buf(),
-                found: header.version,
-            });
-        }
-        let (p, _): (Payload, usize) =
-            bincode::serde::decode_from_slice(&bytes[used..], cfg).map_err(dec)?;
-        let case =
+        let p: Payload = match header.version {
+            1 => bincode::serde::decode_from_slice::<PayloadV1, _>(&bytes[used..], cfg)
+                .map_err(dec)?
+                .0
+                .into(),
+            CHECKPOINT_VERSION => {
+                bincode::serde::decode_from_slice(&bytes[used..], cfg)
+                    .map_err(dec)?
+                    .0
+            }
+            found => {
+                return Err(CheckpointError::Version {
+                    path: path.to_path_buf(),
+                    found,
+                })
+            }
+        };
+        let mut case =
             Case::from_toml_str(&p.case_toml, &p.case_name, &p.base_dir).map_err(|source| {
                 CheckpointError::Case {
                     path: path.to_path_buf(),
@@ -177,28 +254,25 @@ impl Simulation {
             });
         }
         let st = &p.state;
-        let n = st.pos.len();
-        let consistent = [
-            st.vel.len(),
-            st.omega.len(),
-            st.force.len(),
-            st.torque.len(),
-            st.contacts.len(),
-            st.species.len(),
-        ]
-        .iter()
-        .all(|&l| l == n)
-            && st.history.len() == n * crate::backend::HISTORY_CAP
-            && st
-                .species
-                .iter()
-                .all(|&s| (s as usize) < case.species.len());
-        if !consistent {
+        let bad_species = st
+            .species
+            .iter()
+            .position(|&s| s as usize >= case.species.len())
+            .map(|k| {
+                format!(
+                    "particle {} has species {} but the case defines {}",
+                    st.id.get(k).copied().unwrap_or(k as u32),
+                    st.species[k],
+                    case.species.len()
+                )
+            });
+        if let Some(message) = st.inconsistency().or(bad_species) {
             return Err(CheckpointError::Decode {
                 path: path.to_path_buf(),
-                message: "particle arrays have inconsistent lengths or species".into(),
+                message,
             });
         }
+        case.decomposition = decomposition.apply(case.decomposition);
         let meshes = case
             .meshes
             .iter()

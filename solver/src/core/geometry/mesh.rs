@@ -3,9 +3,9 @@
 
 use super::motion::{BodyTransform, Motion};
 use super::triangle::closest_point_on_triangle;
-use crate::grid::Grid;
-use crate::stl::Triangle;
-use crate::vec3;
+use crate::core::grid::Grid;
+use crate::core::stl::Triangle;
+use crate::core::vec3;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
 //! Minimal 3-vector helpers on `[f64; 3]`.
 //!
-//! Free functions rather than a vector type so that every formula in [`crate::physics`] reads like
+//! Free functions rather than a vector type so that every formula in [`crate::dem::physics`] reads like
 //! the CUDA C twin it will get (`double3` plus `add3`, `dot3`, ... helpers in a `.cuh` header).
 
 /// A 3-vector (x, y, z).

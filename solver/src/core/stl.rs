@@ -199,9 +199,9 @@ pub fn write_binary_stl(path: &Path, tris: &[Triangle]) -> std::io::Result<()> {
     out.extend_from_slice(&[0u8; 80]);
     out.extend_from_slice(&(tris.len() as u32).to_le_bytes());
     for t in tris {
-        let e1 = crate::vec3::sub(t[1], t[0]);
-        let e2 = crate::vec3::sub(t[2], t[0]);
-        let n = crate::vec3::normalize_or_zero(crate::vec3::cross(e1, e2));
+        let e1 = crate::core::vec3::sub(t[1], t[0]);
+        let e2 = crate::core::vec3::sub(t[2], t[0]);
+        let n = crate::core::vec3::normalize_or_zero(crate::core::vec3::cross(e1, e2));
         for c in n.iter().chain(t.iter().flatten()) {
             out.extend_from_slice(&(*c as f32).to_le_bytes());
         }

@@ -1,0 +1,7 @@
+//! Domain decomposition: how the global grid is cut into slabs ([`plan`]) and what moves between
+//! them ([`exchange`]: migrating particles with their full state, read-only ghost layers).
+
+pub mod exchange;
+pub mod plan;
+
+pub use plan::{Axis, Decomposition, DecompositionOverride, Plan, PlanError};

@@ -1,0 +1,38 @@
+//! The discrete element method: contact physics, its state (contact history, the run constants),
+//! what crosses a sub-domain boundary, and its stages on the CPU ([`cpu`]) and on CUDA ([`cuda`]).
+
+pub mod cpu;
+pub mod cuda;
+pub mod exchange;
+pub mod physics;
+pub mod state;
+
+use crate::exec::method::{Field, FieldSet, Method};
+
+/// The DEM's declarations.
+pub struct Dem;
+
+impl Method for Dem {
+    const NAME: &'static str = "dem";
+    /// The force stage reads a neighbour's id (history key, tie-break), species (radius,
+    /// material), position, velocity and spin.
+    const HALO: FieldSet = FieldSet::of(&[
+        Field::Id,
+        Field::Species,
+        Field::Position,
+        Field::Velocity,
+        Field::AngularVelocity,
+    ]);
+    /// Everything: velocity Verlet needs the last forces, and the history its springs.
+    const MIGRATE: FieldSet = FieldSet::of(&[
+        Field::Id,
+        Field::Species,
+        Field::Position,
+        Field::Velocity,
+        Field::AngularVelocity,
+        Field::Force,
+        Field::Torque,
+        Field::Contacts,
+        Field::History,
+    ]);
+}

@@ -1,0 +1,485 @@
+//! The coordinator: owns the clock (time, step, dt), the decomposition plan, the workers and the
+//! transport between them, and drives the stages of every step on all workers.
+//!
+//! With [`Crew::Staged`] workers (the CPU) a step is
+//! `prepare -> forces -> integrate -> exchange -> reduce` (velocity Verlet:
+//! `integrate (kick, drift) -> exchange -> prepare -> forces -> integrate (kick) -> reduce`), each
+//! stage run on all workers in parallel and timed under its name. A single worker skips the
+//! exchange. A [`Crew::Fused`] worker (one GPU) runs the same stages itself, queued per batch.
+
+use super::stages::{Stage, StageTimers};
+use super::transport::{InProcess, Transport};
+use super::worker::{
+    BackendStats, Energies, FusedWorker, IdIndex, Phase, RawKinematics, Snapshot, StagedWorker,
+    StepError,
+};
+use crate::case::Integrator;
+use crate::core::geometry::BodyTransform;
+use crate::core::grid::Grid;
+use crate::decomp::{Axis, Decomposition, Plan, PlanError};
+use crate::dem::cpu::{distribute, CpuWorker};
+use crate::dem::exchange::ParticleBatch;
+use crate::dem::state::{HistEntry, SimState, StepContext, HISTORY_CAP};
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Simulated time, step count and the current time step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Clock {
+    /// Simulated time [s].
+    pub time: f64,
+    /// Steps done since t = 0.
+    pub step: u64,
+    /// The time step of the next step [s]: the minimum of the workers' stable steps.
+    pub dt: f64,
+}
+
+type Staged = Box<dyn StagedWorker<Msg = ParticleBatch>>;
+
+/// The workers of a run.
+pub enum Crew {
+    /// Workers whose stages the coordinator drives (CPU sub-domains).
+    Staged(Vec<Staged>),
+    /// One worker that runs whole steps (one GPU).
+    Fused(Box<dyn FusedWorker>),
+}
+
+/// See the module documentation.
+pub struct Coordinator {
+    clock: Clock,
+    plan: Arc<Plan>,
+    grid: Arc<Grid>,
+    crew: Crew,
+    transport: Box<dyn Transport<ParticleBatch>>,
+    integrator: Integrator,
+    /// Whether the stored forces belong to the current positions (velocity Verlet).
+    forces_valid: bool,
+    index: IdIndex,
+    /// History overflows counted before the workers started (from the state).
+    base_overflows: u64,
+    timers: StageTimers,
+}
+
+/// The split axis of a decomposition: the one asked for, else the longest axis of the domain.
+pub fn split_axis(ctx: &StepContext, d: &Decomposition) -> Axis {
+    d.split_axis
+        .unwrap_or_else(|| Axis::longest(ctx.domain_min, ctx.domain_max))
+}
+
+impl Coordinator {
+    /// CPU workers for `decomposition` over `state` (id order). One sub-domain is the
+    /// undecomposed run (z slowest in the cell index, no halo).
+    pub fn cpu(
+        ctx: Arc<StepContext>,
+        state: SimState,
+        decomposition: &Decomposition,
+    ) -> Result<Coordinator, PlanError> {
+        decomposition.check()?;
+        let n = decomposition.subdomains;
+        let axis = if n == 1 {
+            2
+        } else {
+            split_axis(&ctx, decomposition).index()
+        };
+        let grid = Arc::new(ctx.grid(axis));
+        let plan = Arc::new(if n == 1 {
+            Plan::single(&grid)
+        } else {
+            Plan::balanced(&grid, n, &state.pos)?
+        });
+        let (time, step) = (state.time, state.step);
+        let (forces_valid, base_overflows) = (state.forces_valid, state.history_overflows);
+        let index = IdIndex::new(&state.id);
+        let workers: Vec<Staged> = distribute(state, &grid, &plan)
+            .into_iter()
+            .enumerate()
+            .map(|(rank, own)| {
+                Box::new(CpuWorker::new(
+                    ctx.clone(),
+                    grid.clone(),
+                    plan.clone(),
+                    rank,
+                    own,
+                    time,
+                )) as Staged
+            })
+            .collect();
+        let mut c = Coordinator {
+            clock: Clock {
+                time,
+                step,
+                dt: ctx.dt,
+            },
+            plan,
+            grid,
+            crew: Crew::Staged(workers),
+            transport: Box::new(InProcess),
+            integrator: ctx.integrator,
+            forces_valid,
+            index,
+            base_overflows,
+            timers: StageTimers::default(),
+        };
+        c.clock.dt = c.reduce_dt();
+        c.exchange_halo();
+        Ok(c)
+    }
+
+    /// One fused worker (a GPU) holding the particles `ids`.
+    pub fn fused(worker: Box<dyn FusedWorker>, ids: &[u32], step: u64, grid: Grid) -> Self {
+        let clock = Clock {
+            time: worker.time(),
+            step,
+            dt: worker.stable_dt(),
+        };
+        Coordinator {
+            clock,
+            plan: Arc::new(Plan::single(&grid)),
+            grid: Arc::new(grid),
+            crew: Crew::Fused(worker),
+            transport: Box::new(InProcess),
+            integrator: Integrator::default(),
+            forces_valid: false,
+            index: IdIndex::new(ids),
+            base_overflows: 0,
+            timers: StageTimers::default(),
+        }
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn grid(&self) -> &Grid {
+        &self.grid
+    }
+
+    pub fn crew(&self) -> &Crew {
+        &self.crew
+    }
+
+    /// Particles in id order.
+    pub fn index(&self) -> &IdIndex {
+        &self.index
+    }
+
+    /// Stage `reduce` for the time step: the minimum over the workers.
+    fn reduce_dt(&self) -> f64 {
+        match &self.crew {
+            Crew::Staged(w) => w
+                .iter()
+                .map(|w| w.stable_dt())
+                .fold(f64::INFINITY, f64::min),
+            Crew::Fused(w) => w.stable_dt(),
+        }
+    }
+
+    /// Advances `n` steps.
+    pub fn advance(&mut self, n: u64) -> Result<(), StepError> {
+        if let Crew::Fused(w) = &mut self.crew {
+            let r = w.advance(n);
+            self.clock.time = w.time();
+            if r.is_ok() {
+                self.clock.step += n;
+            }
+            self.clock.dt = w.stable_dt();
+            return r;
+        }
+        for _ in 0..n {
+            self.step_staged()?;
+        }
+        Ok(())
+    }
+
+    fn workers(&mut self) -> &mut Vec<Staged> {
+        match &mut self.crew {
+            Crew::Staged(w) => w,
+            Crew::Fused(_) => unreachable!("staged stages on a fused worker"),
+        }
+    }
+
+    fn prepare(&mut self, t: f64) {
+        let step = self.clock.step;
+        let w = self.workers();
+        let t0 = std::time::Instant::now();
+        w.par_iter_mut().for_each(|w| w.prepare(step, t));
+        self.timers.add(Stage::Prepare, t0.elapsed());
+    }
+
+    fn forces(&mut self, dt: f64) {
+        let w = self.workers();
+        let t0 = std::time::Instant::now();
+        w.par_iter_mut().for_each(|w| w.forces(dt));
+        self.timers.add(Stage::Forces, t0.elapsed());
+        self.forces_valid = true;
+    }
+
+    fn integrate(&mut self, phase: Phase, dt: f64) {
+        let w = self.workers();
+        let t0 = std::time::Instant::now();
+        w.par_iter_mut().for_each(|w| w.integrate(phase, dt));
+        self.timers.add(Stage::Integrate, t0.elapsed());
+    }
+
+    fn step_staged(&mut self) -> Result<(), StepError> {
+        let t0 = std::time::Instant::now();
+        let dt = self.reduce_dt();
+        self.clock.dt = dt;
+        self.timers.add(Stage::Reduce, t0.elapsed());
+        let t = self.clock.time;
+        match self.integrator {
+            Integrator::SymplecticEuler => {
+                self.prepare(t);
+                self.forces(dt);
+                self.integrate(Phase::Euler, dt);
+                self.exchange();
+            }
+            Integrator::VelocityVerlet => {
+                if !self.forces_valid {
+                    self.prepare(t);
+                    self.forces(dt);
+                }
+                self.integrate(Phase::KickDrift, dt);
+                self.exchange();
+                self.prepare(t + dt);
+                self.forces(dt);
+                self.integrate(Phase::Kick, dt);
+            }
+        }
+        self.clock.time += dt;
+        self.clock.step += 1;
+        self.timers.steps += 1;
+        let t0 = std::time::Instant::now();
+        let bad = self
+            .workers()
+            .par_iter()
+            .filter_map(|w| w.first_nonfinite())
+            .min();
+        self.timers.add(Stage::Reduce, t0.elapsed());
+        match bad {
+            Some(id) => Err(StepError::NonFinite {
+                id,
+                step: self.clock.step,
+                time: self.clock.time,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Stage `exchange`: migration, then the ghost refresh (nothing for a single worker).
+    fn exchange(&mut self) {
+        if self.plan.workers() < 2 {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let Crew::Staged(w) = &mut self.crew else {
+            return;
+        };
+        let out: Vec<_> = w.par_iter_mut().map(|w| w.emigrate()).collect();
+        let inbox = self.transport.deliver(out);
+        w.par_iter_mut()
+            .zip(inbox)
+            .for_each(|(w, inbox)| w.immigrate(inbox));
+        self.timers.add(Stage::Exchange, t0.elapsed());
+        self.exchange_halo();
+    }
+
+    /// The ghost refresh alone.
+    fn exchange_halo(&mut self) {
+        if self.plan.workers() < 2 {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let Crew::Staged(w) = &mut self.crew else {
+            return;
+        };
+        let out: Vec<_> = w.par_iter().map(|w| w.halo()).collect();
+        let inbox = self.transport.deliver(out);
+        w.par_iter_mut()
+            .zip(inbox)
+            .for_each(|(w, inbox)| w.set_ghosts(inbox));
+        self.timers.add(Stage::Exchange, t0.elapsed());
+    }
+
+    /// The full state in id order, assembled from every worker.
+    pub fn export_state(&self) -> Result<SimState, StepError> {
+        let w = match &self.crew {
+            Crew::Fused(w) => return w.export_state(),
+            Crew::Staged(w) => w,
+        };
+        let n = self.index.len();
+        let mut s = SimState {
+            time: self.clock.time,
+            step: self.clock.step,
+            id: self.index.ids(),
+            species: vec![0; n],
+            pos: vec![[0.0; 3]; n],
+            vel: vec![[0.0; 3]; n],
+            omega: vec![[0.0; 3]; n],
+            force: vec![[0.0; 3]; n],
+            torque: vec![[0.0; 3]; n],
+            forces_valid: self.forces_valid,
+            contacts: vec![0; n],
+            history: vec![HistEntry::NONE; n * HISTORY_CAP],
+            history_overflows: self.stats()?.history_overflows,
+        };
+        let mut seen = 0;
+        for b in w.iter().map(|w| w.export()) {
+            seen += b.len();
+            for i in 0..b.len() {
+                let k = self.index.of(b.id[i]);
+                s.species[k] = b.species[i];
+                s.pos[k] = b.pos[i];
+                s.vel[k] = b.vel[i];
+                s.omega[k] = b.omega[i];
+                s.force[k] = b.force[i];
+                s.torque[k] = b.torque[i];
+                s.contacts[k] = b.contacts[i];
+                s.history[k * HISTORY_CAP..(k + 1) * HISTORY_CAP].copy_from_slice(&b.hist[i]);
+            }
+        }
+        assert_eq!(seen, n, "workers hold {seen} particles, the run {n}");
+        Ok(s)
+    }
+
+    /// Kinematics in id order (f64).
+    pub fn snapshot(&self) -> Result<Snapshot, StepError> {
+        if let Crew::Fused(w) = &self.crew {
+            return w.snapshot();
+        }
+        let s = self.export_state()?;
+        Ok(Snapshot {
+            pos: s.pos,
+            vel: s.vel,
+            omega: s.omega,
+            force: s.force,
+            contacts: s.contacts,
+        })
+    }
+
+    /// Energies summed in id order (the same bits for any decomposition).
+    pub fn energies(&self) -> Result<Energies, StepError> {
+        let w = match &self.crew {
+            Crew::Fused(w) => return w.energies(),
+            Crew::Staged(w) => w,
+        };
+        let t = self.clock.time;
+        let mut per = vec![Energies::default(); self.index.len()];
+        for (id, e) in w.iter().flat_map(|w| w.energies(t)) {
+            per[self.index.of(id)] = e;
+        }
+        let mut total = Energies::default();
+        for e in per {
+            total.kinetic_translation += e.kinetic_translation;
+            total.kinetic_rotation += e.kinetic_rotation;
+            total.potential += e.potential;
+            total.elastic += e.elastic;
+        }
+        Ok(total)
+    }
+
+    pub fn stats(&self) -> Result<BackendStats, StepError> {
+        match &self.crew {
+            Crew::Fused(w) => w.stats(),
+            Crew::Staged(w) => Ok(w.iter().fold(
+                BackendStats {
+                    history_overflows: self.base_overflows,
+                    contacts: 0,
+                },
+                |acc, w| {
+                    let s = w.stats();
+                    BackendStats {
+                        history_overflows: acc.history_overflows + s.history_overflows,
+                        contacts: acc.contacts + s.contacts,
+                    }
+                },
+            )),
+        }
+    }
+
+    /// Stage timers since the last reset (wall time of each stage over all workers).
+    pub fn timers(&self) -> StageTimers {
+        match &self.crew {
+            Crew::Fused(w) => {
+                let mut t = w.timers();
+                t.add_stages(&self.timers);
+                t
+            }
+            Crew::Staged(_) => self.timers,
+        }
+    }
+
+    /// Each staged worker's own stage times (the input of load balancing).
+    pub fn worker_timers(&self) -> Vec<StageTimers> {
+        match &self.crew {
+            Crew::Fused(w) => vec![w.timers()],
+            Crew::Staged(w) => w.iter().map(|w| w.timers()).collect(),
+        }
+    }
+
+    pub fn reset_timers(&mut self) {
+        self.timers = StageTimers::default();
+        match &mut self.crew {
+            Crew::Fused(w) => w.reset_timers(),
+            Crew::Staged(w) => w.iter_mut().for_each(|w| w.reset_timers()),
+        }
+    }
+
+    /// Adds time spent outside [`Coordinator::advance`] to `stage` (the publish stage runs in
+    /// the application's loop).
+    pub fn add_time(&mut self, stage: Stage, d: std::time::Duration) {
+        self.timers.add(stage, d);
+    }
+
+    pub fn mesh_transforms(&self) -> Vec<BodyTransform> {
+        match &self.crew {
+            Crew::Fused(w) => w.mesh_transforms(),
+            Crew::Staged(w) => w.first().map(|w| w.mesh_transforms()).unwrap_or_default(),
+        }
+    }
+
+    /// Owned particles per worker.
+    pub fn worker_loads(&self) -> Vec<usize> {
+        match &self.crew {
+            Crew::Fused(_) => vec![self.index.len()],
+            Crew::Staged(w) => w.iter().map(|w| w.owned()).collect(),
+        }
+    }
+
+    pub fn fused_mut(&mut self) -> Option<&mut dyn FusedWorker> {
+        match &mut self.crew {
+            Crew::Fused(w) => Some(w.as_mut()),
+            Crew::Staged(_) => None,
+        }
+    }
+
+    /// Writes the current kinematics into `out` (id order). Returns `true` when a device copy
+    /// is still in flight.
+    ///
+    /// # Safety
+    /// As [`FusedWorker::begin_kinematics_copy`].
+    pub unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
+        assert_eq!(
+            out.count,
+            self.index.len(),
+            "frame of the wrong particle count"
+        );
+        match &mut self.crew {
+            // SAFETY: forwarded contract.
+            Crew::Fused(w) => unsafe { w.begin_kinematics_copy(out) },
+            Crew::Staged(w) => {
+                let index = &self.index;
+                for w in w.iter() {
+                    // SAFETY: forwarded contract; workers own disjoint ids, so their writes go
+                    // to disjoint elements.
+                    unsafe { w.pack(index, &out) };
+                }
+                Ok(false)
+            }
+        }
+    }
+}
