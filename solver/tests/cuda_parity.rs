@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use solver::case::Case;
 use solver::decomp::Decomposition;
-use solver::exec::coordinator::Coordinator;
 use solver::dem::cuda::{self, CudaOptions, CudaSim};
 use solver::dem::state::SimState;
+use solver::exec::coordinator::Coordinator;
 use solver::exec::worker::FusedWorker;
 
 fn gpu_present() -> bool {
@@ -41,7 +41,12 @@ fn cuda_matches_cpu_on_the_falling_box() {
     }
     let (case, state) = falling_box_state(4000);
     let sc = cuda::step_context(&case).expect("case");
-    let mut cpu = Coordinator::cpu(Arc::new(sc.clone()), state.clone(), &Decomposition::default()).expect("plan");
+    let mut cpu = Coordinator::cpu(
+        Arc::new(sc.clone()),
+        state.clone(),
+        &Decomposition::default(),
+    )
+    .expect("plan");
     let mut g64 = CudaSim::new(
         &sc,
         &state,
@@ -134,7 +139,12 @@ fn mesh_parity(
     f32_vel: f64,
 ) -> SimState {
     let verlet = sc.integrator == Integrator::VelocityVerlet;
-    let mut cpu = Coordinator::cpu(Arc::new(sc.clone()), state.clone(), &Decomposition::default()).expect("plan");
+    let mut cpu = Coordinator::cpu(
+        Arc::new(sc.clone()),
+        state.clone(),
+        &Decomposition::default(),
+    )
+    .expect("plan");
     let mut g64 = CudaSim::new(&sc, &state, &parity_opts(true)).expect("GPU f64");
     let mut g32 = CudaSim::new(&sc, &state, &parity_opts(false)).expect("GPU f32");
     cpu.advance(steps).expect("cpu");

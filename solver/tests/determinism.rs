@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use solver::case::{Integrator, MeshSpec, Source};
 use solver::core::geometry::Motion;
+use solver::exec::sim::BackendKind;
 use solver::{SimState, Simulation};
 
 fn case(integrator: Integrator) -> solver::Case {
@@ -72,7 +73,11 @@ fn run_in_pool(threads: usize, steps: u64) -> SimState {
         .build()
         .unwrap();
     pool.install(|| {
-        let mut sim = Simulation::new(case(Integrator::SymplecticEuler)).unwrap();
+        let mut sim = Simulation::new(decomposed(
+            case(Integrator::SymplecticEuler),
+            &BackendKind::Cpu,
+        ))
+        .unwrap();
         sim.step_n(steps).unwrap();
         assert!(
             sim.stats().unwrap().contacts > 500,
@@ -97,10 +102,11 @@ fn checkpoint_restart_is_bit_for_bit() {
     std::fs::create_dir_all(&dir).unwrap();
     for integrator in [Integrator::SymplecticEuler, Integrator::VelocityVerlet] {
         let n = 600;
-        let mut straight = Simulation::new(case(integrator)).unwrap();
+        let mut straight =
+            Simulation::new(decomposed(case(integrator), &BackendKind::Cpu)).unwrap();
         straight.step_n(2 * n).unwrap();
 
-        let mut first = Simulation::new(case(integrator)).unwrap();
+        let mut first = Simulation::new(decomposed(case(integrator), &BackendKind::Cpu)).unwrap();
         first.step_n(n).unwrap();
         let path = dir.join(format!("{integrator:?}.ckpt"));
         first.save_checkpoint(&path).unwrap();
@@ -128,7 +134,11 @@ fn corrupt_checkpoint_is_an_error_naming_the_file() {
     std::fs::write(&p, b"definitely not a checkpoint").unwrap();
     let e = Simulation::load_checkpoint(&p).err().unwrap().to_string();
     assert!(e.contains("bad.ckpt"), "{e}");
-    let mut sim = Simulation::new(case(Integrator::SymplecticEuler)).unwrap();
+    let mut sim = Simulation::new(decomposed(
+        case(Integrator::SymplecticEuler),
+        &BackendKind::Cpu,
+    ))
+    .unwrap();
     sim.step_n(10).unwrap();
     sim.save_checkpoint(&p).unwrap();
     let mut bytes = std::fs::read(&p).unwrap();

@@ -313,8 +313,11 @@ impl SimPort for SimRunner {
         // SAFETY: each pointer is a distinct reserved array of this slot holding the frame's
         // particle count (= count) elements; the slot stays odd, unread and untouched until the
         // run loop commits it, which it does only after the copy completed.
+        let t0 = std::time::Instant::now();
         let in_flight = unsafe { self.sim.begin_kinematics_copy(out) }
             .context("copying the state into the frame")?;
+        // The host's share of publishing (a device copy runs on while the steps go on).
+        self.sim.add_publish_time(t0.elapsed());
         Ok(in_flight)
     }
 
@@ -340,7 +343,7 @@ impl SimPort for SimRunner {
         Ok(())
     }
 
-    /// Empty where the backend does not time its stages (the GPU without profiling).
+    /// Empty until a step has been timed (on the GPU, until the first sampled batch is read).
     fn stage_summary(&self) -> String {
         let t = self.sim.timers();
         if t.steps == 0 {

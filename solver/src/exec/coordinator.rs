@@ -19,7 +19,7 @@ use crate::core::grid::Grid;
 use crate::decomp::{Axis, Decomposition, Plan, PlanError};
 use crate::dem::cpu::{distribute, CpuWorker};
 use crate::dem::exchange::ParticleBatch;
-use crate::dem::state::{HistEntry, SimState, StepContext, HISTORY_CAP};
+use crate::dem::state::{HistEntry, SimState, StepContext, HISTORY_CAP, KEY_NONE};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -58,6 +58,15 @@ pub struct Coordinator {
     /// History overflows counted before the workers started (from the state).
     base_overflows: u64,
     timers: StageTimers,
+    migrations: Migrations,
+}
+
+/// Particles that changed owner since the run (re)started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Migrations {
+    pub particles: u64,
+    /// Of those, particles that carried contact history.
+    pub with_history: u64,
 }
 
 /// The split axis of a decomposition: the one asked for, else the longest axis of the domain.
@@ -119,6 +128,7 @@ impl Coordinator {
             index,
             base_overflows,
             timers: StageTimers::default(),
+            migrations: Migrations::default(),
         };
         c.clock.dt = c.reduce_dt();
         c.exchange_halo();
@@ -143,7 +153,13 @@ impl Coordinator {
             index: IdIndex::new(ids),
             base_overflows: 0,
             timers: StageTimers::default(),
+            migrations: Migrations::default(),
         }
+    }
+
+    /// Particles that changed owner since the run (re)started.
+    pub fn migrations(&self) -> Migrations {
+        self.migrations
     }
 
     pub fn clock(&self) -> Clock {
@@ -281,6 +297,14 @@ impl Coordinator {
         };
         let out: Vec<_> = w.par_iter_mut().map(|w| w.emigrate()).collect();
         let inbox = self.transport.deliver(out);
+        for b in inbox.iter().flatten() {
+            self.migrations.particles += b.len() as u64;
+            self.migrations.with_history += b
+                .hist
+                .iter()
+                .filter(|h| h.iter().any(|e| e.key != KEY_NONE))
+                .count() as u64;
+        }
         w.par_iter_mut()
             .zip(inbox)
             .for_each(|(w, inbox)| w.immigrate(inbox));

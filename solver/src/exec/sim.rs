@@ -239,6 +239,22 @@ impl Simulation {
         Self::assemble(case, meshes, state, Vec::new(), kind)
     }
 
+    /// Continues from a full state (id order, with contact history) on the CPU.
+    pub fn from_state(case: Case, state: SimState) -> Result<Self, SimError> {
+        Self::from_state_on(case, state, &BackendKind::Cpu)
+    }
+
+    /// [`Simulation::from_state`] on the chosen backend.
+    pub fn from_state_on(
+        case: Case,
+        state: SimState,
+        kind: &BackendKind,
+    ) -> Result<Self, SimError> {
+        case.validate_fields()?;
+        let meshes = case.load_meshes()?;
+        Self::assemble(case, meshes, state, Vec::new(), kind)
+    }
+
     /// Builds a simulation from its parts (used by checkpoint loading). The decomposition is
     /// the case's.
     pub(crate) fn assemble(
@@ -250,6 +266,19 @@ impl Simulation {
     ) -> Result<Self, SimError> {
         let origin = case.origin.name.clone();
         if let Some(message) = state.inconsistency() {
+            return Err(SimError::State { origin, message });
+        }
+        if let Some(k) = state
+            .species
+            .iter()
+            .position(|&s| s as usize >= case.species.len())
+        {
+            let message = format!(
+                "particle {} has species {} but the case defines {}",
+                state.id[k],
+                state.species[k],
+                case.species.len()
+            );
             return Err(SimError::State { origin, message });
         }
         let ctx = Arc::new(step_context(&case, meshes));

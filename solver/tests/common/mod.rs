@@ -76,9 +76,43 @@ pub fn backends() -> Vec<(String, BackendKind)> {
     list
 }
 
-/// [`Simulation::new_on`]; panics with the backend's name if the simulation cannot start.
+/// Sub-domain count every CPU simulation of the validation tests runs on (unset: the case's,
+/// normally 1). CI runs the suite once with `PARTICLE_SHM_TEST_SUBDOMAINS=3`: a decomposed run
+/// must pass every physics check the undecomposed one passes.
+pub const SUBDOMAINS_ENV: &str = "PARTICLE_SHM_TEST_SUBDOMAINS";
+
+/// `case` cut into [`SUBDOMAINS_ENV`] sub-domains when that is set and `kind` is the CPU.
+pub fn decomposed(mut case: Case, kind: &BackendKind) -> Case {
+    if *kind != BackendKind::Cpu {
+        return case;
+    }
+    if let Ok(v) = std::env::var(SUBDOMAINS_ENV) {
+        if !v.trim().is_empty() {
+            let n: u32 = v
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{SUBDOMAINS_ENV}={v:?} is not a whole number"));
+            case.decomposition.subdomains = n;
+        }
+    }
+    case
+}
+
+/// [`Simulation::new_on`] (decomposed as [`decomposed`] says); panics with the backend's name if
+/// the simulation cannot start.
 pub fn start_sim(name: &str, kind: &BackendKind, case: Case) -> Simulation {
-    Simulation::new_on(case, kind).unwrap_or_else(|e| panic!("[{name}] cannot start: {e}"))
+    let case = decomposed(case, kind);
+    let n = case.decomposition.subdomains as usize;
+    let sim =
+        Simulation::new_on(case, kind).unwrap_or_else(|e| panic!("[{name}] cannot start: {e}"));
+    if *kind == BackendKind::Cpu {
+        assert_eq!(
+            sim.coordinator().plan().workers(),
+            n,
+            "[{name}] sub-domains"
+        );
+    }
+    sim
 }
 
 /// [`Simulation::from_frame_on`]; panics with the backend's name if it cannot start.
@@ -88,7 +122,7 @@ pub fn start_from_frame(
     case: Case,
     frame: &FrameInput,
 ) -> Simulation {
-    Simulation::from_frame_on(case, frame, kind)
+    Simulation::from_frame_on(decomposed(case, kind), frame, kind)
         .unwrap_or_else(|e| panic!("[{name}] cannot start from a frame: {e}"))
 }
 

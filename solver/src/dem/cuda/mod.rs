@@ -157,6 +157,10 @@ pub struct CudaSim {
     time: f64,
     end_time: f64,
     times: StageTimes,
+    /// The timed step of the last batch, waiting for the device (see `step.rs`).
+    sample: Option<step::Sample>,
+    /// Events of harvested samples, reused (no event is created per batch once warm).
+    spare_events: Vec<cudarc::driver::CudaEvent>,
     publish: publish::PublishState,
     device_name: String,
     history_overflows: u64,
@@ -254,6 +258,8 @@ impl CudaSim {
             time: state.time,
             end_time: f64::INFINITY,
             times: StageTimes::default(),
+            sample: None,
+            spare_events: Vec::new(),
             publish: publish::PublishState::default(),
             device_name,
             history_overflows: state.history_overflows,

@@ -1,5 +1,7 @@
-//! The time step as a sequence of launches on the compute stream, with optional per-kernel
-//! timing through CUDA events.
+//! The time step as a sequence of launches on the compute stream, timed through CUDA events:
+//! always on one sampled step per batch (read back without waiting once the device has passed
+//! it, and weighted by the batch's steps: no synchronisation is added), or on every step in
+//! profiling mode (synchronising after each step).
 //!
 //! Stages (the pipeline names of the CPU backend): `prepare` = hash + count, scan, scatter,
 //! per-cell id order; `reorder` = gather into the scratch copy; `collide` = fused collide +
@@ -11,7 +13,7 @@ use kernels::Kernel;
 use super::params::{DemDiag, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
 use super::{CudaError, CudaSim};
 
-/// Accumulated device time per kernel [ms] (profiling mode) and steps counted.
+/// Accumulated device time per kernel [ms] and the steps it stands for.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StageTimes {
     /// (kernel or stage name, total ms) in launch order.
@@ -64,19 +66,30 @@ fn diag_failure(d: &DemDiag, hist_cap: u32, step: u64) -> Option<CudaError> {
     }
 }
 
-/// Records events between launches when profiling.
+/// Records events between launches when profiling or sampling.
 struct Marks {
     events: Vec<(&'static str, CudaEvent)>,
     on: bool,
+    /// Events to reuse before creating new ones.
+    spare: Vec<CudaEvent>,
+}
+
+/// The events of one sampled step, standing for `weight` steps.
+pub(crate) struct Sample {
+    events: Vec<(&'static str, CudaEvent)>,
+    weight: u64,
 }
 
 impl CudaSim {
     fn mark(&self, marks: &mut Marks, name: &'static str) -> Result<(), CudaError> {
         if marks.on {
-            let ev = self
-                .ctx
-                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(|e| CudaError::driver("creating an event", e))?;
+            let ev = match marks.spare.pop() {
+                Some(ev) => ev,
+                None => self
+                    .ctx
+                    .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(|e| CudaError::driver("creating an event", e))?,
+            };
             ev.record(&self.stream)
                 .map_err(|e| CudaError::driver("recording an event", e))?;
             marks.events.push((name, ev));
@@ -248,20 +261,70 @@ impl CudaSim {
         self.steps(1)
     }
 
+    /// Adds the pending sample to the stage times if the device has passed it (never waits).
+    fn harvest_sample(&mut self) -> Result<(), CudaError> {
+        let done = match &self.sample {
+            Some(s) => s
+                .events
+                .last()
+                .map(|e| e.1.try_is_complete())
+                .transpose()
+                .map_err(|e| CudaError::driver("querying an event", e))?
+                .unwrap_or(true),
+            None => return Ok(()),
+        };
+        if !done {
+            return Ok(());
+        }
+        let s = self.sample.take().expect("pending sample");
+        for w in s.events.windows(2) {
+            let ms = w[0]
+                .1
+                .elapsed_ms(&w[1].1)
+                .map_err(|e| CudaError::driver("reading an event", e))?;
+            self.times.add(w[0].0, ms as f64 * s.weight as f64);
+        }
+        self.times.steps += s.weight;
+        self.spare_events.extend(s.events.into_iter().map(|e| e.1));
+        Ok(())
+    }
+
     /// Advances `count` steps (queued back to back; synchronises only for profiling and the
-    /// periodic diagnostics check).
+    /// periodic diagnostics check). The first step of the call is timed as the sample of all
+    /// `count` (unless the previous sample is still in flight: then it stands for these steps
+    /// too).
     pub fn steps(&mut self, count: u64) -> Result<(), CudaError> {
-        for _ in 0..count {
+        self.harvest_sample()?;
+        let profile = self.opts.profile;
+        let sampling = !profile && count > 0 && self.sample.is_none();
+        if !profile && !sampling {
+            if let Some(s) = &mut self.sample {
+                s.weight += count;
+            }
+        }
+        for k in 0..count {
+            let on = profile || (sampling && k == 0);
             let mut marks = Marks {
                 events: Vec::new(),
-                on: self.opts.profile,
+                on,
+                spare: if on {
+                    std::mem::take(&mut self.spare_events)
+                } else {
+                    Vec::new()
+                },
             };
             self.queue_step(&mut marks)?;
             self.mark(&mut marks, "end")?;
+            self.spare_events.append(&mut marks.spare);
             self.step_index += 1;
             // Accumulated as the CPU does (the meshes are placed at this time: same bits).
             self.time += self.params.dt;
-            if marks.on {
+            if marks.on && !profile {
+                self.sample = Some(Sample {
+                    events: std::mem::take(&mut marks.events),
+                    weight: count,
+                });
+            } else if marks.on {
                 marks
                     .events
                     .last()
@@ -277,6 +340,8 @@ impl CudaSim {
                     self.times.add(w[0].0, ms as f64);
                 }
                 self.times.steps += 1;
+                self.spare_events
+                    .extend(marks.events.into_iter().map(|e| e.1));
             }
             if self.step_index.checked_rem(self.opts.check_every) == Some(0) {
                 self.check_diag()?;
@@ -365,7 +430,8 @@ impl CudaSim {
         Ok(d)
     }
 
-    /// Per-kernel device time (profiling mode only; empty otherwise).
+    /// Per-kernel device time: every step in profiling mode, else one sampled step per batch
+    /// weighted by the batch's steps (samples still in flight are not in yet).
     pub fn stage_times(&self) -> &StageTimes {
         &self.times
     }
