@@ -20,6 +20,15 @@ use rayon::prelude::*;
 /// sparse domain only pays for the pages its particles touch.
 pub const MAX_CELLS: u64 = 1 << 28;
 
+/// The two axes other than `slab_axis`, ascending (fastest first).
+fn fast_axes(slab_axis: usize) -> (usize, usize) {
+    match slab_axis {
+        0 => (1, 2),
+        1 => (0, 2),
+        _ => (0, 1),
+    }
+}
+
 /// A uniform grid over an axis-aligned box. Positions outside the box are clamped into the border
 /// cells; clamping is monotone, so two touching particles always land in the same or adjacent
 /// cells and the search stays exact (only slower for escaped particles).
@@ -33,6 +42,8 @@ pub struct Grid {
     /// decomposition cuts along. It changes where cells are stored, never the order in which a
     /// particle visits its neighbours ([`Grid::neighbour_cells`] goes by coordinates).
     pub slab_axis: usize,
+    /// Linear index step per unit of each cell coordinate (from `dims` and `slab_axis`).
+    stride: [u32; 3],
 }
 
 impl Grid {
@@ -49,11 +60,17 @@ impl Grid {
             let total = dims.iter().map(|&d| d as u64).product::<u64>();
             if total <= MAX_CELLS {
                 let origin = std::array::from_fn(|a| min[a] - cell);
+                let (a, b) = fast_axes(slab_axis);
+                let mut stride = [0; 3];
+                stride[a] = 1;
+                stride[b] = dims[a];
+                stride[slab_axis] = dims[a] * dims[b];
                 return Grid {
                     origin,
                     cell,
                     dims,
                     slab_axis,
+                    stride,
                 };
             }
             cell *= 1.25;
@@ -73,26 +90,14 @@ impl Grid {
         })
     }
 
-    /// The two axes other than the slab axis, ascending (fastest first).
-    #[inline]
-    fn fast_axes(&self) -> (usize, usize) {
-        match self.slab_axis {
-            0 => (1, 2),
-            1 => (0, 2),
-            _ => (0, 1),
-        }
-    }
-
     #[inline]
     pub fn cell_index(&self, c: [u32; 3]) -> u32 {
-        let (a, b) = self.fast_axes();
-        c[a] + self.dims[a] * (c[b] + self.dims[b] * c[self.slab_axis])
+        c[0] * self.stride[0] + c[1] * self.stride[1] + c[2] * self.stride[2]
     }
 
     /// Cells in one layer across the slab axis.
     pub fn layer_cells(&self) -> u32 {
-        let (a, b) = self.fast_axes();
-        self.dims[a] * self.dims[b]
+        self.stride[self.slab_axis]
     }
 
     /// The contiguous cell range of the slab-axis layers `layers`.
