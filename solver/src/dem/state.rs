@@ -55,6 +55,37 @@ pub struct StepContext {
 }
 
 impl StepContext {
+    /// The run constants of `case` with its loaded `meshes`: per-species mass and inertia
+    /// (crate::dem::physics::sphere_mass, sphere_inertia), the material table, the box.
+    pub fn from_case(case: &crate::case::Case, meshes: Vec<Mesh>) -> StepContext {
+        let species_radius: Vec<f64> = case.species.iter().map(|s| s.radius).collect();
+        let species_mass: Vec<f64> = case
+            .species
+            .iter()
+            .map(|s| crate::dem::physics::sphere_mass(s.radius, s.density))
+            .collect();
+        let species_inertia = species_mass
+            .iter()
+            .zip(&species_radius)
+            .map(|(&m, &r)| crate::dem::physics::sphere_inertia(m, r))
+            .collect();
+        StepContext {
+            dt: case.dt,
+            gravity: case.gravity,
+            model: case.contact_model.model(),
+            integrator: case.integrator,
+            reorder_every: case.reorder_every,
+            domain_min: case.domain.min,
+            domain_max: case.domain.max,
+            walls: case.domain.walls,
+            species_radius,
+            species_mass,
+            species_inertia,
+            table: case.material_table(),
+            meshes,
+        }
+    }
+
     /// Largest particle radius [m].
     pub fn max_radius(&self) -> f64 {
         self.species_radius.iter().copied().fold(0.0, f64::max)

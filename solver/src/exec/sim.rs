@@ -9,7 +9,6 @@ use crate::case::{Case, CaseError, CaseWarning, Species};
 use crate::core::geometry::Mesh;
 use crate::core::vec3::{self, V3};
 use crate::decomp::{Decomposition, PlanError};
-use crate::dem::physics;
 use crate::dem::state::{SimState, StepContext};
 use std::cell::OnceCell;
 use std::sync::Arc;
@@ -102,37 +101,6 @@ pub struct Simulation {
     coord: Coordinator,
     snapshot: OnceCell<Snapshot>,
     warnings: Vec<CaseWarning>,
-}
-
-/// The run constants of `case` with its loaded `meshes`: per-species mass and inertia
-/// (physics::sphere_mass, sphere_inertia), the material table, the box.
-pub(crate) fn step_context(case: &Case, meshes: Vec<Mesh>) -> StepContext {
-    let species_radius: Vec<f64> = case.species.iter().map(|s| s.radius).collect();
-    let species_mass: Vec<f64> = case
-        .species
-        .iter()
-        .map(|s| physics::sphere_mass(s.radius, s.density))
-        .collect();
-    let species_inertia = species_mass
-        .iter()
-        .zip(&species_radius)
-        .map(|(&m, &r)| physics::sphere_inertia(m, r))
-        .collect();
-    StepContext {
-        dt: case.dt,
-        gravity: case.gravity,
-        model: case.contact_model.model(),
-        integrator: case.integrator,
-        reorder_every: case.reorder_every,
-        domain_min: case.domain.min,
-        domain_max: case.domain.max,
-        walls: case.domain.walls,
-        species_radius,
-        species_mass,
-        species_inertia,
-        table: case.material_table(),
-        meshes,
-    }
 }
 
 impl Simulation {
@@ -281,7 +249,7 @@ impl Simulation {
             );
             return Err(SimError::State { origin, message });
         }
-        let ctx = Arc::new(step_context(&case, meshes));
+        let ctx = Arc::new(StepContext::from_case(&case, meshes));
         let species = state.species.clone();
         let d = case.decomposition;
         let coord = match kind {

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use kernels::ModuleConfig;
 
-use super::mesh::{GpuMeshes, MESH_ID_BASE};
+use super::mesh::GpuMeshes;
 use super::params::{DemDiag, DemParams, GridArrays, ParticleArrays, SpeciesProps};
+use super::params::{MESH_ID_BASE, WALL_ID_BASE};
 use super::{CudaError, CudaOptions};
 use crate::core::grid::Grid;
 use crate::core::vec3::V3;
@@ -415,9 +416,6 @@ fn key_of_partner(partner: u32, mesh_first: &[u32]) -> u64 {
         partner as u64
     }
 }
-
-/// History partner id of box wall 0 (`DEM_WALL_ID_BASE` in params.cuh).
-pub const WALL_ID_BASE: u32 = 0xFFFF_FFF0;
 
 /// Uploads `state` (id order) into the state arrays, slot = id.
 pub(crate) fn set_state(

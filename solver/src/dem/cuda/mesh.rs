@@ -10,15 +10,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
-use super::params::{MeshArrays, MeshBody};
+use super::params::{MeshArrays, MeshBody, MESH_ID_BASE, WALL_ID_BASE};
 use super::CudaError;
 use crate::core::geometry::{BodyTransform, Mesh, MeshWorld};
 use crate::core::grid::Grid;
 use crate::dem::state::{KEY_KIND, KEY_MESH};
-
-/// History partner id of global mesh triangle 0 (`DEM_MESH_ID_BASE` in params.cuh). With meshes,
-/// particle ids must stay below it.
-pub const MESH_ID_BASE: u32 = 0x8000_0000;
 
 /// Meshes on the host (placement, bins) and their device copies.
 pub(crate) struct GpuMeshes {
@@ -79,7 +75,7 @@ impl GpuMeshes {
         t: f64,
     ) -> Result<GpuMeshes, CudaError> {
         let total: usize = meshes.iter().map(|m| m.triangles.len()).sum();
-        let max_tris = (super::buffers::WALL_ID_BASE - MESH_ID_BASE) as usize;
+        let max_tris = (WALL_ID_BASE - MESH_ID_BASE) as usize;
         if total > max_tris {
             return Err(CudaError::Unsupported(format!(
                 "{total} mesh triangles (at most {max_tris})"

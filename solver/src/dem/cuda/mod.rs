@@ -184,11 +184,11 @@ impl CudaSim {
         driver::driver_available()?;
         let n = state.pos.len();
         // Particle ids are history partner ids: below the first wall id, and with meshes below
-        // the first mesh-triangle id (mesh::MESH_ID_BASE).
+        // the first mesh-triangle id (params::MESH_ID_BASE).
         let id_limit = if sc.meshes.is_empty() {
-            buffers::WALL_ID_BASE
+            params::WALL_ID_BASE
         } else {
-            mesh::MESH_ID_BASE
+            params::MESH_ID_BASE
         };
         if n as u64 >= id_limit as u64 {
             return Err(CudaError::TooManyParticles(n, id_limit as u64));
@@ -404,7 +404,7 @@ pub enum CudaSetupError {
 /// The run constants of `case` as `sim::Simulation` derives them (meshes loaded: STL files are
 /// read here).
 pub fn step_context(case: &Case) -> Result<StepContext, CaseError> {
-    Ok(crate::exec::sim::step_context(case, case.load_meshes()?))
+    Ok(StepContext::from_case(case, case.load_meshes()?))
 }
 
 impl Drop for CudaSim {
