@@ -6,8 +6,7 @@
 
 mod common;
 use common::*;
-use solver::case::{Integrator, MeshSpec, Source};
-use solver::core::geometry::Motion;
+use solver::case::{Integrator, Source};
 use solver::decomp::{Axis, Decomposition, DecompositionOverride};
 use solver::exec::sim::BackendKind;
 use solver::exec::worker::RawKinematics;
@@ -16,42 +15,7 @@ use std::path::Path;
 
 /// Friction, rolling resistance, walls, a rotating blade and frequent reordering.
 fn falling_box(integrator: Integrator) -> Case {
-    let k = 2e4;
-    let mut case = base_case(
-        "falling box",
-        linear_species("s", 0.01, 2500.0, k, 0.6, 0.4, 0.05),
-        linear_wall(k, 0.6, 0.4, 0.05),
-        5e-5,
-        [-0.15, -0.15, 0.0],
-        [0.15, 0.15, 0.3],
-        true,
-    );
-    case.integrator = integrator;
-    case.reorder_every = 7;
-    case.sources.push(Source::RandomBox {
-        species: "s".into(),
-        min: [-0.15, -0.15, 0.06],
-        max: [0.15, 0.15, 0.2],
-        count: 700,
-        seed: 11,
-        velocity: [0.1, 0.0, -1.5],
-    });
-    case.meshes.push(MeshSpec {
-        name: "blade".into(),
-        stl: None,
-        triangles: Some(vec![
-            [[-0.12, 0.0, 0.01], [0.12, 0.0, 0.01], [0.12, 0.0, 0.05]],
-            [[-0.12, 0.0, 0.01], [0.12, 0.0, 0.05], [-0.12, 0.0, 0.05]],
-        ]),
-        scale: 1.0,
-        material: None,
-        motion: Motion::Rotation {
-            axis_point: [0.0; 3],
-            axis_direction: [0.0, 0.0, 1.0],
-            rpm: 120.0,
-        },
-    });
-    case
+    friction_box_with_blade("falling box", integrator)
 }
 
 /// The shipped rotating drum (STL).
