@@ -14,6 +14,7 @@ use clap::Parser;
 use solver::bench_cases::{self, BenchModel};
 use solver::decomp::{Axis, Decomposition};
 use solver::exec::sim::{FrameInput, Simulation};
+use solver::Stage;
 
 #[derive(Parser, Debug)]
 #[command(about = "CPU backend throughput on the falling box, loose and settled phases")]
@@ -53,6 +54,8 @@ struct Record {
     steps_per_s: f64,
     contacts_per_particle: f64,
     stages: String,
+    /// Forces-stage time of each sub-domain [ms per step] (the load balance).
+    worker_forces_ms: Vec<f64>,
 }
 
 /// Times `steps` steps of `sim` and describes the measurement.
@@ -71,6 +74,12 @@ fn timed(sim: &mut Simulation, steps: u64, threads: usize, phase: &'static str) 
         steps_per_s,
         contacts_per_particle: sim.stats()?.contacts as f64 / particles as f64,
         stages: sim.timers().to_string(),
+        worker_forces_ms: sim
+            .coordinator()
+            .worker_timers()
+            .iter()
+            .map(|t| t.get(Stage::Forces).as_secs_f64() * 1e3 / steps as f64)
+            .collect(),
     })
 }
 
@@ -161,6 +170,7 @@ fn main() -> Result<()> {
                 "particle_steps_per_s": r.steps_per_s * r.particles as f64,
                 "contacts_per_particle": r.contacts_per_particle,
                 "stages": r.stages,
+                "worker_forces_ms_per_step": r.worker_forces_ms,
             })).collect::<Vec<_>>(),
         });
         std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")

@@ -372,17 +372,29 @@ impl Coordinator {
 
     /// Kinematics in id order (f64).
     pub fn snapshot(&self) -> Result<Snapshot, StepError> {
-        if let Crew::Fused(w) = &self.crew {
-            return w.snapshot();
+        let w = match &self.crew {
+            Crew::Fused(w) => return w.snapshot(),
+            Crew::Staged(w) => w,
+        };
+        let n = self.index.len();
+        let mut s = Snapshot {
+            pos: vec![[0.0; 3]; n],
+            vel: vec![[0.0; 3]; n],
+            omega: vec![[0.0; 3]; n],
+            force: vec![[0.0; 3]; n],
+            contacts: vec![0; n],
+        };
+        for b in w.iter().map(|w| w.kinematics()) {
+            for i in 0..b.len() {
+                let k = self.index.of(b.id[i]);
+                s.pos[k] = b.pos[i];
+                s.vel[k] = b.vel[i];
+                s.omega[k] = b.omega[i];
+                s.force[k] = b.force[i];
+                s.contacts[k] = b.contacts[i];
+            }
         }
-        let s = self.export_state()?;
-        Ok(Snapshot {
-            pos: s.pos,
-            vel: s.vel,
-            omega: s.omega,
-            force: s.force,
-            contacts: s.contacts,
-        })
+        Ok(s)
     }
 
     /// Energies summed in id order (the same bits for any decomposition).

@@ -166,6 +166,9 @@ pub trait StagedWorker: Send + Sync {
     fn first_nonfinite(&self) -> Option<u32>;
     /// Every owned particle with its full state (storage order).
     fn export(&self) -> Self::Msg;
+    /// Every owned particle's id, position, velocity, spin, last force and contact count
+    /// (storage order): what a snapshot needs, without the history.
+    fn kinematics(&self) -> Self::Msg;
     /// Writes the owned particles' kinematics into the id-ordered arrays of `out`.
     ///
     /// # Safety

@@ -253,20 +253,8 @@ impl Simulation {
                 message,
             });
         }
-        let st = &p.state;
-        let bad_species = st
-            .species
-            .iter()
-            .position(|&s| s as usize >= case.species.len())
-            .map(|k| {
-                format!(
-                    "particle {} has species {} but the case defines {}",
-                    st.id.get(k).copied().unwrap_or(k as u32),
-                    st.species[k],
-                    case.species.len()
-                )
-            });
-        if let Some(message) = st.inconsistency().or(bad_species) {
+        // Species are checked against the case where every state is (Simulation::assemble).
+        if let Some(message) = p.state.inconsistency() {
             return Err(CheckpointError::Decode {
                 path: path.to_path_buf(),
                 message,

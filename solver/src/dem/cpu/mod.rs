@@ -23,7 +23,7 @@ use crate::decomp::Plan;
 use crate::dem::exchange::{ParticleBatch, Particles};
 use crate::dem::state::{HistEntry, SimState, StepContext, HISTORY_CAP};
 use crate::dem::Dem;
-use crate::exec::method::Method;
+use crate::exec::method::{Field, FieldSet, Method};
 use crate::exec::stages::{Stage, StageTimers};
 use crate::exec::worker::{BackendStats, Energies, IdIndex, Phase, RawKinematics, StagedWorker};
 use rayon::prelude::*;
@@ -250,6 +250,22 @@ impl StagedWorker for CpuWorker {
         b.torque = self.p.torque.clone();
         b.contacts = self.p.contacts.clone();
         b.hist = self.p.hist.clone();
+        b
+    }
+
+    fn kinematics(&self) -> ParticleBatch {
+        const FIELDS: FieldSet = FieldSet::of(&[
+            Field::Id,
+            Field::Position,
+            Field::Velocity,
+            Field::AngularVelocity,
+            Field::Force,
+            Field::Contacts,
+        ]);
+        let mut b = ParticleBatch::new(FIELDS);
+        for i in 0..self.p.own() {
+            self.p.copy_to(i, &mut b);
+        }
         b
     }
 
