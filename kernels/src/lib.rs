@@ -8,13 +8,14 @@
 /// Shared headers, in the order they are concatenated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Header {
-    /// `real`, `real3` and the vec3 helpers (twins of `solver/src/vec3.rs`).
+    /// `real`, `real3`, `dvec3` and the vec3 helpers (twins of `solver/src/core/vec3.rs`).
     Vec3,
-    /// Twins of `solver/src/physics.rs`.
+    /// Twins of `solver/src/dem/physics.rs` and of the history partner encoding.
     Physics,
-    /// `#[repr(C)]` parameter structs mirrored in `solver/src/cuda/params.rs`.
+    /// `#[repr(C)]` parameter structs mirrored in `solver/src/dem/cuda/params.rs`.
     Params,
-    /// Particle-triangle geometry (twins of `solver/src/geometry/triangle.rs`) and the bins.
+    /// Particle-triangle geometry (twins of `solver/src/core/geometry/triangle.rs`), the mesh
+    /// wall velocity and the bins.
     Mesh,
 }
 
@@ -156,15 +157,34 @@ impl ModuleConfig {
     }
 }
 
-/// The whole DEM module as one translation unit: headers then kernel files, each preceded by a
-/// `#line` directive so that NVRTC errors name the original file and line.
-pub fn dem_module_source() -> String {
+/// The physics parity module (`parity.cu`): the headers and one kernel, [`PARITY_KERNEL`], that
+/// evaluates every physics twin on given inputs. Compile it with [`ModuleConfig::double`] set
+/// (`-DDEM_DOUBLE`) and without FMA contraction; solver/tests/physics_parity.rs does.
+pub fn parity_module_source() -> String {
+    let mut s = headers_source();
+    s.push_str("#line 1 \"parity.cu\"\n");
+    s.push_str(include_str!("cuda/parity.cu"));
+    s.push('\n');
+    s
+}
+
+/// The `extern "C"` symbol of the parity kernel.
+pub const PARITY_KERNEL: &str = "physics_parity";
+
+fn headers_source() -> String {
     let mut s = String::new();
     for h in Header::ALL {
         s.push_str(&format!("#line 1 \"{}\"\n", h.file_name()));
         s.push_str(h.text());
         s.push('\n');
     }
+    s
+}
+
+/// The whole DEM module as one translation unit: headers then kernel files, each preceded by a
+/// `#line` directive so that NVRTC errors name the original file and line.
+pub fn dem_module_source() -> String {
+    let mut s = headers_source();
     for src in Source::ALL {
         s.push_str(&format!("#line 1 \"{}\"\n", src.file_name()));
         s.push_str(src.text());
@@ -188,6 +208,11 @@ mod tests {
                 k.symbol()
             );
         }
+    }
+
+    #[test]
+    fn parity_kernel_is_defined() {
+        assert!(parity_module_source().contains(&format!("void {PARITY_KERNEL}(")));
     }
 
     #[test]

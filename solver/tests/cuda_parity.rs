@@ -158,7 +158,10 @@ fn mesh_parity(
     let mesh_contacts = c
         .history
         .iter()
-        .filter(|h| h.key & solver::dem::state::KEY_KIND == solver::dem::state::KEY_MESH)
+        .filter(|h| {
+            (solver::dem::state::MESH_PARTNER_BASE..solver::dem::state::WALL_PARTNER_BASE)
+                .contains(&h.partner)
+        })
         .count();
     let touching = c.contacts.iter().filter(|&&k| k > 0).count();
     println!(

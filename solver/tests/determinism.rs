@@ -21,7 +21,7 @@ fn bits(s: &SimState) -> Vec<u64> {
     out.extend(v3(&s.torque));
     out.extend(s.history.iter().flat_map(|h| {
         [
-            h.key,
+            h.partner as u64,
             h.xi[0].to_bits(),
             h.xi[1].to_bits(),
             h.xi[2].to_bits(),

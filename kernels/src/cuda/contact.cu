@@ -6,7 +6,7 @@
 // slot k of `out`: symplectic Euler, or velocity Verlet's closing half kick (the opening half
 // kick and drift are dem_kick_drift, before the neighbour search), or not at all.
 //
-// Mirrors the CPU backend's collide + integrate stages (solver/src/cpu). Each particle keeps its
+// Mirrors the CPU worker's forces + integrate stages (solver/src/dem/cpu). Each particle keeps its
 // own contact history (tangential springs keyed by partner id), so a pair's spring is carried
 // twice, once by each side, and nothing is shared between threads.
 //
@@ -58,7 +58,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     ContactState s;
     s.xi = zero3();
     const unsigned m = in.hist_count[k];
-    unsigned found = DEM_NO_PARTNER;
+    unsigned found = DEM_PARTNER_NONE;
     for (unsigned c = 0; c < m; c++) {
         const bool free_ = c >= 64 || !((*used >> c) & 1ull);
         if (free_ && in.hist_partner[c * p.n + k] == partner) {
@@ -66,7 +66,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
             break;
         }
     }
-    if (found == DEM_NO_PARTNER && mesh_lo < mesh_hi) {
+    if (found == DEM_PARTNER_NONE && mesh_lo < mesh_hi) {
         for (unsigned c = 0; c < m; c++) {
             const bool free_ = c >= 64 || !((*used >> c) & 1ull);
             const unsigned q = in.hist_partner[c * p.n + k];
@@ -76,7 +76,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
             }
         }
     }
-    if (found != DEM_NO_PARTNER) {
+    if (found != DEM_PARTNER_NONE) {
         if (found < 64) *used |= 1ull << found;
         s.xi = load3(in.hist_xi, found * p.n + k);
     }
@@ -149,7 +149,7 @@ __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArr
         }
         if (!any_hit) continue;
         const MeshBody body = msh.bodies[mesh];
-        const unsigned key_lo = DEM_MESH_ID_BASE + body.first_tri, key_hi = key_lo + body.n_tri;
+        const unsigned key_lo = triangle_partner(body.first_tri), key_hi = triangle_partner(body.first_tri + body.n_tri);
         BinCursor c1 = seg;
         for (unsigned i = 0; i < len; i++) {
             const unsigned g = bins_take(msh, c1);
@@ -167,19 +167,16 @@ __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArr
                 duplicate = (o.region == DEM_TRI_FACE || !has_face) && ddot3(o.n, h.n) > 1.0 - 1e-9;
             }
             if (duplicate) continue;
-            // v_wall = velocity + omega x (q - center) (BodyTransform::wall_velocity)
-            const dvec3 v_wall =
-                dadd3(dload3(body.velocity), dcross3(dload3(body.omega), dsub3(h.q, dload3(body.center))));
             ContactKinematics kin;
             kin.n = to_real3(h.n);
             kin.delta = (real)(r - h.dist);
-            kin.v_rel = sub3(add3(vi, cross3(wi, scale3(kin.n, ri))), to_real3(v_wall));
+            kin.v_rel = surface_contact_velocity(vi, wi, ri, kin.n, to_real3(wall_velocity(body, h.q)));
             kin.omega_rel = sub3(wi, to_real3(dload3(body.omega)));
             kin.r_eff = ri;
             kin.m_eff = mi;
             kin.i_eff = ii;
             apply_contact(p, in, out, k, p.pw[si * p.n_walls + body.material], kin, contact_arm(ri, kin.delta),
-                          DEM_MESH_ID_BASE + g, key_lo, key_hi, acc);
+                          triangle_partner(g), key_lo, key_hi, acc);
         }
     }
     return acc;
@@ -242,13 +239,9 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
                     const real arm_i = contact_arm(ri, kin.delta);
 #if DEM_ROTATION
                     const real3 wj = load3(in.omega, j);
-                    // Contact point velocities: v_i + w_i x (r_i n) and v_j + w_j x (-r_j n), written
-                    // as the CPU does: v_i - v_j + (r_i w_i + r_j w_j) x n.
-                    const real3 spin = add3(scale3(wi, ri), scale3(wj, rj));
-                    kin.v_rel = add3(sub3(vi, vj), cross3(spin, kin.n));
+                    kin.v_rel = particle_contact_velocity(vi, wi, ri, vj, wj, rj, kin.n);
                     kin.omega_rel = sub3(wi, wj);
-                    const real ij = (real)p.species[sj].inertia;
-                    kin.i_eff = ii * ij / (ii + ij);
+                    kin.i_eff = effective_inertia(ii, (real)p.species[sj].inertia);
 #else
                     kin.v_rel = sub3(vi, vj);
                     kin.omega_rel = zero3();
@@ -276,12 +269,12 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
                     if (a == 2) kin.n.z = side == 0 ? real(-1) : real(1);
                     kin.delta = (real)d;
                     const real arm = contact_arm(ri, kin.delta);
-                    kin.v_rel = add3(vi, cross3(wi, scale3(kin.n, arm)));
+                    kin.v_rel = surface_contact_velocity(vi, wi, arm, kin.n, zero3());
                     kin.omega_rel = wi;
                     kin.r_eff = ri;
                     kin.m_eff = mi;
                     kin.i_eff = ii;
-                    apply_contact(p, in, out, k, p.pw[si * p.n_walls + 0], kin, arm, DEM_WALL_ID_BASE + 2 * a + side, 0u, 0u,
+                    apply_contact(p, in, out, k, p.pw[si * p.n_walls + 0], kin, arm, wall_partner(2 * a + side), 0u, 0u,
                                   acc);
                 }
             }
@@ -296,34 +289,31 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
         const real dt = (real)p.dt;
         const real3 g3 = make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
         real3 v = vi;
-        double x = pix, y = piy, zz = piz;
+        dvec3 x = dv3(pix, piy, piz);
 #if DEM_ROTATION
         real3 w = wi;
 #endif
         if (p.integrate == DEM_INTEGRATE_EULER) {
-            // Symplectic Euler, as cpu::stages::integrate_euler: a = g + F (1/m); v += a dt;
-            // x += v dt; w += T (dt / I).
-            const real3 a = axpy3(g3, acc.f, real(1) / mi);
-            v = axpy3(vi, a, dt);
-            x = pix + (double)v.x * p.dt;
-            y = piy + (double)v.y * p.dt;
-            zz = piz + (double)v.z * p.dt;
+            // Symplectic Euler, as cpu::stages::integrate_euler.
+            v = kick(vi, g3, acc.f, mi, dt);
+            x = drift(x, v, p.dt);
 #if DEM_ROTATION
-            w = axpy3(wi, acc.t, dt / ii);
+            w = spin_kick(wi, acc.t, ii, dt);
 #endif
         } else if (p.integrate == DEM_INTEGRATE_HALF_KICK) {
-            // cpu::stages::half_kick: v += (g + F (1/m)) h; w += T (h / I), h = dt / 2.
+            // Velocity Verlet's closing half kick, as cpu::stages::half_kick.
             const real h = (real)(0.5 * p.dt);
-            v = axpy3(vi, axpy3(g3, acc.f, real(1) / mi), h);
+            v = kick(vi, g3, acc.f, mi, h);
 #if DEM_ROTATION
-            w = axpy3(wi, acc.t, h / ii);
+            w = spin_kick(wi, acc.t, ii, h);
 #endif
         }
         store3(out.vel, k, v);
-        out.pos[3 * k] = x;
-        out.pos[3 * k + 1] = y;
-        out.pos[3 * k + 2] = zz;
-        bool finite = isfinite(x) && isfinite(y) && isfinite(zz) && isfinite(v.x) && isfinite(v.y) && isfinite(v.z);
+        out.pos[3 * k] = x.x;
+        out.pos[3 * k + 1] = x.y;
+        out.pos[3 * k + 2] = x.z;
+        bool finite =
+            isfinite(x.x) && isfinite(x.y) && isfinite(x.z) && isfinite(v.x) && isfinite(v.y) && isfinite(v.z);
 #if DEM_ROTATION
         store3(out.omega, k, w);
         finite = finite && isfinite(w.x) && isfinite(w.y) && isfinite(w.z);
@@ -356,13 +346,13 @@ extern "C" __global__ void dem_kick_drift(const DemParams p, ParticleArrays s) {
     const real mi = (real)sp.mass;
     const real h = (real)(0.5 * p.dt);
     const real3 g3 = make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
-    const real3 v = axpy3(load3(s.vel, k), axpy3(g3, load3(s.force, k), real(1) / mi), h);
+    const real3 v = kick(load3(s.vel, k), g3, load3(s.force, k), mi, h);
     store3(s.vel, k, v);
 #if DEM_ROTATION
-    const real ii = (real)sp.inertia;
-    store3(s.omega, k, axpy3(load3(s.omega, k), load3(s.torque, k), h / ii));
+    store3(s.omega, k, spin_kick(load3(s.omega, k), load3(s.torque, k), (real)sp.inertia, h));
 #endif
-    s.pos[3 * k] = s.pos[3 * k] + (double)v.x * p.dt;
-    s.pos[3 * k + 1] = s.pos[3 * k + 1] + (double)v.y * p.dt;
-    s.pos[3 * k + 2] = s.pos[3 * k + 2] + (double)v.z * p.dt;
+    const dvec3 x = drift(dload3(s.pos + 3 * k), v, p.dt);
+    s.pos[3 * k] = x.x;
+    s.pos[3 * k + 1] = x.y;
+    s.pos[3 * k + 2] = x.z;
 }

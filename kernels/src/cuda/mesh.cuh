@@ -1,32 +1,13 @@
-// Particle-triangle geometry: twins of solver/src/geometry/triangle.rs (closest point) and of the
-// mesh section of solver/src/cpu/contacts.rs (hit test, normal). Geometry is double in both
+// Particle-triangle geometry: twins of solver/src/core/geometry/triangle.rs (closest point) and of
+// the mesh section of solver/src/dem/cpu/contacts.rs (hit test, normal). Geometry is double in both
 // precisions (positions are double); the same operations in the same order as the Rust code, so
 // the parity mode (double, no FMA contraction) reproduces it bit for bit.
 
-struct dvec3 {
-    double x, y, z;
-};
-
-__device__ __forceinline__ dvec3 dv3(double x, double y, double z) {
-    dvec3 r;
-    r.x = x;
-    r.y = y;
-    r.z = z;
-    return r;
+// geometry::BodyTransform::wall_velocity: velocity + omega x (q - center), the surface velocity of a
+// mesh at world point q.
+__device__ __forceinline__ dvec3 wall_velocity(const MeshBody& body, dvec3 q) {
+    return dadd3(dload3(body.velocity), dcross3(dload3(body.omega), dsub3(q, dload3(body.center))));
 }
-__device__ __forceinline__ dvec3 dadd3(dvec3 a, dvec3 b) { return dv3(a.x + b.x, a.y + b.y, a.z + b.z); }
-__device__ __forceinline__ dvec3 dsub3(dvec3 a, dvec3 b) { return dv3(a.x - b.x, a.y - b.y, a.z - b.z); }
-__device__ __forceinline__ dvec3 dscale3(dvec3 a, double s) { return dv3(a.x * s, a.y * s, a.z * s); }
-// a + b * s (vec3::axpy)
-__device__ __forceinline__ dvec3 daxpy3(dvec3 a, dvec3 b, double s) {
-    return dv3(a.x + b.x * s, a.y + b.y * s, a.z + b.z * s);
-}
-__device__ __forceinline__ double ddot3(dvec3 a, dvec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
-__device__ __forceinline__ dvec3 dcross3(dvec3 a, dvec3 b) {
-    return dv3(a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x);
-}
-__device__ __forceinline__ dvec3 dload3(const double* p) { return dv3(p[0], p[1], p[2]); }
-__device__ __forceinline__ real3 to_real3(dvec3 a) { return make_real3((real)a.x, (real)a.y, (real)a.z); }
 
 // geometry::TriRegion
 #define DEM_TRI_FACE 0

@@ -2,13 +2,6 @@
 // solver/src/cuda/params.rs (#[repr(C)], with size asserts on both sides). Pointers are device
 // addresses (8 bytes); a null pointer means "array not allocated for this configuration".
 
-#define DEM_NO_PARTNER 0xFFFFFFFFu
-// History partner id of box wall w (0..6): DEM_WALL_ID_BASE + w. Particle ids stay below it.
-#define DEM_WALL_ID_BASE 0xFFFFFFF0u
-// History partner id of mesh triangle g (global index: the triangles of all meshes concatenated
-// in mesh order): DEM_MESH_ID_BASE + g. When the case has meshes, particle ids stay below it.
-#define DEM_MESH_ID_BASE 0x80000000u
-
 // Per-species constants, computed on the host in double (physics::sphere_mass, sphere_inertia).
 struct SpeciesProps {
     double radius;   // [m]

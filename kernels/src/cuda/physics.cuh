@@ -1,6 +1,8 @@
-// DEM contact physics: the CUDA twins of solver/src/physics.rs, one function per Rust function,
-// same names and argument order. Units, sources and derivations are documented once, on the Rust
-// side; keep the two in step (the parity test compares them on random inputs).
+// DEM contact physics: the CUDA twins of solver/src/dem/physics.rs (and of the history partner
+// encoding in solver/src/dem/state.rs), one function per Rust function, same names and argument
+// order. Units, sources and derivations are documented once, on the Rust side; keep the two in
+// step: solver/tests/physics_parity.rs runs every twin against its Rust function on random inputs
+// in double (kernels/src/cuda/parity.cu) and requires equal bits.
 //
 // Tuples returned by the Rust functions become out-parameters here (last argument).
 
@@ -42,6 +44,9 @@ __device__ __forceinline__ real effective_mass(real m1, real m2) { return m1 * m
 
 // physics::effective_radius for two finite radii.
 __device__ __forceinline__ real effective_radius(real r1, real r2) { return r1 * r2 / (r1 + r2); }
+
+// physics::effective_inertia
+__device__ __forceinline__ real effective_inertia(real i1, real i2) { return i1 * i2 / (i1 + i2); }
 
 // physics::linear_damping_coefficient
 __device__ __forceinline__ real linear_damping_coefficient(real k, real m_eff, real beta) {
@@ -150,3 +155,39 @@ __device__ __forceinline__ real normal_force_only(int model, const MaterialPair&
     }
     return hertz_normal_force((real)pair.e_star, r_eff, m_eff, beta, delta, delta_dot);
 }
+
+// physics::particle_contact_velocity: v_i - v_j + (r_i w_i + r_j w_j) x n.
+__device__ __forceinline__ real3 particle_contact_velocity(real3 vi, real3 wi, real ri, real3 vj, real3 wj, real rj,
+                                                           real3 n) {
+    const real3 spin = add3(scale3(wi, ri), scale3(wj, rj));
+    return add3(sub3(vi, vj), cross3(spin, n));
+}
+
+// physics::surface_contact_velocity: v_i + w_i x (r_i n) - v_wall.
+__device__ __forceinline__ real3 surface_contact_velocity(real3 vi, real3 wi, real ri, real3 n, real3 v_wall) {
+    return sub3(add3(vi, cross3(wi, scale3(n, ri))), v_wall);
+}
+
+// physics::kick: v + (g + f (1/m)) h.
+__device__ __forceinline__ real3 kick(real3 v, real3 g, real3 f, real m, real h) {
+    return axpy3(v, axpy3(g, f, real(1) / m), h);
+}
+
+// physics::spin_kick: w + t (h / I).
+__device__ __forceinline__ real3 spin_kick(real3 w, real3 t, real inertia, real h) { return axpy3(w, t, h / inertia); }
+
+// physics::drift: x + v dt, positions in double.
+__device__ __forceinline__ dvec3 drift(dvec3 x, real3 v, double dt) {
+    return dv3(x.x + (double)v.x * dt, x.y + (double)v.y * dt, x.z + (double)v.z * dt);
+}
+
+// History partners (solver/src/dem/state.rs): one u32 per partner on the CPU and the GPU. A particle
+// is its id; box wall w (0..6: x_min, x_max, y_min, ...) is DEM_WALL_PARTNER_BASE + w; mesh
+// triangle g (global index: all meshes' triangles concatenated in mesh order) is
+// DEM_MESH_PARTNER_BASE + g. Particle ids stay below DEM_MESH_PARTNER_BASE.
+#define DEM_PARTNER_NONE 0xFFFFFFFFu        // state::PARTNER_NONE
+#define DEM_MESH_PARTNER_BASE 0x80000000u   // state::MESH_PARTNER_BASE
+#define DEM_WALL_PARTNER_BASE 0xFFFFFFF0u   // state::WALL_PARTNER_BASE
+__device__ __forceinline__ unsigned wall_partner(unsigned wall) { return DEM_WALL_PARTNER_BASE + wall; }
+__device__ __forceinline__ unsigned triangle_partner(unsigned tri) { return DEM_MESH_PARTNER_BASE + tri; }
+__device__ __forceinline__ bool is_particle_partner(unsigned partner) { return partner < DEM_MESH_PARTNER_BASE; }

@@ -1,4 +1,5 @@
-// 3-vector helpers: the CUDA twins of solver/src/vec3.rs (same names with a `3` suffix).
+// 3-vector helpers: the CUDA twins of solver/src/core/vec3.rs (same names with a `3` suffix;
+// `d...3` for the double vectors that positions and mesh geometry use in both precisions).
 //
 // `real` is the precision of velocities, forces and contact quantities: float by default,
 // double when the module is compiled with -DDEM_DOUBLE (parity runs against the f64 CPU
@@ -45,3 +46,29 @@ __device__ __forceinline__ void store3(real* p, unsigned i, real3 v) {
     p[3 * i + 1] = v.y;
     p[3 * i + 2] = v.z;
 }
+
+// Double 3-vectors (positions, mesh geometry): the same helpers with a `d` prefix.
+struct dvec3 {
+    double x, y, z;
+};
+
+__device__ __forceinline__ dvec3 dv3(double x, double y, double z) {
+    dvec3 r;
+    r.x = x;
+    r.y = y;
+    r.z = z;
+    return r;
+}
+__device__ __forceinline__ dvec3 dadd3(dvec3 a, dvec3 b) { return dv3(a.x + b.x, a.y + b.y, a.z + b.z); }
+__device__ __forceinline__ dvec3 dsub3(dvec3 a, dvec3 b) { return dv3(a.x - b.x, a.y - b.y, a.z - b.z); }
+__device__ __forceinline__ dvec3 dscale3(dvec3 a, double s) { return dv3(a.x * s, a.y * s, a.z * s); }
+// a + b * s (vec3::axpy)
+__device__ __forceinline__ dvec3 daxpy3(dvec3 a, dvec3 b, double s) {
+    return dv3(a.x + b.x * s, a.y + b.y * s, a.z + b.z * s);
+}
+__device__ __forceinline__ double ddot3(dvec3 a, dvec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
+__device__ __forceinline__ dvec3 dcross3(dvec3 a, dvec3 b) {
+    return dv3(a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x);
+}
+__device__ __forceinline__ dvec3 dload3(const double* p) { return dv3(p[0], p[1], p[2]); }
+__device__ __forceinline__ real3 to_real3(dvec3 a) { return make_real3((real)a.x, (real)a.y, (real)a.z); }

@@ -187,7 +187,7 @@ mod tests {
                 .map(|k| {
                     let mut h = [HistEntry::NONE; HISTORY_CAP];
                     h[0] = HistEntry {
-                        key: k as u64 + 100,
+                        partner: k as u32 + 100,
                         xi: [1.0, 2.0, 3.0],
                     };
                     h
@@ -208,7 +208,7 @@ mod tests {
         let mut q = Particles::default();
         q.push_owned(out);
         assert_eq!(q.id, vec![6]);
-        assert_eq!(q.hist[0][0].key, 101);
+        assert_eq!(q.hist[0][0].partner, 101);
         assert_eq!(q.hist[0][0].xi, [1.0, 2.0, 3.0]);
     }
 

@@ -13,24 +13,51 @@ use serde::{Deserialize, Serialize};
 /// between steps, and are counted in [`crate::exec::worker::BackendStats::history_overflows`].
 pub const HISTORY_CAP: usize = 16;
 
-/// Key of an unused history slot.
-pub const KEY_NONE: u64 = u64::MAX;
-/// Partner kind bits of a history key: a particle (`id`), a box wall (`WALL | wall`) or a mesh
-/// triangle (`MESH | mesh << 32 | triangle`).
-pub const KEY_WALL: u64 = 1 << 62;
-pub const KEY_MESH: u64 = 2 << 62;
-pub const KEY_KIND: u64 = 3 << 62;
+/// History partner of an unused slot.
+pub const PARTNER_NONE: u32 = u32::MAX;
+/// History partner of global mesh triangle 0 (the triangles of all meshes concatenated in mesh
+/// order): [`triangle_partner`]. Particle ids, which are their own partner ids, stay below it.
+pub const MESH_PARTNER_BASE: u32 = 0x8000_0000;
+/// History partner of box wall 0 (walls x_min, x_max, y_min, ...): [`wall_partner`].
+pub const WALL_PARTNER_BASE: u32 = 0xFFFF_FFF0;
+/// Largest particle id a run may use (ids above name mesh triangles and walls in the history).
+pub const MAX_PARTICLE_ID: u32 = MESH_PARTNER_BASE - 1;
+/// Most mesh triangles a run may have (all meshes together).
+pub const MAX_TRIANGLES: u32 = WALL_PARTNER_BASE - MESH_PARTNER_BASE;
 
-/// One contact-history slot: the partner key and the tangential spring.
+// The history partner encoding, one u32 for every kind of partner, the same on the CPU and the
+// GPU (twins of the same names in kernels/src/cuda/physics.cuh): a particle is its id, a box wall
+// `WALL_PARTNER_BASE + wall`, a mesh triangle `MESH_PARTNER_BASE + global triangle index`.
+
+/// History partner of box wall `wall` (0..6, `geometry::WallContact::wall`).
+#[inline]
+pub fn wall_partner(wall: u32) -> u32 {
+    WALL_PARTNER_BASE + wall
+}
+
+/// History partner of mesh triangle `tri` (global index over all meshes).
+#[inline]
+pub fn triangle_partner(tri: u32) -> u32 {
+    MESH_PARTNER_BASE + tri
+}
+
+/// Whether a history partner is a particle (a pair whose spring both sides carry).
+#[inline]
+pub fn is_particle_partner(partner: u32) -> bool {
+    partner < MESH_PARTNER_BASE
+}
+
+/// One contact-history slot: the partner ([`wall_partner`], [`triangle_partner`] or a particle
+/// id; [`PARTNER_NONE`] when unused) and the tangential spring.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct HistEntry {
-    pub key: u64,
+    pub partner: u32,
     pub xi: V3,
 }
 
 impl HistEntry {
     pub const NONE: HistEntry = HistEntry {
-        key: KEY_NONE,
+        partner: PARTNER_NONE,
         xi: [0.0; 3],
     };
 }
@@ -128,8 +155,10 @@ pub struct SimState {
     /// Whether `force`/`torque` belong to the current positions.
     pub forces_valid: bool,
     pub contacts: Vec<u32>,
-    /// `HISTORY_CAP` slots per particle.
+    /// `history_cap` slots per particle (particle `k`'s at `k * history_cap ..`), used ones
+    /// first: [`HISTORY_CAP`] from the CPU, the device's capacity from a GPU.
     pub history: Vec<HistEntry>,
+    pub history_cap: usize,
     pub history_overflows: u64,
 }
 
@@ -157,6 +186,7 @@ impl SimState {
             forces_valid: false,
             contacts: vec![0; n],
             history: vec![HistEntry::NONE; n * HISTORY_CAP],
+            history_cap: HISTORY_CAP,
             history_overflows: 0,
         }
     }
@@ -184,15 +214,15 @@ impl SimState {
             ("force", self.force.len()),
             ("torque", self.torque.len()),
             ("contacts", self.contacts.len()),
-            ("history", self.history.len() / HISTORY_CAP),
         ];
         if let Some((name, len)) = lens.iter().find(|(_, l)| *l != n) {
             return Some(format!("{n} ids but {len} entries of {name}"));
         }
-        if self.history.len() != n * HISTORY_CAP {
+        if self.history_cap == 0 || self.history.len() != n * self.history_cap {
             return Some(format!(
-                "history holds {} slots, expected {n} x {HISTORY_CAP}",
-                self.history.len()
+                "history holds {} slots, expected {n} x {}",
+                self.history.len(),
+                self.history_cap
             ));
         }
         if let Some(w) = self.id.windows(2).find(|w| w[0] >= w[1]) {
@@ -201,6 +231,19 @@ impl SimState {
                 w[0], w[1]
             ));
         }
+        if let Some(&id) = self.id.last().filter(|&&id| id > MAX_PARTICLE_ID) {
+            return Some(format!(
+                "particle id {id} is above {MAX_PARTICLE_ID} (higher ids name walls and mesh \
+                 triangles in the contact history)"
+            ));
+        }
         None
+    }
+
+    /// The used history slots of the particle at index `k` (id order).
+    pub fn history_of(&self, k: usize) -> impl Iterator<Item = &HistEntry> {
+        self.history[k * self.history_cap..(k + 1) * self.history_cap]
+            .iter()
+            .filter(|h| h.partner != PARTNER_NONE)
     }
 }

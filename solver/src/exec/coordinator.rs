@@ -19,7 +19,7 @@ use crate::core::grid::Grid;
 use crate::decomp::{Axis, Decomposition, Plan, PlanError};
 use crate::dem::cpu::{distribute, CpuWorker};
 use crate::dem::exchange::ParticleBatch;
-use crate::dem::state::{HistEntry, SimState, StepContext, HISTORY_CAP, KEY_NONE};
+use crate::dem::state::{HistEntry, SimState, StepContext, HISTORY_CAP, PARTNER_NONE};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -302,7 +302,7 @@ impl Coordinator {
             self.migrations.with_history += b
                 .hist
                 .iter()
-                .filter(|h| h.iter().any(|e| e.key != KEY_NONE))
+                .filter(|h| h.iter().any(|e| e.partner != PARTNER_NONE))
                 .count() as u64;
         }
         w.par_iter_mut()
@@ -349,6 +349,7 @@ impl Coordinator {
             forces_valid: self.forces_valid,
             contacts: vec![0; n],
             history: vec![HistEntry::NONE; n * HISTORY_CAP],
+            history_cap: HISTORY_CAP,
             history_overflows: self.stats()?.history_overflows,
         };
         let mut seen = 0;

@@ -6,15 +6,16 @@ use crate::case::{Case, CaseError};
 use crate::core::geometry::Mesh;
 use crate::core::stl::Triangle;
 use crate::decomp::DecompositionOverride;
-use crate::dem::state::SimState;
+use crate::dem::state::{self, HistEntry, SimState, HISTORY_CAP};
 use crate::exec::sim::{BackendKind, Simulation};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 const MAGIC: [u8; 8] = *b"PSHMCKPT";
-/// Bumped whenever the encoded layout changes. Version 2 stores particle ids with the state
-/// (version 1 implied 0..n; it is still read).
-pub const CHECKPOINT_VERSION: u32 = 2;
+/// Bumped whenever the encoded layout changes. Version 2 stored particle ids with the state
+/// (version 1 implied 0..n); version 3 stores history partners as the workers do
+/// (`state::wall_partner`, ...) with the history's capacity. Versions 1 and 2 are still read.
+pub const CHECKPOINT_VERSION: u32 = 3;
 
 #[derive(Serialize, Deserialize)]
 struct Header {
@@ -22,9 +23,36 @@ struct Header {
     version: u32,
 }
 
-/// A version-1 state: [`SimState`] without ids (they were 0..n).
+/// A history slot of versions 1 and 2: a 64-bit key, kind in the top two bits (0 particle id,
+/// 1 box wall, 2 mesh triangle as `mesh << 32 | triangle of the mesh`), `u64::MAX` unused.
 #[derive(Deserialize)]
-struct SimStateV1 {
+#[cfg_attr(test, derive(Serialize))]
+struct HistEntryV2 {
+    key: u64,
+    xi: crate::core::vec3::V3,
+}
+
+/// The partner of a version-2 key (`mesh_first`: first global triangle of each mesh, then the
+/// total); `None` for an unused slot or a triangle the meshes do not have.
+fn partner_of_v2_key(key: u64, mesh_first: &[u32]) -> Option<u32> {
+    const KIND: u64 = 3 << 62;
+    match key & KIND {
+        _ if key == u64::MAX => None,
+        0 => u32::try_from(key).ok(),
+        k if k == 1 << 62 => Some(state::wall_partner((key & 0xFF) as u32)),
+        _ => {
+            let mesh = ((key >> 32) & 0x3FFF_FFFF) as usize;
+            let (&first, &next) = (mesh_first.get(mesh)?, mesh_first.get(mesh + 1)?);
+            let tri = key as u32;
+            (tri < next - first).then(|| state::triangle_partner(first + tri))
+        }
+    }
+}
+
+/// A version-1 or -2 state: [`SimState`] with 64-bit history keys and, in version 1, no ids
+/// (they were 0..n).
+#[derive(Deserialize)]
+struct SimStateV2 {
     time: f64,
     step: u64,
     species: Vec<u32>,
@@ -35,7 +63,7 @@ struct SimStateV1 {
     torque: Vec<crate::core::vec3::V3>,
     forces_valid: bool,
     contacts: Vec<u32>,
-    history: Vec<crate::dem::state::HistEntry>,
+    history: Vec<HistEntryV2>,
     history_overflows: u64,
 }
 
@@ -45,18 +73,47 @@ struct PayloadV1 {
     case_name: String,
     base_dir: PathBuf,
     mesh_triangles: Vec<Vec<Triangle>>,
-    state: SimStateV1,
+    state: SimStateV2,
 }
 
-impl From<PayloadV1> for Payload {
-    fn from(p: PayloadV1) -> Payload {
+/// Version 2: the version-1 state with ids first.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct PayloadV2 {
+    case_toml: String,
+    case_name: String,
+    base_dir: PathBuf,
+    mesh_triangles: Vec<Vec<Triangle>>,
+    state: SimStateV2WithIds,
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct SimStateV2WithIds {
+    time: f64,
+    step: u64,
+    id: Vec<u32>,
+    species: Vec<u32>,
+    pos: Vec<crate::core::vec3::V3>,
+    vel: Vec<crate::core::vec3::V3>,
+    omega: Vec<crate::core::vec3::V3>,
+    force: Vec<crate::core::vec3::V3>,
+    torque: Vec<crate::core::vec3::V3>,
+    forces_valid: bool,
+    contacts: Vec<u32>,
+    history: Vec<HistEntryV2>,
+    history_overflows: u64,
+}
+
+impl From<PayloadV1> for PayloadV2 {
+    fn from(p: PayloadV1) -> PayloadV2 {
         let s = p.state;
-        Payload {
+        PayloadV2 {
             case_toml: p.case_toml,
             case_name: p.case_name,
             base_dir: p.base_dir,
             mesh_triangles: p.mesh_triangles,
-            state: SimState {
+            state: SimStateV2WithIds {
                 time: s.time,
                 step: s.step,
                 id: (0..s.pos.len() as u32).collect(),
@@ -69,6 +126,47 @@ impl From<PayloadV1> for Payload {
                 forces_valid: s.forces_valid,
                 contacts: s.contacts,
                 history: s.history,
+                history_overflows: s.history_overflows,
+            },
+        }
+    }
+}
+
+impl From<PayloadV2> for Payload {
+    fn from(p: PayloadV2) -> Payload {
+        let s = p.state;
+        let mut mesh_first = vec![0u32];
+        for m in &p.mesh_triangles {
+            mesh_first.push(mesh_first[mesh_first.len() - 1] + m.len() as u32);
+        }
+        // Versions 1 and 2 kept HISTORY_CAP slots per particle, used ones first.
+        let history = s
+            .history
+            .iter()
+            .map(|h| match partner_of_v2_key(h.key, &mesh_first) {
+                Some(partner) => HistEntry { partner, xi: h.xi },
+                None => HistEntry::NONE,
+            })
+            .collect();
+        Payload {
+            case_toml: p.case_toml,
+            case_name: p.case_name,
+            base_dir: p.base_dir,
+            mesh_triangles: p.mesh_triangles,
+            state: SimState {
+                time: s.time,
+                step: s.step,
+                id: s.id,
+                species: s.species,
+                pos: s.pos,
+                vel: s.vel,
+                omega: s.omega,
+                force: s.force,
+                torque: s.torque,
+                forces_valid: s.forces_valid,
+                contacts: s.contacts,
+                history,
+                history_cap: HISTORY_CAP,
                 history_overflows: s.history_overflows,
             },
         }
@@ -214,7 +312,13 @@ impl Simulation {
             });
         }
         let p: Payload = match header.version {
-            1 => bincode::serde::decode_from_slice::<PayloadV1, _>(&bytes[used..], cfg)
+            1 => PayloadV2::from(
+                bincode::serde::decode_from_slice::<PayloadV1, _>(&bytes[used..], cfg)
+                    .map_err(dec)?
+                    .0,
+            )
+            .into(),
+            2 => bincode::serde::decode_from_slice::<PayloadV2, _>(&bytes[used..], cfg)
                 .map_err(dec)?
                 .0
                 .into(),
@@ -279,5 +383,110 @@ impl Simulation {
                 source: Box::new(source),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dem::state::{MESH_PARTNER_BASE, PARTNER_NONE};
+
+    #[test]
+    fn version_2_keys_become_partners() {
+        // Two meshes of 10 and 5 triangles.
+        let first = [0, 10, 15];
+        assert_eq!(partner_of_v2_key(7, &first), Some(7));
+        assert_eq!(partner_of_v2_key(u64::MAX, &first), None);
+        assert_eq!(
+            partner_of_v2_key(1 << 62 | 3, &first),
+            Some(state::wall_partner(3))
+        );
+        let tri = |mesh: u64, t: u64| 2 << 62 | mesh << 32 | t;
+        assert_eq!(
+            partner_of_v2_key(tri(0, 9), &first),
+            Some(MESH_PARTNER_BASE + 9)
+        );
+        assert_eq!(
+            partner_of_v2_key(tri(1, 4), &first),
+            Some(MESH_PARTNER_BASE + 14)
+        );
+        // A triangle the meshes do not have is dropped, not aliased onto another.
+        assert_eq!(partner_of_v2_key(tri(1, 5), &first), None);
+        assert_eq!(partner_of_v2_key(tri(2, 0), &first), None);
+    }
+
+    /// The inverse of `partner_of_v2_key` for particles and walls (what a version-2 writer
+    /// stored).
+    fn v2_key(partner: u32) -> u64 {
+        if partner == PARTNER_NONE {
+            u64::MAX
+        } else if partner >= state::WALL_PARTNER_BASE {
+            1 << 62 | (partner - state::WALL_PARTNER_BASE) as u64
+        } else {
+            partner as u64
+        }
+    }
+
+    /// A version-2 file of a frictional run (particle and wall springs) loads with the same
+    /// history and continues exactly as the run it was taken from.
+    #[test]
+    fn a_version_2_checkpoint_continues_the_run() {
+        // dt 1e-4 s: the particles have landed after 1,500 steps.
+        let case = Case::falling_box(300, 1e-4);
+        let mut sim = Simulation::new(case.clone()).expect("case");
+        sim.step_n(1500).expect("steps");
+        let s = sim.state().expect("state");
+        assert!(
+            s.history
+                .iter()
+                .any(|h| h.partner >= state::WALL_PARTNER_BASE && h.partner != PARTNER_NONE)
+                && s.history
+                    .iter()
+                    .any(|h| state::is_particle_partner(h.partner)),
+            "the run must have wall and particle springs to convert"
+        );
+        let payload = PayloadV2 {
+            case_toml: case.to_toml().expect("toml"),
+            case_name: case.origin.name.clone(),
+            base_dir: case.origin.base_dir.clone(),
+            mesh_triangles: Vec::new(),
+            state: SimStateV2WithIds {
+                time: s.time,
+                step: s.step,
+                id: s.id.clone(),
+                species: s.species.clone(),
+                pos: s.pos.clone(),
+                vel: s.vel.clone(),
+                omega: s.omega.clone(),
+                force: s.force.clone(),
+                torque: s.torque.clone(),
+                forces_valid: s.forces_valid,
+                contacts: s.contacts.clone(),
+                history: s
+                    .history
+                    .iter()
+                    .map(|h| HistEntryV2 {
+                        key: v2_key(h.partner),
+                        xi: h.xi,
+                    })
+                    .collect(),
+                history_overflows: s.history_overflows,
+            },
+        };
+        let cfg = bincode::config::standard();
+        let header = Header {
+            magic: MAGIC,
+            version: 2,
+        };
+        let mut bytes = bincode::serde::encode_to_vec(header, cfg).expect("header");
+        bytes.extend(bincode::serde::encode_to_vec(&payload, cfg).expect("payload"));
+        let path = std::env::temp_dir().join(format!("ckpt-v2-{}.ckpt", std::process::id()));
+        std::fs::write(&path, bytes).expect("write");
+        let mut loaded = Simulation::load_checkpoint(&path).expect("a version-2 checkpoint loads");
+        std::fs::remove_file(&path).ok();
+        assert_eq!(loaded.state().expect("state"), s);
+        sim.step_n(200).expect("steps");
+        loaded.step_n(200).expect("steps");
+        assert_eq!(loaded.state().expect("state"), sim.state().expect("state"));
     }
 }

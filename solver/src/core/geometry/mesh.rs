@@ -59,6 +59,17 @@ impl MeshWorld {
         self.world.is_empty()
     }
 
+    /// The global triangle indices of mesh `mesh`.
+    pub fn triangles_of(&self, mesh: u32) -> std::ops::Range<u32> {
+        let m = mesh as usize;
+        let end = self
+            .first_tri
+            .get(m + 1)
+            .copied()
+            .unwrap_or(self.world.len() as u32);
+        self.first_tri[m]..end
+    }
+
     /// Places every moving mesh at time `t` and rebins; bins fixed meshes on first use. `reach`
     /// is the largest particle radius [m]. Returns whether the moving meshes' bins were
     /// (re)built (the GPU backend uploads them then).

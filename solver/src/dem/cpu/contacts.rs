@@ -10,7 +10,7 @@ use crate::core::grid::{CellList, Grid};
 use crate::core::vec3::{self, V3};
 use crate::dem::exchange::Particles;
 use crate::dem::physics::{self, ContactKinematics, MaterialPair};
-use crate::dem::state::{StepContext, KEY_MESH, KEY_WALL};
+use crate::dem::state::{self, StepContext};
 
 /// Everything the contact search reads, borrowed for one stage.
 pub(super) struct World<'a> {
@@ -23,10 +23,11 @@ pub(super) struct World<'a> {
 
 /// One contact of particle `i`.
 pub(super) struct Contact<'a> {
-    /// History key of the partner (particle id, wall or mesh triangle; see `backend::KEY_*`).
-    pub key: u64,
-    /// For mesh contacts: the mesh index (history falls back to any entry of the same mesh).
-    pub mesh: Option<u32>,
+    /// History partner (particle id, wall or mesh triangle; `state::wall_partner`, ...).
+    pub partner: u32,
+    /// For mesh contacts: the partners of the mesh's triangles (history falls back to any
+    /// entry of the same mesh); empty otherwise.
+    pub mesh_partners: std::ops::Range<u32>,
     pub kin: ContactKinematics,
     pub pair: &'a MaterialPair,
     /// Lever arm from the centre of `i` to the contact point along `kin.n` [m].
@@ -88,21 +89,19 @@ impl World<'_> {
                     [0.0, 0.0, -1.0]
                 };
                 let wj = p.omega[j];
-                let spin = vec3::add(vec3::scale(wi, ri), vec3::scale(wj, rj));
-                let v_rel = vec3::add(vec3::sub(vi, p.vel[j]), vec3::cross(spin, n));
                 let (mj, ij) = (ctx.species_mass[sj], ctx.species_inertia[sj]);
                 let kin = ContactKinematics {
                     n,
                     delta: rsum - dist,
-                    v_rel,
+                    v_rel: physics::particle_contact_velocity(vi, wi, ri, p.vel[j], wj, rj, n),
                     omega_rel: vec3::sub(wi, wj),
                     r_eff: physics::effective_radius(ri, rj),
                     m_eff: physics::effective_mass(mi, mj),
-                    i_eff: ii * ij / (ii + ij),
+                    i_eff: physics::effective_inertia(ii, ij),
                 };
                 f(Contact {
-                    key: p.id[j] as u64,
-                    mesh: None,
+                    partner: p.id[j],
+                    mesh_partners: 0..0,
                     kin,
                     pair: ctx.table.particle_pair(si, sj),
                     lever: ri,
@@ -115,19 +114,18 @@ impl World<'_> {
             scratch.walls.clear();
             box_wall_contacts(pi, ri, ctx.domain_min, ctx.domain_max, &mut scratch.walls);
             for w in &scratch.walls {
-                let v_rel = vec3::add(vi, vec3::cross(wi, vec3::scale(w.n, ri)));
                 let kin = ContactKinematics {
                     n: w.n,
                     delta: w.delta,
-                    v_rel,
+                    v_rel: physics::surface_contact_velocity(vi, wi, ri, w.n, vec3::ZERO),
                     omega_rel: wi,
                     r_eff: ri,
                     m_eff: mi,
                     i_eff: ii,
                 };
                 f(Contact {
-                    key: KEY_WALL | w.wall as u64,
-                    mesh: None,
+                    partner: state::wall_partner(w.wall),
+                    mesh_partners: 0..0,
                     kin,
                     pair: ctx.table.wall_pair(si, 0),
                     lever: ri,
@@ -157,11 +155,9 @@ impl World<'_> {
             } else {
                 vec3::normalize_or_zero(vec3::cross(vec3::sub(t[1], t[0]), vec3::sub(t[2], t[0])))
             };
-            let mesh = self.meshes.tri_mesh[g as usize];
-            let tri = g - self.meshes.first_tri[mesh as usize];
             scratch.hits.push(MeshHit {
-                mesh,
-                tri,
+                mesh: self.meshes.tri_mesh[g as usize],
+                tri: g,
                 region,
                 q,
                 n,
@@ -188,21 +184,21 @@ impl World<'_> {
                 continue;
             }
             let tr = &self.meshes.transforms[h.mesh as usize];
-            let v_wall = tr.wall_velocity(h.q);
-            let v_rel = vec3::sub(vec3::add(vi, vec3::cross(wi, vec3::scale(h.n, ri))), v_wall);
             let kin = ContactKinematics {
                 n: h.n,
                 delta: ri - h.dist,
-                v_rel,
+                v_rel: physics::surface_contact_velocity(vi, wi, ri, h.n, tr.wall_velocity(h.q)),
                 omega_rel: vec3::sub(wi, tr.omega),
                 r_eff: ri,
                 m_eff: mi,
                 i_eff: ii,
             };
             let material = ctx.meshes[h.mesh as usize].material;
+            let tris = self.meshes.triangles_of(h.mesh);
             f(Contact {
-                key: KEY_MESH | (h.mesh as u64) << 32 | h.tri as u64,
-                mesh: Some(h.mesh),
+                partner: state::triangle_partner(h.tri),
+                mesh_partners: state::triangle_partner(tris.start)
+                    ..state::triangle_partner(tris.end),
                 kin,
                 pair: ctx.table.wall_pair(si, material),
                 lever: ri,

@@ -76,9 +76,10 @@ pub fn distribute(state: SimState, grid: &Grid, plan: &Plan) -> Vec<ParticleBatc
         torque,
         contacts,
         history,
+        history_cap,
         ..
     } = state;
-    for (k, chunk) in history.chunks_exact(HISTORY_CAP).enumerate() {
+    for (k, chunk) in history.chunks_exact(history_cap).enumerate() {
         let b = &mut out[plan.owner(grid, pos[k])];
         b.id.push(id[k]);
         b.species.push(species[k]);
@@ -88,7 +89,13 @@ pub fn distribute(state: SimState, grid: &Grid, plan: &Plan) -> Vec<ParticleBatc
         b.force.push(force[k]);
         b.torque.push(torque[k]);
         b.contacts.push(contacts[k]);
-        b.hist.push(std::array::from_fn(|s| chunk[s]));
+        // Used slots come first; a state from a GPU with more than HISTORY_CAP slots keeps its
+        // first HISTORY_CAP contacts' springs (the rest restart at zero, as any overflow).
+        let mut h = [HistEntry::NONE; HISTORY_CAP];
+        for (slot, e) in h.iter_mut().zip(chunk) {
+            *slot = *e;
+        }
+        b.hist.push(h);
     }
     out
 }

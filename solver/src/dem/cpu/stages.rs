@@ -5,7 +5,7 @@ use super::CpuWorker;
 use crate::core::grid::CellList;
 use crate::core::vec3::{self, V3};
 use crate::dem::physics::{self, ContactState};
-use crate::dem::state::{HistEntry, HISTORY_CAP, KEY_KIND, KEY_MESH};
+use crate::dem::state::{self, HistEntry, HISTORY_CAP};
 use crate::exec::worker::Energies;
 use rayon::prelude::*;
 
@@ -17,25 +17,24 @@ struct Out {
     overflow: u32,
 }
 
-/// Finds the history slot of a contact: the same partner key, or, for a mesh contact that moved
-/// to a neighbouring triangle, the first unused slot of the same mesh.
+/// Finds the history slot of a contact: the same partner, or, for a mesh contact that moved to a
+/// neighbouring triangle, the first unused slot of the same mesh (`mesh_partners`: the partners
+/// of its triangles). Twin of `find_history` in kernels/src/cuda/contact.cu.
 #[inline]
 fn find_history(
     old: &[HistEntry; HISTORY_CAP],
     used: u32,
-    key: u64,
-    mesh: Option<u32>,
+    partner: u32,
+    mesh_partners: &std::ops::Range<u32>,
 ) -> Option<usize> {
     let free = |k: usize| used & (1 << k) == 0;
     (0..HISTORY_CAP)
-        .find(|&k| free(k) && old[k].key == key)
+        .find(|&k| free(k) && old[k].partner == partner)
         .or_else(|| {
-            let m = mesh?;
-            (0..HISTORY_CAP).find(|&k| {
-                free(k)
-                    && old[k].key & KEY_KIND == KEY_MESH
-                    && ((old[k].key >> 32) & 0x3FFF_FFFF) as u32 == m
-            })
+            if mesh_partners.is_empty() {
+                return None;
+            }
+            (0..HISTORY_CAP).find(|&k| free(k) && mesh_partners.contains(&old[k].partner))
         })
 }
 
@@ -99,7 +98,7 @@ impl CpuWorker {
                 let mut used = 0u32;
                 world.visit_contacts(i, scratch, |c| {
                     let mut state = ContactState::default();
-                    if let Some(k) = find_history(old, used, c.key, c.mesh) {
+                    if let Some(k) = find_history(old, used, c.partner, &c.mesh_partners) {
                         used |= 1 << k;
                         state.xi = old[k].xi;
                     }
@@ -110,7 +109,7 @@ impl CpuWorker {
                     let slot = out.contacts as usize - out.overflow as usize;
                     if slot < HISTORY_CAP {
                         h[slot] = HistEntry {
-                            key: c.key,
+                            partner: c.partner,
                             xi: state.xi,
                         };
                     } else {
@@ -132,7 +131,7 @@ impl CpuWorker {
         self.stats.contacts = contacts;
     }
 
-    /// Symplectic Euler: v += (F/m + g) dt; x += v dt; w += T/I dt.
+    /// Symplectic Euler: v += (F/m + g) dt; x += v dt; w += T/I dt (`physics::kick`, ...).
     pub(super) fn integrate_euler(&mut self, dt: f64) {
         let ctx = &*self.ctx;
         let g = ctx.gravity;
@@ -146,10 +145,9 @@ impl CpuWorker {
             .enumerate()
             .for_each(|(i, ((x, v), w))| {
                 let s = species[i] as usize;
-                let a = vec3::axpy(g, force[i], 1.0 / ctx.species_mass[s]);
-                *v = vec3::axpy(*v, a, dt);
-                *x = vec3::axpy(*x, *v, dt);
-                *w = vec3::axpy(*w, torque[i], dt / ctx.species_inertia[s]);
+                *v = physics::kick(*v, g, force[i], ctx.species_mass[s], dt);
+                *x = physics::drift(*x, *v, dt);
+                *w = physics::spin_kick(*w, torque[i], ctx.species_inertia[s], dt);
             });
     }
 
@@ -166,8 +164,8 @@ impl CpuWorker {
             .enumerate()
             .for_each(|(i, (v, w))| {
                 let s = species[i] as usize;
-                *v = vec3::axpy(*v, vec3::axpy(g, force[i], 1.0 / ctx.species_mass[s]), h);
-                *w = vec3::axpy(*w, torque[i], h / ctx.species_inertia[s]);
+                *v = physics::kick(*v, g, force[i], ctx.species_mass[s], h);
+                *w = physics::spin_kick(*w, torque[i], ctx.species_inertia[s], h);
             });
     }
 
@@ -178,7 +176,7 @@ impl CpuWorker {
         p.pos[..n]
             .par_iter_mut()
             .zip(p.vel[..n].par_iter())
-            .for_each(|(x, v)| *x = vec3::axpy(*x, *v, dt));
+            .for_each(|(x, v)| *x = physics::drift(*x, *v, dt));
     }
 
     /// The lowest id of an owned particle with a non-finite state (the run stops there instead
@@ -237,7 +235,7 @@ impl CpuWorker {
                 world.visit_contacts(i, scratch, |c| {
                     let xi = hist
                         .iter()
-                        .find(|h| h.key == c.key)
+                        .find(|h| h.partner == c.partner)
                         .map(|h| h.xi)
                         .unwrap_or(vec3::ZERO);
                     let en = physics::contact_elastic_energy(
@@ -248,7 +246,11 @@ impl CpuWorker {
                         &ContactState { xi },
                     );
                     // A particle pair is seen from both sides.
-                    e.elastic += if c.key & KEY_KIND == 0 { 0.5 * en } else { en };
+                    e.elastic += if state::is_particle_partner(c.partner) {
+                        0.5 * en
+                    } else {
+                        en
+                    };
                 });
                 e
             })

@@ -5,16 +5,12 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use kernels::ModuleConfig;
 
-use super::mesh::GpuMeshes;
 use super::params::{DemDiag, DemParams, GridArrays, ParticleArrays, SpeciesProps};
-use super::params::{MESH_ID_BASE, WALL_ID_BASE};
 use super::{CudaError, CudaOptions};
 use crate::core::grid::Grid;
 use crate::core::vec3::V3;
 use crate::dem::physics;
-use crate::dem::state::{
-    HistEntry, SimState, StepContext, HISTORY_CAP, KEY_KIND, KEY_NONE, KEY_WALL,
-};
+use crate::dem::state::{HistEntry, SimState, StepContext, PARTNER_NONE};
 
 /// GPU memory in use, by array.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -73,9 +69,6 @@ pub(crate) struct DeviceState {
     pub diag: u64,
     pub memory: MemoryReport,
     pub real_size: usize,
-    /// First global triangle of each mesh plus the total (empty without meshes): converts mesh
-    /// history keys between the CPU form and device partner ids.
-    pub mesh_first: Vec<u32>,
 }
 
 /// Sizes of the per-particle arrays of one configuration.
@@ -289,15 +282,7 @@ pub(crate) fn upload(
             cells: cells as u64,
         },
         real_size: lay.real,
-        mesh_first: Vec::new(),
     };
-    if !sc.meshes.is_empty() {
-        st.mesh_first.push(0);
-        for m in &sc.meshes {
-            let last = *st.mesh_first.last().expect("nonempty");
-            st.mesh_first.push(last + m.triangles.len() as u32);
-        }
-    }
     for copy in ["", "scratch."] {
         let mut a = ParticleArrays::default();
         for (name, bytes) in lay.state_arrays(n) {
@@ -396,27 +381,6 @@ pub(crate) fn upload(
     Ok((st, params))
 }
 
-/// History key of the CPU backend -> partner id of the device history (None: a triangle of no
-/// mesh of this case, dropped). `mesh_first`: [`DeviceState::mesh_first`].
-fn partner_of_key(key: u64, mesh_first: &[u32]) -> Option<u32> {
-    match key & KEY_KIND {
-        0 => Some(key as u32),
-        KEY_WALL => Some(WALL_ID_BASE + (key & 0xFF) as u32),
-        _ => GpuMeshes::partner_of_key(mesh_first, key),
-    }
-}
-
-/// Device partner id -> CPU history key.
-fn key_of_partner(partner: u32, mesh_first: &[u32]) -> u64 {
-    if partner >= WALL_ID_BASE {
-        KEY_WALL | (partner - WALL_ID_BASE) as u64
-    } else if partner >= MESH_ID_BASE && !mesh_first.is_empty() {
-        GpuMeshes::key_of_partner(mesh_first, partner)
-    } else {
-        partner as u64
-    }
-}
-
 /// Uploads `state` (id order) into the state arrays, slot = id.
 pub(crate) fn set_state(
     stream: &Arc<CudaStream>,
@@ -432,8 +396,9 @@ pub(crate) fn set_state(
     );
     let real = st.real_size;
     let a = st.cur;
-    let ids: Vec<u32> = (0..n as u32).collect();
-    upload_bytes(stream, st, a.id, as_bytes(&ids))?;
+    // Ids are 0..n here (CudaSim::new checks it): slot = id at upload, and `dem_pack` writes
+    // frames at index id.
+    upload_bytes(stream, st, a.id, as_bytes(&state.id))?;
     if a.species != 0 {
         upload_bytes(stream, st, a.species, as_bytes(&state.species))?;
     }
@@ -454,28 +419,36 @@ pub(crate) fn set_state(
             &real_bytes(&flat(&state.torque), real),
         )?;
     }
-    if a.hist_count != 0 && state.history.iter().all(|h| h.key == KEY_NONE) {
+    if a.hist_count != 0 && state.history.iter().all(|h| h.partner == PARTNER_NONE) {
         // A fresh start: only the entry counts matter (the slots are read below the count).
         // Skips building and uploading 16 entries per particle (seconds at 10 M particles).
         upload_bytes(stream, st, a.hist_count, as_bytes(&vec![0u32; n]))?;
     } else if a.hist_count != 0 {
+        // The partners are the device's own encoding (state::wall_partner, ...): copied as
+        // they are. Entries beyond the device's capacity are dropped (their springs restart
+        // at zero) and logged.
         let cap = p.hist_cap as usize;
         let mut count = vec![0u32; n];
         let mut partner = vec![0u32; cap * n];
         let mut xi = vec![0f64; 3 * cap * n];
-        for (i, slots) in state.history.chunks_exact(HISTORY_CAP).enumerate() {
-            for h in slots.iter().filter(|h| h.key != KEY_NONE) {
-                let (Some(pid), true) = (
-                    partner_of_key(h.key, &st.mesh_first),
-                    (count[i] as usize) < cap,
-                ) else {
+        let mut dropped = 0u64;
+        for (i, count) in count.iter_mut().enumerate() {
+            for h in state.history_of(i) {
+                if *count as usize == cap {
+                    dropped += 1;
                     continue;
-                };
-                let e = count[i] as usize * n + i;
-                partner[e] = pid;
+                }
+                let e = *count as usize * n + i;
+                partner[e] = h.partner;
                 xi[3 * e..3 * e + 3].copy_from_slice(&h.xi);
-                count[i] += 1;
+                *count += 1;
             }
+        }
+        if dropped > 0 {
+            tracing::warn!(
+                "{dropped} contact history entries beyond the device's {cap} per particle are \
+                 dropped; those contacts restart with a zero tangential spring"
+            );
         }
         upload_bytes(stream, st, a.hist_count, as_bytes(&count))?;
         upload_bytes(stream, st, a.hist_partner, as_bytes(&partner))?;
@@ -539,29 +512,24 @@ struct DeviceHistory<'a> {
     xi: &'a [f64],
 }
 
-/// Writes the device history into the portable one (`HISTORY_CAP` slots per particle, id
-/// order). The portable state holds [`HISTORY_CAP`] entries per particle; a device history with
-/// more (`CudaOptions::hist_cap` > 16) loses the entries beyond: returns how many were dropped
-/// (springs lost, counted as overflows by the caller).
-fn history_to_portable(h: &DeviceHistory<'_>, mesh_first: &[u32], out: &mut [HistEntry]) -> u64 {
+/// Writes the device history into the portable one (id order, the device's `hist_cap` slots
+/// per particle, used ones first): partners and springs as they are, nothing converted or
+/// dropped.
+fn history_to_portable(h: &DeviceHistory<'_>, cap: usize, out: &mut [HistEntry]) {
     let n = h.ids.len();
-    let mut dropped = 0u64;
     for (k, &id) in h.ids.iter().enumerate() {
-        let m = h.count[k] as usize;
-        dropped += m.saturating_sub(HISTORY_CAP) as u64;
-        for c in 0..m.min(HISTORY_CAP) {
+        for c in 0..h.count[k] as usize {
             let e = c * n + k;
-            out[id as usize * HISTORY_CAP + c] = HistEntry {
-                key: key_of_partner(h.partner[e], mesh_first),
+            out[id as usize * cap + c] = HistEntry {
+                partner: h.partner[e],
                 xi: [h.xi[3 * e], h.xi[3 * e + 1], h.xi[3 * e + 2]],
             };
         }
     }
-    dropped
 }
 
-/// The state in id order: kinematics, contact history (at most [`HISTORY_CAP`] entries per
-/// particle; `history_overflows` = the entries dropped beyond), last forces when stored.
+/// The state in id order: kinematics, contact history (`hist_cap` entries per particle), last
+/// forces when stored.
 pub(crate) fn download_state(
     stream: &Arc<CudaStream>,
     st: &DeviceState,
@@ -627,23 +595,18 @@ pub(crate) fn download_state(
         let count: Vec<u32> = download(stream, st, a.hist_count, n)?;
         let partner: Vec<u32> = download(stream, st, a.hist_partner, cap * n)?;
         let xi = download_real(stream, st, a.hist_xi, 3 * cap * n)?;
-        let dropped = history_to_portable(
+        s.history = vec![HistEntry::NONE; cap * n];
+        s.history_cap = cap;
+        history_to_portable(
             &DeviceHistory {
                 ids: &ids,
                 count: &count,
                 partner: &partner,
                 xi: &xi,
             },
-            &st.mesh_first,
+            cap,
             &mut s.history,
         );
-        if dropped > 0 {
-            tracing::warn!(
-                "exporting the GPU state: {dropped} contact history entries beyond {HISTORY_CAP} per particle \
-                 (hist_cap = {cap}) are dropped; those contacts restart with a zero tangential spring"
-            );
-        }
-        s.history_overflows = dropped;
     }
     Ok(s)
 }
@@ -652,10 +615,10 @@ pub(crate) fn download_state(
 mod tests {
     use super::*;
 
-    /// Two particles (slots swapped against ids) with 18 and 2 device entries: the portable
-    /// state keeps 16 and 2, and the 2 beyond are reported as dropped.
+    /// Two particles (slots swapped against ids) with 18 and 2 device entries of 20: the
+    /// portable state keeps all of them, in order, under the particles' ids.
     #[test]
-    fn export_keeps_sixteen_entries_and_counts_the_rest() {
+    fn export_keeps_every_entry_in_id_order() {
         let (n, cap) = (2usize, 20usize);
         let ids = [1u32, 0];
         let count = [18u32, 2];
@@ -667,22 +630,23 @@ mod tests {
                 xi[3 * (c * n + k)] = c as f64;
             }
         }
-        let mut out = vec![HistEntry::NONE; n * HISTORY_CAP];
+        let mut out = vec![HistEntry::NONE; n * cap];
         let h = DeviceHistory {
             ids: &ids,
             count: &count,
             partner: &partner,
             xi: &xi,
         };
-        assert_eq!(history_to_portable(&h, &[], &mut out), 2);
-        // Slot 0 is particle 1: 16 entries kept, in order.
-        let p1 = &out[HISTORY_CAP..];
-        assert!(p1.iter().all(|e| e.key != KEY_NONE));
-        assert_eq!(p1[15].key, 15);
-        assert_eq!(p1[15].xi[0], 15.0);
+        history_to_portable(&h, cap, &mut out);
+        // Slot 0 is particle 1: 18 entries, in order.
+        let p1 = &out[cap..];
+        assert!(p1[..18].iter().all(|e| e.partner != PARTNER_NONE));
+        assert_eq!(p1[17].partner, 17);
+        assert_eq!(p1[17].xi[0], 17.0);
+        assert_eq!(p1[18].partner, PARTNER_NONE);
         // Slot 1 is particle 0: 2 entries.
-        assert_eq!(out[0].key, 100);
-        assert_eq!(out[1].key, 101);
-        assert_eq!(out[2].key, KEY_NONE);
+        assert_eq!(out[0].partner, 100);
+        assert_eq!(out[1].partner, 101);
+        assert_eq!(out[2].partner, PARTNER_NONE);
     }
 }

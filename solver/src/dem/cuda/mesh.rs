@@ -10,11 +10,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
-use super::params::{MeshArrays, MeshBody, MESH_ID_BASE, WALL_ID_BASE};
+use super::params::{MeshArrays, MeshBody};
 use super::CudaError;
 use crate::core::geometry::{BodyTransform, Mesh, MeshWorld};
 use crate::core::grid::Grid;
-use crate::dem::state::{KEY_KIND, KEY_MESH};
 
 /// Meshes on the host (placement, bins) and their device copies.
 pub(crate) struct GpuMeshes {
@@ -75,7 +74,7 @@ impl GpuMeshes {
         t: f64,
     ) -> Result<GpuMeshes, CudaError> {
         let total: usize = meshes.iter().map(|m| m.triangles.len()).sum();
-        let max_tris = (WALL_ID_BASE - MESH_ID_BASE) as usize;
+        let max_tris = crate::dem::state::MAX_TRIANGLES as usize;
         if total > max_tris {
             return Err(CudaError::Unsupported(format!(
                 "{total} mesh triangles (at most {max_tris})"
@@ -202,23 +201,5 @@ impl GpuMeshes {
             self.arrays.n_moving = cells.len() as u32;
         }
         Ok(())
-    }
-
-    /// History key of the CPU backend -> device partner id (None: not a triangle of these meshes).
-    pub fn partner_of_key(first_tri: &[u32], key: u64) -> Option<u32> {
-        if key & KEY_KIND != KEY_MESH || first_tri.is_empty() {
-            return None;
-        }
-        let mesh = ((key >> 32) & 0x3FFF_FFFF) as usize;
-        let tri = key as u32;
-        let (&first, &next) = (first_tri.get(mesh)?, first_tri.get(mesh + 1)?);
-        (tri < next - first).then_some(MESH_ID_BASE + first + tri)
-    }
-
-    /// Device partner id >= [`MESH_ID_BASE`] -> CPU history key.
-    pub fn key_of_partner(first_tri: &[u32], partner: u32) -> u64 {
-        let g = partner - MESH_ID_BASE;
-        let mesh = first_tri.partition_point(|&f| f <= g).saturating_sub(1);
-        KEY_MESH | (mesh as u64) << 32 | (g - first_tri[mesh]) as u64
     }
 }

@@ -113,10 +113,9 @@ pub struct CudaOptions {
     pub double: bool,
     /// Contact history entries per particle (12 neighbours of a monodisperse packing, 3 walls
     /// and a margin). Overflow is reported as an error ([`CudaError::HistoryOverflow`] at the
-    /// next diagnostics check), never silently dropped. A checkpoint or exported state holds
-    /// at most [`crate::dem::state::HISTORY_CAP`] entries per particle: with a larger `hist_cap`,
-    /// the entries beyond are dropped on export (logged) and counted in
-    /// `SimState::history_overflows`.
+    /// next diagnostics check), never silently dropped. An exported state or checkpoint holds
+    /// `hist_cap` entries per particle (the CPU backend, which keeps
+    /// [`crate::dem::state::HISTORY_CAP`], keeps the first of them).
     pub hist_cap: u32,
     /// Record CUDA events around every kernel ([`CudaSim::stage_times`] per kernel); costs a
     /// synchronisation per step.
@@ -183,15 +182,23 @@ impl CudaSim {
     ) -> Result<CudaSim, CudaError> {
         driver::driver_available()?;
         let n = state.pos.len();
-        // Particle ids are history partner ids: below the first wall id, and with meshes below
-        // the first mesh-triangle id (params::MESH_ID_BASE).
-        let id_limit = if sc.meshes.is_empty() {
-            params::WALL_ID_BASE
-        } else {
-            params::MESH_ID_BASE
-        };
-        if n as u64 >= id_limit as u64 {
-            return Err(CudaError::TooManyParticles(n, id_limit as u64));
+        // Slots are ids at upload and `dem_pack` writes frames at index id: the GPU worker
+        // takes ids 0..n (every run today; inflow and deletion will lift this).
+        if let Some((k, &id)) = state
+            .id
+            .iter()
+            .enumerate()
+            .find(|(k, &id)| id as usize != *k)
+        {
+            return Err(CudaError::Unsupported(format!(
+                "particle ids with gaps (index {k} holds id {id}); the GPU backend needs ids 0..{n}"
+            )));
+        }
+        if n as u64 > crate::dem::state::MAX_PARTICLE_ID as u64 + 1 {
+            return Err(CudaError::TooManyParticles(
+                n,
+                crate::dem::state::MAX_PARTICLE_ID as u64 + 1,
+            ));
         }
         if !sc.meshes.is_empty() && opts.hist_cap > 64 {
             return Err(CudaError::Unsupported(format!(
@@ -355,10 +362,8 @@ impl CudaSim {
         Ok(())
     }
 
-    /// Downloads the full state in id order (synchronises). The portable state keeps at most
-    /// [`crate::dem::state::HISTORY_CAP`] history entries per particle: with a larger
-    /// [`CudaOptions::hist_cap`] the entries beyond are dropped (logged, and counted in
-    /// `history_overflows`).
+    /// Downloads the full state in id order (synchronises), the contact history with the
+    /// device's [`CudaOptions::hist_cap`] entries per particle.
     pub fn state(&self) -> Result<SimState, CudaError> {
         let mut s = buffers::download_state(
             &self.stream,
@@ -367,8 +372,7 @@ impl CudaSim {
             self.time,
             self.step_index,
         )?;
-        // Overflows so far plus the history entries beyond HISTORY_CAP that the export dropped.
-        s.history_overflows += self.history_overflows;
+        s.history_overflows = self.history_overflows;
         if self.verlet() {
             s.forces_valid = self.forces_valid;
         }

@@ -132,9 +132,3 @@ unsafe impl DeviceRepr for MeshBody {}
 unsafe impl cudarc::driver::ValidAsZeroBits for MeshBody {}
 unsafe impl DeviceRepr for MeshArrays {}
 unsafe impl cudarc::driver::ValidAsZeroBits for DemDiag {}
-
-/// History partner id of global mesh triangle 0 (`DEM_MESH_ID_BASE` in params.cuh). With meshes,
-/// particle ids must stay below it.
-pub const MESH_ID_BASE: u32 = 0x8000_0000;
-/// History partner id of box wall 0 (`DEM_WALL_ID_BASE` in params.cuh).
-pub const WALL_ID_BASE: u32 = 0xFFFF_FFF0;
