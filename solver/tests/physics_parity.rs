@@ -226,7 +226,7 @@ fn every_physics_formula_has_the_bits_of_its_cuda_twin() {
         println!("skipped: no GPU");
         return;
     }
-    let mut rng = SplitMix64::new(0x5eed_0f_7a1e5);
+    let mut rng = SplitMix64::new(0x05ee_d0f7_a1e5);
     let mut a = vec![0.0f64; CASES * IN];
     let mut u = vec![0u32; CASES * IN_U];
     for (c, cu) in a.chunks_exact_mut(IN).zip(u.chunks_exact_mut(IN_U)) {
