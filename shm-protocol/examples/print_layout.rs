@@ -14,7 +14,7 @@ fn main() {
     fields!(Capacities: max_particles, max_triangles, max_bodies, max_species, slot_count, command_records, fields, config_bytes);
     fields!(LayoutPlan: static_offset, static_size, config_offset, species_offset, particle_id_offset, particle_species_offset, particle_radius_offset, mesh_table_offset, triangles_offset, slots_offset, slot_stride, slot_bodies_offset, slot_field_offsets, commands_offset, commands_size, total_size);
     fields!(StaticHeader: generation, particle_count, triangle_count, species_count, mesh_count, config_len, config_format, world_min, world_max, cell_size, _reserved);
-    fields!(SpeciesRecord: name, radius, density, young_modulus, poisson_ratio, restitution, sliding_friction, rolling_friction, _reserved);
+    fields!(SpeciesRecord: name, method, _pad, radius, density, params, _reserved);
     fields!(MeshRecord: name, first_triangle, triangle_count, _reserved);
     fields!(SlotHeader: lock_seq, frame_seq, step, sim_time, dt, wall_unix_ns, publish_mono_ns, particle_count, fields, body_count, static_generation, steps_per_s, _reserved);
     fields!(BodyTransform: rotation, translation, velocity, angular_velocity);

@@ -87,7 +87,12 @@ pub enum AttachError {
     Truncated { len: usize },
     #[error("segment is still being initialised by its creator; try again")]
     NotInitialised,
-    #[error("segment ABI version {found}, this program speaks {expected}: rebuild one side")]
+    #[error(
+        "segment ABI version {found}, this program reads version {expected}: the segment was made by {} \
+         particle-shm build; attach with tools of the same build as the solver that made it, or \
+         restart the run with this build's solver",
+        if found < expected { "an older" } else { "a newer" }
+    )]
     VersionMismatch { found: u32, expected: u32 },
     #[error("segment layout hash {found:#x} differs from this program's {expected:#x}: rebuild one side")]
     LayoutMismatch { found: u64, expected: u64 },

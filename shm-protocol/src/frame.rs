@@ -51,6 +51,10 @@ pub struct Frame {
     pub contact_counts: Option<Vec<u32>>,
     pub densities: Option<Vec<f32>>,
     pub pressures: Option<Vec<f32>>,
+    /// Ids of this frame's particles ([`FieldKind::ParticleId`]); `None`: the static ids.
+    pub particle_ids: Option<Vec<u32>>,
+    /// [`crate::layout::ParticleKind`] of each particle.
+    pub particle_kinds: Option<Vec<u32>>,
 }
 
 /// Reads the slot header and checks its counts against the capacities.
@@ -183,6 +187,12 @@ impl<'a> FrameView<'a> {
     pub fn pressures(&self) -> Option<&'a [f32]> {
         self.array(FieldKind::Pressure)
     }
+    pub fn particle_ids(&self) -> Option<&'a [u32]> {
+        self.array(FieldKind::ParticleId)
+    }
+    pub fn particle_kinds(&self) -> Option<&'a [u32]> {
+        self.array(FieldKind::ParticleKind)
+    }
     pub fn bodies(&self) -> &'a [BodyTransform] {
         let off =
             self.region.plan().slot_offset(self.meta.slot) + self.region.plan().slot_bodies_offset;
@@ -249,6 +259,15 @@ impl<'a> FrameView<'a> {
             &mut out.pressures,
             self.pressures().filter(|_| want(FieldKind::Pressure)),
         );
+        fill(
+            &mut out.particle_ids,
+            self.particle_ids().filter(|_| want(FieldKind::ParticleId)),
+        );
+        fill(
+            &mut out.particle_kinds,
+            self.particle_kinds()
+                .filter(|_| want(FieldKind::ParticleKind)),
+        );
     }
 
     /// Copies the view into owned memory (the caller validates afterwards).
@@ -263,6 +282,8 @@ impl<'a> FrameView<'a> {
             contact_counts: self.contact_counts().map(<[_]>::to_vec),
             densities: self.densities().map(<[_]>::to_vec),
             pressures: self.pressures().map(<[_]>::to_vec),
+            particle_ids: self.particle_ids().map(<[_]>::to_vec),
+            particle_kinds: self.particle_kinds().map(<[_]>::to_vec),
         }
     }
 }

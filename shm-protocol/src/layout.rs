@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 /// First 8 bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"PSHMSEG\0";
 /// Bumped on any incompatible change of this file; readers refuse other versions.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 /// Alignment of every section and every array inside a section, in bytes.
 pub const SECTION_ALIGN: u64 = 64;
 /// Fewest frame slots a segment may have (one being written, one newest, one being read).
@@ -76,10 +76,27 @@ pub enum FieldKind {
     Density = 5,
     /// `f32` Pa (SPH).
     Pressure = 6,
+    /// `u32` particle id of each element of this frame (runs whose particle set changes:
+    /// inflow, outflow). Absent: the static section's `particle_ids`.
+    ParticleId = 7,
+    /// `u32` [`ParticleKind`] of each particle (a method with several kinds of particle).
+    ParticleKind = 8,
+}
+
+/// What a particle is, in the [`FieldKind::ParticleKind`] array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ParticleKind {
+    /// A DEM grain.
+    Grain = 0,
+    /// An SPH fluid particle.
+    Fluid = 1,
+    /// An SPH boundary particle (walls, moving bodies).
+    Boundary = 2,
 }
 
 impl FieldKind {
-    pub const ALL: [FieldKind; 7] = [
+    pub const ALL: [FieldKind; 9] = [
         FieldKind::Position,
         FieldKind::Velocity,
         FieldKind::AngularVelocity,
@@ -87,9 +104,11 @@ impl FieldKind {
         FieldKind::ContactCount,
         FieldKind::Density,
         FieldKind::Pressure,
+        FieldKind::ParticleId,
+        FieldKind::ParticleKind,
     ];
     /// Number of field slots in the header's offset table (room to grow without an ABI bump).
-    pub const TABLE_LEN: usize = 8;
+    pub const TABLE_LEN: usize = 16;
 
     pub const fn bit(self) -> u32 {
         1 << self as u32
@@ -98,7 +117,11 @@ impl FieldKind {
     pub const fn element_size(self) -> u64 {
         match self {
             Self::Position | Self::Velocity | Self::AngularVelocity | Self::Force => 12,
-            Self::ContactCount | Self::Density | Self::Pressure => 4,
+            Self::ContactCount
+            | Self::Density
+            | Self::Pressure
+            | Self::ParticleId
+            | Self::ParticleKind => 4,
         }
     }
     pub fn name(self) -> &'static str {
@@ -110,6 +133,8 @@ impl FieldKind {
             Self::ContactCount => "contact_count",
             Self::Density => "density",
             Self::Pressure => "pressure",
+            Self::ParticleId => "particle_id",
+            Self::ParticleKind => "particle_kind",
         }
     }
     pub fn from_name(name: &str) -> Option<Self> {
@@ -118,7 +143,7 @@ impl FieldKind {
 }
 
 /// Mask of every defined field bit.
-pub const ALL_FIELDS_MASK: u32 = 0x7f;
+pub const ALL_FIELDS_MASK: u32 = 0x1ff;
 /// Fields every DEM segment carries unless told otherwise.
 pub const DEFAULT_FIELDS: u32 =
     FieldKind::Position.bit() | FieldKind::Velocity.bit() | FieldKind::AngularVelocity.bit();
@@ -271,23 +296,134 @@ pub struct StaticHeader {
     pub _reserved: [u64; 4],
 }
 
-/// One species (material and size), in the static section.
+/// One species (size, density and the material parameters of its method), in the static
+/// section. 128 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SpeciesRecord {
     /// UTF-8, NUL-padded.
     pub name: [u8; NAME_LEN],
-    /// [m]
+    /// [`SpeciesMethod`] as u32: which method's particles these are and what `params` mean.
+    pub method: u32,
+    pub _pad: u32,
+    /// Particle radius [m] (SPH: half the particle spacing).
     pub radius: f64,
-    /// [kg/m^3]
+    /// Material density [kg/m^3] (SPH: the rest density).
     pub density: f64,
-    /// [Pa] (0 when the linear model gives a stiffness instead)
+    /// The method's parameters, in the order [`SpeciesMethod::param_names`] gives; unused
+    /// entries are 0.
+    pub params: [f64; SPECIES_PARAMS],
+    pub _reserved: u64,
+}
+
+/// Parameters a species record carries.
+pub const SPECIES_PARAMS: usize = 8;
+
+/// Which method a species belongs to, in [`SpeciesRecord::method`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum SpeciesMethod {
+    /// Not said (a test publisher); `params` are all 0.
+    Unspecified = 0,
+    /// DEM grains: Young's modulus [Pa] (0 when the linear model gives a stiffness instead),
+    /// Poisson's ratio, restitution, sliding and rolling friction coefficients, normal
+    /// stiffness [N/m] (0 when derived from the modulus).
+    Dem = 1,
+    /// SPH fluid: speed of sound [m/s], dynamic viscosity [Pa s], smoothing length [m].
+    SphFluid = 2,
+    /// SPH boundary particles: the same parameters as the fluid they bound.
+    SphBoundary = 3,
+}
+
+impl SpeciesMethod {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::Unspecified,
+            1 => Self::Dem,
+            2 => Self::SphFluid,
+            3 => Self::SphBoundary,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unspecified => "unspecified",
+            Self::Dem => "dem",
+            Self::SphFluid => "sph_fluid",
+            Self::SphBoundary => "sph_boundary",
+        }
+    }
+
+    /// Names of the `params` entries, in order.
+    pub fn param_names(self) -> &'static [&'static str] {
+        match self {
+            Self::Unspecified => &[],
+            Self::Dem => &[
+                "young_modulus",
+                "poisson_ratio",
+                "restitution",
+                "sliding_friction",
+                "rolling_friction",
+                "normal_stiffness",
+            ],
+            Self::SphFluid | Self::SphBoundary => &["sound_speed", "viscosity", "smoothing_length"],
+        }
+    }
+}
+
+/// The DEM material of a [`SpeciesMethod::Dem`] species record.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DemMaterial {
+    /// [Pa]; 0 when the linear model gives `normal_stiffness` instead.
     pub young_modulus: f64,
     pub poisson_ratio: f64,
     pub restitution: f64,
     pub sliding_friction: f64,
     pub rolling_friction: f64,
-    pub _reserved: f64,
+    /// [N/m]; 0 when derived from the modulus.
+    pub normal_stiffness: f64,
+}
+
+impl SpeciesRecord {
+    /// A DEM species.
+    pub fn dem(name: &str, radius: f64, density: f64, m: DemMaterial) -> Self {
+        let mut params = [0.0; SPECIES_PARAMS];
+        params[..6].copy_from_slice(&[
+            m.young_modulus,
+            m.poisson_ratio,
+            m.restitution,
+            m.sliding_friction,
+            m.rolling_friction,
+            m.normal_stiffness,
+        ]);
+        Self {
+            name: crate::static_data::encode_name(name),
+            method: SpeciesMethod::Dem as u32,
+            radius,
+            density,
+            params,
+            ..Self::default()
+        }
+    }
+
+    /// The method, if this build knows it.
+    pub fn method(&self) -> Option<SpeciesMethod> {
+        SpeciesMethod::from_u32(self.method)
+    }
+
+    /// The DEM material, for a DEM species.
+    pub fn dem_material(&self) -> Option<DemMaterial> {
+        let p = &self.params;
+        (self.method() == Some(SpeciesMethod::Dem)).then_some(DemMaterial {
+            young_modulus: p[0],
+            poisson_ratio: p[1],
+            restitution: p[2],
+            sliding_friction: p[3],
+            rolling_friction: p[4],
+            normal_stiffness: p[5],
+        })
+    }
 }
 
 /// One mesh (a rigid body), in the static section. Its triangles are
@@ -402,7 +538,8 @@ const _: () = {
     assert!(size_of::<SegmentHeader>() <= 1024);
     assert!(size_of::<Capacities>() == 40);
     assert!(size_of::<StaticHeader>() == 128);
-    assert!(size_of::<SpeciesRecord>() == 96);
+    assert!(size_of::<SpeciesRecord>() == 128);
+    assert!(offset_of!(SpeciesRecord, params) == 56);
     assert!(size_of::<MeshRecord>() == 64);
     assert!(size_of::<SlotHeader>() == 112);
     assert!(size_of::<BodyTransform>() == 72);

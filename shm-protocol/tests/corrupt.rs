@@ -137,6 +137,13 @@ fn truncated_images_and_wrong_versions_are_refused() {
     let mut v = img.clone();
     v[8] = 99; // abi_version
     assert!(exercise(&v).unwrap_err().contains("ABI version 99"));
+    // A version-1 segment (an older solver's) is refused naming both versions and the remedy.
+    v[8] = 1;
+    let e = exercise(&v).unwrap_err();
+    assert!(
+        e.contains("ABI version 1") && e.contains("reads version 2") && e.contains("older"),
+        "{e}"
+    );
     let mut m = img.clone();
     m[0] = b'X';
     assert!(exercise(&m)

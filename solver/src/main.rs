@@ -10,8 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use shm_protocol::{
-    Capacities, Consumer, CreateOptions, FieldKind, Frame, Publisher, SolverState, StaticData,
-    DEFAULT_FIELDS,
+    Capacities, Consumer, CreateOptions, Frame, Publisher, SolverState, StaticData,
 };
 
 use app::cli::{BackendChoice, Cli};
@@ -139,7 +138,7 @@ fn capacities(sim: &dyn SimPort, stat: &StaticData) -> Capacities {
     caps.max_bodies = sim.mesh_count() as u32;
     caps.max_triangles = sim.triangle_count() as u64;
     caps.max_species = (sim.species_count() as u32).max(1);
-    caps.fields = DEFAULT_FIELDS | FieldKind::Force.bit() | FieldKind::ContactCount.bit();
+    caps.fields = sim.frame_fields();
     let config = stat.config_toml.len().div_ceil(4096) * 4096;
     caps.config_bytes = u32::try_from(config.max(4096)).unwrap_or(u32::MAX);
     caps

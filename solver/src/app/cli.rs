@@ -86,6 +86,12 @@ pub struct Cli {
     /// Write a checkpoint every SECONDS of simulated time (needs --output).
     #[arg(long, value_name = "SECONDS")]
     pub checkpoint_every: Option<f64>,
+    /// Per-particle arrays each frame carries, comma-separated: pos, vel, omega, force,
+    /// contacts. Positions are always carried; forces cost 12 bytes per particle in every frame
+    /// slot, so they are stored only when asked [default: the case's `[output] fields`, else
+    /// pos,vel,omega,contacts].
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub fields: Option<Vec<String>>,
     /// Leave the segment in /dev/shm after a clean exit (it is always left after a crash).
     #[arg(long)]
     pub keep_shm: bool,

@@ -19,6 +19,8 @@ pub trait SimPort {
     fn mesh_count(&self) -> usize;
     fn triangle_count(&self) -> usize;
     fn species_count(&self) -> usize;
+    /// Segment field mask of the frames (`--fields`, the case, or the method's default).
+    fn frame_fields(&self) -> u32;
     /// Static section contents (configuration text, species, radii, meshes, world box).
     fn static_data(&self) -> StaticData;
     /// Current mesh poses, one per mesh.

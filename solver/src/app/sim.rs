@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use shm_protocol::layout::DemMaterial;
 use shm_protocol::{
     BodyTransform, FieldKind, Frame, FrameWriter, MeshStatic, Region, SpeciesRecord, StaticData,
 };
@@ -64,13 +65,24 @@ fn self_contained_toml(case: &Case) -> Result<String> {
     Ok(c.to_toml()?)
 }
 
-fn start(case: Case, kind: &BackendKind) -> Result<Box<dyn SimPort>> {
+/// The frame field mask: `--fields`, else the case's `[output] fields`, else the method's
+/// default.
+fn frame_fields(case: &Case, cli: &Cli) -> Result<u32> {
+    match &cli.fields {
+        Some(names) => solver::exec::method::frame_mask::<solver::dem::Dem>(names)
+            .map_err(|e| anyhow::anyhow!("--fields: {e}")),
+        None => Ok(case.frame_fields()?),
+    }
+}
+
+fn start(case: Case, kind: &BackendKind, cli: &Cli) -> Result<Box<dyn SimPort>> {
     let config_toml = self_contained_toml(&case)?;
+    let fields = frame_fields(&case, cli)?;
     let sim = Simulation::new_on(case, kind)?;
     for w in sim.warnings() {
         tracing::warn!("{w}");
     }
-    Ok(Box::new(SimRunner::new(sim, config_toml)))
+    Ok(Box::new(SimRunner::new(sim, config_toml, fields)))
 }
 
 /// A new run: the case file, or the built-in falling box.
@@ -100,7 +112,7 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
         }
     };
     apply_overrides(&mut case, cli);
-    start(case, &backend_kind(backend, cli))
+    start(case, &backend_kind(backend, cli), cli)
 }
 
 /// Continues from a checkpoint file.
@@ -120,7 +132,8 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
         sim.time()
     );
     let config_toml = self_contained_toml(sim.case())?;
-    Ok(Box::new(SimRunner::new(sim, config_toml)))
+    let fields = frame_fields(sim.case(), cli)?;
+    Ok(Box::new(SimRunner::new(sim, config_toml, fields)))
 }
 
 /// Continues a dead run from the last complete frame of segment `name`, after checking the
@@ -165,25 +178,30 @@ pub fn resume_from_frame(
             .unwrap_or_else(|| vec![[0.0; 3]; n]),
     };
     let config_toml = stat.config_toml.clone();
+    // The segment keeps the fields it was made with; --fields cannot change them.
+    let fields = frame_fields(&case, cli)?;
     let sim = Simulation::from_frame_on(case, &input, &backend_kind(backend, cli))?;
-    Ok(Box::new(SimRunner::new(sim, config_toml)))
+    Ok(Box::new(SimRunner::new(sim, config_toml, fields)))
 }
 
 /// A [`Simulation`] as the run loop sees it.
 pub struct SimRunner {
     sim: Simulation,
     config_toml: String,
+    /// Segment field mask of the frames.
+    fields: u32,
     vtk: Option<(PathBuf, VtkSeries)>,
 }
 
 impl SimRunner {
-    fn new(sim: Simulation, config_toml: String) -> Self {
+    fn new(sim: Simulation, config_toml: String, fields: u32) -> Self {
         if let Some(report) = sim.device_report() {
             tracing::info!("{report}");
         }
         Self {
             sim,
             config_toml,
+            fields,
             vtk: None,
         }
     }
@@ -225,21 +243,25 @@ impl SimPort for SimRunner {
         self.sim.species().len()
     }
 
+    fn frame_fields(&self) -> u32 {
+        self.fields
+    }
+
     fn static_data(&self) -> StaticData {
         let species = self
             .sim
             .species()
             .iter()
-            .map(|s| SpeciesRecord {
-                name: shm_protocol::static_data::encode_name(&s.name),
-                radius: s.radius,
-                density: s.density,
-                young_modulus: s.young_modulus.unwrap_or(0.0),
-                poisson_ratio: s.poisson_ratio,
-                restitution: s.restitution,
-                sliding_friction: s.sliding_friction,
-                rolling_friction: s.rolling_friction,
-                _reserved: 0.0,
+            .map(|s| {
+                let material = DemMaterial {
+                    young_modulus: s.young_modulus.unwrap_or(0.0),
+                    poisson_ratio: s.poisson_ratio,
+                    restitution: s.restitution,
+                    sliding_friction: s.sliding_friction,
+                    rolling_friction: s.rolling_friction,
+                    normal_stiffness: s.normal_stiffness.unwrap_or(0.0),
+                };
+                SpeciesRecord::dem(&s.name, s.radius, s.density, material)
             })
             .collect();
         let meshes = (0..self.sim.meshes().len())
@@ -302,17 +324,25 @@ impl SimPort for SimRunner {
     }
 
     fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> Result<bool> {
+        // Fields the segment does not reserve are not produced (null: the pack skips them).
+        let mut ptr = |k: FieldKind| -> Result<*mut u8> {
+            match w.field_ptr(k) {
+                Ok(p) => Ok(p),
+                Err(shm_protocol::PublishError::FieldNotReserved(_)) => Ok(std::ptr::null_mut()),
+                Err(e) => Err(e.into()),
+            }
+        };
         let out = RawKinematics {
             count: self.sim.num_particles(),
-            positions: w.field_ptr(FieldKind::Position)? as *mut [f32; 3],
-            velocities: w.field_ptr(FieldKind::Velocity)? as *mut [f32; 3],
-            angular_velocities: w.field_ptr(FieldKind::AngularVelocity)? as *mut [f32; 3],
-            forces: w.field_ptr(FieldKind::Force)? as *mut [f32; 3],
-            contact_counts: w.field_ptr(FieldKind::ContactCount)? as *mut u32,
+            positions: ptr(FieldKind::Position)? as *mut [f32; 3],
+            velocities: ptr(FieldKind::Velocity)? as *mut [f32; 3],
+            angular_velocities: ptr(FieldKind::AngularVelocity)? as *mut [f32; 3],
+            forces: ptr(FieldKind::Force)? as *mut [f32; 3],
+            contact_counts: ptr(FieldKind::ContactCount)? as *mut u32,
         };
-        // SAFETY: each pointer is a distinct reserved array of this slot holding the frame's
-        // particle count (= count) elements; the slot stays odd, unread and untouched until the
-        // run loop commits it, which it does only after the copy completed.
+        // SAFETY: each non-null pointer is a distinct reserved array of this slot holding the
+        // frame's particle count (= count) elements; the slot stays odd, unread and untouched
+        // until the run loop commits it, which it does only after the copy completed.
         let t0 = std::time::Instant::now();
         let in_flight = unsafe { self.sim.begin_kinematics_copy(out) }
             .context("copying the state into the frame")?;

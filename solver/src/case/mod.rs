@@ -291,6 +291,11 @@ pub struct Output {
     pub vtk_interval: Option<f64>,
     #[serde(default)]
     pub checkpoint_interval: Option<f64>,
+    /// Per-particle arrays each published frame carries (`["pos", "vel", "omega", "force",
+    /// "contacts"]` or the segment's names); positions always. Default: the method's
+    /// (`pos, vel, omega, contacts` for DEM: forces only when asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<String>>,
 }
 
 /// Why a case is not usable. Messages start with the case's name (file) and name the field.

@@ -205,6 +205,21 @@ fn show3(v: [f64; 3]) -> String {
 impl Case {
     /// Checks every field, loads meshes, places the particles (checking initial overlaps) and runs
     /// the time-step stability check. Returns warnings that do not prevent a run.
+    /// The segment field mask of `[output] fields` (the method's default when absent).
+    pub fn frame_fields(&self) -> Result<u32, CaseError> {
+        use crate::exec::method::{default_frame_mask, frame_mask};
+        match &self.output.fields {
+            None => Ok(default_frame_mask::<crate::dem::Dem>()),
+            Some(names) => {
+                frame_mask::<crate::dem::Dem>(names).map_err(|message| CaseError::Invalid {
+                    origin: self.origin.name.clone(),
+                    field: "output.fields".into(),
+                    message,
+                })
+            }
+        }
+    }
+
     pub fn validate(&self) -> Result<Vec<CaseWarning>, CaseError> {
         self.validate_fields()?;
         let meshes = self.load_meshes()?;
@@ -306,6 +321,7 @@ impl Case {
         if let Some(v) = self.output.checkpoint_interval {
             c.range("output.checkpoint_interval", v, &ranges::SIM_TIME)?;
         }
+        self.frame_fields()?;
         Ok(())
     }
 

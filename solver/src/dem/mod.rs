@@ -8,6 +8,7 @@ pub mod physics;
 pub mod state;
 
 use crate::exec::method::{Field, FieldSet, Method};
+use shm_protocol::FieldKind;
 
 /// The DEM's declarations.
 pub struct Dem;
@@ -35,4 +36,18 @@ impl Method for Dem {
         Field::Contacts,
         Field::History,
     ]);
+    const FRAME: &'static [FieldKind] = &[
+        FieldKind::Position,
+        FieldKind::Velocity,
+        FieldKind::AngularVelocity,
+        FieldKind::Force,
+        FieldKind::ContactCount,
+    ];
+    /// Forces are stored only when asked (12 bytes per particle and slot).
+    const FRAME_DEFAULT: &'static [FieldKind] = &[
+        FieldKind::Position,
+        FieldKind::Velocity,
+        FieldKind::AngularVelocity,
+        FieldKind::ContactCount,
+    ];
 }

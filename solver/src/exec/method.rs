@@ -51,6 +51,71 @@ pub trait Method {
     const HALO: FieldSet;
     /// Fields that move with a particle to its new owner.
     const MIGRATE: FieldSet;
+    /// Segment fields a frame of this method can carry.
+    const FRAME: &'static [shm_protocol::FieldKind];
+    /// The fields a frame carries unless the case or `--fields` says otherwise.
+    const FRAME_DEFAULT: &'static [shm_protocol::FieldKind];
+}
+
+/// A frame field as the case file and `--fields` name it: the segment's field names
+/// (`position`, `contact_count`, ...) or the short ones (`pos`, `vel`, `omega`, `force`,
+/// `contacts`, `id`, `kind`).
+pub fn frame_field(name: &str) -> Option<shm_protocol::FieldKind> {
+    use shm_protocol::FieldKind as F;
+    Some(match name.trim() {
+        "pos" => F::Position,
+        "vel" => F::Velocity,
+        "omega" => F::AngularVelocity,
+        "contacts" => F::ContactCount,
+        "id" => F::ParticleId,
+        "kind" => F::ParticleKind,
+        other => return F::from_name(other),
+    })
+}
+
+/// The short name of a frame field (what `--fields` lists).
+pub fn frame_field_name(f: shm_protocol::FieldKind) -> &'static str {
+    use shm_protocol::FieldKind as F;
+    match f {
+        F::Position => "pos",
+        F::Velocity => "vel",
+        F::AngularVelocity => "omega",
+        F::ContactCount => "contacts",
+        F::ParticleId => "id",
+        F::ParticleKind => "kind",
+        other => other.name(),
+    }
+}
+
+/// The segment field mask of `names` for method `M`: unknown names and fields the method does
+/// not publish are errors naming what it does publish; positions are always included (every
+/// reader places particles by them).
+pub fn frame_mask<M: Method>(names: &[String]) -> Result<u32, String> {
+    let known: Vec<&str> = M::FRAME.iter().map(|&f| frame_field_name(f)).collect();
+    let mut mask = shm_protocol::FieldKind::Position.bit();
+    for n in names {
+        let f = frame_field(n).ok_or_else(|| {
+            format!(
+                "unknown frame field {n:?}; the {} method publishes {}",
+                M::NAME,
+                known.join(", ")
+            )
+        })?;
+        if !M::FRAME.contains(&f) {
+            return Err(format!(
+                "the {} method does not publish {n:?}; it publishes {}",
+                M::NAME,
+                known.join(", ")
+            ));
+        }
+        mask |= f.bit();
+    }
+    Ok(mask)
+}
+
+/// The default frame field mask of method `M`.
+pub fn default_frame_mask<M: Method>() -> u32 {
+    M::FRAME_DEFAULT.iter().fold(0, |m, f| m | f.bit())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Raw little-endian arrays after a frame or static header: writing them from a `Frame` /
 //! `StaticData`, and reading them back with every size checked before use.
 
+use shm_protocol::layout::SpeciesMethod;
 use shm_protocol::{BodyTransform, FieldKind, Frame, MeshStatic, SpeciesRecord, StaticData};
 
 use crate::codec::CodecError;
@@ -48,6 +49,14 @@ fn field_bytes(frame: &Frame, f: FieldKind) -> Option<&[u8]> {
             .map(bytemuck::cast_slice::<u32, u8>),
         FieldKind::Density => s(&frame.densities),
         FieldKind::Pressure => s(&frame.pressures),
+        FieldKind::ParticleId => frame
+            .particle_ids
+            .as_deref()
+            .map(bytemuck::cast_slice::<u32, u8>),
+        FieldKind::ParticleKind => frame
+            .particle_kinds
+            .as_deref()
+            .map(bytemuck::cast_slice::<u32, u8>),
     }
 }
 
@@ -266,6 +275,8 @@ pub fn read_frame(h: &FrameHeader, payload: &[u8]) -> Result<Frame, CodecError> 
             FieldKind::ContactCount => frame.contact_counts = Some(u32s(bytes).collect()),
             FieldKind::Density => frame.densities = Some(f32s(bytes).collect()),
             FieldKind::Pressure => frame.pressures = Some(f32s(bytes).collect()),
+            FieldKind::ParticleId => frame.particle_ids = Some(u32s(bytes).collect()),
+            FieldKind::ParticleKind => frame.particle_kinds = Some(u32s(bytes).collect()),
         }
     }
     Ok(frame)
@@ -293,20 +304,7 @@ pub fn static_header(data: &StaticData, epoch: u64, arrays: bool) -> StaticHeade
         world_max: data.world_max,
         cell_size: data.cell_size,
         config_toml: data.config_toml.clone(),
-        species: data
-            .species
-            .iter()
-            .map(|s| WireSpecies {
-                name: shm_protocol::static_data::decode_name(&s.name),
-                radius: s.radius,
-                density: s.density,
-                young_modulus: s.young_modulus,
-                poisson_ratio: s.poisson_ratio,
-                restitution: s.restitution,
-                sliding_friction: s.sliding_friction,
-                rolling_friction: s.rolling_friction,
-            })
-            .collect(),
+        species: data.species.iter().map(wire_species).collect(),
         meshes: data
             .meshes
             .iter()
@@ -389,17 +387,48 @@ pub fn read_static(h: &StaticHeader, payload: &[u8]) -> Result<StaticData, Codec
     Ok(data)
 }
 
-fn species_record(s: &WireSpecies) -> SpeciesRecord {
-    SpeciesRecord {
-        name: shm_protocol::static_data::encode_name(&s.name),
+/// The wire form of a species record: unknown methods keep their number as the name.
+fn wire_species(s: &SpeciesRecord) -> WireSpecies {
+    let method = s.method();
+    let names = method.map(SpeciesMethod::param_names).unwrap_or(&[]);
+    WireSpecies {
+        name: shm_protocol::static_data::decode_name(&s.name),
+        method: method
+            .map(|m| m.name().to_string())
+            .unwrap_or_else(|| s.method.to_string()),
         radius: s.radius,
         density: s.density,
-        young_modulus: s.young_modulus,
-        poisson_ratio: s.poisson_ratio,
-        restitution: s.restitution,
-        sliding_friction: s.sliding_friction,
-        rolling_friction: s.rolling_friction,
-        _reserved: 0.0,
+        params: names
+            .iter()
+            .zip(s.params)
+            .map(|(n, v)| (n.to_string(), v))
+            .collect(),
+    }
+}
+
+fn species_record(s: &WireSpecies) -> SpeciesRecord {
+    let method = [
+        SpeciesMethod::Unspecified,
+        SpeciesMethod::Dem,
+        SpeciesMethod::SphFluid,
+        SpeciesMethod::SphBoundary,
+    ]
+    .into_iter()
+    .find(|m| m.name() == s.method)
+    .map(|m| m as u32)
+    .or_else(|| s.method.parse().ok())
+    .unwrap_or(0);
+    let mut params = [0.0; shm_protocol::layout::SPECIES_PARAMS];
+    for (slot, (_, v)) in params.iter_mut().zip(&s.params) {
+        *slot = *v;
+    }
+    SpeciesRecord {
+        name: shm_protocol::static_data::encode_name(&s.name),
+        method,
+        radius: s.radius,
+        density: s.density,
+        params,
+        ..SpeciesRecord::default()
     }
 }
 

@@ -11,7 +11,7 @@ use shm_protocol::{Command, CommandOutcome, FrameMeta, SolverStatus};
 /// `protocol` string of a [`ClientMsg::Hello`]: anything else is garbage.
 pub const PROTOCOL_NAME: &str = "particle-shm-forwarder";
 /// Bumped on any incompatible change of this file or of the payload layouts.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Largest message a client may send (body bytes after the length prefix). Commands and
 /// hellos are a few hundred bytes; anything larger is an attack or a bug.
 pub const MAX_CLIENT_MESSAGE: u32 = 64 * 1024;
@@ -161,18 +161,16 @@ impl WireStatus {
     }
 }
 
-/// One species, as in the segment's species record.
+/// One species, as in the segment's species record: its method (`SpeciesMethod`'s name, e.g.
+/// `"dem"`), radius [m], density [kg/m^3] and the method's parameters by name
+/// (`SpeciesMethod::param_names`, in that order).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WireSpecies {
     pub name: String,
-    /// [m], [kg/m^3], [Pa], -, -, -, -
+    pub method: String,
     pub radius: f64,
     pub density: f64,
-    pub young_modulus: f64,
-    pub poisson_ratio: f64,
-    pub restitution: f64,
-    pub sliding_friction: f64,
-    pub rolling_friction: f64,
+    pub params: Vec<(String, f64)>,
 }
 
 /// A mesh's name and how many of the payload's triangles are its own (in order).

@@ -114,7 +114,7 @@
   document.getElementById("resume").onclick = () => command("Resume");
 
   ws.onopen = () => {
-    send({ Hello: { protocol: "particle-shm-forwarder", version: 1, token, client: "browser",
+    send({ Hello: { protocol: "particle-shm-forwarder", version: 2, token, client: "browser",
       subscription: { fields: 1, positions: "Quantized16", max_rate_hz: rate, static_arrays: false } } });
     stateEl.textContent = "connected";
   };

@@ -1,4 +1,4 @@
-"""The segment layout of ABI version 1, transcribed from shm-protocol/LAYOUT.md.
+"""The segment layout of ABI version 2, transcribed from shm-protocol/LAYOUT.md.
 
 Records are ctypes structures laid over the mapping (``from_buffer``): reading a field is one
 aligned load of its width, which is atomic on x86-64 and aarch64 as the layout requires.
@@ -9,15 +9,16 @@ import ctypes
 import numpy as np
 
 MAGIC = b"PSHMSEG\0"
-ABI_VERSION = 1
+ABI_VERSION = 2
 # shm-protocol/src/layout.rs LAYOUT_HASH; layout_hash() recomputes it from the records below.
-LAYOUT_HASH = 0x53D91C260DB0E084
-HEADER_SIZE = 472
+LAYOUT_HASH = 0xCE1F14EFC046B582
+HEADER_SIZE = 536
 ALIGN = 64
 
 MIN_SLOTS, MAX_SLOTS = 3, 64
 MAX_PARTICLES = 2**32 - 1
-ALL_FIELDS_MASK = 0x7F
+ALL_FIELDS_MASK = 0x1FF
+FIELD_TABLE_LEN = 16
 
 u32, u64, f64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_double
 
@@ -30,7 +31,29 @@ FIELDS = {
     4: ("contact_counts", np.uint32, 1),
     5: ("densities", np.float32, 1),
     6: ("pressures", np.float32, 1),
+    7: ("particle_ids", np.uint32, 1),
+    8: ("particle_kinds", np.uint32, 1),
 }
+# ParticleKind (the particle_kinds array).
+PARTICLE_KINDS = {0: "grain", 1: "fluid", 2: "boundary"}
+# SpeciesMethod -> (name, names of the species record's params, in order).
+SPECIES_METHODS = {
+    0: ("unspecified", ()),
+    1: (
+        "dem",
+        (
+            "young_modulus",
+            "poisson_ratio",
+            "restitution",
+            "sliding_friction",
+            "rolling_friction",
+            "normal_stiffness",
+        ),
+    ),
+    2: ("sph_fluid", ("sound_speed", "viscosity", "smoothing_length")),
+    3: ("sph_boundary", ("sound_speed", "viscosity", "smoothing_length")),
+}
+SPECIES_PARAMS = 8
 FIELD_SIZES = {bit: np.dtype(dt).itemsize * k for bit, (_, dt, k) in FIELDS.items()}
 
 STATES = {0: "starting", 1: "running", 2: "paused", 3: "finished", 4: "failed"}
@@ -72,7 +95,7 @@ PLAN_FIELDS = [
 
 class Plan(ctypes.Structure):
     _fields_ = [(n, u64) for n in PLAN_FIELDS] + [
-        ("slot_field_offsets", u64 * 8),
+        ("slot_field_offsets", u64 * FIELD_TABLE_LEN),
         ("commands_offset", u64),
         ("commands_size", u64),
         ("total_size", u64),
@@ -172,14 +195,12 @@ class CommandRecord(ctypes.Structure):
 SPECIES_DTYPE = np.dtype(
     [
         ("name", "S32"),
+        ("method", "<u4"),
+        ("_pad", "<u4"),
         ("radius", "<f8"),
         ("density", "<f8"),
-        ("young_modulus", "<f8"),
-        ("poisson_ratio", "<f8"),
-        ("restitution", "<f8"),
-        ("sliding_friction", "<f8"),
-        ("rolling_friction", "<f8"),
-        ("_reserved", "<f8"),
+        ("params", "<f8", SPECIES_PARAMS),
+        ("_reserved", "<u8"),
     ]
 )
 MESH_DTYPE = np.dtype(
@@ -196,16 +217,16 @@ BODY_DTYPE = np.dtype(
 
 for _rec, _size in [
     (Capacities, 40),
-    (Plan, 184),
+    (Plan, 248),
     (Header, HEADER_SIZE),
     (StaticHeader, 128),
     (SlotHeader, 112),
     (CommandRecord, 256),
 ]:
     assert ctypes.sizeof(_rec) == _size, (_rec.__name__, ctypes.sizeof(_rec))
-assert SPECIES_DTYPE.itemsize == 96 and MESH_DTYPE.itemsize == 64 and BODY_DTYPE.itemsize == 72
-assert Header.newest_seq.offset == 320 and Header.command_mutex.offset == 344
-assert Header.frame_waiters.offset == 296 and Header.ack_waiters.offset == 300
+assert SPECIES_DTYPE.itemsize == 128 and MESH_DTYPE.itemsize == 64 and BODY_DTYPE.itemsize == 72
+assert Header.newest_seq.offset == 384 and Header.command_mutex.offset == 408
+assert Header.frame_waiters.offset == 360 and Header.ack_waiters.offset == 364
 assert CommandRecord.deadline_mono_ns.offset == 240
 
 
@@ -277,7 +298,7 @@ def compute_plan(c):
     p = {}
     p["static_offset"] = cur.take(128)
     p["config_offset"] = cur.take(c.config_bytes)
-    p["species_offset"] = cur.take(c.max_species * 96)
+    p["species_offset"] = cur.take(c.max_species * SPECIES_DTYPE.itemsize)
     p["particle_id_offset"] = cur.take(n * 4)
     p["particle_species_offset"] = cur.take(n * 4)
     p["particle_radius_offset"] = cur.take(n * 4)
@@ -287,8 +308,8 @@ def compute_plan(c):
     s = _Cursor()
     s.take(112)
     p["slot_bodies_offset"] = s.take(c.max_bodies * 72)
-    fields = [0] * 8
-    for bit in range(7):
+    fields = [0] * FIELD_TABLE_LEN
+    for bit in sorted(FIELDS):
         if c.fields & (1 << bit):
             fields[bit] = s.take(n * FIELD_SIZES[bit])
     p["slot_field_offsets"] = fields

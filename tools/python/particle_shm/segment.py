@@ -37,15 +37,23 @@ SHM_DIR = _object.SHM_DIR
 READ_RETRIES = 16
 LIVENESS_POLL = 0.2
 
-Species = namedtuple(
-    "Species",
-    "name radius density young_modulus poisson_ratio restitution sliding_friction rolling_friction",
+Species = namedtuple("Species", "name method radius density params")
+Species.__doc__ = (
+    "method: 'dem', 'sph_fluid', 'sph_boundary', 'unspecified' (or the number of a method this "
+    "reader does not know); params: the method's parameters by name, e.g. params['restitution']."
 )
 Status = namedtuple("Status", "state alive owner_pid heartbeat_age_s newest_seq over")
 Status.__doc__ = (
     "state: 'starting'|'running'|'paused'|'finished'|'failed'|'unknown'; alive: the owner "
     "process exists (pid and start time match); over: finished, failed or owner gone."
 )
+
+
+def _species(r):
+    """One species record as a Species: its method's name and its params by name."""
+    method, names = L.SPECIES_METHODS.get(int(r["method"]), (str(int(r["method"])), ()))
+    params = {n: float(v) for n, v in zip(names, r["params"])}
+    return Species(_name(r["name"]), method, float(r["radius"]), float(r["density"]), params)
 
 
 class Static:
@@ -172,8 +180,10 @@ class Segment:
             raise NotInitialised(f"segment {self.name!r} is still being initialised by its creator; try again")
         if h.abi_version != L.ABI_VERSION:
             raise VersionMismatch(
-                f"segment {self.name!r} has ABI version {h.abi_version}, this reader speaks "
-                f"{L.ABI_VERSION}: update one side (the Python reader or the solver)"
+                f"segment {self.name!r} has ABI version {h.abi_version}, this reader reads version "
+                f"{L.ABI_VERSION}: the segment was made by "
+                f"{'an older' if h.abi_version < L.ABI_VERSION else 'a newer'} particle-shm build; "
+                "use the Python reader of the solver's build, or restart the run with this build's solver"
             )
         if h.header_size != L.HEADER_SIZE or h.layout_hash != L.LAYOUT_HASH:
             raise LayoutMismatch(
@@ -290,10 +300,7 @@ class Segment:
                 ids=ids,
                 species_ids=sp,
                 radii=radii,
-                species=[
-                    Species(_name(r["name"]), *(float(r[k]) for k in L.SPECIES_DTYPE.names[1:8]))
-                    for r in species
-                ],
+                species=[_species(r) for r in species],
                 meshes=meshes,
                 config=config.decode("utf-8", "replace"),
                 world_min=world_min,

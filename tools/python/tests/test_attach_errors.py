@@ -97,7 +97,7 @@ class AttachErrors(Copies):
         empty = self.copy("empty", b"")
         self.assert_attach_raises(empty, p.Truncated, repr(empty), "is empty (0 bytes)")
         short = self.copy("short", self.image()[:100])
-        self.assert_attach_raises(short, p.Truncated, repr(short), "(100 bytes; a header alone is 472)")
+        self.assert_attach_raises(short, p.Truncated, repr(short), "(100 bytes; a header alone is 536)")
 
     def test_wrong_magic_and_version_name_the_segment(self):
         bad = self.copy("magic", b"XSHMSEG\0" + self.image()[8:])
@@ -106,6 +106,11 @@ class AttachErrors(Copies):
         img[8:12] = (7).to_bytes(4, "little")
         old = self.copy("version", bytes(img))
         self.assert_attach_raises(old, p.VersionMismatch, repr(old), "ABI version 7")
+        # A version-1 segment (made by an older solver) names both versions and what to do.
+        img[8:12] = (1).to_bytes(4, "little")
+        v1 = self.copy("version1", bytes(img))
+        e = self.assert_attach_raises(v1, p.VersionMismatch, "ABI version 1", "reads version 2")
+        self.assertIn("older", str(e))
 
     def test_an_object_of_another_user_says_whose_it_is(self):
         if os.geteuid() != 0:

@@ -76,7 +76,8 @@ class ReadsTheRustWriter(unittest.TestCase):
         np.testing.assert_array_equal(s.radii, np.array(e["radii"], dtype=np.float32))
         self.assertEqual([x.name for x in s.species], [x["name"] for x in e["species"]])
         self.assertEqual([x.density for x in s.species], [x["density"] for x in e["species"]])
-        self.assertEqual([x.restitution for x in s.species], [x["restitution"] for x in e["species"]])
+        self.assertEqual([x.method for x in s.species], ["dem" for _ in e["species"]])
+        self.assertEqual([x.params["restitution"] for x in s.species], [x["restitution"] for x in e["species"]])
         self.assertEqual(s.config, e["config"])
         self.assertEqual(s.world_min, tuple(e["world_min"]))
         self.assertEqual(s.world_max, tuple(e["world_max"]))
@@ -238,7 +239,7 @@ class CorruptSegments(unittest.TestCase):
         seg = p.attach(self.edited("static", so + 8, "<Q", 10**9))
         with self.assertRaises(p.CorruptSegment):
             seg.read_static()
-        newest = struct.unpack_from("<I", self.image, 328)[0]
+        newest = struct.unpack_from("<I", self.image, layout.Header.newest_slot.offset)[0]
         slot = self.plan["slots_offset"] + newest * self.plan["slot_stride"]
         seg = p.attach(self.edited("frame", slot + 56, "<Q", 10**9))
         with self.assertRaises(p.CorruptSegment) as cm:

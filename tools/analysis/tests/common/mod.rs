@@ -23,14 +23,15 @@ pub const GLASS_DENSITY: f64 = 2500.0;
 pub const STEEL_DENSITY: f64 = 7800.0;
 
 pub fn species(name: &str, radius: f64, density: f64) -> SpeciesRecord {
-    SpeciesRecord {
+    let material = shm_protocol::layout::DemMaterial {
         young_modulus: 1e7,
         poisson_ratio: 0.3,
         restitution: 0.5,
         sliding_friction: 0.4,
         rolling_friction: 0.01,
-        ..SpeciesRecord::named(name, radius, density)
-    }
+        normal_stiffness: 0.0,
+    };
+    SpeciesRecord::dem(name, radius, density, material)
 }
 
 /// Four particles in the unit box: two overlapping glass beads low down, two steel balls.

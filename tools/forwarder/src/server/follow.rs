@@ -129,6 +129,14 @@ fn copy_fields(v: &FrameView<'_>, wanted: u32) -> Frame {
             .pressures()
             .filter(|_| want(FieldKind::Pressure))
             .map(<[_]>::to_vec),
+        particle_ids: v
+            .particle_ids()
+            .filter(|_| want(FieldKind::ParticleId))
+            .map(<[_]>::to_vec),
+        particle_kinds: v
+            .particle_kinds()
+            .filter(|_| want(FieldKind::ParticleKind))
+            .map(<[_]>::to_vec),
     }
 }
 

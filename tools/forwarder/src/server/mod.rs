@@ -105,7 +105,7 @@ pub struct Hub {
     pub statics: watch::Sender<Option<Arc<PublishedStatic>>>,
     pub status: watch::Sender<WireStatus>,
     /// Clients wanting each field: the reader copies only fields somebody wants.
-    field_interest: [AtomicUsize; 7],
+    field_interest: [AtomicUsize; FieldKind::TABLE_LEN],
     next_client: AtomicU64,
     sessions: Arc<Semaphore>,
     handshakes: Arc<Semaphore>,
