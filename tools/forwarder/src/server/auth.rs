@@ -134,15 +134,19 @@ mod tests {
 
     #[test]
     fn hello_checks_version_and_token() {
-        assert!(check_hello(hello("", 1), None).is_ok());
-        assert!(check_hello(hello("abc", 1), Some("abc")).is_ok());
+        assert!(check_hello(hello("", PROTOCOL_VERSION), None).is_ok());
+        assert!(check_hello(hello("abc", PROTOCOL_VERSION), Some("abc")).is_ok());
         assert_eq!(
-            check_hello(hello("abd", 1), Some("abc")).unwrap_err(),
+            check_hello(hello("abd", PROTOCOL_VERSION), Some("abc")).unwrap_err(),
             "wrong token"
         );
-        assert!(check_hello(hello("", 1), Some("abc"))
+        assert!(check_hello(hello("", PROTOCOL_VERSION), Some("abc"))
             .unwrap_err()
             .contains("requires"));
+        // A version-1 client (before species records named their method) is refused by name.
+        assert!(check_hello(hello("", 1), None)
+            .unwrap_err()
+            .contains("version 1"));
         assert!(check_hello(hello("", 9), None)
             .unwrap_err()
             .contains("version 9"));
