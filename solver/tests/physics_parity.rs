@@ -262,7 +262,13 @@ fn every_physics_formula_has_the_bits_of_its_cuda_twin() {
         .arg(&n);
     // SAFETY: the kernel reads CASES * IN doubles and CASES * IN_U words and writes CASES * OUT
     // doubles and CASES * OUT_U words, the sizes allocated above; one thread per case.
-    unsafe { b.launch(LaunchConfig::for_num_elems(n)) }.expect("launch");
+    // 128 threads a block: the kernel holds every formula's results at once (many registers).
+    let cfg = LaunchConfig {
+        grid_dim: (n.div_ceil(128), 1, 1),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    unsafe { b.launch(cfg) }.expect("launch");
     let gpu = stream.clone_dtoh(&d_out).expect("download");
     let gpu_u = stream.clone_dtoh(&d_out_u).expect("download");
 

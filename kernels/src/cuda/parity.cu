@@ -99,8 +99,9 @@ extern "C" __global__ void physics_parity(const double* in, const unsigned* in_u
         const ContactForce cf = contact_force(model, pair, kin, &s, dt);
         out_force(o, 22 + 14 * model, cf, s);
     }
-    o[50] = normal_force_only(0, pair, m1, r1, delta, delta_dot);
-    o[51] = normal_force_only(1, pair, m1, r1, delta, delta_dot);
+    // The frictionless specialisation must give contact_force's normal for the same contact.
+    o[50] = normal_force_only(0, pair, m1, r1, delta, dot3(kin.v_rel, kin.n));
+    o[51] = normal_force_only(1, pair, m1, r1, delta, dot3(kin.v_rel, kin.n));
     out3(o, 52, particle_contact_velocity(vi, wi, r1, vj, wj, r2, nn));
     out3(o, 55, surface_contact_velocity(vi, wi, r1, nn, v_wall));
     out3(o, 58, kick(vi, g, f, m1, h));
