@@ -44,6 +44,7 @@ struct Accum {
     unsigned hist_out;
     unsigned overflow;
     unsigned long long used;  // old history entries taken by this step's contacts
+    unsigned cursor;          // old entry after the last one taken: where the next is expected
 };
 
 #if DEM_FRICTION
@@ -52,14 +53,19 @@ struct Accum {
 // are the triangles of its mesh) that moved to a neighbouring triangle, the first untaken entry
 // of the same mesh. Zero spring if none. Entries from 64 on are never marked taken (only mesh
 // cases need the mark; CudaSim::new limits their history to 64 entries).
+// The entry after the last one taken is tried first: contacts are visited in the order the
+// history was written in, so it is almost always the one (one load instead of a scan). Partners
+// are unique within a history, so this finds the entry the scan finds.
 __device__ __forceinline__ ContactState find_history(const DemParams& p, const ParticleArrays& in, unsigned k,
                                                      unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
-                                                     unsigned long long* used) {
+                                                     unsigned long long* used, unsigned* cursor) {
     ContactState s;
     s.xi = zero3();
     const unsigned m = in.hist_count[k];
     unsigned found = DEM_PARTNER_NONE;
-    for (unsigned c = 0; c < m; c++) {
+    const unsigned c0 = *cursor;
+    if (c0 < m && (c0 >= 64 || !((*used >> c0) & 1ull)) && in.hist_partner[c0 * p.n + k] == partner) found = c0;
+    for (unsigned c = 0; c < m && found == DEM_PARTNER_NONE; c++) {
         const bool free_ = c >= 64 || !((*used >> c) & 1ull);
         if (free_ && in.hist_partner[c * p.n + k] == partner) {
             found = c;
@@ -79,6 +85,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     if (found != DEM_PARTNER_NONE) {
         if (found < 64) *used |= 1ull << found;
         s.xi = load3(in.hist_xi, found * p.n + k);
+        *cursor = found + 1;
     }
     return s;
 }
@@ -104,7 +111,7 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
                                               Accum& acc) {
     acc.contacts++;
 #if DEM_FRICTION
-    ContactState st = find_history(p, in, k, partner, mesh_lo, mesh_hi, &acc.used);
+    ContactState st = find_history(p, in, k, partner, mesh_lo, mesh_hi, &acc.used, &acc.cursor);
     ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
     store_history(p, out, k, acc, partner, st);
     acc.f = add3(acc.f, cf.force);
@@ -194,6 +201,7 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
     acc.hist_out = 0;
     acc.overflow = 0;
     acc.used = 0;
+    acc.cursor = 0;
     if (active) {
         const double pix = in.pos[3 * k], piy = in.pos[3 * k + 1], piz = in.pos[3 * k + 2];
         const real3 vi = load3(in.vel, k);

@@ -19,15 +19,21 @@ struct Out {
 
 /// Finds the history slot of a contact: the same partner, or, for a mesh contact that moved to a
 /// neighbouring triangle, the first unused slot of the same mesh (`mesh_partners`: the partners
-/// of its triangles). Twin of `find_history` in kernels/src/cuda/contact.cu.
+/// of its triangles). Twin of `find_history` in kernels/src/cuda/contact.cu: the entry at
+/// `cursor` (after the last one taken) is tried first, as contacts come in the order the history
+/// was written; partners are unique within a history, so the scan would find the same entry.
 #[inline]
 fn find_history(
     old: &[HistEntry; HISTORY_CAP],
     used: u32,
+    cursor: usize,
     partner: u32,
     mesh_partners: &std::ops::Range<u32>,
 ) -> Option<usize> {
     let free = |k: usize| used & (1 << k) == 0;
+    if cursor < HISTORY_CAP && free(cursor) && old[cursor].partner == partner {
+        return Some(cursor);
+    }
     (0..HISTORY_CAP)
         .find(|&k| free(k) && old[k].partner == partner)
         .or_else(|| {
@@ -95,11 +101,12 @@ impl CpuWorker {
                     overflow: 0,
                 };
                 *h = [HistEntry::NONE; HISTORY_CAP];
-                let mut used = 0u32;
+                let (mut used, mut cursor) = (0u32, 0usize);
                 world.visit_contacts(i, scratch, |c| {
                     let mut state = ContactState::default();
-                    if let Some(k) = find_history(old, used, c.partner, &c.mesh_partners) {
+                    if let Some(k) = find_history(old, used, cursor, c.partner, &c.mesh_partners) {
                         used |= 1 << k;
+                        cursor = k + 1;
                         state.xi = old[k].xi;
                     }
                     let cf = physics::contact_force(model, c.pair, &c.kin, &mut state, dt);
