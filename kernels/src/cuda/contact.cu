@@ -8,7 +8,10 @@
 //
 // Mirrors the CPU worker's forces + integrate stages (solver/src/dem/cpu). Each particle keeps its
 // own contact history (tangential springs keyed by partner id), so a pair's spring is carried
-// twice, once by each side, and nothing is shared between threads.
+// twice, once by each side, and nothing is shared between threads. The history is indexed by
+// particle id, not by slot (row `id`, entry c at c * n + id): the per-step reorder never moves
+// it. `in` carries the last step's history, `out` receives this step's (the host swaps the two
+// history buffers after every collide).
 //
 // Compile-time switches (set by the host from the case, one module per combination):
 //   DEM_MODEL     0 linear spring-dashpot, 1 Hertz-Mindlin (physics::ContactModel)
@@ -104,21 +107,23 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
 #endif
 
 // One contact of particle k with a partner (another particle, a wall or a mesh triangle; for a
-// triangle, [mesh_lo, mesh_hi) are the partner keys of its mesh, else empty).
+// triangle, [mesh_lo, mesh_hi) are the partner keys of its mesh, else empty). `row` is k's id:
+// its history row.
 __device__ __forceinline__ void apply_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
-                                              unsigned k, const MaterialPair& pair, const ContactKinematics& kin,
+                                              unsigned row, const MaterialPair& pair, const ContactKinematics& kin,
                                               real arm, unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
                                               Accum& acc) {
     acc.contacts++;
 #if DEM_FRICTION
-    ContactState st = find_history(p, in, k, partner, mesh_lo, mesh_hi, &acc.used, &acc.cursor);
+    ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, &acc.used, &acc.cursor);
     ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
-    store_history(p, out, k, acc, partner, st);
+    store_history(p, out, row, acc, partner, st);
     acc.f = add3(acc.f, cf.force);
     acc.t = add3(acc.t, add3(cross3(scale3(kin.n, arm), cf.tangential), cf.rolling_torque));
 #else
     (void)mesh_lo;
     (void)mesh_hi;
+    (void)row;
     real delta_dot = dot3(kin.v_rel, kin.n);
     real fn_ = normal_force_only(DEM_MODEL, pair, kin.m_eff, kin.r_eff, kin.delta, delta_dot);
     acc.f = axpy3(acc.f, kin.n, -fn_);
@@ -134,7 +139,7 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
 // Not inlined (only particles with candidates call it, the particle loop keeps its registers);
 // everything by value so that nothing of the caller's needs an address.
 __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArrays in, ParticleArrays out,
-                                            unsigned k, const MeshArrays msh, BinCursor cur, dvec3 pi,
+                                            unsigned row, const MeshArrays msh, BinCursor cur, dvec3 pi,
                                             const SpeciesProps sp, unsigned si, real3 vi, real3 wi, Accum acc) {
     const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
     const double r = sp.radius;
@@ -182,7 +187,7 @@ __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArr
             kin.r_eff = ri;
             kin.m_eff = mi;
             kin.i_eff = ii;
-            apply_contact(p, in, out, k, p.pw[si * p.n_walls + body.material], kin, contact_arm(ri, kin.delta),
+            apply_contact(p, in, out, row, p.pw[si * p.n_walls + body.material], kin, contact_arm(ri, kin.delta),
                           triangle_partner(g), key_lo, key_hi, acc);
         }
     }
@@ -257,7 +262,7 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
 #endif
                     kin.r_eff = effective_radius(ri, rj);
                     kin.m_eff = effective_mass(mi, (real)p.species[sj].mass);
-                    apply_contact(p, in, out, k, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
+                    apply_contact(p, in, out, id_i, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
                 }
             }
         }
@@ -282,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
                     kin.r_eff = ri;
                     kin.m_eff = mi;
                     kin.i_eff = ii;
-                    apply_contact(p, in, out, k, p.pw[si * p.n_walls + 0], kin, arm, wall_partner(2 * a + side), 0u, 0u,
+                    apply_contact(p, in, out, id_i, p.pw[si * p.n_walls + 0], kin, arm, wall_partner(2 * a + side), 0u, 0u,
                                   acc);
                 }
             }
@@ -291,7 +296,7 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
         if (msh.n_tris) {
             // Meshes after the walls, as the CPU orders them.
             const BinCursor cur = bins_of_cell(msh, cell_index(p, cx, cy, cz));
-            if (!bins_done(cur)) acc = mesh_contacts(p, in, out, k, msh, cur, dv3(pix, piy, piz), sp, si, vi, wi, acc);
+            if (!bins_done(cur)) acc = mesh_contacts(p, in, out, id_i, msh, cur, dv3(pix, piy, piz), sp, si, vi, wi, acc);
         }
 #endif
         const real dt = (real)p.dt;
@@ -332,7 +337,7 @@ extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p,
         out.id[k] = id_i;
         if (in.species) out.species[k] = si;
 #if DEM_FRICTION
-        out.hist_count[k] = acc.hist_out;
+        out.hist_count[id_i] = acc.hist_out;
 #endif
         if (!finite) atomicAdd(&diag->nonfinite, 1u);
         if (acc.overflow) atomicAdd(&diag->hist_overflow, acc.overflow);

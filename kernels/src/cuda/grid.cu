@@ -93,7 +93,8 @@ extern "C" __global__ void dem_cell_sort(const DemParams p, const ParticleArrays
     }
 }
 
-// Reorder: dst slot k takes src slot perm[k] (every array, history entries in use only).
+// Reorder: dst slot k takes src slot perm[k] (every array but the contact history, which is
+// indexed by id and never moves: contact.cu).
 extern "C" __global__ void dem_gather(const DemParams p, const ParticleArrays src, ParticleArrays dst, const GridArrays g) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
@@ -106,13 +107,4 @@ extern "C" __global__ void dem_gather(const DemParams p, const ParticleArrays sr
         for (int a = 0; a < 3; a++) dst.omega[3 * k + a] = src.omega[3 * j + a];
     dst.id[k] = src.id[j];
     if (src.species) dst.species[k] = src.species[j];
-    if (src.hist_count) {
-        unsigned m = src.hist_count[j];
-        dst.hist_count[k] = m;
-        for (unsigned c = 0; c < m; c++) {
-            unsigned from = c * p.n + j, to = c * p.n + k;
-            dst.hist_partner[to] = src.hist_partner[from];
-            for (int a = 0; a < 3; a++) dst.hist_xi[3 * to + a] = src.hist_xi[3 * from + a];
-        }
-    }
 }

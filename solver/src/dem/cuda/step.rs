@@ -10,7 +10,9 @@
 use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
 use kernels::Kernel;
 
-use super::params::{DemDiag, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
+use super::params::{
+    DemDiag, ParticleArrays, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE,
+};
 use super::{CudaError, CudaSim};
 
 /// Accumulated device time per kernel [ms] and the steps it stands for.
@@ -37,6 +39,13 @@ impl StageTimes {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Exchanges the contact-history buffers of two particle array sets.
+fn swap_history(a: &mut ParticleArrays, b: &mut ParticleArrays) {
+    std::mem::swap(&mut a.hist_count, &mut b.hist_count);
+    std::mem::swap(&mut a.hist_partner, &mut b.hist_partner);
+    std::mem::swap(&mut a.hist_xi, &mut b.hist_xi);
 }
 
 fn blocks(n: u32, threads: u32) -> LaunchConfig {
@@ -200,20 +209,29 @@ impl CudaSim {
         self.mark(marks, "collide")?;
         let diag = st.diag;
         let msh = self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default();
+        // The history is indexed by id and not reordered: the collide reads the last step's
+        // (the state's history buffers) and writes the other pair, then the two are swapped so
+        // that the state's are again the newest.
+        let (mut input, mut output) = (tmp, cur);
+        swap_history(&mut input, &mut output);
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Collide));
         b.arg(&p)
-            .arg(&tmp)
-            .arg(&cur)
+            .arg(&input)
+            .arg(&output)
             .arg(&grid)
             .arg(&diag)
             .arg(&msh);
         // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads the
-        // scratch copy (in) written by the gather, writes slot k of the state (out) from thread k
-        // only; the mesh arrays (uploaded on this stream before) are read only.
+        // scratch copy (in) written by the gather and the last step's history, writes slot k of
+        // the state and history row id(k) (out) from thread k only (ids are 0..n, distinct); the
+        // two history buffers are distinct; the mesh arrays (uploaded on this stream before)
+        // are read only.
         unsafe { b.launch(blocks(n, kernels::COLLIDE_THREADS)) }
             .map_err(launch_err(Kernel::Collide))?;
+        let st = &mut self.state;
+        swap_history(&mut st.tmp, &mut st.cur);
         Ok(())
     }
 
