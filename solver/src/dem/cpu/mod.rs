@@ -79,6 +79,7 @@ pub fn distribute(state: SimState, grid: &Grid, plan: &Plan) -> Vec<ParticleBatc
         history_cap,
         ..
     } = state;
+    let mut dropped = 0usize;
     for (k, chunk) in history.chunks_exact(history_cap).enumerate() {
         let b = &mut out[plan.owner(grid, pos[k])];
         b.id.push(id[k]);
@@ -95,7 +96,18 @@ pub fn distribute(state: SimState, grid: &Grid, plan: &Plan) -> Vec<ParticleBatc
         for (slot, e) in h.iter_mut().zip(chunk) {
             *slot = *e;
         }
+        dropped += chunk
+            .iter()
+            .skip(HISTORY_CAP)
+            .filter(|e| e.partner != crate::dem::state::PARTNER_NONE)
+            .count();
         b.hist.push(h);
+    }
+    if dropped > 0 {
+        tracing::warn!(
+            "{dropped} contact history entries beyond the CPU's {HISTORY_CAP} per particle are \
+             dropped; those contacts restart with a zero tangential spring"
+        );
     }
     out
 }
