@@ -139,6 +139,19 @@ pub struct ModuleConfig {
 }
 
 impl ModuleConfig {
+    /// Blocks of [`COLLIDE_THREADS`] the collide kernel is compiled to fit per SM
+    /// (`__launch_bounds__`), which caps its registers. Measured on an H100, 1 M dense pack
+    /// (bench/results/raw/friction/launch_bounds/): with friction (79 registers unbounded, 37.5 %
+    /// occupancy) 6 blocks gave +11 % (8: +7 %; 10 and more spill: 2-5x slower); frictionless,
+    /// 10 blocks gave +17 % (8: +13 %).
+    pub fn collide_min_blocks(&self) -> u32 {
+        if self.friction {
+            6
+        } else {
+            10
+        }
+    }
+
     /// NVRTC `-D` options for this configuration.
     pub fn defines(&self) -> Vec<String> {
         let mut d = vec![
@@ -150,6 +163,10 @@ impl ModuleConfig {
             ),
         ];
         d.push(format!("-DDEM_MESHES={}", u32::from(self.meshes)));
+        d.push(format!(
+            "-DDEM_COLLIDE_MIN_BLOCKS={}",
+            self.collide_min_blocks()
+        ));
         if self.double {
             d.push("-DDEM_DOUBLE".into());
         }

@@ -35,6 +35,10 @@
 #ifndef DEM_MESHES
 #define DEM_MESHES 1
 #endif
+// Blocks of 128 threads the collide must fit per SM (__launch_bounds__): bounds its registers.
+#ifndef DEM_COLLIDE_MIN_BLOCKS
+#define DEM_COLLIDE_MIN_BLOCKS 1
+#endif
 
 // Lever arm from the centre to the contact point: the radius (cpu::contacts `lever`).
 __device__ __forceinline__ real contact_arm(real r, real /*delta*/) { return r; }
@@ -194,7 +198,7 @@ __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArr
     return acc;
 }
 
-extern "C" __global__ void __launch_bounds__(128) dem_collide(const DemParams p, const ParticleArrays in,
+extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_collide(const DemParams p, const ParticleArrays in,
                                                               ParticleArrays out, const GridArrays g, DemDiag* diag,
                                                               const MeshArrays msh) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
