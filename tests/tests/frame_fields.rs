@@ -79,8 +79,8 @@ fn the_case_file_chooses_fields_and_bad_ones_are_refused_by_name() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../solver/cases/falling_box.toml"),
     )
     .expect("example case");
-    let with = |fields: &str| {
-        let p = dir.join(format!("c{}.toml", fields.len()));
+    let with = |file: &str, fields: &str| {
+        let p = dir.join(file);
         let text = if base.contains("[output]") {
             base.replace("[output]", &format!("[output]\nfields = {fields}"))
         } else {
@@ -89,7 +89,7 @@ fn the_case_file_chooses_fields_and_bad_ones_are_refused_by_name() {
         std::fs::write(&p, text).unwrap();
         p
     };
-    let good = with(r#"["pos", "contacts", "force"]"#);
+    let good = with("good.toml", r#"["pos", "contacts", "force"]"#);
     let a = SegName::new("fields-case");
     let args = [
         "--name-shm",
@@ -113,7 +113,7 @@ fn the_case_file_chooses_fields_and_bad_ones_are_refused_by_name() {
     let _ = shm_protocol::segment::unlink(&a.0);
 
     // Unknown names and fields DEM does not publish: refused before any segment exists.
-    let bad_case = with(r#"["pos", "temperature"]"#);
+    let bad_case = with("bad.toml", r#"["pos", "temperature"]"#);
     for (extra, expect) in [
         (
             vec!["--fields", "pos,density"],

@@ -63,18 +63,18 @@ struct Accum {
 // The entry after the last one taken is tried first: contacts are visited in the order the
 // history was written in, so it is almost always the one (one load instead of a scan). Partners
 // are unique within a history, so this finds the entry the scan finds.
-__device__ __forceinline__ ContactState find_history(const DemParams& p, const ParticleArrays& in, unsigned k,
+__device__ __forceinline__ ContactState find_history(const DemParams& p, const ParticleArrays& in, unsigned row,
                                                      unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
                                                      unsigned long long* used, unsigned* cursor) {
     ContactState s;
     s.xi = zero3();
-    const unsigned m = in.hist_count[k];
+    const unsigned m = in.hist_count[row];
     unsigned found = DEM_PARTNER_NONE;
     const unsigned c0 = *cursor;
-    if (c0 < m && (c0 >= 64 || !((*used >> c0) & 1ull)) && in.hist_partner[c0 * p.n + k] == partner) found = c0;
+    if (c0 < m && (c0 >= 64 || !((*used >> c0) & 1ull)) && in.hist_partner[c0 * p.n + row] == partner) found = c0;
     for (unsigned c = 0; c < m && found == DEM_PARTNER_NONE; c++) {
         const bool free_ = c >= 64 || !((*used >> c) & 1ull);
-        if (free_ && in.hist_partner[c * p.n + k] == partner) {
+        if (free_ && in.hist_partner[c * p.n + row] == partner) {
             found = c;
             break;
         }
@@ -82,7 +82,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     if (found == DEM_PARTNER_NONE && mesh_lo < mesh_hi) {
         for (unsigned c = 0; c < m; c++) {
             const bool free_ = c >= 64 || !((*used >> c) & 1ull);
-            const unsigned q = in.hist_partner[c * p.n + k];
+            const unsigned q = in.hist_partner[c * p.n + row];
             if (free_ && q >= mesh_lo && q < mesh_hi) {
                 found = c;
                 break;
@@ -91,19 +91,19 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     }
     if (found != DEM_PARTNER_NONE) {
         if (found < 64) *used |= 1ull << found;
-        s.xi = load3(in.hist_xi, found * p.n + k);
+        s.xi = load3(in.hist_xi, found * p.n + row);
         *cursor = found + 1;
     }
     return s;
 }
 
-__device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays& out, unsigned k, Accum& acc,
+__device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays& out, unsigned row, Accum& acc,
                                               unsigned partner, const ContactState& s) {
     if (acc.hist_out >= p.hist_cap) {
         acc.overflow++;  // the contact still acts; its spring is not kept (as the CPU does)
         return;
     }
-    unsigned e = acc.hist_out * p.n + k;
+    unsigned e = acc.hist_out * p.n + row;
     out.hist_partner[e] = partner;
     store3(out.hist_xi, e, s.xi);
     acc.hist_out++;
