@@ -8,10 +8,12 @@
 //
 // Mirrors the CPU worker's forces + integrate stages (solver/src/dem/cpu). Each particle keeps its
 // own contact history (tangential springs keyed by partner id), so a pair's spring is carried
-// twice, once by each side, and nothing is shared between threads. The history is indexed by
-// particle id, not by slot (row `id`, entry c at c * n + id): the per-step reorder never moves
-// it. `in` carries the last step's history, `out` receives this step's (the host swaps the two
-// history buffers after every collide).
+// twice, once by each side, and nothing is shared between threads. The per-step reorder does not
+// move the history: thread k reads its particle's last history at row in.row[k] (the slot it
+// had when that row was written, moved with the particle by dem_gather) and writes the new one
+// at row k of `out`, so reads are nearly coalesced (particles seldom change order) and writes
+// fully. `in` carries the last step's history buffers, `out` the other pair (the host swaps the
+// two after every collide).
 //
 // Compile-time switches (set by the host from the case, one module per combination):
 //   DEM_MODEL     0 linear spring-dashpot, 1 Hertz-Mindlin (physics::ContactModel)
@@ -111,23 +113,24 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
 #endif
 
 // One contact of particle k with a partner (another particle, a wall or a mesh triangle; for a
-// triangle, [mesh_lo, mesh_hi) are the partner keys of its mesh, else empty). `row` is k's id:
-// its history row.
+// triangle, [mesh_lo, mesh_hi) are the partner keys of its mesh, else empty). `row` is the
+// particle's last history row (in), `k` its slot (the new row, out).
 __device__ __forceinline__ void apply_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
-                                              unsigned row, const MaterialPair& pair, const ContactKinematics& kin,
+                                              unsigned row, unsigned k, const MaterialPair& pair, const ContactKinematics& kin,
                                               real arm, unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
                                               Accum& acc) {
     acc.contacts++;
 #if DEM_FRICTION
     ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, &acc.used, &acc.cursor);
     ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
-    store_history(p, out, row, acc, partner, st);
+    store_history(p, out, k, acc, partner, st);
     acc.f = add3(acc.f, cf.force);
     acc.t = add3(acc.t, add3(cross3(scale3(kin.n, arm), cf.tangential), cf.rolling_torque));
 #else
     (void)mesh_lo;
     (void)mesh_hi;
     (void)row;
+    (void)k;
     real delta_dot = dot3(kin.v_rel, kin.n);
     real fn_ = normal_force_only(DEM_MODEL, pair, kin.m_eff, kin.r_eff, kin.delta, delta_dot);
     acc.f = axpy3(acc.f, kin.n, -fn_);
@@ -143,7 +146,7 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
 // Not inlined (only particles with candidates call it, the particle loop keeps its registers);
 // everything by value so that nothing of the caller's needs an address.
 __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArrays in, ParticleArrays out,
-                                            unsigned row, const MeshArrays msh, BinCursor cur, dvec3 pi,
+                                            unsigned row, unsigned k, const MeshArrays msh, BinCursor cur, dvec3 pi,
                                             const SpeciesProps sp, unsigned si, real3 vi, real3 wi, Accum acc) {
     const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
     const double r = sp.radius;
@@ -191,7 +194,7 @@ __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArr
             kin.r_eff = ri;
             kin.m_eff = mi;
             kin.i_eff = ii;
-            apply_contact(p, in, out, row, p.pw[si * p.n_walls + body.material], kin, contact_arm(ri, kin.delta),
+            apply_contact(p, in, out, row, k, p.pw[si * p.n_walls + body.material], kin, contact_arm(ri, kin.delta),
                           triangle_partner(g), key_lo, key_hi, acc);
         }
     }
@@ -223,6 +226,7 @@ extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_co
         const SpeciesProps sp = p.species[si];
         const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
         const unsigned id_i = in.id[k];
+        const unsigned row_i = in.row ? in.row[k] : k;
 
         const unsigned cx = cell_coord(pix, p.origin[0], p.cell, p.dims[0]);
         const unsigned cy = cell_coord(piy, p.origin[1], p.cell, p.dims[1]);
@@ -266,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_co
 #endif
                     kin.r_eff = effective_radius(ri, rj);
                     kin.m_eff = effective_mass(mi, (real)p.species[sj].mass);
-                    apply_contact(p, in, out, id_i, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
+                    apply_contact(p, in, out, row_i, k, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
                 }
             }
         }
@@ -291,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_co
                     kin.r_eff = ri;
                     kin.m_eff = mi;
                     kin.i_eff = ii;
-                    apply_contact(p, in, out, id_i, p.pw[si * p.n_walls + 0], kin, arm, wall_partner(2 * a + side), 0u, 0u,
+                    apply_contact(p, in, out, row_i, k, p.pw[si * p.n_walls + 0], kin, arm, wall_partner(2 * a + side), 0u, 0u,
                                   acc);
                 }
             }
@@ -300,7 +304,7 @@ extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_co
         if (msh.n_tris) {
             // Meshes after the walls, as the CPU orders them.
             const BinCursor cur = bins_of_cell(msh, cell_index(p, cx, cy, cz));
-            if (!bins_done(cur)) acc = mesh_contacts(p, in, out, id_i, msh, cur, dv3(pix, piy, piz), sp, si, vi, wi, acc);
+            if (!bins_done(cur)) acc = mesh_contacts(p, in, out, row_i, k, msh, cur, dv3(pix, piy, piz), sp, si, vi, wi, acc);
         }
 #endif
         const real dt = (real)p.dt;
@@ -341,7 +345,8 @@ extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_co
         out.id[k] = id_i;
         if (in.species) out.species[k] = si;
 #if DEM_FRICTION
-        out.hist_count[id_i] = acc.hist_out;
+        out.hist_count[k] = acc.hist_out;
+        out.row[k] = k;
 #endif
         if (!finite) atomicAdd(&diag->nonfinite, 1u);
         if (acc.overflow) atomicAdd(&diag->hist_overflow, acc.overflow);

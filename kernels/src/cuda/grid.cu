@@ -93,8 +93,8 @@ extern "C" __global__ void dem_cell_sort(const DemParams p, const ParticleArrays
     }
 }
 
-// Reorder: dst slot k takes src slot perm[k] (every array but the contact history, which is
-// indexed by id and never moves: contact.cu).
+// Reorder: dst slot k takes src slot perm[k] (every array but the contact history, which stays
+// where it was written; `row` says where: contact.cu).
 extern "C" __global__ void dem_gather(const DemParams p, const ParticleArrays src, ParticleArrays dst, const GridArrays g) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
@@ -107,4 +107,5 @@ extern "C" __global__ void dem_gather(const DemParams p, const ParticleArrays sr
         for (int a = 0; a < 3; a++) dst.omega[3 * k + a] = src.omega[3 * j + a];
     dst.id[k] = src.id[j];
     if (src.species) dst.species[k] = src.species[j];
+    if (src.row) dst.row[k] = src.row[j];
 }

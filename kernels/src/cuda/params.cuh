@@ -44,12 +44,14 @@ struct ParticleArrays {
     real* omega;             // [3n] angular velocities [rad/s], null without rotation
     unsigned* id;            // [n] particle id
     unsigned* species;       // [n] species index, null with one species
-    unsigned* hist_count;    // [n] contacts in the history, null without friction
-    unsigned* hist_partner;  // [hist_cap * n], entry c of slot k at c * n + k
+    unsigned* hist_count;    // [n] contacts in history row r, null without friction
+    unsigned* hist_partner;  // [hist_cap * n], entry c of history row r at c * n + r
     real* hist_xi;           // [3 * hist_cap * n], tangential springs
     real* force;             // [3n] contact force of the last step [N], null unless requested or Verlet
     unsigned* contacts;      // [n] contacts of the last step, null unless requested
     real* torque;            // [3n] contact torque of the last step [N m], velocity Verlet only
+    unsigned* row;           // [n] history row of the particle in slot k (its slot when the row was
+                             // written), null without friction
 };
 
 // Neighbour-search arrays.

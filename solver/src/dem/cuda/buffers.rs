@@ -91,6 +91,7 @@ impl Layout {
             v.push(("species", 4 * n));
         }
         if self.friction {
+            v.push(("row", 4 * n));
             v.push(("hist_count", 4 * n));
             v.push(("hist_partner", 4 * self.cap * n));
             v.push(("hist_xi", 3 * self.real * self.cap * n));
@@ -295,6 +296,7 @@ pub(crate) fn upload(
                 "species" => a.species = ptr,
                 "hist_count" => a.hist_count = ptr,
                 "hist_partner" => a.hist_partner = ptr,
+                "row" => a.row = ptr,
                 _ => a.hist_xi = ptr,
             }
         }
@@ -397,8 +399,12 @@ pub(crate) fn set_state(
     let real = st.real_size;
     let a = st.cur;
     // Ids are 0..n here (CudaSim::new checks it): slot = id at upload, and `dem_pack` writes
-    // frames at index id.
+    // frames at index id. Each particle's history row is its slot.
     upload_bytes(stream, st, a.id, as_bytes(&state.id))?;
+    if a.row != 0 {
+        let rows: Vec<u32> = (0..n as u32).collect();
+        upload_bytes(stream, st, a.row, as_bytes(&rows))?;
+    }
     if a.species != 0 {
         upload_bytes(stream, st, a.species, as_bytes(&state.species))?;
     }
@@ -500,10 +506,12 @@ fn download_real(
     }
 }
 
-/// The device's contact history as downloaded: indexed by id (ids are 0..n on the device), entry
-/// c of particle `id` at `c * n + id`.
+/// The device's contact history as downloaded after a step (or an upload), when each particle's
+/// history row is its slot: entry c of slot k at `c * n + k`.
 struct DeviceHistory<'a> {
-    /// Entries of each particle (n).
+    /// Particle id of each slot (n).
+    ids: &'a [u32],
+    /// Entries of each slot (n).
     count: &'a [u32],
     /// Partner of each entry (hist_cap * n).
     partner: &'a [u32],
@@ -515,11 +523,11 @@ struct DeviceHistory<'a> {
 /// per particle, used ones first): partners and springs as they are, nothing converted or
 /// dropped.
 fn history_to_portable(h: &DeviceHistory<'_>, cap: usize, out: &mut [HistEntry]) {
-    let n = h.count.len();
-    for (id, &m) in h.count.iter().enumerate() {
-        for c in 0..m as usize {
-            let e = c * n + id;
-            out[id * cap + c] = HistEntry {
+    let n = h.ids.len();
+    for (k, &id) in h.ids.iter().enumerate() {
+        for c in 0..h.count[k] as usize {
+            let e = c * n + k;
+            out[id as usize * cap + c] = HistEntry {
                 partner: h.partner[e],
                 xi: [h.xi[3 * e], h.xi[3 * e + 1], h.xi[3 * e + 2]],
             };
@@ -598,6 +606,7 @@ pub(crate) fn download_state(
         s.history_cap = cap;
         history_to_portable(
             &DeviceHistory {
+                ids: &ids,
                 count: &count,
                 partner: &partner,
                 xi: &xi,
@@ -613,11 +622,12 @@ pub(crate) fn download_state(
 mod tests {
     use super::*;
 
-    /// Two particles with 18 and 2 device entries of 20: the portable state keeps all of
-    /// them, in order.
+    /// Two particles (slots swapped against ids) with 18 and 2 device entries of 20: the
+    /// portable state keeps all of them, in order, under the particles' ids.
     #[test]
     fn export_keeps_every_entry_in_id_order() {
         let (n, cap) = (2usize, 20usize);
+        let ids = [1u32, 0];
         let count = [18u32, 2];
         let mut partner = vec![0u32; cap * n];
         let mut xi = vec![0f64; 3 * cap * n];
@@ -629,19 +639,21 @@ mod tests {
         }
         let mut out = vec![HistEntry::NONE; n * cap];
         let h = DeviceHistory {
+            ids: &ids,
             count: &count,
             partner: &partner,
             xi: &xi,
         };
         history_to_portable(&h, cap, &mut out);
-        // Particle 0: 18 entries, in order.
-        assert!(out[..18].iter().all(|e| e.partner != PARTNER_NONE));
-        assert_eq!(out[17].partner, 17);
-        assert_eq!(out[17].xi[0], 17.0);
-        assert_eq!(out[18].partner, PARTNER_NONE);
-        // Particle 1: 2 entries.
-        assert_eq!(out[cap].partner, 100);
-        assert_eq!(out[cap + 1].partner, 101);
-        assert_eq!(out[cap + 2].partner, PARTNER_NONE);
+        // Slot 0 is particle 1: 18 entries, in order.
+        let p1 = &out[cap..];
+        assert!(p1[..18].iter().all(|e| e.partner != PARTNER_NONE));
+        assert_eq!(p1[17].partner, 17);
+        assert_eq!(p1[17].xi[0], 17.0);
+        assert_eq!(p1[18].partner, PARTNER_NONE);
+        // Slot 1 is particle 0: 2 entries.
+        assert_eq!(out[0].partner, 100);
+        assert_eq!(out[1].partner, 101);
+        assert_eq!(out[2].partner, PARTNER_NONE);
     }
 }

@@ -60,6 +60,7 @@ pub struct ParticleArrays {
     pub force: u64,
     pub contacts: u64,
     pub torque: u64,
+    pub row: u64,
 }
 
 /// `GridArrays`: neighbour-search arrays.
@@ -116,7 +117,7 @@ const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
 const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
 const _: () = assert!(std::mem::size_of::<MeshArrays>() == 72);
 const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 10 * 4 + 3 * 8);
-const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
+const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 96);
 const _: () = assert!(std::mem::size_of::<GridArrays>() == 40);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);
 const _: () = assert!(std::mem::size_of::<crate::dem::physics::MaterialPair>() == 56);

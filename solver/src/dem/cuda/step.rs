@@ -209,9 +209,9 @@ impl CudaSim {
         self.mark(marks, "collide")?;
         let diag = st.diag;
         let msh = self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default();
-        // The history is indexed by id and not reordered: the collide reads the last step's
-        // (the state's history buffers) and writes the other pair, then the two are swapped so
-        // that the state's are again the newest.
+        // The history is not reordered: the collide reads the last step's (the state's history
+        // buffers, at each particle's `row`) and writes the other pair in slot order, then the
+        // two are swapped so that the state's are again the newest.
         let (mut input, mut output) = (tmp, cur);
         swap_history(&mut input, &mut output);
         let mut b = self
@@ -224,10 +224,9 @@ impl CudaSim {
             .arg(&diag)
             .arg(&msh);
         // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads the
-        // scratch copy (in) written by the gather and the last step's history, writes slot k of
-        // the state and history row id(k) (out) from thread k only (ids are 0..n, distinct); the
-        // two history buffers are distinct; the mesh arrays (uploaded on this stream before)
-        // are read only.
+        // scratch copy (in) written by the gather and the last step's history, writes slot k and
+        // history row k of the state (out) from thread k only; the two history buffers are
+        // distinct; the mesh arrays (uploaded on this stream before) are read only.
         unsafe { b.launch(blocks(n, kernels::COLLIDE_THREADS)) }
             .map_err(launch_err(Kernel::Collide))?;
         let st = &mut self.state;
