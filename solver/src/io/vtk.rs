@@ -185,6 +185,8 @@ pub struct VtkSeries {
     prefix: String,
     /// (time, part, file name)
     entries: Vec<(f64, u32, String)>,
+    /// Step of the last frame written.
+    last_step: Option<u64>,
 }
 
 impl VtkSeries {
@@ -199,6 +201,7 @@ impl VtkSeries {
             dir: dir.to_path_buf(),
             prefix: prefix.to_string(),
             entries: Vec::new(),
+            last_step: None,
         })
     }
 
@@ -207,9 +210,14 @@ impl VtkSeries {
         self.dir.join(format!("{}.pvd", self.prefix))
     }
 
-    /// Writes the current state of `sim` and updates the index.
+    /// Writes the current state of `sim` and updates the index. A step already written (the
+    /// run's end falling on an output time asks twice) is not listed again.
     pub fn write_frame(&mut self, sim: &Simulation) -> Result<(), VtkError> {
         let step = sim.step_index();
+        if self.last_step == Some(step) {
+            return Ok(());
+        }
+        self.last_step = Some(step);
         let name = format!("{}_particles_{step:010}.vtu", self.prefix);
         write_particles_vtu(&self.dir.join(&name), sim)?;
         self.entries.push((sim.time(), 0, name));
@@ -228,5 +236,27 @@ impl VtkSeries {
         xml.push_str("</Collection>\n</VTKFile>\n");
         let path = self.pvd_path();
         std::fs::write(&path, xml).map_err(|source| VtkError::Write { path, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::Case;
+
+    /// The end of a run on an output time writes the same step twice: the index lists it once.
+    #[test]
+    fn a_step_written_twice_is_listed_once() {
+        let dir = std::env::temp_dir().join(format!("vtk-series-{}", std::process::id()));
+        let mut sim = Simulation::new(Case::default_falling_box(50)).expect("case");
+        let mut series = VtkSeries::new(&dir, "run").expect("dir");
+        series.write_frame(&sim).expect("write");
+        sim.step_n(10).expect("steps");
+        series.write_frame(&sim).expect("write");
+        series.write_frame(&sim).expect("write again");
+        let pvd = std::fs::read_to_string(series.pvd_path()).expect("pvd");
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(pvd.matches("<DataSet").count(), 2, "{pvd}");
+        assert_eq!(pvd.matches("_particles_0000000010.vtu").count(), 1, "{pvd}");
     }
 }
