@@ -59,6 +59,10 @@ struct Cli {
     /// Edge of the Lacey sample cells [m] (default: 3 mean particle diameters).
     #[arg(long, value_name = "METRES")]
     lacey_cell: Option<f64>,
+    /// Lacey region xmin,ymin,zmin,xmax,ymax,zmax [m]: only particles inside count and the sample
+    /// cells start at its corner (default: the bounding box of the two species).
+    #[arg(long, value_name = "BOX", allow_hyphen_values = true)]
+    lacey_region: Option<Aabb>,
     /// Lacey sample cells with fewer particles of the two species are left out.
     #[arg(long, value_name = "N", default_value_t = 10)]
     lacey_min: u32,
@@ -143,6 +147,7 @@ fn settings(cli: &Cli) -> anyhow::Result<Settings> {
         region: cli.region,
         lacey_species: None,
         lacey_cell: cli.lacey_cell,
+        lacey_region: cli.lacey_region,
         lacey_min_particles: cli.lacey_min,
     })
 }

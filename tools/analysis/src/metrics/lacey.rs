@@ -6,6 +6,7 @@ use rayon::prelude::*;
 
 use crate::grid::{bounding_box_of_species, CellLayout, NO_CELL};
 use crate::par::{map_chunks, CHUNK};
+use crate::region::Aabb;
 
 /// Most sample cells (the cell edge grows beyond this).
 const MAX_SAMPLE_CELLS: usize = 1 << 22;
@@ -19,13 +20,29 @@ pub struct LaceyGrid {
     /// Cells holding fewer particles of the two species are left out (partly filled cells at
     /// the free surface and walls).
     pub min_particles: u32,
+    /// Only particles inside this box count, and the cells start at its minimum corner
+    /// (default: the bounding box of the two species' particles).
+    pub region: Option<Aabb>,
+}
+
+/// Sets the cell of every position outside `region` to `NO_CELL`.
+fn drop_outside(region: Option<&Aabb>, positions: &[[f32; 3]], cells: &mut [u32]) {
+    let Some(r) = region else {
+        return;
+    };
+    for (p, c) in positions.iter().zip(cells) {
+        if (0..3).any(|k| !(p[k] as f64 >= r.min[k] && p[k] as f64 <= r.max[k])) {
+            *c = NO_CELL;
+        }
+    }
 }
 
 /// Lacey mixing index M = (s0^2 - s^2) / (s0^2 - sr^2) of species `a` against `b` [-]:
 /// 0 fully segregated, 1 randomly mixed.
 ///
-/// Particles of other species are ignored. The bounding box of the particles of `a` and `b` is
-/// cut into cubic cells of edge `grid.cell`, starting at its minimum corner; in each cell k with
+/// Particles of other species are ignored, and with `grid.region` those outside it. The
+/// region, else the bounding box of the particles of `a` and `b`, is cut into cubic cells of
+/// edge `grid.cell`, starting at its minimum corner; in each cell k with
 /// n_k >= `grid.min_particles` particles, x_k is the number fraction of `a`. With p the number
 /// fraction of `a` over all particles of `a` and `b`: s0^2 = p (1 - p) (fully segregated),
 /// s^2 = (1/K) sum_k (x_k - p)^2 over the K counted cells, sr^2 = p (1 - p) / n_mean with
@@ -101,7 +118,10 @@ pub fn lacey_index_with(
 ) -> Option<f64> {
     let n = positions.len().min(species.len());
     let (positions, species) = (&positions[..n], &species[..n]);
-    let (lo, hi) = bounding_box_of_species(positions, species, a, b)?;
+    let (lo, hi) = match &grid.region {
+        Some(r) => (r.min, r.max),
+        None => bounding_box_of_species(positions, species, a, b)?,
+    };
     let layout = CellLayout::new(lo, hi, grid.cell, MAX_SAMPLE_CELLS);
     let cell_count = layout.cell_count();
     let counts = &mut scratch.counts;
@@ -127,6 +147,7 @@ pub fn lacey_index_with(
                 for (p, s) in positions.chunks(CHUNK).zip(species.chunks(CHUNK)) {
                     let cells = &mut cells[..p.len()];
                     layout.cells_of(p, cells);
+                    drop_outside(grid.region.as_ref(), p, cells);
                     add_counts_private(cells, s, a, b, own);
                 }
             });
@@ -152,6 +173,7 @@ pub fn lacey_index_with(
             .for_each_init(Vec::new, |cells, (positions, species)| {
                 cells.resize(positions.len(), 0);
                 layout.cells_of(positions, cells);
+                drop_outside(grid.region.as_ref(), positions, cells);
                 add_counts(cells, species, a, b, counts);
             });
     }
@@ -220,6 +242,7 @@ mod tests {
     const GRID: LaceyGrid = LaceyGrid {
         cell: 3.0,
         min_particles: 10,
+        region: None,
     };
 
     #[test]
@@ -230,6 +253,35 @@ mod tests {
         let sp: Vec<u32> = pos.iter().map(|p| (p[2] >= 15.0) as u32).collect();
         let m = lacey_index(&pos, &sp, 0, 1, GRID).unwrap();
         assert!(m.abs() < 1e-12, "{m}");
+    }
+
+    /// A region counts only the particles inside it, with cells from its corner: the index
+    /// equals the index of those particles alone, and a region holding one species has none.
+    #[test]
+    fn a_region_counts_only_the_particles_inside() {
+        // Mixed (alternating in x) below z = 15, segregated (species 0 only) above.
+        let pos = lattice(30);
+        let sp: Vec<u32> = pos
+            .iter()
+            .map(|p| if p[2] < 15.0 { p[0] as u32 % 2 } else { 0 })
+            .collect();
+        let lower = Aabb::new([0.0; 3], [29.0, 29.0, 14.0]).unwrap();
+        let with = |region| LaceyGrid { region, ..GRID };
+        let m = lacey_index(&pos, &sp, 0, 1, with(Some(lower))).unwrap();
+        let (inside, inside_sp): (Vec<_>, Vec<_>) = pos
+            .iter()
+            .zip(&sp)
+            .filter(|(p, _)| p[2] <= 14.0)
+            .map(|(p, s)| (*p, *s))
+            .unzip();
+        let alone = lacey_index(&inside, &inside_sp, 0, 1, with(Some(lower))).unwrap();
+        assert_eq!(m, alone);
+        assert!(m > 0.9, "alternating species are well mixed: {m}");
+        // The whole box mixes in the segregated top: a lower index.
+        let whole = lacey_index(&pos, &sp, 0, 1, GRID).unwrap();
+        assert!(whole < m - 0.1, "{whole} vs {m}");
+        let upper = Aabb::new([0.0, 0.0, 15.0], [29.0, 29.0, 29.0]).unwrap();
+        assert_eq!(lacey_index(&pos, &sp, 0, 1, with(Some(upper))), None);
     }
 
     #[test]
@@ -277,6 +329,7 @@ mod tests {
         let grid = LaceyGrid {
             cell: 4.5,
             min_particles: 1,
+            region: None,
         };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(4)

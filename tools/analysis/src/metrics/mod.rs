@@ -89,6 +89,8 @@ pub struct Settings {
     pub lacey_species: Option<(u32, u32)>,
     /// Lacey sample cell edge [m] (default: 3 mean diameters).
     pub lacey_cell: Option<f64>,
+    /// Lacey region (default: the bounding box of the two species).
+    pub lacey_region: Option<Aabb>,
     pub lacey_min_particles: u32,
 }
 
@@ -121,6 +123,7 @@ impl Default for Settings {
             region: None,
             lacey_species: None,
             lacey_cell: None,
+            lacey_region: None,
             lacey_min_particles: 10,
         }
     }
@@ -378,6 +381,7 @@ fn lacey(
     let grid = LaceyGrid {
         cell: s.lacey_cell.unwrap_or(6.0 * ctx.mean_radius),
         min_particles: s.lacey_min_particles,
+        region: s.lacey_region,
     };
     out.lacey_species = Some([name(a), name(b)]);
     out.lacey_grid = Some(grid);
