@@ -443,6 +443,12 @@ impl<'a> FrameWriter<'a> {
             .at(plan.slot_offset(self.slot) + plan.slot_field_offsets[field as usize]))
     }
 
+    /// [`FrameWriter::field_ptr`] for a field the segment reserves, `None` for one it does
+    /// not (a writer that produces only the fields its readers asked for).
+    pub fn field_ptr_if_reserved(&mut self, field: FieldKind) -> Option<*mut u8> {
+        self.field_ptr(field).ok()
+    }
+
     fn field_slice<T>(&mut self, field: FieldKind) -> Result<&mut [T], PublishError> {
         debug_assert_eq!(std::mem::size_of::<T>() as u64, field.element_size());
         let p = self.field_ptr(field)?;

@@ -336,14 +336,20 @@ pub enum SpeciesMethod {
 }
 
 impl SpeciesMethod {
+    pub const ALL: [SpeciesMethod; 4] = [
+        Self::Unspecified,
+        Self::Dem,
+        Self::SphFluid,
+        Self::SphBoundary,
+    ];
+
     pub fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            0 => Self::Unspecified,
-            1 => Self::Dem,
-            2 => Self::SphFluid,
-            3 => Self::SphBoundary,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|m| *m as u32 == v)
+    }
+
+    /// The method of a [`SpeciesMethod::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
     }
 
     pub fn name(self) -> &'static str {
@@ -716,6 +722,16 @@ impl LayoutPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn species_methods_round_trip_by_number_and_name() {
+        for m in SpeciesMethod::ALL {
+            assert_eq!(SpeciesMethod::from_u32(m as u32), Some(m));
+            assert_eq!(SpeciesMethod::from_name(m.name()), Some(m));
+        }
+        assert_eq!(SpeciesMethod::from_u32(4), None);
+        assert_eq!(SpeciesMethod::from_name("fem"), None);
+    }
 
     #[test]
     fn plan_is_aligned_and_in_bounds() {

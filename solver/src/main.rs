@@ -64,6 +64,9 @@ fn check_cli(cli: &Cli) -> Result<()> {
     if cli.particles == Some(0) {
         bail!("--particles must be at least 1");
     }
+    if cli.load_shm.is_some() && cli.fields.is_some() {
+        bail!("--load-shm keeps the fields the segment was made with; --fields does not apply");
+    }
     if (cli.output_every.is_some() || cli.checkpoint_every.is_some()) && cli.output.is_none() {
         bail!("--output-every and --checkpoint-every need --output DIR");
     }

@@ -150,5 +150,10 @@ fn the_case_file_chooses_fields_and_bad_ones_are_refused_by_name() {
             "nothing left behind"
         );
     }
+    // A resumed run keeps the segment's fields: --fields is refused before anything is read.
+    let (code, err) = Running::spawn(solver(&["--load-shm", "fields-none", "--fields", "pos"]))
+        .wait_exit(Duration::from_secs(30));
+    assert_ne!(code, Some(0));
+    assert!(err.contains("--fields does not apply"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -178,8 +178,8 @@ pub fn resume_from_frame(
             .unwrap_or_else(|| vec![[0.0; 3]; n]),
     };
     let config_toml = stat.config_toml.clone();
-    // The segment keeps the fields it was made with; --fields cannot change them.
-    let fields = frame_fields(&case, cli)?;
+    // The segment keeps the fields it was made with.
+    let fields = frame.meta.fields;
     let sim = Simulation::from_frame_on(case, &input, &backend_kind(backend, cli))?;
     Ok(Box::new(SimRunner::new(sim, config_toml, fields)))
 }
@@ -325,20 +325,14 @@ impl SimPort for SimRunner {
 
     fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> Result<bool> {
         // Fields the segment does not reserve are not produced (null: the pack skips them).
-        let mut ptr = |k: FieldKind| -> Result<*mut u8> {
-            match w.field_ptr(k) {
-                Ok(p) => Ok(p),
-                Err(shm_protocol::PublishError::FieldNotReserved(_)) => Ok(std::ptr::null_mut()),
-                Err(e) => Err(e.into()),
-            }
-        };
+        let mut ptr = |k: FieldKind| w.field_ptr_if_reserved(k).unwrap_or(std::ptr::null_mut());
         let out = RawKinematics {
             count: self.sim.num_particles(),
-            positions: ptr(FieldKind::Position)? as *mut [f32; 3],
-            velocities: ptr(FieldKind::Velocity)? as *mut [f32; 3],
-            angular_velocities: ptr(FieldKind::AngularVelocity)? as *mut [f32; 3],
-            forces: ptr(FieldKind::Force)? as *mut [f32; 3],
-            contact_counts: ptr(FieldKind::ContactCount)? as *mut u32,
+            positions: ptr(FieldKind::Position) as *mut [f32; 3],
+            velocities: ptr(FieldKind::Velocity) as *mut [f32; 3],
+            angular_velocities: ptr(FieldKind::AngularVelocity) as *mut [f32; 3],
+            forces: ptr(FieldKind::Force) as *mut [f32; 3],
+            contact_counts: ptr(FieldKind::ContactCount) as *mut u32,
         };
         // SAFETY: each non-null pointer is a distinct reserved array of this slot holding the
         // frame's particle count (= count) elements; the slot stays odd, unread and untouched

@@ -57,34 +57,34 @@ pub trait Method {
     const FRAME_DEFAULT: &'static [shm_protocol::FieldKind];
 }
 
+/// Short names of frame fields (what `--fields` lists); the others go by the segment's names.
+const SHORT_NAMES: [(&str, shm_protocol::FieldKind); 6] = [
+    ("pos", shm_protocol::FieldKind::Position),
+    ("vel", shm_protocol::FieldKind::Velocity),
+    ("omega", shm_protocol::FieldKind::AngularVelocity),
+    ("contacts", shm_protocol::FieldKind::ContactCount),
+    ("id", shm_protocol::FieldKind::ParticleId),
+    ("kind", shm_protocol::FieldKind::ParticleKind),
+];
+
 /// A frame field as the case file and `--fields` name it: the segment's field names
 /// (`position`, `contact_count`, ...) or the short ones (`pos`, `vel`, `omega`, `force`,
 /// `contacts`, `id`, `kind`).
 pub fn frame_field(name: &str) -> Option<shm_protocol::FieldKind> {
-    use shm_protocol::FieldKind as F;
-    Some(match name.trim() {
-        "pos" => F::Position,
-        "vel" => F::Velocity,
-        "omega" => F::AngularVelocity,
-        "contacts" => F::ContactCount,
-        "id" => F::ParticleId,
-        "kind" => F::ParticleKind,
-        other => return F::from_name(other),
-    })
+    let name = name.trim();
+    SHORT_NAMES
+        .iter()
+        .find(|(short, _)| *short == name)
+        .map(|&(_, f)| f)
+        .or_else(|| shm_protocol::FieldKind::from_name(name))
 }
 
 /// The short name of a frame field (what `--fields` lists).
 pub fn frame_field_name(f: shm_protocol::FieldKind) -> &'static str {
-    use shm_protocol::FieldKind as F;
-    match f {
-        F::Position => "pos",
-        F::Velocity => "vel",
-        F::AngularVelocity => "omega",
-        F::ContactCount => "contacts",
-        F::ParticleId => "id",
-        F::ParticleKind => "kind",
-        other => other.name(),
-    }
+    SHORT_NAMES
+        .iter()
+        .find(|&&(_, k)| k == f)
+        .map_or(f.name(), |&(short, _)| short)
 }
 
 /// The segment field mask of `names` for method `M`: unknown names and fields the method does
@@ -121,6 +121,15 @@ pub fn default_frame_mask<M: Method>() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_frame_field_is_found_by_its_short_and_its_segment_name() {
+        for f in shm_protocol::FieldKind::ALL {
+            assert_eq!(frame_field(frame_field_name(f)), Some(f), "{f:?}");
+            assert_eq!(frame_field(f.name()), Some(f), "{f:?}");
+        }
+        assert_eq!(frame_field("colour"), None);
+    }
 
     #[test]
     fn sets_hold_what_they_list() {

@@ -49,10 +49,9 @@ fn partner_of_v2_key(key: u64, mesh_first: &[u32]) -> Option<u32> {
     }
 }
 
-/// A version-1 or -2 state: [`SimState`] with 64-bit history keys and, in version 1, no ids
-/// (they were 0..n).
+/// A version-1 state: [`SimState`] with 64-bit history keys and no ids (they were 0..n).
 #[derive(Deserialize)]
-struct SimStateV2 {
+struct SimStateV1 {
     time: f64,
     step: u64,
     species: Vec<u32>,
@@ -73,7 +72,7 @@ struct PayloadV1 {
     case_name: String,
     base_dir: PathBuf,
     mesh_triangles: Vec<Vec<Triangle>>,
-    state: SimStateV2,
+    state: SimStateV1,
 }
 
 /// Version 2: the version-1 state with ids first.
@@ -84,12 +83,12 @@ struct PayloadV2 {
     case_name: String,
     base_dir: PathBuf,
     mesh_triangles: Vec<Vec<Triangle>>,
-    state: SimStateV2WithIds,
+    state: SimStateV2,
 }
 
 #[derive(Deserialize)]
 #[cfg_attr(test, derive(Serialize))]
-struct SimStateV2WithIds {
+struct SimStateV2 {
     time: f64,
     step: u64,
     id: Vec<u32>,
@@ -113,7 +112,7 @@ impl From<PayloadV1> for PayloadV2 {
             case_name: p.case_name,
             base_dir: p.base_dir,
             mesh_triangles: p.mesh_triangles,
-            state: SimStateV2WithIds {
+            state: SimStateV2 {
                 time: s.time,
                 step: s.step,
                 id: (0..s.pos.len() as u32).collect(),
@@ -450,7 +449,7 @@ mod tests {
             case_name: case.origin.name.clone(),
             base_dir: case.origin.base_dir.clone(),
             mesh_triangles: Vec::new(),
-            state: SimStateV2WithIds {
+            state: SimStateV2 {
                 time: s.time,
                 step: s.step,
                 id: s.id.clone(),

@@ -57,6 +57,7 @@ fn expected(name: &str) -> serde_json::Value {
                 "name": shm_protocol::static_data::decode_name(&r.name),
                 "radius": r.radius,
                 "density": r.density,
+                "method": r.method().map(|m| m.name()),
                 "restitution": r.dem_material().map(|m| m.restitution),
             })).collect::<Vec<_>>(),
             "meshes": s.meshes.iter().map(|m| serde_json::json!({

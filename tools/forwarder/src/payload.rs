@@ -407,17 +407,11 @@ fn wire_species(s: &SpeciesRecord) -> WireSpecies {
 }
 
 fn species_record(s: &WireSpecies) -> SpeciesRecord {
-    let method = [
-        SpeciesMethod::Unspecified,
-        SpeciesMethod::Dem,
-        SpeciesMethod::SphFluid,
-        SpeciesMethod::SphBoundary,
-    ]
-    .into_iter()
-    .find(|m| m.name() == s.method)
-    .map(|m| m as u32)
-    .or_else(|| s.method.parse().ok())
-    .unwrap_or(0);
+    // A method this build does not know travels as its number.
+    let method = SpeciesMethod::from_name(&s.method)
+        .map(|m| m as u32)
+        .or_else(|| s.method.parse().ok())
+        .unwrap_or(0);
     let mut params = [0.0; shm_protocol::layout::SPECIES_PARAMS];
     for (slot, (_, v)) in params.iter_mut().zip(&s.params) {
         *slot = *v;

@@ -76,7 +76,7 @@ class ReadsTheRustWriter(unittest.TestCase):
         np.testing.assert_array_equal(s.radii, np.array(e["radii"], dtype=np.float32))
         self.assertEqual([x.name for x in s.species], [x["name"] for x in e["species"]])
         self.assertEqual([x.density for x in s.species], [x["density"] for x in e["species"]])
-        self.assertEqual([x.method for x in s.species], ["dem" for _ in e["species"]])
+        self.assertEqual([x.method for x in s.species], [x["method"] for x in e["species"]])
         self.assertEqual([x.params["restitution"] for x in s.species], [x["restitution"] for x in e["species"]])
         self.assertEqual(s.config, e["config"])
         self.assertEqual(s.world_min, tuple(e["world_min"]))
