@@ -11,7 +11,7 @@
 use super::{
     Case, CaseError, CaseWarning, ContactModelSpec, InitialParticle, Species, WallMaterial,
 };
-use crate::core::geometry::{Mesh, Motion};
+use crate::core::geometry::Mesh;
 use crate::core::vec3;
 use crate::dem::physics::{self, ContactModel, MaterialPair};
 
@@ -308,17 +308,7 @@ impl Case {
 /// Largest speed of a point of a moving mesh [m/s].
 impl Mesh {
     pub fn max_wall_speed(&self) -> f64 {
-        match &self.motion {
-            Motion::Fixed => 0.0,
-            Motion::Translation { velocity } => vec3::norm(*velocity),
-            Motion::Rotation { .. } => {
-                let t = self.motion.transform_at(0.0);
-                self.triangles
-                    .iter()
-                    .flatten()
-                    .map(|p| vec3::norm(t.wall_velocity(*p)))
-                    .fold(0.0, f64::max)
-            }
-        }
+        let points: Vec<vec3::V3> = self.triangles.iter().flatten().copied().collect();
+        self.motion.max_speed(&points)
     }
 }

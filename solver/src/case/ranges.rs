@@ -117,6 +117,10 @@ pub const DT: Range = Range::closed(1e-12, 1.0, "s");
 /// intervals (1e-12 s to about 32 years).
 pub const SIM_TIME: Range = Range::closed(1e-12, 1e9, "s");
 /// Largest length of the gravity vector [m/s^2] (1000 g: centrifuges stay far below).
+/// A time in a motion schedule (0 = the start of the run).
+pub const SCHEDULE_TIME: Range = Range::closed(0.0, 1e9, "s");
+/// Most segments of one motion schedule.
+pub const SCHEDULE_SEGMENTS_MAX: usize = 1000;
 pub const GRAVITY_MAX: f64 = 1e4;
 /// Any coordinate of a position [m] (1000 km).
 pub const COORDINATE: Range = Range::closed(-1e6, 1e6, "m");

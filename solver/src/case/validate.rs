@@ -3,7 +3,7 @@
 
 use super::ranges::{self, Range};
 use super::{Case, CaseError, CaseWarning, ContactModelSpec, Source, WallMaterial};
-use crate::core::geometry::Motion;
+use crate::core::geometry::{Motion, Segment};
 use crate::core::vec3;
 
 /// Builds errors with the case's name and a field path.
@@ -167,28 +167,128 @@ impl Checker<'_> {
                 axis_direction,
                 rpm,
             } => {
-                self.components(
-                    format!("{f}.motion.axis_point"),
-                    *axis_point,
-                    &ranges::COORDINATE,
-                )?;
-                self.components(
-                    format!("{f}.motion.axis_direction"),
-                    *axis_direction,
-                    &ranges::AXIS_COMPONENT,
-                )?;
-                if vec3::norm(*axis_direction) == 0.0 {
-                    return Err(self.fail(
-                        format!("{f}.motion.axis_direction"),
-                        format!(
-                            "must not be the zero vector (or too short to normalise), got {}",
-                            show3(*axis_direction)
-                        ),
-                    ));
-                }
+                self.axis(&format!("{f}.motion"), *axis_point, *axis_direction)?;
                 self.range(format!("{f}.motion.rpm"), *rpm, &ranges::RPM)
             }
+            Motion::Schedule { segments } => self.schedule(&format!("{f}.motion"), segments),
         }
+    }
+
+    fn axis(&self, f: &str, point: [f64; 3], direction: [f64; 3]) -> Result<(), CaseError> {
+        self.components(format!("{f}.axis_point"), point, &ranges::COORDINATE)?;
+        self.components(
+            format!("{f}.axis_direction"),
+            direction,
+            &ranges::AXIS_COMPONENT,
+        )?;
+        if vec3::norm(direction) == 0.0 {
+            return Err(self.fail(
+                format!("{f}.axis_direction"),
+                format!(
+                    "must not be the zero vector (or too short to normalise), got {}",
+                    show3(direction)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Segments in time order, not overlapping; only the last may be open-ended; a ramp needs
+    /// an end.
+    fn schedule(&self, f: &str, segments: &[Segment]) -> Result<(), CaseError> {
+        if segments.is_empty() {
+            return Err(self.fail(
+                format!("{f}.segments"),
+                "is empty: give at least one segment, or use `type = \"fixed\"`".into(),
+            ));
+        }
+        if segments.len() > ranges::SCHEDULE_SEGMENTS_MAX {
+            return Err(self.fail(
+                format!("{f}.segments"),
+                format!(
+                    "has {} segments; at most {} are allowed",
+                    segments.len(),
+                    ranges::SCHEDULE_SEGMENTS_MAX
+                ),
+            ));
+        }
+        let mut prev_end = 0.0;
+        for (i, s) in segments.iter().enumerate() {
+            let g = format!("{f}.segments[{i}]");
+            self.range(format!("{g}.start"), s.start(), &ranges::SCHEDULE_TIME)?;
+            if s.start() < prev_end {
+                return Err(self.fail(
+                    format!("{g}.start"),
+                    format!(
+                        "= {} s is before the end of the previous segment ({} s): segments \
+                         must be in time order and must not overlap",
+                        ranges::value(s.start()),
+                        ranges::value(prev_end)
+                    ),
+                ));
+            }
+            match s.end() {
+                Some(end) => {
+                    self.range(format!("{g}.end"), end, &ranges::SCHEDULE_TIME)?;
+                    if end <= s.start() {
+                        return Err(self.fail(
+                            format!("{g}.end"),
+                            format!(
+                                "= {} s must be after its start ({} s)",
+                                ranges::value(end),
+                                ranges::value(s.start())
+                            ),
+                        ));
+                    }
+                    prev_end = end;
+                }
+                None if i + 1 < segments.len() => {
+                    return Err(self.fail(
+                        format!("{g}.end"),
+                        "is missing: only the last segment may last to the end of the run".into(),
+                    ))
+                }
+                None if s.is_ramp() => {
+                    return Err(self.fail(
+                        format!("{g}.end"),
+                        "is missing: a ramp (`velocity_end` or `rpm_end`) needs an end time".into(),
+                    ))
+                }
+                None => {}
+            }
+            match s {
+                Segment::Hold { .. } => {}
+                Segment::Translation {
+                    velocity,
+                    velocity_end,
+                    ..
+                } => {
+                    self.length(
+                        format!("{g}.velocity"),
+                        *velocity,
+                        ranges::VELOCITY_MAX,
+                        "m/s",
+                    )?;
+                    if let Some(v) = velocity_end {
+                        self.length(format!("{g}.velocity_end"), *v, ranges::VELOCITY_MAX, "m/s")?;
+                    }
+                }
+                Segment::Rotation {
+                    axis_point,
+                    axis_direction,
+                    rpm,
+                    rpm_end,
+                    ..
+                } => {
+                    self.axis(&g, *axis_point, *axis_direction)?;
+                    self.range(format!("{g}.rpm"), *rpm, &ranges::RPM)?;
+                    if let Some(r) = rpm_end {
+                        self.range(format!("{g}.rpm_end"), *r, &ranges::RPM)?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -5,7 +5,7 @@ mod motion;
 mod triangle;
 
 pub use mesh::{Mesh, MeshWorld};
-pub use motion::{axis_angle_matrix, BodyTransform, Motion, IDENTITY};
+pub use motion::{axis_angle_matrix, BodyTransform, Motion, Segment, IDENTITY};
 pub use triangle::{closest_point_on_triangle, triangle_area, TriRegion};
 
 use crate::core::vec3::V3;
