@@ -62,7 +62,9 @@ impl BenchModel {
                 let e_star = (m_eff * m_eff / (r_eff * v * (tc / 2.868).powi(5))).sqrt();
                 let nu = s.poisson_ratio;
                 let e = 2.0 * e_star * (1.0 - nu * nu);
-                case.contact_model = ContactModelSpec::HertzMindlin {};
+                case.contact_model = ContactModelSpec::HertzMindlin {
+                    rolling_radius: Default::default(),
+                };
                 for s in &mut case.species {
                     s.young_modulus = Some(e);
                     s.normal_stiffness = None;

@@ -24,7 +24,9 @@ fn hertz_case(dt: f64, walls: bool) -> solver::Case {
     w.young_modulus = Some(E);
     w.poisson_ratio = NU;
     let mut case = base_case("hertz", sp, w, dt, [0.0; 3], [0.2; 3], walls);
-    case.contact_model = ContactModelSpec::HertzMindlin {};
+    case.contact_model = ContactModelSpec::HertzMindlin {
+        rolling_radius: Default::default(),
+    };
     case.gravity = [0.0; 3];
     case
 }

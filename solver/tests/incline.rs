@@ -165,3 +165,49 @@ fn comes_to_rest(name: &str, kind: &BackendKind, theta: f64, mu_r: f64) {
         "[{name}] without rolling resistance it accelerates, speed {v_free}"
     );
 }
+
+/// A pair table with a frictionless wall (issue 20): particles and the ramp both have mu = 0.5,
+/// which alone would make the sphere roll at 5/7 g sin(theta); the interaction
+/// `between = ["s", "ramp"]` with zero sliding and rolling friction makes it slide at
+/// g sin(theta) without turning, as on a frictionless plane.
+#[test]
+fn pair_table_frictionless_wall_gives_frictionless_sliding() {
+    let (theta, mu) = (30f64.to_radians(), 0.5);
+    for (name, kind) in backends() {
+        let inc = incline(theta);
+        let pos = vec3::add(
+            vec3::add(vec3::scale(inc.u, -1.0), vec3::scale(inc.n, R)),
+            [0.0, -0.25, 0.0],
+        );
+        let frame = FrameInput {
+            step: 0,
+            time: 0.0,
+            species: vec![0],
+            positions: vec![pos.map(|c| c as f32)],
+            velocities: vec![[0.0; 3]],
+            angular_velocities: vec![[0.0; 3]],
+        };
+        let mut c = case(theta, mu, 0.1);
+        c.interactions.push(solver::case::Interaction {
+            between: ["s".into(), "ramp".into()],
+            restitution: None,
+            sliding_friction: Some(0.0),
+            rolling_friction: Some(0.0),
+        });
+        let mut sim = start_from_frame(&name, &kind, c, &frame);
+        let (a, v, wr) = run(&name, &mut sim, theta, 0.6);
+        let a_exp = G * theta.sin();
+        println!(
+            "[{name}] frictionless pair: a = {a:.5} vs {a_exp:.5} m/s^2 (err {:.4}%), v = {v:.4}, omega r = {wr:.2e}",
+            100.0 * (a - a_exp) / a_exp
+        );
+        assert!(
+            ((a - a_exp) / a_exp).abs() < 0.005,
+            "[{name}] frictionless pair: acceleration {a} vs g sin(theta) = {a_exp}"
+        );
+        assert!(
+            wr < 1e-6 * v,
+            "[{name}] frictionless pair: the sphere turns (omega r = {wr}, v = {v})"
+        );
+    }
+}

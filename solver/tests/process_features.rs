@@ -123,3 +123,75 @@ fn gate(name: &str, kind: &BackendKind) {
         s.pos.len()
     );
 }
+
+/// Walls face by face: a box open at the top whose floor has its own material (restitution 0.9
+/// where the other faces have 0.3; the spheres have 0.9, pairs take the mean). A sphere thrown
+/// at the floor rebounds at 0.9 of its impact speed (the linear model's restitution is exact
+/// without gravity), one thrown at the x_max wall at 0.6, and one thrown upwards leaves through
+/// the open top.
+#[test]
+fn walls_face_by_face_with_their_own_material() {
+    for (name, kind) in backends() {
+        faces(&name, &kind);
+    }
+}
+
+fn faces(name: &str, kind: &BackendKind) {
+    let r = 0.01;
+    let box_case = |pos: [f64; 3], vel: [f64; 3]| {
+        let mut case = base_case(
+            "open-top",
+            linear_species("s", r, 2500.0, 1e4, 0.9, 0.3, 0.0),
+            linear_wall(1e4, 0.3, 0.3, 0.0),
+            2e-5,
+            [0.0, 0.0, 0.0],
+            [0.5, 0.5, 0.5],
+            true,
+        );
+        case.domain.walls = solver::case::Walls(0b01_1111);
+        case.domain.face_materials.z_min = Some(linear_wall(1e4, 0.9, 0.3, 0.0));
+        case.sources.push(single("s", pos, vel, r));
+        case.gravity = [0.0; 3];
+        case
+    };
+    // Floor: rebound ratio 0.9, not the 0.6 of the other faces.
+    let sim = start_sim(name, kind, box_case([0.25, 0.25, 0.02], [0.0, 0.0, -1.0]));
+    let (_, e) = contact_episode(
+        name,
+        sim,
+        |s| s.snapshot().unwrap().pos[0][2] - r,
+        |s| -s.snapshot().unwrap().vel[0][2],
+    );
+    println!("[{name}] floor with its own material: rebound ratio {e:.5}");
+    assert!(
+        (e - 0.9).abs() < 0.01,
+        "[{name}] floor restitution {e}, expected 0.9"
+    );
+    // Side wall: the mean of the sphere's and wall_material's restitution.
+    let sim = start_sim(name, kind, box_case([0.45, 0.25, 0.25], [1.0, 0.0, 0.0]));
+    let (_, e) = contact_episode(
+        name,
+        sim,
+        |s| 0.5 - s.snapshot().unwrap().pos[0][0] - r,
+        |s| s.snapshot().unwrap().vel[0][0],
+    );
+    println!("[{name}] x_max wall: rebound ratio {e:.5}");
+    assert!(
+        (e - 0.6).abs() < 0.01,
+        "[{name}] side restitution {e}, expected 0.6"
+    );
+    // Open top: a sphere thrown upwards passes z = 0.5 unhindered.
+    let mut sim = start_sim(name, kind, box_case([0.25, 0.25, 0.4], [0.0, 0.0, 2.0]));
+    steps(&mut sim, name, (0.2 / 2e-5) as u64);
+    let s = sim.snapshot().unwrap();
+    println!(
+        "[{name}] open top: z = {:.4}, vz = {:.4}",
+        s.pos[0][2], s.vel[0][2]
+    );
+    assert!(
+        (s.pos[0][2] - 0.8).abs() < 1e-6 && s.vel[0][2] == 2.0,
+        "[{name}] the open top stopped the sphere: z = {}, vz = {}",
+        s.pos[0][2],
+        s.vel[0][2]
+    );
+}

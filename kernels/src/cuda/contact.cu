@@ -275,12 +275,14 @@ extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_co
             }
         }
         if (p.walls) {
-            // geometry::box_wall_contacts: walls x_min, x_max, y_min, ... in that order.
+            // geometry::box_wall_contacts: faces x_min, x_max, y_min, ... in that order, those in
+            // the mask; face f has wall material f.
             const double pi3[3] = {pix, piy, piz};
 #pragma unroll
             for (int a = 0; a < 3; a++) {
 #pragma unroll
                 for (int side = 0; side < 2; side++) {
+                    if (!(p.walls & (1u << (2 * a + side)))) continue;
                     const double d = side == 0 ? sp.radius - (pi3[a] - p.box_min[a]) : sp.radius - (p.box_max[a] - pi3[a]);
                     if (!(d > 0.0)) continue;
                     ContactKinematics kin;
@@ -295,7 +297,7 @@ extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_co
                     kin.r_eff = ri;
                     kin.m_eff = mi;
                     kin.i_eff = ii;
-                    apply_contact(p, in, out, row_i, k, p.pw[si * p.n_walls + 0], kin, arm, wall_partner(2 * a + side), 0u, 0u,
+                    apply_contact(p, in, out, row_i, k, p.pw[si * p.n_walls + 2 * a + side], kin, arm, wall_partner(2 * a + side), 0u, 0u,
                                   acc);
                 }
             }

@@ -25,9 +25,9 @@ struct DemParams {
     double box_max[3];
     unsigned dims[3];    // grid cells per axis
     unsigned n;          // particles
-    unsigned walls;      // 1: the six box faces are walls
+    unsigned walls;      // bit f: box face f (x_min, x_max, y_min, y_max, z_min, z_max) is a wall
     unsigned n_species;
-    unsigned n_walls;    // wall materials (box = 0, mesh k = k + 1)
+    unsigned n_walls;    // wall materials (box face f = f, mesh k = 6 + k)
     unsigned hist_cap;   // contact history entries per particle
     unsigned diag;       // 1: count contacts into DemDiag
     unsigned integrate;  // what dem_collide does after the forces: DEM_INTEGRATE_*

@@ -108,7 +108,8 @@ __device__ __forceinline__ real3 tangential_force(ContactState* state, real3 n, 
     return trial;
 }
 
-// physics::rolling_torque
+// physics::rolling_torque (lever arm R*; the "particle" radius convention is folded into mu_r by the
+// host's pair table, see RollingRadius)
 __device__ __forceinline__ real3 rolling_torque(real3 omega_rel, real mu_r, real r_eff, real fn_, real i_eff,
                                                 real dt) {
     real w = norm3(omega_rel);

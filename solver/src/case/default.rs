@@ -2,6 +2,7 @@
 
 use super::{
     Case, CaseOrigin, ContactModelSpec, Domain, Integrator, Output, Source, Species, WallMaterial,
+    Walls,
 };
 use crate::dem::physics;
 
@@ -45,10 +46,12 @@ impl Case {
             domain: Domain {
                 min: [0.0; 3],
                 max: [2.0; 3],
-                walls: true,
+                walls: Walls::ALL,
+                face_materials: Default::default(),
             },
             contact_model: ContactModelSpec::Linear {
                 tangential_stiffness_ratio: 2.0 / 7.0,
+                rolling_radius: Default::default(),
             },
             integrator: Integrator::SymplecticEuler,
             reorder_every: 100,
@@ -71,6 +74,7 @@ impl Case {
                 sliding_friction: 0.5,
                 rolling_friction: 0.02,
             },
+            interactions: Vec::new(),
             sources: vec![Source::Grid {
                 species: "glass".into(),
                 min: [0.0; 3],

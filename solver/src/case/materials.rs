@@ -9,14 +9,17 @@
 //! * Hertz-Mindlin: E* and G* from both materials' E and nu (the physics module's formulas).
 
 use super::{
-    Case, CaseError, CaseWarning, ContactModelSpec, InitialParticle, Species, WallMaterial,
+    Case, CaseError, CaseWarning, ContactModelSpec, Face, InitialParticle, Interaction,
+    RollingRadius, Species, WallMaterial,
 };
 use crate::core::geometry::Mesh;
 use crate::core::vec3;
 use crate::dem::physics::{self, ContactModel, MaterialPair};
 
-/// Per-pair material parameters: species x species and species x wall material
-/// (wall material 0 = box walls, k + 1 = mesh k).
+/// Per-pair material parameters: species x species and species x wall material (wall
+/// materials 0..6 = the box faces x_min, x_max, y_min, y_max, z_min, z_max; 6 + k = mesh k).
+/// Entries need not be symmetric: `pp[a][b]` is what particle a feels (its rolling lever arm
+/// may be its own radius, [`super::RollingRadius::Particle`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MaterialTable {
     pub n_species: usize,
@@ -27,6 +30,9 @@ pub struct MaterialTable {
     pub pw: Vec<MaterialPair>,
 }
 
+/// Wall-material columns before the meshes' (one per box face).
+pub const BOX_FACES: usize = 6;
+
 impl MaterialTable {
     #[inline]
     pub fn particle_pair(&self, a: usize, b: usize) -> &MaterialPair {
@@ -35,6 +41,10 @@ impl MaterialTable {
     #[inline]
     pub fn wall_pair(&self, a: usize, w: usize) -> &MaterialPair {
         &self.pw[a * self.n_walls + w]
+    }
+    /// Wall-material column of mesh `k`.
+    pub const fn mesh_wall(k: usize) -> usize {
+        BOX_FACES + k
     }
 }
 
@@ -48,18 +58,56 @@ fn species_stiffness(s: &Species) -> f64 {
     })
 }
 
-fn pair_common(e_a: f64, e_b: f64, mu_a: f64, mu_b: f64, r_a: f64, r_b: f64) -> (f64, f64, f64) {
-    (
-        physics::damping_ratio_from_restitution(0.5 * (e_a + e_b)),
-        0.5 * (mu_a + mu_b),
-        0.5 * (r_a + r_b),
-    )
+/// Restitution, sliding and rolling friction of one pair before they become table entries.
+#[derive(Debug, Clone, Copy)]
+struct Surface {
+    restitution: f64,
+    mu_s: f64,
+    mu_r: f64,
+}
+
+impl Surface {
+    /// The mixing rule: arithmetic means.
+    fn mixed(e_a: f64, e_b: f64, mu_a: f64, mu_b: f64, r_a: f64, r_b: f64) -> Surface {
+        Surface {
+            restitution: 0.5 * (e_a + e_b),
+            mu_s: 0.5 * (mu_a + mu_b),
+            mu_r: 0.5 * (r_a + r_b),
+        }
+    }
+
+    fn override_with(&mut self, i: &Interaction) {
+        if let Some(e) = i.restitution {
+            self.restitution = e;
+        }
+        if let Some(m) = i.sliding_friction {
+            self.mu_s = m;
+        }
+        if let Some(m) = i.rolling_friction {
+            self.mu_r = m;
+        }
+    }
+}
+
+/// What the second name of an [`Interaction`] denotes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InteractionTarget {
+    Species(usize),
+    /// Wall-material columns (one face, all six, or a mesh).
+    Walls(Vec<usize>),
 }
 
 impl Case {
-    /// Wall materials in table order: box walls, then one per mesh.
+    /// Wall materials in table order: the six box faces, then one per mesh.
     pub fn wall_materials(&self) -> Vec<&WallMaterial> {
-        std::iter::once(&self.wall_material)
+        Face::ALL
+            .iter()
+            .map(|&f| {
+                self.domain
+                    .face_materials
+                    .get(f)
+                    .unwrap_or(&self.wall_material)
+            })
             .chain(
                 self.meshes
                     .iter()
@@ -68,31 +116,137 @@ impl Case {
             .collect()
     }
 
-    /// Builds the pair tables. Assumes [`Case::validate_fields`] passed.
+    /// Name of wall-material column `w` for messages: `box face "z_min"` or `mesh "drum"`.
+    pub fn wall_name(&self, w: usize) -> String {
+        match w {
+            w if w < BOX_FACES => format!("box face {}", Face::NAMES[w]),
+            w => format!("mesh \"{}\"", self.meshes[w - BOX_FACES].name),
+        }
+    }
+
+    /// Resolves `between` of an interaction: (species index, target). The error message says
+    /// which name is unknown or ambiguous.
+    pub fn interaction_target(
+        &self,
+        i: &Interaction,
+    ) -> Result<(usize, InteractionTarget), String> {
+        let [a, b] = &i.between;
+        let sa = self.species_index(a).ok_or_else(|| {
+            format!(
+                "names {a:?} first, which is not a species (species: {})",
+                self.species_names()
+            )
+        })?;
+        let as_species = self.species_index(b);
+        let as_mesh = self.meshes.iter().position(|m| m.name == *b);
+        let as_wall = match b.as_str() {
+            "box" => Some((0..BOX_FACES).collect()),
+            name => Face::from_name(name).map(|f| vec![f.index()]),
+        };
+        match (as_species, as_mesh, as_wall) {
+            (Some(s), None, None) => Ok((sa, InteractionTarget::Species(s))),
+            (None, Some(m), None) => Ok((sa, InteractionTarget::Walls(vec![Self::mesh_column(m)]))),
+            (None, None, Some(w)) => Ok((sa, InteractionTarget::Walls(w))),
+            (None, None, None) => Err(format!(
+                "names {b:?}, which is neither a species ({}), a mesh ({}), \"box\" nor a box face ({})",
+                self.species_names(),
+                if self.meshes.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.meshes.iter().map(|m| format!("{:?}", m.name)).collect::<Vec<_>>().join(", ")
+                },
+                Face::NAMES.join(", ")
+            )),
+            _ => Err(format!(
+                "names {b:?}, which is ambiguous (a species, a mesh or a box face of that name): \
+                 rename the species or the mesh"
+            )),
+        }
+    }
+
+    fn mesh_column(k: usize) -> usize {
+        MaterialTable::mesh_wall(k)
+    }
+
+    fn species_names(&self) -> String {
+        self.species
+            .iter()
+            .map(|s| format!("{:?}", s.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Builds the pair tables: mixing rules, then the `interactions` in order, then the rolling
+    /// lever arm. Assumes [`Case::validate_fields`] passed (unresolvable interactions are
+    /// skipped here; validation refuses them).
     pub fn material_table(&self) -> MaterialTable {
         let kt_ratio = match self.contact_model {
             ContactModelSpec::Linear {
                 tangential_stiffness_ratio,
+                ..
             } => tangential_stiffness_ratio,
-            ContactModelSpec::HertzMindlin {} => 0.0,
+            ContactModelSpec::HertzMindlin { .. } => 0.0,
         };
         let walls = self.wall_materials();
-        let mut pp = Vec::new();
+        let (ns, nw) = (self.species.len(), walls.len());
+        // Surfaces first, so that overrides apply before restitution becomes a damping ratio.
+        let mut sp: Vec<Surface> = Vec::with_capacity(ns * ns);
         for a in &self.species {
             for b in &self.species {
-                let (beta, mu_s, mu_r) = pair_common(
+                sp.push(Surface::mixed(
                     a.restitution,
                     b.restitution,
                     a.sliding_friction,
                     b.sliding_friction,
                     a.rolling_friction,
                     b.rolling_friction,
-                );
+                ));
+            }
+        }
+        let mut sw: Vec<Surface> = Vec::with_capacity(ns * nw);
+        for a in &self.species {
+            for w in &walls {
+                sw.push(Surface::mixed(
+                    a.restitution,
+                    w.restitution,
+                    a.sliding_friction,
+                    w.sliding_friction,
+                    a.rolling_friction,
+                    w.rolling_friction,
+                ));
+            }
+        }
+        for i in &self.interactions {
+            match self.interaction_target(i) {
+                Ok((a, InteractionTarget::Species(b))) => {
+                    sp[a * ns + b].override_with(i);
+                    sp[b * ns + a].override_with(i);
+                }
+                Ok((a, InteractionTarget::Walls(cols))) => {
+                    for w in cols {
+                        sw[a * nw + w].override_with(i);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        let particle_lever = self.contact_model.rolling_radius() == RollingRadius::Particle;
+        let mut pp = Vec::with_capacity(ns * ns);
+        for (ia, a) in self.species.iter().enumerate() {
+            for (ib, b) in self.species.iter().enumerate() {
+                let s = sp[ia * ns + ib];
                 let kn = physics::combine_stiffness(species_stiffness(a), species_stiffness(b));
                 let (ea, eb) = (
                     a.young_modulus.unwrap_or(0.0),
                     b.young_modulus.unwrap_or(0.0),
                 );
+                // The kernels' lever arm is R*; the particle's own radius r_a is R* (r_a + r_b)
+                // / r_b, folded into mu_r so that one formula serves both conventions.
+                let lever = if particle_lever {
+                    (a.radius + b.radius) / b.radius
+                } else {
+                    1.0
+                };
                 pp.push(MaterialPair {
                     kn,
                     kt: kt_ratio * kn,
@@ -108,23 +262,16 @@ impl Case {
                         eb,
                         b.poisson_ratio,
                     ),
-                    beta,
-                    mu_s,
-                    mu_r,
+                    beta: physics::damping_ratio_from_restitution(s.restitution),
+                    mu_s: s.mu_s,
+                    mu_r: s.mu_r * lever,
                 });
             }
         }
-        let mut pw = Vec::new();
-        for a in &self.species {
-            for w in &walls {
-                let (beta, mu_s, mu_r) = pair_common(
-                    a.restitution,
-                    w.restitution,
-                    a.sliding_friction,
-                    w.sliding_friction,
-                    a.rolling_friction,
-                    w.rolling_friction,
-                );
+        let mut pw = Vec::with_capacity(ns * nw);
+        for (ia, a) in self.species.iter().enumerate() {
+            for (iw, w) in walls.iter().enumerate() {
+                let s = sw[ia * nw + iw];
                 let ea = a.young_modulus.unwrap_or(0.0);
                 let e_star = w
                     .young_modulus
@@ -146,20 +293,21 @@ impl Case {
                     }
                     _ => ks,
                 };
+                // Against a wall R* = r: both conventions agree.
                 pw.push(MaterialPair {
                     kn,
                     kt: kt_ratio * kn,
                     e_star,
                     g_star,
-                    beta,
-                    mu_s,
-                    mu_r,
+                    beta: physics::damping_ratio_from_restitution(s.restitution),
+                    mu_s: s.mu_s,
+                    mu_r: s.mu_r,
                 });
             }
         }
         MaterialTable {
-            n_species: self.species.len(),
-            n_walls: walls.len(),
+            n_species: ns,
+            n_walls: nw,
             pp,
             pw,
         }
@@ -238,21 +386,13 @@ impl Case {
                 }
             }
             for w in 0..table.n_walls {
-                if w == 0 && !self.domain.walls {
+                if w < BOX_FACES && !self.domain.walls.has(Face::ALL[w]) {
                     continue;
                 }
                 let t = time(table.wall_pair(a, w), mass(sa), sa.radius);
                 if t < tc {
                     tc = t;
-                    which = if w == 0 {
-                        format!("contact \"{}\"-box wall", sa.name)
-                    } else {
-                        format!(
-                            "contact \"{}\"-mesh \"{}\"",
-                            sa.name,
-                            self.meshes[w - 1].name
-                        )
-                    };
+                    which = format!("contact \"{}\"-{}", sa.name, self.wall_name(w));
                 }
             }
         }

@@ -21,7 +21,7 @@ pub use capacity::{
     available_memory, human_bytes, MAX_PARTICLES, PLACEMENT_BYTES_PER_PARTICLE,
     RANDOM_BOX_BYTES_PER_PARTICLE, STATE_BYTES_PER_PARTICLE,
 };
-pub use materials::{MaterialTable, StabilityReport};
+pub use materials::{InteractionTarget, MaterialTable, StabilityReport, BOX_FACES};
 pub use sources::{InitialParticle, PlacementLimits};
 
 use crate::core::geometry::{Mesh, Motion};
@@ -61,6 +61,10 @@ pub struct Case {
     pub species: Vec<Species>,
     /// Material of the box walls, and of meshes without their own `material`.
     pub wall_material: WallMaterial,
+    /// Pair properties overriding the mixing rules (per species pair, species and mesh, species
+    /// and box face); see [`Interaction`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interactions: Vec<Interaction>,
     /// Particle sources, placed in order (particle ids follow this order).
     #[serde(default)]
     pub sources: Vec<Source>,
@@ -128,14 +132,185 @@ fn default_kt_ratio() -> f64 {
 pub struct Domain {
     pub min: [f64; 3],
     pub max: [f64; 3],
-    /// Whether the six faces of the box are solid walls (default true). Without walls particles
-    /// may leave the box; they are still simulated.
-    #[serde(default = "default_true")]
-    pub walls: bool,
+    /// Which faces of the box are solid walls: `true` (all six, the default), `false` (none) or
+    /// a list of faces, e.g. `["x_min", "x_max", "y_min", "y_max", "z_min"]` for an open top.
+    /// Without a wall particles may leave the box through that face; they are still simulated.
+    #[serde(default)]
+    pub walls: Walls,
+    /// Materials of single faces (`z_min = { ... }`); faces not named use `wall_material`.
+    #[serde(default, skip_serializing_if = "FaceMaterials::is_empty")]
+    pub face_materials: FaceMaterials,
 }
 
-fn default_true() -> bool {
-    true
+/// A face of the box, in the order of the wall contacts (and of the history partners
+/// `wall_partner(face)`): x_min, x_max, y_min, y_max, z_min, z_max.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Face {
+    XMin,
+    XMax,
+    YMin,
+    YMax,
+    ZMin,
+    ZMax,
+}
+
+impl Face {
+    pub const ALL: [Face; 6] = [
+        Face::XMin,
+        Face::XMax,
+        Face::YMin,
+        Face::YMax,
+        Face::ZMin,
+        Face::ZMax,
+    ];
+    pub const NAMES: [&'static str; 6] = ["x_min", "x_max", "y_min", "y_max", "z_min", "z_max"];
+
+    /// Index 0..6 (2 axis + side).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self.index()]
+    }
+    pub fn from_name(name: &str) -> Option<Face> {
+        Self::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| Self::ALL[i])
+    }
+}
+
+/// Which box faces are walls: a mask, bit `f` for [`Face`] `f`. In case files `true`, `false`
+/// or a list of face names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Walls(pub u8);
+
+impl Walls {
+    pub const ALL: Walls = Walls(0b11_1111);
+    pub const NONE: Walls = Walls(0);
+
+    pub fn has(self, f: Face) -> bool {
+        self.0 & (1 << f.index()) != 0
+    }
+    pub fn any(self) -> bool {
+        self.0 != 0
+    }
+    pub fn mask(self) -> u32 {
+        u32::from(self.0)
+    }
+}
+
+impl Default for Walls {
+    fn default() -> Self {
+        Walls::ALL
+    }
+}
+
+impl From<bool> for Walls {
+    fn from(all: bool) -> Self {
+        if all {
+            Walls::ALL
+        } else {
+            Walls::NONE
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum WallsRepr {
+    All(bool),
+    Faces(Vec<Face>),
+}
+
+impl Serialize for Walls {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Walls::ALL => WallsRepr::All(true),
+            Walls::NONE => WallsRepr::All(false),
+            w => WallsRepr::Faces(Face::ALL.into_iter().filter(|&f| w.has(f)).collect()),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Walls {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match WallsRepr::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "walls must be true, false or a list of faces (\"x_min\", \"x_max\", \"y_min\", \
+                 \"y_max\", \"z_min\", \"z_max\")",
+            )
+        })? {
+            WallsRepr::All(b) => Ok(Walls::from(b)),
+            WallsRepr::Faces(list) => Ok(Walls(list.iter().fold(0u8, |m, f| m | (1 << f.index())))),
+        }
+    }
+}
+
+/// Materials of single box faces; a face not given uses `wall_material`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaceMaterials {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x_min: Option<WallMaterial>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x_max: Option<WallMaterial>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub y_min: Option<WallMaterial>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub y_max: Option<WallMaterial>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub z_min: Option<WallMaterial>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub z_max: Option<WallMaterial>,
+}
+
+impl FaceMaterials {
+    pub fn get(&self, f: Face) -> Option<&WallMaterial> {
+        match f {
+            Face::XMin => self.x_min.as_ref(),
+            Face::XMax => self.x_max.as_ref(),
+            Face::YMin => self.y_min.as_ref(),
+            Face::YMax => self.y_max.as_ref(),
+            Face::ZMin => self.z_min.as_ref(),
+            Face::ZMax => self.z_max.as_ref(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        Face::ALL.iter().all(|&f| self.get(f).is_none())
+    }
+}
+
+/// Interaction properties of one pair, overriding the mixing rule (arithmetic means of the two
+/// materials) for the values given. `between = [species, other]`: `other` is a species, a mesh,
+/// `"box"` (the six faces) or one face (`"z_min"`, ...). Later entries override earlier ones
+/// (`"box"` then `"z_min"`: the floor differs from the other faces). Stiffness keeps its rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interaction {
+    pub between: [String; 2],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restitution: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_friction: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_friction: Option<f64>,
+}
+
+/// The lever arm of the rolling-resistance torque M_r = mu_r R fn (see
+/// [`crate::dem::physics::rolling_torque`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RollingRadius {
+    /// R = R* = r_i r_j / (r_i + r_j) (r/2 for equal spheres; r against a wall): Ai et al.
+    /// (2011), model A, as this code has always used. The default.
+    #[default]
+    Effective,
+    /// R = r_i, the radius of the particle the torque acts on (EDEM's and many papers'
+    /// convention): twice the torque of `effective` between equal spheres for the same mu_r.
+    Particle,
 }
 
 /// Force law, `type = "linear"` or `type = "hertz_mindlin"`.
@@ -149,16 +324,35 @@ pub enum ContactModelSpec {
         /// for solid spheres (Schäfer, Dippel & Wolf 1996).
         #[serde(default = "default_kt_ratio")]
         tangential_stiffness_ratio: f64,
+        /// Lever arm of the rolling-resistance torque; default `"effective"` (R*).
+        #[serde(default, skip_serializing_if = "is_default_rolling")]
+        rolling_radius: RollingRadius,
     },
     /// Hertz-Mindlin from Young's modulus and Poisson ratio.
-    HertzMindlin {},
+    HertzMindlin {
+        /// Lever arm of the rolling-resistance torque; default `"effective"` (R*).
+        #[serde(default, skip_serializing_if = "is_default_rolling")]
+        rolling_radius: RollingRadius,
+    },
+}
+
+fn is_default_rolling(r: &RollingRadius) -> bool {
+    *r == RollingRadius::Effective
 }
 
 impl ContactModelSpec {
     pub fn model(&self) -> crate::dem::physics::ContactModel {
         match self {
             Self::Linear { .. } => crate::dem::physics::ContactModel::Linear,
-            Self::HertzMindlin {} => crate::dem::physics::ContactModel::HertzMindlin,
+            Self::HertzMindlin { .. } => crate::dem::physics::ContactModel::HertzMindlin,
+        }
+    }
+
+    pub fn rolling_radius(&self) -> RollingRadius {
+        match self {
+            Self::Linear { rolling_radius, .. } | Self::HertzMindlin { rolling_radius } => {
+                *rolling_radius
+            }
         }
     }
 }
@@ -429,8 +623,8 @@ impl Case {
 
     /// Loads every mesh (STL files are read here), applying `scale`. Every vertex must be finite
     /// and, scaled, inside [`ranges::COORDINATE`] (an error names the mesh and the triangle);
-    /// degenerate (zero-area) triangles are then dropped. Mesh `k` uses wall material `k + 1` of
-    /// the [`MaterialTable`].
+    /// degenerate (zero-area) triangles are then dropped. Mesh `k` uses wall material
+    /// [`MaterialTable::mesh_wall`]`(k)` (after the six box faces).
     pub fn load_meshes(&self) -> Result<Vec<Mesh>, CaseError> {
         let origin = &self.origin.name;
         let mut out = Vec::with_capacity(self.meshes.len());
@@ -503,7 +697,7 @@ impl Case {
                 name: m.name.clone(),
                 triangles: tris,
                 motion: m.motion.clone(),
-                material: k + 1,
+                material: MaterialTable::mesh_wall(k),
             });
         }
         Ok(out)

@@ -437,33 +437,33 @@ impl Case {
         }
         for (i, p) in particles.iter().enumerate() {
             let r = radius(p);
-            if self.domain.walls {
-                for a in 0..3 {
-                    let axis = ["x", "y", "z"][a];
-                    if p.position[a] - r < self.domain.min[a] {
-                        let message = format!(
-                            "overlaps or lies beyond the {axis}_min wall at {} (radius {r})",
-                            self.domain.min[a]
-                        );
-                        return Err(CaseError::ParticleOutside {
-                            origin: origin.clone(),
-                            id: i,
-                            pos: p.position,
-                            message,
-                        });
-                    }
-                    if p.position[a] + r > self.domain.max[a] {
-                        let message = format!(
-                            "overlaps or lies beyond the {axis}_max wall at {} (radius {r})",
-                            self.domain.max[a]
-                        );
-                        return Err(CaseError::ParticleOutside {
-                            origin: origin.clone(),
-                            id: i,
-                            pos: p.position,
-                            message,
-                        });
-                    }
+            for a in 0..3 {
+                let axis = ["x", "y", "z"][a];
+                let lo = self.domain.walls.has(super::Face::ALL[2 * a]);
+                let hi = self.domain.walls.has(super::Face::ALL[2 * a + 1]);
+                if lo && p.position[a] - r < self.domain.min[a] {
+                    let message = format!(
+                        "overlaps or lies beyond the {axis}_min wall at {} (radius {r})",
+                        self.domain.min[a]
+                    );
+                    return Err(CaseError::ParticleOutside {
+                        origin: origin.clone(),
+                        id: i,
+                        pos: p.position,
+                        message,
+                    });
+                }
+                if hi && p.position[a] + r > self.domain.max[a] {
+                    let message = format!(
+                        "overlaps or lies beyond the {axis}_max wall at {} (radius {r})",
+                        self.domain.max[a]
+                    );
+                    return Err(CaseError::ParticleOutside {
+                        origin: origin.clone(),
+                        id: i,
+                        pos: p.position,
+                        message,
+                    });
                 }
             }
         }

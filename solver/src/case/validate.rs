@@ -343,9 +343,10 @@ impl Case {
         if self.reorder_every == 0 {
             return Err(c.fail("reorder_every", "must be > 0, got 0".into()));
         }
-        let hertz = matches!(self.contact_model, ContactModelSpec::HertzMindlin {});
+        let hertz = matches!(self.contact_model, ContactModelSpec::HertzMindlin { .. });
         if let ContactModelSpec::Linear {
             tangential_stiffness_ratio,
+            ..
         } = self.contact_model
         {
             c.range(
@@ -411,6 +412,34 @@ impl Case {
                 c.material(&format!("{f}.material"), mat, hertz)?;
             }
             c.motion(&f, &m.motion)?;
+        }
+        for f in super::Face::ALL {
+            if let Some(mat) = self.domain.face_materials.get(f) {
+                c.material(&format!("domain.face_materials.{}", f.name()), mat, hertz)?;
+            }
+        }
+        for (k, i) in self.interactions.iter().enumerate() {
+            let f = format!("interactions[{k}]");
+            self.interaction_target(i)
+                .map_err(|m| c.fail(format!("{f}.between"), m))?;
+            if let Some(e) = i.restitution {
+                c.range(format!("{f}.restitution"), e, &ranges::RESTITUTION)?;
+            }
+            if let Some(m) = i.sliding_friction {
+                c.range(format!("{f}.sliding_friction"), m, &ranges::FRICTION)?;
+            }
+            if let Some(m) = i.rolling_friction {
+                c.range(format!("{f}.rolling_friction"), m, &ranges::FRICTION)?;
+            }
+            if i.restitution.is_none()
+                && i.sliding_friction.is_none()
+                && i.rolling_friction.is_none()
+            {
+                return Err(c.fail(
+                    f,
+                    "sets nothing: give restitution, sliding_friction or rolling_friction".into(),
+                ));
+            }
         }
         if let Err(e) = self.decomposition.check() {
             return Err(c.fail("decomposition.subdomains", e.to_string()));

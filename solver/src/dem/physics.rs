@@ -346,6 +346,13 @@ pub fn tangential_force(
 
 /// Rolling resistance, constant directional torque model ("model A" of Ai, Chen, Rotter & Ooi
 /// 2011, Powder Technol. 206, eq. (8)): M_r = -mu_r R* fn omega_rel / |omega_rel| [N m].
+///
+/// Radius convention: the lever arm `r_eff` is the effective radius R* = r_i r_j / (r_i + r_j)
+/// (r/2 between equal spheres; r against a wall), as in Ai et al. Codes that use the particle's
+/// own radius (EDEM, many papers) apply twice this torque between equal spheres for the same
+/// mu_r. A case takes their value as it is with `contact_model.rolling_radius = "particle"`: the
+/// pair table then carries mu_r (r_i + r_j) / r_j, so that mu_r' R* = mu_r r_i and this one
+/// formula serves both ([`crate::case::RollingRadius`]).
 /// To keep the torque from reversing the relative rotation within one step (the chatter that
 /// model A is known for, Ai et al. sec. 2.1), its magnitude is limited to i_eff |omega_rel| / dt.
 #[inline]

@@ -72,7 +72,8 @@ pub struct StepContext {
     pub reorder_every: u32,
     pub domain_min: V3,
     pub domain_max: V3,
-    pub walls: bool,
+    /// Box faces that are walls: bit f for face f (x_min, x_max, y_min, y_max, z_min, z_max).
+    pub walls: u32,
     /// Per species: radius [m], mass [kg], moment of inertia [kg m^2].
     pub species_radius: Vec<f64>,
     pub species_mass: Vec<f64>,
@@ -104,7 +105,7 @@ impl StepContext {
             reorder_every: case.reorder_every,
             domain_min: case.domain.min,
             domain_max: case.domain.max,
-            walls: case.domain.walls,
+            walls: case.domain.walls.mask(),
             species_radius,
             species_mass,
             species_inertia,

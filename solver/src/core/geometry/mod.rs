@@ -19,13 +19,14 @@ pub struct WallContact {
     pub delta: f64,
 }
 
-/// Box-wall contacts of a sphere at `p` with radius `r`, appended to `out` in wall order.
+/// Box-wall contacts of a sphere at `p` with radius `r` against the faces in `mask` (bit f: face
+/// f = x_min, x_max, y_min, y_max, z_min, z_max), appended to `out` in face order.
 #[inline]
-pub fn box_wall_contacts(p: V3, r: f64, min: V3, max: V3, out: &mut Vec<WallContact>) {
+pub fn box_wall_contacts(p: V3, r: f64, min: V3, max: V3, mask: u32, out: &mut Vec<WallContact>) {
     for a in 0..3 {
         let mut n = [0.0; 3];
         let d_lo = r - (p[a] - min[a]);
-        if d_lo > 0.0 {
+        if mask & (1 << (2 * a)) != 0 && d_lo > 0.0 {
             n[a] = -1.0;
             out.push(WallContact {
                 wall: 2 * a as u32,
@@ -34,7 +35,7 @@ pub fn box_wall_contacts(p: V3, r: f64, min: V3, max: V3, out: &mut Vec<WallCont
             });
         }
         let d_hi = r - (max[a] - p[a]);
-        if d_hi > 0.0 {
+        if mask & (1 << (2 * a + 1)) != 0 && d_hi > 0.0 {
             n[a] = 1.0;
             out.push(WallContact {
                 wall: 2 * a as u32 + 1,

@@ -110,9 +110,16 @@ impl World<'_> {
         }
 
         // Box walls.
-        if ctx.walls {
+        if ctx.walls != 0 {
             scratch.walls.clear();
-            box_wall_contacts(pi, ri, ctx.domain_min, ctx.domain_max, &mut scratch.walls);
+            box_wall_contacts(
+                pi,
+                ri,
+                ctx.domain_min,
+                ctx.domain_max,
+                ctx.walls,
+                &mut scratch.walls,
+            );
             for w in &scratch.walls {
                 let kin = ContactKinematics {
                     n: w.n,
@@ -127,7 +134,7 @@ impl World<'_> {
                     partner: state::wall_partner(w.wall),
                     mesh_partners: 0..0,
                     kin,
-                    pair: ctx.table.wall_pair(si, 0),
+                    pair: ctx.table.wall_pair(si, w.wall as usize),
                     lever: ri,
                 });
             }

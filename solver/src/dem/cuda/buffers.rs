@@ -365,7 +365,7 @@ pub(crate) fn upload(
         box_max: sc.domain_max,
         dims: grid.dims,
         n: n as u32,
-        walls: u32::from(sc.walls),
+        walls: sc.walls,
         n_species: sc.species_radius.len() as u32,
         n_walls: table.n_walls as u32,
         hist_cap: opts.hist_cap,

@@ -33,6 +33,7 @@ pub struct DemParams {
     pub box_max: [f64; 3],
     pub dims: [u32; 3],
     pub n: u32,
+    /// Bit f: box face f (x_min, x_max, y_min, y_max, z_min, z_max) is a wall.
     pub walls: u32,
     pub n_species: u32,
     pub n_walls: u32,
