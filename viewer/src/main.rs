@@ -5,12 +5,14 @@
 //! viewer --attach NAME --snapshot out.png       # newest frame to a PNG, no display or GPU
 //! viewer --attach NAME --every 0.5 --out dir/   # a numbered PNG series while the run goes on
 //! viewer --connect HOST:PORT                    # the same through a forwarder
+//! viewer --attach NAME --meshes transparent     # see the particles inside a closed drum
 //! ```
 //!
 //! Frames come from a `Box<dyn FrameSource>` (`source.rs`), so another transport drops in.
 
 mod camera;
 mod color;
+mod mesh_style;
 mod render;
 mod scene;
 mod snapshot;
@@ -25,6 +27,7 @@ use clap::Parser;
 
 use camera::{CameraSpec, UpAxis};
 use color::ColorBy;
+use mesh_style::{MeshMode, MeshStyle};
 use scene::SceneOptions;
 use snapshot::SnapshotOptions;
 
@@ -63,6 +66,19 @@ struct Args {
     /// World axis pointing up on screen.
     #[arg(long, value_name = "AXIS", default_value = "z")]
     up: UpAxis,
+    /// How meshes are drawn (images and window; M cycles it in the window): transparent or
+    /// wireframe to see the particles inside a closed drum, hidden to leave meshes out.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = MeshMode::Solid)]
+    meshes: MeshMode,
+    /// Opacity of `--meshes transparent` surfaces, from 0 (invisible) to 1 (opaque).
+    #[arg(
+        long,
+        value_name = "A",
+        allow_negative_numbers = true,
+        default_value_t = mesh_style::DEFAULT_OPACITY,
+        value_parser = mesh_style::parse_opacity
+    )]
+    mesh_opacity: f32,
     /// Draw at most this many particles (every k-th beyond it). Default: all for images,
     /// 2,000,000 in the window.
     #[arg(long, value_name = "N")]
@@ -108,12 +124,17 @@ fn run(args: Args) -> anyhow::Result<()> {
         max_particles: args.max_particles.unwrap_or(usize::MAX),
         clip: None,
     };
+    let meshes = MeshStyle {
+        mode: args.meshes,
+        opacity: args.mesh_opacity,
+    };
     let snap = SnapshotOptions {
         width: args.size.0,
         height: args.size.1,
         camera: args.camera,
         up: args.up,
         scene,
+        meshes,
         wait: seconds(args.wait, "--wait")?,
     };
     if let Some(out) = &args.snapshot {
@@ -142,6 +163,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             ..scene
         },
         max_particles_explicit: args.max_particles.is_some(),
+        meshes,
         screenshot,
     })
 }

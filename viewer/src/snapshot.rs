@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::camera::{Camera, CameraSpec, UpAxis};
+use crate::mesh_style::MeshStyle;
 use crate::render::{cpu, legend};
 use crate::scene::{Scene, SceneOptions};
 use crate::source::{wait_first, Latest, Opener};
@@ -19,6 +20,8 @@ pub struct SnapshotOptions {
     pub camera: CameraSpec,
     pub up: UpAxis,
     pub scene: SceneOptions,
+    /// How meshes are drawn (`--meshes`, `--mesh-opacity`).
+    pub meshes: MeshStyle,
     /// How long to wait for the segment and its first frame.
     pub wait: Duration,
 }
@@ -51,7 +54,7 @@ pub fn render_latest(
     let scene = Scene::build(&latest.statics, &latest.frame, &opts.scene);
     let aspect = opts.width as f32 / opts.height.max(1) as f32;
     let cam = Camera::framing(&scene.world, &opts.camera, opts.up, aspect);
-    let mut img = cpu::render(&scene, &cam, opts.width, opts.height);
+    let mut img = cpu::render(&scene, &cam, opts.width, opts.height, &opts.meshes);
     legend::draw_legend(&mut img, &scene.legend);
     legend::draw_caption(&mut img, &caption(latest, describe, &scene));
     (img, scene)

@@ -128,3 +128,44 @@ fn bad_arguments_are_usage_errors() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn bad_mesh_options_are_usage_errors_that_say_what_is_allowed() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--attach", "x", "--snapshot", "a.png"];
+        args.extend_from_slice(extra);
+        let o = viewer(&args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        stderr(&o)
+    };
+    let e = run(&["--meshes", "glass"]);
+    assert!(
+        e.contains("--meshes") && e.contains("solid, transparent, wireframe, hidden"),
+        "{e}"
+    );
+    for bad in ["1.5", "-0.2", "nan", "opaque"] {
+        let e = run(&["--mesh-opacity", bad]);
+        assert!(
+            e.contains("--mesh-opacity") && e.contains("from 0 (invisible) to 1 (opaque)"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn help_explains_the_mesh_modes() {
+    let o = viewer(&["--help"]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "--meshes <MODE>",
+        "transparent",
+        "inside a closed drum",
+        "wireframe",
+        "hidden",
+        "--mesh-opacity <A>",
+        "[default: 0.35]",
+    ] {
+        assert!(out.contains(want), "--help lacks {want:?}:\n{out}");
+    }
+}

@@ -153,6 +153,66 @@ fn meshes_follow_their_body_transform() {
     assert!(fraction(&img.region(x0, y0, x1, y1), grey) > 0.95);
 }
 
+/// A closed box around the low block (species 0 blue, 1 orange), drawn with each `--meshes`
+/// mode: only `solid` hides the particles; `transparent` and `wireframe` show them through it.
+#[test]
+fn meshes_modes_show_particles_inside_a_closed_box() {
+    let particles = block(LOW_LO, LOW_HI, 0.02, 0.2);
+    let walls = closed_box([0.02, 0.25, 0.02], [0.38, 0.75, 0.38]);
+    let mut seg = create("closed", &particles, vec![walls]);
+    publish(&mut seg, &particles, &[], 1);
+    let (x0, y0, x1, y1) = rect_front(LOW_LO, LOW_HI, DIST, W, H, 3.0);
+    let (sx, _) = project_front([0.2, 0.5, 0.2], DIST, W, H);
+    let grey = |p: &[u8; 3]| !is_bg(p) && p[0].abs_diff(p[2]) < 25 && p[0] > 40;
+    // The species hues, also when tinted grey by a wall.
+    let cool = |p: &[u8; 3]| p[2] as i32 > p[0] as i32 + 10;
+    let warm = |p: &[u8; 3]| p[0] as i32 > p[2] as i32 + 30;
+    let species = |img: &Png| {
+        let left = img.region(x0, y0, sx as usize - 3, y1);
+        let right = img.region(sx as usize + 3, y0, x1, y1);
+        (fraction(&left, cool), fraction(&right, warm))
+    };
+
+    let solid = snapshot(&seg, "closed-solid.png", &["--meshes", "solid"]);
+    assert!(
+        fraction(&solid.region(x0, y0, x1, y1), grey) > 0.95,
+        "box not opaque"
+    );
+    let (cool_, warm_) = species(&solid);
+    assert!(cool_ < 0.01 && warm_ < 0.01, "solid: {cool_:.3} {warm_:.3}");
+
+    let hidden = snapshot(&seg, "closed-bare.png", &["--meshes", "hidden"]);
+    for mode in ["hidden", "transparent", "wireframe"] {
+        let args = ["--meshes", mode];
+        let img = snapshot(&seg, &format!("closed-{mode}.png"), &args);
+        let (cool_, warm_) = species(&img);
+        assert!(
+            cool_ > 0.8 && warm_ > 0.8,
+            "{args:?}: particles not visible ({cool_:.3} blue, {warm_:.3} orange)"
+        );
+        let same_as_hidden = img.region(x0, y0, x1, y1) == hidden.region(x0, y0, x1, y1);
+        // Transparent tints the particles, wireframe crosses them with the front diagonals;
+        // only hidden leaves them bare.
+        assert_eq!(same_as_hidden, mode == "hidden", "{args:?}");
+    }
+
+    // --mesh-opacity reaches the renderer: a more opaque wall moves the colours further from
+    // the bare particles.
+    let tint = |opacity: &str| {
+        let args = ["--meshes", "transparent", "--mesh-opacity", opacity];
+        let img = snapshot(&seg, &format!("closed-opacity-{opacity}.png"), &args);
+        let (a, b) = (img.region(x0, y0, x1, y1), hidden.region(x0, y0, x1, y1));
+        let diff =
+            |p: &[u8; 3], q: &[u8; 3]| (0..3).map(|k| p[k].abs_diff(q[k]) as u64).sum::<u64>();
+        a.iter().zip(&b).map(|(p, q)| diff(p, q)).sum::<u64>()
+    };
+    let (none, light, heavy) = (tint("0"), tint("0.2"), tint("0.6"));
+    assert!(
+        none == 0 && light > 0 && heavy > light,
+        "{none} {light} {heavy}"
+    );
+}
+
 #[test]
 fn series_writes_numbered_pngs_until_the_run_ends() {
     let particles = block(LOW_LO, LOW_HI, 0.05, 2.0);

@@ -28,8 +28,11 @@ fn start_xvfb() -> Option<(Killed, String)> {
         eprintln!("window_xvfb: skipped, /usr/bin/Xvfb is not installed (apt-get install xvfb)");
         return None;
     }
+    // Tests of this process run in parallel: each takes its own block of display numbers.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     for n in 0..50 {
-        let display = 90 + (std::process::id() as usize + n) % 400;
+        let display = 90 + (std::process::id() as usize + 50 * call + n) % 400;
         if Path::new(&format!("/tmp/.X11-unix/X{display}")).exists()
             || Path::new(&format!("/tmp/.X{display}-lock")).exists()
         {
@@ -60,15 +63,9 @@ fn start_xvfb() -> Option<(Killed, String)> {
     panic!("Xvfb did not start");
 }
 
-#[test]
-fn window_draws_particles_under_xvfb() {
-    let Some((_xvfb, display)) = start_xvfb() else {
-        return;
-    };
-    let particles = block([0.1, 0.2, 0.05], [0.9, 0.8, 0.45], 0.02, 0.5);
-    let mut seg = create("window", &particles, vec![]);
-    publish(&mut seg, &particles, &[], 1);
-    let shot = out_path("window.png");
+/// Runs the window on `display` with `extra` arguments until it saves its screenshot.
+fn window_shot(display: &str, seg: &mut Seg, extra: &[&str], file: &str) -> Png {
+    let shot = out_path(file);
     let _ = std::fs::remove_file(&shot);
     let mut child = Command::new(env!("CARGO_BIN_EXE_viewer"))
         .args([
@@ -80,7 +77,8 @@ fn window_draws_particles_under_xvfb() {
             "2",
         ])
         .arg(&shot)
-        .env("DISPLAY", &display)
+        .args(extra)
+        .env("DISPLAY", display)
         .env("LIBGL_ALWAYS_SOFTWARE", "1")
         .env_remove("WAYLAND_DISPLAY")
         .stderr(Stdio::piped())
@@ -112,12 +110,64 @@ fn window_draws_particles_under_xvfb() {
         img.width,
         img.height
     );
-    // Species colours (blue and orange, shaded) fill a good part of the 3D view.
+    img
+}
+
+/// Fractions of the image in the species colours (blue and orange, shaded).
+fn species_fractions(img: &Png) -> (f64, f64) {
     let all = img.region(0, 0, img.width, img.height);
     let blue = fraction(&all, |p| p[2] as i32 > p[0] as i32 + 30 && p[2] > 60);
     let orange = fraction(&all, |p| p[0] as i32 > p[2] as i32 + 80 && p[0] > 120);
+    (blue, orange)
+}
+
+#[test]
+fn window_draws_particles_under_xvfb() {
+    let Some((_xvfb, display)) = start_xvfb() else {
+        return;
+    };
+    let particles = block([0.1, 0.2, 0.05], [0.9, 0.8, 0.45], 0.02, 0.5);
+    let mut seg = create("window", &particles, vec![]);
+    publish(&mut seg, &particles, &[], 1);
+    let img = window_shot(&display, &mut seg, &[], "window.png");
+    // Species colours fill a good part of the 3D view.
+    let (blue, orange) = species_fractions(&img);
     assert!(
         blue > 0.03 && orange > 0.03,
         "blue {blue:.3}, orange {orange:.3}: particles not drawn"
     );
+}
+
+/// The OpenGL side of `--meshes`: a closed box around the particles hides them when solid and
+/// shows them when transparent, wireframe or hidden.
+#[test]
+fn window_meshes_modes_under_xvfb() {
+    let Some((_xvfb, display)) = start_xvfb() else {
+        return;
+    };
+    let particles = block([0.1, 0.2, 0.05], [0.9, 0.8, 0.45], 0.02, 0.5);
+    let walls = closed_box([0.05, 0.15, 0.02], [0.95, 0.85, 0.5]);
+    let mut seg = create("window-mesh", &particles, vec![walls]);
+    publish(&mut seg, &particles, &[], 1);
+    let mut look = |mode: &str| {
+        let img = window_shot(
+            &display,
+            &mut seg,
+            &["--meshes", mode],
+            &format!("window-{mode}.png"),
+        );
+        species_fractions(&img)
+    };
+    let (blue, orange) = look("solid");
+    assert!(
+        blue < 0.005 && orange < 0.005,
+        "solid: blue {blue:.3}, orange {orange:.3}: particles seen through the box"
+    );
+    for mode in ["transparent", "wireframe", "hidden"] {
+        let (blue, orange) = look(mode);
+        assert!(
+            blue > 0.03 && orange > 0.03,
+            "{mode}: blue {blue:.3}, orange {orange:.3}: particles not seen inside the box"
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! CPU rasteriser for headless snapshots: sphere impostor splats with exact per-pixel depth and
-//! Blinn-Phong shading, flat-lit mesh triangles and the world box as lines.
+//! Blinn-Phong shading, flat-lit mesh triangles (solid, transparent, wireframe or hidden, see
+//! [`MeshStyle`]) and the world box as lines.
 //!
 //! The image is cut into horizontal bands of `BAND_ROWS` rows; primitives are binned by the rows
 //! they cover and the bands are drawn in parallel (rayon), each owning its rows of the colour
@@ -9,13 +10,18 @@ use rayon::prelude::*;
 
 use crate::camera::{cross, dot, normalize, sub, transform, Bounds, Camera, Vec3};
 use crate::color::Rgb;
+use crate::mesh_style::{MeshMode, MeshStyle};
 use crate::scene::Scene;
 
 /// Background colour of every rendering (tests compare against it).
 pub const BACKGROUND: Rgb = [24, 26, 32];
 const BOX_COLOR: Rgb = [150, 152, 165];
-const MESH_COLOR: Rgb = [175, 175, 185];
+/// Base colour of meshes, lit for solid and transparent surfaces, as is for wireframe edges.
+pub const MESH_COLOR: Rgb = [175, 175, 185];
 const BAND_ROWS: usize = 16;
+/// Wireframe: a pixel belongs to an edge when its centre lies within this many pixels inside a
+/// triangle from the edge (about 1 px per side of an edge, so 1.5 px lines between two faces).
+const EDGE_PX: f32 = 0.75;
 
 /// An RGB image.
 #[derive(Clone, Debug)]
@@ -50,6 +56,11 @@ impl Image {
 /// Light direction in view space (from the upper left, in front of the camera).
 fn light() -> Vec3 {
     normalize([-0.45, 0.6, 0.65])
+}
+
+/// `dst` moved towards `src` by `alpha` (0 keeps `dst`, 1 gives `src`).
+fn mix(dst: Rgb, src: Rgb, alpha: f32) -> Rgb {
+    std::array::from_fn(|k| (dst[k] as f32 + (src[k] as f32 - dst[k] as f32) * alpha).round() as u8)
 }
 
 /// Lambert + Blinn-Phong highlight for a view-space unit normal.
@@ -115,6 +126,28 @@ struct Tri {
     color: Rgb,
 }
 
+/// How `draw_tri` writes a triangle's pixels.
+#[derive(Clone, Copy)]
+enum Fill {
+    /// Colour and depth (solid meshes, drawn before the particles).
+    Opaque,
+    /// Blended over the pixels it is in front of, depth untouched (after the particles).
+    Blend(f32),
+    /// Only pixels within `EDGE_PX` of an edge, unlit, depth untouched (after the particles).
+    Edges,
+}
+
+impl Fill {
+    fn of(style: &MeshStyle) -> Option<Fill> {
+        match style.mode {
+            MeshMode::Solid => Some(Fill::Opaque),
+            MeshMode::Transparent => Some(Fill::Blend(style.opacity.clamp(0.0, 1.0))),
+            MeshMode::Wireframe => Some(Fill::Edges),
+            MeshMode::Hidden => None,
+        }
+    }
+}
+
 /// Bins primitives covering rows `y0..=y1` into bands.
 fn bin(bands: &mut [Vec<u32>], idx: usize, y0: f32, y1: f32, height: usize) {
     if y1 < 0.0 || y0 >= height as f32 {
@@ -155,8 +188,11 @@ fn project_splats(scene: &Scene, pj: &Projector, w: usize, h: usize) -> Vec<Spla
         .collect()
 }
 
-fn project_triangles(scene: &Scene, pj: &Projector) -> Vec<Tri> {
-    scene
+fn project_triangles(scene: &Scene, pj: &Projector, fill: Option<Fill>) -> Vec<Tri> {
+    let Some(fill) = fill else {
+        return Vec::new();
+    };
+    let mut tris: Vec<Tri> = scene
         .triangles
         .par_iter()
         .filter_map(|t| {
@@ -174,17 +210,27 @@ fn project_triangles(scene: &Scene, pj: &Projector) -> Vec<Tri> {
                 color: shade(MESH_COLOR, n),
             })
         })
-        .collect()
+        .collect();
+    if let Fill::Blend(_) = fill {
+        // Blending is done in order: farthest first (by centroid), so a drum's front wall is
+        // blended over its back wall. Bins keep this order within each band.
+        let key = |t: &Tri| t.p[0][2] + t.p[1][2] + t.p[2][2];
+        tris.par_sort_by(|a, b| key(b).total_cmp(&key(a)));
+    }
+    tris
 }
 
-fn draw_splat(
-    s: &Splat,
-    y_band: usize,
+/// Rows `y0..y0 + rows` of the colour and depth buffers, `w` pixels wide (one rayon task).
+struct Band<'a> {
+    y0: usize,
     rows: usize,
     w: usize,
-    color: &mut [Rgb],
-    depth: &mut [f32],
-) {
+    color: &'a mut [Rgb],
+    depth: &'a mut [f32],
+}
+
+fn draw_splat(s: &Splat, band: &mut Band<'_>) {
+    let (y_band, rows, w) = (band.y0, band.rows, band.w);
     let x0 = (s.x - s.r_px).floor().max(0.0) as usize;
     let x1 = ((s.x + s.r_px).ceil() as usize).min(w);
     let y0 = ((s.y - s.r_px).floor().max(y_band as f32) as usize).max(y_band);
@@ -203,9 +249,9 @@ fn draw_splat(
             let nz = (1.0 - d2).sqrt();
             let z = s.depth - nz * s.r;
             let i = row + px;
-            if z < depth[i] {
-                depth[i] = z;
-                color[i] = shade(s.color, [dx, dy, nz]);
+            if z < band.depth[i] {
+                band.depth[i] = z;
+                band.color[i] = shade(s.color, [dx, dy, nz]);
             }
         }
     }
@@ -215,12 +261,56 @@ fn edge(a: [f32; 3], b: [f32; 3], x: f32, y: f32) -> f32 {
     (b[0] - a[0]) * (y - a[1]) - (b[1] - a[1]) * (x - a[0])
 }
 
-fn draw_tri(t: &Tri, y_band: usize, rows: usize, w: usize, color: &mut [Rgb], depth: &mut [f32]) {
-    let [a, b, c] = t.p;
-    let area = edge(a, b, c[0], c[1]);
+/// One edge of a triangle whose corners are ordered to give a positive `edge` area.
+#[derive(Clone, Copy)]
+struct Edge {
+    /// The edge's ends, lexicographically smaller first, and +1 or -1 to give the edge function
+    /// of the edge as the triangle runs it: two triangles sharing this edge (running it
+    /// opposite ways) get exact negatives of each other.
+    ends: [[f32; 3]; 2],
+    sign: f32,
+    /// Whether a pixel centre exactly on the edge is this triangle's: when the edge runs up or
+    /// right. Of two triangles sharing an edge exactly one takes such a pixel, so every pixel
+    /// is covered once (a transparent wall is blended once, not twice along its diagonals).
+    owns_ties: bool,
+    /// 1 / length [1/px].
+    inv_len: f32,
+}
+
+impl Edge {
+    fn new(from: [f32; 3], to: [f32; 3]) -> Self {
+        let (dx, dy) = (to[0] - from[0], to[1] - from[1]);
+        let forward = (from[0], from[1]) <= (to[0], to[1]);
+        Self {
+            ends: if forward { [from, to] } else { [to, from] },
+            sign: if forward { 1.0 } else { -1.0 },
+            owns_ties: dy > 0.0 || (dy == 0.0 && dx > 0.0),
+            inv_len: 1.0 / dx.hypot(dy).max(1e-12),
+        }
+    }
+    /// The edge function at (x, y): > 0 inside.
+    fn at(&self, x: f32, y: f32) -> f32 {
+        self.sign * edge(self.ends[0], self.ends[1], x, y)
+    }
+    fn owns(&self, e: f32) -> bool {
+        e > 0.0 || (e == 0.0 && self.owns_ties)
+    }
+}
+
+fn draw_tri(t: &Tri, fill: Fill, band: &mut Band<'_>) {
+    let (y_band, rows, w) = (band.y0, band.rows, band.w);
+    let [a, mut b, mut c] = t.p;
+    let mut area = edge(a, b, c[0], c[1]);
     if area.abs() < 1e-12 {
         return;
     }
+    if area < 0.0 {
+        std::mem::swap(&mut b, &mut c);
+        area = -area;
+    }
+    // Edge k is opposite corner k: its edge function over `area` is corner k's weight, and over
+    // the edge's length the distance from it in pixels.
+    let edges = [Edge::new(b, c), Edge::new(c, a), Edge::new(a, b)];
     let xmin = a[0].min(b[0]).min(c[0]).floor().max(0.0) as usize;
     let xmax = (a[0].max(b[0]).max(c[0]).ceil().max(0.0) as usize).min(w);
     let ymin = (a[1].min(b[1]).min(c[1]).floor().max(0.0) as usize).max(y_band);
@@ -231,17 +321,29 @@ fn draw_tri(t: &Tri, y_band: usize, rows: usize, w: usize, color: &mut [Rgb], de
         let y = py as f32 + 0.5;
         for px in xmin..xmax {
             let x = px as f32 + 0.5;
-            let w0 = edge(b, c, x, y) / area;
-            let w1 = edge(c, a, x, y) / area;
-            let w2 = 1.0 - w0 - w1;
-            if w0 < 0.0 || w1 < 0.0 || w2 < 0.0 {
+            let e = edges.map(|ed| ed.at(x, y));
+            if !(0..3).all(|k| edges[k].owns(e[k])) {
                 continue;
             }
-            let z = 1.0 / (w0 * inv[0] + w1 * inv[1] + w2 * inv[2]);
+            let z = area / (e[0] * inv[0] + e[1] * inv[1] + e[2] * inv[2]);
             let i = (py - y_band) * w + px;
-            if z < depth[i] {
-                depth[i] = z;
-                color[i] = t.color;
+            if z >= band.depth[i] {
+                continue;
+            }
+            match fill {
+                Fill::Opaque => {
+                    band.depth[i] = z;
+                    band.color[i] = t.color;
+                }
+                Fill::Blend(alpha) => band.color[i] = mix(band.color[i], t.color, alpha),
+                Fill::Edges => {
+                    let d = (0..3)
+                        .map(|k| e[k] * edges[k].inv_len)
+                        .fold(f32::MAX, f32::min);
+                    if d < EDGE_PX {
+                        band.color[i] = MESH_COLOR;
+                    }
+                }
             }
         }
     }
@@ -286,12 +388,20 @@ fn lerp3(a: Vec3, b: Vec3, t: f32) -> Vec3 {
     std::array::from_fn(|k| a[k] + (b[k] - a[k]) * t)
 }
 
-/// Renders `scene` seen by `cam` into a `width` x `height` image (no legend).
-pub fn render(scene: &Scene, cam: &Camera, width: usize, height: usize) -> Image {
+/// Renders `scene` seen by `cam` into a `width` x `height` image (no legend), its meshes drawn
+/// as `meshes` says.
+pub fn render(
+    scene: &Scene,
+    cam: &Camera,
+    width: usize,
+    height: usize,
+    meshes: &MeshStyle,
+) -> Image {
     let (w, h) = (width.max(1), height.max(1));
     let pj = Projector::new(cam, &scene.world, w, h);
     let splats = project_splats(scene, &pj, w, h);
-    let tris = project_triangles(scene, &pj);
+    let fill = Fill::of(meshes);
+    let tris = project_triangles(scene, &pj, fill);
     let nbands = h.div_ceil(BAND_ROWS);
     let mut splat_bins = vec![Vec::new(); nbands];
     for (i, s) in splats.iter().enumerate() {
@@ -316,11 +426,28 @@ pub fn render(scene: &Scene, cam: &Camera, width: usize, height: usize) -> Image
         .enumerate()
         .for_each(|(b, (color, depth))| {
             let rows = color.len() / w;
-            for &i in &tri_bins[b] {
-                draw_tri(&tris[i as usize], b * BAND_ROWS, rows, w, color, depth);
+            let mut band = Band {
+                y0: b * BAND_ROWS,
+                rows,
+                w,
+                color,
+                depth,
+            };
+            // Solid meshes go first so their depth hides the particles behind them; the others
+            // are drawn over the finished particles, tested against their depth only.
+            let draw_tris = |band: &mut Band<'_>, fill| {
+                for &i in &tri_bins[b] {
+                    draw_tri(&tris[i as usize], fill, band);
+                }
+            };
+            if let Some(Fill::Opaque) = fill {
+                draw_tris(&mut band, Fill::Opaque);
             }
             for &i in &splat_bins[b] {
-                draw_splat(&splats[i as usize], b * BAND_ROWS, rows, w, color, depth);
+                draw_splat(&splats[i as usize], &mut band);
+            }
+            if let Some(f @ (Fill::Blend(_) | Fill::Edges)) = fill {
+                draw_tris(&mut band, f);
             }
         });
     draw_box(&scene.world, &pj, &mut img, &depth);
@@ -364,7 +491,7 @@ mod tests {
             UpAxis::Z,
             1.0,
         );
-        let img = render(&s, &cam, 200, 200);
+        let img = render(&s, &cam, 200, 200, &MeshStyle::default());
         assert_ne!(img.get(100, 100), BACKGROUND);
         // Radius 0.1 at distance d: r_px = 0.1 * scale / d; pixels well outside stay background.
         let d = cam.distance;
@@ -383,7 +510,7 @@ mod tests {
             UpAxis::Z,
             1.0,
         );
-        let c = render(&s, &cam, 100, 100).get(50, 50);
+        let c = render(&s, &cam, 100, 100, &MeshStyle::default()).get(50, 50);
         // The front camera sits at -y: the sphere at y = 0.4 (blue) is nearer.
         assert!(c[2] > c[0], "{c:?}");
     }

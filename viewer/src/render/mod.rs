@@ -3,3 +3,5 @@
 pub mod cpu;
 mod font;
 pub mod legend;
+#[cfg(test)]
+mod mesh_tests;

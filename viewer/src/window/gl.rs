@@ -1,11 +1,14 @@
 //! OpenGL renderer for the window (through eframe's glow backend): instanced sphere impostors
-//! (one quad per particle, ray-sphere intersection and exact depth per fragment), lit mesh
-//! triangles and the world box as lines. Works on GL 3.3 core and GLES 3.0, so Mesa's llvmpipe
+//! (one quad per particle, ray-sphere intersection and exact depth per fragment), mesh
+//! triangles (lit and opaque, blended, edges only or not at all: [`MeshStyle`]) and the world
+//! box as lines. Works on GL 3.3 core and GLES 3.0, so Mesa's llvmpipe
 //! (software) runs it as well as a GPU driver.
 
 use eframe::glow::{self, HasContext};
 
 use crate::camera::Bounds;
+use crate::mesh_style::{MeshMode, MeshStyle};
+use crate::render::cpu::MESH_COLOR;
 use crate::scene::Scene;
 
 /// Bytes per particle instance: centre xyz + radius (f32 x4), colour rgba8.
@@ -68,6 +71,17 @@ pub struct DrawParams {
     pub view: [f32; 16],
     pub proj: [f32; 16],
     pub background: [f32; 3],
+    pub meshes: MeshStyle,
+}
+
+/// Uniforms of one draw with the flat program.
+struct FlatLook {
+    color: [f32; 3],
+    /// Shaded by the normal (meshes) or not (lines, wireframe edges).
+    lit: bool,
+    alpha: f32,
+    /// Keep only the fragments near triangle edges (wireframe).
+    edges: bool,
 }
 
 /// GPU objects. Created once with the GL context; all methods run on the GL thread.
@@ -197,27 +211,44 @@ void main() {
 }
 "#;
 
+/// Flat geometry: mesh triangles and box lines. `v_bary` is the barycentric coordinate of the
+/// fragment in its triangle (vertices come three per triangle, drawn from index 0), used by the
+/// wireframe mode; lines ignore it.
 const FLAT_VS: &str = r#"
 layout(location = 0) in vec3 a_pos;
 layout(location = 1) in vec3 a_normal;
 uniform mat4 u_view;
 uniform mat4 u_proj;
 out vec3 v_normal;
+out vec3 v_bary;
 void main() {
     v_normal = mat3(u_view) * a_normal;
+    int k = gl_VertexID % 3;
+    v_bary = vec3(float(k == 0), float(k == 1), float(k == 2));
     gl_Position = u_proj * u_view * vec4(a_pos, 1.0);
 }
 "#;
 
+/// `u_edges > 0.5`: keep only fragments within `EDGE_PX` pixels of a triangle edge (a
+/// barycentric coordinate divided by its change per pixel is the distance to that edge in
+/// pixels), as the CPU rasteriser's wireframe does.
 const FLAT_FS: &str = r#"
 in vec3 v_normal;
+in vec3 v_bary;
 uniform vec3 u_color;
 uniform float u_lit;
+uniform float u_alpha;
+uniform float u_edges;
 out vec4 out_color;
+const float EDGE_PX = 0.75;
 void main() {
+    if (u_edges > 0.5) {
+        vec3 d = v_bary / max(fwidth(v_bary), vec3(1e-6));
+        if (min(d.x, min(d.y, d.z)) > EDGE_PX) discard;
+    }
     vec3 n = normalize(v_normal);
     if (n.z < 0.0) n = -n;
-    out_color = vec4(u_lit > 0.5 ? shade(u_color, n) : u_color, 1.0);
+    out_color = vec4(u_lit > 0.5 ? shade(u_color, n) : u_color, u_alpha);
 }
 "#;
 
@@ -384,18 +415,19 @@ impl GlScene {
         gl.disable(glow::BLEND);
         gl.disable(glow::CULL_FACE);
 
-        self.set_matrices(gl, self.flat_prog, p);
-        let color = gl.get_uniform_location(self.flat_prog, "u_color");
-        let lit = gl.get_uniform_location(self.flat_prog, "u_lit");
-        if self.tri_verts > 0 {
-            gl.uniform_3_f32(color.as_ref(), 0.69, 0.69, 0.73);
-            gl.uniform_1_f32(lit.as_ref(), 1.0);
-            gl.bind_vertex_array(Some(self.tri_vao));
-            gl.draw_arrays(glow::TRIANGLES, 0, self.tri_verts);
+        // Solid meshes first (their depth hides the particles behind them); transparent and
+        // wireframe meshes last, tested against the particles' depth without writing their own.
+        if p.meshes.mode == MeshMode::Solid {
+            self.draw_meshes(gl, p);
         }
         if self.line_verts > 0 {
-            gl.uniform_3_f32(color.as_ref(), 0.59, 0.6, 0.65);
-            gl.uniform_1_f32(lit.as_ref(), 0.0);
+            let look = FlatLook {
+                color: [0.59, 0.6, 0.65],
+                lit: false,
+                alpha: 1.0,
+                edges: false,
+            };
+            self.use_flat(gl, p, &look);
             gl.bind_vertex_array(Some(self.line_vao));
             gl.draw_arrays(glow::LINES, 0, self.line_verts);
         }
@@ -413,8 +445,74 @@ impl GlScene {
             gl.bind_vertex_array(Some(self.sphere_vao));
             gl.draw_arrays_instanced(glow::TRIANGLE_STRIP, 0, 4, self.instances);
         }
+        if matches!(p.meshes.mode, MeshMode::Transparent | MeshMode::Wireframe) {
+            self.draw_meshes(gl, p);
+        }
         gl.bind_vertex_array(None);
         gl.disable(glow::DEPTH_TEST);
+    }
+
+    /// Selects the flat program with the matrices and `look`'s uniforms.
+    ///
+    /// # Safety
+    /// `gl` must be current on this thread.
+    unsafe fn use_flat(&self, gl: &glow::Context, p: &DrawParams, look: &FlatLook) {
+        let prog = self.flat_prog;
+        self.set_matrices(gl, prog, p);
+        let loc = |name| gl.get_uniform_location(prog, name);
+        let c = look.color;
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        gl.uniform_3_f32(loc("u_color").as_ref(), c[0], c[1], c[2]);
+        gl.uniform_1_f32(loc("u_lit").as_ref(), flag(look.lit));
+        gl.uniform_1_f32(loc("u_alpha").as_ref(), look.alpha);
+        gl.uniform_1_f32(loc("u_edges").as_ref(), flag(look.edges));
+    }
+
+    /// The mesh triangles as `p.meshes` says (nothing for `Hidden`).
+    ///
+    /// # Safety
+    /// `gl` must be current on this thread.
+    unsafe fn draw_meshes(&self, gl: &glow::Context, p: &DrawParams) {
+        if self.tri_verts == 0 {
+            return;
+        }
+        let solid = FlatLook {
+            color: MESH_COLOR.map(|c| c as f32 / 255.0),
+            lit: true,
+            alpha: 1.0,
+            edges: false,
+        };
+        match p.meshes.mode {
+            MeshMode::Hidden => return,
+            MeshMode::Solid => self.use_flat(gl, p, &solid),
+            MeshMode::Transparent => {
+                let alpha = p.meshes.opacity.clamp(0.0, 1.0);
+                self.use_flat(gl, p, &FlatLook { alpha, ..solid });
+                // Unsorted, unlike the CPU rasteriser: with one colour and one opacity the order
+                // of two overlapping walls changes only their shading, not what shows through.
+                gl.enable(glow::BLEND);
+                gl.blend_func_separate(
+                    glow::SRC_ALPHA,
+                    glow::ONE_MINUS_SRC_ALPHA,
+                    glow::ZERO,
+                    glow::ONE,
+                );
+                gl.depth_mask(false);
+            }
+            MeshMode::Wireframe => {
+                let edges = FlatLook {
+                    lit: false,
+                    edges: true,
+                    ..solid
+                };
+                self.use_flat(gl, p, &edges);
+                gl.depth_mask(false);
+            }
+        }
+        gl.bind_vertex_array(Some(self.tri_vao));
+        gl.draw_arrays(glow::TRIANGLES, 0, self.tri_verts);
+        gl.disable(glow::BLEND);
+        gl.depth_mask(true);
     }
 
     /// Point sprites while the largest sphere fits the driver's point size (with margin for

@@ -6,9 +6,10 @@ use shm_protocol::Command;
 
 use super::{color32, ViewerApp};
 use crate::color::{viridis, ColorBy, Legend};
+use crate::mesh_style::MeshMode;
 use crate::render::legend::format_value;
 
-pub const SHORTCUTS: [(&str, &str); 12] = [
+pub const SHORTCUTS: [(&str, &str); 13] = [
     ("left drag", "orbit"),
     ("right/middle drag", "pan"),
     ("wheel", "zoom"),
@@ -16,6 +17,7 @@ pub const SHORTCUTS: [(&str, &str); 12] = [
     ("F", "fit to domain"),
     ("1..5", "iso / front / side / top / back"),
     ("C", "next colouring"),
+    ("M", "meshes: solid / transparent / wireframe / hidden"),
     ("X", "clipping plane on/off"),
     ("Space", "pause / resume the solver"),
     ("U", "ask the solver for a frame now"),
@@ -33,6 +35,16 @@ pub fn controls(app: &mut ViewerApp, ui: &mut egui::Ui) {
                 ui.selectable_value(&mut app.opts.color_by, c, c.name());
             }
         });
+    egui::ComboBox::from_label("meshes (M)")
+        .selected_text(app.meshes.mode.name())
+        .show_ui(ui, |ui| {
+            for m in MeshMode::ALL {
+                ui.selectable_value(&mut app.meshes.mode, m, m.name());
+            }
+        });
+    if app.meshes.mode == MeshMode::Transparent {
+        ui.add(egui::Slider::new(&mut app.meshes.opacity, 0.0..=1.0).text("mesh opacity"));
+    }
     ui.checkbox(&mut app.clip_on, "clipping plane (X)");
     if app.clip_on {
         ui.horizontal(|ui| {
@@ -161,6 +173,9 @@ fn hud_lines(app: &ViewerApp) -> (Vec<String>, Option<String>) {
         }
         lines.push(s);
         lines.push(format!("scene rebuild {:.0} ms", i.build_ms));
+        if i.triangles > 0 {
+            lines.push(format!("meshes {} (M)", app.meshes.mode.name()));
+        }
         if let Some(n) = &i.note {
             lines.push(n.clone());
         }

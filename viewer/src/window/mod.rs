@@ -14,6 +14,7 @@ use eframe::egui;
 
 use crate::camera::{Camera, CameraSpec, UpAxis};
 use crate::color::Legend;
+use crate::mesh_style::MeshStyle;
 use crate::render::cpu::BACKGROUND;
 use crate::scene::{ClipPlane, Scene, SceneOptions};
 use crate::source::{Feed, Opener};
@@ -27,6 +28,8 @@ pub struct WindowOptions {
     pub scene: SceneOptions,
     /// The user chose `scene.max_particles` (otherwise it is lowered on software OpenGL).
     pub max_particles_explicit: bool,
+    /// How meshes are drawn at start (M cycles the mode).
+    pub meshes: MeshStyle,
     /// Save a screenshot of the window after this long, then exit.
     pub screenshot: Option<(Duration, PathBuf)>,
 }
@@ -117,6 +120,8 @@ pub struct ViewerApp {
     opts_dirty: bool,
     clip_on: bool,
     clip: ClipPlane,
+    /// A draw-time setting: changing it needs no scene rebuild.
+    meshes: MeshStyle,
     camera: Option<Camera>,
     camera_spec: CameraSpec,
     up: UpAxis,
@@ -138,6 +143,8 @@ pub struct SceneInfo {
     pub note: Option<String>,
     pub build_ms: f64,
     pub max_radius: f32,
+    /// Mesh triangles in the scene (the HUD names the mesh mode only when there are some).
+    pub triangles: usize,
 }
 
 impl ViewerApp {
@@ -188,6 +195,7 @@ impl ViewerApp {
                 fraction: 0.5,
                 keep_above: true,
             },
+            meshes: opts.meshes,
             camera: None,
             camera_spec: opts.camera,
             up: opts.up,
@@ -241,6 +249,7 @@ impl ViewerApp {
             legend: scene.legend,
             build_ms: t0.elapsed().as_secs_f64() * 1e3,
             max_radius,
+            triangles: scene.triangles.len(),
         });
     }
 
@@ -288,6 +297,7 @@ impl ViewerApp {
             view: cam.view_matrix(),
             proj: cam.projection_matrix(aspect, near, far),
             background: BACKGROUND.map(|c| c as f32 / 255.0),
+            meshes: self.meshes,
         };
         let gl_scene = self.gl.clone();
         let pending = self.pending.clone();
@@ -355,6 +365,9 @@ impl ViewerApp {
         if pressed(Key::C) {
             self.opts.color_by = self.opts.color_by.next();
             self.opts_dirty = true;
+        }
+        if pressed(Key::M) {
+            self.meshes.mode = self.meshes.mode.next();
         }
         if pressed(Key::X) {
             self.clip_on = !self.clip_on;

@@ -72,6 +72,34 @@ pub fn plate() -> MeshStatic {
     }
 }
 
+/// The closed box [lo, hi] as 12 triangles (each face cut along a diagonal), in body
+/// coordinates: with the identity transform it sits where it is given.
+pub fn closed_box(lo: [f32; 3], hi: [f32; 3]) -> MeshStatic {
+    let c = |i: usize| -> [f32; 3] {
+        std::array::from_fn(|k| if i >> k & 1 == 0 { lo[k] } else { hi[k] })
+    };
+    // Faces as corner indices (bit 0: x, bit 1: y, bit 2: z), in order around each face.
+    let faces = [
+        [0, 1, 5, 4],
+        [2, 3, 7, 6],
+        [0, 2, 6, 4],
+        [1, 3, 7, 5],
+        [0, 1, 3, 2],
+        [4, 5, 7, 6],
+    ];
+    let tri = |a: usize, b: usize, d: usize| -> [f32; 9] {
+        let (a, b, d) = (c(a), c(b), c(d));
+        [a[0], a[1], a[2], b[0], b[1], b[2], d[0], d[1], d[2]]
+    };
+    MeshStatic {
+        name: "closed box".into(),
+        triangles: faces
+            .iter()
+            .flat_map(|f| [tri(f[0], f[1], f[2]), tri(f[0], f[2], f[3])])
+            .collect(),
+    }
+}
+
 /// Creates a segment with world box [0,1]^3, two species, the given particles and meshes.
 pub fn create(tag: &str, particles: &[P], meshes: Vec<MeshStatic>) -> Seg {
     let name = unique_name(tag);
