@@ -252,6 +252,7 @@ fn drum_parity_case(integrator: Integrator) -> (StepContext, SimState) {
         count: 120,
         seed: 5,
         velocity: [0.0, 0.0, -0.5],
+        shape: None,
     });
     let p = case.generate_particles().expect("particles");
     let state = SimState::new(

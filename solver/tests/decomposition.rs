@@ -46,6 +46,7 @@ fn crossing_gas() -> Case {
         count: 400,
         seed: 3,
         velocity: [0.0; 3],
+        shape: None,
     });
     case
 }

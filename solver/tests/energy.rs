@@ -31,6 +31,7 @@ fn drift(name: &str, kind: &BackendKind, integrator: Integrator) -> f64 {
         count: 450,
         seed: 3,
         velocity: [0.0; 3],
+        shape: None,
     });
     let mut sim = start_sim(name, kind, case);
     let e0 = sim.energies().unwrap().total();

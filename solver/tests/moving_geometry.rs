@@ -41,6 +41,7 @@ fn drum_with_particles(dir: &std::path::Path, count: usize, rpm: f64) -> solver:
         count,
         seed: 5,
         velocity: [0.0; 3],
+        shape: None,
     });
     case
 }
@@ -240,6 +241,7 @@ fn mixer(name: &str, kind: &BackendKind) {
         count: 600,
         seed: 9,
         velocity: [0.0, 0.0, -1.0],
+        shape: None,
     });
     let blade = vec![
         [[-0.25, 0.0, 0.02], [0.25, 0.0, 0.02], [0.25, 0.0, 0.1]],

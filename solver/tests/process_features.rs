@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use solver::case::{Case, MeshSpec, Source};
+use solver::case::{Case, FractionBasis, MeshSpec, Shape, Source, SpeciesChoice};
 use solver::core::geometry::{Motion, Segment};
 use solver::exec::sim::BackendKind;
 
@@ -30,6 +30,7 @@ fn trapdoor_case(open_at: f64) -> Case {
         jitter: 0.3,
         seed: 3,
         velocity: [0.0; 3],
+        shape: None,
     });
     let z = 0.1;
     case.meshes.push(MeshSpec {
@@ -193,5 +194,237 @@ fn faces(name: &str, kind: &BackendKind) {
         "[{name}] the open top stopped the sphere: z = {}, vz = {}",
         s.pos[0][2],
         s.vel[0][2]
+    );
+}
+
+/// Shaped sources: a random fill of a cylinder and lattice sites inside it keep every sphere
+/// wholly inside, and a lattice fill of the whole cylinder holds the number of sites its volume
+/// predicts.
+#[test]
+fn cylinder_sources_place_whole_spheres_inside() {
+    let r = 0.005;
+    let mut case = base_case(
+        "cylinder",
+        linear_species("s", r, 2500.0, 1e4, 0.5, 0.5, 0.0),
+        linear_wall(1e4, 0.5, 0.5, 0.0),
+        1e-4,
+        [-0.2, -0.2, 0.0],
+        [0.2, 0.2, 0.6],
+        true,
+    );
+    // A tilted cylinder: axis (1, 0, 2), radius 0.08, length 0.25, from (0, 0, 0.05).
+    let shape = Shape::Cylinder {
+        base: [0.0, 0.0, 0.05],
+        axis: [1.0, 0.0, 2.0],
+        radius: 0.08,
+        length: 0.25,
+    };
+    let inside = |p: &[f64; 3]| {
+        let u = [1.0 / 5f64.sqrt(), 0.0, 2.0 / 5f64.sqrt()];
+        let d = [p[0], p[1], p[2] - 0.05];
+        let h = d[0] * u[0] + d[2] * u[2];
+        let rho2 = (d[0] - h * u[0]).powi(2) + d[1].powi(2) + (d[2] - h * u[2]).powi(2);
+        h >= r - 1e-12 && h <= 0.25 - r + 1e-12 && rho2.sqrt() <= 0.08 - r + 1e-12
+    };
+    case.sources.push(Source::RandomBox {
+        species: "s".into(),
+        min: [-0.2, -0.2, 0.0],
+        max: [0.2, 0.2, 0.35],
+        count: 1500,
+        seed: 4,
+        velocity: [0.0; 3],
+        shape: Some(shape.clone()),
+    });
+    case.validate().unwrap();
+    let placed = case.generate_particles().unwrap();
+    assert_eq!(placed.len(), 1500);
+    assert!(
+        placed.iter().all(|p| inside(&p.position)),
+        "a random sphere pokes out"
+    );
+
+    case.sources[0] = Source::Grid {
+        species: "s".into(),
+        min: [-0.2, -0.2, 0.0],
+        max: [0.2, 0.2, 0.35],
+        spacing: 0.011,
+        count: None,
+        jitter: 0.0,
+        seed: 0,
+        velocity: [0.0; 3],
+        shape: Some(shape),
+    };
+    case.validate().unwrap();
+    let placed = case.generate_particles().unwrap();
+    assert!(
+        placed.iter().all(|p| inside(&p.position)),
+        "a lattice sphere pokes out"
+    );
+    // Sites whose centre lies in the cylinder shrunk by r: volume / spacing^3.
+    let expect = std::f64::consts::PI * (0.08 - r).powi(2) * (0.25 - 2.0 * r) / 0.011f64.powi(3);
+    let n = placed.len() as f64;
+    println!("cylinder lattice: {n} sites, volume estimate {expect:.0}");
+    assert!(
+        (n - expect).abs() < 0.1 * expect,
+        "{n} sites, expected about {expect}"
+    );
+}
+
+/// The inside of a closed mesh: particles poured into the drum of the drum case stay inside its
+/// cylinder; an open mesh (the incline's two triangles) is refused with the open edge named.
+#[test]
+fn mesh_sources_fill_the_inside_of_a_closed_mesh() {
+    let mut case = drum_case(0.0);
+    let r = case.species[0].radius;
+    case.sources.push(Source::RandomBox {
+        species: "s".into(),
+        min: [-0.32, -0.06, -0.32],
+        max: [0.32, 0.06, 0.32],
+        count: 2000,
+        seed: 9,
+        velocity: [0.0; 3],
+        shape: Some(Shape::Mesh {
+            mesh: Some("drum".into()),
+            stl: None,
+            scale: 1.0,
+        }),
+    });
+    case.validate().unwrap();
+    let placed = case.generate_particles().unwrap();
+    assert_eq!(placed.len(), 2000);
+    // The 64-gon lies inside the circle of radius 0.3.
+    for p in &placed {
+        let [x, y, z] = p.position;
+        assert!(
+            (x * x + z * z).sqrt() <= 0.3 - r + 1e-9 && y.abs() <= 0.05 - r + 1e-9,
+            "sphere at {:?} is not inside the drum",
+            p.position
+        );
+    }
+    // Spread over the whole drum, not a corner: the centroid near the axis.
+    let cx = placed.iter().map(|p| p.position[0]).sum::<f64>() / 2000.0;
+    let cz = placed.iter().map(|p| p.position[2]).sum::<f64>() / 2000.0;
+    assert!(cx.abs() < 0.02 && cz.abs() < 0.02, "centroid ({cx}, {cz})");
+    // A sim starts from it.
+    let mut sim = start_sim("cpu", &BackendKind::Cpu, case.clone());
+    steps(&mut sim, "cpu", 10);
+
+    let mut open = case.clone();
+    open.meshes.push(ramp([1.0, 0.0, 0.0]));
+    if let Source::RandomBox { shape, .. } = &mut open.sources[0] {
+        *shape = Some(Shape::Mesh {
+            mesh: Some("ramp".into()),
+            stl: None,
+            scale: 1.0,
+        });
+    }
+    let e = open.generate_particles().unwrap_err().to_string();
+    assert!(
+        e.contains("sources[0].shape")
+            && e.contains("not a closed surface")
+            && e.contains("1 triangle"),
+        "{e}"
+    );
+}
+
+/// A size distribution by mass: two size classes at mass fractions 0.3 / 0.7 give those mass
+/// fractions within 1 % (exact counts), mixed through the whole source (not in layers); by
+/// number, the counts are exact.
+#[test]
+fn size_distributions_give_the_requested_fractions() {
+    let mut case = base_case(
+        "psd",
+        linear_species("fine", 0.002, 2500.0, 1e4, 0.5, 0.5, 0.0),
+        linear_wall(1e4, 0.5, 0.5, 0.0),
+        1e-5,
+        [0.0; 3],
+        [0.2, 0.2, 0.4],
+        true,
+    );
+    let mut coarse = case.species[0].clone();
+    coarse.name = "coarse".into();
+    coarse.radius = 0.004;
+    case.species.push(coarse);
+    let mix: SpeciesChoice = toml::from_str::<toml::Table>(
+        "species = { mass_fractions = { fine = 0.3, coarse = 0.7 } }",
+    )
+    .unwrap()["species"]
+        .clone()
+        .try_into()
+        .unwrap();
+    case.sources.push(Source::Grid {
+        species: mix,
+        min: [0.0; 3],
+        max: [0.2, 0.2, 0.4],
+        spacing: 0.0085,
+        count: Some(10_000),
+        jitter: 0.2,
+        seed: 11,
+        velocity: [0.0; 3],
+        shape: None,
+    });
+    case.validate().unwrap();
+    let placed = case.generate_particles().unwrap();
+    assert_eq!(placed.len(), 10_000);
+    let mass = |k: u32| {
+        let r = [0.002f64, 0.004][k as usize];
+        2500.0 * 4.0 / 3.0 * std::f64::consts::PI * r.powi(3)
+    };
+    let m_fine: f64 = placed
+        .iter()
+        .filter(|p| p.species == 0)
+        .map(|_| mass(0))
+        .sum();
+    let m_all: f64 = placed.iter().map(|p| mass(p.species)).sum();
+    println!("mass fraction of fine: {:.4}", m_fine / m_all);
+    assert!(
+        (m_fine / m_all - 0.3).abs() < 0.003,
+        "fine mass fraction {}",
+        m_fine / m_all
+    );
+    // Mixed: the fine fraction of the lower and the upper half agree.
+    let half = |lo: bool| {
+        let sel: Vec<_> = placed
+            .iter()
+            .filter(|p| (p.position[2] < 0.1) == lo)
+            .collect();
+        sel.iter().filter(|p| p.species == 0).count() as f64 / sel.len() as f64
+    };
+    assert!(
+        (half(true) - half(false)).abs() < 0.05,
+        "layered: {} vs {}",
+        half(true),
+        half(false)
+    );
+
+    // By number, random placement, largest first: exact counts.
+    case.sources[0] = Source::RandomBox {
+        species: SpeciesChoice::Mix {
+            basis: FractionBasis::Number,
+            fractions: vec![("coarse".into(), 0.25), ("fine".into(), 0.75)],
+        },
+        min: [0.0; 3],
+        max: [0.2, 0.2, 0.4],
+        count: 4000,
+        seed: 2,
+        velocity: [0.0; 3],
+        shape: None,
+    };
+    case.validate().unwrap();
+    let placed = case.generate_particles().unwrap();
+    assert_eq!(placed.iter().filter(|p| p.species == 1).count(), 1000);
+    assert_eq!(placed.iter().filter(|p| p.species == 0).count(), 3000);
+
+    // Fractions that do not add up to 1 are refused, naming the key.
+    if let Source::RandomBox { species, .. } = &mut case.sources[0] {
+        *species = SpeciesChoice::Mix {
+            basis: FractionBasis::Mass,
+            fractions: vec![("coarse".into(), 30.0), ("fine".into(), 70.0)],
+        };
+    }
+    let e = case.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("sources[0].species.mass_fractions.coarse"),
+        "{e}"
     );
 }

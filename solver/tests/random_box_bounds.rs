@@ -97,6 +97,7 @@ fn random_case(count: usize, fraction: f64) -> Case {
         count,
         seed: 7,
         velocity: [0.0; 3],
+        shape: None,
     }];
     case
 }

@@ -240,6 +240,7 @@ mod tests {
                 jitter,
                 seed,
                 velocity,
+                shape: None,
             },
             s => s,
         };

@@ -84,6 +84,7 @@ impl Case {
                 jitter: 0.5,
                 seed: 1,
                 velocity: [0.0; 3],
+                shape: None,
             }],
             meshes: Vec::new(),
             output: Output::default(),

@@ -22,7 +22,7 @@ pub use capacity::{
     RANDOM_BOX_BYTES_PER_PARTICLE, STATE_BYTES_PER_PARTICLE,
 };
 pub use materials::{InteractionTarget, MaterialTable, StabilityReport, BOX_FACES};
-pub use sources::{InitialParticle, PlacementLimits};
+pub use sources::{InitialParticle, PlacementLimits, Region};
 
 use crate::core::geometry::{Mesh, Motion};
 use crate::core::stl::{StlError, Triangle};
@@ -425,7 +425,7 @@ pub enum Source {
     /// fastest, then y, then z (so `count` fills from the bottom). `jitter` in [0, 1] moves each
     /// coordinate by up to jitter * (spacing - 2r) / 2, which can never create an overlap.
     Grid {
-        species: String,
+        species: SpeciesChoice,
         min: [f64; 3],
         max: [f64; 3],
         spacing: f64,
@@ -437,6 +437,10 @@ pub enum Source {
         seed: u64,
         #[serde(default)]
         velocity: [f64; 3],
+        /// Only the sites whose sphere lies wholly inside this shape (and the box); `count` then
+        /// takes the first such sites.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shape: Option<Shape>,
     },
     /// `count` particles at uniformly random positions in [min, max] (the whole sphere inside),
     /// rejecting any position that overlaps an already placed particle (random sequential
@@ -445,7 +449,7 @@ pub enum Source {
     /// gives up with an error after 1000 attempts per particle or
     /// [`PlacementLimits::max_seconds`], and logs its progress every 2 s.
     RandomBox {
-        species: String,
+        species: SpeciesChoice,
         min: [f64; 3],
         max: [f64; 3],
         #[serde(deserialize_with = "de::count")]
@@ -454,6 +458,178 @@ pub enum Source {
         seed: u64,
         #[serde(default)]
         velocity: [f64; 3],
+        /// Only positions whose sphere lies wholly inside this shape (and the box).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shape: Option<Shape>,
+    },
+}
+
+impl Source {
+    pub fn species(&self) -> &SpeciesChoice {
+        match self {
+            Source::Grid { species, .. } | Source::RandomBox { species, .. } => species,
+        }
+    }
+    pub fn shape(&self) -> Option<&Shape> {
+        match self {
+            Source::Grid { shape, .. } | Source::RandomBox { shape, .. } => shape.as_ref(),
+        }
+    }
+}
+
+/// The species a source places: one, by name (`species = "beads"`), or a size distribution
+/// over several (`species = { mass_fractions = { fine = 0.3, coarse = 0.7 } }`, or
+/// `number_fractions`), each species being one size class. Mass fractions are the convention of
+/// LIGGGHTS' `particledistribution/discrete` and of sieve analyses; a source places exact counts
+/// (largest remainder of count x number fraction) in a seeded random order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpeciesChoice {
+    One(String),
+    Mix {
+        basis: FractionBasis,
+        /// (species name, fraction), in name order.
+        fractions: Vec<(String, f64)>,
+    },
+}
+
+/// What the fractions of a [`SpeciesChoice::Mix`] measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FractionBasis {
+    Mass,
+    Number,
+}
+
+impl From<&str> for SpeciesChoice {
+    fn from(s: &str) -> Self {
+        SpeciesChoice::One(s.to_string())
+    }
+}
+
+impl From<String> for SpeciesChoice {
+    fn from(s: String) -> Self {
+        SpeciesChoice::One(s)
+    }
+}
+
+impl SpeciesChoice {
+    /// The species names it refers to.
+    pub fn names(&self) -> Vec<&str> {
+        match self {
+            SpeciesChoice::One(n) => vec![n.as_str()],
+            SpeciesChoice::Mix { fractions, .. } => {
+                fractions.iter().map(|(n, _)| n.as_str()).collect()
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for SpeciesChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpeciesChoice::One(n) => write!(f, "\"{n}\""),
+            SpeciesChoice::Mix { basis, fractions } => {
+                let list: Vec<String> = fractions.iter().map(|(n, x)| format!("{n} {x}")).collect();
+                let by = match basis {
+                    FractionBasis::Mass => "mass",
+                    FractionBasis::Number => "number",
+                };
+                write!(f, "{{{by} fractions: {}}}", list.join(", "))
+            }
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MixRepr {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mass_fractions: Option<std::collections::BTreeMap<String, f64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    number_fractions: Option<std::collections::BTreeMap<String, f64>>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum SpeciesChoiceRepr {
+    One(String),
+    Mix(MixRepr),
+}
+
+impl Serialize for SpeciesChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SpeciesChoice::One(n) => SpeciesChoiceRepr::One(n.clone()),
+            SpeciesChoice::Mix { basis, fractions } => {
+                let map = Some(fractions.iter().cloned().collect());
+                SpeciesChoiceRepr::Mix(match basis {
+                    FractionBasis::Mass => MixRepr {
+                        mass_fractions: map,
+                        number_fractions: None,
+                    },
+                    FractionBasis::Number => MixRepr {
+                        mass_fractions: None,
+                        number_fractions: map,
+                    },
+                })
+            }
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SpeciesChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const FORMS: &str = "species must be a species name, `{ mass_fractions = { name = \
+             fraction, ... } }` or `{ number_fractions = { ... } }`";
+        let repr =
+            SpeciesChoiceRepr::deserialize(d).map_err(|_| serde::de::Error::custom(FORMS))?;
+        Ok(match repr {
+            SpeciesChoiceRepr::One(n) => SpeciesChoice::One(n),
+            SpeciesChoiceRepr::Mix(MixRepr {
+                mass_fractions: Some(m),
+                number_fractions: None,
+            }) => SpeciesChoice::Mix {
+                basis: FractionBasis::Mass,
+                fractions: m.into_iter().collect(),
+            },
+            SpeciesChoiceRepr::Mix(MixRepr {
+                mass_fractions: None,
+                number_fractions: Some(m),
+            }) => SpeciesChoice::Mix {
+                basis: FractionBasis::Number,
+                fractions: m.into_iter().collect(),
+            },
+            SpeciesChoiceRepr::Mix(_) => {
+                return Err(serde::de::Error::custom(format!(
+                    "{FORMS}: give exactly one of mass_fractions and number_fractions"
+                )))
+            }
+        })
+    }
+}
+
+/// A region particles are placed in (whole spheres inside), beside a source's box.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Shape {
+    /// Circular cylinder: base centre `base`, axis direction `axis` (any length), `radius`,
+    /// `length` along the axis from the base [m].
+    Cylinder {
+        base: [f64; 3],
+        axis: [f64; 3],
+        radius: f64,
+        length: f64,
+    },
+    /// The inside of a closed triangle mesh: a mesh of this case by `mesh = "name"` (its pose at
+    /// t = 0), or an STL file by `stl = "path"` (relative to the case file) with `scale`. Every
+    /// edge must belong to exactly two triangles (a watertight surface).
+    Mesh {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mesh: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stl: Option<PathBuf>,
+        #[serde(default = "default_one")]
+        scale: f64,
     },
 }
 

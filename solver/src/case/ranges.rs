@@ -121,6 +121,16 @@ pub const SIM_TIME: Range = Range::closed(1e-12, 1e9, "s");
 pub const SCHEDULE_TIME: Range = Range::closed(0.0, 1e9, "s");
 /// Most segments of one motion schedule.
 pub const SCHEDULE_SEGMENTS_MAX: usize = 1000;
+/// A fraction of a size distribution.
+pub const FRACTION: Range = Range {
+    lo: 0.0,
+    hi: 1.0,
+    lo_open: true,
+    hi_open: false,
+    unit: "",
+};
+/// Radius or length of a source shape [m].
+pub const SHAPE_SIZE: Range = Range::closed(1e-9, 2e6, "m");
 pub const GRAVITY_MAX: f64 = 1e4;
 /// Any coordinate of a position [m] (1000 km).
 pub const COORDINATE: Range = Range::closed(-1e6, 1e6, "m");

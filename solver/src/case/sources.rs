@@ -1,7 +1,8 @@
 //! Particle placement from the case's sources, and the initial overlap check.
 
-use super::{ranges, Case, CaseError, Source};
+use super::{ranges, Case, CaseError, FractionBasis, Shape, Source, SpeciesChoice};
 use crate::core::rng::SplitMix64;
+use crate::core::stl::Triangle;
 use crate::core::vec3::{self, V3};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -208,11 +209,192 @@ fn first_overlap_pair(
         .min_by_key(|&(i, _)| i)
 }
 
+/// A resolved [`Shape`]: where a source may put whole spheres.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Region {
+    Cylinder {
+        base: V3,
+        /// Unit axis.
+        u: V3,
+        radius: f64,
+        length: f64,
+    },
+    /// A watertight mesh (checked when resolved) and its bounding box.
+    Mesh {
+        triangles: Vec<Triangle>,
+        min: V3,
+        max: V3,
+    },
+}
+
+/// Ray direction of the inside test: no simple ratios, so that a ray through a lattice site
+/// practically never grazes an edge or a vertex of a meshed (axis-aligned or regular) surface.
+const RAY: V3 = [0.8418206, 0.4466411, 0.3031119];
+
+impl Region {
+    /// Whether the sphere (p, r) lies wholly inside.
+    pub fn contains_sphere(&self, p: V3, r: f64) -> bool {
+        match self {
+            Region::Cylinder {
+                base,
+                u,
+                radius,
+                length,
+            } => {
+                let d = vec3::sub(p, *base);
+                let h = vec3::dot(d, *u);
+                let rho = vec3::norm(vec3::sub(d, vec3::scale(*u, h)));
+                h >= r && h <= length - r && rho <= radius - r
+            }
+            Region::Mesh {
+                triangles,
+                min,
+                max,
+            } => {
+                if (0..3).any(|a| p[a] - r < min[a] || p[a] + r > max[a]) {
+                    return false;
+                }
+                // Inside: an odd number of crossings of a ray from p (Jordan); then no triangle
+                // closer than r.
+                let crossings = triangles.iter().filter(|t| ray_hits(p, RAY, t)).count();
+                crossings % 2 == 1
+                    && triangles.iter().all(|t| {
+                        let (q, _) =
+                            crate::core::geometry::closest_point_on_triangle(p, t[0], t[1], t[2]);
+                        vec3::norm2(vec3::sub(q, p)) >= r * r
+                    })
+            }
+        }
+    }
+
+    /// Enclosed volume [m^3] (a mesh's by the divergence theorem).
+    pub fn volume(&self) -> f64 {
+        match self {
+            Region::Cylinder { radius, length, .. } => {
+                std::f64::consts::PI * radius * radius * length
+            }
+            Region::Mesh { triangles, .. } => triangles
+                .iter()
+                .map(|t| vec3::dot(t[0], vec3::cross(t[1], t[2])) / 6.0)
+                .sum::<f64>()
+                .abs(),
+        }
+    }
+}
+
+/// Moller-Trumbore: whether the ray p + t d, t > 0, crosses triangle `t`.
+fn ray_hits(p: V3, d: V3, t: &Triangle) -> bool {
+    let e1 = vec3::sub(t[1], t[0]);
+    let e2 = vec3::sub(t[2], t[0]);
+    let pv = vec3::cross(d, e2);
+    let det = vec3::dot(e1, pv);
+    if det == 0.0 {
+        return false;
+    }
+    let inv = 1.0 / det;
+    let tv = vec3::sub(p, t[0]);
+    let a = vec3::dot(tv, pv) * inv;
+    if !(0.0..=1.0).contains(&a) {
+        return false;
+    }
+    let qv = vec3::cross(tv, e1);
+    let b = vec3::dot(d, qv) * inv;
+    if b < 0.0 || a + b > 1.0 {
+        return false;
+    }
+    vec3::dot(e2, qv) * inv > 0.0
+}
+
+/// The first edge (as its two vertices) not shared by exactly two triangles, with its count.
+/// Vertices closer than 1e-9 of the mesh's extent are one (welded): a facetted surface computed
+/// in floating point, or written twice to STL, need not repeat vertices bit for bit.
+fn open_edge(triangles: &[Triangle]) -> Option<(V3, V3, usize)> {
+    let extent = triangles
+        .iter()
+        .flatten()
+        .flat_map(|v| v.iter())
+        .fold(0.0f64, |m, c| m.max(c.abs()));
+    let eps = (1e-9 * extent).max(f64::MIN_POSITIVE);
+    let cell = |v: V3| v.map(|c| (c / eps).floor() as i64);
+    let mut ids: HashMap<[i64; 3], Vec<(V3, u32)>> = HashMap::new();
+    let mut verts: Vec<V3> = Vec::new();
+    let mut weld = |v: V3| -> u32 {
+        let k = cell(v);
+        for dz in -1..=1 {
+            for dy in -1..=1 {
+                for dx in -1..=1 {
+                    if let Some(list) = ids.get(&[k[0] + dx, k[1] + dy, k[2] + dz]) {
+                        if let Some(&(_, id)) = list
+                            .iter()
+                            .find(|(q, _)| vec3::norm(vec3::sub(*q, v)) <= eps)
+                        {
+                            return id;
+                        }
+                    }
+                }
+            }
+        }
+        let id = verts.len() as u32;
+        verts.push(v);
+        ids.entry(k).or_default().push((v, id));
+        id
+    };
+    let mut edges: HashMap<(u32, u32), usize> = HashMap::new();
+    for t in triangles {
+        let w = [weld(t[0]), weld(t[1]), weld(t[2])];
+        for (a, b) in [(w[0], w[1]), (w[1], w[2]), (w[2], w[0])] {
+            *edges.entry((a.min(b), a.max(b))).or_default() += 1;
+        }
+    }
+    let mut bad: Vec<_> = edges.into_iter().filter(|&(_, n)| n != 2).collect();
+    bad.sort_unstable();
+    bad.first()
+        .map(|&((a, b), n)| (verts[a as usize], verts[b as usize], n))
+}
+
+/// Exact counts per class: `total` split by `fractions` (summing to 1) with the largest
+/// remainder method, so the counts add up to `total` and each is within one of its share.
+pub(crate) fn split_counts(total: usize, fractions: &[f64]) -> Vec<usize> {
+    let shares: Vec<f64> = fractions.iter().map(|f| f * total as f64).collect();
+    let mut counts: Vec<usize> = shares.iter().map(|s| s.floor() as usize).collect();
+    let mut left = total.saturating_sub(counts.iter().sum());
+    let mut order: Vec<usize> = (0..fractions.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ra, rb) = (shares[a] - shares[a].floor(), shares[b] - shares[b].floor());
+        rb.total_cmp(&ra).then(a.cmp(&b))
+    });
+    for &i in order.iter().cycle() {
+        if left == 0 {
+            break;
+        }
+        counts[i] += 1;
+        left -= 1;
+    }
+    counts
+}
+
+/// A size class assignment for `total` particles: the exact counts of [`split_counts`] in an
+/// order shuffled by `seed` (Fisher-Yates with SplitMix64).
+fn shuffled_classes(total: usize, classes: &[(u32, f64)], seed: u64) -> Vec<u32> {
+    let fr: Vec<f64> = classes.iter().map(|c| c.1).collect();
+    let mut out = Vec::with_capacity(total);
+    for (k, n) in split_counts(total, &fr).into_iter().enumerate() {
+        out.extend(std::iter::repeat_n(classes[k].0, n));
+    }
+    let mut rng = SplitMix64::new(seed ^ 0x5eed_c1a5_5e50_u64);
+    for i in (1..out.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        out.swap(i, j);
+    }
+    out
+}
+
 /// One random-box source, resolved.
 struct RandomSource<'a> {
     field: &'a str,
-    species: u32,
-    radius: f64,
+    /// Species of each particle to place, in placement order.
+    classes: Vec<u32>,
+    region: Option<&'a Region>,
     min: V3,
     max: V3,
     count: usize,
@@ -223,6 +405,165 @@ struct RandomSource<'a> {
 impl Case {
     fn radii(&self) -> Vec<f64> {
         self.species.iter().map(|s| s.radius).collect()
+    }
+
+    /// (species index, number fraction) of a source's species choice; mass fractions become
+    /// number fractions n_i ~ w_i / m_i. Assumes validation passed (unknown names are left out).
+    pub fn species_classes(&self, choice: &SpeciesChoice) -> Vec<(u32, f64)> {
+        match choice {
+            SpeciesChoice::One(n) => vec![(self.species_index(n).unwrap_or(0) as u32, 1.0)],
+            SpeciesChoice::Mix { basis, fractions } => {
+                let raw: Vec<(u32, f64)> = fractions
+                    .iter()
+                    .filter_map(|(n, f)| {
+                        let k = self.species_index(n)?;
+                        let s = &self.species[k];
+                        let w = match basis {
+                            FractionBasis::Number => *f,
+                            FractionBasis::Mass => {
+                                f / crate::dem::physics::sphere_mass(s.radius, s.density)
+                            }
+                        };
+                        Some((k as u32, w))
+                    })
+                    .collect();
+                let sum: f64 = raw.iter().map(|c| c.1).sum();
+                raw.into_iter().map(|(k, w)| (k, w / sum)).collect()
+            }
+        }
+    }
+
+    /// Largest radius a source's species choice places [m].
+    pub fn choice_max_radius(&self, choice: &SpeciesChoice) -> f64 {
+        choice
+            .names()
+            .iter()
+            .filter_map(|n| self.species_index(n))
+            .map(|k| self.species[k].radius)
+            .fold(0.0, f64::max)
+    }
+
+    /// Resolves a source shape (reading its STL or taking a case mesh at t = 0); a mesh must be
+    /// watertight.
+    pub fn region(&self, field: &str, shape: &Shape) -> Result<Region, CaseError> {
+        let origin = &self.origin.name;
+        let invalid = |message: String| CaseError::Invalid {
+            origin: origin.clone(),
+            field: field.to_string(),
+            message,
+        };
+        match shape {
+            Shape::Cylinder {
+                base,
+                axis,
+                radius,
+                length,
+            } => Ok(Region::Cylinder {
+                base: *base,
+                u: vec3::normalize_or_zero(*axis),
+                radius: *radius,
+                length: *length,
+            }),
+            Shape::Mesh { mesh, stl, scale } => {
+                let triangles: Vec<Triangle> = match (mesh, stl) {
+                    (Some(name), None) => {
+                        let k = self
+                            .meshes
+                            .iter()
+                            .position(|m| m.name == *name)
+                            .ok_or_else(|| {
+                                invalid(format!(
+                                    "names mesh \"{name}\", which this case does not have"
+                                ))
+                            })?;
+                        self.load_meshes()?.swap_remove(k).triangles
+                    }
+                    (None, Some(path)) => {
+                        let full = self.origin.base_dir.join(path);
+                        crate::core::stl::read_stl(&full)
+                            .map_err(|source| CaseError::Stl {
+                                origin: origin.clone(),
+                                field: format!("{field}.stl"),
+                                source,
+                            })?
+                            .into_iter()
+                            .map(|t| t.map(|v| v.map(|c| c * scale)))
+                            .filter(|t| crate::core::geometry::triangle_area(t) > 0.0)
+                            .collect()
+                    }
+                    _ => {
+                        return Err(invalid(
+                            "needs exactly one of `mesh` (a mesh of this case) or `stl`".into(),
+                        ))
+                    }
+                };
+                if triangles.is_empty() {
+                    return Err(invalid("has no non-degenerate triangles".into()));
+                }
+                if let Some((a, b, n)) = open_edge(&triangles) {
+                    return Err(invalid(format!(
+                        "is not a closed surface: the edge {} - {} belongs to {n} triangle(s), \
+                         every edge must belong to exactly two (a watertight mesh) for an inside \
+                         to exist",
+                        show3(a),
+                        show3(b)
+                    )));
+                }
+                let mut min = [f64::INFINITY; 3];
+                let mut max = [f64::NEG_INFINITY; 3];
+                for v in triangles.iter().flatten() {
+                    for a in 0..3 {
+                        min[a] = min[a].min(v[a]);
+                        max[a] = max[a].max(v[a]);
+                    }
+                }
+                Ok(Region::Mesh {
+                    triangles,
+                    min,
+                    max,
+                })
+            }
+        }
+    }
+
+    /// [`random_box_feasible`] for a source of several sizes, inside a shape: the spheres'
+    /// volume against the smaller of the box's and the shape's.
+    fn random_feasible(
+        &self,
+        field: &str,
+        kinds: &[u32],
+        min: V3,
+        max: V3,
+        region: Option<&Region>,
+    ) -> Result<(), CaseError> {
+        let spheres: f64 = kinds
+            .iter()
+            .map(|&k| 4.0 / 3.0 * std::f64::consts::PI * self.species[k as usize].radius.powi(3))
+            .sum();
+        let boxed: f64 = (0..3).map(|a| max[a] - min[a]).product();
+        let volume = region.map_or(boxed, |g| g.volume().min(boxed));
+        let fraction = spheres / volume;
+        let limit = ranges::RANDOM_BOX_MAX_FRACTION;
+        if fraction <= limit {
+            return Ok(());
+        }
+        Err(CaseError::Invalid {
+            origin: self.origin.name.clone(),
+            field: format!("{field}.count"),
+            message: format!(
+                "= {} spheres would fill a solid fraction of {} of {} (volume {} m^3); random \
+                 placement cannot exceed {limit} (it jams near 0.38): lower the count, or use a \
+                 `grid` source for dense packings",
+                kinds.len(),
+                fraction_text(fraction),
+                if region.is_some() {
+                    "the shape"
+                } else {
+                    "the region"
+                },
+                ranges::value(volume),
+            ),
+        })
     }
 
     /// Places all particles, source by source (ids in that order). Deterministic for given seeds.
@@ -270,9 +611,14 @@ impl Case {
                     jitter,
                     seed,
                     velocity,
+                    shape,
                 } => {
-                    let s = self.species_index(species).unwrap_or(0);
-                    let r = radii[s];
+                    let classes = self.species_classes(species);
+                    let r = self.choice_max_radius(species);
+                    let region = match shape {
+                        Some(sh) => Some(self.region(&format!("{field}.shape"), sh)?),
+                        None => None,
+                    };
                     let (n, sites) = super::capacity::lattice(*min, *max, *spacing);
                     let want = count.map_or(sites, |c| c as u64);
                     if want > sites || sites == 0 {
@@ -287,17 +633,64 @@ impl Case {
                     // Saturating: with a lattice of more than 2^64 sites in a layer, every
                     // wanted site (at most 2^32) lies in the first layer.
                     let layer = n[0].saturating_mul(n[1]);
-                    for idx in 0..want {
+                    let site = |idx: u64, rng: &mut SplitMix64| -> V3 {
                         let ijk = [idx % n[0], (idx / n[0]) % n[1], idx / layer];
-                        let p: V3 = std::array::from_fn(|a| {
+                        std::array::from_fn(|a| {
                             min[a] + spacing * (ijk[a] as f64 + 0.5) + amp * rng.range(-1.0, 1.0)
-                        });
-                        out.push(InitialParticle {
-                            species: s as u32,
-                            position: p,
-                            velocity: *velocity,
-                        });
-                    }
+                        })
+                    };
+                    let positions: Vec<V3> = match &region {
+                        None => (0..want).map(|idx| site(idx, &mut rng)).collect(),
+                        Some(region) => {
+                            // Sites in lattice order, in chunks tested in parallel, until
+                            // `count` lie inside (or the lattice ends).
+                            use rayon::prelude::*;
+                            let mut inside = Vec::new();
+                            let mut idx = 0u64;
+                            while idx < sites && (inside.len() as u64) < want {
+                                let end = (idx + 65_536).min(sites);
+                                let chunk: Vec<V3> =
+                                    (idx..end).map(|i| site(i, &mut rng)).collect();
+                                let keep: Vec<bool> = chunk
+                                    .par_iter()
+                                    .map(|&p| region.contains_sphere(p, r))
+                                    .collect();
+                                inside.extend(
+                                    chunk.into_iter().zip(keep).filter(|x| x.1).map(|x| x.0),
+                                );
+                                idx = end;
+                            }
+                            inside.truncate(want.min(inside.len() as u64) as usize);
+                            if inside.is_empty()
+                                || (count.is_some() && (inside.len() as u64) < want)
+                            {
+                                return Err(CaseError::Invalid {
+                                    origin: origin.clone(),
+                                    field: format!("{field}.shape"),
+                                    message: format!(
+                                        "holds {} lattice sites of spacing {spacing} (spheres of radius {r} wholly inside), {}",
+                                        inside.len(),
+                                        match count {
+                                            Some(c) => format!("fewer than the {c} asked for"),
+                                            None => "so the source places nothing".to_string(),
+                                        }
+                                    ),
+                                });
+                            }
+                            inside
+                        }
+                    };
+                    let kinds = shuffled_classes(positions.len(), &classes, *seed);
+                    out.extend(
+                        positions
+                            .into_iter()
+                            .zip(kinds)
+                            .map(|(p, s)| InitialParticle {
+                                species: s,
+                                position: p,
+                                velocity: *velocity,
+                            }),
+                    );
                 }
                 Source::RandomBox {
                     species,
@@ -306,9 +699,10 @@ impl Case {
                     count,
                     seed,
                     velocity,
+                    shape,
                 } => {
-                    let s = self.species_index(species).unwrap_or(0);
-                    let r = radii[s];
+                    let classes = self.species_classes(species);
+                    let r = self.choice_max_radius(species);
                     if (0..3).any(|a| max[a] - min[a] < 2.0 * r) {
                         return Err(CaseError::Invalid {
                             origin: origin.clone(),
@@ -319,7 +713,14 @@ impl Case {
                             ),
                         });
                     }
-                    random_box_feasible(origin, &field, r, *min, *max, *count)?;
+                    let region = match shape {
+                        Some(sh) => Some(self.region(&format!("{field}.shape"), sh)?),
+                        None => None,
+                    };
+                    let mut kinds = shuffled_classes(*count, &classes, *seed);
+                    // Largest first: random sequential addition packs a mixture far better.
+                    kinds.sort_by(|&a, &b| radii[b as usize].total_cmp(&radii[a as usize]));
+                    self.random_feasible(&field, &kinds, *min, *max, region.as_ref())?;
                     // Lattice particles placed so far join the grid only now: a case of lattices
                     // alone (millions of particles) never pays for it.
                     for q in out.iter().skip(in_grid) {
@@ -327,8 +728,8 @@ impl Case {
                     }
                     let source = RandomSource {
                         field: &field,
-                        species: s as u32,
-                        radius: r,
+                        classes: kinds,
+                        region: region.as_ref(),
                         min: *min,
                         max: *max,
                         count: *count,
@@ -352,7 +753,7 @@ impl Case {
         grid: &mut PlacementGrid,
         out: &mut Vec<InitialParticle>,
     ) -> Result<(), CaseError> {
-        let r = src.radius;
+        let radii = self.radii();
         let mut rng = SplitMix64::new(src.seed);
         let max_attempts = limits
             .attempts_per_particle
@@ -401,11 +802,13 @@ impl Case {
                 }
             }
             attempts += 1;
+            let species = src.classes[placed];
+            let r = radii[species as usize];
             let p: V3 = std::array::from_fn(|a| rng.range(src.min[a] + r, src.max[a] - r));
-            if !grid.overlaps(p, r) {
+            if src.region.is_none_or(|g| g.contains_sphere(p, r)) && !grid.overlaps(p, r) {
                 grid.insert(p, r);
                 out.push(InitialParticle {
-                    species: src.species,
+                    species,
                     position: p,
                     velocity: src.velocity,
                 });

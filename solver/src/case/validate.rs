@@ -2,7 +2,10 @@
 //! The ranges are documented in [`super::ranges`].
 
 use super::ranges::{self, Range};
-use super::{Case, CaseError, CaseWarning, ContactModelSpec, Source, WallMaterial};
+use super::{
+    Case, CaseError, CaseWarning, ContactModelSpec, FractionBasis, Shape, Source, SpeciesChoice,
+    WallMaterial,
+};
 use crate::core::geometry::{Motion, Segment};
 use crate::core::vec3;
 
@@ -472,13 +475,8 @@ impl Case {
                 ..
             } => (species, *min, *max, *velocity),
         };
-        let Some(s) = self.species_index(species) else {
-            return Err(c.fail(
-                format!("{f}.species"),
-                format!("names unknown species \"{species}\""),
-            ));
-        };
-        let radius = self.species[s].radius;
+        self.species_choice(c, &format!("{f}.species"), species)?;
+        let radius = self.choice_max_radius(species);
         c.boxed(&f, min, max)?;
         c.length(
             format!("{f}.velocity"),
@@ -486,6 +484,9 @@ impl Case {
             ranges::VELOCITY_MAX,
             "m/s",
         )?;
+        if let Some(shape) = src.shape() {
+            self.shape(c, &format!("{f}.shape"), shape)?;
+        }
         match src {
             Source::Grid {
                 spacing,
@@ -496,10 +497,14 @@ impl Case {
                 let d = 2.0 * radius;
                 let spacing_range = Range::closed(d, ranges::SPACING_MAX, "m");
                 if spacing.is_finite() && *spacing > 0.0 && *spacing < d {
+                    let whose = match species {
+                        SpeciesChoice::One(n) => format!("species \"{n}\""),
+                        SpeciesChoice::Mix { .. } => "the largest species of the mix".into(),
+                    };
                     return Err(c.fail(
                         format!("{f}.spacing"),
                         format!(
-                            "must be >= the diameter {} of species \"{species}\", got {}",
+                            "must be >= the diameter {} of {whose}, got {}",
                             ranges::value(d),
                             ranges::value(*spacing)
                         ),
@@ -511,19 +516,131 @@ impl Case {
                 }
                 c.range(format!("{f}.jitter"), *jitter, &ranges::JITTER)?;
             }
-            Source::RandomBox { count, .. } => {
+            Source::RandomBox { count, shape, .. } => {
                 if *count == 0 {
                     return Err(c.fail(format!("{f}.count"), "must be > 0, got 0".into()));
                 }
-                super::sources::random_box_feasible(
-                    &self.origin.name,
-                    &f,
-                    radius,
-                    min,
-                    max,
-                    *count,
-                )?;
+                // One species without a shape: checked here already (the others when placed,
+                // where the size classes and the shape's volume are known).
+                if let (SpeciesChoice::One(_), None) = (species, shape) {
+                    super::sources::random_box_feasible(
+                        &self.origin.name,
+                        &f,
+                        radius,
+                        min,
+                        max,
+                        *count,
+                    )?;
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// A species name that exists, or fractions over existing species, each in (0, 1], adding
+    /// up to 1.
+    fn species_choice(
+        &self,
+        c: &Checker<'_>,
+        f: &str,
+        choice: &SpeciesChoice,
+    ) -> Result<(), CaseError> {
+        let known = || {
+            self.species
+                .iter()
+                .map(|s| format!("\"{}\"", s.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match choice {
+            SpeciesChoice::One(n) => {
+                if self.species_index(n).is_none() {
+                    return Err(c.fail(
+                        f,
+                        format!("names unknown species \"{n}\" (species: {})", known()),
+                    ));
+                }
+            }
+            SpeciesChoice::Mix { fractions, basis } => {
+                let key = match basis {
+                    FractionBasis::Mass => "mass_fractions",
+                    FractionBasis::Number => "number_fractions",
+                };
+                if fractions.is_empty() {
+                    return Err(c.fail(format!("{f}.{key}"), "is empty".into()));
+                }
+                for (n, x) in fractions {
+                    if self.species_index(n).is_none() {
+                        return Err(c.fail(
+                            format!("{f}.{key}"),
+                            format!("names unknown species \"{n}\" (species: {})", known()),
+                        ));
+                    }
+                    c.range(format!("{f}.{key}.{n}"), *x, &ranges::FRACTION)?;
+                }
+                let sum: f64 = fractions.iter().map(|x| x.1).sum();
+                if (sum - 1.0).abs() > 1e-3 {
+                    return Err(c.fail(
+                        format!("{f}.{key}"),
+                        format!(
+                            "add up to {}, not 1 (give fractions, e.g. 0.3 for 30 %)",
+                            ranges::value(sum)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn shape(&self, c: &Checker<'_>, f: &str, shape: &Shape) -> Result<(), CaseError> {
+        match shape {
+            Shape::Cylinder {
+                base,
+                axis,
+                radius,
+                length,
+            } => {
+                self.axis_like(c, f, *base, *axis)?;
+                c.range(format!("{f}.radius"), *radius, &ranges::SHAPE_SIZE)?;
+                c.range(format!("{f}.length"), *length, &ranges::SHAPE_SIZE)
+            }
+            Shape::Mesh { mesh, stl, scale } => {
+                c.range(format!("{f}.scale"), *scale, &ranges::SCALE)?;
+                match (mesh, stl) {
+                    (Some(name), None) => {
+                        if !self.meshes.iter().any(|m| m.name == *name) {
+                            return Err(c.fail(
+                                format!("{f}.mesh"),
+                                format!("names mesh \"{name}\", which this case does not have"),
+                            ));
+                        }
+                        Ok(())
+                    }
+                    (None, Some(_)) => Ok(()),
+                    _ => Err(c.fail(
+                        f,
+                        "needs exactly one of `mesh` (a mesh of this case) or `stl`".into(),
+                    )),
+                }
+            }
+        }
+    }
+
+    fn axis_like(
+        &self,
+        c: &Checker<'_>,
+        f: &str,
+        base: [f64; 3],
+        axis: [f64; 3],
+    ) -> Result<(), CaseError> {
+        c.components(format!("{f}.base"), base, &ranges::COORDINATE)?;
+        c.components(format!("{f}.axis"), axis, &ranges::AXIS_COMPONENT)?;
+        if vec3::norm(axis) == 0.0 {
+            return Err(c.fail(
+                format!("{f}.axis"),
+                "must not be the zero vector (or too short to normalise)".into(),
+            ));
         }
         Ok(())
     }

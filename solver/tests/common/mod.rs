@@ -252,6 +252,7 @@ pub fn single(species: &str, pos: [f64; 3], velocity: [f64; 3], r: f64) -> Sourc
         jitter: 0.0,
         seed: 0,
         velocity,
+        shape: None,
     }
 }
 
@@ -351,6 +352,7 @@ pub fn friction_box_with_blade(name: &str, integrator: Integrator) -> Case {
         count: 700,
         seed: 11,
         velocity: [0.1, 0.0, -1.5],
+        shape: None,
     });
     case.meshes.push(solver::case::MeshSpec {
         name: "blade".into(),
