@@ -31,6 +31,10 @@ pub struct FrameMeta {
     pub body_count: u32,
     pub static_generation: u64,
     pub steps_per_s: f64,
+    /// Particles removed by outflow regions since t = 0.
+    pub removed_count: u64,
+    /// Their mass [kg].
+    pub removed_mass: f64,
 }
 
 impl FrameMeta {
@@ -77,6 +81,8 @@ fn slot_meta(region: &Region, slot: u32) -> Result<(u64, FrameMeta), ReadError> 
             body_count: std::ptr::read_volatile(addr_of!((*p).body_count)),
             static_generation: std::ptr::read_volatile(addr_of!((*p).static_generation)),
             steps_per_s: std::ptr::read_volatile(addr_of!((*p).steps_per_s)),
+            removed_count: std::ptr::read_volatile(addr_of!((*p).removed_count)),
+            removed_mass: std::ptr::read_volatile(addr_of!((*p).removed_mass)),
         };
         (lock, meta)
     };
@@ -364,6 +370,9 @@ pub struct FrameWriter<'a> {
     pub dt: f64,
     pub steps_per_s: f64,
     pub static_generation: u64,
+    /// Particles removed by outflow since t = 0, and their mass [kg].
+    pub removed_count: u64,
+    pub removed_mass: f64,
     particle_count: u64,
     fields: u32,
     body_count: u32,
@@ -415,6 +424,8 @@ impl<'a> FrameWriter<'a> {
             dt: 0.0,
             steps_per_s: 0.0,
             static_generation: 0,
+            removed_count: 0,
+            removed_mass: 0.0,
             particle_count,
             fields: 0,
             body_count: 0,
@@ -518,6 +529,8 @@ impl<'a> FrameWriter<'a> {
             std::ptr::write_volatile(&mut (*p).body_count, self.body_count);
             std::ptr::write_volatile(&mut (*p).static_generation, self.static_generation);
             std::ptr::write_volatile(&mut (*p).steps_per_s, self.steps_per_s);
+            std::ptr::write_volatile(&mut (*p).removed_count, self.removed_count);
+            std::ptr::write_volatile(&mut (*p).removed_mass, self.removed_mass);
             (*p).lock_seq.store(2 * self.seq, Ordering::Release);
         }
         let h = self.region.header();

@@ -471,7 +471,11 @@ pub struct SlotHeader {
     pub static_generation: u64,
     /// Solver speed when published [steps/s].
     pub steps_per_s: f64,
-    pub _reserved: [u64; 3],
+    /// Particles removed by outflow regions since t = 0 (0 in runs without outflow).
+    pub removed_count: u64,
+    /// Their mass [kg].
+    pub removed_mass: f64,
+    pub _reserved: [u64; 1],
 }
 
 /// A mesh's pose in a frame: `x_world = rotation * x_body + translation`.

@@ -48,6 +48,31 @@ impl StaticData {
         }
         Ok(())
     }
+
+    /// The static entries of a frame's elements: with the frame's `particle_id` array (runs
+    /// whose particle set changes, static arrays indexed by id) entry `ids[i]` of `arr` for each
+    /// element, else `arr` itself (element i is static entry i). An id outside `arr` is corrupt
+    /// data: an error naming it, never a panic.
+    pub fn per_element<'a, T: Copy>(
+        arr: &'a [T],
+        ids: Option<&[u32]>,
+    ) -> Result<std::borrow::Cow<'a, [T]>, ReadError> {
+        match ids {
+            None => Ok(std::borrow::Cow::Borrowed(arr)),
+            Some(ids) => ids
+                .iter()
+                .map(|&id| {
+                    arr.get(id as usize).copied().ok_or_else(|| {
+                        ReadError::Corrupt(format!(
+                            "frame names particle id {id}, but the static section lists {} particles",
+                            arr.len()
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<T>, _>>()
+                .map(std::borrow::Cow::Owned),
+        }
+    }
 }
 
 /// Encodes `name` into a fixed NUL-padded field (truncated at a character boundary).

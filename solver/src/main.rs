@@ -137,7 +137,7 @@ fn pick_backend(choice: BackendChoice) -> Result<Backend> {
 /// Segment capacities for `sim` and its static data (the configuration text sized from the
 /// case itself: a case with thousands of inline triangles has a long one).
 fn capacities(sim: &dyn SimPort, stat: &StaticData) -> Capacities {
-    let mut caps = Capacities::for_particles(sim.particle_count().max(1) as u64);
+    let mut caps = Capacities::for_particles(sim.id_count().max(1) as u64);
     caps.max_bodies = sim.mesh_count() as u32;
     caps.max_triangles = sim.triangle_count() as u64;
     caps.max_species = (sim.species_count() as u32).max(1);

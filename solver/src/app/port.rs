@@ -15,7 +15,13 @@ pub trait SimPort {
     fn time(&self) -> f64;
     fn dt(&self) -> f64;
     fn end_time(&self) -> f64;
+    /// Particles alive now (a frame's count).
     fn particle_count(&self) -> usize;
+    /// Ids the run has had or will have: the static section's particle count (the live count
+    /// unless outflow or inflow change the particle set).
+    fn id_count(&self) -> usize;
+    /// Particles removed by outflow regions since t = 0, and their mass [kg].
+    fn removed(&self) -> (u64, f64);
     fn mesh_count(&self) -> usize;
     fn triangle_count(&self) -> usize;
     fn species_count(&self) -> usize;

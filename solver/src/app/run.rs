@@ -55,6 +55,7 @@ pub fn publish_frame<'p>(
     w.sim_time = sim.time();
     w.dt = sim.dt();
     w.steps_per_s = steps_per_s;
+    (w.removed_count, w.removed_mass) = sim.removed();
     w.set_bodies(&bodies)?;
     if sim.fill_frame(&mut w)? {
         *pending = Some(w);

@@ -68,6 +68,16 @@ fn self_contained_toml(case: &Case) -> Result<String> {
 /// The frame field mask: `--fields`, else the case's `[output] fields`, else the method's
 /// default.
 fn frame_fields(case: &Case, cli: &Cli) -> Result<u32> {
+    // A changing particle set needs the ids in every frame (LAYOUT.md).
+    let ids = if case.changes_particle_set() {
+        shm_protocol::FieldKind::ParticleId.bit()
+    } else {
+        0
+    };
+    Ok(ids | frame_fields_asked(case, cli)?)
+}
+
+fn frame_fields_asked(case: &Case, cli: &Cli) -> Result<u32> {
     match &cli.fields {
         Some(names) => solver::exec::method::frame_mask::<solver::dem::Dem>(names)
             .map_err(|e| anyhow::anyhow!("--fields: {e}")),
@@ -158,6 +168,14 @@ pub fn resume_from_frame(
     apply_overrides(&mut case, cli);
     case.validate_fields()
         .with_context(|| format!("segment {name:?}: its stored case is not valid"))?;
+    if frame.meta.has(FieldKind::ParticleId) || case.changes_particle_set() {
+        bail!(
+            "segment {name:?}: its run removes or adds particles (outflow regions), and --load-shm \
+             cannot resume such a run yet (the frame holds only the live particles, without their \
+             contact history or the removed-mass counters); restart it from a checkpoint \
+             (--checkpoint-every SECONDS, then --restart FILE)"
+        );
+    }
     let particles = super::resume::check_frame(name, &case, stat, frame)?;
     let meshes = case.load_meshes()?;
     let report = case.stability(&particles, &meshes)?;
@@ -233,6 +251,17 @@ impl SimPort for SimRunner {
     fn particle_count(&self) -> usize {
         self.sim.num_particles()
     }
+    fn id_count(&self) -> usize {
+        if self.sim.case().changes_particle_set() {
+            self.sim.id_count()
+        } else {
+            self.sim.num_particles()
+        }
+    }
+    fn removed(&self) -> (u64, f64) {
+        let f = self.sim.flow();
+        (f.removed_count, f.removed_mass)
+    }
     fn mesh_count(&self) -> usize {
         self.sim.meshes().len()
     }
@@ -278,6 +307,18 @@ impl SimPort for SimRunner {
                     .collect(),
             })
             .collect();
+        // A run whose particle set changes lists every id 0..id_count (static arrays indexed
+        // by id, LAYOUT.md); frames then carry the live ids.
+        let (particle_ids, particle_species) = if self.sim.case().changes_particle_set() {
+            let sp = self.sim.id_species().to_vec();
+            ((0..sp.len() as u32).collect(), sp)
+        } else {
+            (self.sim.particle_ids(), self.sim.species_ids())
+        };
+        let particle_radius = particle_species
+            .iter()
+            .map(|&s| self.sim.species()[s as usize].radius as f32)
+            .collect();
         let (lo, hi) = (self.sim.case().domain.min, self.sim.case().domain.max);
         let rmax = self
             .sim
@@ -288,9 +329,9 @@ impl SimPort for SimRunner {
         StaticData {
             config_toml: self.config_toml.clone(),
             species,
-            particle_ids: self.sim.particle_ids(),
-            particle_species: self.sim.species_ids().to_vec(),
-            particle_radius: self.sim.radii_f32(),
+            particle_ids,
+            particle_species,
+            particle_radius,
             meshes,
             world_min: lo,
             world_max: hi,
@@ -334,6 +375,13 @@ impl SimPort for SimRunner {
             forces: ptr(FieldKind::Force) as *mut [f32; 3],
             contact_counts: ptr(FieldKind::ContactCount) as *mut u32,
         };
+        let ids = ptr(FieldKind::ParticleId) as *mut u32;
+        if !ids.is_null() {
+            let live = self.sim.particle_ids();
+            // SAFETY: the reserved particle_id array of this slot holds the frame's particle
+            // count (= live.len()) elements; nothing else writes it while the slot is odd.
+            unsafe { std::slice::from_raw_parts_mut(ids, live.len()) }.copy_from_slice(&live);
+        }
         // SAFETY: each non-null pointer is a distinct reserved array of this slot holding the
         // frame's particle count (= count) elements; the slot stays odd, unread and untouched
         // until the run loop commits it, which it does only after the copy completed.

@@ -71,6 +71,10 @@ pub struct Case {
     /// Triangle meshes (STL files or inline triangles) with prescribed motion.
     #[serde(default)]
     pub meshes: Vec<MeshSpec>,
+    /// Deletion regions: particles whose centre enters one are removed (and counted, with
+    /// their mass, in every frame). See [`Outflow`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outflows: Vec<Outflow>,
     /// Result output intervals (used by the CLI).
     #[serde(default)]
     pub output: Output,
@@ -633,6 +637,35 @@ pub enum Shape {
     },
 }
 
+/// A deletion region. A particle is removed at the end of the step in which its centre lies in
+/// the region; the removed count and mass go into every frame (`removed_count`,
+/// `removed_mass`), so `analysis` shows a discharge rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Outflow {
+    /// The box [min, max] [m], e.g. below a silo's orifice.
+    Box { min: [f64; 3], max: [f64; 3] },
+    /// Everything farther than `margin` [m] (default 0) outside the domain box: particles that
+    /// leave an open box are gone instead of piling up in the border cells.
+    OutsideDomain {
+        #[serde(default)]
+        margin: f64,
+    },
+}
+
+impl Outflow {
+    /// Whether a centre at `p` is removed, for a domain [min, max].
+    #[inline]
+    pub fn contains(&self, p: [f64; 3], domain_min: [f64; 3], domain_max: [f64; 3]) -> bool {
+        match self {
+            Outflow::Box { min, max } => (0..3).all(|a| p[a] >= min[a] && p[a] <= max[a]),
+            Outflow::OutsideDomain { margin } => {
+                (0..3).any(|a| p[a] < domain_min[a] - margin || p[a] > domain_max[a] + margin)
+            }
+        }
+    }
+}
+
 /// A triangle mesh: an STL file (path relative to the case file) or inline triangles.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -790,6 +823,12 @@ impl Case {
             origin: self.origin.name.clone(),
             message: e.to_string(),
         })
+    }
+
+    /// Whether particles leave (outflow regions) or join (inflow) during the run: frames then
+    /// carry particle ids and hold the live particles only.
+    pub fn changes_particle_set(&self) -> bool {
+        !self.outflows.is_empty()
     }
 
     /// Index of the species called `name`.

@@ -131,6 +131,8 @@ pub const FRACTION: Range = Range {
 };
 /// Radius or length of a source shape [m].
 pub const SHAPE_SIZE: Range = Range::closed(1e-9, 2e6, "m");
+/// Margin of an `outside_domain` outflow [m].
+pub const MARGIN: Range = Range::closed(0.0, 1e6, "m");
 pub const GRAVITY_MAX: f64 = 1e4;
 /// Any coordinate of a position [m] (1000 km).
 pub const COORDINATE: Range = Range::closed(-1e6, 1e6, "m");

@@ -416,6 +416,15 @@ impl Case {
             }
             c.motion(&f, &m.motion)?;
         }
+        for (k, o) in self.outflows.iter().enumerate() {
+            let f = format!("outflows[{k}]");
+            match o {
+                super::Outflow::Box { min, max } => c.boxed(&f, *min, *max)?,
+                super::Outflow::OutsideDomain { margin } => {
+                    c.range(format!("{f}.margin"), *margin, &ranges::MARGIN)?
+                }
+            }
+        }
         for f in super::Face::ALL {
             if let Some(mat) = self.domain.face_materials.get(f) {
                 c.material(&format!("domain.face_materials.{}", f.name()), mat, hertz)?;

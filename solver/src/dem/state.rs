@@ -80,6 +80,8 @@ pub struct StepContext {
     pub species_inertia: Vec<f64>,
     pub table: MaterialTable,
     pub meshes: Vec<Mesh>,
+    /// Deletion regions (the case's `outflows`).
+    pub outflows: Vec<crate::case::Outflow>,
 }
 
 impl StepContext {
@@ -111,6 +113,7 @@ impl StepContext {
             species_inertia,
             table: case.material_table(),
             meshes,
+            outflows: case.outflows.clone(),
         }
     }
 
@@ -161,6 +164,22 @@ pub struct SimState {
     pub history: Vec<HistEntry>,
     pub history_cap: usize,
     pub history_overflows: u64,
+    /// Particles removed and added since t = 0.
+    pub flow: ParticleFlow,
+}
+
+/// What outflow regions removed and inflow sources added since t = 0 (all zero in a run with
+/// neither).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ParticleFlow {
+    /// Particles removed by outflow regions, and their mass [kg].
+    pub removed_count: u64,
+    pub removed_mass: f64,
+    /// The next id an added particle gets: one past every id the run has had (ids are never
+    /// reused, so it stays put when the largest id is removed).
+    pub next_id: u32,
+    /// Particles each inflow source has added so far.
+    pub inserted: Vec<u64>,
 }
 
 impl SimState {
@@ -189,6 +208,10 @@ impl SimState {
             history: vec![HistEntry::NONE; n * HISTORY_CAP],
             history_cap: HISTORY_CAP,
             history_overflows: 0,
+            flow: ParticleFlow {
+                next_id: n as u32,
+                ..Default::default()
+            },
         }
     }
 }

@@ -19,7 +19,9 @@ use crate::core::grid::Grid;
 use crate::decomp::{Axis, Decomposition, Plan, PlanError};
 use crate::dem::cpu::{distribute, CpuWorker};
 use crate::dem::exchange::ParticleBatch;
-use crate::dem::state::{HistEntry, SimState, StepContext, HISTORY_CAP, PARTNER_NONE};
+use crate::dem::state::{
+    HistEntry, ParticleFlow, SimState, StepContext, HISTORY_CAP, PARTNER_NONE,
+};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -59,6 +61,10 @@ pub struct Coordinator {
     base_overflows: u64,
     timers: StageTimers,
     migrations: Migrations,
+    /// The run constants (staged workers: outflow regions, species masses).
+    ctx: Option<Arc<StepContext>>,
+    /// Particles removed and added since t = 0.
+    flow: ParticleFlow,
 }
 
 /// Particles that changed owner since the run (re)started.
@@ -99,6 +105,7 @@ impl Coordinator {
         let (time, step) = (state.time, state.step);
         let (forces_valid, base_overflows) = (state.forces_valid, state.history_overflows);
         let index = IdIndex::new(&state.id);
+        let flow = state.flow.clone();
         let workers: Vec<Staged> = distribute(state, &grid, &plan)
             .into_iter()
             .enumerate()
@@ -129,6 +136,8 @@ impl Coordinator {
             base_overflows,
             timers: StageTimers::default(),
             migrations: Migrations::default(),
+            ctx: Some(ctx.clone()),
+            flow,
         };
         c.clock.dt = c.reduce_dt();
         c.exchange_halo();
@@ -154,7 +163,17 @@ impl Coordinator {
             base_overflows: 0,
             timers: StageTimers::default(),
             migrations: Migrations::default(),
+            ctx: None,
+            flow: ParticleFlow {
+                next_id: ids.last().map_or(0, |&id| id + 1),
+                ..Default::default()
+            },
         }
+    }
+
+    /// Particles removed and added since t = 0.
+    pub fn flow(&self) -> &ParticleFlow {
+        &self.flow
     }
 
     /// Particles that changed owner since the run (re)started.
@@ -252,6 +271,7 @@ impl Coordinator {
                 self.prepare(t);
                 self.forces(dt);
                 self.integrate(Phase::Euler, dt);
+                self.outflow();
                 self.exchange();
             }
             Integrator::VelocityVerlet => {
@@ -260,6 +280,7 @@ impl Coordinator {
                     self.forces(dt);
                 }
                 self.integrate(Phase::KickDrift, dt);
+                self.outflow();
                 self.exchange();
                 self.prepare(t + dt);
                 self.forces(dt);
@@ -284,6 +305,47 @@ impl Coordinator {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Outflow regions (timed as `exchange`: particles leaving the run): removes the particles
+    /// whose centre lies in one, counts them and their mass in id order (the same bits for any
+    /// decomposition), and drops their ids from the index.
+    fn outflow(&mut self) {
+        let Some(ctx) = self.ctx.clone() else {
+            return;
+        };
+        if ctx.outflows.is_empty() {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let (lo, hi) = (ctx.domain_min, ctx.domain_max);
+        let doomed = |p: crate::core::vec3::V3| ctx.outflows.iter().any(|o| o.contains(p, lo, hi));
+        let mut gone: Vec<(u32, u32)> = self
+            .workers()
+            .par_iter_mut()
+            .flat_map(|w| w.remove(&doomed))
+            .collect();
+        if !gone.is_empty() {
+            gone.sort_unstable();
+            for &(_, s) in &gone {
+                self.flow.removed_count += 1;
+                self.flow.removed_mass += ctx.species_mass[s as usize];
+            }
+            let mut dead = gone.iter().map(|g| g.0).peekable();
+            let ids: Vec<u32> = self
+                .index
+                .ids()
+                .into_iter()
+                .filter(|&id| {
+                    while dead.peek().is_some_and(|&d| d < id) {
+                        dead.next();
+                    }
+                    dead.peek() != Some(&id)
+                })
+                .collect();
+            self.index = IdIndex::new(&ids);
+        }
+        self.timers.add(Stage::Exchange, t0.elapsed());
     }
 
     /// Stage `exchange`: migration, then the ghost refresh (nothing for a single worker).
@@ -351,6 +413,7 @@ impl Coordinator {
             history: vec![HistEntry::NONE; n * HISTORY_CAP],
             history_cap: HISTORY_CAP,
             history_overflows: self.stats()?.history_overflows,
+            flow: self.flow.clone(),
         };
         let mut seen = 0;
         for b in w.iter().map(|w| w.export()) {

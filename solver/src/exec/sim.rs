@@ -4,7 +4,7 @@
 
 use super::coordinator::{Coordinator, Crew};
 use super::stages::StageTimers;
-use super::worker::{BackendStats, Energies, RawKinematics, Snapshot, StepError};
+use super::worker::{BackendStats, Energies, IdIndex, RawKinematics, Snapshot, StepError};
 use crate::case::{Case, CaseError, CaseWarning, Species};
 use crate::core::geometry::Mesh;
 use crate::core::vec3::{self, V3};
@@ -96,8 +96,9 @@ pub struct MeshTransformF32 {
 pub struct Simulation {
     case: Case,
     ctx: Arc<StepContext>,
-    /// Species of each particle, id order.
-    species: Vec<u32>,
+    /// Species of every id the run has had (index = id; ids removed before this simulation was
+    /// built, e.g. before a restart, hold species 0).
+    id_species: Vec<u32>,
     coord: Coordinator,
     snapshot: OnceCell<Snapshot>,
     warnings: Vec<CaseWarning>,
@@ -250,12 +251,27 @@ impl Simulation {
             return Err(SimError::State { origin, message });
         }
         let ctx = Arc::new(StepContext::from_case(&case, meshes));
-        let species = state.species.clone();
+        let next_id = state
+            .flow
+            .next_id
+            .max(state.id.last().map_or(0, |&id| id + 1));
+        let mut id_species = vec![0u32; next_id as usize];
+        for (&id, &s) in state.id.iter().zip(&state.species) {
+            id_species[id as usize] = s;
+        }
         let d = case.decomposition;
         let coord = match kind {
             BackendKind::Cpu => Coordinator::cpu(ctx.clone(), state, &d)
                 .map_err(|source| SimError::Plan { origin, source })?,
             BackendKind::Cuda(opts) => {
+                if case.changes_particle_set() {
+                    return Err(SimError::State {
+                        origin,
+                        message: "outflow regions run on the CPU backend only so far (the CUDA \
+                                  backend keeps a fixed particle set); use --backend cpu"
+                            .into(),
+                    });
+                }
                 if d.subdomains > 1 {
                     return Err(SimError::CudaSubdomains {
                         origin,
@@ -281,7 +297,7 @@ impl Simulation {
         Ok(Simulation {
             case,
             ctx,
-            species,
+            id_species,
             coord,
             snapshot: OnceCell::new(),
             warnings,
@@ -356,8 +372,19 @@ impl Simulation {
             Crew::Staged(_) => "cpu",
         }
     }
+    /// Particles alive now.
     pub fn num_particles(&self) -> usize {
-        self.species.len()
+        self.coord.index().len()
+    }
+
+    /// Every id the run has had or will have (0..this): the static section's particle count.
+    pub fn id_count(&self) -> usize {
+        self.id_species.len()
+    }
+
+    /// Particles removed and added since t = 0.
+    pub fn flow(&self) -> &crate::dem::state::ParticleFlow {
+        self.coord.flow()
     }
 
     /// See [`crate::exec::worker::FusedWorker::register_host_memory`].
@@ -447,14 +474,24 @@ impl Simulation {
     pub fn particle_ids(&self) -> Vec<u32> {
         self.coord.index().ids()
     }
-    pub fn species_ids(&self) -> &[u32] {
-        &self.species
+    /// Species of the live particles, id order.
+    pub fn species_ids(&self) -> Vec<u32> {
+        match self.coord.index() {
+            IdIndex::Dense(n) => self.id_species[..*n].to_vec(),
+            IdIndex::Sorted(ids) => ids.iter().map(|&id| self.id_species[id as usize]).collect(),
+        }
     }
+    /// Radii of the live particles, id order.
     pub fn radii_f32(&self) -> Vec<f32> {
-        self.species
+        self.species_ids()
             .iter()
             .map(|&s| self.ctx.species_radius[s as usize] as f32)
             .collect()
+    }
+    /// Species of every id 0..[`Simulation::id_count`] (the static section of a run whose
+    /// particle set changes).
+    pub fn id_species(&self) -> &[u32] {
+        &self.id_species
     }
     /// The species table.
     pub fn species(&self) -> &[Species] {

@@ -156,8 +156,13 @@ pub trait StagedWorker: Send + Sync {
     /// Exchange, part 1: removes the owned particles that left the slab and returns them, with
     /// their full state, as (new owner, batch).
     fn emigrate(&mut self) -> Vec<(usize, Self::Msg)>;
-    /// Exchange, part 2: takes ownership of arriving particles.
+    /// Exchange, part 2: takes ownership of arriving particles (migrants, or particles an
+    /// inflow source adds).
     fn immigrate(&mut self, inbox: Vec<Self::Msg>);
+    /// Stage `outflow`: removes the owned particles whose centre `doomed` selects and returns
+    /// their (id, species). Drops the ghosts when it removes any (the exchange after it
+    /// refreshes them).
+    fn remove(&mut self, doomed: &(dyn Fn(V3) -> bool + Sync)) -> Vec<(u32, u32)>;
     /// Exchange, part 3: the boundary layers the neighbours need as ghosts, as (worker, batch).
     fn halo(&self) -> Vec<(usize, Self::Msg)>;
     /// Exchange, part 4: replaces the ghosts.

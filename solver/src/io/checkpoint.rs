@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 const MAGIC: [u8; 8] = *b"PSHMCKPT";
 /// Bumped whenever the encoded layout changes. Version 2 stored particle ids with the state
 /// (version 1 implied 0..n); version 3 stores history partners as the workers do
-/// (`state::wall_partner`, ...) with the history's capacity. Versions 1 and 2 are still read.
-pub const CHECKPOINT_VERSION: u32 = 3;
+/// (`state::wall_partner`, ...) with the history's capacity; version 4 adds the particle flow
+/// (removed count and mass, next id, per-inflow counts). Versions 1 to 3 are still read.
+pub const CHECKPOINT_VERSION: u32 = 4;
 
 #[derive(Serialize, Deserialize)]
 struct Header {
@@ -131,8 +132,8 @@ impl From<PayloadV1> for PayloadV2 {
     }
 }
 
-impl From<PayloadV2> for Payload {
-    fn from(p: PayloadV2) -> Payload {
+impl From<PayloadV2> for PayloadV3 {
+    fn from(p: PayloadV2) -> PayloadV3 {
         let s = p.state;
         let mut mesh_first = vec![0u32];
         for m in &p.mesh_triangles {
@@ -147,6 +148,66 @@ impl From<PayloadV2> for Payload {
                 None => HistEntry::NONE,
             })
             .collect();
+        PayloadV3 {
+            case_toml: p.case_toml,
+            case_name: p.case_name,
+            base_dir: p.base_dir,
+            mesh_triangles: p.mesh_triangles,
+            state: SimStateV3 {
+                time: s.time,
+                step: s.step,
+                id: s.id,
+                species: s.species,
+                pos: s.pos,
+                vel: s.vel,
+                omega: s.omega,
+                force: s.force,
+                torque: s.torque,
+                forces_valid: s.forces_valid,
+                contacts: s.contacts,
+                history,
+                history_cap: HISTORY_CAP,
+                history_overflows: s.history_overflows,
+            },
+        }
+    }
+}
+
+/// Version 3: the current state without the particle flow.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct PayloadV3 {
+    case_toml: String,
+    case_name: String,
+    base_dir: PathBuf,
+    mesh_triangles: Vec<Vec<Triangle>>,
+    state: SimStateV3,
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct SimStateV3 {
+    time: f64,
+    step: u64,
+    id: Vec<u32>,
+    species: Vec<u32>,
+    pos: Vec<crate::core::vec3::V3>,
+    vel: Vec<crate::core::vec3::V3>,
+    omega: Vec<crate::core::vec3::V3>,
+    force: Vec<crate::core::vec3::V3>,
+    torque: Vec<crate::core::vec3::V3>,
+    forces_valid: bool,
+    contacts: Vec<u32>,
+    history: Vec<HistEntry>,
+    history_cap: usize,
+    history_overflows: u64,
+}
+
+impl From<PayloadV3> for Payload {
+    fn from(p: PayloadV3) -> Payload {
+        let s = p.state;
+        // Before version 4 nothing was removed or added: the next id follows the largest.
+        let next_id = s.id.last().map_or(0, |&id| id + 1);
         Payload {
             case_toml: p.case_toml,
             case_name: p.case_name,
@@ -164,9 +225,13 @@ impl From<PayloadV2> for Payload {
                 torque: s.torque,
                 forces_valid: s.forces_valid,
                 contacts: s.contacts,
-                history,
-                history_cap: HISTORY_CAP,
+                history: s.history,
+                history_cap: s.history_cap,
                 history_overflows: s.history_overflows,
+                flow: state::ParticleFlow {
+                    next_id,
+                    ..Default::default()
+                },
             },
         }
     }
@@ -311,13 +376,19 @@ impl Simulation {
             });
         }
         let p: Payload = match header.version {
-            1 => PayloadV2::from(
+            1 => PayloadV3::from(PayloadV2::from(
                 bincode::serde::decode_from_slice::<PayloadV1, _>(&bytes[used..], cfg)
+                    .map_err(dec)?
+                    .0,
+            ))
+            .into(),
+            2 => PayloadV3::from(
+                bincode::serde::decode_from_slice::<PayloadV2, _>(&bytes[used..], cfg)
                     .map_err(dec)?
                     .0,
             )
             .into(),
-            2 => bincode::serde::decode_from_slice::<PayloadV2, _>(&bytes[used..], cfg)
+            3 => bincode::serde::decode_from_slice::<PayloadV3, _>(&bytes[used..], cfg)
                 .map_err(dec)?
                 .0
                 .into(),

@@ -138,7 +138,7 @@ pub fn write_particles_vtu(path: &Path, sim: &Simulation) -> Result<(), VtkError
     w.array("velocity", Data::F32(&vel, 3));
     w.array("angular_velocity", Data::F32(&omega, 3));
     w.array("radius", Data::F32(&radius, 1));
-    w.array("species", Data::U32(sim.species_ids()));
+    w.array("species", Data::U32(&sim.species_ids()));
     w.array("id", Data::U32(&ids));
     w.line("</PointData>\n<Points>");
     w.array("Points", Data::F32(&pos, 3));

@@ -30,6 +30,8 @@ class Frame:
         "body_count",
         "static_generation",
         "steps_per_s",
+        "removed_count",
+        "removed_mass",
     )
 
     def __init__(self, segment, slot, lock, meta, copy):

@@ -169,7 +169,9 @@ class SlotHeader(ctypes.Structure):
         ("body_count", u32),
         ("static_generation", u64),
         ("steps_per_s", f64),
-        ("_reserved", u64 * 3),
+        ("removed_count", u64),
+        ("removed_mass", f64),
+        ("_reserved", u64 * 1),
     ]
 
 

@@ -215,6 +215,22 @@ impl StagedWorker for CpuWorker {
         out
     }
 
+    fn remove(&mut self, doomed: &(dyn Fn(V3) -> bool + Sync)) -> Vec<(u32, u32)> {
+        let own = self.p.own();
+        let hit: Vec<bool> = self.p.pos[..own].par_iter().map(|&x| doomed(x)).collect();
+        if !hit.contains(&true) {
+            return Vec::new();
+        }
+        self.p.clear_ghosts();
+        let gone = (0..own)
+            .filter(|&i| hit[i])
+            .map(|i| (self.p.id[i], self.p.species[i]))
+            .collect();
+        let keep: Vec<bool> = hit.iter().map(|h| !h).collect();
+        self.p.retain_owned(&keep);
+        gone
+    }
+
     fn immigrate(&mut self, inbox: Vec<ParticleBatch>) {
         for b in inbox {
             self.p.push_owned(b);
