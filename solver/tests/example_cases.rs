@@ -12,7 +12,7 @@ fn cases_dir() -> &'static Path {
 #[test]
 fn example_cases_parse_validate_and_run() {
     let out = std::env::temp_dir().join(format!("solver-examples-{}", std::process::id()));
-    for name in ["falling_box.toml", "drum.toml", "mixer.toml"] {
+    for name in ["falling_box.toml", "drum.toml", "mixer.toml", "silo.toml"] {
         let path = cases_dir().join(name);
         let (case, warnings) = Case::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
         assert!(warnings.is_empty(), "{name}: {warnings:?}");

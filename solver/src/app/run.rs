@@ -212,11 +212,17 @@ pub fn run(
             } else {
                 f64::NAN
             };
+            let (removed, removed_mass) = sim.removed();
             tracing::info!(
-                "t = {t:.5}/{end} s  step {}  {steps_per_s:.0} steps/s  {:.3e} particle-steps/s  {} particles  ETA {}{}",
+                "t = {t:.5}/{end} s  step {}  {steps_per_s:.0} steps/s  {:.3e} particle-steps/s  {} particles{}  ETA {}{}",
                 sim.step_index(),
                 steps_per_s * sim.particle_count() as f64,
                 sim.particle_count(),
+                if removed > 0 {
+                    format!(" ({removed} removed, {removed_mass:.4} kg)")
+                } else {
+                    String::new()
+                },
                 format_eta(eta),
                 match sim.stage_summary() {
                     st if st.is_empty() => String::new(),

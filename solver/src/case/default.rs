@@ -87,6 +87,7 @@ impl Case {
                 shape: None,
             }],
             meshes: Vec::new(),
+            inflows: Vec::new(),
             outflows: Vec::new(),
             output: Output::default(),
             decomposition: Default::default(),

@@ -14,7 +14,7 @@ mod de;
 mod default;
 mod materials;
 pub mod ranges;
-mod sources;
+pub(crate) mod sources;
 mod validate;
 
 pub use capacity::{
@@ -71,6 +71,9 @@ pub struct Case {
     /// Triangle meshes (STL files or inline triangles) with prescribed motion.
     #[serde(default)]
     pub meshes: Vec<MeshSpec>,
+    /// Sources that add particles during the run. See [`Inflow`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inflows: Vec<Inflow>,
     /// Deletion regions: particles whose centre enters one are removed (and counted, with
     /// their mass, in every frame). See [`Outflow`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -637,6 +640,44 @@ pub enum Shape {
     },
 }
 
+/// A source that adds particles during the run: `rate` particles/s or `mass_rate` kg/s over
+/// [start, end) (end default: the run's end time), placed at random in the box [min, max]
+/// (whole spheres inside, optionally only inside `shape`) without overlapping any particle,
+/// with `velocity`. Particles are added in batches every `interval` seconds (default 0.01 s):
+/// each batch brings the count up to rate x elapsed time, so the total is exact; a batch that
+/// cannot place all its particles (the region is crowded) carries the rest to the next one and
+/// the run warns. New particles get new ids (never reused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inflow {
+    pub species: SpeciesChoice,
+    pub min: [f64; 3],
+    pub max: [f64; 3],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Shape>,
+    /// Particles per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Kilograms per second (converted with the mean particle mass of `species`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mass_rate: Option<f64>,
+    #[serde(default)]
+    pub start: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<f64>,
+    #[serde(default)]
+    pub velocity: [f64; 3],
+    #[serde(default, deserialize_with = "de::seed")]
+    pub seed: u64,
+    /// Seconds between batches.
+    #[serde(default = "default_inflow_interval")]
+    pub interval: f64,
+}
+
+fn default_inflow_interval() -> f64 {
+    0.01
+}
+
 /// A deletion region. A particle is removed at the end of the step in which its centre lies in
 /// the region; the removed count and mass go into every frame (`removed_count`,
 /// `removed_mass`), so `analysis` shows a discharge rate.
@@ -828,7 +869,7 @@ impl Case {
     /// Whether particles leave (outflow regions) or join (inflow) during the run: frames then
     /// carry particle ids and hold the live particles only.
     pub fn changes_particle_set(&self) -> bool {
-        !self.outflows.is_empty()
+        !self.outflows.is_empty() || !self.inflows.is_empty()
     }
 
     /// Index of the species called `name`.

@@ -131,6 +131,10 @@ pub const FRACTION: Range = Range {
 };
 /// Radius or length of a source shape [m].
 pub const SHAPE_SIZE: Range = Range::closed(1e-9, 2e6, "m");
+/// Inflow rate [particles/s].
+pub const INFLOW_RATE: Range = Range::closed(1e-9, 1e12, "1/s");
+/// Inflow mass rate [kg/s].
+pub const INFLOW_MASS_RATE: Range = Range::closed(1e-15, 1e9, "kg/s");
 /// Margin of an `outside_domain` outflow [m].
 pub const MARGIN: Range = Range::closed(0.0, 1e6, "m");
 pub const GRAVITY_MAX: f64 = 1e4;

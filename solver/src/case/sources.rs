@@ -97,7 +97,7 @@ pub struct InitialParticle {
 /// keeps its particles' positions and radii, so a query reads one list per cell (the 27 lists
 /// of a query are the cost of random placement: with the positions elsewhere it was a second
 /// cache miss per neighbour).
-struct PlacementGrid {
+pub(crate) struct PlacementGrid {
     cell: f64,
     cells: HashMap<[i64; 3], Vec<(V3, f64)>, BuildHasherDefault<CellHasher>>,
 }
@@ -127,7 +127,7 @@ impl Hasher for CellHasher {
 }
 
 impl PlacementGrid {
-    fn new(cell: f64) -> Self {
+    pub(crate) fn new(cell: f64) -> Self {
         Self {
             cell,
             cells: HashMap::default(),
@@ -136,11 +136,11 @@ impl PlacementGrid {
     fn key(&self, p: V3) -> [i64; 3] {
         p.map(|c| (c / self.cell).floor() as i64)
     }
-    fn insert(&mut self, p: V3, r: f64) {
+    pub(crate) fn insert(&mut self, p: V3, r: f64) {
         self.cells.entry(self.key(p)).or_default().push((p, r));
     }
     /// Whether a placed particle overlaps the sphere (p, r).
-    fn overlaps(&self, p: V3, r: f64) -> bool {
+    pub(crate) fn overlaps(&self, p: V3, r: f64) -> bool {
         let k = self.key(p);
         for dz in -1..=1 {
             for dy in -1..=1 {
@@ -375,7 +375,7 @@ pub(crate) fn split_counts(total: usize, fractions: &[f64]) -> Vec<usize> {
 
 /// A size class assignment for `total` particles: the exact counts of [`split_counts`] in an
 /// order shuffled by `seed` (Fisher-Yates with SplitMix64).
-fn shuffled_classes(total: usize, classes: &[(u32, f64)], seed: u64) -> Vec<u32> {
+pub(crate) fn shuffled_classes(total: usize, classes: &[(u32, f64)], seed: u64) -> Vec<u32> {
     let fr: Vec<f64> = classes.iter().map(|c| c.1).collect();
     let mut out = Vec::with_capacity(total);
     for (k, n) in split_counts(total, &fr).into_iter().enumerate() {

@@ -416,6 +416,59 @@ impl Case {
             }
             c.motion(&f, &m.motion)?;
         }
+        for (k, i) in self.inflows.iter().enumerate() {
+            let f = format!("inflows[{k}]");
+            self.species_choice(&c, &format!("{f}.species"), &i.species)?;
+            c.boxed(&f, i.min, i.max)?;
+            let r = self.choice_max_radius(&i.species);
+            if (0..3).any(|a| i.max[a] - i.min[a] < 2.0 * r) {
+                return Err(c.fail(
+                    &f,
+                    format!(
+                        "region {}..{} is smaller than a particle of diameter {}",
+                        show3(i.min),
+                        show3(i.max),
+                        ranges::value(2.0 * r)
+                    ),
+                ));
+            }
+            if let Some(shape) = &i.shape {
+                self.shape(&c, &format!("{f}.shape"), shape)?;
+            }
+            match (i.rate, i.mass_rate) {
+                (Some(v), None) => c.range(format!("{f}.rate"), v, &ranges::INFLOW_RATE)?,
+                (None, Some(v)) => {
+                    c.range(format!("{f}.mass_rate"), v, &ranges::INFLOW_MASS_RATE)?
+                }
+                _ => {
+                    return Err(c.fail(
+                        &f,
+                        "needs exactly one of `rate` (particles/s) and `mass_rate` (kg/s)".into(),
+                    ))
+                }
+            }
+            c.range(format!("{f}.start"), i.start, &ranges::SCHEDULE_TIME)?;
+            if let Some(end) = i.end {
+                c.range(format!("{f}.end"), end, &ranges::SCHEDULE_TIME)?;
+                if end <= i.start {
+                    return Err(c.fail(
+                        format!("{f}.end"),
+                        format!(
+                            "= {} s must be after its start ({} s)",
+                            ranges::value(end),
+                            ranges::value(i.start)
+                        ),
+                    ));
+                }
+            }
+            c.range(format!("{f}.interval"), i.interval, &ranges::SIM_TIME)?;
+            c.length(
+                format!("{f}.velocity"),
+                i.velocity,
+                ranges::VELOCITY_MAX,
+                "m/s",
+            )?;
+        }
         for (k, o) in self.outflows.iter().enumerate() {
             let f = format!("outflows[{k}]");
             match o {

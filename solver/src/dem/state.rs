@@ -178,8 +178,17 @@ pub struct ParticleFlow {
     /// The next id an added particle gets: one past every id the run has had (ids are never
     /// reused, so it stays put when the largest id is removed).
     pub next_id: u32,
-    /// Particles each inflow source has added so far.
-    pub inserted: Vec<u64>,
+    /// Per inflow source (case order): its id range and progress.
+    pub inflows: Vec<InflowProgress>,
+}
+
+/// An inflow source's ids `first_id .. first_id + total` (planned when the run starts, kept by
+/// checkpoints so a restart gives the same particles the same ids) and how many it has added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InflowProgress {
+    pub first_id: u32,
+    pub total: u64,
+    pub inserted: u64,
 }
 
 impl SimState {

@@ -65,6 +65,8 @@ pub struct Coordinator {
     ctx: Option<Arc<StepContext>>,
     /// Particles removed and added since t = 0.
     flow: ParticleFlow,
+    /// The case's inflow sources (staged workers), planned in `flow`.
+    inflows: Option<super::inflow::Inflows>,
 }
 
 /// Particles that changed owner since the run (re)started.
@@ -138,6 +140,7 @@ impl Coordinator {
             migrations: Migrations::default(),
             ctx: Some(ctx.clone()),
             flow,
+            inflows: None,
         };
         c.clock.dt = c.reduce_dt();
         c.exchange_halo();
@@ -168,7 +171,13 @@ impl Coordinator {
                 next_id: ids.last().map_or(0, |&id| id + 1),
                 ..Default::default()
             },
+            inflows: None,
         }
+    }
+
+    /// Gives the run its inflow sources (planned into the state's flow already).
+    pub fn set_inflows(&mut self, inflows: super::inflow::Inflows) {
+        self.inflows = Some(inflows);
     }
 
     /// Particles removed and added since t = 0.
@@ -272,6 +281,7 @@ impl Coordinator {
                 self.forces(dt);
                 self.integrate(Phase::Euler, dt);
                 self.outflow();
+                self.inflow(t, t + dt);
                 self.exchange();
             }
             Integrator::VelocityVerlet => {
@@ -281,6 +291,7 @@ impl Coordinator {
                 }
                 self.integrate(Phase::KickDrift, dt);
                 self.outflow();
+                self.inflow(t, t + dt);
                 self.exchange();
                 self.prepare(t + dt);
                 self.forces(dt);
@@ -346,6 +357,58 @@ impl Coordinator {
             self.index = IdIndex::new(&ids);
         }
         self.timers.add(Stage::Exchange, t0.elapsed());
+    }
+
+    /// Inflow batches due in (t_prev, t] (timed as `exchange`: particles entering the run):
+    /// placed among the current positions, handed to the workers that own their positions, and
+    /// added to the index.
+    fn inflow(&mut self, t_prev: f64, t: f64) {
+        let Some(mut inflows) = self.inflows.take() else {
+            return;
+        };
+        if inflows.any_batch(&self.flow, t_prev, t) {
+            let t0 = std::time::Instant::now();
+            let existing: Vec<crate::core::vec3::V3> = self
+                .workers()
+                .par_iter()
+                .flat_map(|w| w.kinematics().pos)
+                .collect();
+            let new = inflows.place(&mut self.flow, t_prev, t, &existing);
+            if !new.is_empty() {
+                let (plan, grid) = (self.plan.clone(), self.grid.clone());
+                let mut batches: Vec<ParticleBatch> = (0..plan.workers())
+                    .map(|_| {
+                        ParticleBatch::new(<crate::dem::Dem as super::method::Method>::MIGRATE)
+                    })
+                    .collect();
+                for p in &new {
+                    let b = &mut batches[plan.owner(&grid, p.pos)];
+                    b.id.push(p.id);
+                    b.species.push(p.species);
+                    b.pos.push(p.pos);
+                    b.vel.push(p.vel);
+                    b.omega.push([0.0; 3]);
+                    b.force.push([0.0; 3]);
+                    b.torque.push([0.0; 3]);
+                    b.contacts.push(0);
+                    b.hist.push([HistEntry::NONE; HISTORY_CAP]);
+                }
+                self.workers()
+                    .par_iter_mut()
+                    .zip(batches)
+                    .for_each(|(w, b)| {
+                        if !b.is_empty() {
+                            w.adopt(b)
+                        }
+                    });
+                let mut ids = self.index.ids();
+                ids.extend(new.iter().map(|p| p.id));
+                ids.sort_unstable();
+                self.index = IdIndex::new(&ids);
+            }
+            self.timers.add(Stage::Exchange, t0.elapsed());
+        }
+        self.inflows = Some(inflows);
     }
 
     /// Stage `exchange`: migration, then the ghost refresh (nothing for a single worker).

@@ -4,6 +4,7 @@
 //! declares to this machinery.
 
 pub mod coordinator;
+pub mod inflow;
 pub mod method;
 pub mod sim;
 pub mod stages;

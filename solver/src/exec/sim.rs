@@ -251,24 +251,41 @@ impl Simulation {
             return Err(SimError::State { origin, message });
         }
         let ctx = Arc::new(StepContext::from_case(&case, meshes));
-        let next_id = state
+        let mut state = state;
+        state.flow.next_id = state
             .flow
             .next_id
             .max(state.id.last().map_or(0, |&id| id + 1));
-        let mut id_species = vec![0u32; next_id as usize];
+        let inflows = crate::exec::inflow::Inflows::plan(&case, &mut state.flow)?;
+        let planned = inflows.planned(&state.flow);
+        let id_count = planned
+            .iter()
+            .map(|&(id, _)| id + 1)
+            .fold(state.flow.next_id, u32::max);
+        let mut id_species = vec![0u32; id_count as usize];
         for (&id, &s) in state.id.iter().zip(&state.species) {
+            id_species[id as usize] = s;
+        }
+        for (id, s) in planned {
             id_species[id as usize] = s;
         }
         let d = case.decomposition;
         let coord = match kind {
-            BackendKind::Cpu => Coordinator::cpu(ctx.clone(), state, &d)
-                .map_err(|source| SimError::Plan { origin, source })?,
+            BackendKind::Cpu => {
+                let mut c = Coordinator::cpu(ctx.clone(), state, &d)
+                    .map_err(|source| SimError::Plan { origin, source })?;
+                if !case.inflows.is_empty() {
+                    c.set_inflows(inflows);
+                }
+                c
+            }
             BackendKind::Cuda(opts) => {
                 if case.changes_particle_set() {
                     return Err(SimError::State {
                         origin,
-                        message: "outflow regions run on the CPU backend only so far (the CUDA \
-                                  backend keeps a fixed particle set); use --backend cpu"
+                        message: "inflow sources and outflow regions run on the CPU backend \
+                                  only so far (the CUDA backend keeps a fixed particle set); \
+                                  use --backend cpu"
                             .into(),
                     });
                 }

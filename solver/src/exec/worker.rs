@@ -159,6 +159,9 @@ pub trait StagedWorker: Send + Sync {
     /// Exchange, part 2: takes ownership of arriving particles (migrants, or particles an
     /// inflow source adds).
     fn immigrate(&mut self, inbox: Vec<Self::Msg>);
+    /// Takes ownership of particles an inflow source adds (full state), dropping the ghosts
+    /// first (the exchange after it refreshes them).
+    fn adopt(&mut self, batch: Self::Msg);
     /// Stage `outflow`: removes the owned particles whose centre `doomed` selects and returns
     /// their (id, species). Drops the ghosts when it removes any (the exchange after it
     /// refreshes them).

@@ -231,6 +231,7 @@ pub fn base_case(
         interactions: Vec::new(),
         sources: Vec::new(),
         meshes: Vec::new(),
+        inflows: Vec::new(),
         outflows: Vec::new(),
         output: Output::default(),
         decomposition: Default::default(),

@@ -215,6 +215,11 @@ impl StagedWorker for CpuWorker {
         out
     }
 
+    fn adopt(&mut self, batch: ParticleBatch) {
+        self.p.clear_ghosts();
+        self.p.push_owned(batch);
+    }
+
     fn remove(&mut self, doomed: &(dyn Fn(V3) -> bool + Sync)) -> Vec<(u32, u32)> {
         let own = self.p.own();
         let hit: Vec<bool> = self.p.pos[..own].par_iter().map(|&x| doomed(x)).collect();
