@@ -188,6 +188,31 @@ pub fn parity_module_source() -> String {
 /// The `extern "C"` symbol of the parity kernel.
 pub const PARITY_KERNEL: &str = "physics_parity";
 
+/// The SPH physics parity module (`sph_parity.cu`): `vec3.cuh`, `sph_physics.cuh` (the twins of
+/// `solver/src/sph/physics.rs`) and one kernel, [`SPH_PARITY_KERNEL`], that evaluates every twin
+/// on given inputs. Self-contained: none of the DEM headers. Compile it with `-DDEM_DOUBLE` and
+/// without FMA contraction; solver/tests/sph_physics_parity.rs does.
+pub fn sph_parity_module_source() -> String {
+    let mut s = String::new();
+    s.push_str(&format!("#line 1 \"{}\"\n", Header::Vec3.file_name()));
+    s.push_str(Header::Vec3.text());
+    s.push('\n');
+    s.push_str("#line 1 \"sph_physics.cuh\"\n");
+    s.push_str(SPH_PHYSICS_HEADER);
+    s.push('\n');
+    s.push_str("#line 1 \"sph_parity.cu\"\n");
+    s.push_str(include_str!("cuda/sph_parity.cu"));
+    s.push('\n');
+    s
+}
+
+/// `sph_physics.cuh`: the CUDA twins of `solver/src/sph/physics.rs` (needs `vec3.cuh` before it).
+/// Not in [`Header::ALL`]: the DEM module does not use it.
+pub const SPH_PHYSICS_HEADER: &str = include_str!("cuda/sph_physics.cuh");
+
+/// The `extern "C"` symbol of the SPH parity kernel.
+pub const SPH_PARITY_KERNEL: &str = "sph_physics_parity";
+
 fn headers_source() -> String {
     let mut s = String::new();
     for h in Header::ALL {

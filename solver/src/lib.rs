@@ -13,6 +13,7 @@ pub mod decomp;
 pub mod dem;
 pub mod exec;
 pub mod io;
+pub mod sph;
 
 pub use case::{Case, CaseError, CaseWarning};
 pub use dem::state::SimState;

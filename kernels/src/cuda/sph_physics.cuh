@@ -1,0 +1,286 @@
+// Weakly compressible SPH physics: the CUDA twins of solver/src/sph/physics.rs, one function per
+// Rust function, same names and argument order (argument names too). Units, sources and
+// derivations are documented once, on the Rust side; keep the two in step:
+// solver/tests/sph_physics_parity.rs checks names and argument lists against the Rust file and runs
+// every twin against its Rust function on random inputs in double (kernels/src/cuda/sph_parity.cu),
+// requiring equal bits. Needs vec3.cuh (real, real3, dvec3 and their helpers) before it.
+//
+// Written with +, -, *, /, sqrt, fabs, fmin only (all correctly rounded in double), never pow, so
+// that the parity mode (-DDEM_DOUBLE, no FMA contraction) reproduces the CPU's bits. The integrator
+// works in double whatever `real` is (as drift in physics.cuh and DualSPHysics' symplectic steps).
+
+#define SPH_PI 3.14159265358979323846
+// physics::TAIT_GAMMA
+#define SPH_TAIT_GAMMA 7
+// physics::ETA2_COEFFICIENT
+#define SPH_ETA2_COEFFICIENT 0.01
+// physics::SEVENTH_ROOT_MAX_ITERATIONS
+#define SPH_SEVENTH_ROOT_MAX_ITERATIONS 100
+// physics::SphKernel
+#define SPH_KERNEL_WENDLAND_C2 0
+#define SPH_KERNEL_CUBIC_SPLINE 1
+
+// physics::SphPair
+struct SphPair {
+    real3 r_ij;
+    real3 v_ij;
+    real rho_i, rho_j;
+    real p_i, p_j;
+    real c_i, c_j;
+    real m_j;
+};
+
+// physics::DiffusionParams
+struct DiffusionParams {
+    real delta, h, c0, rho0, b;
+    real3 gravity;
+};
+
+// physics::FluidState; positions in double, as in the DEM.
+struct FluidState {
+    dvec3 x;
+    real3 v;
+    real rho;
+};
+
+// physics::FluidRates
+struct FluidRates {
+    real3 acc;
+    real drho;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Smoothing kernels
+// ---------------------------------------------------------------------------------------------
+
+// physics::wendland_c2_alpha: 21 / (16 pi h^3).
+__device__ __forceinline__ real wendland_c2_alpha(real h) { return real(21) / (real(16) * real(SPH_PI) * h * h * h); }
+
+// physics::wendland_c2
+__device__ __forceinline__ real wendland_c2(real r, real h) {
+    const real q = r / h;
+    if (q >= real(2)) return real(0);
+    const real w = real(1) - real(0.5) * q;
+    const real w2 = w * w;
+    return wendland_c2_alpha(h) * (w2 * w2) * (real(2) * q + real(1));
+}
+
+// physics::wendland_c2_grad_factor: -5 alpha_D / h^2 (1 - q/2)^3.
+__device__ __forceinline__ real wendland_c2_grad_factor(real r, real h) {
+    const real q = r / h;
+    if (q >= real(2)) return real(0);
+    const real w = real(1) - real(0.5) * q;
+    return real(-5) * wendland_c2_alpha(h) / (h * h) * (w * w * w);
+}
+
+// physics::cubic_spline_alpha: 1 / (pi h^3).
+__device__ __forceinline__ real cubic_spline_alpha(real h) { return real(1) / (real(SPH_PI) * h * h * h); }
+
+// physics::cubic_spline
+__device__ __forceinline__ real cubic_spline(real r, real h) {
+    const real q = r / h;
+    if (q >= real(2)) return real(0);
+    if (q >= real(1)) {
+        const real w = real(2) - q;
+        return cubic_spline_alpha(h) * real(0.25) * (w * w * w);
+    }
+    return cubic_spline_alpha(h) * (real(1) - real(1.5) * q * q + real(0.75) * q * q * q);
+}
+
+// physics::cubic_spline_grad_factor
+__device__ __forceinline__ real cubic_spline_grad_factor(real r, real h) {
+    const real q = r / h;
+    if (q >= real(2)) return real(0);
+    if (q >= real(1)) {
+        const real w = real(2) - q;
+        return cubic_spline_alpha(h) / (h * h) * (real(-0.75) * w * w / q);
+    }
+    return cubic_spline_alpha(h) / (h * h) * (real(-3) + real(2.25) * q);
+}
+
+// physics::kernel_value; `kernel` is SPH_KERNEL_WENDLAND_C2 or SPH_KERNEL_CUBIC_SPLINE.
+__device__ __forceinline__ real kernel_value(int kernel, real r, real h) {
+    return kernel == SPH_KERNEL_WENDLAND_C2 ? wendland_c2(r, h) : cubic_spline(r, h);
+}
+
+// physics::kernel_grad_factor
+__device__ __forceinline__ real kernel_grad_factor(int kernel, real r, real h) {
+    return kernel == SPH_KERNEL_WENDLAND_C2 ? wendland_c2_grad_factor(r, h) : cubic_spline_grad_factor(r, h);
+}
+
+// physics::kernel_gradient: F r_ij.
+__device__ __forceinline__ real3 kernel_gradient(real f, real3 r_ij) { return scale3(r_ij, f); }
+
+// ---------------------------------------------------------------------------------------------
+// Equation of state
+// ---------------------------------------------------------------------------------------------
+
+// physics::tait_b: c0^2 rho0 / gamma.
+__device__ __forceinline__ real tait_b(real rho0, real c0) { return c0 * c0 * rho0 / real(SPH_TAIT_GAMMA); }
+
+// physics::tait_pressure: B ((rho/rho0)^7 - 1).
+__device__ __forceinline__ real tait_pressure(real rho, real rho0, real b) {
+    const real x = rho / rho0;
+    const real x3 = x * x * x;
+    return b * (x3 * x3 * x - real(1));
+}
+
+// physics::seventh_root_minus_one: (1 + t)^(1/7) - 1 by Newton from above (see the Rust side).
+__device__ __forceinline__ real seventh_root_minus_one(real t) {
+    if (t <= real(-1)) return real(-1);
+    real d = t > real(1) ? fmin(t / real(7), sqrt(sqrt(real(1) + t)) - real(1)) : t / real(7);
+    for (int k = 0; k < SPH_SEVENTH_ROOT_MAX_ITERATIONS; k++) {
+        const real y = real(1) + d;
+        const real y2 = y * y;
+        const real p =
+            d * (real(7) + d * (real(21) + d * (real(35) + d * (real(35) + d * (real(21) + d * (real(7) + d))))));
+        const real next = d - (p - t) / (real(7) * (y2 * y2 * y2));
+        if (!(next < d)) break;
+        d = next;
+    }
+    return d;
+}
+
+// physics::tait_density: rho0 (1 + p/B)^(1/7).
+__device__ __forceinline__ real tait_density(real p, real rho0, real b) {
+    return rho0 + rho0 * seventh_root_minus_one(p / b);
+}
+
+// physics::sound_speed: c0 (rho/rho0)^3.
+__device__ __forceinline__ real sound_speed(real rho, real rho0, real c0) {
+    const real x = rho / rho0;
+    return c0 * (x * x * x);
+}
+
+// physics::sound_speed_from_coefficient: coef sqrt(g H).
+__device__ __forceinline__ real sound_speed_from_coefficient(real coef, real g, real depth) {
+    return coef * sqrt(g * depth);
+}
+
+// physics::hydrostatic_pressure: rho0 g depth.
+__device__ __forceinline__ real hydrostatic_pressure(real rho0, real g, real depth) { return rho0 * g * depth; }
+
+// physics::hydrostatic_density
+__device__ __forceinline__ real hydrostatic_density(real rho0, real b, real g, real depth) {
+    return tait_density(hydrostatic_pressure(rho0, g, depth), rho0, b);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Momentum and continuity
+// ---------------------------------------------------------------------------------------------
+
+// physics::eta_squared: 0.01 h^2.
+__device__ __forceinline__ real eta_squared(real h) { return real(SPH_ETA2_COEFFICIENT) * h * h; }
+
+// physics::viscous_mu: h v_ij.r_ij / (r_ij^2 + eta^2).
+__device__ __forceinline__ real viscous_mu(real h, real3 v_ij, real3 r_ij) {
+    return h * (dot3(v_ij, r_ij) / (norm23(r_ij) + eta_squared(h)));
+}
+
+// physics::artificial_viscosity: -alpha c_ij mu_ij / rho_ij for approaching pairs, else 0.
+__device__ __forceinline__ real artificial_viscosity(real alpha, real h, const SphPair& pair) {
+    const real vr = dot3(pair.v_ij, pair.r_ij);
+    if (vr >= real(0)) return real(0);
+    const real c_mean = real(0.5) * (pair.c_i + pair.c_j);
+    const real rho_mean = real(0.5) * (pair.rho_i + pair.rho_j);
+    return -alpha * c_mean * viscous_mu(h, pair.v_ij, pair.r_ij) / rho_mean;
+}
+
+// physics::momentum_pair: -m_j ((p_i + p_j) / (rho_i rho_j) + Pi_ij) F r_ij.
+__device__ __forceinline__ real3 momentum_pair(real f, const SphPair& pair, real pi_ij) {
+    const real s = -pair.m_j * ((pair.p_i + pair.p_j) / (pair.rho_i * pair.rho_j) + pi_ij);
+    return scale3(kernel_gradient(f, pair.r_ij), s);
+}
+
+// physics::continuity_pair: m_j v_ij . F r_ij.
+__device__ __forceinline__ real continuity_pair(real f, const SphPair& pair) {
+    return pair.m_j * dot3(pair.v_ij, kernel_gradient(f, pair.r_ij));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Density diffusion
+// ---------------------------------------------------------------------------------------------
+
+// physics::density_diffusion: 2 delta h c0 psi (r_ji . grad_i W) / (r^2 + eta^2) m_j / rho_j.
+__device__ __forceinline__ real density_diffusion(const DiffusionParams& params, real f, const SphPair& pair,
+                                                  real psi) {
+    const real r2 = norm23(pair.r_ij);
+    const real r_ji_dot_grad = -dot3(pair.r_ij, kernel_gradient(f, pair.r_ij));
+    return real(2) * params.delta * params.h * params.c0 * psi * r_ji_dot_grad / (r2 + eta_squared(params.h)) *
+           pair.m_j / pair.rho_j;
+}
+
+// physics::diffusion_molteni_colagrossi: psi = rho_j - rho_i.
+__device__ __forceinline__ real diffusion_molteni_colagrossi(const DiffusionParams& params, real f,
+                                                             const SphPair& pair) {
+    return density_diffusion(params, f, pair, pair.rho_j - pair.rho_i);
+}
+
+// physics::hydrostatic_density_difference: rho0 ((1 - rho0 g.r_ij / B)^(1/7) - 1).
+__device__ __forceinline__ real hydrostatic_density_difference(const DiffusionParams& params, real3 r_ij) {
+    const real dp = -params.rho0 * dot3(params.gravity, r_ij);
+    return params.rho0 * seventh_root_minus_one(dp / params.b);
+}
+
+// physics::diffusion_fourtakas: psi = (rho_j - rho_i) - rho^H_ji.
+__device__ __forceinline__ real diffusion_fourtakas(const DiffusionParams& params, real f, const SphPair& pair) {
+    const real psi = (pair.rho_j - pair.rho_i) - hydrostatic_density_difference(params, pair.r_ij);
+    return density_diffusion(params, f, pair, psi);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Variable time step
+// ---------------------------------------------------------------------------------------------
+
+// physics::force_time_step: sqrt(h / |acc|) (+inf for acc = 0).
+__device__ __forceinline__ real force_time_step(real h, real3 acc) { return sqrt(h / norm3(acc)); }
+
+// physics::viscous_rate: |mu_ij|.
+__device__ __forceinline__ real viscous_rate(real h, real3 v_ij, real3 r_ij) { return fabs(viscous_mu(h, v_ij, r_ij)); }
+
+// physics::viscous_time_step: h / (c + mu_max).
+__device__ __forceinline__ real viscous_time_step(real h, real c, real mu_max) { return h / (c + mu_max); }
+
+// physics::variable_time_step: C_CFL min(dt_f, dt_cv).
+__device__ __forceinline__ real variable_time_step(real cfl, real dt_f, real dt_cv) { return cfl * fmin(dt_f, dt_cv); }
+
+// ---------------------------------------------------------------------------------------------
+// Symplectic position Verlet, in double (steps are small against the state: float would lose the
+// increments, as DualSPHysics notes by computing these in double too).
+// ---------------------------------------------------------------------------------------------
+
+// a + (b + c) s in double, rounded to real at the end (vec3::axpy(a, vec3::add(b, c), s) in f64).
+__device__ __forceinline__ real3 sph_axpy_sum_d(real3 a, real3 b, real3 c, double s) {
+    return make_real3((real)((double)a.x + ((double)b.x + (double)c.x) * s),
+                      (real)((double)a.y + ((double)b.y + (double)c.y) * s),
+                      (real)((double)a.z + ((double)b.z + (double)c.z) * s));
+}
+
+// physics::symplectic_predict: x + dt/2 v, v + dt/2 (acc + g), rho + dt/2 drho.
+__device__ __forceinline__ FluidState symplectic_predict(const FluidState& s, const FluidRates& rates, real3 g,
+                                                         double dt) {
+    const double dt05 = 0.5 * dt;
+    FluidState o;
+    o.x = dv3(s.x.x + (double)s.v.x * dt05, s.x.y + (double)s.v.y * dt05, s.x.z + (double)s.v.z * dt05);
+    o.v = sph_axpy_sum_d(s.v, rates.acc, g, dt05);
+    o.rho = (real)((double)s.rho + (double)rates.drho * dt05);
+    return o;
+}
+
+// physics::symplectic_density: rho_n (2 - eps) / (2 + eps), eps = -(drho_half / rho_half) dt.
+__device__ __forceinline__ double symplectic_density(double rho_n, double rho_half, double drho_half, double dt) {
+    const double eps = -(drho_half / rho_half) * dt;
+    return rho_n * (2.0 - eps) / (2.0 + eps);
+}
+
+// physics::symplectic_correct: v + dt (acc' + g), x + dt/2 (v + v1), symplectic_density.
+__device__ __forceinline__ FluidState symplectic_correct(const FluidState& s, real rho_half,
+                                                         const FluidRates& rates_half, real3 g, double dt) {
+    FluidState o;
+    o.v = sph_axpy_sum_d(s.v, rates_half.acc, g, dt);
+    const double dt05 = 0.5 * dt;
+    o.x = dv3(s.x.x + ((double)s.v.x + (double)o.v.x) * dt05, s.x.y + ((double)s.v.y + (double)o.v.y) * dt05,
+              s.x.z + ((double)s.v.z + (double)o.v.z) * dt05);
+    o.rho = (real)symplectic_density((double)s.rho, (double)rho_half, (double)rates_half.drho, dt);
+    return o;
+}
