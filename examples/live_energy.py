@@ -4,8 +4,9 @@
     PYTHONPATH=tools/python python3 examples/live_energy.py SEGMENT
 
 E_trans = sum 1/2 m v^2 and E_rot = sum 1/2 (2/5 m r^2) w^2 [J], with m = density * 4/3 pi r^3
-from the static section. Arrays are zero-copy views into the segment; a frame overwritten
-while it was used (``valid()`` false) is skipped.
+from each particle's species and radius (``f.species``, ``f.radii``: looked up by id, so runs
+whose particle set changes are followed too). Arrays are zero-copy views into the segment; a
+frame overwritten while it was used (``valid()`` false) is skipped.
 """
 
 import sys
@@ -18,11 +19,8 @@ import particle_shm as p
 def main(name):
     seg = p.attach(name)
     st = seg.static
-    density = np.array([s.density for s in st.species])[st.species_ids]
-    r = st.radii.astype(np.float64)
-    mass = density * 4.0 / 3.0 * np.pi * r**3
-    inertia = 0.4 * mass * r**2
-    print(f"{name}: {len(mass)} particles, {len(st.species)} species; Ctrl-C to stop")
+    density = np.array([s.density for s in st.species])
+    print(f"{name}: {len(st.ids)} particles, {len(st.species)} species; Ctrl-C to stop")
     print(f"{'step':>10} {'t [s]':>10} {'E_trans [J]':>14} {'E_rot [J]':>14}")
     seq = 0
     while True:
@@ -34,8 +32,11 @@ def main(name):
                 return
             continue
         seq = f.seq
-        if f.velocities is None or f.particle_count != len(mass):
+        if f.velocities is None:
             continue
+        r = f.radii.astype(np.float64)
+        mass = density[f.species] * 4.0 / 3.0 * np.pi * r**3
+        inertia = 0.4 * mass * r**2
         v2 = np.einsum("ij,ij->i", f.velocities, f.velocities, dtype=np.float64)
         e_t = 0.5 * float(mass @ v2)
         e_r = float("nan")

@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use shm_protocol::{FieldKind, Frame, StaticData};
 
+use crate::elements::Elements;
+
 /// What the particle colour shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ColorBy {
@@ -164,13 +166,13 @@ fn norm3(v: &[f32; 3]) -> f32 {
 }
 
 /// Scalar values for a continuous colouring, or `None` if the frame lacks the field.
-fn scalars(by: ColorBy, st: &StaticData, frame: &Frame, n: usize) -> Option<Vec<f32>> {
+fn scalars(by: ColorBy, el: &Elements<'_>, frame: &Frame, n: usize) -> Option<Vec<f32>> {
     let take = |v: &[f32]| v.iter().take(n).copied().collect::<Vec<_>>();
     match by {
         ColorBy::Species => None,
         ColorBy::Id => Some(
             (0..n)
-                .map(|i| st.particle_ids.get(i).map_or(i as f32, |&id| id as f32))
+                .map(|i| el.ids.get(i).map_or(i as f32, |&id| id as f32))
                 .collect(),
         ),
         ColorBy::Speed => frame
@@ -204,8 +206,15 @@ fn finite_range(values: &[f32]) -> (f32, f32) {
 }
 
 /// Colours `n` particles of `frame` by `by`, falling back to species when a field is missing.
-pub fn color_particles(by: ColorBy, st: &StaticData, frame: &Frame, n: usize) -> Coloring {
-    if let Some(values) = scalars(by, st, frame, n) {
+/// Species and ids are the frame's elements' (`el`); `st` names the species.
+pub fn color_particles(
+    by: ColorBy,
+    st: &StaticData,
+    el: &Elements<'_>,
+    frame: &Frame,
+    n: usize,
+) -> Coloring {
+    if let Some(values) = scalars(by, el, frame, n) {
         let (mut min, max) = finite_range(&values);
         // Magnitudes and counts read best from zero.
         if matches!(
@@ -233,9 +242,9 @@ pub fn color_particles(by: ColorBy, st: &StaticData, frame: &Frame, n: usize) ->
         )
     });
     let colors = (0..n)
-        .map(|i| species_color(st.particle_species.get(i).copied().unwrap_or(0)))
+        .map(|i| species_color(el.species.get(i).copied().unwrap_or(0)))
         .collect();
-    let mut used: Vec<u32> = st.particle_species.iter().take(n).copied().collect();
+    let mut used: Vec<u32> = el.species.iter().take(n).copied().collect();
     used.sort_unstable();
     used.dedup();
     let entries = used
@@ -285,9 +294,42 @@ mod tests {
             particle_species: vec![0, 1],
             ..Default::default()
         };
-        let c = color_particles(ColorBy::Pressure, &st, &Frame::default(), 2);
+        let frame = Frame::default();
+        let el = Elements::of(&st, &frame);
+        let c = color_particles(ColorBy::Pressure, &st, &el, &frame, 2);
         assert!(matches!(c.legend, Legend::Categories { .. }));
         assert!(c.note.is_some());
         assert_eq!(c.colors, vec![species_color(0), species_color(1)]);
+    }
+
+    #[test]
+    fn species_and_ids_follow_the_frame_ids() {
+        let (mut st, frame) = crate::elements::tests::five_and_three();
+        st.species = vec![
+            shm_protocol::SpeciesRecord::named("glass", 0.01, 2500.0),
+            shm_protocol::SpeciesRecord::named("steel", 0.01, 7800.0),
+        ];
+        let el = Elements::of(&st, &frame);
+        let c = color_particles(ColorBy::Species, &st, &el, &frame, 3);
+        // Ids 1, 3, 4 are steel, steel, glass (element order, not static order 0, 1, 0).
+        let want = [species_color(1), species_color(1), species_color(0)];
+        assert_eq!(c.colors, want);
+        let Legend::Categories { entries, .. } = c.legend else {
+            panic!("species legend expected");
+        };
+        assert_eq!(
+            entries.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
+            ["glass", "steel"]
+        );
+        // Colouring by id shows the particles' ids, 1 to 4.
+        let by_id = color_particles(ColorBy::Id, &st, &el, &frame, 3);
+        assert_eq!(
+            by_id.legend,
+            Legend::Ramp {
+                title: "particle id".into(),
+                min: 1.0,
+                max: 4.0
+            }
+        );
     }
 }

@@ -12,6 +12,7 @@
 
 mod camera;
 mod color;
+mod elements;
 mod mesh_style;
 mod render;
 mod scene;

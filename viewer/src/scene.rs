@@ -5,6 +5,7 @@ use shm_protocol::{BodyTransform, Frame, StaticData};
 
 use crate::camera::{Bounds, Vec3};
 use crate::color::{color_particles, ColorBy, Legend, Rgb};
+use crate::elements::Elements;
 
 /// Keeps the particles on one side of an axis-aligned plane (to see inside a bed).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -46,7 +47,8 @@ pub struct Scene {
     pub triangles: Vec<[Vec3; 3]>,
     pub world: Bounds,
     pub legend: Legend,
-    /// Particles in the frame, before subsampling and clipping.
+    /// Particles in the frame, before subsampling and clipping: the frame's own count (fewer
+    /// than the static section lists in a run whose particle set changes).
     pub total_particles: usize,
     /// Subsampling stride used (1 = all).
     pub stride: usize,
@@ -85,14 +87,14 @@ fn world_bounds(st: &StaticData, positions: &[Vec3]) -> Bounds {
     b
 }
 
-/// Radius of particle `i`: its own, else its species', else a small fraction of the box.
-fn radius_of(st: &StaticData, i: usize, fallback: f32) -> f32 {
-    if let Some(&r) = st.particle_radius.get(i) {
+/// Radius of element `i`: its own, else its species', else a small fraction of the box.
+fn radius_of(st: &StaticData, el: &Elements<'_>, i: usize, fallback: f32) -> f32 {
+    if let Some(&r) = el.radii.get(i) {
         if r > 0.0 && r.is_finite() {
             return r;
         }
     }
-    st.particle_species
+    el.species
         .get(i)
         .and_then(|&s| st.species.get(s as usize))
         .map(|s| s.radius as f32)
@@ -120,7 +122,10 @@ impl Scene {
         let positions: &[Vec3] = frame.positions.as_deref().unwrap_or(&[]);
         let n = positions.len();
         let world = world_bounds(st, positions);
-        let coloring = color_particles(opts.color_by, st, frame, n);
+        // Frames of a run whose particle set changes hold fewer particles than the static
+        // section, and element i is the particle named by its id: map species and radii.
+        let el = Elements::of(st, frame);
+        let coloring = color_particles(opts.color_by, st, &el, frame, n);
         let stride = n.div_ceil(opts.max_particles.max(1)).max(1);
         let fallback = world.radius() * 0.005;
         let clip = opts.clip.map(|c| {
@@ -144,7 +149,7 @@ impl Scene {
                 continue;
             }
             centers.push(p);
-            radii.push(radius_of(st, i, fallback));
+            radii.push(radius_of(st, &el, i, fallback));
             colors.push(coloring.colors[i]);
         }
         Scene {
@@ -156,7 +161,10 @@ impl Scene {
             legend: coloring.legend,
             total_particles: n,
             stride,
-            note: coloring.note,
+            note: match (el.problem, coloring.note) {
+                (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                (a, b) => a.or(b),
+            },
         }
     }
 }
@@ -202,5 +210,30 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Scene::build(&st, &frame, &opts).centers.len(), 5);
+    }
+
+    #[test]
+    fn a_frame_of_fewer_particles_draws_them_by_id() {
+        let (mut st, frame) = crate::elements::tests::five_and_three();
+        st.world_max = [1.0; 3];
+        let s = Scene::build(&st, &frame, &SceneOptions::default());
+        assert_eq!((s.total_particles, s.centers.len()), (3, 3));
+        // Ids 1, 3, 4: radii 2, 4, 5 mm and species 1, 1, 0.
+        assert_eq!(s.radii, [0.002, 0.004, 0.005]);
+        let c = crate::color::species_color;
+        assert_eq!(s.colors, [c(1), c(1), c(0)]);
+        assert!(s.note.is_none(), "{:?}", s.note);
+    }
+
+    #[test]
+    fn an_unknown_id_draws_with_defaults_and_a_note() {
+        let (st, mut frame) = crate::elements::tests::five_and_three();
+        frame.particle_ids = Some(vec![1, 3, 5]);
+        let s = Scene::build(&st, &frame, &SceneOptions::default());
+        assert_eq!(s.centers.len(), 3);
+        assert!(s
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("particle id 5")));
     }
 }

@@ -41,6 +41,9 @@ pub fn caption(latest: &Latest, describe: &str, scene: &Scene) -> String {
     if scene.stride > 1 {
         s.push_str(&format!(" (every {}th shown)", scene.stride));
     }
+    if m.removed_count > 0 {
+        s.push_str(&format!(", {} removed", m.removed_count));
+    }
     s.push_str(&format!("  [{state}]"));
     s
 }

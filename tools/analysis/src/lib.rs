@@ -6,6 +6,7 @@
 //! also call them directly on slices.
 
 pub mod context;
+pub mod elements;
 pub mod follow;
 pub mod grid;
 pub mod metrics;

@@ -1,6 +1,8 @@
 //! `analysis`: live metrics of a particle-shm run (energies, speeds, centre of mass,
-//! coordination number, solid fraction, Lacey mixing index, body torque), as a terminal table,
-//! CSV, JSON lines and PNG plots; `--once --json` prints the newest frame's metrics and exits.
+//! coordination number, solid fraction, Lacey mixing index, body torque, outflow and discharge
+//! rate), as a terminal table, CSV, JSON lines and PNG plots; `--once --json` prints the newest
+//! frame's metrics and exits. Runs whose particle set changes (frames with `particle_id`) are
+//! analysed particle by id.
 //!
 //! Exit status: 0 when the run finished (or `--once` succeeded), 1 on an error, 3 when the
 //! solver died or failed (output files are kept and complete up to the last frame).
@@ -47,7 +49,10 @@ struct Cli {
     #[arg(long, value_name = "MS")]
     every_wall: Option<u64>,
     /// Metrics to compute, comma separated (default all): kinetic_energy, potential_energy,
-    /// speed, center_of_mass, coordination_number, solid_fraction, lacey_index, body_torque.
+    /// speed, center_of_mass, coordination_number, solid_fraction, lacey_index, body_torque,
+    /// particle_count (live particles, the `particles` column, always present), removed_count and
+    /// removed_mass [kg] (removed by outflow regions since t = 0), discharge_rate [kg/s] (removed
+    /// mass per simulated second since the previous analysed frame; empty for the first).
     #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
     metrics: Option<Vec<String>>,
     /// Solid-fraction region xmin,ymin,zmin,xmax,ymax,zmax [m] (default: lower half of the world box).

@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 
 /// The Python test modules (`tools/python/tests/test_*.py`), run in this order against the
 /// segment this test publishes; `test_particle_shm` first, while the segment still holds exactly
-/// what `expected` recorded.
+/// what `expected` recorded. `test_particle_set` also reads a second segment, a run whose
+/// particle set changes (`publish_set`).
 const PYTHON_TEST_MODULES: &[&str] = &[
     "test_particle_shm",
+    "test_particle_set",
     "test_attach_errors",
     "test_command_limits",
     "test_deadlines_and_leases",
@@ -110,6 +112,8 @@ fn python_reader_matches_the_rust_reader() {
     );
     let name = Name::new("py");
     let mut p = publish_known(&name.0, 2);
+    let set = Name::new("pyset");
+    let _set = publish_set(&set.0, 1);
     let exp = std::env::temp_dir().join(format!("pshm-an-{}-expected.json", std::process::id()));
     std::fs::write(&exp, expected(&name.0).to_string()).unwrap();
 
@@ -119,6 +123,7 @@ fn python_reader_matches_the_rust_reader() {
         .current_dir(python_dir().join("tests"))
         .env("PYTHONPATH", python_dir())
         .env("PSHM_TEST_SEGMENT", &name.0)
+        .env("PSHM_TEST_SET_SEGMENT", &set.0)
         .env("PSHM_TEST_EXPECTED", &exp)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

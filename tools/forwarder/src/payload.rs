@@ -483,6 +483,62 @@ mod tests {
         assert!(back.contact_counts.is_none());
     }
 
+    /// A run whose particle set changes: five static particles of two species, a frame holding
+    /// ids 1, 3, 4 and the outflow counters. Everything survives the wire (bincode header, raw
+    /// payload), and the receiver finds species and radii by id.
+    #[test]
+    fn particle_ids_and_outflow_counters_cross_the_wire() {
+        use crate::codec;
+        use crate::protocol::ServerMsg;
+
+        let st = StaticData {
+            particle_ids: (0..5).collect(),
+            particle_species: vec![0, 1, 0, 1, 0],
+            particle_radius: vec![0.01, 0.02, 0.03, 0.04, 0.05],
+            generation: 2,
+            ..StaticData::default()
+        };
+        let mut f = frame(3);
+        f.meta.fields |= FieldKind::ParticleId.bit();
+        f.meta.static_generation = 2;
+        (f.meta.removed_count, f.meta.removed_mass) = (2, 0.75);
+        f.particle_ids = Some(vec![1, 3, 4]);
+
+        let sh = static_header(&st, 1, true);
+        let mut wire = codec::begin_tcp(&ServerMsg::Static(sh.clone()), 0);
+        write_static_payload(&st, &sh, &mut wire);
+        let body = codec::read_message(&mut &codec::finish_tcp(wire)[..], u64::MAX).unwrap();
+        let (ServerMsg::Static(sh), payload) = codec::decode_server(&body).unwrap() else {
+            panic!("not a static message");
+        };
+        let st_back = read_static(&sh, payload).unwrap();
+        assert_eq!(st_back, st);
+
+        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None);
+        let mut wire = codec::begin_tcp(&ServerMsg::Frame(h.clone()), 0);
+        write_frame_payload(&f, &h, &mut wire);
+        let body = codec::read_message(&mut &codec::finish_tcp(wire)[..], u64::MAX).unwrap();
+        let (ServerMsg::Frame(h), payload) = codec::decode_server(&body).unwrap() else {
+            panic!("not a frame message");
+        };
+        let back = read_frame(&h, payload).unwrap();
+        assert_eq!(back, f);
+        assert_eq!((back.meta.removed_count, back.meta.removed_mass), (2, 0.75));
+
+        let ids = back.particle_ids.as_deref();
+        let species = StaticData::per_element(&st_back.particle_species, ids).unwrap();
+        let radii = StaticData::per_element(&st_back.particle_radius, ids).unwrap();
+        assert_eq!(
+            (&species[..], &radii[..]),
+            (&[1, 1, 0][..], &[0.02, 0.04, 0.05][..])
+        );
+
+        // The WebSocket header is JSON: the browser reads the counters by name.
+        let json = serde_json::to_value(ServerMsg::Frame(h)).unwrap();
+        assert_eq!(json["Frame"]["meta"]["removed_count"], 2);
+        assert_eq!(json["Frame"]["meta"]["removed_mass"], 0.75);
+    }
+
     #[test]
     fn wrong_payload_sizes_are_rejected() {
         let f = frame(3);

@@ -10,8 +10,9 @@ use shm_protocol::{Command, CommandOutcome, FrameMeta, SolverStatus};
 
 /// `protocol` string of a [`ClientMsg::Hello`]: anything else is garbage.
 pub const PROTOCOL_NAME: &str = "particle-shm-forwarder";
-/// Bumped on any incompatible change of this file or of the payload layouts.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Bumped on any incompatible change of this file or of the payload layouts. 3: the frame
+/// header's `meta` ends in `removed_count` and `removed_mass` (shm-protocol's `FrameMeta`).
+pub const PROTOCOL_VERSION: u32 = 3;
 /// Largest message a client may send (body bytes after the length prefix). Commands and
 /// hellos are a few hundred bytes; anything larger is an attack or a bug.
 pub const MAX_CLIENT_MESSAGE: u32 = 64 * 1024;
@@ -201,10 +202,16 @@ pub struct StaticHeader {
 /// rotation[9], translation[3], velocity[3], angular_velocity[3]), then for each bit of
 /// `fields` in increasing order the array of `meta.particle_count` elements (positions as
 /// `positions` says), each array padded with zero bytes to a multiple of 4 bytes.
+///
+/// In a run whose particle set changes the frame holds only the live particles, and element `i`
+/// is the particle `particle_id[i]` (bit 7): a client that looks up species or radii in the
+/// static arrays subscribes to it and indexes them by id (`StaticData::per_element`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FrameHeader {
     pub epoch: u64,
-    /// The segment's metadata; `meta.fields` is what this message carries.
+    /// The segment's metadata, in its field order, ending in `removed_count` (particles removed
+    /// by outflow regions since t = 0) and `removed_mass` [kg]; `meta.fields` is what this
+    /// message carries.
     pub meta: FrameMeta,
     pub positions: PositionEncoding,
     /// Quantisation box (meaningful with `Quantized16`): the world box of the static data when

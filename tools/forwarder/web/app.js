@@ -114,7 +114,9 @@
   document.getElementById("resume").onclick = () => command("Resume");
 
   ws.onopen = () => {
-    send({ Hello: { protocol: "particle-shm-forwarder", version: 2, token, client: "browser",
+    // Positions only, coloured by height: no static array is indexed per particle, so frames of
+    // a run whose particle set changes need no particle ids here.
+    send({ Hello: { protocol: "particle-shm-forwarder", version: 3, token, client: "browser",
       subscription: { fields: 1, positions: "Quantized16", max_rate_hz: rate, static_arrays: false } } });
     stateEl.textContent = "connected";
   };
@@ -163,7 +165,8 @@
     const state = !status ? "?" : !status.attached ? "detached" : s && s.state ? s.state.toLowerCase() : "unknown";
     stateEl.textContent = "state: " + state + (s && !s.alive ? " (solver gone)" : "");
     const m = frame && frame.meta;
-    infoEl.textContent = (m ? `t = ${m.sim_time.toFixed(4)} s   step ${m.step}   frame ${m.seq}   ${m.particle_count} particles   ${fps.toFixed(1)} fps\n` : "no frame yet\n") +
+    const removed = m && m.removed_count > 0 ? `   ${m.removed_count} removed (${m.removed_mass.toPrecision(4)} kg)` : "";
+    infoEl.textContent = (m ? `t = ${m.sim_time.toFixed(4)} s   step ${m.step}   frame ${m.seq}   ${m.particle_count} particles${removed}   ${fps.toFixed(1)} fps\n` : "no frame yet\n") +
       (lastAck ? "command " + lastAck : "");
   }
 

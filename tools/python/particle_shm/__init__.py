@@ -6,6 +6,7 @@ Written from ``shm-protocol/LAYOUT.md`` (ABI version 1)::
     seg = p.attach("run1")              # validates magic, version, layout hash, size, plan
     st = seg.static                     # ids, species_ids, radii, species, meshes, config, world box
     f = seg.latest()                    # newest frame; f.positions is an (N, 3) float32 view
+    f.particle_ids, f.species, f.radii  # per element, by id (runs whose particle set changes)
     ...use f.positions...
     if not f.valid(): ...               # the writer reused the slot meanwhile: discard
     f = seg.wait_newer(f.seq, 1.0)      # next frame (None on timeout or when the run is over)
@@ -36,6 +37,7 @@ from .errors import (
     SegmentTruncated,
     SizeMismatch,
     SolverGone,
+    StaticMismatch,
     TableFull,
     Truncated,
     VersionMismatch,
@@ -72,6 +74,7 @@ __all__ = [
     "SizeMismatch",
     "SegmentTruncated",
     "NoStaticData",
+    "StaticMismatch",
     "Contended",
     "CommandError",
     "InvalidCommand",

@@ -103,6 +103,11 @@ class NoStaticData(ParticleShmError):
     """The solver has not published its static section yet."""
 
 
+class StaticMismatch(ParticleShmError):
+    """A frame belongs to another generation of the static section than the segment holds now
+    (the solver rewrote it): its ids, species and radii would describe other particles."""
+
+
 class Contended(ParticleShmError):
     """The writer overwrote the data on every attempt to read it."""
 

@@ -28,6 +28,7 @@ from .errors import (
     ParticleShmError,
     SegmentOSError,
     SizeMismatch,
+    StaticMismatch,
     Truncated,
     VersionMismatch,
 )
@@ -125,6 +126,7 @@ class Segment:
         self._fd = fd
         self.size = size
         self.owner_uid = st.st_uid
+        self._static_copy = None
         self._validate()
 
     def close(self):
@@ -311,6 +313,20 @@ class Segment:
             f"segment {self.name!r}: the writer rewrote the static section {READ_RETRIES} times "
             "while it was read; try again"
         )
+
+    def static_for(self, generation, seq=None):
+        """The static section of ``generation`` (a frame's ``static_generation``; ``seq`` names
+        the frame in errors): read once and kept while the segment's stays that generation.
+        Raises StaticMismatch when the segment's static section is another generation."""
+        st = self._static_copy
+        if st is None or st.generation != generation:
+            st = self._static_copy = self.read_static()
+        if st.generation != generation:
+            raise StaticMismatch(
+                f"segment {self.name!r}: frame {seq} belongs to static data generation {generation}, "
+                f"but the segment's static section is generation {st.generation}"
+            )
+        return st
 
     # ---- frames -----------------------------------------------------------------------------
 

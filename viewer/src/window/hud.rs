@@ -161,6 +161,12 @@ fn hud_lines(app: &ViewerApp) -> (Vec<String>, Option<String>) {
         lines.push(format!("t = {:.5} s   step {}", m.sim_time, m.step));
         lines.push(format!("solver {:.1} steps/s", m.steps_per_s));
         lines.push(format!("frame #{}  age {:.1} s", m.seq, age));
+        if m.removed_count > 0 {
+            lines.push(format!(
+                "removed {} particles ({:.4e} kg)",
+                m.removed_count, m.removed_mass
+            ));
+        }
     }
     if st.reattached > 0 {
         lines.push(format!("re-attached {} time(s)", st.reattached));

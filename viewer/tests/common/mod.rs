@@ -102,9 +102,20 @@ pub fn closed_box(lo: [f32; 3], hi: [f32; 3]) -> MeshStatic {
 
 /// Creates a segment with world box [0,1]^3, two species, the given particles and meshes.
 pub fn create(tag: &str, particles: &[P], meshes: Vec<MeshStatic>) -> Seg {
+    create_reserving(tag, particles, meshes, 0)
+}
+
+/// [`create`] reserving `extra_fields` (a `FieldKind` bit mask) besides the default fields.
+pub fn create_reserving(
+    tag: &str,
+    particles: &[P],
+    meshes: Vec<MeshStatic>,
+    extra_fields: u32,
+) -> Seg {
     let name = unique_name(tag);
     let _ = shm_protocol::segment::unlink(&name);
     let mut caps = Capacities::for_particles(particles.len().max(1) as u64);
+    caps.fields |= extra_fields;
     caps.max_bodies = meshes.len().max(1) as u32;
     caps.max_triangles = meshes
         .iter()
@@ -152,6 +163,31 @@ pub fn publish(seg: &mut Seg, particles: &[P], bodies: &[BodyTransform], step: u
     )
     .expect("velocities");
     w.set_bodies(bodies).expect("bodies");
+    w.commit();
+}
+
+/// Publishes a frame of a run whose particle set changes: the live particles `live`, whose
+/// ids (indices into the static section, ascending) are `ids`, and the outflow counters.
+pub fn publish_live(seg: &mut Seg, live: &[P], ids: &[u32], removed: (u64, f64), step: u64) {
+    assert_eq!(live.len(), ids.len());
+    let mut w = seg
+        .publisher
+        .begin_frame(live.len() as u64)
+        .expect("begin frame");
+    w.step = step;
+    w.sim_time = step as f64 * 1e-3;
+    (w.removed_count, w.removed_mass) = removed;
+    w.write_vec3(
+        FieldKind::Position,
+        &live.iter().map(|p| p.pos).collect::<Vec<_>>(),
+    )
+    .expect("positions");
+    let dst = w
+        .field_ptr(FieldKind::ParticleId)
+        .expect("particle_id reserved") as *mut u32;
+    // SAFETY: the slot's particle_id array holds the frame's `live.len() == ids.len()` u32s
+    // (64-byte aligned), and this writer owns the slot until it commits.
+    unsafe { std::ptr::copy_nonoverlapping(ids.as_ptr(), dst, ids.len()) };
     w.commit();
 }
 

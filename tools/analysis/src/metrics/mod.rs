@@ -5,6 +5,7 @@ pub mod contacts;
 pub mod energy;
 pub mod lacey;
 pub mod motion;
+pub mod outflow;
 pub mod solid_fraction;
 pub mod sums;
 pub mod torque;
@@ -15,6 +16,7 @@ use serde::Serialize;
 use shm_protocol::{FieldKind, Frame};
 
 use crate::context::StaticContext;
+use crate::elements::{elements, ElementScratch, Elements, Needs};
 use crate::region::Aabb;
 use lacey::LaceyGrid;
 use torque::BodyLoad;
@@ -32,10 +34,19 @@ pub enum Metric {
     SolidFraction,
     LaceyIndex,
     BodyTorque,
+    /// Live particles in the frame: the `particles` key and column, present whatever is
+    /// selected (the name is accepted so that it can be listed with the others).
+    ParticleCount,
+    /// `removed_count` of the frame header.
+    RemovedCount,
+    /// `removed_mass` of the frame header [kg].
+    RemovedMass,
+    /// [`outflow::discharge_rate`] [kg/s].
+    DischargeRate,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 8] = [
+    pub const ALL: [Metric; 12] = [
         Metric::KineticEnergy,
         Metric::PotentialEnergy,
         Metric::Speed,
@@ -44,6 +55,18 @@ impl Metric {
         Metric::SolidFraction,
         Metric::LaceyIndex,
         Metric::BodyTorque,
+        Metric::ParticleCount,
+        Metric::RemovedCount,
+        Metric::RemovedMass,
+        Metric::DischargeRate,
+    ];
+
+    /// Metrics read from the frame header alone (no pass over the particles).
+    const HEADER: [Metric; 4] = [
+        Metric::ParticleCount,
+        Metric::RemovedCount,
+        Metric::RemovedMass,
+        Metric::DischargeRate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,6 +79,10 @@ impl Metric {
             Self::SolidFraction => "solid_fraction",
             Self::LaceyIndex => "lacey_index",
             Self::BodyTorque => "body_torque",
+            Self::ParticleCount => "particle_count",
+            Self::RemovedCount => "removed_count",
+            Self::RemovedMass => "removed_mass",
+            Self::DischargeRate => "discharge_rate",
         }
     }
 
@@ -68,6 +95,7 @@ impl Metric {
             }
             "max_speed" | "mean_speed" | "speeds" => Some(Self::Speed),
             "torque" => Some(Self::BodyTorque),
+            "particles" => Some(Self::ParticleCount),
             _ => None,
         };
         alias
@@ -96,7 +124,8 @@ pub struct Settings {
 
 impl Settings {
     /// The frame fields the selected metrics read (a [`FieldKind::bit`] mask): a frame source
-    /// need copy only these.
+    /// need copy only these. Always `particle_id` (when the run fills it: species, masses and
+    /// radii are looked up by it, and the particle count is checked against the static one).
     pub fn fields(&self) -> u32 {
         self.metrics
             .iter()
@@ -111,8 +140,12 @@ impl Settings {
                 | Metric::CoordinationNumber
                 | Metric::SolidFraction
                 | Metric::LaceyIndex => FieldKind::Position.bit(),
+                Metric::ParticleCount
+                | Metric::RemovedCount
+                | Metric::RemovedMass
+                | Metric::DischargeRate => 0,
             })
-            .fold(0, |a, b| a | b)
+            .fold(FieldKind::ParticleId.bit(), |a, b| a | b)
     }
 }
 
@@ -137,6 +170,8 @@ pub struct Metrics {
     pub step: u64,
     /// [s]
     pub sim_time: f64,
+    /// Live particles in the frame (`particle_count` in `--metrics`; fewer than the static
+    /// section lists in a run whose particle set changes).
     pub particles: u64,
     /// [J]
     pub kinetic_energy_translational: Option<f64>,
@@ -161,6 +196,13 @@ pub struct Metrics {
     pub lacey_grid: Option<LaceyGrid>,
     /// Per mesh body, approximate (see [`torque::body_loads`]).
     pub body_torque: Option<Vec<BodyLoad>>,
+    /// Particles removed by outflow regions since t = 0 (frame header; 0 without outflow).
+    pub removed_count: Option<u64>,
+    /// Their mass [kg] (frame header).
+    pub removed_mass: Option<f64>,
+    /// [kg/s] since the previous analysed frame ([`outflow::discharge_rate`]); `null` for the
+    /// first one.
+    pub discharge_rate: Option<f64>,
     pub notes: Vec<String>,
     /// Milliseconds per metric group (with `--timing`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -176,6 +218,16 @@ pub enum FrameMismatch {
         frame: u64,
         static_count: usize,
     },
+    #[error(
+        "frame {seq} names particle id {id}, but the static section lists {static_count} particles"
+    )]
+    UnknownId {
+        seq: u64,
+        id: u32,
+        static_count: usize,
+    },
+    #[error("frame {seq} has {ids} particle ids for {frame} particles")]
+    IdCount { seq: u64, ids: usize, frame: u64 },
 }
 
 /// Time taken by each stage of [`compute`]: the grid metrics by name, and the one pass of the
@@ -202,11 +254,14 @@ pub fn compute(
     compute_with(frame, ctx, settings, &mut Scratch::default())
 }
 
-/// Working arrays of the metrics, kept from frame to frame by a following run.
+/// Working arrays of the metrics, kept from frame to frame by a following run, and the previous
+/// analysed frame's removed mass (for the discharge rate).
 #[derive(Default)]
 pub struct Scratch {
     contacts: contacts::ContactScratch,
     lacey: lacey::LaceyScratch,
+    elements: ElementScratch,
+    previous: Option<outflow::RemovedAt>,
 }
 
 /// [`compute`] reusing `scratch`'s arrays.
@@ -216,23 +271,31 @@ pub fn compute_with(
     settings: &Settings,
     scratch: &mut Scratch,
 ) -> Result<(Metrics, Timings), FrameMismatch> {
-    let n = frame.meta.particle_count;
-    if n as usize != ctx.particle_count() {
-        return Err(FrameMismatch::ParticleCount {
-            seq: frame.meta.seq,
-            frame: n,
-            static_count: ctx.particle_count(),
-        });
+    let Scratch {
+        contacts: contact_scratch,
+        lacey: lacey_scratch,
+        elements: element_scratch,
+        previous,
+    } = scratch;
+    let mut timings = Vec::new();
+    let t0 = Instant::now();
+    let el = elements(frame, ctx, Needs::of(&settings.metrics), element_scratch)?;
+    if frame.particle_ids.is_some() {
+        timings.push(("particle_ids".to_string(), t0.elapsed()));
     }
     let mut out = Metrics {
         seq: frame.meta.seq,
         step: frame.meta.step,
         sim_time: frame.meta.sim_time,
-        particles: n,
+        particles: frame.meta.particle_count,
         ..Default::default()
     };
+    header_metrics(&mut out, frame, settings, previous.as_ref());
+    *previous = Some(outflow::RemovedAt {
+        sim_time: frame.meta.sim_time,
+        removed_mass: frame.meta.removed_mass,
+    });
     let pos = frame.positions.as_deref();
-    let mut timings = Vec::new();
     let summed: Vec<Metric> = settings
         .metrics
         .iter()
@@ -241,33 +304,69 @@ pub fn compute_with(
         .collect();
     if !summed.is_empty() {
         let t0 = Instant::now();
-        summed_metrics(&mut out, frame, ctx, settings, &summed);
+        summed_metrics(&mut out, frame, ctx, &el, settings, &summed);
         let names: Vec<&str> = summed.iter().map(|m| m.name()).collect();
         timings.push((names.join("+"), t0.elapsed()));
     }
-    for &metric in settings.metrics.iter().filter(|m| !SUMMED.contains(m)) {
+    let radii = el.radii.unwrap_or_default();
+    let per_particle = |m: &&Metric| !SUMMED.contains(m) && !Metric::HEADER.contains(m);
+    for &metric in settings.metrics.iter().filter(per_particle) {
         let t0 = Instant::now();
         match metric {
             Metric::CoordinationNumber => match pos {
                 Some(p) => {
                     out.coordination_number = contacts::coordination_number_with(
                         p,
-                        &ctx.radii,
+                        radii,
                         ctx.max_radius,
-                        &mut scratch.contacts,
+                        contact_scratch,
                     )
                 }
                 None => out
                     .notes
                     .push("coordination_number: frames carry no position".into()),
             },
-            Metric::LaceyIndex => lacey(&mut out, pos, ctx, settings, &mut scratch.lacey),
-            Metric::BodyTorque => torque(&mut out, frame, ctx),
-            _ => unreachable!("summed metrics are computed above"),
+            Metric::LaceyIndex => {
+                let species = el.species.unwrap_or_default();
+                lacey(&mut out, pos, ctx, species, settings, lacey_scratch)
+            }
+            Metric::BodyTorque => torque(&mut out, frame, ctx, radii),
+            _ => unreachable!("summed and header metrics are computed above"),
         }
         timings.push((metric.name().to_string(), t0.elapsed()));
     }
     Ok((out, timings))
+}
+
+/// The selected metrics of the frame header: outflow counters and the discharge rate since
+/// `previous` (the last analysed frame, if any).
+fn header_metrics(
+    out: &mut Metrics,
+    frame: &Frame,
+    settings: &Settings,
+    previous: Option<&outflow::RemovedAt>,
+) {
+    let wants = |m: Metric| settings.metrics.contains(&m);
+    let m = &frame.meta;
+    if wants(Metric::RemovedCount) {
+        out.removed_count = Some(m.removed_count);
+    }
+    if wants(Metric::RemovedMass) {
+        out.removed_mass = Some(m.removed_mass);
+    }
+    if wants(Metric::DischargeRate) {
+        let now = outflow::RemovedAt {
+            sim_time: m.sim_time,
+            removed_mass: m.removed_mass,
+        };
+        match previous.map(|p| outflow::discharge_rate(*p, now)) {
+            Some(Ok(q)) => out.discharge_rate = Some(q),
+            Some(Err(why)) => out.notes.push(format!("discharge_rate: {why}")),
+            None => out
+                .notes
+                .push("discharge_rate: needs a previous analysed frame".into()),
+        }
+    }
 }
 
 /// The selected metrics of [`SUMMED`], from one [`sums::particle_sums`] pass.
@@ -275,6 +374,7 @@ fn summed_metrics(
     out: &mut Metrics,
     frame: &Frame,
     ctx: &StaticContext,
+    el: &Elements<'_>,
     settings: &Settings,
     selected: &[Metric],
 ) {
@@ -310,8 +410,8 @@ fn summed_metrics(
         positions: pos,
         velocities: vel,
         angular_velocities: spin,
-        mass: Some(&ctx.masses),
-        radii: Some(&ctx.radii),
+        mass: el.masses,
+        radii: el.radii,
     };
     let s = sums::particle_sums(inputs, &request);
     out.kinetic_energy_translational = kinetic_t.then_some(s.kinetic_translational);
@@ -363,6 +463,7 @@ fn lacey(
     out: &mut Metrics,
     pos: Option<&[[f32; 3]]>,
     ctx: &StaticContext,
+    species: &[u32],
     s: &Settings,
     scratch: &mut lacey::LaceyScratch,
 ) {
@@ -390,7 +491,7 @@ fn lacey(
             .push("lacey_index: frames carry no position".into());
         return;
     };
-    out.lacey_index = lacey::lacey_index_with(p, &ctx.species, a, b, grid, scratch);
+    out.lacey_index = lacey::lacey_index_with(p, species, a, b, grid, scratch);
     if out.lacey_index.is_none() {
         out.notes.push(
             "lacey_index: undefined (a species is absent or no sample cell holds enough particles)"
@@ -399,7 +500,7 @@ fn lacey(
     }
 }
 
-fn torque(out: &mut Metrics, frame: &Frame, ctx: &StaticContext) {
+fn torque(out: &mut Metrics, frame: &Frame, ctx: &StaticContext, radii: &[f32]) {
     if ctx.meshes.is_empty() {
         out.notes.push("body_torque: no mesh bodies".into());
         return;
@@ -413,7 +514,7 @@ fn torque(out: &mut Metrics, frame: &Frame, ctx: &StaticContext) {
     };
     out.body_torque = Some(torque::body_loads(
         p,
-        &ctx.radii,
+        radii,
         f,
         &ctx.meshes,
         &frame.bodies,
@@ -444,7 +545,11 @@ mod tests {
         };
         assert_eq!(
             only(vec![Metric::Speed]).fields(),
-            FieldKind::Velocity.bit()
+            FieldKind::Velocity.bit() | FieldKind::ParticleId.bit()
+        );
+        assert_eq!(
+            only(vec![Metric::RemovedMass]).fields(),
+            FieldKind::ParticleId.bit()
         );
         let all = Settings::default().fields();
         for k in [
@@ -459,11 +564,80 @@ mod tests {
     }
 
     #[test]
+    fn per_particle_metrics_use_the_frame_ids() {
+        let (ctx, frame) = crate::elements::tests::five_and_three();
+        let settings = Settings {
+            metrics: vec![
+                Metric::KineticEnergy,
+                Metric::CenterOfMass,
+                Metric::LaceyIndex,
+            ],
+            lacey_cell: Some(1.0),
+            lacey_min_particles: 1,
+            ..Settings::default()
+        };
+        let (m, _) = compute(&frame, &ctx, &settings).expect("metrics");
+        // Ids 1, 3, 4 at 1 m/s: E = 1/2 (m1 + m3 + m4), not the masses of entries 0, 1, 2.
+        let (m1, m3, m4) = (ctx.masses[1], ctx.masses[3], ctx.masses[4]);
+        let e = m.kinetic_energy_translational.expect("E_t");
+        assert!((e - 0.5 * (m1 + m3 + m4)).abs() <= 1e-12 * e, "{e}");
+        let z = |k: usize| frame.positions.as_ref().expect("positions")[k][2] as f64;
+        let com_z = (m1 * z(0) + m3 * z(1) + m4 * z(2)) / (m1 + m3 + m4);
+        let got = m.center_of_mass.expect("com")[2];
+        assert!((got - com_z).abs() < 1e-12, "{got} vs {com_z}");
+        assert_eq!(m.particles, 3);
+        // One cell holding steel, steel, glass: present, computed from the mapped species.
+        assert_eq!(
+            m.lacey_species,
+            Some(["glass".to_string(), "steel".to_string()])
+        );
+        assert!(m.lacey_index.is_some(), "{:?}", m.notes);
+    }
+
+    #[test]
+    fn outflow_counters_and_discharge_rate_between_analysed_frames() {
+        let (ctx, mut frame) = crate::elements::tests::five_and_three();
+        let settings = Settings {
+            metrics: vec![
+                Metric::ParticleCount,
+                Metric::RemovedCount,
+                Metric::RemovedMass,
+                Metric::DischargeRate,
+            ],
+            ..Settings::default()
+        };
+        let mut scratch = Scratch::default();
+        frame.meta.sim_time = 0.5;
+        (frame.meta.removed_count, frame.meta.removed_mass) = (2, 1.0);
+        let (first, t) = compute_with(&frame, &ctx, &settings, &mut scratch).expect("metrics");
+        assert_eq!(
+            (first.particles, first.removed_count, first.removed_mass),
+            (3, Some(2), Some(1.0))
+        );
+        assert_eq!(first.discharge_rate, None);
+        assert!(first.notes.iter().any(|n| n.starts_with("discharge_rate")));
+        // Header metrics are not timed as passes over the particles.
+        assert!(t.iter().all(|(k, _)| k == "particle_ids"), "{t:?}");
+        frame.meta.sim_time = 0.75;
+        frame.meta.removed_mass = 1.5;
+        let (second, _) = compute_with(&frame, &ctx, &settings, &mut scratch).expect("metrics");
+        assert_eq!(second.discharge_rate, Some(2.0));
+        // Not selected: null.
+        let only_count = Settings {
+            metrics: vec![Metric::RemovedCount],
+            ..Settings::default()
+        };
+        let (m, _) = compute_with(&frame, &ctx, &only_count, &mut scratch).expect("metrics");
+        assert_eq!((m.removed_mass, m.discharge_rate), (None, None));
+    }
+
+    #[test]
     fn metric_names_parse() {
         for m in Metric::ALL {
             assert_eq!(Metric::parse(m.name()), Ok(m));
         }
         assert_eq!(Metric::parse("max_speed"), Ok(Metric::Speed));
+        assert_eq!(Metric::parse("particles"), Ok(Metric::ParticleCount));
         assert!(Metric::parse("entropy").unwrap_err().contains("known:"));
     }
 }

@@ -8,7 +8,9 @@ use super::Sink;
 use crate::metrics::Metrics;
 
 /// CSV columns, in order (empty cell = not available; body torques are in the JSON lines only).
-pub const CSV_COLUMNS: [&str; 15] = [
+/// `particles` is the frame's particle count (the `particle_count` metric); the outflow columns
+/// come last, so the earlier columns keep their places.
+pub const CSV_COLUMNS: [&str; 18] = [
     "seq",
     "step",
     "sim_time",
@@ -24,6 +26,9 @@ pub const CSV_COLUMNS: [&str; 15] = [
     "coordination_number",
     "solid_fraction",
     "lacey_index",
+    "removed_count",
+    "removed_mass",
+    "discharge_rate",
 ];
 
 fn create(path: &Path, what: &str) -> io::Result<BufWriter<File>> {
@@ -72,6 +77,9 @@ impl Sink for CsvSink {
             cell(m.coordination_number),
             cell(m.solid_fraction),
             cell(m.lacey_index),
+            m.removed_count.map_or_else(String::new, |c| c.to_string()),
+            cell(m.removed_mass),
+            cell(m.discharge_rate),
         ];
         writeln!(self.out, "{}", row.join(","))?;
         self.out.flush()

@@ -126,3 +126,67 @@ pub fn publish_frame(p: &mut Publisher, f: u64) {
     w.commit();
     p.heartbeat();
 }
+
+/// A run whose particle set changes: five particles in the static section (ids 0..5, species
+/// glass, steel, glass, steel, glass; radii below), of which frames hold ids 1, 3, 4.
+pub const SET_SPECIES: [u32; 5] = [0, 1, 0, 1, 0];
+pub const SET_RADII: [f32; 5] = [0.010, 0.020, 0.015, 0.025, 0.030];
+pub const SET_LIVE: [u32; 3] = [1, 3, 4];
+
+/// Creates `name` for the changing-set run (reserving `particle_id`) and publishes `frames`
+/// frames of it ([`publish_set_frame`]).
+pub fn publish_set(name: &str, frames: u64) -> Publisher {
+    let mut caps = Capacities::for_particles(SET_SPECIES.len() as u64);
+    caps.fields |= FieldKind::ParticleId.bit();
+    let mut p = Publisher::create(name, caps, CreateOptions::default()).expect("create segment");
+    p.write_static(&StaticData {
+        config_toml: "gravity = [0.0, 0.0, -9.81]\n".into(),
+        species: vec![
+            species("glass", 0.01, GLASS_DENSITY),
+            species("steel", 0.02, STEEL_DENSITY),
+        ],
+        particle_ids: (0..SET_SPECIES.len() as u32).collect(),
+        particle_species: SET_SPECIES.to_vec(),
+        particle_radius: SET_RADII.to_vec(),
+        world_min: [0.0; 3],
+        world_max: [1.0; 3],
+        ..Default::default()
+    })
+    .expect("static");
+    p.set_state(SolverState::Running);
+    p.heartbeat();
+    for f in 1..=frames {
+        publish_set_frame(&mut p, f);
+    }
+    p
+}
+
+/// Frame `f` of the changing-set run: ids [`SET_LIVE`] at x = 0.2, 0.5, 0.8, moving at 1 m/s
+/// along x; step 100 f, sim_time 0.01 f; `removed_count` f + 1 and `removed_mass` 0.5 f kg
+/// (so 50 kg/s between consecutive frames).
+pub fn publish_set_frame(p: &mut Publisher, f: u64) {
+    let n = SET_LIVE.len();
+    let mut w = p.begin_frame(n as u64).expect("begin frame");
+    w.step = 100 * f;
+    w.sim_time = 0.01 * f as f64;
+    w.dt = 1e-5;
+    w.removed_count = f + 1;
+    w.removed_mass = 0.5 * f as f64;
+    w.write_vec3(
+        FieldKind::Position,
+        &[[0.2, 0.5, 0.1], [0.5, 0.5, 0.2], [0.8, 0.5, 0.3]],
+    )
+    .expect("positions");
+    w.write_vec3(FieldKind::Velocity, &[[1.0, 0.0, 0.0]; 3])
+        .expect("velocities");
+    w.write_vec3(FieldKind::AngularVelocity, &[[0.0; 3]; 3])
+        .expect("angular");
+    let dst = w
+        .field_ptr(FieldKind::ParticleId)
+        .expect("particle_id reserved") as *mut u32;
+    // SAFETY: the slot's particle_id array holds the frame's n u32s (64-byte aligned), and
+    // this writer owns the slot until it commits.
+    unsafe { std::ptr::copy_nonoverlapping(SET_LIVE.as_ptr(), dst, n) };
+    w.commit();
+    p.heartbeat();
+}
