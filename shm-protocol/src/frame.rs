@@ -477,6 +477,10 @@ impl<'a> FrameWriter<'a> {
     pub fn contact_counts_mut(&mut self) -> Result<&mut [u32], PublishError> {
         self.field_slice(FieldKind::ContactCount)
     }
+    /// The frame's `particle_id` array (runs whose particle set changes, LAYOUT.md).
+    pub fn particle_ids_mut(&mut self) -> Result<&mut [u32], PublishError> {
+        self.field_slice(FieldKind::ParticleId)
+    }
 
     /// Copies `data` into `field` (length must equal the frame's particle count).
     pub fn write_vec3(&mut self, field: FieldKind, data: &[[f32; 3]]) -> Result<(), PublishError> {

@@ -365,6 +365,11 @@ impl SimPort for SimRunner {
     }
 
     fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> Result<bool> {
+        // A run whose particle set changes names the live particles of each frame.
+        if w.field_ptr_if_reserved(FieldKind::ParticleId).is_some() {
+            w.particle_ids_mut()?
+                .copy_from_slice(&self.sim.particle_ids());
+        }
         // Fields the segment does not reserve are not produced (null: the pack skips them).
         let mut ptr = |k: FieldKind| w.field_ptr_if_reserved(k).unwrap_or(std::ptr::null_mut());
         let out = RawKinematics {
@@ -375,13 +380,6 @@ impl SimPort for SimRunner {
             forces: ptr(FieldKind::Force) as *mut [f32; 3],
             contact_counts: ptr(FieldKind::ContactCount) as *mut u32,
         };
-        let ids = ptr(FieldKind::ParticleId) as *mut u32;
-        if !ids.is_null() {
-            let live = self.sim.particle_ids();
-            // SAFETY: the reserved particle_id array of this slot holds the frame's particle
-            // count (= live.len()) elements; nothing else writes it while the slot is odd.
-            unsafe { std::slice::from_raw_parts_mut(ids, live.len()) }.copy_from_slice(&live);
-        }
         // SAFETY: each non-null pointer is a distinct reserved array of this slot holding the
         // frame's particle count (= count) elements; the slot stays odd, unread and untouched
         // until the run loop commits it, which it does only after the copy completed.

@@ -45,12 +45,9 @@ fn publish(name: &str) -> Publisher {
         &[[0.2, 0.5, 0.5], [0.5, 0.5, 0.5], [0.8, 0.5, 0.5]],
     )
     .expect("positions");
-    let dst = w
-        .field_ptr(FieldKind::ParticleId)
-        .expect("particle_id reserved") as *mut u32;
-    // SAFETY: the slot's particle_id array holds the frame's 3 u32s (64-byte aligned), and this
-    // writer owns the slot until it commits.
-    unsafe { std::ptr::copy_nonoverlapping(ids.as_ptr(), dst, ids.len()) };
+    w.particle_ids_mut()
+        .expect("particle_id reserved")
+        .copy_from_slice(&ids);
     w.commit();
     p.heartbeat();
     p

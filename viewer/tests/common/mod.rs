@@ -182,12 +182,9 @@ pub fn publish_live(seg: &mut Seg, live: &[P], ids: &[u32], removed: (u64, f64),
         &live.iter().map(|p| p.pos).collect::<Vec<_>>(),
     )
     .expect("positions");
-    let dst = w
-        .field_ptr(FieldKind::ParticleId)
-        .expect("particle_id reserved") as *mut u32;
-    // SAFETY: the slot's particle_id array holds the frame's `live.len() == ids.len()` u32s
-    // (64-byte aligned), and this writer owns the slot until it commits.
-    unsafe { std::ptr::copy_nonoverlapping(ids.as_ptr(), dst, ids.len()) };
+    w.particle_ids_mut()
+        .expect("particle_id reserved")
+        .copy_from_slice(ids);
     w.commit();
 }
 

@@ -181,12 +181,9 @@ pub fn publish_set_frame(p: &mut Publisher, f: u64) {
         .expect("velocities");
     w.write_vec3(FieldKind::AngularVelocity, &[[0.0; 3]; 3])
         .expect("angular");
-    let dst = w
-        .field_ptr(FieldKind::ParticleId)
-        .expect("particle_id reserved") as *mut u32;
-    // SAFETY: the slot's particle_id array holds the frame's n u32s (64-byte aligned), and
-    // this writer owns the slot until it commits.
-    unsafe { std::ptr::copy_nonoverlapping(SET_LIVE.as_ptr(), dst, n) };
+    w.particle_ids_mut()
+        .expect("particle_id reserved")
+        .copy_from_slice(&SET_LIVE);
     w.commit();
     p.heartbeat();
 }
