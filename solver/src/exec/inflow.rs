@@ -178,8 +178,22 @@ impl Inflows {
     ) -> Vec<NewParticle> {
         let mut out = Vec::new();
         let mut grid = PlacementGrid::new(2.0 * self.max_radius.max(f64::MIN_POSITIVE));
+        // Only particles that can touch a new one matter: those near a region with a batch due.
+        let reach = 2.0 * self.max_radius;
+        let near: Vec<(V3, V3)> = (0..self.sources.len())
+            .filter(|&k| self.batch_in(k, t_prev, t).is_some())
+            .map(|k| {
+                let s = &self.sources[k].spec;
+                (s.min.map(|c| c - reach), s.max.map(|c| c + reach))
+            })
+            .collect();
         for &p in existing {
-            grid.insert(p, self.max_radius);
+            if near
+                .iter()
+                .any(|(lo, hi)| (0..3).all(|a| p[a] >= lo[a] && p[a] <= hi[a]))
+            {
+                grid.insert(p, self.max_radius);
+            }
         }
         for k in 0..self.sources.len() {
             let Some(batch) = self.batch_in(k, t_prev, t) else {
