@@ -2,6 +2,10 @@
 //! physics layer only ([`physics`]): the smoothing kernels, the Tait equation of state, artificial
 //! viscosity, the momentum and continuity pair terms, delta-SPH density diffusion, the variable
 //! time step and the symplectic integrator, each formula once in Rust with a CUDA twin of the same
-//! name in `kernels/src/cuda/sph_physics.cuh`. Case files, state, stages and backends come later.
+//! name in `kernels/src/cuda/sph_physics.cuh`. [`setup`] reads an SPH case (its own file type for now) and
+//! places fluid and dynamic boundary particles; [`cpu`] is the CPU reference solver, one worker,
+//! not yet on the coordinator, the segment or the GPU.
 
+pub mod cpu;
 pub mod physics;
+pub mod setup;

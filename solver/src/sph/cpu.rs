@@ -1,0 +1,306 @@
+//! The CPU reference of the SPH method: gather formulation (each particle sums its own
+//! neighbours in (cell, id) order, no float atomics, the same bits for any thread count),
+//! symplectic position Verlet with the variable CFL step, dynamic boundary particles.
+//!
+//! One evaluation of the rates (`rates`) serves every particle: fluid particles get an
+//! acceleration and a density rate, boundary particles a density rate only (they do not move; the
+//! pressure their density gives keeps the fluid out). A boundary density below rho0 is raised to
+//! rho0 after each step, as DualSPHysics does, so that walls never pull fluid in.
+
+use super::physics::{self, DiffusionParams, FluidRates, FluidState, SphPair};
+use super::setup::{Diffusion, SphConstants, SphParticles, KIND_FLUID};
+use crate::core::grid::{CellList, Grid};
+use crate::core::vec3::{self, V3};
+use rayon::prelude::*;
+
+/// The state of an SPH run (id order: particle k has id k).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SphState {
+    pub time: f64,
+    pub step: u64,
+    pub kind: Vec<u32>,
+    pub pos: Vec<V3>,
+    pub vel: Vec<V3>,
+    pub rho: Vec<f64>,
+}
+
+/// A CPU SPH simulation.
+pub struct SphSim {
+    pub c: SphConstants,
+    pub s: SphState,
+    grid: Grid,
+    /// Fluid particles by cell (rebuilt at every evaluation; entries are indices into `fluid`).
+    fluid_cells: CellList,
+    /// Boundary particles by cell (they do not move: built once; entries index `bound`).
+    bound_cells: CellList,
+    /// Ids of the fluid and of the boundary particles, ascending.
+    fluid: Vec<u32>,
+    bound: Vec<u32>,
+    /// The step the next step takes [s].
+    dt: f64,
+    diffusion: DiffusionParams,
+}
+
+/// Rates of every particle and the time-step limits they imply.
+struct Rates {
+    r: Vec<FluidRates>,
+    /// min over fluid of sqrt(h / |a + g|), and min over all of h / (c + max mu).
+    dt_f: f64,
+    dt_cv: f64,
+}
+
+impl SphSim {
+    pub fn new(c: SphConstants, p: SphParticles) -> SphSim {
+        let n = p.pos.len();
+        let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+        for q in &p.pos {
+            for a in 0..3 {
+                lo[a] = lo[a].min(q[a]);
+                hi[a] = hi[a].max(q[a]);
+            }
+        }
+        let grid = Grid::new(lo, hi, 2.0 * c.h, 2);
+        let diffusion = DiffusionParams {
+            delta: c.delta,
+            h: c.h,
+            c0: c.c0,
+            rho0: c.rho0,
+            b: c.b,
+            gravity: c.gravity,
+        };
+        let dt = c.dt_max.min(c.cfl * c.h / c.c0);
+        let n32 = n as u32;
+        let fluid: Vec<u32> = (0..n32)
+            .filter(|&k| p.kind[k as usize] == KIND_FLUID)
+            .collect();
+        let bound: Vec<u32> = (0..n32)
+            .filter(|&k| p.kind[k as usize] != KIND_FLUID)
+            .collect();
+        let mut bound_cells = CellList::default();
+        let bpos: Vec<V3> = bound.iter().map(|&k| p.pos[k as usize]).collect();
+        bound_cells.build(&grid, &bpos, &bound);
+        SphSim {
+            s: SphState {
+                time: 0.0,
+                step: 0,
+                kind: p.kind,
+                pos: p.pos,
+                vel: vec![[0.0; 3]; n],
+                rho: p.rho,
+            },
+            grid,
+            fluid_cells: CellList::default(),
+            bound_cells,
+            fluid,
+            bound,
+            dt,
+            diffusion,
+            c,
+        }
+    }
+
+    pub fn dt(&self) -> f64 {
+        self.dt
+    }
+
+    /// Pressure of particle k [Pa].
+    pub fn pressure(&self, k: usize) -> f64 {
+        physics::tait_pressure(self.s.rho[k], self.c.rho0, self.c.b)
+    }
+
+    /// Rates of all particles at positions `pos`, velocities `vel`, densities `rho`. A fluid
+    /// particle sums its fluid neighbours, then its boundary neighbours, each cell by cell in
+    /// the grid's fixed order and by id within a cell; a boundary particle sums its fluid
+    /// neighbours only.
+    fn rates(&mut self, pos: &[V3], vel: &[V3], rho: &[f64]) -> Rates {
+        let fpos: Vec<V3> = self.fluid.iter().map(|&k| pos[k as usize]).collect();
+        self.fluid_cells.build(&self.grid, &fpos, &self.fluid);
+        let (c, grid, kind) = (&self.c, &self.grid, &self.s.kind);
+        // Pressure and sound speed once per particle, not once per pair.
+        let (pr, cs): (Vec<f64>, Vec<f64>) = rho
+            .par_iter()
+            .map(|&r| {
+                (
+                    physics::tait_pressure(r, c.rho0, c.b),
+                    physics::sound_speed(r, c.rho0, c.c0),
+                )
+            })
+            .unzip();
+        let (fluid, bound) = (&self.fluid, &self.bound);
+        let lists = [(&self.fluid_cells, fluid), (&self.bound_cells, bound)];
+        let dparams = &self.diffusion;
+        let out: Vec<(FluidRates, f64, f64)> = (0..pos.len())
+            .into_par_iter()
+            .map(|i| {
+                let mut acc = [0.0; 3];
+                let mut drho = 0.0;
+                let mut mu_max: f64 = 0.0;
+                let (rho_i, p_i, c_i) = (rho[i], pr[i], cs[i]);
+                let fluid_i = kind[i] == KIND_FLUID;
+                let mut around = [0u32; 27];
+                let m = grid.neighbour_cells(grid.cell_coords(pos[i]), &mut around);
+                // Boundary particles see fluid only.
+                let used = if fluid_i { &lists[..] } else { &lists[..1] };
+                for &(cells, ids) in used {
+                    for &cell in &around[..m] {
+                        for &slot in &cells.sorted[cells.cell_range(cell)] {
+                            let j = ids[slot as usize] as usize;
+                            if j == i {
+                                continue;
+                            }
+                            let r_ij = vec3::sub(pos[i], pos[j]);
+                            let r = vec3::norm(r_ij);
+                            if r >= 2.0 * c.h {
+                                continue;
+                            }
+                            let fluid_j = kind[j] == KIND_FLUID;
+                            let f = physics::kernel_grad_factor(c.kernel, r, c.h);
+                            let pair = SphPair {
+                                r_ij,
+                                v_ij: vec3::sub(vel[i], vel[j]),
+                                rho_i,
+                                rho_j: rho[j],
+                                p_i,
+                                p_j: pr[j],
+                                c_i,
+                                c_j: cs[j],
+                                m_j: c.mass,
+                            };
+                            drho += physics::continuity_pair(f, &pair);
+                            // Diffusion between fluid particles only (DualSPHysics).
+                            if fluid_i && fluid_j {
+                                drho += match c.diffusion {
+                                    Diffusion::None => 0.0,
+                                    Diffusion::Molteni => {
+                                        physics::diffusion_molteni_colagrossi(dparams, f, &pair)
+                                    }
+                                    Diffusion::Fourtakas => {
+                                        physics::diffusion_fourtakas(dparams, f, &pair)
+                                    }
+                                };
+                            }
+                            if fluid_i {
+                                let pi = physics::artificial_viscosity(c.alpha, c.h, &pair);
+                                acc = vec3::add(acc, physics::momentum_pair(f, &pair, pi));
+                                mu_max = mu_max.max(physics::viscous_rate(c.h, pair.v_ij, r_ij));
+                            }
+                        }
+                    }
+                }
+                let dt_f = if fluid_i {
+                    physics::force_time_step(c.h, vec3::add(acc, c.gravity))
+                } else {
+                    f64::INFINITY
+                };
+                let dt_cv = physics::viscous_time_step(c.h, c_i, mu_max);
+                (FluidRates { acc, drho }, dt_f, dt_cv)
+            })
+            .collect();
+        let dt_f = out.iter().map(|o| o.1).fold(f64::INFINITY, f64::min);
+        let dt_cv = out.iter().map(|o| o.2).fold(f64::INFINITY, f64::min);
+        Rates {
+            r: out.into_iter().map(|o| o.0).collect(),
+            dt_f,
+            dt_cv,
+        }
+    }
+
+    /// One symplectic step of `self.dt`; sets the next step from the CFL condition.
+    pub fn step(&mut self) {
+        let dt = self.dt;
+        let g = self.c.gravity;
+        let (pos, vel, rho) = (self.s.pos.clone(), self.s.vel.clone(), self.s.rho.clone());
+        let r0 = self.rates(&pos, &vel, &rho);
+        let n = pos.len();
+        let kind = self.s.kind.clone();
+        // Predictor.
+        let half: Vec<FluidState> = (0..n)
+            .into_par_iter()
+            .map(|k| {
+                let s = FluidState {
+                    x: pos[k],
+                    v: vel[k],
+                    rho: rho[k],
+                };
+                if kind[k] == KIND_FLUID {
+                    physics::symplectic_predict(&s, &r0.r[k], g, dt)
+                } else {
+                    FluidState {
+                        rho: s.rho + 0.5 * dt * r0.r[k].drho,
+                        ..s
+                    }
+                }
+            })
+            .collect();
+        let (hp, hv, hr): (Vec<V3>, Vec<V3>, Vec<f64>) = (
+            half.iter().map(|s| s.x).collect(),
+            half.iter().map(|s| s.v).collect(),
+            half.iter().map(|s| s.rho).collect(),
+        );
+        let r1 = self.rates(&hp, &hv, &hr);
+        // Corrector.
+        let rho0 = self.c.rho0;
+        let new: Vec<FluidState> = (0..n)
+            .into_par_iter()
+            .map(|k| {
+                let s = FluidState {
+                    x: pos[k],
+                    v: vel[k],
+                    rho: rho[k],
+                };
+                if kind[k] == KIND_FLUID {
+                    physics::symplectic_correct(&s, hr[k], &r1.r[k], g, dt)
+                } else {
+                    let rho = physics::symplectic_density(s.rho, hr[k], r1.r[k].drho, dt);
+                    FluidState {
+                        rho: rho.max(rho0),
+                        ..s
+                    }
+                }
+            })
+            .collect();
+        for (k, s) in new.into_iter().enumerate() {
+            self.s.pos[k] = s.x;
+            self.s.vel[k] = s.v;
+            self.s.rho[k] = s.rho;
+        }
+        self.s.time += dt;
+        self.s.step += 1;
+        self.dt = physics::variable_time_step(self.c.cfl, r1.dt_f, r1.dt_cv).min(self.c.dt_max);
+    }
+
+    /// Steps until `t` (the last step shortened to land on it).
+    pub fn run_to(&mut self, t: f64) {
+        while self.s.time < t - 1e-12 {
+            if self.s.time + self.dt > t {
+                self.dt = t - self.s.time;
+            }
+            self.step();
+        }
+    }
+
+    /// Pressure at `probe` interpolated from the fluid particles with the kernel (Shepard
+    /// normalised: sum p_j W m_j/rho_j / sum W m_j/rho_j) [Pa]; `None` without fluid in reach.
+    pub fn probe_pressure(&self, probe: V3) -> Option<f64> {
+        let c = &self.c;
+        let (mut num, mut den) = (0.0, 0.0);
+        for k in 0..self.s.pos.len() {
+            if self.s.kind[k] != KIND_FLUID {
+                continue;
+            }
+            let r = vec3::norm(vec3::sub(probe, self.s.pos[k]));
+            if r >= 2.0 * c.h {
+                continue;
+            }
+            let w = physics::kernel_value(c.kernel, r, c.h) * c.mass / self.s.rho[k];
+            num += w * self.pressure(k);
+            den += w;
+        }
+        (den > 0.0).then(|| num / den)
+    }
+
+    /// Fluid particles.
+    pub fn fluid_count(&self) -> usize {
+        self.s.kind.iter().filter(|&&k| k == KIND_FLUID).count()
+    }
+}

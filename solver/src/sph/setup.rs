@@ -1,0 +1,335 @@
+//! An SPH case: its parameters (`[sph]` of a case file with `method = "sph"`), the fluid blocks,
+//! and the particles they give: fluid on a lattice of spacing dp with hydrostatic density, and
+//! dynamic boundary particles (Crespo, Gomez-Gesteira & Dalrymple 2007) in layers outside the
+//! box walls, enough layers to fill the kernel support.
+
+use super::physics::{self, SphKernel};
+use crate::core::vec3::V3;
+use serde::{Deserialize, Serialize};
+
+/// Density diffusion (delta-SPH) variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Diffusion {
+    None,
+    /// Molteni & Colagrossi (2009).
+    Molteni,
+    /// Fourtakas et al. (2019): the dynamic density only (the default: a still tank stays still).
+    #[default]
+    Fourtakas,
+}
+
+/// Kernel name in a case file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelName {
+    #[default]
+    Wendland,
+    CubicSpline,
+}
+
+impl KernelName {
+    pub fn kernel(self) -> SphKernel {
+        match self {
+            KernelName::Wendland => SphKernel::WendlandC2,
+            KernelName::CubicSpline => SphKernel::CubicSpline,
+        }
+    }
+}
+
+fn d_coefh() -> f64 {
+    1.0
+}
+fn d_rho0() -> f64 {
+    1000.0
+}
+fn d_coef_sound() -> f64 {
+    20.0
+}
+fn d_alpha() -> f64 {
+    0.1
+}
+fn d_delta() -> f64 {
+    0.1
+}
+fn d_cfl() -> f64 {
+    0.2
+}
+
+/// The `[sph]` section: the parameters of the method (DualSPHysics' names in brackets).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SphParams {
+    /// Particle spacing dp [m] (`dp`).
+    pub spacing: f64,
+    /// h = coefh sqrt(3) dp (`coefh`, default 1.0).
+    #[serde(default = "d_coefh")]
+    pub coefh: f64,
+    /// Reference density rho0 [kg/m^3] (default 1000).
+    #[serde(default = "d_rho0")]
+    pub rho0: f64,
+    /// c0 = coef_sound sqrt(g H), H the highest fluid column (`coefsound`, default 20), unless
+    /// `sound_speed` gives c0 [m/s] directly.
+    #[serde(default = "d_coef_sound")]
+    pub coef_sound: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sound_speed: Option<f64>,
+    #[serde(default)]
+    pub kernel: KernelName,
+    /// Monaghan artificial viscosity alpha (`Visco`, default 0.1: the value of DualSPHysics'
+    /// dam-break and still-water examples).
+    #[serde(default = "d_alpha")]
+    pub viscosity: f64,
+    #[serde(default)]
+    pub diffusion: Diffusion,
+    /// delta of the density diffusion (default 0.1).
+    #[serde(default = "d_delta")]
+    pub delta: f64,
+    /// Courant number of the variable time step (default 0.2).
+    #[serde(default = "d_cfl")]
+    pub cfl: f64,
+}
+
+/// A block of fluid: the lattice sites x = min + dp (i + 1/2) inside [min, max].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FluidBlock {
+    pub min: V3,
+    pub max: V3,
+}
+
+/// An SPH case (for now its own file type; `method = "sph"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SphCase {
+    pub method: String,
+    /// Largest time step [s] (the step is the CFL step, at most this).
+    pub dt: f64,
+    pub end_time: f64,
+    #[serde(default = "default_gravity")]
+    pub gravity: V3,
+    /// The tank: its six faces are walls of boundary particles.
+    pub domain: SphDomain,
+    pub sph: SphParams,
+    pub fluid: Vec<FluidBlock>,
+}
+
+/// The tank [m].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SphDomain {
+    pub min: V3,
+    pub max: V3,
+}
+
+fn default_gravity() -> V3 {
+    [0.0, 0.0, -9.81]
+}
+
+/// Particle kinds, as the frames' `particle_kind` field numbers them.
+pub const KIND_FLUID: u32 = 1;
+pub const KIND_BOUNDARY: u32 = 2;
+
+/// Why an SPH case cannot run.
+#[derive(Debug, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SphCaseError {
+    pub field: String,
+    pub message: String,
+}
+
+fn bad(field: &str, message: String) -> SphCaseError {
+    SphCaseError {
+        field: field.to_string(),
+        message,
+    }
+}
+
+/// Constants of a run derived from its case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SphConstants {
+    pub kernel: SphKernel,
+    pub dp: f64,
+    pub h: f64,
+    pub rho0: f64,
+    pub c0: f64,
+    pub b: f64,
+    /// Particle mass rho0 dp^3 [kg].
+    pub mass: f64,
+    pub alpha: f64,
+    pub diffusion: Diffusion,
+    pub delta: f64,
+    pub cfl: f64,
+    pub dt_max: f64,
+    pub gravity: V3,
+    /// The free surface height of the fluid at rest (highest block top) [m].
+    pub surface: f64,
+}
+
+/// The particles of a case at t = 0: kind, position, density (velocity zero).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SphParticles {
+    pub kind: Vec<u32>,
+    pub pos: Vec<V3>,
+    pub rho: Vec<f64>,
+}
+
+impl SphCase {
+    pub fn from_toml_str(text: &str) -> Result<SphCase, SphCaseError> {
+        toml::from_str(text).map_err(|e| bad("case", e.to_string()))
+    }
+
+    /// Checks the numbers and derives the constants: clear errors for an absurd spacing, a
+    /// kernel support larger than the tank, a fluid block outside the tank.
+    pub fn constants(&self) -> Result<SphConstants, SphCaseError> {
+        if self.method != "sph" {
+            return Err(bad(
+                "method",
+                format!("must be \"sph\", got {:?}", self.method),
+            ));
+        }
+        let p = &self.sph;
+        let ext: V3 = std::array::from_fn(|a| self.domain.max[a] - self.domain.min[a]);
+        if ext.iter().any(|&e| !(e > 0.0 && e.is_finite())) {
+            return Err(bad("domain", "max must exceed min on every axis".into()));
+        }
+        let smallest = ext.iter().copied().fold(f64::INFINITY, f64::min);
+        if !(p.spacing > 0.0 && p.spacing.is_finite()) || p.spacing > 0.5 * smallest {
+            return Err(bad(
+                "sph.spacing",
+                format!(
+                    "= {} m is absurd for a tank whose smallest side is {smallest} m (need 0 < dp <= half of it)",
+                    p.spacing
+                ),
+            ));
+        }
+        let cells = ext.iter().map(|e| e / p.spacing).product::<f64>();
+        if cells > 4e9 {
+            return Err(bad(
+                "sph.spacing",
+                format!("= {} m gives about {cells:.2e} particles in the tank: more than a run may have", p.spacing),
+            ));
+        }
+        for (name, v, lo, hi) in [
+            ("sph.coefh", p.coefh, 0.5, 3.0),
+            ("sph.rho0", p.rho0, 1e-3, 1e5),
+            ("sph.coef_sound", p.coef_sound, 1.0, 1e3),
+            ("sph.viscosity", p.viscosity, 0.0, 10.0),
+            ("sph.delta", p.delta, 0.0, 1.0),
+            ("sph.cfl", p.cfl, 1e-3, 1.0),
+            ("dt", self.dt, 1e-12, 1.0),
+            ("end_time", self.end_time, 1e-12, 1e9),
+        ] {
+            if !(v >= lo && v <= hi) {
+                return Err(bad(name, format!("must be in [{lo}, {hi}], got {v}")));
+            }
+        }
+        let h = p.coefh * 3f64.sqrt() * p.spacing;
+        if 2.0 * h >= smallest {
+            return Err(bad(
+                "sph.spacing",
+                format!("= {} m gives a kernel support 2h = {:.4} m that does not fit in the tank's smallest side ({smallest} m)", p.spacing, 2.0 * h),
+            ));
+        }
+        if self.fluid.is_empty() {
+            return Err(bad("fluid", "must list at least one block".into()));
+        }
+        let mut surface = f64::NEG_INFINITY;
+        for (k, b) in self.fluid.iter().enumerate() {
+            let inside = (0..3).all(|a| {
+                b.min[a] >= self.domain.min[a] - 1e-12
+                    && b.max[a] <= self.domain.max[a] + 1e-12
+                    && b.max[a] - b.min[a] >= p.spacing
+            });
+            if !inside {
+                return Err(bad(
+                    &format!("fluid[{k}]"),
+                    format!(
+                        "{:?}..{:?} must lie inside the tank {:?}..{:?} and be at least one spacing thick",
+                        b.min, b.max, self.domain.min, self.domain.max
+                    ),
+                ));
+            }
+            surface = surface.max(b.max[2]);
+        }
+        let g = crate::core::vec3::norm(self.gravity);
+        let depth = surface - self.domain.min[2];
+        let c0 = match p.sound_speed {
+            Some(c) if c > 0.0 && c.is_finite() => c,
+            Some(c) => return Err(bad("sph.sound_speed", format!("must be > 0, got {c}"))),
+            None => physics::sound_speed_from_coefficient(p.coef_sound, g.max(1e-12), depth),
+        };
+        Ok(SphConstants {
+            kernel: p.kernel.kernel(),
+            dp: p.spacing,
+            h,
+            rho0: p.rho0,
+            c0,
+            b: physics::tait_b(p.rho0, c0),
+            mass: p.rho0 * p.spacing.powi(3),
+            alpha: p.viscosity,
+            diffusion: p.diffusion,
+            delta: p.delta,
+            cfl: p.cfl,
+            dt_max: self.dt,
+            gravity: self.gravity,
+            surface,
+        })
+    }
+
+    /// The particles at t = 0: fluid lattices (hydrostatic density below `surface`), then the
+    /// boundary layers outside the six walls (their density hydrostatic too, never below rho0).
+    /// Boundary layers: ceil(2h / dp) sheets, spacing dp, so a fluid particle at a wall has a
+    /// full kernel support.
+    pub fn particles(&self, c: &SphConstants) -> SphParticles {
+        let mut out = SphParticles::default();
+        let g = crate::core::vec3::norm(c.gravity);
+        let rho_at = |z: f64| {
+            let depth = (c.surface - z).max(0.0);
+            physics::hydrostatic_density(c.rho0, c.b, g, depth)
+        };
+        let dp = c.dp;
+        for b in &self.fluid {
+            let n: [usize; 3] =
+                std::array::from_fn(|a| ((b.max[a] - b.min[a]) / dp + 1e-9).floor() as usize);
+            for k in 0..n[2] {
+                for j in 0..n[1] {
+                    for i in 0..n[0] {
+                        let p = [
+                            b.min[0] + dp * (i as f64 + 0.5),
+                            b.min[1] + dp * (j as f64 + 0.5),
+                            b.min[2] + dp * (k as f64 + 0.5),
+                        ];
+                        out.kind.push(KIND_FLUID);
+                        out.pos.push(p);
+                        out.rho.push(rho_at(p[2]));
+                    }
+                }
+            }
+        }
+        // Boundary: a lattice of spacing dp offset by dp/2 from the walls, filling the shell of
+        // thickness `layers` dp around the tank.
+        let layers = (2.0 * c.h / dp).ceil() as i64;
+        let (lo, hi) = (self.domain.min, self.domain.max);
+        let n: [i64; 3] = std::array::from_fn(|a| ((hi[a] - lo[a]) / dp).round() as i64);
+        for k in -layers..n[2] + layers {
+            for j in -layers..n[1] + layers {
+                for i in -layers..n[0] + layers {
+                    let inside = i >= 0 && i < n[0] && j >= 0 && j < n[1] && k >= 0 && k < n[2];
+                    if inside {
+                        continue;
+                    }
+                    let p = [
+                        lo[0] + dp * (i as f64 + 0.5),
+                        lo[1] + dp * (j as f64 + 0.5),
+                        lo[2] + dp * (k as f64 + 0.5),
+                    ];
+                    out.kind.push(KIND_BOUNDARY);
+                    out.pos.push(p);
+                    out.rho.push(rho_at(p[2]).max(c.rho0));
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,186 @@
+//! SPH validation on the CPU reference at coarse resolution (issue 17): a hydrostatic tank and
+//! the collapse of a water column against Martin & Moyce (1952) and Koshizuka & Oka (1996).
+
+use solver::sph::cpu::SphSim;
+use solver::sph::setup::{SphCase, KIND_FLUID};
+
+/// The SPH reference runs undecomposed (it is not on the coordinator yet): the CI pass that
+/// repeats the solver tests on 3 sub-domains skips these long runs instead of repeating them.
+fn decomposed_pass() -> bool {
+    let set = std::env::var("PARTICLE_SHM_TEST_SUBDOMAINS").is_ok_and(|v| !v.trim().is_empty());
+    if set {
+        println!("SPH runs undecomposed so far: skipped in the sub-domain pass");
+    }
+    set
+}
+
+fn tank_case(text_extra: &str) -> SphCase {
+    SphCase::from_toml_str(&format!(
+        r#"
+method = "sph"
+dt = 1e-3
+end_time = 1.0
+{text_extra}
+"#
+    ))
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A still tank 0.2 m deep (dp = 2 cm, ten layers): after 0.5 s the pressure at depth is rho0 g (H - z)
+/// within 3 %, no fluid particle crosses a wall, the fluid mass is unchanged, and the fluid is
+/// nearly at rest.
+#[test]
+fn hydrostatic_tank_pressure_at_depth() {
+    if decomposed_pass() {
+        return;
+    }
+    let case = tank_case(
+        r#"
+[domain]
+min = [0.0, 0.0, 0.0]
+max = [0.2, 0.1, 0.3]
+[sph]
+spacing = 0.02
+[[fluid]]
+min = [0.0, 0.0, 0.0]
+max = [0.2, 0.1, 0.2]
+"#,
+    );
+    let c = case.constants().unwrap();
+    let p = case.particles(&c);
+    let mut sim = SphSim::new(c.clone(), p);
+    let n_fluid = sim.fluid_count();
+    sim.run_to(0.5);
+    let g = 9.81;
+    for z in [0.04, 0.08, 0.12] {
+        let probe = [0.1, 0.05, z];
+        let p = sim.probe_pressure(probe).expect("fluid at the probe");
+        let exact = c.rho0 * g * (0.2 - z);
+        println!(
+            "depth {:.2} m: p = {p:.1} Pa, rho0 g (H - z) = {exact:.1} Pa ({:+.2} %)",
+            0.2 - z,
+            100.0 * (p - exact) / exact
+        );
+        assert!(
+            (p - exact).abs() < 0.03 * exact,
+            "p({z}) = {p}, expected {exact}"
+        );
+    }
+    let s = &sim.s;
+    let mut vmax: f64 = 0.0;
+    for k in 0..s.pos.len() {
+        if s.kind[k] != KIND_FLUID {
+            continue;
+        }
+        let q = s.pos[k];
+        assert!(
+            (0..3).all(|a| q[a] > case.domain.min[a] && q[a] < case.domain.max[a]),
+            "fluid particle {k} left the tank: {q:?}"
+        );
+        vmax = vmax.max(solver::core::vec3::norm(s.vel[k]));
+    }
+    println!("{} steps, fastest fluid particle {vmax:.4} m/s", s.step);
+    assert_eq!(sim.fluid_count(), n_fluid);
+    assert!(
+        vmax < 0.05 * (g * 0.2f64).sqrt(),
+        "the tank is not at rest: {vmax} m/s"
+    );
+}
+
+/// A square column of water (a = 0.1 m wide, 2a high, dp = a/10, 4 dp thick between walls)
+/// collapses; the surge front Z = x/a (the farthest fluid particle plus dp/2) against
+/// T = t sqrt(2 g / a), within 10 % of the mean of Martin & Moyce (1952) and Koshizuka & Oka
+/// (1996) up to T = 3. Measured at this resolution with the default alpha = 0.1: -4.5 % at
+/// T = 0.8, +1.2 % at 1.2, then lagging to -8.3 % at T = 3 (coarse particles and the side walls
+/// of the 4-dp-thick slice slow the front); alpha = 0.01 led by +10 to +12 %.
+#[test]
+fn water_column_collapse_surge_front() {
+    if decomposed_pass() {
+        return;
+    }
+    let a: f64 = 0.1;
+    let case = tank_case(&format!(
+        r#"
+[domain]
+min = [0.0, 0.0, 0.0]
+max = [{}, 0.04, {}]
+[sph]
+spacing = 0.01
+[[fluid]]
+min = [0.0, 0.0, 0.0]
+max = [{a}, 0.04, {}]
+"#,
+        6.0 * a,
+        2.5 * a,
+        2.0 * a
+    ));
+    let c = case.constants().unwrap();
+    let p = case.particles(&c);
+    let mut sim = SphSim::new(c.clone(), p);
+    let t_of = |big_t: f64| big_t / (2.0 * 9.81 / a).sqrt();
+    let front = |sim: &SphSim| {
+        let s = &sim.s;
+        (0..s.pos.len())
+            .filter(|&k| s.kind[k] == KIND_FLUID)
+            .map(|k| s.pos[k][0])
+            .fold(f64::NEG_INFINITY, f64::max)
+            + 0.5 * c.dp
+    };
+    // (T, Z): Martin & Moyce; Koshizuka & Oka.
+    let mm = [(1.219, 1.474), (1.997, 2.292), (2.547, 2.995)];
+    let ko = [(1.153, 1.505), (1.935, 2.241), (2.719, 3.003)];
+    let interp = |d: &[(f64, f64)], t: f64| {
+        let mut pts = vec![(0.0, 1.0)];
+        pts.extend_from_slice(d);
+        let k = pts
+            .windows(2)
+            .position(|w| t <= w[1].0)
+            .unwrap_or(pts.len() - 2);
+        let (p0, p1) = (pts[k], pts[k + 1]);
+        p0.1 + (p1.1 - p0.1) * (t - p0.0) / (p1.0 - p0.0)
+    };
+    let mut worst: f64 = 0.0;
+    for big_t in [0.8, 1.2, 1.6, 2.0, 2.5, 3.0] {
+        sim.run_to(t_of(big_t));
+        let z = front(&sim) / a;
+        let exp = 0.5 * (interp(&mm, big_t) + interp(&ko, big_t));
+        println!(
+            "T = {big_t}: Z = {z:.3}, M&M {:.3}, K&O {:.3}, mean {exp:.3} ({:+.1} %), {} steps",
+            interp(&mm, big_t),
+            interp(&ko, big_t),
+            100.0 * (z - exp) / exp,
+            sim.s.step
+        );
+        worst = worst.max((z - exp).abs() / exp);
+    }
+    assert!(worst < 0.10, "surge front off by {:.1} %", 100.0 * worst);
+}
+
+/// Bad input gets a clear error naming the key.
+#[test]
+fn absurd_sph_cases_are_refused_by_name() {
+    let msg = |extra: &str| match tank_case(extra).constants() {
+        Ok(_) => panic!("accepted: {extra}"),
+        Err(e) => e.to_string(),
+    };
+    let tank = "[domain]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.1, 0.3]\n";
+    let m = msg(&format!(
+        "{tank}[sph]\nspacing = 0.2\n[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.1, 0.2]\n"
+    ));
+    assert!(m.contains("sph.spacing") && m.contains("absurd"), "{m}");
+    let m = msg(&format!(
+        "{tank}[sph]\nspacing = 0.045\n[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.1, 0.2]\n"
+    ));
+    assert!(m.contains("kernel support"), "{m}");
+    let m = msg(&format!(
+        "{tank}[sph]\nspacing = 0.01\n[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.1, 0.5]\n"
+    ));
+    assert!(
+        m.contains("fluid[0]") && m.contains("inside the tank"),
+        "{m}"
+    );
+    let e = SphCase::from_toml_str("method = \"sph\"\ndt = 1e-3\nend_time = 1.0\nbogus = 1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bogus"), "{e}");
+}
