@@ -477,6 +477,10 @@ impl<'a> FrameWriter<'a> {
     pub fn contact_counts_mut(&mut self) -> Result<&mut [u32], PublishError> {
         self.field_slice(FieldKind::ContactCount)
     }
+    /// The frame's `particle_kind` array (0 DEM grain, 1 SPH fluid, 2 SPH boundary).
+    pub fn particle_kinds_mut(&mut self) -> Result<&mut [u32], PublishError> {
+        self.field_slice(FieldKind::ParticleKind)
+    }
     /// The frame's `particle_id` array (runs whose particle set changes, LAYOUT.md).
     pub fn particle_ids_mut(&mut self) -> Result<&mut [u32], PublishError> {
         self.field_slice(FieldKind::ParticleId)

@@ -6,3 +6,4 @@ pub mod port;
 pub mod resume;
 pub mod run;
 pub mod sim;
+pub mod sph;

@@ -105,6 +105,11 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
                     path.display()
                 );
             }
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read case file", path.display()))?;
+            if super::sph::is_sph(&text) {
+                return super::sph::build(path, &text, cli);
+            }
             // Validated once, after the overrides, when the simulation is built (placing the
             // particles twice costs seconds at millions of particles).
             Case::read_file(path)?

@@ -269,13 +269,18 @@ impl SphSim {
         self.dt = physics::variable_time_step(self.c.cfl, r1.dt_f, r1.dt_cv).min(self.c.dt_max);
     }
 
+    /// One step, shortened so as not to pass `t_end`.
+    pub fn step_within(&mut self, t_end: f64) {
+        if self.s.time + self.dt > t_end && t_end > self.s.time {
+            self.dt = t_end - self.s.time;
+        }
+        self.step();
+    }
+
     /// Steps until `t` (the last step shortened to land on it).
     pub fn run_to(&mut self, t: f64) {
         while self.s.time < t - 1e-12 {
-            if self.s.time + self.dt > t {
-                self.dt = t - self.s.time;
-            }
-            self.step();
+            self.step_within(t);
         }
     }
 

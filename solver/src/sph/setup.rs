@@ -112,6 +112,10 @@ pub struct SphCase {
     pub domain: SphDomain,
     pub sph: SphParams,
     pub fluid: Vec<FluidBlock>,
+    /// Solid boxes inside the tank (obstacles), filled with boundary particles on the tank's
+    /// lattice.
+    #[serde(default)]
+    pub obstacles: Vec<FluidBlock>,
 }
 
 /// The tank [m].
@@ -252,6 +256,32 @@ impl SphCase {
             }
             surface = surface.max(b.max[2]);
         }
+        for (k, o) in self.obstacles.iter().enumerate() {
+            let inside = (0..3).all(|a| {
+                o.min[a] >= self.domain.min[a] - 1e-12
+                    && o.max[a] <= self.domain.max[a] + 1e-12
+                    && o.max[a] - o.min[a] >= p.spacing
+            });
+            if !inside {
+                return Err(bad(
+                    &format!("obstacles[{k}]"),
+                    format!(
+                        "{:?}..{:?} must lie inside the tank and be at least one spacing thick",
+                        o.min, o.max
+                    ),
+                ));
+            }
+            if let Some(f) = self
+                .fluid
+                .iter()
+                .position(|b| (0..3).all(|a| b.min[a] < o.max[a] && o.min[a] < b.max[a]))
+            {
+                return Err(bad(
+                    &format!("obstacles[{k}]"),
+                    format!("overlaps fluid[{f}]: a fluid block must not reach into a solid"),
+                ));
+            }
+        }
         let g = crate::core::vec3::norm(self.gravity);
         let depth = surface - self.domain.min[2];
         let c0 = match p.sound_speed {
@@ -307,10 +337,31 @@ impl SphCase {
                 }
             }
         }
+        // Obstacles: the tank's lattice sites inside each box.
+        let (lo, hi) = (self.domain.min, self.domain.max);
+        for o in &self.obstacles {
+            let first: [i64; 3] =
+                std::array::from_fn(|a| ((o.min[a] - lo[a]) / dp - 0.5).ceil() as i64);
+            let last: [i64; 3] =
+                std::array::from_fn(|a| ((o.max[a] - lo[a]) / dp - 0.5).floor() as i64);
+            for k in first[2]..=last[2] {
+                for j in first[1]..=last[1] {
+                    for i in first[0]..=last[0] {
+                        let p = [
+                            lo[0] + dp * (i as f64 + 0.5),
+                            lo[1] + dp * (j as f64 + 0.5),
+                            lo[2] + dp * (k as f64 + 0.5),
+                        ];
+                        out.kind.push(KIND_BOUNDARY);
+                        out.pos.push(p);
+                        out.rho.push(rho_at(p[2]).max(c.rho0));
+                    }
+                }
+            }
+        }
         // Boundary: a lattice of spacing dp offset by dp/2 from the walls, filling the shell of
         // thickness `layers` dp around the tank.
         let layers = (2.0 * c.h / dp).ceil() as i64;
-        let (lo, hi) = (self.domain.min, self.domain.max);
         let n: [i64; 3] = std::array::from_fn(|a| ((hi[a] - lo[a]) / dp).round() as i64);
         for k in -layers..n[2] + layers {
             for j in -layers..n[1] + layers {
