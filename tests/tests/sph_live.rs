@@ -31,6 +31,8 @@ max = [0.2, 0.1, 0.2]
     )
     .unwrap();
     let case_arg = case.to_string_lossy().to_string();
+    let out = dir.join("vtk");
+    let out_arg = out.to_string_lossy().to_string();
     let args = [
         "--name-shm",
         &seg.0,
@@ -39,6 +41,10 @@ max = [0.2, 0.1, 0.2]
         "--backend",
         "cpu",
         "--keep-shm",
+        "--output",
+        &out_arg,
+        "--output-every",
+        "0.025",
     ];
     let (code, err) = Running::spawn(solver(&args)).wait_exit(Duration::from_secs(120));
     assert_eq!(code, Some(0), "{err}");
@@ -98,6 +104,17 @@ max = [0.2, 0.1, 0.2]
                 );
             }
         }
+    }
+    // VTK for ParaView: the series index and point data with the SPH fields.
+    let pvd = std::fs::read_to_string(out.join("sph.pvd")).expect("sph.pvd");
+    assert!(pvd.matches("<DataSet").count() >= 3, "{pvd}");
+    let first = std::fs::read(out.join("sph_particles_0000000000.vtu")).expect("first vtu");
+    let head = String::from_utf8_lossy(&first[..first.len().min(2000)]).to_string();
+    for name in ["pressure", "density", "velocity", "kind"] {
+        assert!(
+            head.contains(&format!("Name=\"{name}\"")),
+            "{name} missing: {head}"
+        );
     }
     let _ = shm_protocol::segment::unlink(&seg.0);
     std::fs::remove_dir_all(&dir).ok();

@@ -45,6 +45,11 @@ pub trait SimPort {
     fn wait_frame_copy(&mut self) -> anyhow::Result<()>;
     /// Writes a checkpoint that `--restart` continues bit-for-bit.
     fn save_checkpoint(&self, path: &Path) -> anyhow::Result<()>;
+    /// Whether [`SimPort::save_checkpoint`] can work (the final checkpoint of `--output` is
+    /// skipped otherwise; an explicit request still gets the error).
+    fn can_checkpoint(&self) -> bool {
+        true
+    }
     /// Writes VTK files for output index `index` into `dir` and updates the series index.
     fn write_output(&mut self, dir: &Path, index: u64) -> anyhow::Result<()>;
     /// Per-stage timing summary for the progress line.

@@ -1,10 +1,12 @@
 //! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]) behind
-//! [`SimPort`], publishing positions, velocities, density, pressure and particle kind. Not yet:
-//! checkpoints, VTK, `--load-shm`, the GPU, sub-domains (each refused with a message).
+//! [`SimPort`], publishing positions, velocities, density, pressure and particle kind, and VTK
+//! files with `--output`. Not yet: checkpoints, `--load-shm`, the GPU, sub-domains (each
+//! refused with a message).
 
 use anyhow::{bail, Context, Result};
 use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
 use shm_protocol::{BodyTransform, FieldKind, FrameWriter, Region, SpeciesRecord, StaticData};
+use solver::io::vtk::{PointArray, VtkParticles, VtkSeries};
 use solver::sph::cpu::SphSim;
 use solver::sph::setup::{SphCase, KIND_FLUID};
 use std::path::Path;
@@ -29,10 +31,10 @@ pub fn build(path: &Path, text: &str, cli: &Cli) -> Result<Box<dyn SimPort>> {
     if cli.particles.is_some() || cli.fields.is_some() {
         bail!("{name}: --particles and --fields do not apply to SPH runs yet");
     }
-    if cli.output.is_some() || cli.checkpoint_every.is_some() {
+    if cli.checkpoint_every.is_some() {
         bail!(
-            "{name}: SPH runs have no VTK output or checkpoints yet (--output, --checkpoint-every); \
-             watch them through the segment (viewer, analysis, Python)"
+            "{name}: SPH runs have no checkpoints yet (--checkpoint-every); VTK output \
+             (--output DIR --output-every SECONDS) and the segment work"
         );
     }
     if cli.decomposition().subdomains.is_some_and(|n| n > 1) {
@@ -59,6 +61,7 @@ pub fn build(path: &Path, text: &str, cli: &Cli) -> Result<Box<dyn SimPort>> {
         end_time: case.end_time,
         config_toml: text.to_string(),
         sim: SphSim::new(c, particles),
+        vtk: None,
     }))
 }
 
@@ -66,6 +69,7 @@ struct SphRunner {
     sim: SphSim,
     end_time: f64,
     config_toml: String,
+    vtk: Option<(std::path::PathBuf, VtkSeries)>,
 }
 
 const FIELDS: [FieldKind; 5] = [
@@ -211,17 +215,45 @@ impl SimPort for SphRunner {
     fn wait_frame_copy(&mut self) -> Result<()> {
         Ok(())
     }
+    fn can_checkpoint(&self) -> bool {
+        false
+    }
     fn save_checkpoint(&self, path: &Path) -> Result<()> {
         bail!(
             "{}: checkpoints of SPH runs are not implemented yet",
             path.display()
         )
     }
+    /// VTK: velocity, density, pressure, kind (1 fluid, 2 boundary) and id per particle.
     fn write_output(&mut self, dir: &Path, _index: u64) -> Result<()> {
-        bail!(
-            "{}: VTK output of SPH runs is not implemented yet (watch the segment instead)",
-            dir.display()
-        )
+        if self.vtk.as_ref().is_none_or(|(d, _)| d != dir) {
+            self.vtk = Some((dir.to_path_buf(), VtkSeries::new(dir, "sph")?));
+        }
+        let s = &self.sim.s;
+        let n = s.pos.len();
+        let particles = VtkParticles {
+            positions: s.pos.iter().map(|v| v.map(|c| c as f32)).collect(),
+            arrays: vec![
+                (
+                    "pressure",
+                    PointArray::F32((0..n).map(|k| self.sim.pressure(k) as f32).collect(), 1),
+                ),
+                (
+                    "velocity",
+                    PointArray::F32(s.vel.iter().flatten().map(|&c| c as f32).collect(), 3),
+                ),
+                (
+                    "density",
+                    PointArray::F32(s.rho.iter().map(|&r| r as f32).collect(), 1),
+                ),
+                ("kind", PointArray::U32(s.kind.clone())),
+                ("id", PointArray::U32((0..n as u32).collect())),
+            ],
+        };
+        if let Some((_, series)) = &mut self.vtk {
+            series.write_particles(s.step, s.time, &particles)?;
+        }
+        Ok(())
     }
     fn stage_summary(&self) -> String {
         format!("dt {:.3e} s", self.sim.dt())

@@ -114,32 +114,50 @@ impl Writer {
     }
 }
 
-/// Writes the particles of `sim` as a `.vtu` file.
-pub fn write_particles_vtu(path: &Path, sim: &Simulation) -> Result<(), VtkError> {
-    let n = sim.num_particles();
-    let flat = |v: Vec<[f32; 3]>| v.into_iter().flatten().collect::<Vec<f32>>();
-    let state = |source| VtkError::State {
-        path: path.to_path_buf(),
-        source,
-    };
-    let pos = flat(sim.positions_f32().map_err(state)?);
-    let vel = flat(sim.velocities_f32().map_err(state)?);
-    let omega = flat(sim.angular_velocities_f32().map_err(state)?);
-    let radius = sim.radii_f32();
-    let ids = sim.particle_ids();
+/// One per-particle array of a `.vtu` file.
+pub enum PointArray {
+    /// f32 values, `components` per particle.
+    F32(Vec<f32>, usize),
+    U32(Vec<u32>),
+}
+
+/// Particles as plain data for a `.vtu` file, whatever the method: positions and named point
+/// arrays (the first scalar and the first vector are ParaView's defaults).
+pub struct VtkParticles {
+    pub positions: Vec<[f32; 3]>,
+    pub arrays: Vec<(&'static str, PointArray)>,
+}
+
+/// Writes `p` as a `.vtu` file (one vertex cell per particle).
+pub fn write_vtu(path: &Path, p: &VtkParticles) -> Result<(), VtkError> {
+    let n = p.positions.len();
+    let pos: Vec<f32> = p.positions.iter().flatten().copied().collect();
     let conn: Vec<i64> = (0..n as i64).collect();
     let offs: Vec<i64> = (1..=n as i64).collect();
     let types = vec![1u8; n]; // VTK_VERTEX
+    let scalar = p
+        .arrays
+        .iter()
+        .find(|a| !matches!(a.1, PointArray::F32(_, 3)));
+    let vector = p
+        .arrays
+        .iter()
+        .find(|a| matches!(a.1, PointArray::F32(_, 3)));
     let mut w = Writer::new("UnstructuredGrid");
     w.line(&format!(
         "<Piece NumberOfPoints=\"{n}\" NumberOfCells=\"{n}\">"
     ));
-    w.line("<PointData Scalars=\"radius\" Vectors=\"velocity\">");
-    w.array("velocity", Data::F32(&vel, 3));
-    w.array("angular_velocity", Data::F32(&omega, 3));
-    w.array("radius", Data::F32(&radius, 1));
-    w.array("species", Data::U32(&sim.species_ids()));
-    w.array("id", Data::U32(&ids));
+    w.line(&format!(
+        "<PointData{}{}>",
+        scalar.map_or(String::new(), |a| format!(" Scalars=\"{}\"", a.0)),
+        vector.map_or(String::new(), |a| format!(" Vectors=\"{}\"", a.0)),
+    ));
+    for (name, a) in &p.arrays {
+        match a {
+            PointArray::F32(v, c) => w.array(name, Data::F32(v, *c)),
+            PointArray::U32(v) => w.array(name, Data::U32(v)),
+        }
+    }
     w.line("</PointData>\n<Points>");
     w.array("Points", Data::F32(&pos, 3));
     w.line("</Points>\n<Cells>");
@@ -148,6 +166,33 @@ pub fn write_particles_vtu(path: &Path, sim: &Simulation) -> Result<(), VtkError
     w.array("types", Data::U8(&types));
     w.line("</Cells>\n</Piece>");
     w.finish("UnstructuredGrid", path)
+}
+
+/// The DEM particles of `sim`: velocity, angular velocity, radius, species, id.
+pub fn dem_particles(sim: &Simulation) -> Result<VtkParticles, crate::exec::worker::StepError> {
+    let flat = |v: Vec<[f32; 3]>| v.into_iter().flatten().collect::<Vec<f32>>();
+    Ok(VtkParticles {
+        positions: sim.positions_f32()?,
+        arrays: vec![
+            ("velocity", PointArray::F32(flat(sim.velocities_f32()?), 3)),
+            (
+                "angular_velocity",
+                PointArray::F32(flat(sim.angular_velocities_f32()?), 3),
+            ),
+            ("radius", PointArray::F32(sim.radii_f32(), 1)),
+            ("species", PointArray::U32(sim.species_ids())),
+            ("id", PointArray::U32(sim.particle_ids())),
+        ],
+    })
+}
+
+/// Writes the particles of `sim` as a `.vtu` file.
+pub fn write_particles_vtu(path: &Path, sim: &Simulation) -> Result<(), VtkError> {
+    let p = dem_particles(sim).map_err(|source| VtkError::State {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    write_vtu(path, &p)
 }
 
 /// Writes all meshes of `sim` at their current pose as one `.vtp` file (cell data `mesh` = index).
@@ -217,15 +262,38 @@ impl VtkSeries {
         if self.last_step == Some(step) {
             return Ok(());
         }
-        self.last_step = Some(step);
         let name = format!("{}_particles_{step:010}.vtu", self.prefix);
         write_particles_vtu(&self.dir.join(&name), sim)?;
-        self.entries.push((sim.time(), 0, name));
+        let mut parts = vec![(0, name)];
         if !sim.meshes().is_empty() {
             let name = format!("{}_meshes_{step:010}.vtp", self.prefix);
             write_meshes_vtp(&self.dir.join(&name), sim)?;
-            self.entries.push((sim.time(), 1, name));
+            parts.push((1, name));
         }
+        self.index(step, sim.time(), parts)
+    }
+
+    /// Writes particles of any method at `step`, `time` and updates the index (a step already
+    /// written is not listed again).
+    pub fn write_particles(
+        &mut self,
+        step: u64,
+        time: f64,
+        particles: &VtkParticles,
+    ) -> Result<(), VtkError> {
+        if self.last_step == Some(step) {
+            return Ok(());
+        }
+        let name = format!("{}_particles_{step:010}.vtu", self.prefix);
+        write_vtu(&self.dir.join(&name), particles)?;
+        self.index(step, time, vec![(0, name)])
+    }
+
+    /// Adds the files of one step to the index and rewrites the `.pvd`.
+    fn index(&mut self, step: u64, time: f64, parts: Vec<(u32, String)>) -> Result<(), VtkError> {
+        self.last_step = Some(step);
+        self.entries
+            .extend(parts.into_iter().map(|(part, file)| (time, part, file)));
         let mut xml = String::from("<?xml version=\"1.0\"?>\n<VTKFile type=\"Collection\" version=\"1.0\" byte_order=\"LittleEndian\">\n<Collection>\n");
         for (t, part, file) in &self.entries {
             let _ = writeln!(
