@@ -223,3 +223,47 @@ max = [0.1, 0.1, 0.2]
     );
     assert_eq!(a, b, "1 and 3 threads differ");
 }
+
+/// A checkpoint continues the run bit for bit (state and the step about to be taken).
+#[test]
+fn sph_checkpoint_continues_exactly() {
+    let text = r#"
+method = "sph"
+dt = 1e-3
+end_time = 1.0
+[domain]
+min = [0.0, 0.0, 0.0]
+max = [0.3, 0.1, 0.3]
+[sph]
+spacing = 0.02
+[[fluid]]
+min = [0.0, 0.0, 0.0]
+max = [0.1, 0.1, 0.2]
+"#;
+    let case = SphCase::from_toml_str(text).unwrap();
+    let c = case.constants().unwrap();
+    let mut sim = SphSim::new(c.clone(), case.particles(&c));
+    for _ in 0..40 {
+        sim.step();
+    }
+    let path = std::env::temp_dir().join(format!("sph-ckpt-{}.bin", std::process::id()));
+    solver::sph::checkpoint::save(&path, text, &sim).unwrap();
+    assert!(solver::sph::checkpoint::is_sph_checkpoint(&path));
+    let (_, _, mut back) = solver::sph::checkpoint::load(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert_eq!(back.s, sim.s);
+    for _ in 0..40 {
+        sim.step();
+        back.step();
+    }
+    assert_eq!(back.s, sim.s, "the restarted run differs");
+    // A truncated file is a clear error naming it.
+    let bad = std::env::temp_dir().join(format!("sph-ckpt-bad-{}.bin", std::process::id()));
+    std::fs::write(&bad, &solver::sph::checkpoint::MAGIC).unwrap();
+    let e = match solver::sph::checkpoint::load(&bad) {
+        Ok(_) => panic!("a truncated checkpoint loaded"),
+        Err(e) => e.to_string(),
+    };
+    std::fs::remove_file(&bad).ok();
+    assert!(e.contains("sph-ckpt-bad") && e.contains("corrupt"), "{e}");
+}

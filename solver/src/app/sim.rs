@@ -132,6 +132,9 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
 
 /// Continues from a checkpoint file.
 pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
+    if solver::sph::checkpoint::is_sph_checkpoint(path) {
+        return super::sph::restore(path, cli);
+    }
     if cli.particles.is_some() || cli.dt.is_some() {
         bail!("--particles and --dt cannot change a checkpointed run (--end-time can)");
     }

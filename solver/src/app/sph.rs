@@ -1,7 +1,7 @@
 //! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]) behind
 //! [`SimPort`], publishing positions, velocities, density, pressure and particle kind, and VTK
-//! files with `--output`. Not yet: checkpoints, `--load-shm`, the GPU, sub-domains (each
-//! refused with a message).
+//! files with `--output`, checkpoints that `--restart` continues bit for bit. Not yet:
+//! `--load-shm`, the GPU, sub-domains (each refused with a message).
 
 use anyhow::{bail, Context, Result};
 use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
@@ -31,12 +31,6 @@ pub fn build(path: &Path, text: &str, cli: &Cli) -> Result<Box<dyn SimPort>> {
     if cli.particles.is_some() || cli.fields.is_some() {
         bail!("{name}: --particles and --fields do not apply to SPH runs yet");
     }
-    if cli.checkpoint_every.is_some() {
-        bail!(
-            "{name}: SPH runs have no checkpoints yet (--checkpoint-every); VTK output \
-             (--output DIR --output-every SECONDS) and the segment work"
-        );
-    }
     if cli.decomposition().subdomains.is_some_and(|n| n > 1) {
         bail!("{name}: SPH runs undecomposed so far (--subdomains 1)");
     }
@@ -61,6 +55,34 @@ pub fn build(path: &Path, text: &str, cli: &Cli) -> Result<Box<dyn SimPort>> {
         end_time: case.end_time,
         config_toml: text.to_string(),
         sim: SphSim::new(c, particles),
+        vtk: None,
+    }))
+}
+
+/// Continues an SPH run from its checkpoint (`--restart FILE`; `--end-time` may change).
+pub fn restore(path: &Path, cli: &Cli) -> Result<Box<dyn SimPort>> {
+    if cli.backend == BackendChoice::Cuda {
+        bail!(
+            "{}: SPH runs on the CPU backend only so far",
+            path.display()
+        );
+    }
+    if cli.particles.is_some() || cli.dt.is_some() || cli.fields.is_some() {
+        bail!(
+            "--particles, --dt and --fields cannot change a checkpointed SPH run (--end-time can)"
+        );
+    }
+    let (config_toml, case, sim) = solver::sph::checkpoint::load(path)?;
+    tracing::info!(
+        "restarted SPH run from {} at step {}, t = {:.6} s",
+        path.display(),
+        sim.s.step,
+        sim.s.time
+    );
+    Ok(Box::new(SphRunner {
+        end_time: cli.end_time.unwrap_or(case.end_time),
+        config_toml,
+        sim,
         vtk: None,
     }))
 }
@@ -215,14 +237,12 @@ impl SimPort for SphRunner {
     fn wait_frame_copy(&mut self) -> Result<()> {
         Ok(())
     }
-    fn can_checkpoint(&self) -> bool {
-        false
-    }
     fn save_checkpoint(&self, path: &Path) -> Result<()> {
-        bail!(
-            "{}: checkpoints of SPH runs are not implemented yet",
-            path.display()
-        )
+        Ok(solver::sph::checkpoint::save(
+            path,
+            &self.config_toml,
+            &self.sim,
+        )?)
     }
     /// VTK: velocity, density, pressure, kind (1 fluid, 2 boundary) and id per particle.
     fn write_output(&mut self, dir: &Path, _index: u64) -> Result<()> {

@@ -14,7 +14,7 @@ use crate::core::vec3::{self, V3};
 use rayon::prelude::*;
 
 /// The state of an SPH run (id order: particle k has id k).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SphState {
     pub time: f64,
     pub step: u64,
@@ -52,8 +52,14 @@ struct Rates {
 impl SphSim {
     pub fn new(c: SphConstants, p: SphParticles) -> SphSim {
         let n = p.pos.len();
+        // The grid spans the boundary particles (they enclose the fluid and never move), so a
+        // run restarted from a checkpoint gets the same grid and sums in the same order.
         let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
-        for q in &p.pos {
+        let any_boundary = p.kind.iter().any(|&k| k != KIND_FLUID);
+        for (q, &k) in p.pos.iter().zip(&p.kind) {
+            if any_boundary && k == KIND_FLUID {
+                continue;
+            }
             for a in 0..3 {
                 lo[a] = lo[a].min(q[a]);
                 hi[a] = hi[a].max(q[a]);
@@ -101,6 +107,20 @@ impl SphSim {
 
     pub fn dt(&self) -> f64 {
         self.dt
+    }
+
+    /// Continues from `state` with the step `dt` it was about to take (a checkpoint): the same
+    /// bits as the run that wrote it.
+    pub fn from_state(c: SphConstants, state: SphState, dt: f64) -> SphSim {
+        let p = SphParticles {
+            kind: state.kind.clone(),
+            pos: state.pos.clone(),
+            rho: state.rho.clone(),
+        };
+        let mut sim = SphSim::new(c, p);
+        sim.s = state;
+        sim.dt = dt;
+        sim
     }
 
     /// Pressure of particle k [Pa].

@@ -6,6 +6,7 @@
 //! places fluid and dynamic boundary particles; [`cpu`] is the CPU reference solver, one worker,
 //! not yet on the coordinator, the segment or the GPU.
 
+pub mod checkpoint;
 pub mod cpu;
 pub mod physics;
 pub mod setup;

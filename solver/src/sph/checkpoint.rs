@@ -1,0 +1,98 @@
+//! Checkpoints of SPH runs: the case text and the full state (positions, velocities, densities,
+//! the step about to be taken), bincode 2. A restart continues bit for bit.
+
+use super::cpu::{SphSim, SphState};
+use super::setup::SphCase;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// First bytes of an SPH checkpoint (DEM checkpoints start with `PSHMCKPT`).
+pub const MAGIC: [u8; 8] = *b"PSHMSPHC";
+pub const VERSION: u32 = 1;
+
+#[derive(Serialize, Deserialize)]
+struct Payload {
+    magic: [u8; 8],
+    version: u32,
+    case_toml: String,
+    dt: f64,
+    state: SphState,
+}
+
+/// Why an SPH checkpoint could not be written or read; names the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct SphCheckpointError {
+    pub path: String,
+    pub message: String,
+}
+
+fn err(path: &Path, message: impl Into<String>) -> SphCheckpointError {
+    SphCheckpointError {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+/// Whether the file at `path` starts like an SPH checkpoint.
+pub fn is_sph_checkpoint(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && head == MAGIC
+}
+
+/// Writes `sim` (atomically: `path.tmp`, then renamed).
+pub fn save(path: &Path, case_toml: &str, sim: &SphSim) -> Result<(), SphCheckpointError> {
+    let p = Payload {
+        magic: MAGIC,
+        version: VERSION,
+        case_toml: case_toml.to_string(),
+        dt: sim.dt(),
+        state: sim.s.clone(),
+    };
+    let bytes = bincode::serde::encode_to_vec(&p, bincode::config::standard())
+        .map_err(|e| err(path, format!("cannot encode checkpoint: {e}")))?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(|e| err(&tmp, format!("cannot write checkpoint: {e}")))?;
+    std::fs::rename(&tmp, path).map_err(|e| err(path, format!("cannot write checkpoint: {e}")))
+}
+
+/// Reads a checkpoint: the case (text and parsed) and the simulation ready to continue.
+pub fn load(path: &Path) -> Result<(String, SphCase, SphSim), SphCheckpointError> {
+    let bytes =
+        std::fs::read(path).map_err(|e| err(path, format!("cannot read checkpoint: {e}")))?;
+    let (p, _): (Payload, usize) =
+        bincode::serde::decode_from_slice(&bytes, bincode::config::standard())
+            .map_err(|e| err(path, format!("corrupt SPH checkpoint: {e}")))?;
+    if p.magic != MAGIC {
+        return Err(err(path, "not an SPH checkpoint (bad magic)"));
+    }
+    if p.version != VERSION {
+        return Err(err(
+            path,
+            format!(
+                "SPH checkpoint version {}, this build reads {VERSION}",
+                p.version
+            ),
+        ));
+    }
+    let case = SphCase::from_toml_str(&p.case_toml)
+        .map_err(|e| err(path, format!("holds an invalid case: {e}")))?;
+    let c = case
+        .constants()
+        .map_err(|e| err(path, format!("holds an invalid case: {e}")))?;
+    let n = p.state.pos.len();
+    if p.state.vel.len() != n || p.state.rho.len() != n || p.state.kind.len() != n {
+        return Err(err(
+            path,
+            "corrupt SPH checkpoint: arrays of different lengths",
+        ));
+    }
+    if !(p.dt > 0.0 && p.dt.is_finite()) {
+        return Err(err(path, format!("corrupt SPH checkpoint: step {}", p.dt)));
+    }
+    Ok((p.case_toml, case, SphSim::from_state(c, p.state, p.dt)))
+}
