@@ -259,7 +259,7 @@ max = [0.1, 0.1, 0.2]
     assert_eq!(back.s, sim.s, "the restarted run differs");
     // A truncated file is a clear error naming it.
     let bad = std::env::temp_dir().join(format!("sph-ckpt-bad-{}.bin", std::process::id()));
-    std::fs::write(&bad, &solver::sph::checkpoint::MAGIC).unwrap();
+    std::fs::write(&bad, solver::sph::checkpoint::MAGIC).unwrap();
     let e = match solver::sph::checkpoint::load(&bad) {
         Ok(_) => panic!("a truncated checkpoint loaded"),
         Err(e) => e.to_string(),
