@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Print the kinetic energy of a running particle-shm simulation, live.
 
-    PYTHONPATH=tools/python python3 examples/live_energy.py SEGMENT
+    pip install tools/python        # once: the particle_shm package (numpy its only dependency)
+    python3 examples/live_energy.py SEGMENT
 
 E_trans = sum 1/2 m v^2 and E_rot = sum 1/2 (2/5 m r^2) w^2 [J], with m = density * 4/3 pi r^3
 from each particle's species and radius (``f.species``, ``f.radii``: looked up by id, so runs
 whose particle set changes are followed too). Arrays are zero-copy views into the segment; a
-frame overwritten while it was used (``valid()`` false) is skipped.
+frame overwritten while it was used (``valid()`` false) is skipped. For a run on another machine,
+see remote_energy.py.
 """
 
 import sys

@@ -1,8 +1,11 @@
 //! Helpers for the multi-process tests in `tests/tests/`: locating the workspace's built
-//! binaries, unique segment names, processes killed on drop, polling.
+//! binaries, unique segment names, processes killed on drop, polling, a forwarder, and the Python
+//! package installed into a virtual environment.
 
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Path of a workspace binary built by the same `cargo test` run (target/<profile>/<name>).
@@ -120,4 +123,74 @@ pub fn solver(args: &[&str]) -> Command {
 /// The `step` of a `shmctl info --json` answer (0 when absent).
 pub fn step(v: &serde_json::Value) -> u64 {
     v["step"].as_u64().unwrap_or(0)
+}
+
+/// The `forwarder` binary following a segment, on a free loopback port; killed on drop.
+pub struct Forwarder {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl Forwarder {
+    /// `forwarder --attach SEGMENT --listen 127.0.0.1:0 EXTRA...`, once it prints its address.
+    pub fn start(segment: &str, extra: &[&str]) -> Forwarder {
+        let mut child = Command::new(bin("forwarder"))
+            .args(["--attach", segment, "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start forwarder");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("forwarder prints its address");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Forwarder { child, addr }
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `tools/python` in this checkout.
+pub fn python_package_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/python")
+}
+
+/// The interpreter of a virtual environment into which pip installed `tools/python`, as a user
+/// installs it (`tools/python/tests/make_venv.py`: offline, numpy from the system). Made once per
+/// test process, in the target directory; later runs remove it. Fails, never skips, without
+/// python3, numpy, setuptools or wheel (`.ci/run` installs them).
+pub fn python_venv() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        // target/<profile>/deps/<test> -> target/tmp (cargo's scratch directory for tests)
+        let exe = std::env::current_exe().expect("test executable path");
+        let target = exe.ancestors().nth(3).expect("target dir");
+        let dir = target
+            .join("tmp")
+            .join(format!("python-venv-e2e-{}", std::process::id()));
+        let out = Command::new("python3")
+            .arg(python_package_dir().join("tests/make_venv.py"))
+            .arg(&dir)
+            .output()
+            .unwrap_or_else(|e| panic!("python3 is required for the Python tests: {e}"));
+        assert!(
+            out.status.success(),
+            "installing tools/python into a virtual environment failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
 }

@@ -3,7 +3,6 @@
 //! (`--connect`) as on the segment (`--attach`).
 
 use e2e_tests::*;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -88,39 +87,6 @@ impl Png {
     }
 }
 
-struct Forwarder {
-    child: std::process::Child,
-    addr: String,
-}
-
-impl Forwarder {
-    fn start(segment: &str) -> Forwarder {
-        let mut child = Command::new(bin("forwarder"))
-            .args(["--attach", segment, "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start forwarder");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("forwarder prints its address");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        Forwarder { child, addr }
-    }
-}
-
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn viewer_and_analysis_follow_a_real_run_directly_and_through_the_forwarder() {
     let name = SegName::new("consumers");
@@ -181,7 +147,7 @@ fn viewer_and_analysis_follow_a_real_run_directly_and_through_the_forwarder() {
 
     // Through the forwarder: the same newest frame gives the same metrics and the same picture.
     let direct = analysis_once(&["--attach", &name.0]);
-    let fwd = Forwarder::start(&name.0);
+    let fwd = Forwarder::start(&name.0, &[]);
     let remote = analysis_once(&["--connect", &fwd.addr]);
     for key in [
         "step",

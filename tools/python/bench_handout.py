@@ -1,5 +1,6 @@
 """Time to hand out the newest frame's position array (a view, no copy) and, for comparison,
-an owned copy: ``PYTHONPATH=tools/python python3 tools/python/bench_handout.py SEGMENT``.
+an owned copy: ``python3 tools/python/bench_handout.py SEGMENT`` (the script's directory holds the
+package; or ``pip install tools/python`` first).
 
 A 10 M-particle segment for it: ``shm-fixture writer NAME --particles 10000000 --frames 2 --keep``
 (then ``shmctl clean`` or remove /dev/shm/NAME).

@@ -1,15 +1,18 @@
 //! The pure-Python reader (`tools/python/particle_shm`) against the Rust writer: frames and static
 //! data published with `Publisher` are read from Python and compared with what the Rust
 //! `Consumer` reads; Python sends commands that this test (playing the solver) acknowledges;
-//! corrupt copies of the segment raise the matching Python exceptions. Requires python3 and
-//! numpy (`pip install numpy`); fails, never skips, without them.
+//! corrupt copies of the segment raise the matching Python exceptions. The package is installed
+//! by pip into a virtual environment first, as a user installs it (`pip install tools/python`;
+//! `tools/python/tests/make_venv.py`), and the tests import it from there. Requires python3 with
+//! numpy, setuptools and wheel (`.ci/run` installs them); fails, never skips, without them.
 
 mod common;
 use common::*;
 use shm_protocol::{Command, CommandOutcome, Consumer};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command as Proc, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The Python test modules (`tools/python/tests/test_*.py`), run in this order against the
@@ -23,24 +26,36 @@ const PYTHON_TEST_MODULES: &[&str] = &[
     "test_command_limits",
     "test_deadlines_and_leases",
     "test_truncation",
+    "test_wire",
 ];
 
 fn python_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../python")
 }
 
-fn require_python_with_numpy() {
-    let out = Proc::new("python3")
-        .args(["-c", "import numpy"])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("python3 is required for the Python reader tests but could not be run: {e}")
-        });
-    assert!(
-        out.status.success(),
-        "numpy is required for the Python reader tests: `python3 -m pip install numpy` ({})",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
+/// The interpreter of a virtual environment into which pip installed `tools/python`
+/// (`make_venv.py`: offline, numpy from the system), made once per test process in the target
+/// directory; later runs remove it.
+fn venv_python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("python-venv-analysis-{}", std::process::id()));
+        let out = Proc::new("python3")
+            .arg(python_dir().join("tests/make_venv.py"))
+            .arg(&dir)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("python3 is required for the Python reader tests but could not be run: {e}")
+            });
+        assert!(
+            out.status.success(),
+            "installing tools/python into a virtual environment failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
 }
 
 /// What the Rust API reads, as JSON for the Python side to compare with.
@@ -96,7 +111,7 @@ fn expected(name: &str) -> serde_json::Value {
 
 #[test]
 fn python_reader_matches_the_rust_reader() {
-    require_python_with_numpy();
+    let python = venv_python();
     let mut on_disk: Vec<String> = std::fs::read_dir(python_dir().join("tests"))
         .expect("tools/python/tests")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -117,11 +132,11 @@ fn python_reader_matches_the_rust_reader() {
     let exp = std::env::temp_dir().join(format!("pshm-an-{}-expected.json", std::process::id()));
     std::fs::write(&exp, expected(&name.0).to_string()).unwrap();
 
-    let mut child = Proc::new("python3")
+    let mut child = Proc::new(python)
         .args(["-m", "unittest", "-v"])
         .args(PYTHON_TEST_MODULES)
         .current_dir(python_dir().join("tests"))
-        .env("PYTHONPATH", python_dir())
+        .env_remove("PYTHONPATH")
         .env("PSHM_TEST_SEGMENT", &name.0)
         .env("PSHM_TEST_SET_SEGMENT", &set.0)
         .env("PSHM_TEST_EXPECTED", &exp)
@@ -169,14 +184,14 @@ fn python_reader_matches_the_rust_reader() {
 
 #[test]
 fn live_energy_example_prints_energy_until_the_run_finishes() {
-    require_python_with_numpy();
+    let python = venv_python();
     let name = Name::new("live");
     let mut p = publish_known(&name.0, 1);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/live_energy.py");
-    let mut child = Proc::new("python3")
+    let mut child = Proc::new(python)
         .arg(&script)
         .arg(&name.0)
-        .env("PYTHONPATH", python_dir())
+        .env_remove("PYTHONPATH")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,6 +1,7 @@
-"""particle_shm: read a particle-shm segment from Python (stdlib mmap + numpy).
+"""particle_shm: read a particle-shm run from Python (standard library + numpy), from its segment
+on this machine or through a forwarder on another.
 
-Written from ``shm-protocol/LAYOUT.md`` (ABI version 1)::
+Written from ``shm-protocol/LAYOUT.md`` (ABI version 2)::
 
     import particle_shm as p
     seg = p.attach("run1")              # validates magic, version, layout hash, size, plan
@@ -12,26 +13,43 @@ Written from ``shm-protocol/LAYOUT.md`` (ABI version 1)::
     f = seg.wait_newer(f.seq, 1.0)      # next frame (None on timeout or when the run is over)
     seg.send("pause")                   # Outcome(done=True, message=...)
 
-Every failure raises a subclass of ``ParticleShmError`` whose message names the segment and the
-cause (``particle_shm.errors``); command values are checked against ``particle_shm.limits``.
+The same API over the network, through a forwarder (``forwarder --attach run1 --listen ...``;
+``tools/forwarder/PROTOCOL.md``, version 3)::
+
+    seg = p.connect("gpu-server:7788", token="...", fields=("positions", "velocities"))
+    f = seg.latest()                    # the newest frame received; the same Frame attributes
+    f = seg.wait_newer(f.seq, 1.0)
+    seg.send("pause")
+
+Every failure raises a subclass of ``ParticleShmError`` whose message names the segment (or the
+forwarder) and the cause (``particle_shm.errors``); command values are checked against
+``particle_shm.limits``.
 """
 
 from .command import Outcome, SetRefresh
 from .errors import (
     CommandError,
     CommandTimeout,
+    ConnectFailed,
+    ConnectionLost,
     Contended,
     CorruptSegment,
+    ForwarderError,
+    ForwarderTimeout,
     InvalidArgument,
     InvalidCommand,
     InvalidName,
     LayoutMismatch,
+    MessageTooLarge,
     NoStaticData,
     NotAnObject,
     NotInitialised,
     NotOurSegment,
     ParticleShmError,
     PermissionDenied,
+    ProtocolError,
+    ProtocolMismatch,
+    Refused,
     SegmentNotFound,
     SegmentOSError,
     SegmentTruncated,
@@ -39,18 +57,23 @@ from .errors import (
     SolverGone,
     StaticMismatch,
     TableFull,
+    TokenRejected,
     Truncated,
     VersionMismatch,
 )
 from .frame import Frame
 from .layout import ABI_VERSION, LAYOUT_HASH
 from . import limits
+from .remote import RemoteFrame, RemoteSegment, connect
 from .segment import Segment, Static, Status, attach
 
 __all__ = [
     "attach",
+    "connect",
     "Segment",
+    "RemoteSegment",
     "Frame",
+    "RemoteFrame",
     "Static",
     "Status",
     "Outcome",
@@ -81,4 +104,13 @@ __all__ = [
     "SolverGone",
     "CommandTimeout",
     "TableFull",
+    "ForwarderError",
+    "ConnectFailed",
+    "ForwarderTimeout",
+    "Refused",
+    "TokenRejected",
+    "ProtocolMismatch",
+    "ProtocolError",
+    "MessageTooLarge",
+    "ConnectionLost",
 ]

@@ -4,6 +4,9 @@
 Every failure of ``attach`` raises a subclass of ``ParticleShmError``, never a bare ``OSError``;
 the classes that correspond to an OS condition also derive from the matching built-in exception
 (``SegmentNotFound`` is a ``FileNotFoundError``...), so older ``except OSError`` code still works.
+``connect`` raises ``ForwarderError`` subclasses (the cases of the Rust ``ConnectError`` and
+``CodecError``, tools/forwarder/src/client.rs and codec.rs), each message naming the forwarder's
+address; its commands raise the same ``CommandError`` classes as local ones.
 """
 
 
@@ -132,3 +135,68 @@ class CommandTimeout(CommandError):
 class TableFull(CommandError):
     """Every command record is in use: the solver is not consuming commands, or their senders
     have not read their answers yet."""
+
+
+# ---- the network client (particle_shm.connect, remote.py) ----------------------------------
+
+
+class ForwarderError(ParticleShmError):
+    """Base class of the errors of a connection to a forwarder (``particle_shm.connect``). Each
+    message names the forwarder's address."""
+
+
+class ConnectFailed(ForwarderError, ConnectionError):
+    """No TCP connection could be made: the name does not resolve, nothing listens there
+    (connection refused), the network is unreachable, or the peer closed the connection before
+    answering the hello (not a forwarder)."""
+
+
+class ForwarderTimeout(ForwarderError, TimeoutError):
+    """The forwarder did not connect, welcome or report its status within the timeout."""
+
+
+class Refused(ForwarderError):
+    """The forwarder answered the hello with ``Refused``; ``reason`` is its text (too many
+    clients, a rate it does not accept...). The connection is closed."""
+
+    def __init__(self, message, reason):
+        super().__init__(message)
+        self.reason = reason
+
+    def __str__(self):
+        return self.args[0]
+
+
+class TokenRejected(Refused, PermissionError):
+    """The forwarder requires a token and the hello carried none or a wrong one."""
+
+
+class ProtocolMismatch(Refused, VersionMismatch):
+    """The forwarder speaks another protocol version than this package (``server_version``,
+    when it said which)."""
+
+    def __init__(self, message, reason, server_version=None):
+        super().__init__(message, reason)
+        self.server_version = server_version
+
+
+class ProtocolError(ForwarderError):
+    """The peer sent something that is not the protocol: an undecodable header, a payload that
+    does not match its header, an unexpected message, or the forwarder's ``Error`` about what
+    this client sent. The connection is closed."""
+
+
+class MessageTooLarge(ProtocolError):
+    """A message announced more bytes than ``max_message`` (``connect``'s argument): refused
+    before reading it, and the connection is closed. ``length`` and ``limit`` are in bytes."""
+
+    def __init__(self, message, length, limit):
+        super().__init__(message)
+        self.length = length
+        self.limit = limit
+
+
+class ConnectionLost(ForwarderError, ConnectionError):
+    """The connection ended after the welcome (the forwarder stopped, the network failed, the
+    forwarder went silent, or ``close()`` was called); every later call that needs the
+    connection raises it again."""

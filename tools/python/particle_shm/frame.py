@@ -103,8 +103,12 @@ class Frame:
         read once per generation and shared; StaticMismatch when the segment's is another)."""
         return self._seg.static_for(self.static_generation, self.seq)
 
+    def _where(self):
+        """Names this frame in error messages."""
+        return f"segment {self._seg.name!r}: frame {self.seq}"
+
     def _by_id(self, arr):
-        where = f"segment {self._seg.name!r}: frame {self.seq}"
+        where = self._where()
         if self._frame_ids is None and len(arr) != self.particle_count:
             raise CorruptSegment(
                 f"{where} holds {self.particle_count} particles without particle ids, but the "

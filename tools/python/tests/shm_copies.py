@@ -54,12 +54,11 @@ class Copies(unittest.TestCase):
 
 
 def python(code, *args):
-    """Starts ``code`` (with ``args`` as sys.argv[1:]) in a fresh interpreter that imports
-    particle_shm from this checkout; stdin, stdout and stderr are text pipes."""
-    env = dict(os.environ, PYTHONPATH=PACKAGE_DIR)
+    """Starts ``code`` (with ``args`` as sys.argv[1:]) in a fresh interpreter, this one: it
+    imports the particle_shm this test imports (the installed package); stdin, stdout and stderr
+    are text pipes."""
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],
-        env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
