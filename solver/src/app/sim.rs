@@ -167,6 +167,12 @@ pub fn resume_from_frame(
     if cli.particles.is_some() || cli.case.is_some() {
         bail!("--load-shm resumes the segment's own case; --particles and --case do not apply");
     }
+    if super::sph::is_sph(&stat.config_toml) {
+        bail!(
+            "segment {name:?} holds an SPH run, and --load-shm resumes DEM runs only so far; \
+             restart it from a checkpoint (--checkpoint-every SECONDS, then --restart FILE)"
+        );
+    }
     let mut case = Case::from_toml_str(
         &stat.config_toml,
         "<case stored in the segment>",
