@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub mod scene;
+
 use shm_protocol::{
     Capacities, Command, CommandOutcome, CreateOptions, FieldKind, Publisher, SolverState,
     StaticData,
@@ -149,34 +151,7 @@ fn publish_loop(p: Publisher, opts: SolverOptions, (stop, published, commands, p
     let mut positions = vec![[0f32; 3]; n];
     let mut velocities = vec![[0f32; 3]; n];
     while !stop.load(Ordering::Acquire) {
-        for cmd in p.poll_commands() {
-            let outcome = match &cmd.command {
-                Ok(c) => {
-                    commands
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(c.clone());
-                    match c {
-                        Command::Pause => {
-                            paused.store(true, Ordering::Release);
-                            p.set_state(SolverState::Paused);
-                            CommandOutcome::Done("paused".into())
-                        }
-                        Command::Resume => {
-                            paused.store(false, Ordering::Release);
-                            p.set_state(SolverState::Running);
-                            CommandOutcome::Done("running".into())
-                        }
-                        Command::Checkpoint => {
-                            CommandOutcome::Rejected("no checkpoints here".into())
-                        }
-                        _ => CommandOutcome::Done("ok".into()),
-                    }
-                }
-                Err(e) => CommandOutcome::Rejected(e.clone()),
-            };
-            p.acknowledge(&cmd, &outcome);
-        }
+        answer_commands(&p, &commands, &paused);
         p.heartbeat();
         if paused.load(Ordering::Acquire) {
             p.wait_for_command(Duration::from_millis(20));
@@ -209,6 +184,37 @@ fn publish_loop(p: Publisher, opts: SolverOptions, (stop, published, commands, p
         }
     }
     let _ = p.close(SolverState::Finished, true);
+}
+
+/// Answers pending commands as a solver would: pause and resume change the state, checkpoint
+/// is rejected, the rest are done.
+pub(crate) fn answer_commands(p: &Publisher, commands: &Mutex<Vec<Command>>, paused: &AtomicBool) {
+    for cmd in p.poll_commands() {
+        let outcome = match &cmd.command {
+            Ok(c) => {
+                commands
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(c.clone());
+                match c {
+                    Command::Pause => {
+                        paused.store(true, Ordering::Release);
+                        p.set_state(SolverState::Paused);
+                        CommandOutcome::Done("paused".into())
+                    }
+                    Command::Resume => {
+                        paused.store(false, Ordering::Release);
+                        p.set_state(SolverState::Running);
+                        CommandOutcome::Done("running".into())
+                    }
+                    Command::Checkpoint => CommandOutcome::Rejected("no checkpoints here".into()),
+                    _ => CommandOutcome::Done("ok".into()),
+                }
+            }
+            Err(e) => CommandOutcome::Rejected(e.clone()),
+        };
+        p.acknowledge(&cmd, &outcome);
+    }
 }
 
 /// The forwarder binary running as a child process, stderr going to a log file.

@@ -1,188 +1,335 @@
-// particle-shm forwarder browser view: WebSocket client (PROTOCOL.md, "WebSocket"), WebGL point
-// renderer with a 2D-canvas fallback. Query flags: ?token=T, ?rate=HZ, ?autopause=1 (clicks
-// the Pause button after the first frame is drawn; used by the headless browser test).
-"use strict";
-(function () {
-  const params = new URLSearchParams(location.search);
-  const token = params.get("token") || "";
-  const rate = Number(params.get("rate") || 30);
-  const autopause = params.get("autopause") === "1";
-  const canvas = document.getElementById("c");
-  const stateEl = document.getElementById("state");
-  const infoEl = document.getElementById("info");
-  const BG = [16 / 255, 20 / 255, 24 / 255];
+// particle-shm forwarder browser viewer: wires the protocol client, the camera, the colouring
+// pass and the WebGL2 renderer to the page's controls and HUD.
+//
+// Query flags (all optional): token=T, rate=HZ (max_rate_hz), color=MODE, range=LO,HI,
+// max=N (max particles drawn), clip=AXIS,VALUE[,above], view=top, hide=S1,S2 (species ids).
+// Test/bench hooks, each doing what a user would: autopause=1 (presses Pause after the first
+// frame is drawn), typetoken=T (types T into the token form when it appears and presses
+// Connect), probe=X,Y,Z;... (writes the screen positions of these world points to
+// body[data-probes]), bench=S (counts frames drawn for S s, result in body[data-bench]).
+// The page reports its state on <body data-*>: renderer, state, frames, drawn, total, legend.
 
-  let yaw = 0.6, pitch = 0.45, zoom = 1.0;
-  let world = null; // [min, max] from the static message
-  let frame = null; // {n, data (Float32Array|Uint16Array), quantised, lo, hi, meta}
-  let status = null;
-  let nextId = 1;
-  let pausedSent = false;
-  let lastAck = "";
-  let fps = 0, frames = 0, fpsT = performance.now();
+import { Camera } from "./camera.js";
+import { build, COLOR_BY, SPECIES_PALETTE } from "./colors.js";
+import { Client, FIELD } from "./protocol.js";
+import { Renderer } from "./renderer.js";
 
-  // ---- renderer: WebGL, else 2D canvas -------------------------------------------------
-  const gl = canvas.getContext("webgl", { preserveDrawingBuffer: true, antialias: false });
-  let draw = gl ? webglRenderer(gl) : canvas2dRenderer(canvas.getContext("2d"));
-  document.body.dataset.renderer = gl ? "webgl" : "2d";
+const params = new URLSearchParams(location.search);
+const $ = (id) => document.getElementById(id);
+const body = document.body.dataset;
 
-  function resize() {
-    const dpr = window.devicePixelRatio || 1;
-    canvas.width = Math.max(1, Math.floor(canvas.clientWidth * dpr));
-    canvas.height = Math.max(1, Math.floor(canvas.clientHeight * dpr));
-  }
+const opts = {
+  colorBy: COLOR_BY[params.get("color")] ? params.get("color") : "species",
+  range: params.get("range") ? params.get("range").split(",").map(Number) : null,
+  maxParticles: Number(params.get("max") || 2_000_000),
+  hidden: new Set((params.get("hide") || "").split(",").filter((s) => s !== "").map(Number)),
+  clip: null,
+};
+if (params.get("clip")) {
+  const [axis, value, keep] = params.get("clip").split(",");
+  opts.clip = { axis: "xyz".indexOf(axis), value: Number(value), keep: keep === "above" ? "above" : "below" };
+}
+let rate = Number(params.get("rate") || 30);
+let token = params.get("token") || "";
 
-  // Rotation about z (yaw) then x (pitch), orthographic; returns a 3x3 column-major matrix.
-  function rotation() {
-    const cy = Math.cos(yaw), sy = Math.sin(yaw), cp = Math.cos(pitch), sp = Math.sin(pitch);
-    // view: x' = R * (p - 0.5), z up in the data becomes y up on screen
-    return [cy, -sy * sp, sy * cp, sy, cy * sp, -cy * cp, 0, cp, sp];
-  }
+const camera = new Camera();
+let renderer;
+try {
+  renderer = new Renderer($("c"));
+  body.renderer = renderer.glName;
+} catch (e) {
+  body.renderer = "none";
+  $("hud").textContent = "cannot draw: " + e.message;
+  throw e;
+}
 
-  function webglRenderer(gl) {
-    const vs = `attribute vec3 a; uniform vec3 lo, scale; uniform mat3 r; uniform vec2 aspect;
-      uniform float size; varying float h;
-      void main() { vec3 p = (a - lo) * scale; h = p.z; vec3 q = r * (p - 0.5);
-        gl_Position = vec4(q.x * aspect.x, q.y * aspect.y, -q.z * 0.5, 1.0); gl_PointSize = size; }`;
-    const fs = `precision mediump float; varying float h;
-      void main() { gl_FragColor = vec4(0.35 + 0.65 * h, 0.75 - 0.35 * h, 1.0 - 0.7 * h, 1.0); }`;
-    const sh = (t, src) => { const s = gl.createShader(t); gl.shaderSource(s, src); gl.compileShader(s); return s; };
-    const prog = gl.createProgram();
-    gl.attachShader(prog, sh(gl.VERTEX_SHADER, vs));
-    gl.attachShader(prog, sh(gl.FRAGMENT_SHADER, fs));
-    gl.linkProgram(prog);
-    if (!gl.getProgramParameter(prog, gl.LINK_STATUS)) return null;
-    const buf = gl.createBuffer();
-    const loc = (n) => gl.getUniformLocation(prog, n);
-    const a = gl.getAttribLocation(prog, "a");
-    let uploaded = null;
-    return function (f) {
-      gl.viewport(0, 0, canvas.width, canvas.height);
-      gl.clearColor(BG[0], BG[1], BG[2], 1);
-      gl.clear(gl.COLOR_BUFFER_BIT | gl.DEPTH_BUFFER_BIT);
-      if (!f) return;
-      gl.useProgram(prog);
-      gl.bindBuffer(gl.ARRAY_BUFFER, buf);
-      if (uploaded !== f) { gl.bufferData(gl.ARRAY_BUFFER, f.data, gl.DYNAMIC_DRAW); uploaded = f; }
-      gl.enableVertexAttribArray(a);
-      // Quantised positions arrive normalised to [0, 1] within the frame's box.
-      gl.vertexAttribPointer(a, 3, f.quantised ? gl.UNSIGNED_SHORT : gl.FLOAT, f.quantised, 0, 0);
-      const [lo, hi] = f.quantised ? [[0, 0, 0], [1, 1, 1]] : f.box;
-      gl.uniform3fv(loc("lo"), lo);
-      gl.uniform3fv(loc("scale"), hi.map((h, i) => 1 / Math.max(1e-30, h - lo[i])));
-      gl.uniformMatrix3fv(loc("r"), false, rotation());
-      const s = 1.2 * zoom, ar = canvas.width / canvas.height;
-      gl.uniform2f(loc("aspect"), ar > 1 ? s / ar : s, ar > 1 ? s : s * ar);
-      gl.uniform1f(loc("size"), Math.max(2, Math.min(6, 600 / Math.sqrt(f.n + 1))) * (window.devicePixelRatio || 1));
-      gl.enable(gl.DEPTH_TEST);
-      gl.drawArrays(gl.POINTS, 0, f.n);
-    };
-  }
+// ---- state ----------------------------------------------------------------------------------
+let client = null;
+let segment = "", status = null, st = null, frame = null, built = null;
+let framesDrawn = 0, received = 0, fps = 0, fpsFrames = 0, fpsT = performance.now();
+let needBuild = false, needDraw = true, fitted = params.get("view") ? null : false;
+const acks = new Map(); // id -> line
+let autopaused = false;
 
-  function canvas2dRenderer(ctx) {
-    return function (f) {
-      ctx.fillStyle = "rgb(16,20,24)";
-      ctx.fillRect(0, 0, canvas.width, canvas.height);
-      if (!f) return;
-      const r = rotation(), d = f.data, step = Math.max(1, Math.floor(f.n / 200000));
-      const [lo, hi] = f.quantised ? [[0, 0, 0], [65535, 65535, 65535]] : f.box;
-      const sc = [0, 1, 2].map((i) => 1 / Math.max(1e-30, hi[i] - lo[i]));
-      const s = 0.6 * zoom * Math.min(canvas.width, canvas.height), cx = canvas.width / 2, cy = canvas.height / 2;
-      const size = Math.max(2, Math.min(6, 600 / Math.sqrt(f.n + 1)));
-      for (let i = 0; i < f.n; i += step) {
-        const x = (d[3 * i] - lo[0]) * sc[0] - 0.5, y = (d[3 * i + 1] - lo[1]) * sc[1] - 0.5, z = (d[3 * i + 2] - lo[2]) * sc[2] - 0.5;
-        const X = r[0] * x + r[3] * y + r[6] * z, Y = r[1] * x + r[4] * y + r[7] * z;
-        const h = z + 0.5;
-        ctx.fillStyle = `rgb(${(90 + 165 * h) | 0},${(190 - 90 * h) | 0},${(255 - 180 * h) | 0})`;
-        ctx.fillRect(cx + X * s - size / 2, cy - Y * s - size / 2, size, size);
+function subscription() {
+  const need = COLOR_BY[opts.colorBy][1];
+  let fields = (1 << FIELD.position) | (1 << FIELD.particle_id);
+  if (need !== null) fields |= 1 << need;
+  return { fields, positions: "Quantized16", max_rate_hz: rate, static_arrays: true };
+}
+
+function connect() {
+  if (client) client.close();
+  body.state = "connecting";
+  client = new Client(token, subscription(), {
+    open: () => { body.state = "connected"; showHud(); },
+    close: (why) => {
+      if (body.state !== "refused") {
+        body.state = "disconnected";
+        setTimeout(connect, 2000);
       }
-    };
-  }
-  if (!draw) { document.body.dataset.renderer = "2d"; draw = canvas2dRenderer(canvas.getContext("2d")); }
-
-  // ---- protocol -------------------------------------------------------------------------
-  const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
-  ws.binaryType = "arraybuffer";
-  const send = (m) => { if (ws.readyState === 1) ws.send(JSON.stringify(m)); };
-  function command(c) {
-    const id = nextId++;
-    send({ Command: { id, timeout_ms: 5000, command: c } });
-    lastAck = `${c}: sent`;
-    show();
-  }
-  document.getElementById("pause").onclick = () => command("Pause");
-  document.getElementById("resume").onclick = () => command("Resume");
-
-  ws.onopen = () => {
-    // Positions only, coloured by height: no static array is indexed per particle, so frames of
-    // a run whose particle set changes need no particle ids here.
-    send({ Hello: { protocol: "particle-shm-forwarder", version: 3, token, client: "browser",
-      subscription: { fields: 1, positions: "Quantized16", max_rate_hz: rate, static_arrays: false } } });
-    stateEl.textContent = "connected";
-  };
-  ws.onclose = (e) => { stateEl.textContent = "disconnected " + (e.reason || ""); };
-  ws.onmessage = (ev) => {
-    if (!(ev.data instanceof ArrayBuffer)) return;
-    const buf = ev.data, dv = new DataView(buf);
-    const hlen = dv.getUint32(0, true);
-    const msg = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, hlen)));
-    const off = 4 + hlen;
-    if (msg.Frame) onFrame(msg.Frame, buf, off);
-    else if (msg.Status) { status = msg.Status; show(); }
-    else if (msg.Static) { world = [msg.Static.world_min, msg.Static.world_max]; }
-    else if (msg.Ack) {
-      const o = msg.Ack.outcome;
-      lastAck = o.Ok ? (o.Ok.Done !== undefined ? "done: " + o.Ok.Done : "rejected: " + o.Ok.Rejected) : "failed: " + o.Err[1];
-      show();
-    } else if (msg.Refused || msg.Error) { stateEl.textContent = "refused: " + (msg.Refused || msg.Error).reason; }
-  };
-
-  function onFrame(h, buf, off) {
-    const n = h.meta.particle_count;
-    off += h.meta.body_count * 72;
-    if (!(h.meta.fields & 1)) return;
-    const quantised = h.positions === "Quantized16";
-    const data = quantised ? new Uint16Array(buf, off, 3 * n) : new Float32Array(buf, off, 3 * n);
-    const box = quantised ? [h.quant_min, h.quant_max] : world || bounds(data, n);
-    frame = { n, data, quantised, box, meta: h.meta };
-    frames++;
-    const now = performance.now();
-    if (now - fpsT > 1000) { fps = (frames * 1000) / (now - fpsT); frames = 0; fpsT = now; }
-    draw(frame);
-    show();
-    // Clicks the page's own Pause button, so the test exercises what a user presses.
-    if (autopause && !pausedSent) { pausedSent = true; document.getElementById("pause").click(); }
-  }
-
-  function bounds(d, n) {
-    const lo = [Infinity, Infinity, Infinity], hi = [-Infinity, -Infinity, -Infinity];
-    for (let i = 0; i < n; i++) for (let a = 0; a < 3; a++) { const v = d[3 * i + a]; if (v < lo[a]) lo[a] = v; if (v > hi[a]) hi[a] = v; }
-    return [lo, hi];
-  }
-
-  function show() {
-    const s = status && status.solver;
-    const state = !status ? "?" : !status.attached ? "detached" : s && s.state ? s.state.toLowerCase() : "unknown";
-    stateEl.textContent = "state: " + state + (s && !s.alive ? " (solver gone)" : "");
-    const m = frame && frame.meta;
-    const removed = m && m.removed_count > 0 ? `   ${m.removed_count} removed (${m.removed_mass.toPrecision(4)} kg)` : "";
-    infoEl.textContent = (m ? `t = ${m.sim_time.toFixed(4)} s   step ${m.step}   frame ${m.seq}   ${m.particle_count} particles${removed}   ${fps.toFixed(1)} fps\n` : "no frame yet\n") +
-      (lastAck ? "command " + lastAck : "");
-  }
-
-  // ---- interaction ----------------------------------------------------------------------
-  let drag = null;
-  canvas.addEventListener("mousedown", (e) => { drag = [e.clientX, e.clientY]; });
-  window.addEventListener("mouseup", () => { drag = null; });
-  window.addEventListener("mousemove", (e) => {
-    if (!drag) return;
-    yaw += (e.clientX - drag[0]) * 0.01;
-    pitch = Math.max(-1.5, Math.min(1.5, pitch + (e.clientY - drag[1]) * 0.01));
-    drag = [e.clientX, e.clientY];
-    draw(frame);
+      showHud(why);
+    },
+    welcome: (w) => { segment = w.segment; },
+    refused: (why) => {
+      body.state = "refused";
+      $("tokenwhy").textContent = "refused: " + why;
+      $("tokenform").style.display = "block";
+      showHud(why);
+      const typed = params.get("typetoken");
+      if (typed !== null && !$("token").dataset.typed) {
+        $("token").dataset.typed = "1";
+        $("token").value = typed;
+        $("connect").click();
+      }
+    },
+    status: (s) => { status = s; showHud(); },
+    static_: (s) => {
+      st = s;
+      renderer.setStatic(s);
+      if (fitted !== null && !fitted) { fitBox(); fitted = true; }
+      if (fitted === null) { applyView(); fitted = true; }
+      showLegend();
+      needBuild = true;
+    },
+    frame: (f) => { frame = f; received++; needBuild = true; },
+    ack: (id, text) => { setAck(id, text); },
   });
-  canvas.addEventListener("wheel", (e) => { zoom *= Math.exp(-e.deltaY * 0.001); draw(frame); e.preventDefault(); }, { passive: false });
-  window.addEventListener("resize", () => { resize(); draw(frame); });
-  resize();
-  draw(null);
-})();
+}
+
+function worldBox() {
+  const h = st && st.header;
+  if (h && h.world_min.every((v, i) => Number.isFinite(v) && h.world_max[i] > v)) return [h.world_min, h.world_max];
+  if (frame) return [frame.header.quant_min, frame.header.quant_max];
+  return [[0, 0, 0], [1, 1, 1]];
+}
+function fitBox() { const [lo, hi] = worldBox(); camera.fit(lo, hi); needDraw = true; }
+function applyView() {
+  const [lo, hi] = worldBox();
+  if (params.get("view") === "top") camera.top(lo, hi); else camera.reset(lo, hi);
+  needDraw = true;
+}
+
+// ---- drawing --------------------------------------------------------------------------------
+function tick() {
+  requestAnimationFrame(tick);
+  if (needBuild && frame) {
+    built = build(frame, st, opts);
+    renderer.setParticles(built, frame.header);
+    renderer.setBodies(frame.bodies);
+    needBuild = false;
+    needDraw = true;
+    framesDrawn++;
+    fpsFrames++;
+    body.frames = framesDrawn;
+    body.drawn = built.count;
+    body.total = built.total;
+    showLegend();
+  }
+  if (needDraw) {
+    renderer.draw(camera);
+    needDraw = false;
+    writeProbes();
+    if (params.get("autopause") === "1" && built && !autopaused) { autopaused = true; $("pause").click(); }
+  }
+  const now = performance.now();
+  if (now - fpsT >= 1000) { fps = (fpsFrames * 1000) / (now - fpsT); fpsFrames = 0; fpsT = now; showHud(); }
+}
+
+function writeProbes() {
+  const p = params.get("probe");
+  if (!p) return;
+  const c = $("c");
+  body.viewport = `${c.clientWidth},${c.clientHeight}`;
+  body.probes = JSON.stringify(p.split(";").map((s) => camera.project(s.split(",").map(Number), c.clientWidth, c.clientHeight)));
+}
+
+// ---- HUD, legend, acks ----------------------------------------------------------------------
+function showHud(extra) {
+  const s = status && status.solver;
+  const state = !status ? (body.state || "?") : !status.attached ? "detached" : s && s.state ? String(s.state).toLowerCase() : "unknown";
+  const m = frame && frame.meta;
+  const lines = [`segment ${segment || "?"}   ${state}${s && s.alive === false ? " (solver gone)" : ""}`];
+  if (m) {
+    const age = Date.now() - m.wall_unix_ns / 1e6;
+    lines.push(`t = ${m.sim_time.toPrecision(6)} s   step ${m.step}   ${m.steps_per_s.toFixed(1)} steps/s`);
+    lines.push(`frame ${m.seq}   age ${age < 1e4 ? age.toFixed(0) + " ms" : (age / 1000).toFixed(1) + " s"}   ${fps.toFixed(1)} frames/s drawn`);
+    if (built) lines.push(`particles ${built.count.toLocaleString()} drawn of ${built.total.toLocaleString()}` + (built.stride > 1 ? ` (every ${built.stride}th)` : ""));
+    if (m.removed_count > 0) lines.push(`${m.removed_count} removed (${m.removed_mass.toPrecision(4)} kg)`);
+  } else lines.push("no frame yet");
+  lines.push(`GL: ${renderer.glName}`);
+  if (extra) lines.push(String(extra));
+  $("hud").textContent = lines.join("\n");
+}
+
+function showLegend() {
+  const el = $("legend");
+  const mode = built ? built.mode : "species";
+  const title = COLOR_BY[mode][0];
+  if (mode === "species") {
+    const names = st ? st.header.species.map((s) => s.name) : [];
+    const key = "species:" + names.join(",") + [...opts.hidden].join(",");
+    if (el.dataset.key === key) return;
+    el.dataset.key = key;
+    body.legend = "species";
+    el.innerHTML = `<div>${title} (click to filter)</div>`;
+    names.forEach((name, i) => {
+      const c = SPECIES_PALETTE[i % SPECIES_PALETTE.length];
+      const l = document.createElement("label");
+      l.innerHTML = `<input type="checkbox" ${opts.hidden.has(i) ? "" : "checked"}><span class="sw" style="background:rgb(${c})"></span>`;
+      l.append(name);
+      l.firstChild.onchange = (e) => { if (e.target.checked) opts.hidden.delete(i); else opts.hidden.add(i); rebuild(); };
+      el.append(l);
+    });
+    return;
+  }
+  const [lo, hi] = built.range;
+  const key = `${mode}:${lo}:${hi}`;
+  if (el.dataset.key === key) return;
+  el.dataset.key = key;
+  body.legend = `${lo},${hi}`;
+  el.innerHTML = `<div>${title}</div><canvas width="256" height="1"></canvas><div class="ends"><span>${fmt(lo)}</span><span>${fmt(hi)}</span></div>`;
+  const g = el.querySelector("canvas").getContext("2d");
+  const grad = g.createLinearGradient(0, 0, 256, 0);
+  for (let i = 0; i <= 8; i++) grad.addColorStop(i / 8, `rgb(${viridisStop(i)})`);
+  g.fillStyle = grad;
+  g.fillRect(0, 0, 256, 1);
+  if (opts.range === null) { $("rmin").value = fmt(lo); $("rmax").value = fmt(hi); }
+}
+const viridisStop = (i) => [[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
+  [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]][i];
+const fmt = (v) => (Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(3) : String(+v.toPrecision(4)));
+
+function setAck(id, text) {
+  ackSeen = true;
+  const line = acks.get(id);
+  if (!line) return;
+  acks.set(id, line.replace(/: .*$/, "") + ": " + text);
+  showAcks();
+}
+function showAcks() {
+  $("acks").textContent = [...acks.values()].slice(-6).join("\n");
+}
+function command(name, cmd) {
+  const id = client.command(cmd);
+  acks.set(id, `#${id} ${name}: sent`);
+  showAcks();
+}
+
+function rebuild() { needBuild = true; }
+
+// ---- controls -------------------------------------------------------------------------------
+for (const [mode, [title]] of Object.entries(COLOR_BY)) {
+  const o = document.createElement("option");
+  o.value = mode; o.textContent = title; $("colorby").append(o);
+}
+$("colorby").value = opts.colorBy;
+$("colorby").onchange = (e) => {
+  opts.colorBy = e.target.value;
+  if (opts.range === null) $("rmin").value = $("rmax").value = "";
+  client.subscribe(subscription());
+  rebuild();
+};
+$("rauto").checked = opts.range === null;
+if (opts.range) { $("rmin").value = opts.range[0]; $("rmax").value = opts.range[1]; }
+const setRange = () => {
+  const lo = Number($("rmin").value), hi = Number($("rmax").value);
+  opts.range = $("rauto").checked || !(hi > lo) ? null : [lo, hi];
+  rebuild();
+};
+$("rauto").onchange = setRange;
+$("rmin").onchange = $("rmax").onchange = () => { $("rauto").checked = false; setRange(); };
+$("clipaxis").value = opts.clip ? String(opts.clip.axis) : "";
+if (opts.clip) { $("clipvalue").value = opts.clip.value; $("clipkeep").value = opts.clip.keep; }
+$("clipaxis").onchange = $("clipvalue").onchange = $("clipkeep").onchange = () => {
+  const a = $("clipaxis").value;
+  opts.clip = a === "" ? null : { axis: Number(a), value: Number($("clipvalue").value), keep: $("clipkeep").value };
+  rebuild();
+};
+$("maxp").value = opts.maxParticles;
+$("maxp").onchange = (e) => { opts.maxParticles = Math.max(1, Number(e.target.value) || 1); rebuild(); };
+$("rate").value = rate;
+$("rate").onchange = (e) => { rate = Math.max(1, Number(e.target.value) || 30); client.subscribe(subscription()); };
+$("reset").onclick = () => { const [lo, hi] = worldBox(); camera.reset(lo, hi); needDraw = true; };
+$("fit").onclick = fitBox;
+$("topview").onclick = () => { const [lo, hi] = worldBox(); camera.top(lo, hi); needDraw = true; };
+
+$("pause").onclick = () => command("pause", "Pause");
+$("resume").onclick = () => command("resume", "Resume");
+$("stop").onclick = () => { $("confirm").style.display = "inline"; };
+$("stopno").onclick = () => { $("confirm").style.display = "none"; };
+$("stopyes").onclick = () => { $("confirm").style.display = "none"; command("stop", "Stop"); };
+$("updatenow").onclick = () => command("update now", "UpdateNow");
+$("checkpoint").onclick = () => command("checkpoint", "Checkpoint");
+$("setrefresh").onclick = () => {
+  const v = Number($("refresh").value);
+  const sim = $("refreshunit").value === "sim";
+  command(`refresh ${v} ${sim ? "sim s" : "wall ms"}`,
+    { SetRefresh: { sim_seconds: sim ? v : null, wall_ms: sim ? null : Math.round(v) } });
+};
+$("tokenform").onsubmit = (e) => {
+  e.preventDefault();
+  token = $("token").value.trim();
+  $("tokenform").style.display = "none";
+  body.state = "connecting";
+  connect();
+};
+
+// Orbit with the left button, pan with the right button or shift, zoom with the wheel.
+const canvas = $("c");
+let drag = null;
+canvas.addEventListener("contextmenu", (e) => e.preventDefault());
+canvas.addEventListener("mousedown", (e) => { drag = { x: e.clientX, y: e.clientY, pan: e.button === 2 || e.shiftKey }; });
+window.addEventListener("mouseup", () => { drag = null; });
+window.addEventListener("mousemove", (e) => {
+  if (!drag) return;
+  const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+  if (drag.pan) camera.pan(dx, dy, canvas.clientHeight); else camera.orbit(dx, dy);
+  drag.x = e.clientX; drag.y = e.clientY;
+  needDraw = true;
+});
+canvas.addEventListener("wheel", (e) => { camera.zoom(Math.exp(e.deltaY * 0.001)); needDraw = true; e.preventDefault(); }, { passive: false });
+window.addEventListener("resize", () => { renderer.resize(); needDraw = true; });
+
+// ---- bench: frames drawn per second over S seconds after the first one ----------------------
+const benchS = Number(params.get("bench") || 0);
+if (benchS > 0) {
+  const start = () => {
+    if (!framesDrawn) { setTimeout(start, 50); return; }
+    const f0 = framesDrawn, r0 = received, t0 = performance.now();
+    setTimeout(() => {
+      const s = (performance.now() - t0) / 1000;
+      body.bench = JSON.stringify({ seconds: s, frames_drawn: framesDrawn - f0,
+        page_fps: (framesDrawn - f0) / s, received_fps: (received - r0) / s,
+        particles: built.total, drawn: built.count, stride: built.stride, gl: renderer.glName });
+    }, benchS * 1000);
+  };
+  start();
+}
+
+// ---- test hook: hold=1 ------------------------------------------------------------------
+// Headless Chromium's --virtual-time-budget lets virtual time run (and ends the page) when no
+// network fetch is pending; WebSocket messages do not count. With hold=1 the page keeps two
+// small fetches of /status in flight until what the other hooks wait for has happened (a frame
+// drawn and, with autopause, its acknowledgement; or a refusal), then lets the budget run out.
+let ackSeen = false;
+function ready() {
+  if (body.state === "refused" && params.get("typetoken") === null) return true;
+  if (framesDrawn < 2) return false;
+  if (params.get("autopause") === "1" && !ackSeen) return false;
+  return true;
+}
+if (params.get("hold") === "1") {
+  let left = 20000;
+  const hold = () => {
+    if (ready() || --left <= 0) { body.held = left > 0 ? "ready" : "gave up"; return; }
+    fetch("/status", { cache: "no-store" }).then((r) => r.text()).catch(() => {}).then(hold);
+  };
+  hold();
+  hold();
+}
+
+renderer.resize();
+showHud();
+connect();
+requestAnimationFrame(tick);

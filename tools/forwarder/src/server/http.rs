@@ -35,8 +35,19 @@ use crate::protocol::{ServerMsg, MAX_CLIENT_MESSAGE};
 const MAX_HEAD: usize = 8 * 1024;
 /// Most header lines in a request head (a browser sends about 15).
 const MAX_HEADERS: usize = 64;
-const INDEX_HTML: &str = include_str!("../../web/index.html");
-const APP_JS: &str = include_str!("../../web/app.js");
+/// The browser page: `(path, content type, body)`, embedded so that the binary is all a user
+/// needs (no build step). The scripts are ES modules that import each other by these paths.
+const ASSETS: &[(&str, &str, &str)] = &[
+    ("/", HTML, include_str!("../../web/index.html")),
+    ("/index.html", HTML, include_str!("../../web/index.html")),
+    ("/app.js", JS, include_str!("../../web/app.js")),
+    ("/camera.js", JS, include_str!("../../web/camera.js")),
+    ("/colors.js", JS, include_str!("../../web/colors.js")),
+    ("/protocol.js", JS, include_str!("../../web/protocol.js")),
+    ("/renderer.js", JS, include_str!("../../web/renderer.js")),
+];
+const HTML: &str = "text/html; charset=utf-8";
+const JS: &str = "text/javascript; charset=utf-8";
 
 /// A request head as received.
 struct Head {
@@ -219,28 +230,12 @@ pub async fn serve(
             return;
         }
     };
+    if let Some((_, kind, body)) = ASSETS.iter().find(|(p, _, _)| *p == head.path) {
+        tracing::debug!(client = id, peer = %addr, path = %head.path, "page");
+        respond(&mut stream, "200 OK", &[], kind, body.as_bytes()).await;
+        return;
+    }
     match head.path.as_str() {
-        "/" | "/index.html" => {
-            tracing::debug!(client = id, peer = %addr, "page");
-            respond(
-                &mut stream,
-                "200 OK",
-                &[],
-                "text/html; charset=utf-8",
-                INDEX_HTML.as_bytes(),
-            )
-            .await
-        }
-        "/app.js" => {
-            respond(
-                &mut stream,
-                "200 OK",
-                &[],
-                "text/javascript; charset=utf-8",
-                APP_JS.as_bytes(),
-            )
-            .await
-        }
         "/status" => {
             let status = hub.status.borrow().clone();
             let body = serde_json::to_vec(&status).unwrap_or_default();
