@@ -95,6 +95,51 @@ impl fmt::Display for ColorBy {
     }
 }
 
+/// `--color-by`: a quantity, or `auto` (the default): species for DEM runs,
+/// [`crate::sph::SPH_DEFAULT_COLORING`] for SPH runs, decided per frame by [`ColorChoice::resolve`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ColorChoice {
+    #[default]
+    Auto,
+    Fixed(ColorBy),
+}
+
+impl ColorChoice {
+    /// The colouring to use for a run that is (`sph`) or is not SPH.
+    pub fn resolve(self, sph: bool) -> ColorBy {
+        match self {
+            Self::Fixed(c) => c,
+            Self::Auto if sph => crate::sph::SPH_DEFAULT_COLORING,
+            Self::Auto => ColorBy::Species,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Fixed(c) => c.name(),
+        }
+    }
+}
+
+impl FromStr for ColorChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim() == "auto" {
+            return Ok(Self::Auto);
+        }
+        s.parse::<ColorBy>()
+            .map(Self::Fixed)
+            .map_err(|e| format!("{e}, or auto"))
+    }
+}
+
+impl fmt::Display for ColorChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 pub type Rgb = [u8; 3];
 
 /// Categorical palette for species (Tableau 10): distinct hues, readable on a dark background.
@@ -192,9 +237,23 @@ fn scalars(by: ColorBy, el: &Elements<'_>, frame: &Frame, n: usize) -> Option<Ve
     }
 }
 
-fn finite_range(values: &[f32]) -> (f32, f32) {
+/// Share of the values left out at each end of a [`robust_range`].
+pub const ROBUST_TAIL: f64 = 0.005;
+
+/// The finite values whose `exclude` entry is not set.
+fn counted_values(values: &[f32], exclude: Option<&[bool]>) -> Vec<f32> {
+    let counted = |i: &usize| exclude.is_none_or(|x| !x.get(*i).copied().unwrap_or(false));
+    (0..values.len())
+        .filter(counted)
+        .map(|i| values[i])
+        .filter(|v| v.is_finite())
+        .collect()
+}
+
+/// Range of the finite values whose `exclude` entry is not set.
+fn finite_range(values: &[f32], exclude: Option<&[bool]>) -> (f32, f32) {
     let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
-    for &v in values.iter().filter(|v| v.is_finite()) {
+    for v in counted_values(values, exclude) {
         lo = lo.min(v);
         hi = hi.max(v);
     }
@@ -205,17 +264,41 @@ fn finite_range(values: &[f32]) -> (f32, f32) {
     }
 }
 
+/// Range of the counted finite values without the [`ROBUST_TAIL`] most extreme at each end
+/// (order statistics k and N - 1 - k, k = floor(0.005 (N - 1)): all of them below 201
+/// values). For SPH pressure and density: weakly compressible SPH has isolated spikes at walls
+/// and the free surface (the coarse dam break at t = 1 s spanned -5.9 to +12.5 kPa where the
+/// water is at most 0.3 m deep, about 3 kPa hydrostatic), and a min-max range squeezed every
+/// other particle into one or two colours. Values beyond the range take its end colours.
+fn robust_range(values: &[f32], exclude: Option<&[bool]>) -> (f32, f32) {
+    let mut v = counted_values(values, exclude);
+    if v.is_empty() {
+        return (0.0, 1.0);
+    }
+    let k = (ROBUST_TAIL * (v.len() - 1) as f64) as usize;
+    let last = v.len() - 1 - k;
+    let (_, &mut hi, _) = v.select_nth_unstable_by(last, f32::total_cmp);
+    let (_, &mut lo, _) = v[..=last].select_nth_unstable_by(k, f32::total_cmp);
+    (lo, hi)
+}
+
 /// Colours `n` particles of `frame` by `by`, falling back to species when a field is missing.
-/// Species and ids are the frame's elements' (`el`); `st` names the species.
+/// Species and ids are the frame's elements' (`el`); `st` names the species. Particles whose
+/// `exclude` entry is set (SPH boundary particles drawn dimmed or not at all) still get a
+/// colour but are left out of the colour range and the species legend.
 pub fn color_particles(
     by: ColorBy,
     st: &StaticData,
     el: &Elements<'_>,
     frame: &Frame,
     n: usize,
+    exclude: Option<&[bool]>,
 ) -> Coloring {
     if let Some(values) = scalars(by, el, frame, n) {
-        let (mut min, max) = finite_range(&values);
+        let (mut min, max) = match by {
+            ColorBy::Pressure | ColorBy::Density => robust_range(&values, exclude),
+            _ => finite_range(&values, exclude),
+        };
         // Magnitudes and counts read best from zero.
         if matches!(
             by,
@@ -244,7 +327,14 @@ pub fn color_particles(
     let colors = (0..n)
         .map(|i| species_color(el.species.get(i).copied().unwrap_or(0)))
         .collect();
-    let mut used: Vec<u32> = el.species.iter().take(n).copied().collect();
+    let mut used: Vec<u32> = el
+        .species
+        .iter()
+        .take(n)
+        .enumerate()
+        .filter(|(i, _)| exclude.is_none_or(|x| !x.get(*i).copied().unwrap_or(false)))
+        .map(|(_, &s)| s)
+        .collect();
     used.sort_unstable();
     used.dedup();
     let entries = used
@@ -296,7 +386,7 @@ mod tests {
         };
         let frame = Frame::default();
         let el = Elements::of(&st, &frame);
-        let c = color_particles(ColorBy::Pressure, &st, &el, &frame, 2);
+        let c = color_particles(ColorBy::Pressure, &st, &el, &frame, 2, None);
         assert!(matches!(c.legend, Legend::Categories { .. }));
         assert!(c.note.is_some());
         assert_eq!(c.colors, vec![species_color(0), species_color(1)]);
@@ -310,7 +400,7 @@ mod tests {
             shm_protocol::SpeciesRecord::named("steel", 0.01, 7800.0),
         ];
         let el = Elements::of(&st, &frame);
-        let c = color_particles(ColorBy::Species, &st, &el, &frame, 3);
+        let c = color_particles(ColorBy::Species, &st, &el, &frame, 3, None);
         // Ids 1, 3, 4 are steel, steel, glass (element order, not static order 0, 1, 0).
         let want = [species_color(1), species_color(1), species_color(0)];
         assert_eq!(c.colors, want);
@@ -322,7 +412,7 @@ mod tests {
             ["glass", "steel"]
         );
         // Colouring by id shows the particles' ids, 1 to 4.
-        let by_id = color_particles(ColorBy::Id, &st, &el, &frame, 3);
+        let by_id = color_particles(ColorBy::Id, &st, &el, &frame, 3, None);
         assert_eq!(
             by_id.legend,
             Legend::Ramp {
@@ -331,5 +421,62 @@ mod tests {
                 max: 4.0
             }
         );
+    }
+
+    #[test]
+    fn auto_is_species_for_dem_and_pressure_for_sph() {
+        assert_eq!("auto".parse::<ColorChoice>(), Ok(ColorChoice::Auto));
+        assert_eq!(
+            "speed".parse::<ColorChoice>(),
+            Ok(ColorChoice::Fixed(ColorBy::Speed))
+        );
+        assert!("colour"
+            .parse::<ColorChoice>()
+            .unwrap_err()
+            .contains("auto"));
+        assert_eq!(ColorChoice::Auto.resolve(false), ColorBy::Species);
+        assert_eq!(ColorChoice::Auto.resolve(true), ColorBy::Pressure);
+        let fixed = ColorChoice::Fixed(ColorBy::Density);
+        assert_eq!(
+            (fixed.resolve(true), fixed.resolve(false)),
+            (ColorBy::Density, ColorBy::Density)
+        );
+    }
+
+    #[test]
+    fn excluded_particles_leave_the_range_and_the_legend() {
+        let st = crate::sph::tests::sph_static(&[0, 0, 1]);
+        let mut frame = Frame {
+            pressures: Some(vec![100.0, 300.0, 9000.0]),
+            ..Default::default()
+        };
+        frame.meta.particle_count = 3;
+        let el = Elements::of(&st, &frame);
+        let exclude = [false, false, true];
+        let c = color_particles(ColorBy::Pressure, &st, &el, &frame, 3, Some(&exclude));
+        let Legend::Ramp { min, max, .. } = c.legend else {
+            panic!("ramp expected");
+        };
+        assert_eq!((min, max), (100.0, 300.0));
+        assert_eq!(c.colors[0], viridis(0.0));
+        assert_eq!(c.colors[1], viridis(1.0));
+        let c = color_particles(ColorBy::Species, &st, &el, &frame, 3, Some(&exclude));
+        let Legend::Categories { entries, .. } = c.legend else {
+            panic!("species legend expected");
+        };
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].0, "fluid");
+    }
+
+    #[test]
+    fn pressure_range_leaves_out_the_spikes() {
+        // 1000 values 0..999 Pa and two spikes: the range is the 5th to the 995th value.
+        let mut v: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+        v.extend([-1e6, 1e7]);
+        let (lo, hi) = robust_range(&v, None);
+        assert_eq!((lo, hi), (4.0, 995.0));
+        // Few values: all of them.
+        assert_eq!(robust_range(&[3.0, -2.0, 9.0], None), (-2.0, 9.0));
+        assert_eq!(robust_range(&[f32::NAN], None), (0.0, 1.0));
     }
 }

@@ -6,6 +6,7 @@
 //! viewer --attach NAME --every 0.5 --out dir/   # a numbered PNG series while the run goes on
 //! viewer --connect HOST:PORT                    # the same through a forwarder
 //! viewer --attach NAME --meshes transparent     # see the particles inside a closed drum
+//! viewer --attach NAME --boundary dimmed         # SPH: the tank's walls as dots around the fluid
 //! ```
 //!
 //! Frames come from a `Box<dyn FrameSource>` (`source.rs`), so another transport drops in.
@@ -18,6 +19,7 @@ mod render;
 mod scene;
 mod snapshot;
 mod source;
+mod sph;
 mod window;
 
 use std::path::PathBuf;
@@ -27,10 +29,11 @@ use std::time::Duration;
 use clap::Parser;
 
 use camera::{CameraSpec, UpAxis};
-use color::ColorBy;
+use color::ColorChoice;
 use mesh_style::{MeshMode, MeshStyle};
 use scene::SceneOptions;
 use snapshot::SnapshotOptions;
+use sph::BoundaryMode;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -53,9 +56,18 @@ struct Args {
     /// Image size for --snapshot/--every, or the initial window size.
     #[arg(long, value_name = "WxH", default_value = "1280x800", value_parser = parse_size)]
     size: (usize, usize),
-    /// Particle colouring: species, speed, angular-speed, id, contacts, density, pressure.
-    #[arg(long, value_name = "FIELD", default_value = "species")]
-    color_by: ColorBy,
+    /// Particle colouring: species, speed, angular-speed, id, contacts, density, pressure, or
+    /// auto: species for DEM runs, pressure for SPH runs (C cycles it in the window).
+    #[arg(long, value_name = "FIELD", default_value = "auto")]
+    color_by: ColorChoice,
+    /// SPH runs: how boundary particles (the tank's walls, which enclose the fluid) are drawn:
+    /// hidden (the fluid alone, as DualSPHysics users view it), dimmed (small grey dots, out of
+    /// the colour range) or shown (coloured like the fluid). B cycles it in the window.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = BoundaryMode::Hidden)]
+    boundary: BoundaryMode,
+    /// Same as `--boundary hidden` (the default).
+    #[arg(long, conflicts_with = "boundary")]
+    hide_boundary: bool,
     /// View direction: AZ,EL[,DIST] (degrees, degrees, metres) or iso, front, side, top, back.
     #[arg(
         long,
@@ -124,6 +136,11 @@ fn run(args: Args) -> anyhow::Result<()> {
         color_by: args.color_by,
         max_particles: args.max_particles.unwrap_or(usize::MAX),
         clip: None,
+        boundary: if args.hide_boundary {
+            BoundaryMode::Hidden
+        } else {
+            args.boundary
+        },
     };
     let meshes = MeshStyle {
         mode: args.meshes,

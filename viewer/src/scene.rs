@@ -4,8 +4,9 @@
 use shm_protocol::{BodyTransform, Frame, StaticData};
 
 use crate::camera::{Bounds, Vec3};
-use crate::color::{color_particles, ColorBy, Legend, Rgb};
+use crate::color::{color_particles, ColorBy, ColorChoice, Legend, Rgb};
 use crate::elements::Elements;
+use crate::sph::{self, BoundaryMode};
 
 /// Keeps the particles on one side of an axis-aligned plane (to see inside a bed).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -21,18 +22,23 @@ pub struct ClipPlane {
 /// How to turn a frame into a scene.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SceneOptions {
-    pub color_by: ColorBy,
-    /// Draw at most this many particles (every k-th particle beyond it).
+    /// `Auto`: species for DEM runs, pressure for SPH runs.
+    pub color_by: ColorChoice,
+    /// Draw at most this many particles (every k-th particle beyond it); hidden boundary
+    /// particles do not count.
     pub max_particles: usize,
     pub clip: Option<ClipPlane>,
+    /// How SPH boundary particles are drawn (no effect on other runs).
+    pub boundary: BoundaryMode,
 }
 
 impl Default for SceneOptions {
     fn default() -> Self {
         Self {
-            color_by: ColorBy::Species,
+            color_by: ColorChoice::Auto,
             max_particles: usize::MAX,
             clip: None,
+            boundary: BoundaryMode::Hidden,
         }
     }
 }
@@ -47,9 +53,14 @@ pub struct Scene {
     pub triangles: Vec<[Vec3; 3]>,
     pub world: Bounds,
     pub legend: Legend,
+    /// The colouring used (`SceneOptions::color_by` resolved for this run).
+    pub color_by: ColorBy,
     /// Particles in the frame, before subsampling and clipping: the frame's own count (fewer
     /// than the static section lists in a run whose particle set changes).
     pub total_particles: usize,
+    /// SPH boundary particles in the frame, and how they were drawn.
+    pub boundary_particles: usize,
+    pub boundary: BoundaryMode,
     /// Subsampling stride used (1 = all).
     pub stride: usize,
     pub note: Option<String>,
@@ -125,8 +136,24 @@ impl Scene {
         // Frames of a run whose particle set changes hold fewer particles than the static
         // section, and element i is the particle named by its id: map species and radii.
         let el = Elements::of(st, frame);
-        let coloring = color_particles(opts.color_by, st, &el, frame, n);
-        let stride = n.div_ceil(opts.max_particles.max(1)).max(1);
+        let color_by = opts.color_by.resolve(sph::is_sph(st, frame));
+        let boundary = sph::boundary_mask(st, &el, frame, n);
+        let boundary_count = boundary
+            .as_ref()
+            .map_or(0, |b| b.iter().filter(|&&x| x).count());
+        // Boundary particles drawn dimmed or not at all do not stretch the colour range.
+        let exclude = boundary
+            .as_deref()
+            .filter(|_| opts.boundary != BoundaryMode::Shown);
+        let coloring = color_particles(color_by, st, &el, frame, n, exclude);
+        let is_boundary = |i: usize| boundary.as_ref().is_some_and(|b| b[i]);
+        let hidden = |i: usize| opts.boundary == BoundaryMode::Hidden && is_boundary(i);
+        let drawable = if opts.boundary == BoundaryMode::Hidden {
+            n - boundary_count
+        } else {
+            n
+        };
+        let stride = drawable.div_ceil(opts.max_particles.max(1)).max(1);
         let fallback = world.radius() * 0.005;
         let clip = opts.clip.map(|c| {
             let axis = c.axis.min(2);
@@ -137,20 +164,36 @@ impl Scene {
             Some((axis, at, above)) => (p[axis] >= at) == above,
             None => true,
         };
-        let cap = n / stride + 1;
+        let cap = drawable / stride + 1;
         let (mut centers, mut radii, mut colors) = (
             Vec::with_capacity(cap),
             Vec::with_capacity(cap),
             Vec::with_capacity(cap),
         );
-        for i in (0..n).step_by(stride) {
-            let p = positions[i];
+        // Every `stride`-th of the particles that can be drawn (hidden ones are skipped before
+        // counting, so subsampling thins the fluid, not the walls).
+        let mut k = 0usize;
+        for (i, &p) in positions.iter().enumerate() {
+            if hidden(i) {
+                continue;
+            }
+            let take = k.is_multiple_of(stride);
+            k += 1;
+            if !take {
+                continue;
+            }
             if !p.iter().all(|v| v.is_finite()) || !keep(&p) {
                 continue;
             }
+            let r = radius_of(st, &el, i, fallback);
             centers.push(p);
-            radii.push(radius_of(st, &el, i, fallback));
-            colors.push(coloring.colors[i]);
+            if opts.boundary == BoundaryMode::Dimmed && is_boundary(i) {
+                radii.push(r * sph::DIMMED_RADIUS);
+                colors.push(sph::DIMMED_COLOR);
+            } else {
+                radii.push(r);
+                colors.push(coloring.colors[i]);
+            }
         }
         Scene {
             centers,
@@ -159,7 +202,10 @@ impl Scene {
             triangles: mesh_triangles(st, frame),
             world,
             legend: coloring.legend,
+            color_by,
             total_particles: n,
+            boundary_particles: boundary_count,
+            boundary: opts.boundary,
             stride,
             note: match (el.problem, coloring.note) {
                 (Some(a), Some(b)) => Some(format!("{a}; {b}")),
@@ -235,5 +281,74 @@ mod tests {
             .note
             .as_deref()
             .is_some_and(|n| n.contains("particle id 5")));
+    }
+
+    /// Five SPH particles in a row along x (1/8 apart): fluid, boundary, fluid, boundary, fluid (kinds in
+    /// the frame), pressures 0, 1e6, 100, 1e6, 200 Pa.
+    fn sph_row() -> (StaticData, Frame) {
+        let st = crate::sph::tests::sph_static(&[0, 1, 0, 1, 0]);
+        let mut frame = Frame {
+            positions: Some((1..6).map(|i| [0.125 * i as f32, 0.5, 0.5]).collect()),
+            pressures: Some(vec![0.0, 1e6, 100.0, 1e6, 200.0]),
+            particle_kinds: Some(vec![1, 2, 1, 2, 1]),
+            ..Default::default()
+        };
+        frame.meta.particle_count = 5;
+        (st, frame)
+    }
+
+    #[test]
+    fn sph_boundary_is_hidden_by_default_and_pressure_colours_the_fluid() {
+        let (st, frame) = sph_row();
+        let s = Scene::build(&st, &frame, &SceneOptions::default());
+        assert_eq!(s.color_by, ColorBy::Pressure);
+        assert_eq!((s.boundary_particles, s.centers.len()), (2, 3));
+        assert!(s
+            .centers
+            .iter()
+            .all(|c| [0.125f32, 0.375, 0.625].contains(&c[0])));
+        // The range is the fluid's, 0..200 Pa: the walls' 1 MPa does not flatten it.
+        assert!(matches!(s.legend, Legend::Ramp { min, max, .. } if min == 0.0 && max == 200.0));
+        let v = crate::color::viridis;
+        assert_eq!(s.colors, [v(0.0), v(0.5), v(1.0)]);
+    }
+
+    #[test]
+    fn dimmed_boundary_is_small_and_grey_and_shown_is_coloured() {
+        let (st, frame) = sph_row();
+        let dimmed = SceneOptions {
+            boundary: BoundaryMode::Dimmed,
+            ..Default::default()
+        };
+        let s = Scene::build(&st, &frame, &dimmed);
+        assert_eq!(s.centers.len(), 5);
+        assert_eq!(s.colors[1], sph::DIMMED_COLOR);
+        assert_eq!(s.radii[1], 0.01 * sph::DIMMED_RADIUS);
+        assert_eq!(s.radii[0], 0.01);
+        assert!(matches!(s.legend, Legend::Ramp { max, .. } if max == 200.0));
+        let shown = SceneOptions {
+            boundary: BoundaryMode::Shown,
+            ..Default::default()
+        };
+        let s = Scene::build(&st, &frame, &shown);
+        assert_eq!(s.radii, [0.01; 5]);
+        assert!(matches!(s.legend, Legend::Ramp { max, .. } if max == 1e6));
+        assert_eq!(s.colors[1], crate::color::viridis(1.0));
+    }
+
+    #[test]
+    fn subsampling_counts_only_the_particles_that_can_be_drawn() {
+        let (st, frame) = sph_row();
+        let opts = SceneOptions {
+            max_particles: 2,
+            ..Default::default()
+        };
+        // Three fluid particles, at most two drawn: every second fluid particle (x = 1/8, 5/8).
+        let s = Scene::build(&st, &frame, &opts);
+        assert_eq!(s.stride, 2);
+        assert_eq!(
+            s.centers.iter().map(|c| c[0]).collect::<Vec<_>>(),
+            [0.125, 0.625]
+        );
     }
 }

@@ -38,6 +38,13 @@ pub fn caption(latest: &Latest, describe: &str, scene: &Scene) -> String {
         "{describe}  t = {:.4} s  step {}  {} particles",
         m.sim_time, m.step, scene.total_particles
     );
+    if scene.boundary_particles > 0 {
+        s.push_str(&format!(
+            " ({} boundary {})",
+            scene.boundary_particles,
+            scene.boundary.name()
+        ));
+    }
     if scene.stride > 1 {
         s.push_str(&format!(" (every {}th shown)", scene.stride));
     }

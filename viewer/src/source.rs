@@ -49,15 +49,17 @@ pub fn attach_opener(name: String) -> Opener {
 }
 
 /// An opener for a run served by a forwarder (`--connect HOST:PORT`): every field the viewer
-/// can colour by, at full precision, and the particle ids of runs whose particle set changes
-/// (species and radii are looked up by them).
+/// can colour by, at full precision, the particle ids of runs whose particle set changes
+/// (species and radii are looked up by them) and the particle kinds of SPH runs (boundary
+/// particles are hidden or dimmed by them).
 pub fn connect_opener(addr: String, token: Option<String>) -> Opener {
     use shm_protocol::FieldKind;
     let fields = shm_protocol::DEFAULT_FIELDS
         | FieldKind::ContactCount.bit()
         | FieldKind::Density.bit()
         | FieldKind::Pressure.bit()
-        | FieldKind::ParticleId.bit();
+        | FieldKind::ParticleId.bit()
+        | FieldKind::ParticleKind.bit();
     Arc::new(
         move || match forwarder::RemoteSource::connect_fields(&addr, token.clone(), fields) {
             Ok(c) => Ok(Box::new(c) as Box<dyn FrameSource>),

@@ -171,3 +171,38 @@ fn window_meshes_modes_under_xvfb() {
         );
     }
 }
+
+/// The window on an SPH segment: by default the boundary shell is hidden and the fluid is
+/// coloured by pressure (viridis, violet on top to yellow at the bottom); coloured by species,
+/// the fluid is blue and no wall (orange) is drawn until `--boundary shown`, when the shell
+/// hides most of the fluid (it still shows through the gaps between the wall's spheres).
+#[test]
+fn window_sph_hides_the_boundary_under_xvfb() {
+    let Some((_xvfb, display)) = start_xvfb() else {
+        return;
+    };
+    let (mut seg, _) = publish_sph("window-sph");
+    let img = window_shot(&display, &mut seg, &["--camera", "front"], "window-sph.png");
+    let all = img.region(0, 0, img.width, img.height);
+    let violet = fraction(&all, |p| p[2] > p[1] + 20 && p[0] > p[1] + 20);
+    let yellow = fraction(&all, |p| p[0] > 120 && p[1] as i32 > p[2] as i32 + 80);
+    assert!(
+        violet > 0.005 && yellow > 0.005,
+        "violet {violet:.3}, yellow {yellow:.3}: the fluid is not coloured by pressure"
+    );
+    let mut species = |extra: &[&str], file: &str| {
+        let mut args = vec!["--camera", "front", "--color-by", "species"];
+        args.extend_from_slice(extra);
+        species_fractions(&window_shot(&display, &mut seg, &args, file))
+    };
+    let (blue, orange) = species(&[], "window-sph-species.png");
+    assert!(
+        blue > 0.02 && orange < 0.002,
+        "hidden walls: blue {blue:.3}, orange {orange:.3}"
+    );
+    let (blue_shown, orange_shown) = species(&["--boundary", "shown"], "window-sph-shown.png");
+    assert!(
+        orange_shown > 0.05 && blue_shown < 0.25 * blue,
+        "shown walls: blue {blue_shown:.3} (hidden: {blue:.3}), orange {orange_shown:.3}"
+    );
+}

@@ -3,7 +3,7 @@
 
 use shm_protocol::static_data::decode_name;
 
-use crate::metrics::energy::particle_masses;
+use crate::metrics::sph::run::{self as sph_run, SphRun};
 use shm_protocol::{MeshStatic, StaticData};
 
 /// Gravity used when the configuration does not give one [m/s^2].
@@ -34,7 +34,8 @@ pub struct StaticContext {
     pub species_names: Vec<String>,
     /// Per species [kg/m^3].
     pub densities: Vec<f64>,
-    /// Per particle [kg], from radius, species and density.
+    /// Per particle [kg], from radius, species and density: a solid sphere's, or rho0 dp^3
+    /// for a species of an SPH method ([`sph_run::particle_masses`]).
     pub masses: Vec<f64>,
     /// [m/s^2]
     pub gravity: [f64; 3],
@@ -47,6 +48,8 @@ pub struct StaticContext {
     /// Largest and mean particle radius [m] (0 without particles).
     pub max_radius: f64,
     pub mean_radius: f64,
+    /// SPH runs: fluid species, spacing, smoothing length, kernel, tank ([`SphRun`]).
+    pub sph: Option<SphRun>,
 }
 
 impl StaticContext {
@@ -87,8 +90,19 @@ impl StaticContext {
             s.particle_radius.iter().map(|&r| r as f64).sum::<f64>() / n as f64
         };
         let densities: Vec<f64> = s.species.iter().map(|r| r.density).collect();
+        let sph_radius: Vec<Option<f64>> = s
+            .species
+            .iter()
+            .map(|r| sph_run::is_sph_method(r.method()).then_some(r.radius))
+            .collect();
+        let sph = SphRun::from_static(&s);
         Ok(Self {
-            masses: particle_masses(&s.particle_radius, &s.particle_species, &densities),
+            masses: sph_run::particle_masses(
+                &s.particle_radius,
+                &s.particle_species,
+                &densities,
+                &sph_radius,
+            ),
             generation: s.generation,
             radii: s.particle_radius,
             species: s.particle_species,
@@ -101,6 +115,7 @@ impl StaticContext {
             meshes: s.meshes,
             max_radius,
             mean_radius,
+            sph,
         })
     }
 

@@ -23,21 +23,28 @@ pub struct Needs {
 }
 
 impl Needs {
-    pub fn of(metrics: &[Metric]) -> Self {
+    /// What `metrics` read, in a run that is (`sph`) or is not SPH. In an SPH run the fluid
+    /// pass reads every mass (its count and mass) and the species (fluid or boundary, when
+    /// the frame carries no `particle_kind`).
+    pub fn of(metrics: &[Metric], sph: bool) -> Self {
         let any = |set: &[Metric]| metrics.iter().any(|m| set.contains(m));
+        let fluid = sph && any(&crate::metrics::sph::FLUID_PASS);
+        let interpolated = sph && any(&[Metric::WaterHeight, Metric::ProbePressure]);
         Self {
-            masses: any(&[
-                Metric::KineticEnergy,
-                Metric::PotentialEnergy,
-                Metric::CenterOfMass,
-            ]),
-            radii: any(&[
-                Metric::KineticEnergy,
-                Metric::SolidFraction,
-                Metric::CoordinationNumber,
-                Metric::BodyTorque,
-            ]),
-            species: any(&[Metric::LaceyIndex]),
+            masses: fluid
+                || any(&[
+                    Metric::KineticEnergy,
+                    Metric::PotentialEnergy,
+                    Metric::CenterOfMass,
+                ]),
+            radii: (sph && any(&[Metric::SurgeFront]))
+                || any(&[
+                    Metric::KineticEnergy,
+                    Metric::SolidFraction,
+                    Metric::CoordinationNumber,
+                    Metric::BodyTorque,
+                ]),
+            species: fluid || interpolated || any(&[Metric::LaceyIndex]),
         }
     }
 }
@@ -187,7 +194,7 @@ pub(crate) mod tests {
     fn only_what_the_metrics_read_is_gathered() {
         let (ctx, frame) = five_and_three();
         let mut scratch = ElementScratch::default();
-        let needs = Needs::of(&[Metric::LaceyIndex, Metric::RemovedMass]);
+        let needs = Needs::of(&[Metric::LaceyIndex, Metric::RemovedMass], false);
         assert_eq!(
             needs,
             Needs {

@@ -1,8 +1,9 @@
 //! `analysis`: live metrics of a particle-shm run (energies, speeds, centre of mass,
 //! coordination number, solid fraction, Lacey mixing index, body torque, outflow and discharge
-//! rate), as a terminal table, CSV, JSON lines and PNG plots; `--once --json` prints the newest
-//! frame's metrics and exits. Runs whose particle set changes (frames with `particle_id`) are
-//! analysed particle by id.
+//! rate; for SPH runs the fluid's energies, fluid mass, surge front, water height at gauges and
+//! pressure at probes), as a terminal table, CSV, JSON lines and PNG plots; `--once --json`
+//! prints the newest frame's metrics and exits. Runs whose particle set changes (frames with
+//! `particle_id`) are analysed particle by id.
 //!
 //! Exit status: 0 when the run finished (or `--once` succeeded), 1 on an error, 3 when the
 //! solver died or failed (output files are kept and complete up to the last frame).
@@ -12,6 +13,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use analysis::follow::{Cadence, End, Run};
+use analysis::metrics::sph::fluid::SurgeAxis;
+use analysis::metrics::sph::interp::{Gauge, Probe};
 use analysis::metrics::{timings_json, Metric, Settings};
 use analysis::output::{CsvSink, JsonStdout, JsonlSink, PlotSink, Sink, TableSink};
 use analysis::Aabb;
@@ -48,13 +51,41 @@ struct Cli {
     /// Analyse a frame only when this much wall-clock time passed since the last one [ms].
     #[arg(long, value_name = "MS")]
     every_wall: Option<u64>,
-    /// Metrics to compute, comma separated (default all): kinetic_energy, potential_energy,
-    /// speed, center_of_mass, coordination_number, solid_fraction, lacey_index, body_torque,
-    /// particle_count (live particles, the `particles` column, always present), removed_count and
-    /// removed_mass [kg] (removed by outflow regions since t = 0), discharge_rate [kg/s] (removed
-    /// mass per simulated second since the previous analysed frame; empty for the first).
+    /// Metrics to compute, comma separated (default all that apply to the run): kinetic_energy,
+    /// potential_energy, speed, center_of_mass, coordination_number, solid_fraction,
+    /// lacey_index, body_torque, particle_count (live particles, the `particles` column, always
+    /// present), removed_count and removed_mass [kg] (removed by outflow regions since t = 0),
+    /// discharge_rate [kg/s] (removed mass per simulated second since the previous analysed
+    /// frame; empty for the first). SPH runs: surge_front [m], water_height [m] (--gauge),
+    /// probe_pressure [Pa] (--probe), fluid_mass [kg] (and fluid_particles); there the energies,
+    /// speeds and centre of mass are the fluid's, and the granular metrics (coordination,
+    /// solid fraction, Lacey, torque) are left out unless named here.
     #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
     metrics: Option<Vec<String>>,
+    /// SPH: a water-height gauge on the vertical line through (X, Y) [m]; repeat for more (CSV
+    /// columns gauge1_height, ...). The height of the free surface above the tank floor: going
+    /// up from the floor, where the fluid fraction sum_j (m/rho_j) W(x - x_j) over the fluid
+    /// particles within 2h first falls below 1/2 (DualSPHysics' GaugeSwl); splashes above the
+    /// surface are ignored, a dry spot reads 0.
+    #[arg(long, value_name = "X,Y", allow_hyphen_values = true)]
+    gauge: Vec<Gauge>,
+    /// SPH: a pressure probe at (X, Y, Z) [m]; repeat for more (CSV columns probe1_pressure,
+    /// ...). Kernel interpolation from the fluid particles within 2h, Shepard-normalised
+    /// (sum p_j V_j W / sum V_j W, V_j = m/rho_j, m = rho0 dp^3; divided by at least 1/2, so a
+    /// probe in the air reads 0). Place probes about 1.5 h off walls, as DualSPHysics advises:
+    /// nearer, all particles lie on one side and the value is that of a point inside the fluid.
+    #[arg(long, value_name = "X,Y,Z", allow_hyphen_values = true)]
+    probe: Vec<Probe>,
+    /// SPH: direction of the surge front: +x, -x, +y, -y, +z or -z. The front is the farthest
+    /// fluid particle's coordinate along it plus half the spacing (SPHERIC's dam break runs
+    /// along -x).
+    #[arg(
+        long,
+        value_name = "AXIS",
+        default_value = "+x",
+        allow_hyphen_values = true
+    )]
+    surge_axis: SurgeAxis,
     /// Solid-fraction region xmin,ymin,zmin,xmax,ymax,zmax [m] (default: lower half of the world box).
     #[arg(long, value_name = "BOX", allow_hyphen_values = true)]
     region: Option<Aabb>,
@@ -129,6 +160,7 @@ fn positive(v: f64, what: &str) -> anyhow::Result<Duration> {
 }
 
 fn settings(cli: &Cli) -> anyhow::Result<Settings> {
+    let explicit = cli.metrics.is_some();
     let metrics = match &cli.metrics {
         None => Metric::ALL.to_vec(),
         Some(words) => {
@@ -147,6 +179,22 @@ fn settings(cli: &Cli) -> anyhow::Result<Settings> {
             bail!("--lacey-cell must be a cell size in (0, 1e6] m, got {c:?}");
         }
     }
+    // Sites and metrics must agree, so that a typo in either does not go unnoticed.
+    for (metric, sites, flag) in [
+        (Metric::WaterHeight, cli.gauge.len(), "--gauge X,Y"),
+        (Metric::ProbePressure, cli.probe.len(), "--probe X,Y,Z"),
+    ] {
+        let selected = metrics.contains(&metric);
+        if explicit && selected && sites == 0 {
+            bail!("--metrics {}: needs at least one {flag}", metric.name());
+        }
+        if explicit && !selected && sites > 0 {
+            bail!(
+                "{flag} given but --metrics does not select {}",
+                metric.name()
+            );
+        }
+    }
     Ok(Settings {
         metrics,
         region: cli.region,
@@ -154,6 +202,10 @@ fn settings(cli: &Cli) -> anyhow::Result<Settings> {
         lacey_cell: cli.lacey_cell,
         lacey_region: cli.lacey_region,
         lacey_min_particles: cli.lacey_min,
+        explicit,
+        gauges: cli.gauge.clone(),
+        probes: cli.probe.clone(),
+        surge_axis: cli.surge_axis,
     })
 }
 
@@ -273,7 +325,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn file_sinks(cli: &Cli, plot_every: Duration) -> anyhow::Result<Vec<Box<dyn Sink>>> {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if let Some(p) = &cli.csv {
-        sinks.push(Box::new(CsvSink::create(p)?));
+        sinks.push(Box::new(CsvSink::create(
+            p,
+            cli.gauge.len(),
+            cli.probe.len(),
+        )?));
     }
     if let Some(p) = &cli.jsonl {
         sinks.push(Box::new(JsonlSink::create(p)?));

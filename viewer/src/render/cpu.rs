@@ -477,6 +477,9 @@ mod tests {
                 max: 1.0,
             },
             total_particles: n,
+            color_by: crate::color::ColorBy::Species,
+            boundary_particles: 0,
+            boundary: crate::sph::BoundaryMode::Hidden,
             stride: 1,
             note: None,
         }

@@ -55,6 +55,9 @@ fn drum_scene() -> Scene {
             max: 1.0,
         },
         total_particles: 1,
+        color_by: crate::color::ColorBy::Species,
+        boundary_particles: 0,
+        boundary: crate::sph::BoundaryMode::Hidden,
         stride: 1,
         note: None,
     }

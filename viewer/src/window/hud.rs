@@ -5,11 +5,12 @@ use eframe::egui::{self, Color32, RichText};
 use shm_protocol::Command;
 
 use super::{color32, ViewerApp};
-use crate::color::{viridis, ColorBy, Legend};
+use crate::color::{viridis, ColorBy, ColorChoice, Legend};
 use crate::mesh_style::MeshMode;
 use crate::render::legend::format_value;
+use crate::sph::BoundaryMode;
 
-pub const SHORTCUTS: [(&str, &str); 13] = [
+pub const SHORTCUTS: [(&str, &str); 14] = [
     ("left drag", "orbit"),
     ("right/middle drag", "pan"),
     ("wheel", "zoom"),
@@ -18,6 +19,7 @@ pub const SHORTCUTS: [(&str, &str); 13] = [
     ("1..5", "iso / front / side / top / back"),
     ("C", "next colouring"),
     ("M", "meshes: solid / transparent / wireframe / hidden"),
+    ("B", "SPH boundary particles: hidden / dimmed / shown"),
     ("X", "clipping plane on/off"),
     ("Space", "pause / resume the solver"),
     ("U", "ask the solver for a frame now"),
@@ -28,13 +30,31 @@ pub const SHORTCUTS: [(&str, &str); 13] = [
 pub fn controls(app: &mut ViewerApp, ui: &mut egui::Ui) {
     ui.heading("View");
     let before = (app.opts, app.clip_on, app.clip);
-    egui::ComboBox::from_label("colour by")
-        .selected_text(app.opts.color_by.name())
+    let selected = match (app.opts.color_by, &app.scene_info) {
+        (ColorChoice::Auto, Some(info)) => format!("auto ({})", info.color_by.name()),
+        (c, _) => c.name().to_string(),
+    };
+    egui::ComboBox::from_label("colour by (C)")
+        .selected_text(selected)
         .show_ui(ui, |ui| {
+            ui.selectable_value(&mut app.opts.color_by, ColorChoice::Auto, "auto");
             for c in ColorBy::ALL {
-                ui.selectable_value(&mut app.opts.color_by, c, c.name());
+                ui.selectable_value(&mut app.opts.color_by, ColorChoice::Fixed(c), c.name());
             }
         });
+    if app
+        .scene_info
+        .as_ref()
+        .is_some_and(|i| i.boundary_particles > 0)
+    {
+        egui::ComboBox::from_label("boundary (B)")
+            .selected_text(app.opts.boundary.name())
+            .show_ui(ui, |ui| {
+                for m in BoundaryMode::ALL {
+                    ui.selectable_value(&mut app.opts.boundary, m, m.name());
+                }
+            });
+    }
     egui::ComboBox::from_label("meshes (M)")
         .selected_text(app.meshes.mode.name())
         .show_ui(ui, |ui| {
@@ -178,6 +198,13 @@ fn hud_lines(app: &ViewerApp) -> (Vec<String>, Option<String>) {
             s.push_str(&format!(" (1 in {})", i.stride));
         }
         lines.push(s);
+        if i.boundary_particles > 0 {
+            lines.push(format!(
+                "boundary particles {} {} (B)",
+                i.boundary_particles,
+                app.opts.boundary.name()
+            ));
+        }
         lines.push(format!("scene rebuild {:.0} ms", i.build_ms));
         if i.triangles > 0 {
             lines.push(format!("meshes {} (M)", app.meshes.mode.name()));

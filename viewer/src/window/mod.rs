@@ -13,7 +13,7 @@ use anyhow::anyhow;
 use eframe::egui;
 
 use crate::camera::{Camera, CameraSpec, UpAxis};
-use crate::color::Legend;
+use crate::color::{ColorChoice, Legend};
 use crate::mesh_style::MeshStyle;
 use crate::render::cpu::BACKGROUND;
 use crate::scene::{ClipPlane, Scene, SceneOptions};
@@ -145,6 +145,10 @@ pub struct SceneInfo {
     pub max_radius: f32,
     /// Mesh triangles in the scene (the HUD names the mesh mode only when there are some).
     pub triangles: usize,
+    /// The colouring used (`auto` resolved for this run).
+    pub color_by: crate::color::ColorBy,
+    /// SPH boundary particles in the frame (the boundary control shows only when there are).
+    pub boundary_particles: usize,
 }
 
 impl ViewerApp {
@@ -250,6 +254,8 @@ impl ViewerApp {
             build_ms: t0.elapsed().as_secs_f64() * 1e3,
             max_radius,
             triangles: scene.triangles.len(),
+            color_by: scene.color_by,
+            boundary_particles: scene.boundary_particles,
         });
     }
 
@@ -363,7 +369,16 @@ impl ViewerApp {
             }
         }
         if pressed(Key::C) {
-            self.opts.color_by = self.opts.color_by.next();
+            // From the colouring in use (`auto` resolved), so the first press moves on from it.
+            let current = self
+                .scene_info
+                .as_ref()
+                .map_or(self.opts.color_by.resolve(false), |i| i.color_by);
+            self.opts.color_by = ColorChoice::Fixed(current.next());
+            self.opts_dirty = true;
+        }
+        if pressed(Key::B) {
+            self.opts.boundary = self.opts.boundary.next();
             self.opts_dirty = true;
         }
         if pressed(Key::M) {

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
 use shm_protocol::{
     BodyTransform, Capacities, CreateOptions, FieldKind, MeshStatic, Publisher, SolverState,
     SpeciesRecord, StaticData,
@@ -272,4 +273,106 @@ pub fn rect_front(
         (x1 - margin) as usize,
         (y1 - margin) as usize,
     )
+}
+
+// SPH segments (species of the methods sph_fluid and sph_boundary, frames with density,
+// pressure and particle kind).
+
+/// A species record of an SPH method: radius `r` (half the spacing), rest density 1000,
+/// params [c0, alpha, h] as the solver writes them.
+pub fn sph_species(name: &str, method: SpeciesMethod, r: f64) -> SpeciesRecord {
+    let mut params = [0.0; SPECIES_PARAMS];
+    params[..3].copy_from_slice(&[20.0, 0.1, 2.0 * r * 3f64.sqrt()]);
+    SpeciesRecord {
+        method: method as u32,
+        params,
+        ..SpeciesRecord::named(name, r, 1000.0)
+    }
+}
+
+/// Radius of the hand-built SPH particles (spacing 2 SPH_R) [m].
+pub const SPH_R: f32 = 0.02;
+pub const FLUID_LO: [f32; 3] = [0.3, 0.3, 0.1];
+pub const FLUID_HI: [f32; 3] = [0.7, 0.7, 0.5];
+/// Wall pressure: far above the fluid's, so a range that included it would flatten the fluid.
+pub const WALL_PRESSURE: f32 = 1e5;
+
+/// A hand-built SPH frame in the unit box: a fluid block FLUID_LO..FLUID_HI (spacing 2 SPH_R) with
+/// hydrostatic pressure 1000 * 9.81 * (0.5 - z), inside a closed shell (one layer, lid
+/// included) of boundary particles around [0.2, 0.8]^2 x [0, 0.92] at WALL_PRESSURE.
+/// Species 0 fluid, 1 boundary; kinds 1 and 2.
+pub fn sph_frame() -> (Vec<[f32; 3]>, Vec<u32>, Vec<f32>) {
+    let fluid = block(FLUID_LO, FLUID_HI, SPH_R, 2.0);
+    let (lo, hi) = ([0.18, 0.18, 0.0], [0.82, 0.82, 0.92]);
+    let shell: Vec<P> = block(lo, hi, SPH_R, 2.0)
+        .into_iter()
+        .filter(|p| {
+            (0..3).any(|k| p.pos[k] < lo[k] + 2.0 * SPH_R || p.pos[k] > hi[k] - 2.0 * SPH_R)
+        })
+        .collect();
+    let mut pos = Vec::new();
+    let (mut kinds, mut pressure) = (Vec::new(), Vec::new());
+    for p in &fluid {
+        pos.push(p.pos);
+        kinds.push(1);
+        pressure.push(1000.0 * 9.81 * (0.5 - p.pos[2]));
+    }
+    for p in &shell {
+        pos.push(p.pos);
+        kinds.push(2);
+        pressure.push(WALL_PRESSURE);
+    }
+    (pos, kinds, pressure)
+}
+
+/// Publishes [`sph_frame`] as an SPH segment would carry it.
+pub fn publish_sph(tag: &str) -> (Seg, usize) {
+    let (pos, kinds, pressure) = sph_frame();
+    let n = pos.len();
+    let name = unique_name(tag);
+    let _ = shm_protocol::segment::unlink(&name);
+    let mut caps = Capacities::for_particles(n as u64);
+    caps.fields = [
+        FieldKind::Position,
+        FieldKind::Velocity,
+        FieldKind::Density,
+        FieldKind::Pressure,
+        FieldKind::ParticleKind,
+    ]
+    .iter()
+    .fold(0, |m, f| m | f.bit());
+    let mut publisher =
+        Publisher::create(&name, caps, CreateOptions::default()).expect("create segment");
+    publisher
+        .write_static(&StaticData {
+            species: vec![
+                sph_species("fluid", SpeciesMethod::SphFluid, SPH_R as f64),
+                sph_species("boundary", SpeciesMethod::SphBoundary, SPH_R as f64),
+            ],
+            particle_ids: (0..n as u32).collect(),
+            particle_species: kinds.iter().map(|&k| u32::from(k == 2)).collect(),
+            particle_radius: vec![SPH_R; n],
+            world_min: [0.0; 3],
+            world_max: [1.0; 3],
+            ..Default::default()
+        })
+        .expect("static");
+    publisher.set_state(SolverState::Running);
+    let mut w = publisher.begin_frame(n as u64).expect("begin frame");
+    w.step = 1;
+    w.write_vec3(FieldKind::Position, &pos).expect("positions");
+    w.write_vec3(FieldKind::Velocity, &vec![[0.0; 3]; n])
+        .expect("velocities");
+    w.scalar_mut(FieldKind::Density)
+        .expect("density")
+        .fill(1000.0);
+    w.scalar_mut(FieldKind::Pressure)
+        .expect("pressure")
+        .copy_from_slice(&pressure);
+    w.particle_kinds_mut()
+        .expect("kinds")
+        .copy_from_slice(&kinds);
+    w.commit();
+    let fluid = kinds.iter().filter(|&&k| k == 1).count();
+    (Seg { name, publisher }, fluid)
 }

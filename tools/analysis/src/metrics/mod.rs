@@ -7,6 +7,7 @@ pub mod lacey;
 pub mod motion;
 pub mod outflow;
 pub mod solid_fraction;
+pub mod sph;
 pub mod sums;
 pub mod torque;
 
@@ -19,6 +20,8 @@ use crate::context::StaticContext;
 use crate::elements::{elements, ElementScratch, Elements, Needs};
 use crate::region::Aabb;
 use lacey::LaceyGrid;
+use sph::fluid::SurgeAxis;
+use sph::interp::{Gauge, GaugeReading, Probe, ProbeReading};
 use torque::BodyLoad;
 
 /// A metric group that `--metrics` can select.
@@ -43,10 +46,18 @@ pub enum Metric {
     RemovedMass,
     /// [`outflow::discharge_rate`] [kg/s].
     DischargeRate,
+    /// SPH: the fluid's front along `--surge-axis` ([`sph::fluid::FluidSums::surge_front`]).
+    SurgeFront,
+    /// SPH: water height at each `--gauge` ([`sph::interp`]).
+    WaterHeight,
+    /// SPH: pressure at each `--probe` ([`sph::interp`]).
+    ProbePressure,
+    /// SPH: `fluid_particles` and `fluid_mass`.
+    FluidMass,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 12] = [
+    pub const ALL: [Metric; 16] = [
         Metric::KineticEnergy,
         Metric::PotentialEnergy,
         Metric::Speed,
@@ -59,14 +70,27 @@ impl Metric {
         Metric::RemovedCount,
         Metric::RemovedMass,
         Metric::DischargeRate,
+        Metric::SurgeFront,
+        Metric::WaterHeight,
+        Metric::ProbePressure,
+        Metric::FluidMass,
     ];
 
-    /// Metrics read from the frame header alone (no pass over the particles).
-    const HEADER: [Metric; 4] = [
-        Metric::ParticleCount,
-        Metric::RemovedCount,
-        Metric::RemovedMass,
-        Metric::DischargeRate,
+    /// Metrics of granular matter: skipped on SPH runs unless `--metrics` names them.
+    pub const DEM_ONLY: [Metric; 4] = [
+        Metric::CoordinationNumber,
+        Metric::SolidFraction,
+        Metric::LaceyIndex,
+        Metric::BodyTorque,
+    ];
+
+    /// Metrics of SPH runs: skipped on other runs unless `--metrics` names them (then `null`
+    /// with a note).
+    pub const SPH_ONLY: [Metric; 4] = [
+        Metric::SurgeFront,
+        Metric::WaterHeight,
+        Metric::ProbePressure,
+        Metric::FluidMass,
     ];
 
     pub fn name(self) -> &'static str {
@@ -83,6 +107,10 @@ impl Metric {
             Self::RemovedCount => "removed_count",
             Self::RemovedMass => "removed_mass",
             Self::DischargeRate => "discharge_rate",
+            Self::SurgeFront => "surge_front",
+            Self::WaterHeight => "water_height",
+            Self::ProbePressure => "probe_pressure",
+            Self::FluidMass => "fluid_mass",
         }
     }
 
@@ -96,6 +124,9 @@ impl Metric {
             "max_speed" | "mean_speed" | "speeds" => Some(Self::Speed),
             "torque" => Some(Self::BodyTorque),
             "particles" => Some(Self::ParticleCount),
+            "gauge" | "gauges" => Some(Self::WaterHeight),
+            "probe" | "probes" => Some(Self::ProbePressure),
+            "fluid_particles" => Some(Self::FluidMass),
             _ => None,
         };
         alias
@@ -120,12 +151,37 @@ pub struct Settings {
     /// Lacey region (default: the bounding box of the two species).
     pub lacey_region: Option<Aabb>,
     pub lacey_min_particles: u32,
+    /// `metrics` was chosen (`--metrics`): computed whatever the run. Otherwise (all metrics)
+    /// [`Metric::DEM_ONLY`] are skipped on SPH runs and [`Metric::SPH_ONLY`] on the others.
+    pub explicit: bool,
+    /// SPH: water-height gauges (`--gauge X,Y`) and pressure probes (`--probe X,Y,Z`).
+    pub gauges: Vec<Gauge>,
+    pub probes: Vec<Probe>,
+    /// SPH: direction of the surge front (`--surge-axis`, default +x).
+    pub surge_axis: SurgeAxis,
 }
 
 impl Settings {
+    /// The selected metrics that apply to a run that is (`sph`) or is not SPH.
+    pub fn active(&self, sph: bool) -> Vec<Metric> {
+        self.metrics
+            .iter()
+            .copied()
+            .filter(|m| {
+                self.explicit
+                    || if sph {
+                        !Metric::DEM_ONLY.contains(m)
+                    } else {
+                        !Metric::SPH_ONLY.contains(m)
+                    }
+            })
+            .collect()
+    }
+
     /// The frame fields the selected metrics read (a [`FieldKind::bit`] mask): a frame source
     /// need copy only these. Always `particle_id` (when the run fills it: species, masses and
-    /// radii are looked up by it, and the particle count is checked against the static one).
+    /// radii are looked up by it, and the particle count is checked against the static one) and
+    /// `particle_kind` (when the run fills it, SPH: it tells fluid from boundary particles).
     pub fn fields(&self) -> u32 {
         self.metrics
             .iter()
@@ -143,9 +199,21 @@ impl Settings {
                 Metric::ParticleCount
                 | Metric::RemovedCount
                 | Metric::RemovedMass
-                | Metric::DischargeRate => 0,
+                | Metric::DischargeRate
+                | Metric::FluidMass => 0,
+                Metric::SurgeFront => FieldKind::Position.bit(),
+                // Nothing to read without a gauge or a probe.
+                Metric::WaterHeight if self.gauges.is_empty() => 0,
+                Metric::WaterHeight => FieldKind::Position.bit() | FieldKind::Density.bit(),
+                Metric::ProbePressure if self.probes.is_empty() => 0,
+                Metric::ProbePressure => {
+                    FieldKind::Position.bit() | FieldKind::Density.bit() | FieldKind::Pressure.bit()
+                }
             })
-            .fold(FieldKind::ParticleId.bit(), |a, b| a | b)
+            .fold(
+                FieldKind::ParticleId.bit() | FieldKind::ParticleKind.bit(),
+                |a, b| a | b,
+            )
     }
 }
 
@@ -158,6 +226,10 @@ impl Default for Settings {
             lacey_cell: None,
             lacey_region: None,
             lacey_min_particles: 10,
+            explicit: false,
+            gauges: Vec::new(),
+            probes: Vec::new(),
+            surge_axis: SurgeAxis::default(),
         }
     }
 }
@@ -173,11 +245,12 @@ pub struct Metrics {
     /// Live particles in the frame (`particle_count` in `--metrics`; fewer than the static
     /// section lists in a run whose particle set changes).
     pub particles: u64,
-    /// [J]
+    /// [J]. In SPH runs this, the potential energy, the speeds and the centre of mass are the
+    /// fluid's (boundary particles are walls).
     pub kinetic_energy_translational: Option<f64>,
     /// [J]
     pub kinetic_energy_rotational: Option<f64>,
-    /// [J], relative to `world_min` along gravity.
+    /// [J], relative to `world_min` along gravity (SPH: the tank's `[domain] min`, its floor).
     pub potential_energy: Option<f64>,
     /// [m/s]
     pub max_speed: Option<f64>,
@@ -203,6 +276,17 @@ pub struct Metrics {
     /// [kg/s] since the previous analysed frame ([`outflow::discharge_rate`]); `null` for the
     /// first one.
     pub discharge_rate: Option<f64>,
+    /// SPH: fluid particles in the frame, and their mass [kg] (m = rho0 dp^3 each).
+    pub fluid_particles: Option<u64>,
+    pub fluid_mass: Option<f64>,
+    /// SPH: the fluid's front along `surge_axis` [m], a world coordinate
+    /// ([`sph::fluid::FluidSums::surge_front`]).
+    pub surge_front: Option<f64>,
+    pub surge_axis: Option<&'static str>,
+    /// SPH: per `--gauge`, the free surface's height above the tank floor [m].
+    pub water_height: Option<Vec<GaugeReading>>,
+    /// SPH: per `--probe`, the pressure [Pa] and fluid fraction there.
+    pub probe_pressure: Option<Vec<ProbeReading>>,
     pub notes: Vec<String>,
     /// Milliseconds per metric group (with `--timing`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -279,7 +363,14 @@ pub fn compute_with(
     } = scratch;
     let mut timings = Vec::new();
     let t0 = Instant::now();
-    let el = elements(frame, ctx, Needs::of(&settings.metrics), element_scratch)?;
+    let sph = ctx.sph.as_ref();
+    let active = settings.active(sph.is_some());
+    let el = elements(
+        frame,
+        ctx,
+        Needs::of(&active, sph.is_some()),
+        element_scratch,
+    )?;
     if frame.particle_ids.is_some() {
         timings.push(("particle_ids".to_string(), t0.elapsed()));
     }
@@ -290,17 +381,25 @@ pub fn compute_with(
         particles: frame.meta.particle_count,
         ..Default::default()
     };
-    header_metrics(&mut out, frame, settings, previous.as_ref());
+    header_metrics(&mut out, frame, &active, previous.as_ref());
     *previous = Some(outflow::RemovedAt {
         sim_time: frame.meta.sim_time,
         removed_mass: frame.meta.removed_mass,
     });
     let pos = frame.positions.as_deref();
-    let summed: Vec<Metric> = settings
-        .metrics
+    // SPH runs answer the energies, speeds and centre of mass from the fluid alone.
+    let fluid_pass: Vec<Metric> = match sph {
+        Some(_) => active
+            .iter()
+            .copied()
+            .filter(|m| sph::FLUID_PASS.contains(m))
+            .collect(),
+        None => Vec::new(),
+    };
+    let summed: Vec<Metric> = active
         .iter()
         .copied()
-        .filter(|m| SUMMED.contains(m))
+        .filter(|m| SUMMED.contains(m) && !fluid_pass.contains(m))
         .collect();
     if !summed.is_empty() {
         let t0 = Instant::now();
@@ -308,9 +407,51 @@ pub fn compute_with(
         let names: Vec<&str> = summed.iter().map(|m| m.name()).collect();
         timings.push((names.join("+"), t0.elapsed()));
     }
+    match sph {
+        Some(run) => {
+            if !fluid_pass.is_empty() {
+                let t0 = Instant::now();
+                sph::fluid_metrics(
+                    &mut out,
+                    frame,
+                    &el,
+                    run,
+                    ctx.gravity,
+                    settings,
+                    &fluid_pass,
+                );
+                let names: Vec<&str> = fluid_pass.iter().map(|m| m.name()).collect();
+                timings.push((names.join("+"), t0.elapsed()));
+            }
+            let interpolated: Vec<Metric> = active
+                .iter()
+                .copied()
+                .filter(|m| matches!(m, Metric::WaterHeight | Metric::ProbePressure))
+                .collect();
+            if !interpolated.is_empty() {
+                let t0 = Instant::now();
+                sph::interpolated_metrics(&mut out, frame, &el, run, settings, &interpolated);
+                let names: Vec<&str> = interpolated.iter().map(|m| m.name()).collect();
+                timings.push((names.join("+"), t0.elapsed()));
+            }
+        }
+        None => {
+            for m in active.iter().filter(|m| Metric::SPH_ONLY.contains(m)) {
+                out.notes.push(format!(
+                    "{}: not an SPH run (no species of method sph_fluid or sph_boundary)",
+                    m.name()
+                ));
+            }
+        }
+    }
     let radii = el.radii.unwrap_or_default();
-    let per_particle = |m: &&Metric| !SUMMED.contains(m) && !Metric::HEADER.contains(m);
-    for &metric in settings.metrics.iter().filter(per_particle) {
+    let per_particle = |m: &&Metric| {
+        matches!(
+            m,
+            Metric::CoordinationNumber | Metric::LaceyIndex | Metric::BodyTorque
+        )
+    };
+    for &metric in active.iter().filter(per_particle) {
         let t0 = Instant::now();
         match metric {
             Metric::CoordinationNumber => match pos {
@@ -331,7 +472,7 @@ pub fn compute_with(
                 lacey(&mut out, pos, ctx, species, settings, lacey_scratch)
             }
             Metric::BodyTorque => torque(&mut out, frame, ctx, radii),
-            _ => unreachable!("summed and header metrics are computed above"),
+            _ => unreachable!("only the per-particle metrics pass the filter"),
         }
         timings.push((metric.name().to_string(), t0.elapsed()));
     }
@@ -343,10 +484,10 @@ pub fn compute_with(
 fn header_metrics(
     out: &mut Metrics,
     frame: &Frame,
-    settings: &Settings,
+    selected: &[Metric],
     previous: Option<&outflow::RemovedAt>,
 ) {
-    let wants = |m: Metric| settings.metrics.contains(&m);
+    let wants = |m: Metric| selected.contains(&m);
     let m = &frame.meta;
     if wants(Metric::RemovedCount) {
         out.removed_count = Some(m.removed_count);
@@ -543,20 +684,37 @@ mod tests {
             metrics,
             ..Settings::default()
         };
+        // Ids and kinds always (free when the run does not fill them).
+        let always = FieldKind::ParticleId.bit() | FieldKind::ParticleKind.bit();
         assert_eq!(
             only(vec![Metric::Speed]).fields(),
-            FieldKind::Velocity.bit() | FieldKind::ParticleId.bit()
+            FieldKind::Velocity.bit() | always
         );
+        assert_eq!(only(vec![Metric::RemovedMass]).fields(), always);
+        assert_eq!(only(vec![Metric::ProbePressure]).fields(), always);
+        let probed = Settings {
+            probes: vec![Probe([0.0; 3])],
+            ..only(vec![Metric::ProbePressure])
+        };
         assert_eq!(
-            only(vec![Metric::RemovedMass]).fields(),
-            FieldKind::ParticleId.bit()
+            probed.fields(),
+            FieldKind::Position.bit()
+                | FieldKind::Density.bit()
+                | FieldKind::Pressure.bit()
+                | always
         );
-        let all = Settings::default().fields();
+        let all = Settings {
+            probes: vec![Probe([0.0; 3])],
+            ..Settings::default()
+        }
+        .fields();
         for k in [
             FieldKind::Position,
             FieldKind::Velocity,
             FieldKind::AngularVelocity,
             FieldKind::Force,
+            FieldKind::Density,
+            FieldKind::Pressure,
         ] {
             assert_ne!(all & k.bit(), 0, "{k:?}");
         }

@@ -8,8 +8,9 @@ use super::Sink;
 use crate::metrics::Metrics;
 
 /// CSV columns, in order (empty cell = not available; body torques are in the JSON lines only).
-/// `particles` is the frame's particle count (the `particle_count` metric); the outflow columns
-/// come last, so the earlier columns keep their places.
+/// `particles` is the frame's particle count (the `particle_count` metric); later additions come
+/// after these, so the earlier columns keep their places: [`SPH_COLUMNS`], then one column per
+/// gauge and per probe ([`csv_columns`]).
 pub const CSV_COLUMNS: [&str; 18] = [
     "seq",
     "step",
@@ -31,6 +32,22 @@ pub const CSV_COLUMNS: [&str; 18] = [
     "discharge_rate",
 ];
 
+/// SPH columns after [`CSV_COLUMNS`] (empty for other runs).
+pub const SPH_COLUMNS: [&str; 3] = ["fluid_particles", "fluid_mass", "surge_front"];
+
+/// Every column of a CSV file for `gauges` gauges and `probes` probes: [`CSV_COLUMNS`],
+/// [`SPH_COLUMNS`], `gauge1_height` [m] ... and `probe1_pressure` [Pa] ..., numbered in the
+/// order of `--gauge` and `--probe` (the JSON carries their coordinates).
+pub fn csv_columns(gauges: usize, probes: usize) -> Vec<String> {
+    CSV_COLUMNS
+        .iter()
+        .chain(&SPH_COLUMNS)
+        .map(|c| c.to_string())
+        .chain((1..=gauges).map(|k| format!("gauge{k}_height")))
+        .chain((1..=probes).map(|k| format!("probe{k}_pressure")))
+        .collect()
+}
+
 fn create(path: &Path, what: &str) -> io::Result<BufWriter<File>> {
     File::create(path).map(BufWriter::new).map_err(|e| {
         io::Error::new(
@@ -42,14 +59,21 @@ fn create(path: &Path, what: &str) -> io::Result<BufWriter<File>> {
 
 pub struct CsvSink {
     out: BufWriter<File>,
+    gauges: usize,
+    probes: usize,
 }
 
 impl CsvSink {
-    pub fn create(path: &Path) -> io::Result<Self> {
+    /// A CSV file with a column for each of `gauges` gauges and `probes` probes.
+    pub fn create(path: &Path, gauges: usize, probes: usize) -> io::Result<Self> {
         let mut out = create(path, "CSV")?;
-        writeln!(out, "{}", CSV_COLUMNS.join(","))?;
+        writeln!(out, "{}", csv_columns(gauges, probes).join(","))?;
         out.flush()?;
-        Ok(Self { out })
+        Ok(Self {
+            out,
+            gauges,
+            probes,
+        })
     }
 }
 
@@ -80,7 +104,28 @@ impl Sink for CsvSink {
             m.removed_count.map_or_else(String::new, |c| c.to_string()),
             cell(m.removed_mass),
             cell(m.discharge_rate),
+            m.fluid_particles
+                .map_or_else(String::new, |c| c.to_string()),
+            cell(m.fluid_mass),
+            cell(m.surge_front),
         ];
+        let gauges = (0..self.gauges).map(|k| {
+            cell(
+                m.water_height
+                    .as_ref()
+                    .and_then(|g| g.get(k))
+                    .map(|g| g.height),
+            )
+        });
+        let probes = (0..self.probes).map(|k| {
+            cell(
+                m.probe_pressure
+                    .as_ref()
+                    .and_then(|p| p.get(k))
+                    .map(|p| p.pressure),
+            )
+        });
+        let row: Vec<String> = row.into_iter().chain(gauges).chain(probes).collect();
         writeln!(self.out, "{}", row.join(","))?;
         self.out.flush()
     }

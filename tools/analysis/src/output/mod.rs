@@ -8,7 +8,7 @@ use std::io;
 
 use crate::metrics::Metrics;
 
-pub use files::{CsvSink, JsonlSink, CSV_COLUMNS};
+pub use files::{csv_columns, CsvSink, JsonlSink, CSV_COLUMNS, SPH_COLUMNS};
 pub use plot::PlotSink;
 pub use table::{JsonStdout, TableSink};
 

@@ -40,8 +40,21 @@ fn have_font() -> bool {
     })
 }
 
-/// A named series: its value at each point (`None`: no value there).
-type Series = (&'static str, fn(&Metrics) -> Option<f64>);
+/// A series' value at a point (`None`: no value there).
+type Value = Box<dyn Fn(&Metrics) -> Option<f64>>;
+
+/// A named series.
+struct Series {
+    name: String,
+    value: Value,
+}
+
+fn series(name: &str, value: impl Fn(&Metrics) -> Option<f64> + 'static) -> Series {
+    Series {
+        name: name.to_string(),
+        value: Box::new(value),
+    }
+}
 
 /// One panel: a title and its series.
 struct Panel {
@@ -49,47 +62,131 @@ struct Panel {
     series: Vec<Series>,
 }
 
-fn panels() -> Vec<Panel> {
+/// The panels of a DEM run.
+fn dem_panels() -> Vec<Panel> {
     vec![
         Panel {
             title: "energy [J]",
             series: vec![
-                ("translational", |m| m.kinetic_energy_translational),
-                ("rotational", |m| m.kinetic_energy_rotational),
-                ("potential", |m| m.potential_energy),
+                series("translational", |m| m.kinetic_energy_translational),
+                series("rotational", |m| m.kinetic_energy_rotational),
+                series("potential", |m| m.potential_energy),
             ],
         },
         Panel {
             title: "speed [m/s]",
-            series: vec![("max", |m| m.max_speed), ("mean", |m| m.mean_speed)],
+            series: vec![
+                series("max", |m| m.max_speed),
+                series("mean", |m| m.mean_speed),
+            ],
         },
         Panel {
             title: "coordination number",
-            series: vec![("Z", |m| m.coordination_number)],
+            series: vec![series("Z", |m| m.coordination_number)],
         },
         Panel {
             title: "solid fraction",
-            series: vec![("phi", |m| m.solid_fraction)],
+            series: vec![series("phi", |m| m.solid_fraction)],
         },
         Panel {
             title: "Lacey mixing index",
-            series: vec![("M", |m| m.lacey_index)],
+            series: vec![series("M", |m| m.lacey_index)],
         },
         Panel {
             title: "centre of mass [m]",
             series: vec![
-                ("x", |m| m.center_of_mass.map(|c| c[0])),
-                ("y", |m| m.center_of_mass.map(|c| c[1])),
-                ("z", |m| m.center_of_mass.map(|c| c[2])),
+                series("x", |m| m.center_of_mass.map(|c| c[0])),
+                series("y", |m| m.center_of_mass.map(|c| c[1])),
+                series("z", |m| m.center_of_mass.map(|c| c[2])),
             ],
         },
     ]
 }
 
-const COLORS: [RGBColor; 3] = [
+/// The panels of an SPH run whose first point has `gauges` gauges and `probes` probes, each
+/// gauge and probe a series named by its number and place.
+fn sph_panels(first: &Metrics) -> Vec<Panel> {
+    let gauges = first.water_height.as_deref().unwrap_or_default();
+    let probes = first.probe_pressure.as_deref().unwrap_or_default();
+    vec![
+        Panel {
+            title: "fluid energy [J]",
+            series: vec![
+                series("kinetic", |m| m.kinetic_energy_translational),
+                series("potential", |m| m.potential_energy),
+            ],
+        },
+        Panel {
+            title: "fluid speed [m/s]",
+            series: vec![
+                series("max", |m| m.max_speed),
+                series("mean", |m| m.mean_speed),
+            ],
+        },
+        Panel {
+            title: "surge front [m]",
+            series: vec![series("front", |m| m.surge_front)],
+        },
+        Panel {
+            title: "water height [m]",
+            series: gauges
+                .iter()
+                .enumerate()
+                .map(|(k, g)| {
+                    let name = format!("H{} ({}, {})", k + 1, g.at[0], g.at[1]);
+                    series(&name, move |m: &Metrics| {
+                        m.water_height.as_ref()?.get(k).map(|g| g.height)
+                    })
+                })
+                .collect(),
+        },
+        Panel {
+            title: "probe pressure [Pa]",
+            series: probes
+                .iter()
+                .enumerate()
+                .map(|(k, p)| {
+                    let name = format!("P{} ({}, {}, {})", k + 1, p.at[0], p.at[1], p.at[2]);
+                    series(&name, move |m: &Metrics| {
+                        m.probe_pressure.as_ref()?.get(k).map(|p| p.pressure)
+                    })
+                })
+                .collect(),
+        },
+        Panel {
+            title: "fluid mass [kg]",
+            series: vec![series("mass", |m| m.fluid_mass)],
+        },
+    ]
+}
+
+/// The panels for `points`: SPH ones when the first point has fluid metrics.
+fn panels(points: &[Metrics]) -> Vec<Panel> {
+    match points.first() {
+        Some(m)
+            if m.fluid_particles.is_some()
+                || m.surge_front.is_some()
+                || m.water_height.is_some()
+                || m.probe_pressure.is_some() =>
+        {
+            sph_panels(m)
+        }
+        _ => dem_panels(),
+    }
+}
+
+/// Tableau 10, cycled for panels with many series (gauges, probes).
+const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
 
 pub struct PlotSink {
@@ -169,11 +266,11 @@ fn draw(path: &Path, points: &[Metrics]) -> Result<(), Box<dyn std::error::Error
     let root = BitMapBackend::new(path, (1400, 900)).into_drawing_area();
     root.fill(&WHITE)?;
     let (t0, t1) = range(points.iter().map(|m| m.sim_time)).unwrap_or((0.0, 1.0));
-    for (area, panel) in root.split_evenly((2, 3)).iter().zip(panels()) {
+    for (area, panel) in root.split_evenly((2, 3)).iter().zip(panels(points)) {
         let values = || {
             points
                 .iter()
-                .flat_map(|m| panel.series.iter().filter_map(move |(_, f)| f(m)))
+                .flat_map(|m| panel.series.iter().filter_map(move |s| (s.value)(m)))
         };
         let Some((y0, y1)) = range(values()) else {
             continue;
@@ -196,12 +293,14 @@ fn draw(path: &Path, points: &[Metrics]) -> Result<(), Box<dyn std::error::Error
                 .label_style(("sans-serif", 12))
                 .draw()?;
         }
-        for (k, (name, f)) in panel.series.iter().enumerate() {
+        for (k, series) in panel.series.iter().enumerate() {
             let color = COLORS[k % COLORS.len()];
-            let line = points.iter().filter_map(|m| f(m).map(|v| (m.sim_time, v)));
+            let line = points
+                .iter()
+                .filter_map(|m| (series.value)(m).map(|v| (m.sim_time, v)));
             let s = chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
             if text && panel.series.len() > 1 {
-                s.label(*name).legend(move |(x, y)| {
+                s.label(series.name.as_str()).legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
                 });
             }
