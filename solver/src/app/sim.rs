@@ -112,7 +112,8 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
             }
             // Validated once, after the overrides, when the simulation is built (placing the
             // particles twice costs seconds at millions of particles).
-            Case::read_file(path)?
+            let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            Case::from_toml_str(&text, &path.display().to_string(), &base_dir)?
         }
         None => {
             let n = cli.particles.unwrap_or(match backend {

@@ -228,20 +228,24 @@ impl SphSim {
     /// One symplectic step of `self.dt`; sets the next step from the CFL condition.
     pub fn step(&mut self) {
         let dt = self.dt;
-        let g = self.c.gravity;
-        let (pos, vel, rho) = (self.s.pos.clone(), self.s.vel.clone(), self.s.rho.clone());
+        let (g, rho0) = (self.c.gravity, self.c.rho0);
+        // The state at the start of the step is moved out (not copied) while the rates borrow
+        // the simulation, and written back at the end.
+        let mut pos = std::mem::take(&mut self.s.pos);
+        let mut vel = std::mem::take(&mut self.s.vel);
+        let mut rho = std::mem::take(&mut self.s.rho);
+        let at = |k: usize| FluidState {
+            x: pos[k],
+            v: vel[k],
+            rho: rho[k],
+        };
         let r0 = self.rates(&pos, &vel, &rho);
-        let n = pos.len();
-        let kind = self.s.kind.clone();
         // Predictor.
-        let half: Vec<FluidState> = (0..n)
+        let kind = &self.s.kind;
+        let half: Vec<FluidState> = (0..pos.len())
             .into_par_iter()
             .map(|k| {
-                let s = FluidState {
-                    x: pos[k],
-                    v: vel[k],
-                    rho: rho[k],
-                };
+                let s = at(k);
                 if kind[k] == KIND_FLUID {
                     physics::symplectic_predict(&s, &r0.r[k], g, dt)
                 } else {
@@ -252,22 +256,16 @@ impl SphSim {
                 }
             })
             .collect();
-        let (hp, hv, hr): (Vec<V3>, Vec<V3>, Vec<f64>) = (
-            half.iter().map(|s| s.x).collect(),
-            half.iter().map(|s| s.v).collect(),
-            half.iter().map(|s| s.rho).collect(),
-        );
+        let hp: Vec<V3> = half.iter().map(|s| s.x).collect();
+        let hv: Vec<V3> = half.iter().map(|s| s.v).collect();
+        let hr: Vec<f64> = half.iter().map(|s| s.rho).collect();
         let r1 = self.rates(&hp, &hv, &hr);
         // Corrector.
-        let rho0 = self.c.rho0;
-        let new: Vec<FluidState> = (0..n)
+        let kind = &self.s.kind;
+        let new: Vec<FluidState> = (0..pos.len())
             .into_par_iter()
             .map(|k| {
-                let s = FluidState {
-                    x: pos[k],
-                    v: vel[k],
-                    rho: rho[k],
-                };
+                let s = at(k);
                 if kind[k] == KIND_FLUID {
                     physics::symplectic_correct(&s, hr[k], &r1.r[k], g, dt)
                 } else {
@@ -280,10 +278,9 @@ impl SphSim {
             })
             .collect();
         for (k, s) in new.into_iter().enumerate() {
-            self.s.pos[k] = s.x;
-            self.s.vel[k] = s.v;
-            self.s.rho[k] = s.rho;
+            (pos[k], vel[k], rho[k]) = (s.x, s.v, s.rho);
         }
+        (self.s.pos, self.s.vel, self.s.rho) = (pos, vel, rho);
         self.s.time += dt;
         self.s.step += 1;
         self.dt = physics::variable_time_step(self.c.cfl, r1.dt_f, r1.dt_cv).min(self.c.dt_max);
