@@ -136,6 +136,12 @@ pub struct ModuleConfig {
     /// Particle-triangle contacts compiled in. Off for cases without meshes: the mesh path
     /// (a call the compiler cannot inline) costs registers even when never taken.
     pub meshes: bool,
+    /// Particle contacts buffered per thread before they are evaluated (`DEM_CANDIDATES`;
+    /// 0: evaluated as found, the kernel before issue 13's compaction). See contact.cu.
+    pub candidates: u32,
+    /// `__launch_bounds__` minimum blocks of the collide kernel; 0: [`Self::collide_min_blocks`]'s
+    /// measured default (other values are for sweeps).
+    pub min_blocks: u32,
 }
 
 impl ModuleConfig {
@@ -145,7 +151,9 @@ impl ModuleConfig {
     /// occupancy) 6 blocks gave +11 % (8: +7 %; 10 and more spill: 2-5x slower); frictionless,
     /// 10 blocks gave +17 % (8: +13 %).
     pub fn collide_min_blocks(&self) -> u32 {
-        if self.friction {
+        if self.min_blocks > 0 {
+            self.min_blocks
+        } else if self.friction {
             6
         } else {
             10
@@ -167,6 +175,10 @@ impl ModuleConfig {
             "-DDEM_COLLIDE_MIN_BLOCKS={}",
             self.collide_min_blocks()
         ));
+        d.push(format!("-DDEM_COMPACT={}", u32::from(self.candidates > 0)));
+        if self.candidates > 0 {
+            d.push(format!("-DDEM_CANDIDATES={}", self.candidates));
+        }
         if self.double {
             d.push("-DDEM_DOUBLE".into());
         }

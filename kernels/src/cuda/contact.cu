@@ -41,6 +41,16 @@
 #ifndef DEM_COLLIDE_MIN_BLOCKS
 #define DEM_COLLIDE_MIN_BLOCKS 1
 #endif
+// Threads per block of dem_collide (kernels::COLLIDE_THREADS).
+#define COLLIDE_BLOCK 128
+// DEM_COMPACT 1: particle contacts are found first and evaluated from a per-thread buffer of
+// DEM_CANDIDATES slots (see dem_collide); 0: evaluated as found.
+#ifndef DEM_COMPACT
+#define DEM_COMPACT 1
+#endif
+#ifndef DEM_CANDIDATES
+#define DEM_CANDIDATES 16
+#endif
 
 // Lever arm from the centre to the contact point: the radius (cpu::contacts `lever`).
 __device__ __forceinline__ real contact_arm(real r, real /*delta*/) { return r; }
@@ -54,37 +64,51 @@ struct Accum {
     unsigned overflow;
     unsigned long long used;  // old history entries taken by this step's contacts
     unsigned cursor;          // old entry after the last one taken: where the next is expected
+    unsigned old_count;       // entries of the old history row
 };
 
 #if DEM_FRICTION
+// Index of history entry c of row r (slot-major or row-major, DemParams::hist_sc/sr).
+__device__ __forceinline__ unsigned hist_at(const DemParams& p, unsigned c, unsigned r) {
+    return c * p.hist_sc + r * p.hist_sr;
+}
+
 // stages::find_history: the entry of the particle's old history with the same partner, not yet
 // taken by an earlier contact of this step; for a mesh contact (partner keys [mesh_lo, mesh_hi)
 // are the triangles of its mesh) that moved to a neighbouring triangle, the first untaken entry
 // of the same mesh. Zero spring if none. Entries from 64 on are never marked taken (only mesh
 // cases need the mark; CudaSim::new limits their history to 64 entries).
-// The entry after the last one taken is tried first: contacts are visited in the order the
-// history was written in, so it is almost always the one (one load instead of a scan). Partners
-// are unique within a history, so this finds the entry the scan finds.
+// The entry after the last one taken is tried first, as one packed load: contacts are visited in
+// the order the history was written in, so it is almost always the one. Partners are unique
+// within a history, so this finds the entry the scan finds.
 __device__ __forceinline__ ContactState find_history(const DemParams& p, const ParticleArrays& in, unsigned row,
                                                      unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
-                                                     unsigned long long* used, unsigned* cursor) {
+                                                     Accum& acc) {
     ContactState s;
     s.xi = zero3();
-    const unsigned m = in.hist_count[row];
+    const unsigned m = acc.old_count;
+    const unsigned c0 = acc.cursor;
+    if (c0 < m && (c0 >= 64 || !((acc.used >> c0) & 1ull))) {
+        const HistEntry e = in.hist[hist_at(p, c0, row)];
+        if (e.partner == partner) {
+            if (c0 < 64) acc.used |= 1ull << c0;
+            s.xi = make_real3(e.x, e.y, e.z);
+            acc.cursor = c0 + 1;
+            return s;
+        }
+    }
     unsigned found = DEM_PARTNER_NONE;
-    const unsigned c0 = *cursor;
-    if (c0 < m && (c0 >= 64 || !((*used >> c0) & 1ull)) && in.hist_partner[c0 * p.n + row] == partner) found = c0;
-    for (unsigned c = 0; c < m && found == DEM_PARTNER_NONE; c++) {
-        const bool free_ = c >= 64 || !((*used >> c) & 1ull);
-        if (free_ && in.hist_partner[c * p.n + row] == partner) {
+    for (unsigned c = 0; c < m; c++) {
+        const bool free_ = c >= 64 || !((acc.used >> c) & 1ull);
+        if (free_ && in.hist[hist_at(p, c, row)].partner == partner) {
             found = c;
             break;
         }
     }
     if (found == DEM_PARTNER_NONE && mesh_lo < mesh_hi) {
         for (unsigned c = 0; c < m; c++) {
-            const bool free_ = c >= 64 || !((*used >> c) & 1ull);
-            const unsigned q = in.hist_partner[c * p.n + row];
+            const bool free_ = c >= 64 || !((acc.used >> c) & 1ull);
+            const unsigned q = in.hist[hist_at(p, c, row)].partner;
             if (free_ && q >= mesh_lo && q < mesh_hi) {
                 found = c;
                 break;
@@ -92,9 +116,10 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
         }
     }
     if (found != DEM_PARTNER_NONE) {
-        if (found < 64) *used |= 1ull << found;
-        s.xi = load3(in.hist_xi, found * p.n + row);
-        *cursor = found + 1;
+        if (found < 64) acc.used |= 1ull << found;
+        const HistEntry e = in.hist[hist_at(p, found, row)];
+        s.xi = make_real3(e.x, e.y, e.z);
+        acc.cursor = found + 1;
     }
     return s;
 }
@@ -102,12 +127,18 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
 __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays& out, unsigned row, Accum& acc,
                                               unsigned partner, const ContactState& s) {
     if (acc.hist_out >= p.hist_cap) {
-        acc.overflow++;  // the contact still acts; its spring is not kept (as the CPU does)
+        acc.overflow++;  // the contact still acts; its spring is not kept (reported as an error)
         return;
     }
-    unsigned e = acc.hist_out * p.n + row;
-    out.hist_partner[e] = partner;
-    store3(out.hist_xi, e, s.xi);
+    HistEntry e;
+    e.x = s.xi.x;
+    e.y = s.xi.y;
+    e.z = s.xi.z;
+    e.partner = partner;
+#ifdef DEM_DOUBLE
+    e.pad = 0;
+#endif
+    out.hist[hist_at(p, acc.hist_out, row)] = e;
     acc.hist_out++;
 }
 #endif
@@ -121,7 +152,7 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
                                               Accum& acc) {
     acc.contacts++;
 #if DEM_FRICTION
-    ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, &acc.used, &acc.cursor);
+    ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, acc);
     ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
     store_history(p, out, k, acc, partner, st);
     acc.f = add3(acc.f, cf.force);
@@ -201,7 +232,55 @@ __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArr
     return acc;
 }
 
-extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_collide(const DemParams p, const ParticleArrays in,
+// Whether particle slot j overlaps a sphere of radius r at (pix, piy, piz) (the test of the
+// contact below, in the same arithmetic; a NaN distance counts as overlapping, as it did).
+__device__ __forceinline__ bool overlaps(const DemParams& p, const ParticleArrays& in, unsigned j, double pix,
+                                         double piy, double piz, double r) {
+    const unsigned sj = in.species ? in.species[j] : 0u;
+    const double rsum = r + p.species[sj].radius;
+    const double dx = in.pos[3 * j] - pix, dy = in.pos[3 * j + 1] - piy, dz = in.pos[3 * j + 2] - piz;
+    return !(dx * dx + dy * dy + dz * dz >= rsum * rsum);
+}
+
+// The contact of particle k (slot, id id_i, species si) with the overlapping particle in slot j.
+__device__ __forceinline__ void particle_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
+                                                 unsigned row_i, unsigned k, unsigned id_i, unsigned si,
+                                                 const SpeciesProps& sp, double pix, double piy, double piz,
+                                                 real3 vi, real3 wi, unsigned j, Accum& acc) {
+    const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
+    const unsigned sj = in.species ? in.species[j] : 0u;
+    const double rsum = sp.radius + p.species[sj].radius;
+    const double dx = in.pos[3 * j] - pix, dy = in.pos[3 * j + 1] - piy, dz = in.pos[3 * j + 2] - piz;
+    const double d2 = dx * dx + dy * dy + dz * dz;
+    const real dist = (real)sqrt(d2);
+    const real rj = (real)p.species[sj].radius;
+    ContactKinematics kin;
+    if (dist > real(0)) {
+        kin.n = scale3(make_real3((real)dx, (real)dy, (real)dz), real(1) / dist);
+    } else {
+        // Coincident centres: a fixed normal by id order, as the CPU does.
+        kin.n = make_real3(0, 0, id_i < in.id[j] ? real(1) : real(-1));
+    }
+    kin.delta = (real)rsum - dist;
+    const real3 vj = load3(in.vel, j);
+    const real arm_i = contact_arm(ri, kin.delta);
+#if DEM_ROTATION
+    const real3 wj = load3(in.omega, j);
+    kin.v_rel = particle_contact_velocity(vi, wi, ri, vj, wj, rj, kin.n);
+    kin.omega_rel = sub3(wi, wj);
+    kin.i_eff = effective_inertia(ii, (real)p.species[sj].inertia);
+#else
+    (void)wi;
+    kin.v_rel = sub3(vi, vj);
+    kin.omega_rel = zero3();
+    kin.i_eff = ii;
+#endif
+    kin.r_eff = effective_radius(ri, rj);
+    kin.m_eff = effective_mass(mi, (real)p.species[sj].mass);
+    apply_contact(p, in, out, row_i, k, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
+}
+
+extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide(const DemParams p, const ParticleArrays in,
                                                               ParticleArrays out, const GridArrays g, DemDiag* diag,
                                                               const MeshArrays msh) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
@@ -214,6 +293,7 @@ extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_co
     acc.overflow = 0;
     acc.used = 0;
     acc.cursor = 0;
+    acc.old_count = 0;
     if (active) {
         const double pix = in.pos[3 * k], piy = in.pos[3 * k + 1], piz = in.pos[3 * k + 2];
         const real3 vi = load3(in.vel, k);
@@ -234,46 +314,54 @@ extern "C" __global__ void __launch_bounds__(128, DEM_COLLIDE_MIN_BLOCKS) dem_co
         const unsigned x0 = cx > 0 ? cx - 1 : 0, x1 = min(cx + 1, p.dims[0] - 1);
         const unsigned y0 = cy > 0 ? cy - 1 : 0, y1 = min(cy + 1, p.dims[1] - 1);
         const unsigned z0 = cz > 0 ? cz - 1 : 0, z1 = min(cz + 1, p.dims[2] - 1);
+#if DEM_FRICTION
+        acc.old_count = in.hist_count[row_i];
+#endif
+        // Particle-particle contacts in two passes: the neighbour cells are scanned for
+        // overlapping partners (a cheap test), whose slots are buffered per thread in shared
+        // memory; the buffer is then worked through. A warp's threads have different numbers of
+        // candidates and contacts, so a contact evaluated inside the scan would run with most of
+        // the warp idle at each candidate; buffered, the warp runs the contact code about max(contacts)
+        // times instead of max(candidates). The order of contacts is unchanged.
+#if DEM_COMPACT
+        // The 3 x 3 rows of neighbour cells (z, y ascending) are scanned from a cursor (row r,
+        // slot j) until the buffer is full or the rows are done; the buffer is then worked
+        // through, and the scan resumes. One copy of the contact code (a flush inside the scan
+        // loop made the kernel 2x slower), and the scan is a tight loop over one row range
+        // (merging the row changes into it slowed the loose phase 1.7x).
+        __shared__ unsigned cand[DEM_CANDIDATES][COLLIDE_BLOCK];
+        const unsigned ny = y1 - y0 + 1, rows = (z1 - z0 + 1) * ny;
+        unsigned r = 0;
+        // Cells x0..x1 of a row are consecutive in the sorted order: one range.
+        unsigned j = g.start[cell_index(p, x0, y0, z0)];
+        unsigned e = g.start[cell_index(p, x1, y0, z0) + 1];
+        do {
+            unsigned nc = 0;
+            for (;;) {
+                for (; j < e && nc < DEM_CANDIDATES; j++) {
+                    if (j != k && overlaps(p, in, j, pix, piy, piz, sp.radius)) cand[nc++][threadIdx.x] = j;
+                }
+                if (nc == DEM_CANDIDATES || ++r >= rows) break;
+                const unsigned y = y0 + r % ny, z = z0 + r / ny;
+                j = g.start[cell_index(p, x0, y, z)];
+                e = g.start[cell_index(p, x1, y, z) + 1];
+            }
+            for (unsigned t = 0; t < nc; t++)
+                particle_contact(p, in, out, row_i, k, id_i, si, sp, pix, piy, piz, vi, wi, cand[t][threadIdx.x], acc);
+        } while (r < rows);
+#else
         for (unsigned z = z0; z <= z1; z++) {
             for (unsigned y = y0; y <= y1; y++) {
                 // Cells x0..x1 of a row are consecutive in the sorted order: one range.
                 const unsigned b = g.start[cell_index(p, x0, y, z)];
                 const unsigned e = g.start[cell_index(p, x1, y, z) + 1];
                 for (unsigned j = b; j < e; j++) {
-                    if (j == k) continue;
-                    const unsigned sj = in.species ? in.species[j] : 0u;
-                    const double rsum = sp.radius + p.species[sj].radius;
-                    const double dx = in.pos[3 * j] - pix, dy = in.pos[3 * j + 1] - piy, dz = in.pos[3 * j + 2] - piz;
-                    const double d2 = dx * dx + dy * dy + dz * dz;
-                    if (d2 >= rsum * rsum) continue;
-                    const real dist = (real)sqrt(d2);
-                    const real rj = (real)p.species[sj].radius;
-                    ContactKinematics kin;
-                    if (dist > real(0)) {
-                        kin.n = scale3(make_real3((real)dx, (real)dy, (real)dz), real(1) / dist);
-                    } else {
-                        // Coincident centres: a fixed normal by id order, as the CPU does.
-                        kin.n = make_real3(0, 0, id_i < in.id[j] ? real(1) : real(-1));
-                    }
-                    kin.delta = (real)rsum - dist;
-                    const real3 vj = load3(in.vel, j);
-                    const real arm_i = contact_arm(ri, kin.delta);
-#if DEM_ROTATION
-                    const real3 wj = load3(in.omega, j);
-                    kin.v_rel = particle_contact_velocity(vi, wi, ri, vj, wj, rj, kin.n);
-                    kin.omega_rel = sub3(wi, wj);
-                    kin.i_eff = effective_inertia(ii, (real)p.species[sj].inertia);
-#else
-                    kin.v_rel = sub3(vi, vj);
-                    kin.omega_rel = zero3();
-                    kin.i_eff = ii;
-#endif
-                    kin.r_eff = effective_radius(ri, rj);
-                    kin.m_eff = effective_mass(mi, (real)p.species[sj].mass);
-                    apply_contact(p, in, out, row_i, k, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
+                    if (j == k || !overlaps(p, in, j, pix, piy, piz, sp.radius)) continue;
+                    particle_contact(p, in, out, row_i, k, id_i, si, sp, pix, piy, piz, vi, wi, j, acc);
                 }
             }
         }
+#endif
         if (p.walls) {
             // geometry::box_wall_contacts: faces x_min, x_max, y_min, ... in that order, those in
             // the mask; face f has wall material f.

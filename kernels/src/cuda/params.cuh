@@ -29,12 +29,30 @@ struct DemParams {
     unsigned n_species;
     unsigned n_walls;    // wall materials (box face f = f, mesh k = 6 + k)
     unsigned hist_cap;   // contact history entries per particle
+    unsigned hist_sc;    // history entry c of row r is at c * hist_sc + r * hist_sr: slot-major
+    unsigned hist_sr;    //   (hist_sc = n, hist_sr = 1) or row-major (1, hist_cap)
     unsigned diag;       // 1: count contacts into DemDiag
     unsigned integrate;  // what dem_collide does after the forces: DEM_INTEGRATE_*
     const SpeciesProps* species;  // [n_species]
     const MaterialPair* pp;       // [n_species * n_species]
     const MaterialPair* pw;       // [n_species * n_walls]
 };
+
+// One contact history entry: a tangential spring and its partner (state::wall_partner, ...),
+// packed so that an entry is one 16-byte load or store (two with double). Mirrored by the
+// host's upload and download (dem/cuda/buffers.rs).
+#ifdef DEM_DOUBLE
+struct __align__(16) HistEntry {
+    double x, y, z;
+    unsigned partner;
+    unsigned pad;
+};
+#else
+struct __align__(16) HistEntry {
+    float x, y, z;
+    unsigned partner;
+};
+#endif
 
 // Particle state in storage (sorted) order. Two of these exist (current and next), swapped by
 // the host every step.
@@ -45,8 +63,7 @@ struct ParticleArrays {
     unsigned* id;            // [n] particle id
     unsigned* species;       // [n] species index, null with one species
     unsigned* hist_count;    // [n] contacts in history row r, null without friction
-    unsigned* hist_partner;  // [hist_cap * n], entry c of history row r at c * n + r
-    real* hist_xi;           // [3 * hist_cap * n], tangential springs
+    HistEntry* hist;         // [hist_cap * n] entries, entry c of row r at DemParams::hist_sc/sr
     real* force;             // [3n] contact force of the last step [N], null unless requested or Verlet
     unsigned* contacts;      // [n] contacts of the last step, null unless requested
     real* torque;            // [3n] contact torque of the last step [N m], velocity Verlet only

@@ -29,11 +29,14 @@ struct Args {
     out: Option<String>,
     device: usize,
     seconds: f64,
+    hist_layout: cuda::HistLayout,
+    candidates: u32,
+    min_blocks: u32,
 }
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -45,6 +48,9 @@ fn parse() -> Result<Args> {
         out: None,
         device: 0,
         seconds: 3.0,
+        hist_layout: cuda::HistLayout::SlotMajor,
+        candidates: cuda::DEFAULT_CANDIDATES,
+        min_blocks: 0,
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -58,6 +64,17 @@ fn parse() -> Result<Args> {
             "--out" => a.out = Some(v),
             "--device" => a.device = v.parse()?,
             "--seconds" => a.seconds = v.parse()?,
+            // Kernel variants (issue 13 measurements): history layout, contact buffering,
+            // collide launch bounds.
+            "--hist-layout" => {
+                a.hist_layout = match v.as_str() {
+                    "slot" => cuda::HistLayout::SlotMajor,
+                    "row" => cuda::HistLayout::RowMajor,
+                    _ => bail!("--hist-layout takes slot or row, not {v}"),
+                }
+            }
+            "--candidates" => a.candidates = v.parse()?,
+            "--min-blocks" => a.min_blocks = v.parse()?,
             _ => bail!("unknown option {k}"),
         }
     }
@@ -122,6 +139,9 @@ fn opts(a: &Args) -> CudaOptions {
     CudaOptions {
         device: a.device,
         check_every: 5000,
+        hist_layout: a.hist_layout,
+        candidates: a.candidates,
+        min_blocks: a.min_blocks,
         ..Default::default()
     }
 }
@@ -529,6 +549,15 @@ fn bench(a: &Args) -> Result<()> {
             ),
             ("collide_gb_per_s", num(bw)),
             ("sim_time_s", num(sim.time())),
+            (
+                "kernel_variant",
+                js(&format!(
+                    "{:?} history, candidates {}, min blocks {}",
+                    a.hist_layout,
+                    a.candidates,
+                    sim.module_config().collide_min_blocks()
+                )),
+            ),
         ],
     )?;
     if a.particles >= 1_000_000 && a.phase == "loose" {

@@ -71,6 +71,56 @@ pub(crate) struct DeviceState {
     pub real_size: usize,
 }
 
+/// Bytes of one device `HistEntry` (params.cuh): three `real` springs and a u32 partner, 16 B
+/// with float, 32 B with double (padded).
+pub(crate) fn hist_entry_bytes(real: usize) -> usize {
+    if real == 8 {
+        32
+    } else {
+        16
+    }
+}
+
+/// Packs entries (partner, spring) into device `HistEntry` bytes in `real` precision.
+fn pack_hist(partner: &[u32], xi: &[f64], real: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(partner.len() * hist_entry_bytes(real));
+    for (e, &q) in partner.iter().enumerate() {
+        for x in &xi[3 * e..3 * e + 3] {
+            if real == 8 {
+                out.extend_from_slice(&x.to_ne_bytes());
+            } else {
+                out.extend_from_slice(&(*x as f32).to_ne_bytes());
+            }
+        }
+        out.extend_from_slice(&q.to_ne_bytes());
+        if real == 8 {
+            out.extend_from_slice(&0u32.to_ne_bytes());
+        }
+    }
+    out
+}
+
+/// Unpacks device `HistEntry` bytes into partners and springs (f64).
+fn unpack_hist(bytes: &[u8], real: usize) -> (Vec<u32>, Vec<f64>) {
+    let eb = hist_entry_bytes(real);
+    let m = bytes.len() / eb;
+    let (mut partner, mut xi) = (Vec::with_capacity(m), Vec::with_capacity(3 * m));
+    let word = |b: &[u8]| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+    for e in bytes.chunks_exact(eb) {
+        for c in 0..3 {
+            xi.push(if real == 8 {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&e[8 * c..8 * c + 8]);
+                f64::from_ne_bytes(w)
+            } else {
+                f32::from_bits(word(&e[4 * c..])) as f64
+            });
+        }
+        partner.push(word(&e[3 * real..]));
+    }
+    (partner, xi)
+}
+
 /// Sizes of the per-particle arrays of one configuration.
 struct Layout {
     real: usize,
@@ -93,8 +143,7 @@ impl Layout {
         if self.friction {
             v.push(("row", 4 * n));
             v.push(("hist_count", 4 * n));
-            v.push(("hist_partner", 4 * self.cap * n));
-            v.push(("hist_xi", 3 * self.real * self.cap * n));
+            v.push(("hist", hist_entry_bytes(self.real) * self.cap * n));
         }
         v
     }
@@ -295,9 +344,8 @@ pub(crate) fn upload(
                 "omega" => a.omega = ptr,
                 "species" => a.species = ptr,
                 "hist_count" => a.hist_count = ptr,
-                "hist_partner" => a.hist_partner = ptr,
-                "row" => a.row = ptr,
-                _ => a.hist_xi = ptr,
+                "hist" => a.hist = ptr,
+                _ => a.row = ptr,
             }
         }
         if copy.is_empty() {
@@ -356,6 +404,7 @@ pub(crate) fn upload(
     let pw_ptr = alloc(stream, &mut st, "tables.pw", 8 * pw.len())?;
     upload_bytes(stream, &mut st, pw_ptr, as_bytes(&pw))?;
 
+    let hist_strides = opts.hist_layout.strides(n, opts.hist_cap as usize);
     let params = DemParams {
         origin: grid.origin,
         cell: grid.cell,
@@ -369,6 +418,8 @@ pub(crate) fn upload(
         n_species: sc.species_radius.len() as u32,
         n_walls: table.n_walls as u32,
         hist_cap: opts.hist_cap,
+        hist_sc: hist_strides.0 as u32,
+        hist_sr: hist_strides.1 as u32,
         diag: 0,
         integrate: if verlet {
             super::params::INTEGRATE_HALF_KICK
@@ -434,8 +485,9 @@ pub(crate) fn set_state(
         // they are. Entries beyond the device's capacity are dropped (their springs restart
         // at zero) and logged.
         let cap = p.hist_cap as usize;
+        let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
         let mut count = vec![0u32; n];
-        let mut partner = vec![0u32; cap * n];
+        let mut partner = vec![PARTNER_NONE; cap * n];
         let mut xi = vec![0f64; 3 * cap * n];
         let mut dropped = 0u64;
         for (i, count) in count.iter_mut().enumerate() {
@@ -444,7 +496,7 @@ pub(crate) fn set_state(
                     dropped += 1;
                     continue;
                 }
-                let e = *count as usize * n + i;
+                let e = *count as usize * sc + i * sr;
                 partner[e] = h.partner;
                 xi[3 * e..3 * e + 3].copy_from_slice(&h.xi);
                 *count += 1;
@@ -457,8 +509,7 @@ pub(crate) fn set_state(
             );
         }
         upload_bytes(stream, st, a.hist_count, as_bytes(&count))?;
-        upload_bytes(stream, st, a.hist_partner, as_bytes(&partner))?;
-        upload_bytes(stream, st, a.hist_xi, &real_bytes(&xi, real))?;
+        upload_bytes(stream, st, a.hist, &pack_hist(&partner, &xi, real))?;
     }
     stream
         .synchronize()
@@ -507,7 +558,7 @@ fn download_real(
 }
 
 /// The device's contact history as downloaded after a step (or an upload), when each particle's
-/// history row is its slot: entry c of slot k at `c * n + k`.
+/// history row is its slot: entry c of slot k at `c * strides.0 + k * strides.1`.
 struct DeviceHistory<'a> {
     /// Particle id of each slot (n).
     ids: &'a [u32],
@@ -517,16 +568,17 @@ struct DeviceHistory<'a> {
     partner: &'a [u32],
     /// Spring of each entry (3 * hist_cap * n).
     xi: &'a [f64],
+    /// (entry stride, row stride): [`super::HistLayout::strides`].
+    strides: (usize, usize),
 }
 
 /// Writes the device history into the portable one (id order, the device's `hist_cap` slots
 /// per particle, used ones first): partners and springs as they are, nothing converted or
 /// dropped.
 fn history_to_portable(h: &DeviceHistory<'_>, cap: usize, out: &mut [HistEntry]) {
-    let n = h.ids.len();
     for (k, &id) in h.ids.iter().enumerate() {
         for c in 0..h.count[k] as usize {
-            let e = c * n + k;
+            let e = c * h.strides.0 + k * h.strides.1;
             out[id as usize * cap + c] = HistEntry {
                 partner: h.partner[e],
                 xi: [h.xi[3 * e], h.xi[3 * e + 1], h.xi[3 * e + 2]],
@@ -600,8 +652,9 @@ pub(crate) fn download_state(
     if a.hist_count != 0 {
         let cap = p.hist_cap as usize;
         let count: Vec<u32> = download(stream, st, a.hist_count, n)?;
-        let partner: Vec<u32> = download(stream, st, a.hist_partner, cap * n)?;
-        let xi = download_real(stream, st, a.hist_xi, 3 * cap * n)?;
+        let bytes: Vec<u8> =
+            download(stream, st, a.hist, hist_entry_bytes(st.real_size) * cap * n)?;
+        let (partner, xi) = unpack_hist(&bytes, st.real_size);
         s.history = vec![HistEntry::NONE; cap * n];
         s.history_cap = cap;
         history_to_portable(
@@ -610,6 +663,7 @@ pub(crate) fn download_state(
                 count: &count,
                 partner: &partner,
                 xi: &xi,
+                strides: (p.hist_sc as usize, p.hist_sr as usize),
             },
             cap,
             &mut s.history,
@@ -621,6 +675,61 @@ pub(crate) fn download_state(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Device history entries survive packing and unpacking in both precisions (f32 rounds the
+    /// springs once, f64 keeps them), partners included.
+    #[test]
+    fn history_entries_pack_and_unpack() {
+        let partner = [7u32, PARTNER_NONE, 0x8000_0003];
+        let xi = [0.1, -2.5e-7, 3.0, 0.0, 0.0, 0.0, 1e-12, 5.0, -0.75];
+        for real in [4usize, 8] {
+            let bytes = pack_hist(&partner, &xi, real);
+            assert_eq!(bytes.len(), 3 * hist_entry_bytes(real));
+            let (q, x) = unpack_hist(&bytes, real);
+            assert_eq!(q, partner);
+            for (a, b) in x.iter().zip(&xi) {
+                let want = if real == 8 { *b } else { *b as f32 as f64 };
+                assert_eq!(a.to_bits(), want.to_bits());
+            }
+        }
+    }
+
+    /// Row-major device history (entry c of slot k at k * cap + c) exports like slot-major.
+    #[test]
+    fn row_major_history_exports_like_slot_major() {
+        let (n, cap) = (3usize, 4usize);
+        let ids = [2u32, 0, 1];
+        let count = [1u32, 4, 2];
+        for layout in [
+            super::super::HistLayout::SlotMajor,
+            super::super::HistLayout::RowMajor,
+        ] {
+            let (sc, sr) = layout.strides(n, cap);
+            let mut partner = vec![PARTNER_NONE; cap * n];
+            let mut xi = vec![0f64; 3 * cap * n];
+            for k in 0..n {
+                for c in 0..count[k] as usize {
+                    partner[c * sc + k * sr] = (10 * k + c) as u32;
+                    xi[3 * (c * sc + k * sr) + 1] = c as f64 + 0.5;
+                }
+            }
+            let mut out = vec![HistEntry::NONE; n * cap];
+            let h = DeviceHistory {
+                ids: &ids,
+                count: &count,
+                partner: &partner,
+                xi: &xi,
+                strides: (sc, sr),
+            };
+            history_to_portable(&h, cap, &mut out);
+            // Particle 0 is slot 1 (4 entries), particle 2 is slot 0 (1 entry).
+            assert_eq!(out[3].partner, 13, "{layout:?}");
+            assert_eq!(out[3].xi[1], 3.5, "{layout:?}");
+            assert_eq!(out[2 * cap].partner, 0, "{layout:?}");
+            assert_eq!(out[2 * cap + 1].partner, PARTNER_NONE, "{layout:?}");
+            assert_eq!(out[cap + 1].partner, 21, "{layout:?}");
+        }
+    }
 
     /// Two particles (slots swapped against ids) with 18 and 2 device entries of 20: the
     /// portable state keeps all of them, in order, under the particles' ids.
@@ -643,6 +752,7 @@ mod tests {
             count: &count,
             partner: &partner,
             xi: &xi,
+            strides: (n, 1),
         };
         history_to_portable(&h, cap, &mut out);
         // Slot 0 is particle 1: 18 entries, in order.

@@ -104,6 +104,10 @@ impl CudaError {
 /// the host's memory can still run out of it.
 pub const HOST_BYTES_PER_PARTICLE: u64 = crate::case::STATE_BYTES_PER_PARTICLE + 4 + 3 * 24;
 
+/// Particle contacts a collide thread buffers before evaluating them (contact.cu, issue 13):
+/// 16 holds the 12 neighbours of a dense monodisperse pack in one pass.
+pub const DEFAULT_CANDIDATES: u32 = 16;
+
 /// Options of the CUDA backend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CudaOptions {
@@ -127,6 +131,34 @@ pub struct CudaOptions {
     /// Keep the last step's contact force and contact count per particle (+16 B/particle), for
     /// snapshots, VTK output and the force field of frames.
     pub store_forces: bool,
+    /// Where history entry c of a particle's row lives ([`HistLayout`]).
+    pub hist_layout: HistLayout,
+    /// Particle contacts buffered per collide thread before evaluation
+    /// ([`kernels::ModuleConfig::candidates`]; 0 = evaluate as found).
+    pub candidates: u32,
+    /// `__launch_bounds__` minimum blocks of the collide (0 = the measured default).
+    pub min_blocks: u32,
+}
+
+/// Layout of the contact history on the device: entry c of history row r at `c * n + r`
+/// (slot-major: a warp's threads reading their c-th entries read consecutive entries) or at
+/// `r * hist_cap + c` (row-major: a particle's entries are consecutive). Both are kept so that
+/// benchmarks can compare them (`dem-gpu-bench --hist-layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HistLayout {
+    #[default]
+    SlotMajor,
+    RowMajor,
+}
+
+impl HistLayout {
+    /// (stride of the entry index, stride of the row) for `n` rows of `cap` entries.
+    pub fn strides(self, n: usize, cap: usize) -> (usize, usize) {
+        match self {
+            HistLayout::SlotMajor => (n, 1),
+            HistLayout::RowMajor => (1, cap),
+        }
+    }
 }
 
 impl Default for CudaOptions {
@@ -138,6 +170,9 @@ impl Default for CudaOptions {
             profile: false,
             check_every: 1000,
             store_forces: false,
+            hist_layout: HistLayout::SlotMajor,
+            candidates: DEFAULT_CANDIDATES,
+            min_blocks: 0,
         }
     }
 }
@@ -238,6 +273,8 @@ impl CudaSim {
             rotation,
             double: opts.double,
             meshes: !sc.meshes.is_empty(),
+            candidates: opts.candidates,
+            min_blocks: opts.min_blocks,
         };
         // Before compiling (seconds) and allocating anything: does the case fit?
         buffers::check_device_memory(&ctx, sc, n, cfg, opts)?;

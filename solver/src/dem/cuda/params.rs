@@ -38,6 +38,9 @@ pub struct DemParams {
     pub n_species: u32,
     pub n_walls: u32,
     pub hist_cap: u32,
+    /// History entry c of row r is at `c * hist_sc + r * hist_sr` ([`HistLayout`]).
+    pub hist_sc: u32,
+    pub hist_sr: u32,
     pub diag: u32,
     /// `DEM_INTEGRATE_*` of params.cuh: what `dem_collide` does after the forces.
     pub integrate: u32,
@@ -56,8 +59,8 @@ pub struct ParticleArrays {
     pub id: u64,
     pub species: u64,
     pub hist_count: u64,
-    pub hist_partner: u64,
-    pub hist_xi: u64,
+    /// `HistEntry` array (packed spring + partner), `hist_cap * n` entries.
+    pub hist: u64,
     pub force: u64,
     pub contacts: u64,
     pub torque: u64,
@@ -117,8 +120,8 @@ pub struct MeshArrays {
 const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
 const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
 const _: () = assert!(std::mem::size_of::<MeshArrays>() == 72);
-const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 10 * 4 + 3 * 8);
-const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 96);
+const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 12 * 4 + 3 * 8);
+const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
 const _: () = assert!(std::mem::size_of::<GridArrays>() == 40);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);
 const _: () = assert!(std::mem::size_of::<crate::dem::physics::MaterialPair>() == 56);

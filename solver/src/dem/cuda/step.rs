@@ -44,8 +44,7 @@ impl StageTimes {
 /// Exchanges the contact-history buffers of two particle array sets.
 fn swap_history(a: &mut ParticleArrays, b: &mut ParticleArrays) {
     std::mem::swap(&mut a.hist_count, &mut b.hist_count);
-    std::mem::swap(&mut a.hist_partner, &mut b.hist_partner);
-    std::mem::swap(&mut a.hist_xi, &mut b.hist_xi);
+    std::mem::swap(&mut a.hist, &mut b.hist);
 }
 
 fn blocks(n: u32, threads: u32) -> LaunchConfig {
