@@ -175,6 +175,7 @@ impl ModuleConfig {
             "-DDEM_COLLIDE_MIN_BLOCKS={}",
             self.collide_min_blocks()
         ));
+        d.push(format!("-DCOLLIDE_BLOCK={COLLIDE_THREADS}"));
         d.push(format!("-DDEM_COMPACT={}", u32::from(self.candidates > 0)));
         if self.candidates > 0 {
             d.push(format!("-DDEM_CANDIDATES={}", self.candidates));
@@ -267,6 +268,35 @@ mod tests {
     #[test]
     fn parity_kernel_is_defined() {
         assert!(parity_module_source().contains(&format!("void {PARITY_KERNEL}(")));
+    }
+
+    /// The collide's block size comes from the launch constant, and a buffer of 0 compiles the
+    /// unbuffered contact loop.
+    #[test]
+    fn collide_defines_follow_the_config() {
+        let cfg = ModuleConfig {
+            model: 0,
+            friction: true,
+            rotation: true,
+            double: false,
+            meshes: false,
+            candidates: 24,
+            min_blocks: 0,
+        };
+        let d = cfg.defines();
+        assert!(d.contains(&format!("-DCOLLIDE_BLOCK={COLLIDE_THREADS}")));
+        assert!(d.contains(&"-DDEM_COMPACT=1".to_string()));
+        assert!(d.contains(&"-DDEM_CANDIDATES=24".to_string()));
+        assert!(d.contains(&"-DDEM_COLLIDE_MIN_BLOCKS=6".to_string()));
+        let off = ModuleConfig {
+            candidates: 0,
+            min_blocks: 4,
+            ..cfg
+        }
+        .defines();
+        assert!(off.contains(&"-DDEM_COMPACT=0".to_string()));
+        assert!(!off.iter().any(|x| x.starts_with("-DDEM_CANDIDATES")));
+        assert!(off.contains(&"-DDEM_COLLIDE_MIN_BLOCKS=4".to_string()));
     }
 
     #[test]

@@ -41,8 +41,11 @@
 #ifndef DEM_COLLIDE_MIN_BLOCKS
 #define DEM_COLLIDE_MIN_BLOCKS 1
 #endif
-// Threads per block of dem_collide (kernels::COLLIDE_THREADS).
+// Threads per block of dem_collide: set by the host from kernels::COLLIDE_THREADS (the launch
+// size and the per-thread buffer's shape must agree).
+#ifndef COLLIDE_BLOCK
 #define COLLIDE_BLOCK 128
+#endif
 // DEM_COMPACT 1: particle contacts are found first and evaluated from a per-thread buffer of
 // DEM_CANDIDATES slots (see dem_collide); 0: evaluated as found.
 #ifndef DEM_COMPACT
