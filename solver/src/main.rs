@@ -27,13 +27,49 @@ fn main() -> ExitCode {
         .with_target(false)
         .init();
     let cli = Cli::parse();
-    match real_main(cli) {
+    if let Err(e) = app::ranks::init() {
+        eprintln!("solver: error: {}", shm_protocol::error_report(&e));
+        return ExitCode::FAILURE;
+    }
+    let ranks = app::ranks::current();
+    let result = match &ranks {
+        Some(r) if !r.comm.is_root() => follow(r.clone(), &cli),
+        _ => real_main(cli),
+    };
+    let code = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("solver: error: {}", shm_protocol::error_report(&e));
+            let rank = match &ranks {
+                Some(r) => format!(" (MPI rank {})", r.comm.rank()),
+                None => String::new(),
+            };
+            eprintln!("solver{rank}: error: {}", shm_protocol::error_report(&e));
+            if let Some(r) = &ranks {
+                // Rank 0 failed before the others got a start state: release them.
+                r.cancel_start();
+            }
             ExitCode::FAILURE
         }
+    };
+    drop(ranks);
+    app::ranks::finalize();
+    code
+}
+
+/// A rank other than 0: rank 0 decides when to stop (a signal that reaches every rank, as
+/// from the launcher, is handled by rank 0's clean stop), so signals only get noted here.
+fn follow(ranks: solver::exec::sim::RankSet, cli: &Cli) -> Result<()> {
+    if let Some(n) = cli.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .context("setting up the CPU thread pool")?;
     }
+    let noted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, noted.clone()).context("installing signal handlers")?;
+    }
+    app::ranks::follow(ranks)
 }
 
 /// Most CPU threads accepted: more than this many per core only adds switching.
@@ -109,6 +145,20 @@ pub enum Backend {
 }
 
 fn pick_backend(choice: BackendChoice) -> Result<Backend> {
+    if let Some(r) = app::ranks::current() {
+        return match choice {
+            BackendChoice::Cuda => bail!(
+                "--backend cuda over {} MPI ranks: one rank per GPU needs the multi-GPU worker, \
+                 which is not built yet; use --backend cpu (CPU sub-domains on every rank)",
+                r.comm.size()
+            ),
+            BackendChoice::Auto => {
+                tracing::info!("{} MPI ranks: running on the CPU backend", r.comm.size());
+                Ok(Backend::Cpu)
+            }
+            BackendChoice::Cpu => Ok(Backend::Cpu),
+        };
+    }
     match choice {
         BackendChoice::Cpu => Ok(Backend::Cpu),
         BackendChoice::Cuda => match app::gpu::cuda_driver_available() {
@@ -273,6 +323,7 @@ fn real_main(cli: Cli) -> Result<()> {
             bail!("segment {name:?}: {why}");
         }
         Ok(ending) => {
+            sim.finish();
             if ending == Ending::Stopped {
                 tracing::info!("stopped on request");
             }

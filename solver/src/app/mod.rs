@@ -3,6 +3,7 @@ pub mod cli;
 pub mod control;
 pub mod gpu;
 pub mod port;
+pub mod ranks;
 pub mod resume;
 pub mod run;
 pub mod sim;

@@ -56,4 +56,6 @@ pub trait SimPort {
     fn stage_summary(&self) -> String;
     /// Backend name for logs.
     fn backend_name(&self) -> String;
+    /// The run ended normally (a run over several processes lets its other ranks go).
+    fn finish(&mut self) {}
 }

@@ -33,7 +33,10 @@ const GPU_BATCH: u64 = 16;
 
 fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
     match backend {
-        Backend::Cpu => BackendKind::Cpu,
+        Backend::Cpu => match super::ranks::current() {
+            Some(ranks) => BackendKind::CpuRanks(ranks),
+            None => BackendKind::Cpu,
+        },
         Backend::Cuda => BackendKind::Cuda(CudaOptions {
             device: cli.devices,
             ..CudaOptions::default()
@@ -92,7 +95,11 @@ fn start(case: Case, kind: &BackendKind, cli: &Cli) -> Result<Box<dyn SimPort>> 
     for w in sim.warnings() {
         tracing::warn!("{w}");
     }
-    Ok(Box::new(SimRunner::new(sim, config_toml, fields)))
+    Ok(super::ranks::port(Box::new(SimRunner::new(
+        sim,
+        config_toml,
+        fields,
+    ))))
 }
 
 /// A new run: the case file, or the built-in falling box.
@@ -108,6 +115,7 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("{}: cannot read case file", path.display()))?;
             if super::sph::is_sph(&text) {
+                super::ranks::refuse("an SPH case")?;
                 return super::sph::build(path, &text, cli);
             }
             // Validated once, after the overrides, when the simulation is built (placing the
@@ -134,6 +142,7 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
 /// Continues from a checkpoint file.
 pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
     if solver::sph::checkpoint::is_sph_checkpoint(path) {
+        super::ranks::refuse("an SPH checkpoint")?;
         return super::sph::restore(path, cli);
     }
     if cli.particles.is_some() || cli.dt.is_some() {
@@ -152,7 +161,11 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     );
     let config_toml = self_contained_toml(sim.case())?;
     let fields = frame_fields(sim.case(), cli)?;
-    Ok(Box::new(SimRunner::new(sim, config_toml, fields)))
+    Ok(super::ranks::port(Box::new(SimRunner::new(
+        sim,
+        config_toml,
+        fields,
+    ))))
 }
 
 /// Continues a dead run from the last complete frame of segment `name`, after checking the
@@ -214,7 +227,11 @@ pub fn resume_from_frame(
     // The segment keeps the fields it was made with.
     let fields = frame.meta.fields;
     let sim = Simulation::from_frame_on(case, &input, &backend_kind(backend, cli))?;
-    Ok(Box::new(SimRunner::new(sim, config_toml, fields)))
+    Ok(super::ranks::port(Box::new(SimRunner::new(
+        sim,
+        config_toml,
+        fields,
+    ))))
 }
 
 /// A [`Simulation`] as the run loop sees it.
@@ -380,11 +397,6 @@ impl SimPort for SimRunner {
     }
 
     fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> Result<bool> {
-        // A run whose particle set changes names the live particles of each frame.
-        if w.field_ptr_if_reserved(FieldKind::ParticleId).is_some() {
-            w.particle_ids_mut()?
-                .copy_from_slice(&self.sim.particle_ids());
-        }
         // Fields the segment does not reserve are not produced (null: the pack skips them).
         let mut ptr = |k: FieldKind| w.field_ptr_if_reserved(k).unwrap_or(std::ptr::null_mut());
         let out = RawKinematics {
@@ -399,8 +411,14 @@ impl SimPort for SimRunner {
         // frame's particle count (= count) elements; the slot stays odd, unread and untouched
         // until the run loop commits it, which it does only after the copy completed.
         let t0 = std::time::Instant::now();
+        // (Collective over MPI ranks: first, so that no error on this rank can skip it.)
         let in_flight = unsafe { self.sim.begin_kinematics_copy(out) }
             .context("copying the state into the frame")?;
+        // A run whose particle set changes names the live particles of each frame.
+        if w.field_ptr_if_reserved(FieldKind::ParticleId).is_some() {
+            w.particle_ids_mut()?
+                .copy_from_slice(&self.sim.particle_ids());
+        }
         // The host's share of publishing (a device copy runs on while the steps go on).
         self.sim.add_publish_time(t0.elapsed());
         Ok(in_flight)
@@ -419,6 +437,8 @@ impl SimPort for SimRunner {
     }
 
     fn write_output(&mut self, dir: &Path, _index: u64) -> Result<()> {
+        // The snapshot first (collective over MPI ranks; the VTK writer uses it, cached).
+        self.sim.snapshot()?;
         if self.vtk.as_ref().is_none_or(|(d, _)| d != dir) {
             self.vtk = Some((dir.to_path_buf(), VtkSeries::new(dir, "particles")?));
         }

@@ -7,7 +7,7 @@ use crate::core::vec3::V3;
 use crate::exec::method::{Field, FieldSet, Method};
 
 /// Particles as arrays; the arrays of fields outside `fields` are empty.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ParticleBatch {
     pub fields: FieldSet,
     pub id: Vec<u32>,

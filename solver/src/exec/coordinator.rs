@@ -6,9 +6,17 @@
 //! `integrate (kick, drift) -> exchange -> prepare -> forces -> integrate (kick) -> reduce`), each
 //! stage run on all workers in parallel and timed under its name. A single worker skips the
 //! exchange. A [`Crew::Fused`] worker (one GPU) runs the same stages itself, queued per batch.
+//!
+//! A run over several processes (MPI ranks, [`Comm`]) has one coordinator per rank, each
+//! driving its rank's block of the staged workers: the clock, plan and id index are the same on
+//! every rank (every decision that changes them is taken from all-reduced or all-gathered
+//! data), messages go through the [`Ranks`] transport, and the accessors that assemble
+//! per-particle data (state, snapshot, energies, frames) gather it on rank 0. Every rank must
+//! call the same collective methods in the same order; they say so in their documentation.
 
+use super::comm::{decode, encode, rank_workers, Comm, Solo};
 use super::stages::{Stage, StageTimers};
-use super::transport::{InProcess, Transport};
+use super::transport::{InProcess, Ranks, Transport};
 use super::worker::{
     BackendStats, Energies, FusedWorker, IdIndex, Phase, RawKinematics, Snapshot, StagedWorker,
     StepError,
@@ -23,6 +31,9 @@ use crate::dem::state::{
     HistEntry, ParticleFlow, SimState, StepContext, HISTORY_CAP, PARTNER_NONE,
 };
 use rayon::prelude::*;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Simulated time, step count and the current time step.
@@ -67,6 +78,10 @@ pub struct Coordinator {
     flow: ParticleFlow,
     /// The case's inflow sources (staged workers), planned in `flow`.
     inflows: Option<super::inflow::Inflows>,
+    /// The processes of the run ([`Solo`] for one).
+    comm: Arc<dyn Comm>,
+    /// Global indices of the workers this rank drives (all of them in one process).
+    local: Range<usize>,
 }
 
 /// Particles that changed owner since the run (re)started.
@@ -91,6 +106,18 @@ impl Coordinator {
         state: SimState,
         decomposition: &Decomposition,
     ) -> Result<Coordinator, PlanError> {
+        Self::cpu_on(ctx, state, decomposition, Arc::new(Solo))
+    }
+
+    /// [`Coordinator::cpu`] over the ranks of `comm` (collective): every rank passes the same
+    /// full `state` and keeps its block of the workers ([`rank_workers`]). The decomposition
+    /// needs at least one sub-domain per rank.
+    pub fn cpu_on(
+        ctx: Arc<StepContext>,
+        state: SimState,
+        decomposition: &Decomposition,
+        comm: Arc<dyn Comm>,
+    ) -> Result<Coordinator, PlanError> {
         decomposition.check()?;
         let n = decomposition.subdomains;
         let axis = if n == 1 {
@@ -108,9 +135,24 @@ impl Coordinator {
         let (forces_valid, base_overflows) = (state.forces_valid, state.history_overflows);
         let index = IdIndex::new(&state.id);
         let flow = state.flow.clone();
+        let ranks = comm.size();
+        assert!(
+            n as usize >= ranks,
+            "{n} sub-domains for {ranks} ranks: each rank needs one"
+        );
+        let blocks: Vec<Range<usize>> = (0..ranks)
+            .map(|r| rank_workers(n as usize, ranks, r))
+            .collect();
+        let local = blocks[comm.rank()].clone();
+        let transport: Box<dyn Transport<ParticleBatch>> = if ranks > 1 {
+            Box::new(Ranks::new(comm.clone(), blocks))
+        } else {
+            Box::new(InProcess)
+        };
         let workers: Vec<Staged> = distribute(state, &grid, &plan)
             .into_iter()
             .enumerate()
+            .filter(|(rank, _)| local.contains(rank))
             .map(|(rank, own)| {
                 Box::new(CpuWorker::new(
                     ctx.clone(),
@@ -131,7 +173,7 @@ impl Coordinator {
             plan,
             grid,
             crew: Crew::Staged(workers),
-            transport: Box::new(InProcess),
+            transport,
             integrator: ctx.integrator,
             forces_valid,
             index,
@@ -141,6 +183,8 @@ impl Coordinator {
             ctx: Some(ctx.clone()),
             flow,
             inflows: None,
+            comm,
+            local,
         };
         c.clock.dt = c.reduce_dt();
         c.exchange_halo();
@@ -172,6 +216,8 @@ impl Coordinator {
                 ..Default::default()
             },
             inflows: None,
+            comm: Arc::new(Solo),
+            local: 0..1,
         }
     }
 
@@ -211,13 +257,54 @@ impl Coordinator {
         &self.index
     }
 
-    /// Stage `reduce` for the time step: the minimum over the workers.
+    /// The processes of the run.
+    pub fn comm(&self) -> &Arc<dyn Comm> {
+        &self.comm
+    }
+
+    /// Every rank's `local` items, concatenated in rank order on every rank (collective).
+    fn all_gather_vec<T: Serialize + DeserializeOwned>(&self, local: Vec<T>, what: &str) -> Vec<T> {
+        if self.comm.size() == 1 {
+            return local;
+        }
+        self.comm
+            .all_gather(encode(&local))
+            .iter()
+            .flat_map(|b| decode::<Vec<T>>(b, what))
+            .collect()
+    }
+
+    /// Every rank's `local` items in rank order on rank 0; `None` on the other ranks
+    /// (collective).
+    fn gather_vec<T: Serialize + DeserializeOwned>(
+        &self,
+        local: Vec<T>,
+        what: &str,
+    ) -> Option<Vec<T>> {
+        if self.comm.size() == 1 {
+            return Some(local);
+        }
+        let root = self.comm.is_root();
+        let all = self
+            .comm
+            .gather(if root { Vec::new() } else { encode(&local) });
+        root.then(|| {
+            let mut out = local;
+            for b in &all[1..] {
+                out.extend(decode::<Vec<T>>(b, what));
+            }
+            out
+        })
+    }
+
+    /// Stage `reduce` for the time step: the minimum over the workers (collective).
     fn reduce_dt(&self) -> f64 {
         match &self.crew {
-            Crew::Staged(w) => w
-                .iter()
-                .map(|w| w.stable_dt())
-                .fold(f64::INFINITY, f64::min),
+            Crew::Staged(w) => self.comm.min_f64(
+                w.iter()
+                    .map(|w| w.stable_dt())
+                    .fold(f64::INFINITY, f64::min),
+            ),
             Crew::Fused(w) => w.stable_dt(),
         }
     }
@@ -307,8 +394,9 @@ impl Coordinator {
             .par_iter()
             .filter_map(|w| w.first_nonfinite())
             .min();
+        let bad = self.comm.min_u64(bad.map_or(u64::MAX, u64::from));
         self.timers.add(Stage::Reduce, t0.elapsed());
-        match bad {
+        match u32::try_from(bad).ok() {
             Some(id) => Err(StepError::NonFinite {
                 id,
                 step: self.clock.step,
@@ -331,11 +419,12 @@ impl Coordinator {
         let t0 = std::time::Instant::now();
         let (lo, hi) = (ctx.domain_min, ctx.domain_max);
         let doomed = |p: crate::core::vec3::V3| ctx.outflows.iter().any(|o| o.contains(p, lo, hi));
-        let mut gone: Vec<(u32, u32)> = self
+        let gone: Vec<(u32, u32)> = self
             .workers()
             .par_iter_mut()
             .flat_map(|w| w.remove(&doomed))
             .collect();
+        let mut gone = self.all_gather_vec(gone, "removed particles");
         if !gone.is_empty() {
             gone.sort_unstable();
             for &(_, s) in &gone {
@@ -373,6 +462,7 @@ impl Coordinator {
                 .par_iter()
                 .flat_map(|w| w.kinematics().pos)
                 .collect();
+            let existing = self.all_gather_vec(existing, "positions");
             let new = inflows.place(&mut self.flow, t_prev, t, &existing);
             if !new.is_empty() {
                 let (plan, grid) = (self.plan.clone(), self.grid.clone());
@@ -393,9 +483,10 @@ impl Coordinator {
                     b.contacts.push(0);
                     b.hist.push([HistEntry::NONE; HISTORY_CAP]);
                 }
+                let local = self.local.clone();
                 self.workers()
                     .par_iter_mut()
-                    .zip(batches)
+                    .zip(batches.into_iter().skip(local.start).take(local.len()).collect::<Vec<_>>())
                     .for_each(|(w, b)| {
                         if !b.is_empty() {
                             w.adopt(b)
@@ -454,11 +545,24 @@ impl Coordinator {
         self.timers.add(Stage::Exchange, t0.elapsed());
     }
 
-    /// The full state in id order, assembled from every worker.
+    /// The full state in id order, assembled from every worker (collective: on ranks other
+    /// than 0 it is a state without particles).
     pub fn export_state(&self) -> Result<SimState, StepError> {
         let w = match &self.crew {
             Crew::Fused(w) => return w.export_state(),
             Crew::Staged(w) => w,
+        };
+        let history_overflows = self.stats()?.history_overflows;
+        let local: Vec<ParticleBatch> = w.iter().map(|w| w.export()).collect();
+        let Some(batches) = self.gather_vec(local, "particle states") else {
+            return Ok(SimState::new(
+                self.clock.time,
+                self.clock.step,
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+            ));
         };
         let n = self.index.len();
         let mut s = SimState {
@@ -475,11 +579,11 @@ impl Coordinator {
             contacts: vec![0; n],
             history: vec![HistEntry::NONE; n * HISTORY_CAP],
             history_cap: HISTORY_CAP,
-            history_overflows: self.stats()?.history_overflows,
+            history_overflows,
             flow: self.flow.clone(),
         };
         let mut seen = 0;
-        for b in w.iter().map(|w| w.export()) {
+        for b in batches {
             seen += b.len();
             for i in 0..b.len() {
                 let k = self.index.of(b.id[i]);
@@ -497,11 +601,15 @@ impl Coordinator {
         Ok(s)
     }
 
-    /// Kinematics in id order (f64).
+    /// Kinematics in id order (f64; collective: empty on ranks other than 0).
     pub fn snapshot(&self) -> Result<Snapshot, StepError> {
         let w = match &self.crew {
             Crew::Fused(w) => return w.snapshot(),
             Crew::Staged(w) => w,
+        };
+        let local: Vec<ParticleBatch> = w.iter().map(|w| w.kinematics()).collect();
+        let Some(batches) = self.gather_vec(local, "kinematics") else {
+            return Ok(Snapshot::default());
         };
         let n = self.index.len();
         let mut s = Snapshot {
@@ -511,7 +619,7 @@ impl Coordinator {
             force: vec![[0.0; 3]; n],
             contacts: vec![0; n],
         };
-        for b in w.iter().map(|w| w.kinematics()) {
+        for b in batches {
             for i in 0..b.len() {
                 let k = self.index.of(b.id[i]);
                 s.pos[k] = b.pos[i];
@@ -524,16 +632,38 @@ impl Coordinator {
         Ok(s)
     }
 
-    /// Energies summed in id order (the same bits for any decomposition).
+    /// Energies summed in id order (the same bits for any decomposition; collective: zero on
+    /// ranks other than 0).
     pub fn energies(&self) -> Result<Energies, StepError> {
         let w = match &self.crew {
             Crew::Fused(w) => return w.energies(),
             Crew::Staged(w) => w,
         };
         let t = self.clock.time;
+        let local: Vec<(u32, [f64; 4])> = w
+            .iter()
+            .flat_map(|w| w.energies(t))
+            .map(|(id, e)| {
+                let Energies {
+                    kinetic_translation: a,
+                    kinetic_rotation: b,
+                    potential: c,
+                    elastic: d,
+                } = e;
+                (id, [a, b, c, d])
+            })
+            .collect();
+        let Some(all) = self.gather_vec(local, "energies") else {
+            return Ok(Energies::default());
+        };
         let mut per = vec![Energies::default(); self.index.len()];
-        for (id, e) in w.iter().flat_map(|w| w.energies(t)) {
-            per[self.index.of(id)] = e;
+        for (id, [a, b, c, d]) in all {
+            per[self.index.of(id)] = Energies {
+                kinetic_translation: a,
+                kinetic_rotation: b,
+                potential: c,
+                elastic: d,
+            };
         }
         let mut total = Energies::default();
         for e in per {
@@ -545,22 +675,24 @@ impl Coordinator {
         Ok(total)
     }
 
+    /// Counters summed over every worker (collective).
     pub fn stats(&self) -> Result<BackendStats, StepError> {
         match &self.crew {
             Crew::Fused(w) => w.stats(),
-            Crew::Staged(w) => Ok(w.iter().fold(
-                BackendStats {
-                    history_overflows: self.base_overflows,
-                    contacts: 0,
-                },
-                |acc, w| {
+            Crew::Staged(w) => {
+                let local = w.iter().fold(BackendStats::default(), |acc, w| {
                     let s = w.stats();
                     BackendStats {
                         history_overflows: acc.history_overflows + s.history_overflows,
                         contacts: acc.contacts + s.contacts,
                     }
-                },
-            )),
+                });
+                Ok(BackendStats {
+                    history_overflows: self.base_overflows
+                        + self.comm.sum_u64(local.history_overflows),
+                    contacts: self.comm.sum_u64(local.contacts),
+                })
+            }
         }
     }
 
@@ -605,7 +737,7 @@ impl Coordinator {
         }
     }
 
-    /// Owned particles per worker.
+    /// Owned particles per worker (of this rank's workers in a run over several processes).
     pub fn worker_loads(&self) -> Vec<usize> {
         match &self.crew {
             Crew::Fused(_) => vec![self.index.len()],
@@ -621,7 +753,8 @@ impl Coordinator {
     }
 
     /// Writes the current kinematics into `out` (id order). Returns `true` when a device copy
-    /// is still in flight.
+    /// is still in flight. Collective: the other ranks' particles are gathered on rank 0, which
+    /// writes them; the other ranks pass null pointers.
     ///
     /// # Safety
     /// As [`FusedWorker::begin_kinematics_copy`].
@@ -636,10 +769,33 @@ impl Coordinator {
             Crew::Fused(w) => unsafe { w.begin_kinematics_copy(out) },
             Crew::Staged(w) => {
                 let index = &self.index;
-                for w in w.iter() {
-                    // SAFETY: forwarded contract; workers own disjoint ids, so their writes go
-                    // to disjoint elements.
-                    unsafe { w.pack(index, &out) };
+                let root = self.comm.is_root();
+                if root {
+                    for w in w.iter() {
+                        // SAFETY: forwarded contract; workers own disjoint ids, so their writes
+                        // go to disjoint elements.
+                        unsafe { w.pack(index, &out) };
+                    }
+                }
+                if self.comm.size() > 1 {
+                    let local: Vec<ParticleBatch> = if root {
+                        Vec::new()
+                    } else {
+                        w.iter().map(|w| w.kinematics()).collect()
+                    };
+                    for b in self.gather_vec(local, "kinematics").unwrap_or_default() {
+                        let k = crate::exec::worker::KinematicsSlices {
+                            ids: &b.id,
+                            pos: &b.pos,
+                            vel: &b.vel,
+                            omega: &b.omega,
+                            force: &b.force,
+                            contacts: &b.contacts,
+                        };
+                        // SAFETY: forwarded contract; the other ranks' particles are disjoint
+                        // from this rank's and from each other.
+                        unsafe { crate::exec::worker::pack_kinematics(k, index, &out) };
+                    }
                 }
                 Ok(false)
             }

@@ -22,7 +22,7 @@ pub enum Field {
 }
 
 /// A set of [`Field`]s.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct FieldSet(u32);
 
 impl FieldSet {

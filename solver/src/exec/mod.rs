@@ -3,9 +3,12 @@
 //! the facade the application and the tests use. [`method`] is what a method (DEM, SPH)
 //! declares to this machinery.
 
+pub mod comm;
 pub mod coordinator;
 pub mod inflow;
 pub mod method;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod sim;
 pub mod stages;
 pub mod transport;

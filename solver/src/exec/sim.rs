@@ -9,8 +9,10 @@ use crate::case::{Case, CaseError, CaseWarning, Species};
 use crate::core::geometry::Mesh;
 use crate::core::vec3::{self, V3};
 use crate::decomp::{Decomposition, PlanError};
+use super::comm::Comm;
 use crate::dem::state::{SimState, StepContext};
 use std::cell::OnceCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Why a simulation could not be created or resumed.
@@ -45,6 +47,45 @@ pub enum BackendKind {
     Cpu,
     /// The CUDA backend on one GPU.
     Cuda(crate::dem::cuda::CudaOptions),
+    /// CPU workers spread over the processes (MPI ranks) of a run.
+    CpuRanks(RankSet),
+}
+
+/// The processes of a run over several ranks, as a [`BackendKind`] carries them.
+#[derive(Debug, Clone)]
+pub struct RankSet {
+    pub comm: Arc<dyn Comm>,
+    /// Set once rank 0 has sent the start state (before it, a failure on rank 0 sends the other
+    /// ranks an empty start instead).
+    started: Arc<AtomicBool>,
+}
+
+impl PartialEq for RankSet {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.comm, &other.comm)
+    }
+}
+
+impl RankSet {
+    pub fn new(comm: Arc<dyn Comm>) -> RankSet {
+        RankSet {
+            comm,
+            started: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether rank 0 has sent the start state.
+    pub fn started(&self) -> bool {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Rank 0 failed before the run could start: tells the other ranks (waiting in
+    /// [`Simulation::join_ranks`]) to give up. Does nothing once started.
+    pub fn cancel_start(&self) {
+        if self.comm.is_root() && !self.started.swap(true, Ordering::Relaxed) {
+            self.comm.broadcast(&mut Vec::new());
+        }
+    }
 }
 
 /// Host bytes per particle of a run besides the backend's own: the placed particles
@@ -60,7 +101,7 @@ const RUN_BYTES_PER_PARTICLE: u64 =
 /// for, for messages.
 pub fn host_bytes_per_particle(kind: &BackendKind) -> (u64, &'static str) {
     match kind {
-        BackendKind::Cpu => (
+        BackendKind::Cpu | BackendKind::CpuRanks(_) => (
             RUN_BYTES_PER_PARTICLE + crate::dem::cpu::HOST_BYTES_PER_PARTICLE,
             "a run on the CPU backend",
         ),
@@ -269,8 +310,45 @@ impl Simulation {
         for (id, s) in planned {
             id_species[id as usize] = s;
         }
-        let d = case.decomposition;
+        let mut d = case.decomposition;
         let coord = match kind {
+            BackendKind::CpuRanks(ranks) => {
+                let comm = ranks.comm.clone();
+                if comm.is_root() && !ranks.started.swap(true, Ordering::Relaxed) {
+                    // The other ranks build the same simulation from rank 0's start.
+                    let mut bytes =
+                        crate::io::checkpoint::encode_parts(
+                            &case,
+                            &ctx.meshes,
+                            &state,
+                            std::path::Path::new("<start state for the other ranks>"),
+                        )
+                        .map_err(
+                            |e| SimError::State {
+                                origin: origin.clone(),
+                                message: e.to_string(),
+                            },
+                        )?;
+                    comm.broadcast(&mut bytes);
+                }
+                if d.subdomains < comm.size() as u32 {
+                    if d.subdomains > 1 {
+                        tracing::warn!(
+                            "{} sub-domains asked for {} ranks: using {}, one per rank",
+                            d.subdomains,
+                            comm.size(),
+                            comm.size()
+                        );
+                    }
+                    d.subdomains = comm.size() as u32;
+                }
+                let mut c = Coordinator::cpu_on(ctx.clone(), state, &d, comm)
+                    .map_err(|source| SimError::Plan { origin, source })?;
+                if !case.inflows.is_empty() {
+                    c.set_inflows(inflows);
+                }
+                c
+            }
             BackendKind::Cpu => {
                 let mut c = Coordinator::cpu(ctx.clone(), state, &d)
                     .map_err(|source| SimError::Plan { origin, source })?;
@@ -321,6 +399,33 @@ impl Simulation {
         })
     }
 
+    /// Joins a run over several processes on a rank other than 0: waits for rank 0's start
+    /// state (the case, meshes and particles it built or loaded) and builds this rank's part.
+    pub fn join_ranks(ranks: RankSet) -> Result<Self, SimError> {
+        let mut bytes = Vec::new();
+        ranks.comm.broadcast(&mut bytes);
+        ranks.started.store(true, Ordering::Relaxed);
+        let origin = "<start state from rank 0>".to_string();
+        if bytes.is_empty() {
+            return Err(SimError::State {
+                origin,
+                message: "rank 0 failed before the run started (its output says why)".into(),
+            });
+        }
+        let (case, meshes, state) = crate::io::checkpoint::decode_parts(&bytes, std::path::Path::new(&origin))
+            .map_err(|e| SimError::State {
+                origin: origin.clone(),
+                message: e.to_string(),
+            })?;
+        Self::assemble(
+            case,
+            meshes,
+            state,
+            Vec::new(),
+            &BackendKind::CpuRanks(ranks),
+        )
+    }
+
     /// Advances one time step.
     pub fn step(&mut self) -> Result<(), StepError> {
         self.step_n(1)
@@ -367,12 +472,15 @@ impl Simulation {
             Crew::Fused(w) => w.device_report(),
             Crew::Staged(_) if self.coord.plan().workers() > 1 => {
                 let plan = self.coord.plan();
+                let ranks = self.coord.comm().size();
                 Some(format!(
-                    "CPU: {} sub-domains along {} ({} cell layers of {:.3e} m), particles per sub-domain: {:?}",
+                    "CPU: {} sub-domains along {} ({} cell layers of {:.3e} m){}, particles per sub-domain{}: {:?}",
                     plan.workers(),
                     ["x", "y", "z"][plan.axis],
                     self.coord.grid().dims[plan.axis],
                     self.coord.grid().cell,
+                    if ranks > 1 { format!(" over {ranks} MPI ranks") } else { String::new() },
+                    if ranks > 1 { " of this rank" } else { "" },
                     self.coord.worker_loads()
                 ))
             }

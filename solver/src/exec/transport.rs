@@ -1,6 +1,13 @@
-//! Moving exchange messages between workers. The first implementation is in-process (CPU
-//! workers in one address space: a message is moved, not copied); device copies between GPUs and
-//! MPI between processes implement the same interface.
+//! Moving exchange messages between workers. [`InProcess`]: CPU workers in one address space (a
+//! message is moved, not copied). [`Ranks`]: workers of several processes (MPI ranks), each
+//! driving a contiguous block of the workers; messages between ranks are encoded and go through
+//! one all-to-all per delivery. Device copies between GPUs will implement the same interface.
+
+use super::comm::{decode, encode, Comm};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::ops::Range;
+use std::sync::Arc;
 
 /// Delivers messages between workers.
 pub trait Transport<M>: Send {
@@ -21,6 +28,66 @@ impl<M: Send> Transport<M> for InProcess {
             for (to, m) in out {
                 assert!(to < n, "message to worker {to} of {n}");
                 inboxes[to].push(m);
+            }
+        }
+        inboxes
+    }
+}
+
+/// Workers spread over the ranks of `comm`: rank r drives global workers `blocks[r]`; the
+/// outboxes and inboxes of [`Transport::deliver`] are this rank's workers', destinations are
+/// global worker indices. Every rank must deliver at the same time (a collective operation).
+#[derive(Debug)]
+pub struct Ranks {
+    comm: Arc<dyn Comm>,
+    blocks: Vec<Range<usize>>,
+}
+
+impl Ranks {
+    pub fn new(comm: Arc<dyn Comm>, blocks: Vec<Range<usize>>) -> Ranks {
+        assert_eq!(blocks.len(), comm.size(), "one worker block per rank");
+        Ranks { comm, blocks }
+    }
+
+    fn rank_of(&self, worker: usize) -> usize {
+        self.blocks
+            .iter()
+            .position(|b| b.contains(&worker))
+            .unwrap_or_else(|| panic!("message to worker {worker}, which no rank drives"))
+    }
+}
+
+impl<M: Send + Serialize + DeserializeOwned> Transport<M> for Ranks {
+    fn deliver(&mut self, outboxes: Vec<Vec<(usize, M)>>) -> Vec<Vec<M>> {
+        let me = self.comm.rank();
+        let local = self.blocks[me].clone();
+        assert_eq!(outboxes.len(), local.len(), "one outbox per local worker");
+        // (destination worker, message) per destination rank, in sender order.
+        let mut per_rank: Vec<Vec<(usize, M)>> = (0..self.blocks.len()).map(|_| Vec::new()).collect();
+        for out in outboxes {
+            for (to, m) in out {
+                per_rank[self.rank_of(to)].push((to, m));
+            }
+        }
+        let own = std::mem::take(&mut per_rank[me]);
+        let sends = per_rank
+            .iter()
+            .enumerate()
+            .map(|(r, v)| if r == me { Vec::new() } else { encode(v) })
+            .collect();
+        let received = self.comm.exchange(sends);
+        let mut own = Some(own);
+        let mut inboxes: Vec<Vec<M>> = local.clone().map(|_| Vec::new()).collect();
+        // Ranks hold ascending blocks of workers, so rank order is sender order.
+        for (r, bytes) in received.iter().enumerate() {
+            let msgs: Vec<(usize, M)> = if r == me {
+                own.take().unwrap_or_default()
+            } else {
+                decode(bytes, "exchange messages")
+            };
+            for (to, m) in msgs {
+                assert!(local.contains(&to), "rank {me} got a message for worker {to}");
+                inboxes[to - local.start].push(m);
             }
         }
         inboxes

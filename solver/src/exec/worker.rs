@@ -77,6 +77,71 @@ pub struct RawKinematics {
     pub contact_counts: *mut u32,
 }
 
+impl RawKinematics {
+    /// No destination: what ranks other than 0 pass to a collective frame copy.
+    pub fn none(count: usize) -> RawKinematics {
+        RawKinematics {
+            count,
+            positions: std::ptr::null_mut(),
+            velocities: std::ptr::null_mut(),
+            angular_velocities: std::ptr::null_mut(),
+            forces: std::ptr::null_mut(),
+            contact_counts: std::ptr::null_mut(),
+        }
+    }
+}
+
+/// Owned particles' kinematics as slices of equal length (the first `ids.len()` elements of
+/// each are used), to be written into a frame.
+#[derive(Debug, Clone, Copy)]
+pub struct KinematicsSlices<'a> {
+    pub ids: &'a [u32],
+    pub pos: &'a [V3],
+    pub vel: &'a [V3],
+    pub omega: &'a [V3],
+    pub force: &'a [V3],
+    pub contacts: &'a [u32],
+}
+
+/// Writes `k` into the id-ordered f32 arrays of `out` (element `index.of(id)`), in parallel;
+/// null pointers are skipped.
+///
+/// # Safety
+/// As [`StagedWorker::pack`]: each non-null pointer of `out` points to `out.count` writable
+/// elements, `index` holds every id of `k`, and no other writer touches those ids' elements.
+pub unsafe fn pack_kinematics(k: KinematicsSlices<'_>, index: &IdIndex, out: &RawKinematics) {
+    use rayon::prelude::*;
+    // Raw pointers are not Send: pass the addresses.
+    let addr = |x: *mut [f32; 3]| x as usize;
+    let (pos, vel, omega, force) = (
+        addr(out.positions),
+        addr(out.velocities),
+        addr(out.angular_velocities),
+        addr(out.forces),
+    );
+    let counts = out.contact_counts as usize;
+    let count = out.count;
+    (0..k.ids.len()).into_par_iter().for_each(|i| {
+        let slot = index.of(k.ids[i]);
+        assert!(slot < count, "particle id {} beyond the frame", k.ids[i]);
+        let put = |dst: usize, v: &[V3]| {
+            if dst != 0 {
+                // SAFETY: the caller guarantees `count` writable elements at each non-null
+                // pointer; slot < count, and ids are unique, so no other thread writes it.
+                unsafe { *(dst as *mut [f32; 3]).add(slot) = crate::core::vec3::to_f32(v[i]) };
+            }
+        };
+        put(pos, k.pos);
+        put(vel, k.vel);
+        put(omega, k.omega);
+        put(force, k.force);
+        if counts != 0 {
+            // SAFETY: as above.
+            unsafe { *(counts as *mut u32).add(slot) = k.contacts[i] };
+        }
+    });
+}
+
 /// The integration a [`StagedWorker::integrate`] call performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {

@@ -248,6 +248,48 @@ struct Payload {
     state: SimState,
 }
 
+/// [`Payload`] borrowed, for writing (serde encodes `&T` as `T`).
+#[derive(Serialize)]
+struct PayloadRef<'a> {
+    case_toml: String,
+    case_name: &'a str,
+    base_dir: &'a Path,
+    mesh_triangles: Vec<&'a [Triangle]>,
+    state: &'a SimState,
+}
+
+/// The bytes of a checkpoint of `state` in `case` with `meshes` (`label` names it in errors).
+/// Also what rank 0 of a run over several processes sends the other ranks at the start.
+pub fn encode_parts(
+    case: &Case,
+    meshes: &[Mesh],
+    state: &SimState,
+    label: &Path,
+) -> Result<Vec<u8>, CheckpointError> {
+    let enc = |message: String| CheckpointError::Encode {
+        path: label.to_path_buf(),
+        message,
+    };
+    let payload = PayloadRef {
+        case_toml: case.to_toml().map_err(|e| enc(e.to_string()))?,
+        case_name: &case.origin.name,
+        base_dir: &case.origin.base_dir,
+        mesh_triangles: meshes.iter().map(|m| m.triangles.as_slice()).collect(),
+        state,
+    };
+    let cfg = bincode::config::standard();
+    let mut bytes = bincode::serde::encode_to_vec(
+        Header {
+            magic: MAGIC,
+            version: CHECKPOINT_VERSION,
+        },
+        cfg,
+    )
+    .map_err(|e| enc(e.to_string()))?;
+    bytes.extend(bincode::serde::encode_to_vec(&payload, cfg).map_err(|e| enc(e.to_string()))?);
+    Ok(bytes)
+}
+
 /// Why a checkpoint could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -294,36 +336,19 @@ pub enum CheckpointError {
 }
 
 impl Simulation {
-    /// Writes a checkpoint (atomically: to `path.tmp`, then renamed).
+    /// Writes a checkpoint (atomically: to `path.tmp`, then renamed). Collective in a run
+    /// over several processes (the state is gathered on rank 0, which writes it).
     pub fn save_checkpoint(&self, path: &Path) -> Result<(), CheckpointError> {
-        let case = self.case();
-        let payload = Payload {
-            case_toml: case.to_toml().map_err(|e| CheckpointError::Encode {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?,
-            case_name: case.origin.name.clone(),
-            base_dir: case.origin.base_dir.clone(),
-            mesh_triangles: self.meshes().iter().map(|m| m.triangles.clone()).collect(),
-            state: self.state().map_err(|source| CheckpointError::State {
-                path: path.to_path_buf(),
-                source,
-            })?,
-        };
-        let cfg = bincode::config::standard();
-        let enc = |e: bincode::error::EncodeError| CheckpointError::Encode {
+        let state = self.state().map_err(|source| CheckpointError::State {
             path: path.to_path_buf(),
-            message: e.to_string(),
-        };
-        let mut bytes = bincode::serde::encode_to_vec(
-            Header {
-                magic: MAGIC,
-                version: CHECKPOINT_VERSION,
-            },
-            cfg,
-        )
-        .map_err(enc)?;
-        bytes.extend(bincode::serde::encode_to_vec(&payload, cfg).map_err(enc)?);
+            source,
+        })?;
+        self.write_checkpoint(path, &state)
+    }
+
+    /// Writes `state` (this simulation's, from [`Simulation::state`]) as a checkpoint.
+    pub fn write_checkpoint(&self, path: &Path, state: &SimState) -> Result<(), CheckpointError> {
+        let bytes = encode_parts(self.case(), self.meshes(), state, path)?;
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, &bytes).map_err(|source| CheckpointError::Write {
             path: tmp.clone(),
@@ -361,99 +386,106 @@ impl Simulation {
             path: path.to_path_buf(),
             source,
         })?;
-        let cfg = bincode::config::standard();
-        let dec = |e: bincode::error::DecodeError| CheckpointError::Decode {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        };
-        let (header, used): (Header, usize) = bincode::serde::decode_from_slice(&bytes, cfg)
-            .map_err(|_| CheckpointError::BadMagic {
-                path: path.to_path_buf(),
-            })?;
-        if header.magic != MAGIC {
-            return Err(CheckpointError::BadMagic {
-                path: path.to_path_buf(),
-            });
-        }
-        let p: Payload = match header.version {
-            1 => PayloadV3::from(PayloadV2::from(
-                bincode::serde::decode_from_slice::<PayloadV1, _>(&bytes[used..], cfg)
-                    .map_err(dec)?
-                    .0,
-            ))
-            .into(),
-            2 => PayloadV3::from(
-                bincode::serde::decode_from_slice::<PayloadV2, _>(&bytes[used..], cfg)
-                    .map_err(dec)?
-                    .0,
-            )
-            .into(),
-            3 => bincode::serde::decode_from_slice::<PayloadV3, _>(&bytes[used..], cfg)
-                .map_err(dec)?
-                .0
-                .into(),
-            CHECKPOINT_VERSION => {
-                bincode::serde::decode_from_slice(&bytes[used..], cfg)
-                    .map_err(dec)?
-                    .0
-            }
-            found => {
-                return Err(CheckpointError::Version {
-                    path: path.to_path_buf(),
-                    found,
-                })
-            }
-        };
-        let mut case =
-            Case::from_toml_str(&p.case_toml, &p.case_name, &p.base_dir).map_err(|source| {
-                CheckpointError::Case {
-                    path: path.to_path_buf(),
-                    source: Box::new(source),
-                }
-            })?;
-        case.validate_fields()
-            .map_err(|source| CheckpointError::Case {
-                path: path.to_path_buf(),
-                source: Box::new(source),
-            })?;
-        if p.mesh_triangles.len() != case.meshes.len() {
-            let message = format!(
-                "{} mesh triangle sets for {} meshes",
-                p.mesh_triangles.len(),
-                case.meshes.len()
-            );
-            return Err(CheckpointError::Decode {
-                path: path.to_path_buf(),
-                message,
-            });
-        }
-        // Species are checked against the case where every state is (Simulation::assemble).
-        if let Some(message) = p.state.inconsistency() {
-            return Err(CheckpointError::Decode {
-                path: path.to_path_buf(),
-                message,
-            });
-        }
+        let (mut case, meshes, state) = decode_parts(&bytes, path)?;
         case.decomposition = decomposition.apply(case.decomposition);
-        let meshes = case
-            .meshes
-            .iter()
-            .zip(p.mesh_triangles)
-            .enumerate()
-            .map(|(k, (spec, triangles))| Mesh {
-                name: spec.name.clone(),
-                triangles,
-                motion: spec.motion.clone(),
-                material: k + 1,
-            })
-            .collect();
-        Simulation::assemble(case, meshes, p.state, Vec::new(), kind).map_err(|source| {
+        Simulation::assemble(case, meshes, state, Vec::new(), kind).map_err(|source| {
             CheckpointError::Backend {
                 path: path.to_path_buf(),
                 source: Box::new(source),
             }
         })
     }
+}
+
+/// Decodes checkpoint bytes (any version this build reads) into the case, its meshes and the
+/// state (`path` names them in errors).
+pub fn decode_parts(bytes: &[u8], path: &Path) -> Result<(Case, Vec<Mesh>, SimState), CheckpointError> {
+    let cfg = bincode::config::standard();
+    let dec = |e: bincode::error::DecodeError| CheckpointError::Decode {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let (header, used): (Header, usize) = bincode::serde::decode_from_slice(&bytes, cfg)
+        .map_err(|_| CheckpointError::BadMagic {
+            path: path.to_path_buf(),
+        })?;
+    if header.magic != MAGIC {
+        return Err(CheckpointError::BadMagic {
+            path: path.to_path_buf(),
+        });
+    }
+    let p: Payload = match header.version {
+        1 => PayloadV3::from(PayloadV2::from(
+            bincode::serde::decode_from_slice::<PayloadV1, _>(&bytes[used..], cfg)
+                .map_err(dec)?
+                .0,
+        ))
+        .into(),
+        2 => PayloadV3::from(
+            bincode::serde::decode_from_slice::<PayloadV2, _>(&bytes[used..], cfg)
+                .map_err(dec)?
+                .0,
+        )
+        .into(),
+        3 => bincode::serde::decode_from_slice::<PayloadV3, _>(&bytes[used..], cfg)
+            .map_err(dec)?
+            .0
+            .into(),
+        CHECKPOINT_VERSION => {
+            bincode::serde::decode_from_slice(&bytes[used..], cfg)
+                .map_err(dec)?
+                .0
+        }
+        found => {
+            return Err(CheckpointError::Version {
+                path: path.to_path_buf(),
+                found,
+            })
+        }
+    };
+    let case =
+        Case::from_toml_str(&p.case_toml, &p.case_name, &p.base_dir).map_err(|source| {
+            CheckpointError::Case {
+                path: path.to_path_buf(),
+                source: Box::new(source),
+            }
+        })?;
+    case.validate_fields()
+        .map_err(|source| CheckpointError::Case {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        })?;
+    if p.mesh_triangles.len() != case.meshes.len() {
+        let message = format!(
+            "{} mesh triangle sets for {} meshes",
+            p.mesh_triangles.len(),
+            case.meshes.len()
+        );
+        return Err(CheckpointError::Decode {
+            path: path.to_path_buf(),
+            message,
+        });
+    }
+    // Species are checked against the case where every state is (Simulation::assemble).
+    if let Some(message) = p.state.inconsistency() {
+        return Err(CheckpointError::Decode {
+            path: path.to_path_buf(),
+            message,
+        });
+    }
+    let meshes = case
+    .meshes
+    .iter()
+    .zip(p.mesh_triangles)
+    .enumerate()
+    .map(|(k, (spec, triangles))| Mesh {
+        name: spec.name.clone(),
+        triangles,
+        motion: spec.motion.clone(),
+        material: k + 1,
+    })
+    .collect();
+    Ok((case, meshes, p.state))
 }
 
 #[cfg(test)]

@@ -310,37 +310,17 @@ impl StagedWorker for CpuWorker {
     }
 
     unsafe fn pack(&self, index: &IdIndex, out: &RawKinematics) {
-        let n = self.p.own();
-        let p = &self.p;
-        // Raw pointers are not Send: pass the addresses.
-        let addr = |x: *mut [f32; 3]| x as usize;
-        let (pos, vel, omega, force) = (
-            addr(out.positions),
-            addr(out.velocities),
-            addr(out.angular_velocities),
-            addr(out.forces),
-        );
-        let counts = out.contact_counts as usize;
-        let count = out.count;
-        (0..n).into_par_iter().for_each(|i| {
-            let k = index.of(p.id[i]);
-            assert!(k < count, "particle id {} beyond the frame", p.id[i]);
-            let put = |dst: usize, v: V3| {
-                if dst != 0 {
-                    // SAFETY: the caller guarantees `count` writable elements at each non-null
-                    // pointer; k < count, and ids are unique, so no other thread writes slot k.
-                    unsafe { *(dst as *mut [f32; 3]).add(k) = crate::core::vec3::to_f32(v) };
-                }
-            };
-            put(pos, p.pos[i]);
-            put(vel, p.vel[i]);
-            put(omega, p.omega[i]);
-            put(force, p.force[i]);
-            if counts != 0 {
-                // SAFETY: as above.
-                unsafe { *(counts as *mut u32).add(k) = p.contacts[i] };
-            }
-        });
+        let (p, n) = (&self.p, self.p.own());
+        let k = crate::exec::worker::KinematicsSlices {
+            ids: &p.id[..n],
+            pos: &p.pos[..n],
+            vel: &p.vel[..n],
+            omega: &p.omega[..n],
+            force: &p.force,
+            contacts: &p.contacts,
+        };
+        // SAFETY: forwarded contract.
+        unsafe { crate::exec::worker::pack_kinematics(k, index, out) }
     }
 
     fn energies(&self, t: f64) -> Vec<(u32, Energies)> {

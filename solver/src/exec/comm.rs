@@ -1,0 +1,130 @@
+//! Collective operations between the processes of one run (MPI ranks), as plain bytes.
+//!
+//! A run in one process uses [`Solo`]: every operation is the identity. A run launched by
+//! `mpirun` uses `exec::mpi::MpiComm` (cargo feature `mpi`). Every rank must call the same
+//! operations in the same order (they are collective); the coordinator and the application's
+//! rank protocol (`app::ranks`) are written so that they do. A failed MPI operation ends the
+//! whole job (MPI's default error handler), so none of these returns an error.
+
+/// Collective operations over the ranks of a run. Rank 0 is the root: it owns the segment,
+/// writes checkpoints and assembles frames.
+pub trait Comm: Send + Sync + std::fmt::Debug {
+    /// This process's rank, 0..size.
+    fn rank(&self) -> usize;
+    /// Ranks in the run.
+    fn size(&self) -> usize;
+    /// All-to-all: `sends[r]` goes to rank r; returns what each rank sent to this one, by rank.
+    fn exchange(&self, sends: Vec<Vec<u8>>) -> Vec<Vec<u8>>;
+    /// Gathers every rank's bytes on rank 0 (by rank); other ranks get an empty list.
+    fn gather(&self, local: Vec<u8>) -> Vec<Vec<u8>>;
+    /// Gathers every rank's bytes on every rank (by rank).
+    fn all_gather(&self, local: Vec<u8>) -> Vec<Vec<u8>>;
+    /// Rank 0's `data` replaces every other rank's.
+    fn broadcast(&self, data: &mut Vec<u8>);
+    /// Rank 0's four words replace every other rank's: the control messages of the
+    /// application's rank protocol. The other ranks wait without spinning a core.
+    fn broadcast_control(&self, words: &mut [u64; 4]);
+    /// Minimum over the ranks.
+    fn min_f64(&self, x: f64) -> f64;
+    /// Minimum over the ranks.
+    fn min_u64(&self, x: u64) -> u64;
+    /// Sum over the ranks.
+    fn sum_u64(&self, x: u64) -> u64;
+    /// Ends every rank of the run at once with `code` (after a rank failed on its own).
+    fn abort(&self, code: i32) -> !;
+
+    fn is_root(&self) -> bool {
+        self.rank() == 0
+    }
+}
+
+/// One process: the collective operations of a single rank.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Solo;
+
+impl Comm for Solo {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn exchange(&self, sends: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        sends
+    }
+    fn gather(&self, local: Vec<u8>) -> Vec<Vec<u8>> {
+        vec![local]
+    }
+    fn all_gather(&self, local: Vec<u8>) -> Vec<Vec<u8>> {
+        vec![local]
+    }
+    fn broadcast(&self, _data: &mut Vec<u8>) {}
+    fn broadcast_control(&self, _words: &mut [u64; 4]) {}
+    fn min_f64(&self, x: f64) -> f64 {
+        x
+    }
+    fn min_u64(&self, x: u64) -> u64 {
+        x
+    }
+    fn sum_u64(&self, x: u64) -> u64 {
+        x
+    }
+    fn abort(&self, code: i32) -> ! {
+        std::process::exit(code)
+    }
+}
+
+/// The contiguous block of `workers` global worker indices rank `rank` of `ranks` drives
+/// (the first `workers % ranks` ranks get one more).
+pub fn rank_workers(workers: usize, ranks: usize, rank: usize) -> std::ops::Range<usize> {
+    let (q, r) = (workers / ranks, workers % ranks);
+    let start = rank * q + rank.min(r);
+    start..start + q + usize::from(rank < r)
+}
+
+/// Encodes a value for another rank (bincode 2, standard configuration).
+pub fn encode<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    bincode::serde::encode_to_vec(v, bincode::config::standard())
+        .expect("encoding plain data into memory cannot fail")
+}
+
+/// Decodes what [`encode`] made on another rank of the same binary. A failure means the ranks
+/// run different binaries or memory is corrupt: the message says so.
+pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> T {
+    bincode::serde::decode_from_slice(bytes, bincode::config::standard())
+        .unwrap_or_else(|e| {
+            panic!("{what} from another rank cannot be decoded ({e}): do all ranks run the same solver binary?")
+        })
+        .0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_workers_cover_every_worker_once() {
+        for workers in 1..9 {
+            for ranks in 1..=workers {
+                let mut next = 0;
+                for r in 0..ranks {
+                    let w = rank_workers(workers, ranks, r);
+                    assert_eq!(w.start, next);
+                    assert!(!w.is_empty(), "{workers} workers, {ranks} ranks: rank {r} idle");
+                    next = w.end;
+                }
+                assert_eq!(next, workers);
+            }
+        }
+    }
+
+    #[test]
+    fn solo_is_the_identity() {
+        let s = Solo;
+        assert_eq!(s.exchange(vec![vec![1, 2]]), vec![vec![1, 2]]);
+        assert_eq!(s.gather(vec![3]), vec![vec![3]]);
+        assert_eq!(s.min_f64(2.5), 2.5);
+        assert_eq!(s.sum_u64(7), 7);
+        assert!(s.is_root());
+    }
+}
