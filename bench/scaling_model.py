@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Model of multi-GPU DEM step time: compute against halo traffic and latency, for slabs.
+
+Writes bench/results/scaling_model.json (predictions, not measurements) and prints the table
+that docs/scaling.md shows. Every input is named below with where it comes from; rerun after a
+new measurement:  python3 bench/scaling_model.py
+"""
+import json
+import math
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Measured on one H100 (bench/results/dem_gpu.json, 10 M dense, phase "dense"):
+RATE = {
+    "friction": 1.84e9,  # particle-steps/s, linear spring-dashpot with sliding+rolling friction
+    "frictionless": 3.80e9,
+}
+# Share of a single-GPU step spent binning and sorting (the part ghosts also cost): the main
+# job at 1 M spends ~0.144 ms of ~0.45 ms per step in neighbour search and reorder.
+SORT_SHARE = 0.30
+# Bytes per ghost particle on the GPU (Dem::HALO: id 4, species 4, position f64 24, velocity
+# f32 12, spin f32 12) and per migrating particle (adds forces, contacts and 16 history slots of
+# 16 B): ghosts dominate.
+GHOST_BYTES = 56
+MIGRANT_BYTES = 56 + 24 + 4 + 16 * 16
+# Particles that change slab per step, as a fraction of one layer (v dt / d = 1 m/s x 1e-5 s /
+# 2 mm = 0.5 %, doubled for margin).
+MIGRANT_FRACTION = 0.01
+PACKING = 0.6  # dense bed
+# Not hideable per exchange (two per step: migration, halo): a pack kernel, an event the
+# neighbour waits on, an unpack kernel (a few kernel launches and a cross-GPU synchronisation).
+EXCHANGE_OVERHEAD = 25e-6
+# Slowest GPU's work over the mean after load balancing (whole cell layers move; a 100 M bed
+# has hundreds of layers per GPU): an assumption until the balancing is measured.
+IMBALANCE = 1.03
+
+# Links (per direction, effective for copies of a few MB, and per-message latency).
+LINKS = {
+    # H100/H200 NVLink 4 (NV18): 450 GB/s per direction nominal.
+    "nvlink": {"bandwidth": 300e9, "latency": 10e-6},
+    # InfiniBand NDR 400 Gb/s with GPUDirect RDMA through NCCL.
+    "ib_ndr_gdr": {"bandwidth": 40e9, "latency": 15e-6},
+    # The same link host-staged through MPI (two PCIe Gen5 copies on the way).
+    "ib_ndr_staged": {"bandwidth": 20e9, "latency": 30e-6},
+}
+GPUS_PER_NODE = 8
+
+
+def layers(n):
+    """Cell layers (one diameter thick) along the split axis of a dense cube of n spheres."""
+    side_over_r = (n * 4.0 / 3.0 * math.pi / PACKING) ** (1.0 / 3.0)
+    return side_over_r / 2.0
+
+
+def step(n, g, model, link, overlap=True):
+    """Seconds per step of n particles on g GPUs, and the parts."""
+    rate = RATE[model]
+    nl = layers(n)
+    per_layer = n / nl
+    own = n / g
+    t_compute = own / rate
+    if g == 1:
+        return {"step_s": t_compute, "compute_s": t_compute, "comm_s": 0.0, "exposed_s": 0.0,
+                "ghost_s": 0.0, "layers_per_gpu": nl}
+    ghosts = 2 * per_layer  # one layer from each neighbour (end slabs have one: ignored)
+    t_ghost = SORT_SHARE * ghosts / rate
+    bytes_out = 2 * per_layer * (GHOST_BYTES + MIGRANT_FRACTION * MIGRANT_BYTES)
+    lk = LINKS[link]
+    # Two neighbours, both directions at once; two exchanges per step (migration, halo).
+    t_comm = 2 * lk["latency"] + bytes_out / 2 / lk["bandwidth"]
+    if overlap:
+        # Boundary layers first, their copies behind the interior's compute.
+        interior = max(0.0, 1.0 - 2.0 * g / nl)
+        exposed = max(0.0, t_comm - interior * t_compute)
+    else:
+        exposed = t_comm
+    t = (t_compute + t_ghost) * IMBALANCE + exposed + 2 * EXCHANGE_OVERHEAD
+    return {"step_s": t, "compute_s": t_compute, "comm_s": t_comm, "exposed_s": exposed,
+            "ghost_s": t_ghost, "layers_per_gpu": nl / g}
+
+
+def link_for(g, inter):
+    return "nvlink" if g <= GPUS_PER_NODE else inter
+
+
+def main():
+    rows = []
+    for model in ["friction", "frictionless"]:
+        for kind, n_of in [("strong_100m", lambda g: 100e6), ("weak_100m_per_gpu", lambda g: 100e6 * g)]:
+            for inter in ["ib_ndr_gdr", "ib_ndr_staged"]:
+                for g in [1, 2, 4, 8, 16, 32, 64]:
+                    if g <= GPUS_PER_NODE and inter != "ib_ndr_gdr":
+                        continue  # within a node the inter-node link does not matter
+                    n = n_of(g)
+                    one = step(n_of(1), 1, model, "nvlink")
+                    s = step(n, g, model, link_for(g, inter))
+                    if kind.startswith("strong"):
+                        eff = one["step_s"] / (g * s["step_s"])
+                    else:
+                        eff = one["step_s"] / s["step_s"]
+                    rows.append({
+                        "model": model, "scaling": kind, "gpus": g,
+                        "link": link_for(g, inter), "particles": n,
+                        "efficiency": round(eff, 3),
+                        "step_ms": round(s["step_s"] * 1e3, 3),
+                        "comm_ms": round(s["comm_s"] * 1e3, 3),
+                        "exposed_ms": round(s["exposed_s"] * 1e3, 3),
+                        "ghost_ms": round(s["ghost_s"] * 1e3, 3),
+                        "layers_per_gpu": round(s["layers_per_gpu"], 1),
+                    })
+    out = {
+        "what": "predicted step time and efficiency of slab-decomposed DEM (a model, not a measurement)",
+        "command": "python3 bench/scaling_model.py",
+        "inputs": {"rate_h100": RATE, "sort_share": SORT_SHARE, "ghost_bytes": GHOST_BYTES,
+                   "migrant_bytes": MIGRANT_BYTES, "migrant_fraction": MIGRANT_FRACTION,
+                   "packing": PACKING, "exchange_overhead_s": EXCHANGE_OVERHEAD,
+                   "imbalance": IMBALANCE, "links": LINKS, "gpus_per_node": GPUS_PER_NODE},
+        "checked_against_measurement": None,
+        "rows": rows,
+    }
+    path = os.path.join(HERE, "results", "scaling_model.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+    print("| model | scaling | GPUs | link | efficiency | step ms | halo ms (exposed) | layers/GPU |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model']} | {r['scaling']} | {r['gpus']} | {r['link']} | {r['efficiency']:.2f} "
+              f"| {r['step_ms']:.2f} | {r['comm_ms']:.3f} ({r['exposed_ms']:.3f}) | {r['layers_per_gpu']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,541 @@
+//! One simulation over several MPI ranks (CPU workers), run as users run it: `mpirun -np N
+//! solver ...` against a real segment. Needs the `mpi` feature and `mpirun` on PATH (Open MPI
+//! or MPICH): `cargo test --release -p solver --features mpi --test mpi_ranks`.
+#![cfg(feature = "mpi")]
+
+use shm_protocol::{Command as Cmd, CommandOutcome, Consumer, Frame};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `mpirun -np N solver ARGS`, set up for a small shared machine: ranks may outnumber cores,
+/// are not pinned, yield when idle, and one CPU thread each.
+fn mpirun(np: usize, args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .env("OMPI_MCA_hwloc_base_binding_policy", "none")
+        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+        // Containers often forbid the cross-process copy Open MPI tries first.
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("RUST_LOG", "info")
+        .args(["-np", &np.to_string()])
+        .arg(env!("CARGO_BIN_EXE_solver"))
+        .args(args)
+        .args(["--threads", "1", "--progress-every", "1000"]);
+    c
+}
+
+/// The same run in one process.
+fn single(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_solver"));
+    c.env("RUST_LOG", "info")
+        .args(args)
+        .args(["--threads", "1", "--progress-every", "1000"]);
+    c
+}
+
+/// Runs to the end within `limit`; returns (exit code, stderr).
+fn run(mut c: Command, limit: Duration) -> (Option<i32>, String) {
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the run (is mpirun on PATH?)");
+    wait(&mut child, limit)
+}
+
+fn wait(child: &mut Child, limit: Duration) -> (Option<i32>, String) {
+    let mut pipe = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = pipe.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("waiting") {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("run did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.code(), reader.join().unwrap_or_default())
+}
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("mpi-ranks-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("scratch directory");
+        Scratch(d)
+    }
+    fn path(&self, p: &str) -> String {
+        self.0.join(p).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A segment name unique to this test process, removed when dropped.
+struct Seg(String);
+
+impl Seg {
+    fn new(tag: &str) -> Seg {
+        Seg(format!("mpi-{tag}-{}", std::process::id()))
+    }
+}
+
+impl Drop for Seg {
+    fn drop(&mut self) {
+        let _ = shm_protocol::segment::unlink(&self.0);
+    }
+}
+
+fn newest_frame(name: &str) -> Frame {
+    Consumer::attach(name)
+        .unwrap_or_else(|e| panic!("attach {name}: {e}"))
+        .read_newest()
+        .expect("read")
+        .expect("a frame")
+}
+
+/// A run's result files: name and bytes.
+type Files = Vec<(String, Vec<u8>)>;
+
+/// Every file under `dir`, relative path -> bytes.
+fn files(dir: &Path) -> Files {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("output directory")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            (name, std::fs::read(&p).expect("read"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The silo case (inflow source, meshes, outflow regions) made quick: beads enter at 3 m/s and
+/// an outflow band 7 cm below the inflow removes them, so particles are added and removed
+/// within a few hundred steps.
+fn quick_silo(dir: &Scratch) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/silo.toml");
+    let text = std::fs::read_to_string(src).expect("silo case");
+    let text = text.replace("velocity = [0.0, 0.0, -1.0]", "velocity = [0.0, 0.0, -3.0]");
+    assert!(
+        text.contains("-3.0]"),
+        "the silo's inflow velocity line changed"
+    );
+    let text = text.replace(
+        "[[outflows]]\ntype = \"outside_domain\"",
+        "[[outflows]]\ntype = \"outside_domain\"\n\n[[outflows]]\ntype = \"box\"\nmin = [-1.0, -1.0, 0.10]\nmax = [1.0, 1.0, 0.15]",
+    );
+    assert!(text.contains("0.15]"), "the silo's outflow lines changed");
+    let path = dir.path("quick_silo.toml");
+    std::fs::write(&path, text).expect("case file");
+    path
+}
+
+/// Frames, VTK files and checkpoints of `args` on 1 process, 2 and 3 ranks: all the same bits.
+fn same_bits_on_every_rank_count(tag: &str, args: &[&str], dir: &Scratch) {
+    let mut reference: Option<(Frame, Files)> = None;
+    for np in [1usize, 2, 3] {
+        let seg = Seg::new(&format!("{tag}{np}"));
+        let out = dir.path(&format!("{tag}-np{np}"));
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend([
+            "--backend",
+            "cpu",
+            "--name-shm",
+            &seg.0,
+            "--keep-shm",
+            "--refresh-wall-ms",
+            "0",
+            "--output",
+            &out,
+        ]);
+        let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
+        let (code, err) = run(cmd, Duration::from_secs(240));
+        assert_eq!(code, Some(0), "{tag} on {np} ranks failed:\n{err}");
+        if np > 1 {
+            assert!(err.contains(&format!("on {np} MPI ranks")), "{err}");
+        }
+        let frame = newest_frame(&seg.0);
+        let results = files(Path::new(&out));
+        assert!(
+            results.iter().any(|(n, _)| n == "checkpoint.bin"),
+            "no final checkpoint in {out}"
+        );
+        match &reference {
+            None => reference = Some((frame, results)),
+            Some((f, r)) => {
+                let m = (&frame.meta, &f.meta);
+                assert_eq!(
+                    (m.0.step, m.0.sim_time),
+                    (m.1.step, m.1.sim_time),
+                    "{tag} np {np}"
+                );
+                assert_eq!(m.0.particle_count, m.1.particle_count, "{tag} np {np}");
+                assert_eq!(
+                    (m.0.removed_count, m.0.removed_mass),
+                    (m.1.removed_count, m.1.removed_mass),
+                    "{tag} np {np}"
+                );
+                assert_eq!(frame.positions, f.positions, "{tag} np {np}: positions");
+                assert_eq!(frame.velocities, f.velocities, "{tag} np {np}: velocities");
+                assert_eq!(
+                    frame.angular_velocities, f.angular_velocities,
+                    "{tag} np {np}"
+                );
+                assert_eq!(frame.contact_counts, f.contact_counts, "{tag} np {np}");
+                assert_eq!(frame.particle_ids, f.particle_ids, "{tag} np {np}: ids");
+                assert_eq!(frame.bodies, f.bodies, "{tag} np {np}: meshes");
+                let names =
+                    |r: &[(String, Vec<u8>)]| r.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+                assert_eq!(names(&results), names(r), "{tag} np {np}: result files");
+                for ((name, a), (_, b)) in results.iter().zip(r) {
+                    assert!(a == b, "{tag} np {np}: {name} differs from one process's");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ranks_give_the_bits_of_one_process() {
+    let dir = Scratch::new("bits");
+    // The built-in case: friction, rolling resistance, history across rank boundaries.
+    same_bits_on_every_rank_count(
+        "box",
+        &[
+            "--particles",
+            "3000",
+            "--end-time",
+            "0.01",
+            "--output-every",
+            "0.005",
+        ],
+        &dir,
+    );
+    // Inflow, outflow (ids with gaps, removed mass) and meshes.
+    let silo = quick_silo(&dir);
+    same_bits_on_every_rank_count(
+        "silo",
+        &[
+            "--case",
+            &silo,
+            "--end-time",
+            "0.04",
+            "--output-every",
+            "0.02",
+        ],
+        &dir,
+    );
+    let removed = removed_by_quick_silo(&dir);
+    assert!(
+        removed > 0,
+        "the quick silo removed no particle: the outflow path was not exercised"
+    );
+}
+
+/// Particles the quick silo's one-process run removed (from its final checkpoint).
+fn removed_by_quick_silo(dir: &Scratch) -> u64 {
+    let sim = solver::exec::sim::Simulation::load_checkpoint(Path::new(
+        &dir.path("silo-np1/checkpoint.bin"),
+    ))
+    .expect("checkpoint");
+    sim.flow().removed_count
+}
+
+#[test]
+fn checkpoints_restart_on_any_rank_count() {
+    let dir = Scratch::new("restart");
+    let base = [
+        "--backend",
+        "cpu",
+        "--particles",
+        "2000",
+        "--refresh-wall-ms",
+        "0",
+    ];
+    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        [base, extra].concat()
+    }
+    // Written by 3 ranks halfway ...
+    let half = dir.path("half");
+    let (code, err) = run(
+        mpirun(
+            3,
+            &with(&base, &["--shm", "--end-time", "0.005", "--output", &half]),
+        ),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let ckpt = format!("{half}/checkpoint.bin");
+    // ... continued on 1 process and on 2 ranks, against one process from the start.
+    let straight = dir.path("straight");
+    let (code, err) = run(
+        single(&with(
+            &base,
+            &["--shm", "--end-time", "0.01", "--output", &straight],
+        )),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let load = |d: &str| {
+        solver::exec::sim::Simulation::load_checkpoint(Path::new(&format!("{d}/checkpoint.bin")))
+            .expect("checkpoint")
+            .state()
+            .expect("state")
+    };
+    let expected = load(&straight);
+    for np in [1usize, 2] {
+        let out = dir.path(&format!("from3-np{np}"));
+        let args = [
+            "--backend",
+            "cpu",
+            "--shm",
+            "--restart",
+            &ckpt,
+            "--end-time",
+            "0.01",
+            "--output",
+            &out,
+        ];
+        let cmd = if np == 1 {
+            single(&args)
+        } else {
+            mpirun(np, &args)
+        };
+        let (code, err) = run(cmd, Duration::from_secs(120));
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(
+            load(&out),
+            expected,
+            "3 ranks -> {np}: not the straight run's state"
+        );
+    }
+}
+
+/// Spawns a long run on `np` ranks into `seg` with stderr going to a file; returns the child
+/// and the log path once a frame beyond the first is out.
+fn long_run(np: usize, seg: &Seg, dir: &Scratch, extra: &[&str]) -> (Child, PathBuf) {
+    let log = dir.0.join(format!("{}.log", seg.0));
+    let file = std::fs::File::create(&log).expect("log");
+    let mut args = vec![
+        "--backend",
+        "cpu",
+        "--particles",
+        "3000",
+        "--end-time",
+        "50",
+        "--name-shm",
+        &seg.0,
+        "--refresh",
+        "0.001",
+    ];
+    args.extend(extra);
+    let child = mpirun(np, &args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .expect("starting mpirun");
+    let start = Instant::now();
+    loop {
+        let ok = Consumer::attach(&seg.0)
+            .ok()
+            .and_then(|c| c.read_newest().ok().flatten())
+            .is_some_and(|f| f.meta.seq >= 2);
+        if ok {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no frames within 60 s:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, log)
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(st) = child.try_wait().expect("waiting") {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn a_killed_rank_stops_the_run_and_the_segment_keeps_its_last_frame() {
+    let dir = Scratch::new("kill");
+    let seg = Seg::new("kill");
+    let (mut child, log) = long_run(2, &seg, &dir, &[]);
+    let text = std::fs::read_to_string(&log).expect("log");
+    let pid: i32 = text
+        .lines()
+        .find_map(|l| l.split("MPI rank 1 of 2 (pid ").nth(1))
+        .and_then(|r| r.split(',').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("rank 1's pid is not in the log:\n{text}"));
+    let before = newest_frame(&seg.0);
+    // SAFETY: plain kill(2) of a process this test started (through mpirun).
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "kill rank 1");
+    let t0 = Instant::now();
+    let status = wait_exit(&mut child, Duration::from_secs(10)).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!(
+            "the run did not stop within 10 s of a rank's death:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    assert!(!status.success(), "a run that lost a rank must fail");
+    eprintln!(
+        "stopped {:.2} s after rank 1 died ({status})",
+        t0.elapsed().as_secs_f64()
+    );
+    let c = Consumer::attach(&seg.0).expect("the segment is kept");
+    assert!(!c.status().alive, "its owner is gone");
+    let last = c
+        .read_newest()
+        .expect("read")
+        .expect("the last frame is readable");
+    assert!(last.meta.seq >= before.meta.seq);
+    assert_eq!(last.meta.particle_count, 3000);
+    assert_eq!(last.positions.as_ref().map(Vec::len), Some(3000));
+}
+
+#[test]
+fn pause_checkpoint_and_stop_reach_every_rank() {
+    let dir = Scratch::new("cmd");
+    let seg = Seg::new("cmd");
+    let out = dir.path("out");
+    let (mut child, log) = long_run(3, &seg, &dir, &["--output", &out]);
+    let mut c = Consumer::attach(&seg.0).expect("attach");
+    let t = Duration::from_secs(20);
+    let done = |o: CommandOutcome| match o {
+        CommandOutcome::Done(s) => s,
+        CommandOutcome::Rejected(why) => panic!("rejected: {why}"),
+    };
+    done(c.send(&Cmd::Pause, t).expect("pause"));
+    let paused = newest_frame(&seg.0).meta.step;
+    std::thread::sleep(Duration::from_millis(500));
+    done(c.send(&Cmd::UpdateNow, t).expect("update"));
+    assert_eq!(
+        newest_frame(&seg.0).meta.step,
+        paused,
+        "steps go on while paused"
+    );
+
+    // A checkpoint holds every rank's particles and continues as the run does.
+    let path = done(c.send(&Cmd::Checkpoint, t).expect("checkpoint"));
+    let sim = solver::exec::sim::Simulation::load_checkpoint(Path::new(&path))
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(sim.num_particles(), 3000);
+    assert_eq!(sim.step_index(), paused);
+    let frame = newest_frame(&seg.0);
+    let pos = sim.positions_f32().expect("positions");
+    assert_eq!(Some(pos), frame.positions, "checkpoint and frame disagree");
+
+    done(c.send(&Cmd::Resume, t).expect("resume"));
+    let start = Instant::now();
+    while newest_frame(&seg.0).meta.step == paused {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no step after resume"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done(c.send(&Cmd::Stop, t).expect("stop"));
+    let status = wait_exit(&mut child, Duration::from_secs(30)).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!(
+            "no exit after stop:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    assert!(
+        status.success(),
+        "stop must end every rank cleanly ({status}):\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(
+        !Path::new(&shm_protocol::shm_path(&seg.0)).exists(),
+        "segment removed on a clean stop"
+    );
+}
+
+#[test]
+fn a_bad_case_on_rank_0_ends_every_rank_with_its_message() {
+    let seg = Seg::new("bad");
+    let (code, err) = run(
+        mpirun(
+            2,
+            &[
+                "--backend",
+                "cpu",
+                "--name-shm",
+                &seg.0,
+                "--case",
+                "no-such-case.toml",
+            ],
+        ),
+        Duration::from_secs(30),
+    );
+    assert_ne!(code, Some(0));
+    assert!(err.contains("no-such-case.toml"), "{err}");
+    assert!(
+        !Path::new(&shm_protocol::shm_path(&seg.0)).exists(),
+        "no segment left behind"
+    );
+}
+
+#[test]
+fn cuda_and_sph_are_refused_over_ranks() {
+    let (code, err) = run(
+        mpirun(2, &["--backend", "cuda", "--shm"]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(code, Some(0));
+    assert!(err.contains("MPI ranks"), "{err}");
+    let sph = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/dambreak.toml");
+    let (code, err) = run(
+        mpirun(
+            2,
+            &[
+                "--backend",
+                "cpu",
+                "--shm",
+                "--case",
+                &sph.display().to_string(),
+            ],
+        ),
+        Duration::from_secs(30),
+    );
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("SPH case cannot run over 2 MPI ranks"),
+        "{err}"
+    );
+}
