@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use solver::case::{Integrator, Source};
-use solver::decomp::{Axis, Decomposition, DecompositionOverride};
+use solver::decomp::{Axis, Balance, Decomposition, DecompositionOverride};
 use solver::exec::sim::BackendKind;
 use solver::exec::worker::RawKinematics;
 use solver::{Case, SimState, Simulation};
@@ -130,6 +130,7 @@ fn check_all_cuts(name: &str, case: Case, axes: &[Axis], counts: &[u32], steps: 
             let d = Decomposition {
                 subdomains: n,
                 split_axis: Some(axis),
+                ..Default::default()
             };
             let (frames, state, sim) = run(case.clone(), d, steps);
             assert_eq!(sim.coordinator().plan().workers(), n as usize);
@@ -220,6 +221,7 @@ fn particles_crossing_slabs_thousands_of_times_keep_their_history() {
         let over = DecompositionOverride {
             subdomains: Some(n),
             split_axis: Some(Axis::X),
+            balance: None,
         };
         let mut sim = Simulation::load_checkpoint_with(&start, &BackendKind::Cpu, over).unwrap();
         sim.step_n(12000).unwrap();
@@ -261,6 +263,7 @@ fn checkpoint_from_3_subdomains_continues_identically_on_1_and_4() {
         case.decomposition = Decomposition {
             subdomains: 3,
             split_axis: Some(Axis::X),
+            ..Default::default()
         };
         let mut straight = Simulation::new(case.clone()).unwrap();
         straight.step_n(1200).unwrap();
@@ -273,6 +276,7 @@ fn checkpoint_from_3_subdomains_continues_identically_on_1_and_4() {
             let over = DecompositionOverride {
                 subdomains: Some(n),
                 split_axis: None,
+                balance: None,
             };
             let mut resumed =
                 Simulation::load_checkpoint_with(&path, &BackendKind::Cpu, over).unwrap();
@@ -294,6 +298,7 @@ fn impossible_cuts_are_clear_errors() {
     case.decomposition = Decomposition {
         subdomains: 1000,
         split_axis: Some(Axis::Z),
+        ..Default::default()
     };
     let e = Simulation::new_on(case.clone(), &BackendKind::Cpu)
         .err()
@@ -309,4 +314,51 @@ fn impossible_cuts_are_clear_errors() {
         .expect("0 sub-domains")
         .to_string();
     assert!(e.contains("decomposition.subdomains"), "{e}");
+}
+
+/// Load balancing: a falling box cut along z, whose particles fall out of the upper slabs. With
+/// balancing the bounds follow the bed, the particle counts end more even than with the first
+/// cut kept, and no bit of the result changes.
+#[test]
+fn balancing_follows_a_falling_bed_and_changes_no_bits() {
+    let case = falling_box(Integrator::SymplecticEuler);
+    let mut reference = None;
+    for balance in [Balance::Off, Balance::Count, Balance::Time] {
+        let d = Decomposition {
+            subdomains: 3,
+            split_axis: Some(Axis::Z),
+            balance,
+        };
+        let (_, state, sim) = run(case.clone(), d, 3000);
+        let c = sim.coordinator();
+        let loads = c.worker_loads();
+        let mean = loads.iter().sum::<usize>() as f64 / loads.len() as f64;
+        let worst = *loads.iter().max().unwrap() as f64 / mean;
+        println!(
+            "balance {}: bounds {:?}, loads {loads:?} (max/mean {worst:.2}), {} moves",
+            balance.name(),
+            c.plan().bounds,
+            c.rebalances()
+        );
+        match &reference {
+            None => {
+                assert_eq!(c.rebalances(), 0, "balance off moved bounds");
+                reference = Some((bits(&state), worst));
+            }
+            Some((b, off_worst)) => {
+                assert!(
+                    *b == bits(&state),
+                    "balance {} changed the result",
+                    balance.name()
+                );
+                assert!(c.rebalances() > 0, "balance {} never moved", balance.name());
+                if balance == Balance::Count {
+                    assert!(
+                        worst < *off_worst,
+                        "balancing by count left max/mean {worst:.2} (first cut: {off_worst:.2})"
+                    );
+                }
+            }
+        }
+    }
 }

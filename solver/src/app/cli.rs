@@ -26,7 +26,8 @@ pub enum BackendChoice {
     solver --name-shm mix --case mixer.toml --output out --output-every 0.01\n  \
     solver --load-shm run1                      resume from run1's last frame after a crash\n  \
     solver --restart out/checkpoint.bin         continue bit-for-bit from a checkpoint\n  \
-    solver --name-shm run1 --backend cpu --subdomains 4 --split-axis x   4 CPU sub-domains\n\n\
+    solver --name-shm run1 --backend cpu --subdomains 4 --split-axis x   4 CPU sub-domains\n  \
+    mpirun -np 4 solver --name-shm run1 --backend cpu --threads 2   4 MPI ranks (--features mpi)\n\n\
     While it runs:  viewer --attach run1   |   shmctl info run1   |   shmctl send run1 pause"
 )]
 pub struct Cli {
@@ -59,6 +60,11 @@ pub struct Cli {
     /// Axis the slabs are cut along [default: the longest axis of the domain].
     #[arg(long, value_enum, value_name = "AXIS")]
     pub split_axis: Option<solver::decomp::Axis>,
+    /// Dynamic load balancing of the sub-domains: every 32 steps a slab bound moves by one cell
+    /// layer toward equal measured time (`time`) or particle count (`count`); results do not
+    /// change, only speed [default: the case's, else time].
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub balance: Option<solver::decomp::Balance>,
     /// GPU index for the CUDA backend.
     #[arg(long, default_value_t = 0)]
     pub devices: usize,
@@ -109,6 +115,7 @@ impl Cli {
         solver::decomp::DecompositionOverride {
             subdomains: self.subdomains,
             split_axis: self.split_axis,
+            balance: self.balance,
         }
     }
 

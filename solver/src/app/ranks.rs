@@ -252,7 +252,11 @@ impl SimPort for RankRoot {
         self.inner.stage_summary()
     }
     fn backend_name(&self) -> String {
-        format!("{} on {} MPI ranks", self.inner.backend_name(), self.comm.size())
+        format!(
+            "{} on {} MPI ranks",
+            self.inner.backend_name(),
+            self.comm.size()
+        )
     }
     fn finish(&mut self) {
         self.send(Op::Finish);

@@ -452,10 +452,24 @@ impl SimPort for SimRunner {
     fn stage_summary(&self) -> String {
         let t = self.sim.timers();
         if t.steps == 0 {
-            String::new()
-        } else {
-            t.to_string()
+            return String::new();
         }
+        // Each sub-domain's share of the particles (this rank's, over MPI), and how often load
+        // balancing moved the slab bounds.
+        let loads = self.sim.coordinator().worker_loads();
+        if loads.len() < 2 {
+            return t.to_string();
+        }
+        let total = loads.iter().sum::<usize>().max(1) as f64;
+        let shares: Vec<String> = loads
+            .iter()
+            .map(|&n| format!("{:.0}", 100.0 * n as f64 / total))
+            .collect();
+        format!(
+            "{t}; shares {} %, {} rebalances",
+            shares.join("/"),
+            self.sim.coordinator().rebalances()
+        )
     }
 
     fn backend_name(&self) -> String {

@@ -87,6 +87,7 @@ fn measure(a: &Args, threads: usize, subdomains: u32) -> Result<Vec<Record>> {
     let d = Decomposition {
         subdomains,
         split_axis: a.split_axis,
+        ..Default::default()
     };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)

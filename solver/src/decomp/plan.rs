@@ -55,6 +55,9 @@ pub struct Decomposition {
     /// Axis the slabs are cut along; default: the longest axis of the domain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split_axis: Option<Axis>,
+    /// Dynamic load balancing: the slab bounds follow the work.
+    #[serde(default)]
+    pub balance: super::Balance,
 }
 
 fn one() -> u32 {
@@ -66,6 +69,7 @@ impl Default for Decomposition {
         Decomposition {
             subdomains: 1,
             split_axis: None,
+            balance: super::Balance::default(),
         }
     }
 }
@@ -75,6 +79,7 @@ impl Default for Decomposition {
 pub struct DecompositionOverride {
     pub subdomains: Option<u32>,
     pub split_axis: Option<Axis>,
+    pub balance: Option<super::Balance>,
 }
 
 impl DecompositionOverride {
@@ -83,6 +88,7 @@ impl DecompositionOverride {
         Decomposition {
             subdomains: self.subdomains.unwrap_or(base.subdomains),
             split_axis: self.split_axis.or(base.split_axis),
+            balance: self.balance.unwrap_or(base.balance),
         }
     }
 }

@@ -110,7 +110,10 @@ mod tests {
                 for r in 0..ranks {
                     let w = rank_workers(workers, ranks, r);
                     assert_eq!(w.start, next);
-                    assert!(!w.is_empty(), "{workers} workers, {ranks} ranks: rank {r} idle");
+                    assert!(
+                        !w.is_empty(),
+                        "{workers} workers, {ranks} ranks: rank {r} idle"
+                    );
                     next = w.end;
                 }
                 assert_eq!(next, workers);

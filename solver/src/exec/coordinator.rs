@@ -24,6 +24,7 @@ use super::worker::{
 use crate::case::Integrator;
 use crate::core::geometry::BodyTransform;
 use crate::core::grid::Grid;
+use crate::decomp::balance::{self, Balance, BALANCE_INTERVAL};
 use crate::decomp::{Axis, Decomposition, Plan, PlanError};
 use crate::dem::cpu::{distribute, CpuWorker};
 use crate::dem::exchange::ParticleBatch;
@@ -82,6 +83,12 @@ pub struct Coordinator {
     comm: Arc<dyn Comm>,
     /// Global indices of the workers this rank drives (all of them in one process).
     local: Range<usize>,
+    /// Dynamic load balancing of the slab bounds.
+    balance: Balance,
+    /// Compute time of each local worker since the last balancing decision [s].
+    busy: Vec<f64>,
+    /// Balancing decisions that moved bounds since the run (re)started.
+    rebalances: u64,
 }
 
 /// Particles that changed owner since the run (re)started.
@@ -184,7 +191,10 @@ impl Coordinator {
             flow,
             inflows: None,
             comm,
+            busy: vec![0.0; local.len()],
             local,
+            balance: decomposition.balance,
+            rebalances: 0,
         };
         c.clock.dt = c.reduce_dt();
         c.exchange_halo();
@@ -218,6 +228,9 @@ impl Coordinator {
             inflows: None,
             comm: Arc::new(Solo),
             local: 0..1,
+            balance: Balance::Off,
+            busy: vec![0.0],
+            rebalances: 0,
         }
     }
 
@@ -333,27 +346,103 @@ impl Coordinator {
         }
     }
 
+    /// Runs `f` on every local worker in parallel, adding each one's time to its busy time
+    /// (the input of time balancing), and the stage's wall time to `stage`.
+    fn on_workers(&mut self, stage: Stage, f: impl Fn(&mut Staged) + Sync) {
+        let Crew::Staged(w) = &mut self.crew else {
+            unreachable!("staged stages on a fused worker")
+        };
+        let t0 = std::time::Instant::now();
+        w.par_iter_mut()
+            .zip(self.busy.par_iter_mut())
+            .for_each(|(w, busy)| {
+                let t = std::time::Instant::now();
+                f(w);
+                *busy += t.elapsed().as_secs_f64();
+            });
+        self.timers.add(stage, t0.elapsed());
+    }
+
     fn prepare(&mut self, t: f64) {
         let step = self.clock.step;
-        let w = self.workers();
-        let t0 = std::time::Instant::now();
-        w.par_iter_mut().for_each(|w| w.prepare(step, t));
-        self.timers.add(Stage::Prepare, t0.elapsed());
+        self.on_workers(Stage::Prepare, |w| w.prepare(step, t));
     }
 
     fn forces(&mut self, dt: f64) {
-        let w = self.workers();
-        let t0 = std::time::Instant::now();
-        w.par_iter_mut().for_each(|w| w.forces(dt));
-        self.timers.add(Stage::Forces, t0.elapsed());
+        self.on_workers(Stage::Forces, |w| w.forces(dt));
         self.forces_valid = true;
     }
 
     fn integrate(&mut self, phase: Phase, dt: f64) {
-        let w = self.workers();
+        self.on_workers(Stage::Integrate, |w| w.integrate(phase, dt));
+    }
+
+    /// Balancing decisions that moved slab bounds since the run (re)started.
+    pub fn rebalances(&self) -> u64 {
+        self.rebalances
+    }
+
+    /// Every [`BALANCE_INTERVAL`] steps: moves the slab bounds toward equal work (collective:
+    /// every rank decides from the same all-gathered counts and times), then exchanges so that
+    /// the particles of moved layers reach their new owners. Results do not change.
+    fn rebalance(&mut self) {
+        if self.balance == Balance::Off
+            || self.plan.workers() < 2
+            || !self.clock.step.is_multiple_of(BALANCE_INTERVAL)
+        {
+            return;
+        }
         let t0 = std::time::Instant::now();
-        w.par_iter_mut().for_each(|w| w.integrate(phase, dt));
-        self.timers.add(Stage::Integrate, t0.elapsed());
+        let Crew::Staged(w) = &self.crew else {
+            return;
+        };
+        let counts: Vec<(u32, u64)> = w.iter().flat_map(|w| w.layer_counts()).collect();
+        let busy: Vec<(usize, f64)> = self
+            .busy
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| (self.local.start + i, b))
+            .collect();
+        self.busy.iter_mut().for_each(|b| *b = 0.0);
+        let counts = self.all_gather_vec(counts, "layer counts");
+        let busy = self.all_gather_vec(busy, "worker times");
+        let mut per_layer = vec![0u64; self.grid.dims[self.plan.axis] as usize];
+        for (l, c) in counts {
+            per_layer[l as usize] += c;
+        }
+        let mut per_worker = vec![0.0; self.plan.workers()];
+        for (w, b) in busy {
+            per_worker[w] = b;
+        }
+        let bounds = &self.plan.bounds;
+        let cost = match self.balance {
+            Balance::Off => return,
+            Balance::Count => per_layer.iter().map(|&c| c as f64).collect(),
+            Balance::Time => balance::time_costs(bounds, &per_layer, &per_worker),
+        };
+        let Some(new) = balance::rebalance(bounds, &cost) else {
+            self.timers.add(Stage::Reduce, t0.elapsed());
+            return;
+        };
+        tracing::debug!(
+            step = self.clock.step,
+            by = self.balance.name(),
+            from = ?bounds,
+            to = ?new,
+            loads = ?balance::loads(bounds, &cost),
+            "slab bounds moved"
+        );
+        let plan = Arc::new(Plan {
+            axis: self.plan.axis,
+            bounds: new,
+        });
+        self.plan = plan.clone();
+        for w in self.workers().iter_mut() {
+            w.set_plan(plan.clone());
+        }
+        self.rebalances += 1;
+        self.timers.add(Stage::Reduce, t0.elapsed());
+        self.exchange();
     }
 
     fn step_staged(&mut self) -> Result<(), StepError> {
@@ -388,6 +477,7 @@ impl Coordinator {
         self.clock.time += dt;
         self.clock.step += 1;
         self.timers.steps += 1;
+        self.rebalance();
         let t0 = std::time::Instant::now();
         let bad = self
             .workers()
@@ -486,7 +576,13 @@ impl Coordinator {
                 let local = self.local.clone();
                 self.workers()
                     .par_iter_mut()
-                    .zip(batches.into_iter().skip(local.start).take(local.len()).collect::<Vec<_>>())
+                    .zip(
+                        batches
+                            .into_iter()
+                            .skip(local.start)
+                            .take(local.len())
+                            .collect::<Vec<_>>(),
+                    )
                     .for_each(|(w, b)| {
                         if !b.is_empty() {
                             w.adopt(b)

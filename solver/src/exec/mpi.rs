@@ -59,8 +59,8 @@ pub enum MpiInitError {
 impl MpiComm {
     /// Initialises MPI (once per process).
     pub fn init() -> Result<MpiComm, MpiInitError> {
-        let (universe, level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
-            .ok_or(MpiInitError::Init)?;
+        let (universe, level) =
+            mpi::initialize_with_threading(mpi::Threading::Funneled).ok_or(MpiInitError::Init)?;
         if level < mpi::Threading::Funneled {
             return Err(MpiInitError::Threading(level));
         }
@@ -125,7 +125,8 @@ impl Comm for MpiComm {
         assert_eq!(sends.len(), self.size, "one send buffer per rank");
         let send_lens: Vec<u64> = sends.iter().map(|s| s.len() as u64).collect();
         let mut recv_lens = vec![0u64; self.size];
-        self.world.all_to_all_into(&send_lens[..], &mut recv_lens[..]);
+        self.world
+            .all_to_all_into(&send_lens[..], &mut recv_lens[..]);
         let (sc, sd) = Self::partition(&send_lens, "exchange (send)");
         let (rc, rd) = Self::partition(&recv_lens, "exchange (receive)");
         let send: Vec<u8> = sends.concat();
@@ -165,7 +166,8 @@ impl Comm for MpiComm {
     fn all_gather(&self, local: Vec<u8>) -> Vec<Vec<u8>> {
         self.check_thread();
         let mut lens = vec![0u64; self.size];
-        self.world.all_gather_into(&(local.len() as u64), &mut lens[..]);
+        self.world
+            .all_gather_into(&(local.len() as u64), &mut lens[..]);
         let (c, d) = Self::partition(&lens, "all-gather");
         let mut recv = vec![0u8; lens.iter().sum::<u64>() as usize];
         {

@@ -2,6 +2,7 @@
 //! [`Coordinator`] (clock, plan, workers) and the per-particle static data, and gives
 //! per-particle data in particle-id order, assembled from every worker.
 
+use super::comm::Comm;
 use super::coordinator::{Coordinator, Crew};
 use super::stages::StageTimers;
 use super::worker::{BackendStats, Energies, IdIndex, RawKinematics, Snapshot, StepError};
@@ -9,7 +10,6 @@ use crate::case::{Case, CaseError, CaseWarning, Species};
 use crate::core::geometry::Mesh;
 use crate::core::vec3::{self, V3};
 use crate::decomp::{Decomposition, PlanError};
-use super::comm::Comm;
 use crate::dem::state::{SimState, StepContext};
 use std::cell::OnceCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -316,19 +316,16 @@ impl Simulation {
                 let comm = ranks.comm.clone();
                 if comm.is_root() && !ranks.started.swap(true, Ordering::Relaxed) {
                     // The other ranks build the same simulation from rank 0's start.
-                    let mut bytes =
-                        crate::io::checkpoint::encode_parts(
-                            &case,
-                            &ctx.meshes,
-                            &state,
-                            std::path::Path::new("<start state for the other ranks>"),
-                        )
-                        .map_err(
-                            |e| SimError::State {
-                                origin: origin.clone(),
-                                message: e.to_string(),
-                            },
-                        )?;
+                    let mut bytes = crate::io::checkpoint::encode_parts(
+                        &case,
+                        &ctx.meshes,
+                        &state,
+                        std::path::Path::new("<start state for the other ranks>"),
+                    )
+                    .map_err(|e| SimError::State {
+                        origin: origin.clone(),
+                        message: e.to_string(),
+                    })?;
                     comm.broadcast(&mut bytes);
                 }
                 if d.subdomains < comm.size() as u32 {
@@ -412,11 +409,13 @@ impl Simulation {
                 message: "rank 0 failed before the run started (its output says why)".into(),
             });
         }
-        let (case, meshes, state) = crate::io::checkpoint::decode_parts(&bytes, std::path::Path::new(&origin))
-            .map_err(|e| SimError::State {
-                origin: origin.clone(),
-                message: e.to_string(),
-            })?;
+        let (case, meshes, state) =
+            crate::io::checkpoint::decode_parts(&bytes, std::path::Path::new(&origin)).map_err(
+                |e| SimError::State {
+                    origin: origin.clone(),
+                    message: e.to_string(),
+                },
+            )?;
         Self::assemble(
             case,
             meshes,

@@ -63,7 +63,8 @@ impl<M: Send + Serialize + DeserializeOwned> Transport<M> for Ranks {
         let local = self.blocks[me].clone();
         assert_eq!(outboxes.len(), local.len(), "one outbox per local worker");
         // (destination worker, message) per destination rank, in sender order.
-        let mut per_rank: Vec<Vec<(usize, M)>> = (0..self.blocks.len()).map(|_| Vec::new()).collect();
+        let mut per_rank: Vec<Vec<(usize, M)>> =
+            (0..self.blocks.len()).map(|_| Vec::new()).collect();
         for out in outboxes {
             for (to, m) in out {
                 per_rank[self.rank_of(to)].push((to, m));
@@ -86,7 +87,10 @@ impl<M: Send + Serialize + DeserializeOwned> Transport<M> for Ranks {
                 decode(bytes, "exchange messages")
             };
             for (to, m) in msgs {
-                assert!(local.contains(&to), "rank {me} got a message for worker {to}");
+                assert!(
+                    local.contains(&to),
+                    "rank {me} got a message for worker {to}"
+                );
                 inboxes[to - local.start].push(m);
             }
         }

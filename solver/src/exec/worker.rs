@@ -235,6 +235,11 @@ pub trait StagedWorker: Send + Sync {
     fn halo(&self) -> Vec<(usize, Self::Msg)>;
     /// Exchange, part 4: replaces the ghosts.
     fn set_ghosts(&mut self, inbox: Vec<Self::Msg>);
+    /// Takes a new plan (moved slab bounds, from load balancing): the next exchange moves the
+    /// particles whose layer changed owner.
+    fn set_plan(&mut self, plan: std::sync::Arc<crate::decomp::Plan>);
+    /// Owned particles per cell layer along the plan's axis, as (layer, count), ascending.
+    fn layer_counts(&self) -> Vec<(u32, u64)>;
     /// Stage `reduce`: the lowest id of an owned particle with a non-finite state, if any.
     fn first_nonfinite(&self) -> Option<u32>;
     /// Every owned particle with its full state (storage order).

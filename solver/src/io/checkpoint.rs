@@ -399,14 +399,17 @@ impl Simulation {
 
 /// Decodes checkpoint bytes (any version this build reads) into the case, its meshes and the
 /// state (`path` names them in errors).
-pub fn decode_parts(bytes: &[u8], path: &Path) -> Result<(Case, Vec<Mesh>, SimState), CheckpointError> {
+pub fn decode_parts(
+    bytes: &[u8],
+    path: &Path,
+) -> Result<(Case, Vec<Mesh>, SimState), CheckpointError> {
     let cfg = bincode::config::standard();
     let dec = |e: bincode::error::DecodeError| CheckpointError::Decode {
         path: path.to_path_buf(),
         message: e.to_string(),
     };
-    let (header, used): (Header, usize) = bincode::serde::decode_from_slice(&bytes, cfg)
-        .map_err(|_| CheckpointError::BadMagic {
+    let (header, used): (Header, usize) =
+        bincode::serde::decode_from_slice(bytes, cfg).map_err(|_| CheckpointError::BadMagic {
             path: path.to_path_buf(),
         })?;
     if header.magic != MAGIC {
@@ -443,13 +446,12 @@ pub fn decode_parts(bytes: &[u8], path: &Path) -> Result<(Case, Vec<Mesh>, SimSt
             })
         }
     };
-    let case =
-        Case::from_toml_str(&p.case_toml, &p.case_name, &p.base_dir).map_err(|source| {
-            CheckpointError::Case {
-                path: path.to_path_buf(),
-                source: Box::new(source),
-            }
-        })?;
+    let case = Case::from_toml_str(&p.case_toml, &p.case_name, &p.base_dir).map_err(|source| {
+        CheckpointError::Case {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        }
+    })?;
     case.validate_fields()
         .map_err(|source| CheckpointError::Case {
             path: path.to_path_buf(),
@@ -474,17 +476,17 @@ pub fn decode_parts(bytes: &[u8], path: &Path) -> Result<(Case, Vec<Mesh>, SimSt
         });
     }
     let meshes = case
-    .meshes
-    .iter()
-    .zip(p.mesh_triangles)
-    .enumerate()
-    .map(|(k, (spec, triangles))| Mesh {
-        name: spec.name.clone(),
-        triangles,
-        motion: spec.motion.clone(),
-        material: k + 1,
-    })
-    .collect();
+        .meshes
+        .iter()
+        .zip(p.mesh_triangles)
+        .enumerate()
+        .map(|(k, (spec, triangles))| Mesh {
+            name: spec.name.clone(),
+            triangles,
+            motion: spec.motion.clone(),
+            material: k + 1,
+        })
+        .collect();
     Ok((case, meshes, p.state))
 }
 

@@ -242,6 +242,30 @@ impl StagedWorker for CpuWorker {
         }
     }
 
+    fn set_plan(&mut self, plan: Arc<Plan>) {
+        self.window = self.grid.layer_range(plan.window(self.rank));
+        self.plan = plan;
+    }
+
+    fn layer_counts(&self) -> Vec<(u32, u64)> {
+        let axis = self.plan.axis;
+        let win = self.plan.window(self.rank);
+        let mut count = vec![0u64; win.len()];
+        for &x in &self.p.pos[..self.p.own()] {
+            let l = self.grid.cell_coords(x)[axis];
+            // Owned particles lie in the slab between exchanges; a worker asked just after an
+            // inflow may hold one beyond it until the next exchange: counted at the window's edge.
+            let k = l.clamp(win.start, win.end - 1) - win.start;
+            count[k as usize] += 1;
+        }
+        count
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, c)| c > 0)
+            .map(|(k, c)| (win.start + k as u32, c))
+            .collect()
+    }
+
     fn halo(&self) -> Vec<(usize, ParticleBatch)> {
         let routes = halo_routes(&self.plan, self.rank);
         if routes.is_empty() {
