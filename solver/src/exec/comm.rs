@@ -30,8 +30,6 @@ pub trait Comm: Send + Sync + std::fmt::Debug {
     fn min_u64(&self, x: u64) -> u64;
     /// Sum over the ranks.
     fn sum_u64(&self, x: u64) -> u64;
-    /// Ends every rank of the run at once with `code` (after a rank failed on its own).
-    fn abort(&self, code: i32) -> !;
 
     fn is_root(&self) -> bool {
         self.rank() == 0
@@ -68,9 +66,6 @@ impl Comm for Solo {
     }
     fn sum_u64(&self, x: u64) -> u64 {
         x
-    }
-    fn abort(&self, code: i32) -> ! {
-        std::process::exit(code)
     }
 }
 

@@ -237,8 +237,4 @@ impl Comm for MpiComm {
             .all_reduce_into(&x, &mut y, SystemOperation::sum());
         y
     }
-
-    fn abort(&self, code: i32) -> ! {
-        self.world.abort(code)
-    }
 }

@@ -79,6 +79,24 @@ impl RankSet {
         self.started.load(Ordering::Relaxed)
     }
 
+    /// Rank 0 sends the other ranks (waiting in [`Simulation::join_ranks`]) the start state:
+    /// the case, its meshes and `state`, as checkpoint bytes. Once; nothing on other ranks.
+    fn send_start(
+        &self,
+        case: &Case,
+        meshes: &[Mesh],
+        state: &SimState,
+    ) -> Result<(), crate::io::checkpoint::CheckpointError> {
+        if !self.comm.is_root() || self.started() {
+            return Ok(());
+        }
+        let label = std::path::Path::new("<start state for the other ranks>");
+        let mut bytes = crate::io::checkpoint::encode_parts(case, meshes, state, label)?;
+        self.started.store(true, Ordering::Relaxed);
+        self.comm.broadcast(&mut bytes);
+        Ok(())
+    }
+
     /// Rank 0 failed before the run could start: tells the other ranks (waiting in
     /// [`Simulation::join_ranks`]) to give up. Does nothing once started.
     pub fn cancel_start(&self) {
@@ -312,42 +330,30 @@ impl Simulation {
         }
         let mut d = case.decomposition;
         let coord = match kind {
-            BackendKind::CpuRanks(ranks) => {
-                let comm = ranks.comm.clone();
-                if comm.is_root() && !ranks.started.swap(true, Ordering::Relaxed) {
-                    // The other ranks build the same simulation from rank 0's start.
-                    let mut bytes = crate::io::checkpoint::encode_parts(
-                        &case,
-                        &ctx.meshes,
-                        &state,
-                        std::path::Path::new("<start state for the other ranks>"),
-                    )
-                    .map_err(|e| SimError::State {
-                        origin: origin.clone(),
-                        message: e.to_string(),
-                    })?;
-                    comm.broadcast(&mut bytes);
-                }
-                if d.subdomains < comm.size() as u32 {
-                    if d.subdomains > 1 {
-                        tracing::warn!(
-                            "{} sub-domains asked for {} ranks: using {}, one per rank",
-                            d.subdomains,
-                            comm.size(),
-                            comm.size()
-                        );
+            BackendKind::Cpu | BackendKind::CpuRanks(_) => {
+                let comm: Arc<dyn Comm> = match kind {
+                    BackendKind::CpuRanks(ranks) => {
+                        ranks.send_start(&case, &ctx.meshes, &state).map_err(|e| {
+                            SimError::State {
+                                origin: origin.clone(),
+                                message: e.to_string(),
+                            }
+                        })?;
+                        let size = ranks.comm.size() as u32;
+                        if d.subdomains < size {
+                            if d.subdomains > 1 {
+                                tracing::warn!(
+                                    "{} sub-domains asked for {size} ranks: using {size}, one per rank",
+                                    d.subdomains
+                                );
+                            }
+                            d.subdomains = size;
+                        }
+                        ranks.comm.clone()
                     }
-                    d.subdomains = comm.size() as u32;
-                }
+                    _ => Arc::new(super::comm::Solo),
+                };
                 let mut c = Coordinator::cpu_on(ctx.clone(), state, &d, comm)
-                    .map_err(|source| SimError::Plan { origin, source })?;
-                if !case.inflows.is_empty() {
-                    c.set_inflows(inflows);
-                }
-                c
-            }
-            BackendKind::Cpu => {
-                let mut c = Coordinator::cpu(ctx.clone(), state, &d)
                     .map_err(|source| SimError::Plan { origin, source })?;
                 if !case.inflows.is_empty() {
                     c.set_inflows(inflows);
