@@ -59,17 +59,24 @@ fn main() -> ExitCode {
 /// A rank other than 0: rank 0 decides when to stop (a signal that reaches every rank, as
 /// from the launcher, is handled by rank 0's clean stop), so signals only get noted here.
 fn follow(ranks: solver::exec::sim::RankSet, cli: &Cli) -> Result<()> {
+    set_up_process(cli)?;
+    app::ranks::follow(ranks)
+}
+
+/// The CPU thread pool (`--threads`), and SIGINT/SIGTERM noted in the returned flag (the run
+/// loop stops cleanly when it is set).
+fn set_up_process(cli: &Cli) -> Result<Arc<AtomicBool>> {
     if let Some(n) = cli.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .build_global()
             .context("setting up the CPU thread pool")?;
     }
-    let noted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, noted.clone()).context("installing signal handlers")?;
+        signal_hook::flag::register(sig, flag.clone()).context("installing signal handlers")?;
     }
-    app::ranks::follow(ranks)
+    Ok(flag)
 }
 
 /// Most CPU threads accepted: more than this many per core only adds switching.
@@ -221,17 +228,7 @@ fn read_dead_run(name: &str) -> Result<(StaticData, Frame)> {
 fn real_main(cli: Cli) -> Result<()> {
     check_cli(&cli)?;
     let backend = pick_backend(cli.backend)?;
-    if let Some(n) = cli.threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build_global()
-            .context("setting up the CPU thread pool")?;
-    }
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, interrupted.clone())
-            .context("installing signal handlers")?;
-    }
+    let interrupted = set_up_process(&cli)?;
 
     // Build and check the simulation first: a bad case or frame must not leave a segment
     // behind or change one.

@@ -3,8 +3,10 @@
 //! or MPICH): `cargo test --release -p solver --features mpi --test mpi_ranks`.
 #![cfg(feature = "mpi")]
 
+#[path = "support/run_solver.rs"]
+mod support;
+
 use shm_protocol::{Command as Cmd, CommandOutcome, Consumer, Frame};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -38,36 +40,9 @@ fn single(args: &[&str]) -> Command {
 }
 
 /// Runs to the end within `limit`; returns (exit code, stderr).
-fn run(mut c: Command, limit: Duration) -> (Option<i32>, String) {
-    let mut child = c
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting the run (is mpirun on PATH?)");
-    wait(&mut child, limit)
-}
-
-fn wait(child: &mut Child, limit: Duration) -> (Option<i32>, String) {
-    let mut pipe = child.stderr.take().expect("stderr");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = pipe.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("waiting") {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("run did not end within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status.code(), reader.join().unwrap_or_default())
+fn run(c: Command, limit: Duration) -> (Option<i32>, String) {
+    let out = support::run_command(c, limit);
+    (out.code, out.stderr)
 }
 
 struct Scratch(PathBuf);

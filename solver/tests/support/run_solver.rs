@@ -37,15 +37,21 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
 
 /// Runs the solver with `args`, killing it after `limit` (then panics: the input hung it).
 pub fn run_solver(args: &[&str], limit: Duration) -> Outcome {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_solver"));
+    cmd.args(args).env("RUST_LOG", "info");
+    run_command(cmd, limit)
+}
+
+/// Runs `cmd` (the solver, or a launcher that starts it) to its end with stderr captured,
+/// killing it after `limit` (then panics: it hung).
+pub fn run_command(mut cmd: Command, limit: Duration) -> Outcome {
     let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_solver"))
-        .args(args)
-        .env("RUST_LOG", "info")
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("starting the solver binary");
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
     let mut pipe = child.stderr.take().expect("stderr");
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
@@ -60,7 +66,7 @@ pub fn run_solver(args: &[&str], limit: Duration) -> Outcome {
             let _ = child.kill();
             let _ = child.wait();
             let stderr = reader.join().unwrap_or_default();
-            panic!("solver {args:?} still ran after {limit:?} (hang); stderr so far:\n{stderr}");
+            panic!("{cmd:?} still ran after {limit:?} (hang); stderr so far:\n{stderr}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
