@@ -50,16 +50,24 @@ pub enum Source {
     Contact,
     /// Pack into id order for publication.
     Publish,
+    /// Migrants and ghosts between the GPUs of one run.
+    Exchange,
 }
 
 impl Source {
-    pub const ALL: [Source; 3] = [Source::Grid, Source::Contact, Source::Publish];
+    pub const ALL: [Source; 4] = [
+        Source::Grid,
+        Source::Contact,
+        Source::Publish,
+        Source::Exchange,
+    ];
 
     pub fn file_name(self) -> &'static str {
         match self {
             Source::Grid => "grid.cu",
             Source::Contact => "contact.cu",
             Source::Publish => "publish.cu",
+            Source::Exchange => "exchange.cu",
         }
     }
 
@@ -68,6 +76,7 @@ impl Source {
             Source::Grid => include_str!("cuda/grid.cu"),
             Source::Contact => include_str!("cuda/contact.cu"),
             Source::Publish => include_str!("cuda/publish.cu"),
+            Source::Exchange => include_str!("cuda/exchange.cu"),
         }
     }
 }
@@ -84,10 +93,14 @@ pub enum Kernel {
     Collide,
     KickDrift,
     Pack,
+    Classify,
+    Retire,
+    Unpack,
+    LayerCounts,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 9] = [
+    pub const ALL: [Kernel; 13] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -97,6 +110,10 @@ impl Kernel {
         Kernel::Collide,
         Kernel::KickDrift,
         Kernel::Pack,
+        Kernel::Classify,
+        Kernel::Retire,
+        Kernel::Unpack,
+        Kernel::LayerCounts,
     ];
 
     /// The `extern "C"` symbol.
@@ -111,6 +128,10 @@ impl Kernel {
             Kernel::Collide => "dem_collide",
             Kernel::KickDrift => "dem_kick_drift",
             Kernel::Pack => "dem_pack",
+            Kernel::Classify => "dem_classify",
+            Kernel::Retire => "dem_retire",
+            Kernel::Unpack => "dem_unpack",
+            Kernel::LayerCounts => "dem_layer_counts",
         }
     }
 }

@@ -51,28 +51,6 @@ fn crossing_gas() -> Case {
     case
 }
 
-fn bits(s: &SimState) -> Vec<u64> {
-    let v3 = |v: &Vec<[f64; 3]>| v.iter().flatten().map(|c| c.to_bits()).collect::<Vec<_>>();
-    let mut out: Vec<u64> = s.id.iter().map(|&i| i as u64).collect();
-    out.extend(s.species.iter().map(|&x| x as u64));
-    out.extend(v3(&s.pos));
-    out.extend(v3(&s.vel));
-    out.extend(v3(&s.omega));
-    out.extend(v3(&s.force));
-    out.extend(v3(&s.torque));
-    out.extend(s.contacts.iter().map(|&c| c as u64));
-    out.extend(s.history.iter().flat_map(|h| {
-        [
-            h.partner as u64,
-            h.xi[0].to_bits(),
-            h.xi[1].to_bits(),
-            h.xi[2].to_bits(),
-        ]
-    }));
-    out.extend([s.time.to_bits(), s.step, s.history_overflows]);
-    out
-}
-
 /// What a frame gets: the f32 arrays the publishing path packs, id order.
 fn frame(sim: &mut Simulation) -> Vec<u32> {
     let n = sim.num_particles();

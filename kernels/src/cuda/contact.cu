@@ -298,6 +298,16 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
     acc.cursor = 0;
     acc.old_count = 0;
     if (active) {
+        // A ghost (a neighbour GPU's particle, outside this GPU's slab) is read, not moved: its
+        // slot of `out` is marked dead, which the next exchange drops.
+        const unsigned a = p.split_axis;
+        const unsigned layer = cell_coord(in.pos[3 * k + a], p.origin[a], p.cell, p.dims[a]);
+        if (layer < p.slab_lo || layer >= p.slab_hi) {
+            out.id[k] = DEM_DEAD;
+            active = false;
+        }
+    }
+    if (active) {
         const double pix = in.pos[3 * k], piy = in.pos[3 * k + 1], piz = in.pos[3 * k + 2];
         const real3 vi = load3(in.vel, k);
 #if DEM_ROTATION
@@ -455,7 +465,7 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
 // stored by the last dem_collide, in place on the state (slot order of that collide's output).
 extern "C" __global__ void dem_kick_drift(const DemParams p, ParticleArrays s) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n) return;
+    if (k >= p.n || s.id[k] == DEM_DEAD) return;
     const unsigned si = s.species ? s.species[k] : 0u;
     const SpeciesProps sp = p.species[si];
     const real mi = (real)sp.mass;

@@ -14,13 +14,19 @@ __device__ __forceinline__ unsigned cell_index(const DemParams& p, unsigned x, u
 }
 
 // Hash every slot and count particles per cell; `rank` is the arrival order inside the cell.
+// Dead slots (DEM_DEAD) go to the extra bucket `cells` (count and start have cells + 1 entries).
 extern "C" __global__ void dem_hash_count(const DemParams p, const ParticleArrays s, GridArrays g) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= p.n) return;
-    unsigned x = cell_coord(s.pos[3 * i], p.origin[0], p.cell, p.dims[0]);
-    unsigned y = cell_coord(s.pos[3 * i + 1], p.origin[1], p.cell, p.dims[1]);
-    unsigned z = cell_coord(s.pos[3 * i + 2], p.origin[2], p.cell, p.dims[2]);
-    unsigned c = cell_index(p, x, y, z);
+    unsigned c;
+    if (s.id[i] == DEM_DEAD) {
+        c = p.dims[0] * p.dims[1] * p.dims[2];  // the bucket after the last cell
+    } else {
+        unsigned x = cell_coord(s.pos[3 * i], p.origin[0], p.cell, p.dims[0]);
+        unsigned y = cell_coord(s.pos[3 * i + 1], p.origin[1], p.cell, p.dims[1]);
+        unsigned z = cell_coord(s.pos[3 * i + 2], p.origin[2], p.cell, p.dims[2]);
+        c = cell_index(p, x, y, z);
+    }
     g.cell[i] = c;
     g.rank[i] = atomicAdd(&g.count[c], 1u);
 }

@@ -15,6 +15,10 @@ struct SpeciesProps {
 #define DEM_INTEGRATE_HALF_KICK 1   // velocity Verlet's closing half kick: v += a dt/2, w += T dt/2I
 #define DEM_INTEGRATE_NONE 2        // forces only (Verlet's first step without valid forces)
 
+// Id of a slot that holds no particle (an emigrant, a spent ghost): the hash puts it in the
+// extra bucket after the last cell, so the sort moves it behind every live particle.
+#define DEM_DEAD 0xFFFFFFFFu
+
 // Case-wide constants of one step.
 struct DemParams {
     double origin[3];    // grid origin [m]
@@ -33,6 +37,10 @@ struct DemParams {
     unsigned hist_sr;    //   (hist_sc = n, hist_sr = 1) or row-major (1, hist_cap)
     unsigned diag;       // 1: count contacts into DemDiag
     unsigned integrate;  // what dem_collide does after the forces: DEM_INTEGRATE_*
+    unsigned split_axis; // axis of the GPUs' slabs (0 x, 1 y, 2 z)
+    unsigned slab_lo;    // this GPU's slab: cell layers [slab_lo, slab_hi) along split_axis; the
+    unsigned slab_hi;    //   particles outside are ghosts, read only (one GPU: 0, dims[axis])
+    unsigned pad2;
     const SpeciesProps* species;  // [n_species]
     const MaterialPair* pp;       // [n_species * n_species]
     const MaterialPair* pw;       // [n_species * n_walls]

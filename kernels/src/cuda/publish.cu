@@ -9,6 +9,7 @@ extern "C" __global__ void dem_pack(const DemParams p, const ParticleArrays s, f
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     unsigned i = s.id[k];
+    if (i == DEM_DEAD) return;  // a ghost's slot (several GPUs): its owner packs it
     if (pos)
         for (int a = 0; a < 3; a++) pos[3 * i + a] = (float)s.pos[3 * k + a];
     if (vel)

@@ -65,9 +65,11 @@ pub struct Cli {
     /// change, only speed [default: the case's, else time].
     #[arg(long, value_enum, value_name = "HOW")]
     pub balance: Option<solver::decomp::Balance>,
-    /// GPU index for the CUDA backend.
-    #[arg(long, default_value_t = 0)]
-    pub devices: usize,
+    /// GPUs for the CUDA backend: one index (`0`), a comma-separated list (`0,1`: one
+    /// simulation split into slabs along --split-axis, one per GPU, exchanging boundary layers
+    /// device to device), or `all`. Results are the same on any number of GPUs.
+    #[arg(long, default_value = "0", value_name = "LIST")]
+    pub devices: Devices,
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -126,6 +128,51 @@ impl Cli {
             Some(format!("particle-shm-{}", std::process::id()))
         } else {
             self.load_shm.clone()
+        }
+    }
+}
+
+/// `--devices`: GPU ordinals, or every GPU of the machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Devices {
+    List(Vec<usize>),
+    All,
+}
+
+impl std::str::FromStr for Devices {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim() == "all" {
+            return Ok(Devices::All);
+        }
+        let list: Vec<usize> = s
+            .split(',')
+            .map(|d| {
+                d.trim().parse::<usize>().map_err(|_| {
+                    format!("`{d}` is not a GPU index: give indices like 0 or 0,1, or `all`")
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        if list.is_empty() || list.len() > 64 {
+            return Err(format!("{} GPUs listed: give 1 to 64", list.len()));
+        }
+        Ok(Devices::List(list))
+    }
+}
+
+impl Devices {
+    /// The ordinals; `all` asks the driver how many GPUs there are.
+    pub fn resolve(&self) -> anyhow::Result<Vec<usize>> {
+        match self {
+            Devices::List(l) => Ok(l.clone()),
+            Devices::All => {
+                solver::dem::cuda::driver::driver_available()?;
+                let n = solver::dem::cuda::driver::device_count()?;
+                if n == 0 {
+                    anyhow::bail!("--devices all: the driver reports no GPU");
+                }
+                Ok((0..n).collect())
+            }
         }
     }
 }

@@ -37,10 +37,19 @@ fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
             Some(ranks) => BackendKind::CpuRanks(ranks),
             None => BackendKind::Cpu,
         },
-        Backend::Cuda => BackendKind::Cuda(CudaOptions {
-            device: cli.devices,
-            ..CudaOptions::default()
-        }),
+        Backend::Cuda => {
+            // A driver failure is reported when the backend starts.
+            let devices = cli.devices.resolve().unwrap_or_else(|_| vec![0]);
+            let opts = CudaOptions {
+                device: devices[0],
+                ..CudaOptions::default()
+            };
+            if devices.len() > 1 {
+                BackendKind::CudaGroup(opts, devices)
+            } else {
+                BackendKind::Cuda(opts)
+            }
+        }
     }
 }
 

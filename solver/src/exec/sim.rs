@@ -31,8 +31,8 @@ pub enum SimError {
         source: PlanError,
     },
     #[error(
-        "{origin}: the CUDA backend runs one sub-domain on one GPU for now ({subdomains} asked \
-         for); use --backend cpu for CPU sub-domains"
+        "{origin}: the CUDA backend runs one sub-domain per GPU ({subdomains} asked for): list \
+         the GPUs with --devices (e.g. --devices 0,1), or use --backend cpu for CPU sub-domains"
     )]
     CudaSubdomains { origin: String, subdomains: u32 },
     #[error("{origin}: {message}")]
@@ -47,6 +47,8 @@ pub enum BackendKind {
     Cpu,
     /// The CUDA backend on one GPU.
     Cuda(crate::dem::cuda::CudaOptions),
+    /// The CUDA backend on several GPUs of this host (device ordinals, one slab each).
+    CudaGroup(crate::dem::cuda::CudaOptions, Vec<usize>),
     /// CPU workers spread over the processes (MPI ranks) of a run.
     CpuRanks(RankSet),
 }
@@ -123,7 +125,7 @@ pub fn host_bytes_per_particle(kind: &BackendKind) -> (u64, &'static str) {
             RUN_BYTES_PER_PARTICLE + crate::dem::cpu::HOST_BYTES_PER_PARTICLE,
             "a run on the CPU backend",
         ),
-        BackendKind::Cuda(_) => (
+        BackendKind::Cuda(_) | BackendKind::CudaGroup(..) => (
             RUN_BYTES_PER_PARTICLE + crate::dem::cuda::HOST_BYTES_PER_PARTICLE,
             "a run on the CUDA backend (host side)",
         ),
@@ -360,7 +362,7 @@ impl Simulation {
                 }
                 c
             }
-            BackendKind::Cuda(opts) => {
+            BackendKind::Cuda(opts) | BackendKind::CudaGroup(opts, _) => {
                 if case.changes_particle_set() {
                     return Err(SimError::State {
                         origin,
@@ -370,7 +372,11 @@ impl Simulation {
                             .into(),
                     });
                 }
-                if d.subdomains > 1 {
+                let devices = match kind {
+                    BackendKind::CudaGroup(_, devices) => devices.clone(),
+                    _ => vec![opts.device],
+                };
+                if d.subdomains > 1 && d.subdomains as usize != devices.len() {
                     return Err(SimError::CudaSubdomains {
                         origin,
                         subdomains: d.subdomains,
@@ -383,13 +389,25 @@ impl Simulation {
                     });
                 }
                 let (ids, step) = (state.id.clone(), state.step);
-                let worker = crate::dem::cuda::CudaBackend::new(ctx.clone(), state, opts)?;
-                Coordinator::fused(
-                    Box::new(worker),
-                    &ids,
-                    step,
-                    crate::dem::cuda::gpu_grid(&ctx),
-                )
+                let worker: Box<dyn super::worker::FusedWorker> = if devices.len() > 1 {
+                    Box::new(crate::dem::cuda::CudaGroup::new(
+                        ctx.clone(),
+                        &state,
+                        opts,
+                        &crate::dem::cuda::GroupOptions {
+                            devices,
+                            axis: d.split_axis,
+                            balance: d.balance,
+                        },
+                    )?)
+                } else {
+                    Box::new(crate::dem::cuda::CudaBackend::new(
+                        ctx.clone(),
+                        state,
+                        opts,
+                    )?)
+                };
+                Coordinator::fused(worker, &ids, step, crate::dem::cuda::gpu_grid(&ctx))
             }
         };
         Ok(Simulation {

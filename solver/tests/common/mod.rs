@@ -8,7 +8,7 @@ use solver::case::{
 use solver::core::stl::Triangle;
 use solver::dem::cuda::{driver::driver_available, CudaOptions};
 use solver::exec::sim::BackendKind;
-use solver::{FrameInput, Simulation};
+use solver::{FrameInput, SimState, Simulation};
 
 /// Comma list of backends (`cpu`, `cuda`) the validation tests run on. Unset (or empty): the
 /// CPU always, plus CUDA where an NVIDIA driver loads.
@@ -42,17 +42,21 @@ pub fn backends() -> Vec<(String, BackendKind)> {
                 }
                 let kind = match name.as_str() {
                     "cpu" => BackendKind::Cpu,
-                    "cuda" => {
+                    "cuda" | "cuda2" => {
                         if let Err(e) = driver_available() {
                             panic!(
                                 "{BACKENDS_ENV}={value:?} asks for the CUDA backend, but it cannot \
                                  run here: {e}"
                             );
                         }
-                        cuda()
+                        if name == "cuda2" {
+                            BackendKind::CudaGroup(CudaOptions::default(), test_devices())
+                        } else {
+                            cuda()
+                        }
                     }
                     other => panic!(
-                        "{BACKENDS_ENV}={value:?}: unknown backend {other:?} (known: cpu, cuda)"
+                        "{BACKENDS_ENV}={value:?}: unknown backend {other:?} (known: cpu, cuda, cuda2)"
                     ),
                 };
                 list.push((name, kind));
@@ -74,6 +78,24 @@ pub fn backends() -> Vec<(String, BackendKind)> {
         }
     );
     list
+}
+
+/// GPUs a multi-GPU test runs on (`cuda2` in [`BACKENDS_ENV`], `cuda_multi`): a comma list,
+/// default `0,0` (two slabs on one GPU: the exchange is the same, between two streams).
+pub const DEVICES_ENV: &str = "PARTICLE_SHM_TEST_DEVICES";
+
+pub fn test_devices() -> Vec<usize> {
+    let v = std::env::var(DEVICES_ENV).unwrap_or_default();
+    if v.trim().is_empty() {
+        return vec![0, 0];
+    }
+    v.split(',')
+        .map(|d| {
+            d.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{DEVICES_ENV}={v:?}: not a GPU index list"))
+        })
+        .collect()
 }
 
 /// Sub-domain count every CPU simulation of the validation tests runs on (unset: the case's,
@@ -372,4 +394,28 @@ pub fn friction_box_with_blade(name: &str, integrator: Integrator) -> Case {
         },
     });
     case
+}
+
+/// Every bit of a state (ids, kinematics, forces, contacts, history, clock), to compare runs
+/// that must be identical.
+pub fn bits(s: &SimState) -> Vec<u64> {
+    let v3 = |v: &Vec<[f64; 3]>| v.iter().flatten().map(|c| c.to_bits()).collect::<Vec<_>>();
+    let mut out: Vec<u64> = s.id.iter().map(|&i| i as u64).collect();
+    out.extend(s.species.iter().map(|&x| x as u64));
+    out.extend(v3(&s.pos));
+    out.extend(v3(&s.vel));
+    out.extend(v3(&s.omega));
+    out.extend(v3(&s.force));
+    out.extend(v3(&s.torque));
+    out.extend(s.contacts.iter().map(|&c| c as u64));
+    out.extend(s.history.iter().flat_map(|h| {
+        [
+            h.partner as u64,
+            h.xi[0].to_bits(),
+            h.xi[1].to_bits(),
+            h.xi[2].to_bits(),
+        ]
+    }));
+    out.extend([s.time.to_bits(), s.step, s.history_overflows]);
+    out
 }

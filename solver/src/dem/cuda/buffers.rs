@@ -288,16 +288,22 @@ pub(crate) fn check_device_memory(
     })
 }
 
-/// Allocates everything and uploads `state` (id order; ids = indices).
-/// The caller has checked with [`check_device_memory`] that it fits.
+/// Allocates everything and uploads `state` (slot = index in the state; one GPU: ids 0..n).
+/// The caller has checked with [`check_device_memory`] that it fits. Arrays have `capacity`
+/// slots (at least the state's particles): room for the ghosts and migrants of one GPU of
+/// several (`window.rs`); the history stride is the capacity.
 pub(crate) fn upload(
     stream: &Arc<CudaStream>,
     sc: &StepContext,
     state: &SimState,
     cfg: ModuleConfig,
     opts: &CudaOptions,
+    capacity: usize,
 ) -> Result<(DeviceState, DemParams), CudaError> {
-    let n = state.pos.len();
+    let live = state.pos.len();
+    assert!(capacity >= live, "capacity below the particle count");
+    // Every per-particle array has `capacity` slots; `n` below is that.
+    let n = capacity;
     let table = &sc.table;
     let lay = Layout {
         real: if cfg.double { 8 } else { 4 },
@@ -328,7 +334,7 @@ pub(crate) fn upload(
         diag: 0,
         memory: MemoryReport {
             arrays: Vec::new(),
-            particles: n as u64,
+            particles: live as u64,
             cells: cells as u64,
         },
         real_size: lay.real,
@@ -413,7 +419,7 @@ pub(crate) fn upload(
         box_min: sc.domain_min,
         box_max: sc.domain_max,
         dims: grid.dims,
-        n: n as u32,
+        n: live as u32,
         walls: sc.walls,
         n_species: sc.species_radius.len() as u32,
         n_walls: table.n_walls as u32,
@@ -426,6 +432,10 @@ pub(crate) fn upload(
         } else {
             super::params::INTEGRATE_EULER
         },
+        split_axis: grid.slab_axis as u32,
+        slab_lo: 0,
+        slab_hi: grid.dims[grid.slab_axis],
+        pad2: 0,
         species: sp_ptr,
         pp: pp_ptr,
         pw: pw_ptr,
@@ -487,8 +497,14 @@ pub(crate) fn set_state(
         let cap = p.hist_cap as usize;
         let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
         let mut count = vec![0u32; n];
-        let mut partner = vec![PARTNER_NONE; cap * n];
-        let mut xi = vec![0f64; 3 * cap * n];
+        // With several GPUs the arrays have more rows than particles (sc = capacity).
+        let entries = if n == 0 {
+            0
+        } else {
+            (cap - 1) * sc + (n - 1) * sr + 1
+        };
+        let mut partner = vec![PARTNER_NONE; entries];
+        let mut xi = vec![0f64; 3 * entries];
         let mut dropped = 0u64;
         for (i, count) in count.iter_mut().enumerate() {
             for h in state.history_of(i) {
@@ -575,11 +591,19 @@ struct DeviceHistory<'a> {
 /// Writes the device history into the portable one (id order, the device's `hist_cap` slots
 /// per particle, used ones first): partners and springs as they are, nothing converted or
 /// dropped.
-fn history_to_portable(h: &DeviceHistory<'_>, cap: usize, out: &mut [HistEntry]) {
+fn history_to_portable(
+    h: &DeviceHistory<'_>,
+    cap: usize,
+    out: &mut [HistEntry],
+    index: &dyn Fn(u32) -> usize,
+) {
     for (k, &id) in h.ids.iter().enumerate() {
+        if id == DEAD {
+            continue;
+        }
         for c in 0..h.count[k] as usize {
             let e = c * h.strides.0 + k * h.strides.1;
-            out[id as usize * cap + c] = HistEntry {
+            out[index(id) * cap + c] = HistEntry {
                 partner: h.partner[e],
                 xi: [h.xi[3 * e], h.xi[3 * e + 1], h.xi[3 * e + 2]],
             };
@@ -596,6 +620,28 @@ pub(crate) fn download_state(
     time: f64,
     step: u64,
 ) -> Result<SimState, CudaError> {
+    let mut s = SimState::new(
+        time,
+        step,
+        vec![0; p.n as usize],
+        vec![[0.0; 3]; p.n as usize],
+        vec![[0.0; 3]; p.n as usize],
+        vec![[0.0; 3]; p.n as usize],
+    );
+    download_into(stream, st, p, &mut s, &|id| id as usize)?;
+    s.forces_valid = st.cur.force != 0 && step > 0;
+    Ok(s)
+}
+
+/// Writes the live slots `0..p.n` of the state (dead ones skipped) into `s` at `index(id)`:
+/// kinematics, last forces and contact history (`s` gets the device's `hist_cap`).
+pub(crate) fn download_into(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+    p: &DemParams,
+    s: &mut SimState,
+    index: &dyn Fn(u32) -> usize,
+) -> Result<(), CudaError> {
     let n = p.n as usize;
     stream
         .synchronize()
@@ -629,17 +675,13 @@ pub(crate) fn download_state(
     } else {
         vec![0; n]
     };
-    let mut s = SimState::new(
-        time,
-        step,
-        vec![0; n],
-        vec![[0.0; 3]; n],
-        vec![[0.0; 3]; n],
-        vec![[0.0; 3]; n],
-    );
     let v3 = |v: &[f64], k: usize| [v[3 * k], v[3 * k + 1], v[3 * k + 2]];
     for (k, &id) in ids.iter().enumerate() {
-        let i = id as usize;
+        if id == DEAD {
+            continue;
+        }
+        let i = index(id);
+        s.id[i] = id;
         s.species[i] = species[k];
         s.pos[i] = v3(&pos, k);
         s.vel[i] = v3(&vel, k);
@@ -648,29 +690,41 @@ pub(crate) fn download_state(
         s.torque[i] = v3(&torque, k);
         s.contacts[i] = contacts[k];
     }
-    s.forces_valid = a.force != 0 && step > 0;
     if a.hist_count != 0 {
         let cap = p.hist_cap as usize;
+        let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
         let count: Vec<u32> = download(stream, st, a.hist_count, n)?;
+        // Entries up to the last used one of the last row (the arrays have `capacity` rows).
+        let entries = if n == 0 {
+            0
+        } else {
+            (cap - 1) * sc + (n - 1) * sr + 1
+        };
         let bytes: Vec<u8> =
-            download(stream, st, a.hist, hist_entry_bytes(st.real_size) * cap * n)?;
+            download(stream, st, a.hist, hist_entry_bytes(st.real_size) * entries)?;
         let (partner, xi) = unpack_hist(&bytes, st.real_size);
-        s.history = vec![HistEntry::NONE; cap * n];
-        s.history_cap = cap;
+        if s.history_cap != cap || s.history.len() != cap * s.pos.len() {
+            s.history = vec![HistEntry::NONE; cap * s.pos.len()];
+            s.history_cap = cap;
+        }
         history_to_portable(
             &DeviceHistory {
                 ids: &ids,
                 count: &count,
                 partner: &partner,
                 xi: &xi,
-                strides: (p.hist_sc as usize, p.hist_sr as usize),
+                strides: (sc, sr),
             },
             cap,
             &mut s.history,
+            index,
         );
     }
-    Ok(s)
+    Ok(())
 }
+
+/// `params.cuh`'s `DEM_DEAD`: the id of a slot without a particle.
+pub(crate) const DEAD: u32 = u32::MAX;
 
 #[cfg(test)]
 mod tests {
@@ -721,7 +775,7 @@ mod tests {
                 xi: &xi,
                 strides: (sc, sr),
             };
-            history_to_portable(&h, cap, &mut out);
+            history_to_portable(&h, cap, &mut out, &|id| id as usize);
             // Particle 0 is slot 1 (4 entries), particle 2 is slot 0 (1 entry).
             assert_eq!(out[3].partner, 13, "{layout:?}");
             assert_eq!(out[3].xi[1], 3.5, "{layout:?}");
@@ -754,7 +808,7 @@ mod tests {
             xi: &xi,
             strides: (n, 1),
         };
-        history_to_portable(&h, cap, &mut out);
+        history_to_portable(&h, cap, &mut out, &|id| id as usize);
         // Slot 0 is particle 1: 18 entries, in order.
         let p1 = &out[cap..];
         assert!(p1[..18].iter().all(|e| e.partner != PARTNER_NONE));

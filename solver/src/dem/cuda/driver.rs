@@ -11,6 +11,13 @@ use kernels::{Kernel, ModuleConfig};
 
 use super::CudaError;
 
+/// GPUs the driver reports (call [`driver_available`] first).
+pub fn device_count() -> Result<usize, CudaError> {
+    cudarc::driver::CudaContext::device_count()
+        .map(|n| n as usize)
+        .map_err(|e| CudaError::driver("counting GPUs", e))
+}
+
 /// `Ok(())` when the NVIDIA driver library can be loaded, otherwise a one-line reason.
 pub fn driver_available() -> Result<(), CudaError> {
     for lib in ["libcuda.so.1", "libcuda.so"] {

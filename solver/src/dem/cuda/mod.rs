@@ -14,9 +14,11 @@ mod backend_impl;
 mod buffers;
 pub mod driver;
 mod mesh;
+mod multi;
 pub mod params;
 mod publish;
 mod step;
+mod window;
 
 use std::sync::Arc;
 
@@ -29,8 +31,10 @@ use crate::dem::state::{SimState, StepContext};
 
 pub use backend_impl::CudaBackend;
 pub use buffers::{gpu_grid, MemoryReport};
+pub use multi::{CudaGroup, GroupOptions};
 pub use publish::{FrameTarget, HostRegistration, PublishTicket};
 pub use step::StageTimes;
+pub use window::ExchangeCounts;
 
 use buffers::DeviceState;
 use driver::DemModule;
@@ -84,6 +88,20 @@ pub enum CudaError {
         cpu_cap = crate::dem::state::HISTORY_CAP
     )]
     HistoryOverflow { count: u32, cap: u32, step: u64 },
+    #[error(
+        "GPU {device} needs {need} particle slots (its particles, ghosts and arrivals) but has room \
+         for {capacity}: the load moved faster than the balancing; run on fewer GPUs or with \
+         --balance count"
+    )]
+    WindowFull {
+        device: usize,
+        need: u64,
+        capacity: u64,
+    },
+    #[error("{count} particles crossed a whole neighbour GPU's slab in one step (after step {step}); the time step is probably too large")]
+    SlabSkipped { count: u32, step: u64 },
+    #[error("GPUs {a} and {b} cannot access each other's memory (peer access): {message}")]
+    NoPeerAccess { a: usize, b: usize, message: String },
 }
 
 impl CudaError {
@@ -203,6 +221,8 @@ pub struct CudaSim {
     meshes: Option<GpuMeshes>,
     /// Velocity Verlet: whether the stored forces belong to the current positions.
     forces_valid: bool,
+    /// One GPU of several: its slab, ghosts and exchange buffers (`window.rs`).
+    window: Option<window::Window>,
 }
 
 impl CudaSim {
@@ -215,8 +235,6 @@ impl CudaSim {
         state: &SimState,
         opts: &CudaOptions,
     ) -> Result<CudaSim, CudaError> {
-        driver::driver_available()?;
-        let n = state.pos.len();
         // Slots are ids at upload and `dem_pack` writes frames at index id: the GPU worker
         // takes ids 0..n (every run today; inflow and deletion will lift this).
         if let Some((k, &id)) = state
@@ -226,9 +244,26 @@ impl CudaSim {
             .find(|(k, &id)| id as usize != *k)
         {
             return Err(CudaError::Unsupported(format!(
-                "particle ids with gaps (index {k} holds id {id}); the GPU backend needs ids 0..{n}"
+                "particle ids with gaps (index {k} holds id {id}); the GPU backend needs ids 0..{}",
+                state.pos.len()
             )));
         }
+        let spin = state.omega.iter().any(|w| *w != [0.0; 3]);
+        Self::with_capacity(sc, state, opts, state.pos.len(), spin)
+    }
+
+    /// [`CudaSim::new`] for one GPU of several: `state` holds its particles (any ids below
+    /// 2^32 - 1, which frames index by), in arrays of `capacity` slots. `spin`: some particle
+    /// of the whole run spins (every GPU of a run compiles the same kernels).
+    pub(crate) fn with_capacity(
+        sc: &StepContext,
+        state: &SimState,
+        opts: &CudaOptions,
+        capacity: usize,
+        spin: bool,
+    ) -> Result<CudaSim, CudaError> {
+        driver::driver_available()?;
+        let n = state.pos.len();
         if n as u64 > crate::dem::state::MAX_PARTICLE_ID as u64 + 1 {
             return Err(CudaError::TooManyParticles(
                 n,
@@ -262,7 +297,7 @@ impl CudaSim {
             .iter()
             .chain(&sc.table.pw)
             .any(|p| p.mu_s > 0.0 || p.mu_r > 0.0);
-        let rotation = friction || state.omega.iter().any(|w| *w != [0.0; 3]);
+        let rotation = friction || spin;
         let model = match sc.model {
             ContactModel::Linear => 0,
             ContactModel::HertzMindlin => 1,
@@ -277,9 +312,9 @@ impl CudaSim {
             min_blocks: opts.min_blocks,
         };
         // Before compiling (seconds) and allocating anything: does the case fit?
-        buffers::check_device_memory(&ctx, sc, n, cfg, opts)?;
+        buffers::check_device_memory(&ctx, sc, capacity, cfg, opts)?;
         let module = driver::load_module(&ctx, cfg)?;
-        let (mut state_bufs, params) = buffers::upload(&stream, sc, state, cfg, opts)?;
+        let (mut state_bufs, params) = buffers::upload(&stream, sc, state, cfg, opts, capacity)?;
         let meshes = if sc.meshes.is_empty() {
             None
         } else {
@@ -310,6 +345,7 @@ impl CudaSim {
             last_contacts: 0,
             meshes,
             forces_valid: state.forces_valid,
+            window: None,
         })
     }
 

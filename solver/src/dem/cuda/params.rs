@@ -44,6 +44,13 @@ pub struct DemParams {
     pub diag: u32,
     /// `DEM_INTEGRATE_*` of params.cuh: what `dem_collide` does after the forces.
     pub integrate: u32,
+    /// Axis of the GPUs' slabs (0 x, 1 y, 2 z).
+    pub split_axis: u32,
+    /// This GPU's slab, cell layers `slab_lo..slab_hi` along `split_axis`; particles outside
+    /// are ghosts (one GPU: the whole grid).
+    pub slab_lo: u32,
+    pub slab_hi: u32,
+    pub pad2: u32,
     pub species: u64,
     pub pp: u64,
     pub pw: u64,
@@ -120,7 +127,7 @@ pub struct MeshArrays {
 const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
 const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
 const _: () = assert!(std::mem::size_of::<MeshArrays>() == 72);
-const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 12 * 4 + 3 * 8);
+const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8);
 const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
 const _: () = assert!(std::mem::size_of::<GridArrays>() == 40);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);

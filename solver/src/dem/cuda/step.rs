@@ -213,10 +213,15 @@ impl CudaSim {
         // two are swapped so that the state's are again the newest.
         let (mut input, mut output) = (tmp, cur);
         swap_history(&mut input, &mut output);
+        // With several GPUs only the live slots 0..live are collided (the dead ones were sorted
+        // behind them).
+        let live = self.window.as_ref().map_or(n, |w| w.live);
+        let mut pc = p;
+        pc.n = live;
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Collide));
-        b.arg(&p)
+        b.arg(&pc)
             .arg(&input)
             .arg(&output)
             .arg(&grid)
@@ -226,10 +231,40 @@ impl CudaSim {
         // scratch copy (in) written by the gather and the last step's history, writes slot k and
         // history row k of the state (out) from thread k only; the two history buffers are
         // distinct; the mesh arrays (uploaded on this stream before) are read only.
-        unsafe { b.launch(blocks(n, kernels::COLLIDE_THREADS)) }
+        unsafe { b.launch(blocks(live, kernels::COLLIDE_THREADS)) }
             .map_err(launch_err(Kernel::Collide))?;
         let st = &mut self.state;
         swap_history(&mut st.tmp, &mut st.cur);
+        // The dead tail is gone: the next exchange appends behind the live slots.
+        self.params.n = live;
+        Ok(())
+    }
+
+    /// [`CudaSim::launch_step`] without timing marks (several GPUs time whole phases).
+    pub(crate) fn launch_step_unmarked(&mut self, integrate: u32) -> Result<(), CudaError> {
+        let mut marks = Marks {
+            events: Vec::new(),
+            on: false,
+            spare: Vec::new(),
+        };
+        self.launch_step(&mut marks, integrate)
+    }
+
+    /// [`CudaSim::launch_kick_drift`] without timing marks.
+    pub(crate) fn launch_kick_drift_unmarked(&mut self) -> Result<(), CudaError> {
+        let mut marks = Marks {
+            events: Vec::new(),
+            on: false,
+            spare: Vec::new(),
+        };
+        self.launch_kick_drift(&mut marks)
+    }
+
+    /// Places the meshes at time `t` for the next collide.
+    pub(crate) fn prepare_meshes(&mut self, t: f64) -> Result<(), CudaError> {
+        if let Some(m) = self.meshes.as_mut() {
+            m.prepare(&self.stream, t)?;
+        }
         Ok(())
     }
 

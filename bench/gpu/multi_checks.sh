@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 14 (several GPUs) on a GPU machine, from the repository root:
+#
+#   bench/gpu/multi_checks.sh [devices]      # devices: 0,0 (default; two slabs on one GPU) or 0,1
+#
+# Runs, from gpu-carry/bins.tar.xz (bench/gpu/pack.sh):
+#   - cuda_multi: f64 and f32 runs on 2 and 3 slabs bit-identical to one GPU (and f64 to the
+#     CPU), frames included; balancing moves bounds without changing bits
+#   - cuda_parity: one GPU still bit-identical to the CPU
+#   - validation tests on the GPU group (PARTICLE_SHM_TEST_BACKENDS=cuda2)
+#   - the solver as a user runs it on the built-in case, one GPU and the group
+set -uo pipefail
+DEV=${1:-0,0}
+OUT=${OUT:-bench/results/raw}
+mkdir -p "$OUT"
+BIN=/tmp/pshm-bin
+rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=$BIN:$PATH
+export PARTICLE_SHM_TEST_DEVICES=$DEV
+exec > >(tee -a "$OUT/multi_checks.log") 2>&1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+result() {
+  local name=$1; shift
+  local t0=$(date +%s)
+  timeout 300 "$@" > "$OUT/$name.out" 2>&1
+  local rc=$?
+  tail -n 25 "$OUT/$name.out"
+  echo "RESULT $name rc=$rc $(( $(date +%s) - t0 )) s"
+}
+echo "=== tests (devices $DEV) ==="
+(cd solver && result cuda_multi "$BIN/cuda_multi" --test-threads=1 --nocapture)
+(cd solver && result cuda_parity "$BIN/cuda_parity" --test-threads=1)
+for t in impact_linear energy moving_geometry incline; do
+  (cd solver && result "validate2_$t" env PARTICLE_SHM_TEST_BACKENDS=cuda2 "$BIN/$t" --test-threads=1)
+done
+echo "=== solver as a user runs it ==="
+for d in 0 "$DEV"; do
+  result "solver_devices_${d/,/_}" solver --backend cuda --devices "$d" --particles 1000000 \
+    --end-time 0.1 --progress-every 2
+done

@@ -1,0 +1,875 @@
+//! Several GPUs running one simulation (issue 14): one [`CudaSim`] per GPU, each owning a slab
+//! of cell layers along the split axis (`window.rs`), driven step by step from one host
+//! thread (every call but the exchange counts is asynchronous), as one [`FusedWorker`] that
+//! the coordinator and the run loop treat like one GPU.
+//!
+//! A step: classify (every GPU) -> read the counts (one small copy per GPU) -> copy records to
+//! the neighbours device to device -> unpack -> neighbour search and collide (every GPU). Frames
+//! are packed by every GPU straight into GPU 0's staging arrays (peer writes, id order) and
+//! copied to the host once. The slab bounds follow the work (`--balance`, [`balance`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
+use kernels::Kernel;
+
+use super::buffers::Buf;
+use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
+use super::window::{ExchangeCounts, Received};
+use super::{CudaError, CudaOptions, CudaSim, FrameTarget, HostRegistration};
+use crate::core::geometry::BodyTransform;
+use crate::decomp::balance::{self, Balance, BALANCE_INTERVAL};
+use crate::decomp::{Axis, Plan};
+use crate::dem::state::{SimState, StepContext};
+use crate::exec::stages::{Stage, StageTimers};
+use crate::exec::worker::{
+    BackendStats, Energies, FusedWorker, RawKinematics, Snapshot, StepError,
+};
+
+/// How a run is spread over GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupOptions {
+    /// Device ordinals, one slab each, in slab order (the same ordinal twice runs two slabs on
+    /// one GPU: for tests).
+    pub devices: Vec<usize>,
+    /// Split axis; default: the longest axis of the domain.
+    pub axis: Option<Axis>,
+    pub balance: Balance,
+}
+
+/// Per-GPU timing events of one step: before the exchange, after it, after the collide.
+struct StepEvents {
+    ev: Vec<[CudaEvent; 3]>,
+    recorded: bool,
+}
+
+/// See the module documentation.
+pub struct CudaGroup {
+    sims: Vec<CudaSim>,
+    devices: Vec<usize>,
+    axis: usize,
+    bounds: Vec<u32>,
+    ctx: Arc<StepContext>,
+    /// Particles (ids 0..total).
+    total: usize,
+    step: u64,
+    time: f64,
+    verlet: bool,
+    forces_valid: bool,
+    balance: Balance,
+    /// Device compute time per GPU since the last balancing decision [s].
+    busy: Vec<f64>,
+    rebalances: u64,
+    migrations: u64,
+    /// Device time per GPU: exchange and compute [s], and steps timed.
+    exchange_s: Vec<f64>,
+    compute_s: Vec<f64>,
+    timed_steps: u64,
+    /// Two sets, alternating: a step's events are read during the next step.
+    events: [StepEvents; 2],
+    /// Frame staging arrays on GPU 0 (id order, all particles), pack events and the copy.
+    staging: Vec<Buf>,
+    publish_done: Option<CudaEvent>,
+    host: Option<HostRegistration>,
+}
+
+fn err(step: u64, e: CudaError) -> StepError {
+    StepError::Device {
+        backend: "cuda",
+        step,
+        message: e.to_string(),
+    }
+}
+
+impl CudaGroup {
+    /// Splits `state` (ids 0..n) over `group.devices`: slabs cut so that each holds about as
+    /// many particles, one [`CudaSim`] per slab with room for the whole run when it fits (so the
+    /// balancing can move any load) and else for its share with headroom.
+    pub fn new(
+        ctx: Arc<StepContext>,
+        state: &SimState,
+        opts: &CudaOptions,
+        group: &GroupOptions,
+    ) -> Result<CudaGroup, CudaError> {
+        super::driver::driver_available()?;
+        let total = state.pos.len();
+        if let Some((k, &id)) = state
+            .id
+            .iter()
+            .enumerate()
+            .find(|(k, &id)| id as usize != *k)
+        {
+            return Err(CudaError::Unsupported(format!(
+                "particle ids with gaps (index {k} holds id {id}); the GPU backend needs ids 0..{total}"
+            )));
+        }
+        let g = group.devices.len();
+        if g < 2 {
+            return Err(CudaError::Unsupported(
+                "a GPU group of fewer than 2 GPUs".into(),
+            ));
+        }
+        let axis = group
+            .axis
+            .unwrap_or_else(|| Axis::longest(ctx.domain_min, ctx.domain_max))
+            .index();
+        let grid = ctx.grid(axis);
+        let plan = Plan::balanced(&grid, g as u32, &state.pos)
+            .map_err(|e| CudaError::Unsupported(format!("this split: {e}")))?;
+        let mut per_layer = vec![0u64; grid.dims[axis] as usize];
+        let mut owner = Vec::with_capacity(total);
+        for &p in &state.pos {
+            let l = grid.cell_coords(p)[axis];
+            per_layer[l as usize] += 1;
+            owner.push(plan.owner_of_layer(l));
+        }
+        let max_layer = per_layer.iter().copied().max().unwrap_or(0) as usize;
+        let reserve = 4 * max_layer + 4096;
+        let spin = state.omega.iter().any(|w| *w != [0.0; 3]);
+        let mut sims = Vec::with_capacity(g);
+        for (w, &device) in group.devices.iter().enumerate() {
+            let idx: Vec<usize> = (0..total).filter(|&i| owner[i] == w).collect();
+            let sub = subset(state, &idx);
+            let o = CudaOptions {
+                device,
+                store_forces: true,
+                ..opts.clone()
+            };
+            // Room for every particle when it fits: the load may gather on one GPU (a bed
+            // forming) faster than one layer per balancing move follows it.
+            let mut capacity = total + reserve;
+            let mut sim = match CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin) {
+                Ok(s) => s,
+                Err(CudaError::DoesNotFit { .. }) => {
+                    capacity = (idx.len() + idx.len() / 2 + reserve).min(total + reserve);
+                    CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin)?
+                }
+                Err(e) => return Err(e),
+            };
+            sim.attach_window(axis, &plan.bounds, w, capacity, (2 * max_layer) as u32)?;
+            sims.push(sim);
+        }
+        enable_peer_access(&sims, &group.devices)?;
+        let events = [new_events(&sims)?, new_events(&sims)?];
+        let verlet = sims[0].verlet();
+        tracing::info!(
+            "{} GPUs, slabs along {} at cell layers {:?}: {:?} particles",
+            g,
+            ["x", "y", "z"][axis],
+            plan.bounds,
+            sims.iter().map(|s| s.params.n).collect::<Vec<_>>()
+        );
+        Ok(CudaGroup {
+            devices: group.devices.clone(),
+            axis,
+            bounds: plan.bounds,
+            ctx,
+            total,
+            step: state.step,
+            time: state.time,
+            verlet,
+            forces_valid: state.forces_valid,
+            balance: group.balance,
+            busy: vec![0.0; g],
+            rebalances: 0,
+            migrations: 0,
+            exchange_s: vec![0.0; g],
+            compute_s: vec![0.0; g],
+            timed_steps: 0,
+            events,
+            staging: Vec::new(),
+            publish_done: None,
+            host: None,
+            sims,
+        })
+    }
+
+    /// Slab bounds in cell layers along the split axis.
+    pub fn bounds(&self) -> &[u32] {
+        &self.bounds
+    }
+
+    /// Particles owned by each GPU.
+    pub fn owned(&self) -> Vec<u32> {
+        self.sims
+            .iter()
+            .map(|s| s.window().map_or(0, |w| w.owned))
+            .collect()
+    }
+
+    /// Balancing decisions that moved a bound.
+    pub fn rebalances(&self) -> u64 {
+        self.rebalances
+    }
+
+    /// Particles that changed GPU.
+    pub fn migrations(&self) -> u64 {
+        self.migrations
+    }
+
+    /// Mean device time per step of the exchange and of the rest of the step, per GPU [s].
+    pub fn phase_times(&self) -> Vec<(f64, f64)> {
+        let n = self.timed_steps.max(1) as f64;
+        self.exchange_s
+            .iter()
+            .zip(&self.compute_s)
+            .map(|(e, c)| (e / n, c / n))
+            .collect()
+    }
+
+    /// Reads the events of the step recorded in set `k` (complete: the stream has passed them).
+    fn harvest(&mut self, k: usize) -> Result<(), CudaError> {
+        if !self.events[k].recorded {
+            return Ok(());
+        }
+        for (g, ev) in self.events[k].ev.iter().enumerate() {
+            let e = ev[0]
+                .elapsed_ms(&ev[1])
+                .map_err(|e| CudaError::driver("reading an event", e))? as f64
+                * 1e-3;
+            let c = ev[1]
+                .elapsed_ms(&ev[2])
+                .map_err(|e| CudaError::driver("reading an event", e))? as f64
+                * 1e-3;
+            self.exchange_s[g] += e;
+            self.compute_s[g] += c;
+            self.busy[g] += e + c;
+        }
+        self.timed_steps += 1;
+        self.events[k].recorded = false;
+        Ok(())
+    }
+
+    fn mark(&self, k: usize, which: usize) -> Result<(), CudaError> {
+        for (s, ev) in self.sims.iter().zip(&self.events[k].ev) {
+            ev[which]
+                .record(&s.stream)
+                .map_err(|e| CudaError::driver("recording an event", e))?;
+        }
+        Ok(())
+    }
+
+    /// Classify, copy and unpack on every GPU (Verlet: after the opening kick and drift).
+    fn exchange(&mut self, kick: bool, k: usize) -> Result<(), CudaError> {
+        self.mark(k, 0)?;
+        for s in &mut self.sims {
+            if kick {
+                s.queue_kick_drift()?;
+            }
+            s.queue_classify()?;
+        }
+        let mut counts: Vec<ExchangeCounts> = Vec::with_capacity(self.sims.len());
+        for s in &mut self.sims {
+            let mut c = s.read_counts()?;
+            while !s.fits(&c)? {
+                s.queue_classify()?;
+                c = s.read_counts()?;
+            }
+            counts.push(c);
+        }
+        // The step before this one has passed every stream: its events can be read.
+        self.harvest(1 - k)?;
+        let skipped: u32 = counts.iter().map(|c| c.skipped).sum();
+        if skipped > 0 {
+            return Err(CudaError::SlabSkipped {
+                count: skipped,
+                step: self.step,
+            });
+        }
+        let g = self.sims.len();
+        let got: Vec<Received> = (0..g)
+            .map(|h| Received {
+                mig: [
+                    if h > 0 { counts[h - 1].mig[1] } else { 0 },
+                    if h + 1 < g { counts[h + 1].mig[0] } else { 0 },
+                ],
+                halo: [
+                    if h > 0 { counts[h - 1].halo[1] } else { 0 },
+                    if h + 1 < g { counts[h + 1].halo[0] } else { 0 },
+                ],
+            })
+            .collect();
+        self.migrations += counts
+            .iter()
+            .map(|c| (c.mig[0] + c.mig[1]) as u64)
+            .sum::<u64>();
+        for (s, r) in self.sims.iter_mut().zip(&got) {
+            s.make_room(r)?;
+            s.queue_retire()?;
+        }
+        // Copies on the receiver's stream; the sender waits for them before it classifies again
+        // (its send buffers are read until then).
+        let (rec_mig, rec_halo) = self.sims[0].record_sizes();
+        let mut copied: Vec<Option<CudaEvent>> = (0..g).map(|_| None).collect();
+        for h in 0..g {
+            let mut any = false;
+            for side in 0..2 {
+                let src = if side == 0 {
+                    h.checked_sub(1)
+                } else {
+                    (h + 1 < g).then_some(h + 1)
+                };
+                let Some(src) = src else { continue };
+                for (ghosts, n, rec) in [
+                    (false, got[h].mig[side], rec_mig),
+                    (true, got[h].halo[side], rec_halo),
+                ] {
+                    if n == 0 {
+                        continue;
+                    }
+                    let (dst, from) = (&self.sims[h], &self.sims[src]);
+                    // SAFETY: both buffers are live allocations of these sims holding at least
+                    // n records (the sender's counts fit its send buffer; make_room grew the
+                    // receiver's); the sender's classify completed (read_counts synchronised),
+                    // and it does not write the buffer again before `copied` (waited below).
+                    unsafe {
+                        cudarc::driver::result::memcpy_peer_async(
+                            dst.ctx.cu_ctx(),
+                            dst.recv_ptr(ghosts, side),
+                            from.ctx.cu_ctx(),
+                            from.send_ptr(ghosts, 1 - side),
+                            n as usize * rec,
+                            dst.stream.cu_stream(),
+                        )
+                    }
+                    .map_err(|e| CudaError::driver("copying records between GPUs", e))?;
+                    any = true;
+                }
+            }
+            if any {
+                copied[h] = Some(
+                    self.sims[h]
+                        .stream
+                        .record_event(None)
+                        .map_err(|e| CudaError::driver("recording an event", e))?,
+                );
+            }
+        }
+        for h in 0..g {
+            for nb in [h.checked_sub(1), (h + 1 < g).then_some(h + 1)]
+                .into_iter()
+                .flatten()
+            {
+                if let Some(ev) = &copied[nb] {
+                    self.sims[h]
+                        .stream
+                        .wait(ev)
+                        .map_err(|e| CudaError::driver("ordering the exchange", e))?;
+                }
+            }
+        }
+        for (h, s) in self.sims.iter_mut().enumerate() {
+            s.queue_unpack(&got[h], &counts[h])?;
+        }
+        self.mark(k, 1)?;
+        Ok(())
+    }
+
+    fn sort_collide(&mut self, integrate: u32) -> Result<(), CudaError> {
+        for s in &mut self.sims {
+            s.queue_sort_collide(integrate)?;
+        }
+        Ok(())
+    }
+
+    fn prepare_meshes(&mut self, t: f64) -> Result<(), CudaError> {
+        for s in &mut self.sims {
+            s.prepare_meshes(t)?;
+        }
+        Ok(())
+    }
+
+    /// One step on every GPU (see the module documentation).
+    fn one_step(&mut self) -> Result<(), CudaError> {
+        let k = (self.step % 2) as usize;
+        let dt = self.sims[0].dt();
+        if !self.verlet {
+            self.prepare_meshes(self.time)?;
+            self.exchange(false, k)?;
+            self.sort_collide(INTEGRATE_EULER)?;
+        } else {
+            if !self.forces_valid {
+                self.prepare_meshes(self.time)?;
+                self.exchange(false, k)?;
+                self.sort_collide(INTEGRATE_NONE)?;
+                self.forces_valid = true;
+            }
+            self.prepare_meshes(self.time + dt)?;
+            self.exchange(true, k)?;
+            self.sort_collide(INTEGRATE_HALF_KICK)?;
+        }
+        self.mark(k, 2)?;
+        self.events[k].recorded = true;
+        self.step += 1;
+        // Accumulated as one GPU and the CPU do (meshes are placed at this time: same bits).
+        self.time += dt;
+        for s in &mut self.sims {
+            s.set_clock(self.step, self.time);
+        }
+        if self.step.is_multiple_of(BALANCE_INTERVAL) {
+            self.rebalance()?;
+        }
+        Ok(())
+    }
+
+    /// Moves the slab bounds toward equal work ([`balance::rebalance`]); the next exchange
+    /// hands the particles of moved layers to their new GPU.
+    fn rebalance(&mut self) -> Result<(), CudaError> {
+        if self.balance == Balance::Off {
+            return Ok(());
+        }
+        let mut per_layer: Vec<u64> = Vec::new();
+        for s in &mut self.sims {
+            let c = s.layer_counts()?;
+            if per_layer.is_empty() {
+                per_layer = vec![0; c.len()];
+            }
+            for (a, b) in per_layer.iter_mut().zip(c) {
+                *a += b as u64;
+            }
+        }
+        let cost = match self.balance {
+            Balance::Off => return Ok(()),
+            Balance::Count => per_layer.iter().map(|&c| c as f64).collect(),
+            Balance::Time => {
+                if self.busy.iter().all(|&b| b == 0.0) {
+                    return Ok(());
+                }
+                balance::time_costs(&self.bounds, &per_layer, &self.busy)
+            }
+        };
+        self.busy.iter_mut().for_each(|b| *b = 0.0);
+        if let Some(new) = balance::rebalance(&self.bounds, &cost) {
+            tracing::debug!(
+                step = self.step,
+                by = self.balance.name(),
+                from = ?self.bounds,
+                to = ?new,
+                "GPU slab bounds moved"
+            );
+            self.bounds = new;
+            let bounds = self.bounds.clone();
+            for (w, s) in self.sims.iter_mut().enumerate() {
+                s.set_slab(&bounds, w);
+            }
+            self.rebalances += 1;
+        }
+        Ok(())
+    }
+
+    fn check_diag(&mut self) -> Result<(), CudaError> {
+        for s in &mut self.sims {
+            s.check_diag()?;
+        }
+        Ok(())
+    }
+
+    /// The whole state in id order (synchronises every GPU).
+    pub fn state(&self) -> Result<SimState, CudaError> {
+        let n = self.total;
+        let mut s = SimState::new(
+            self.time,
+            self.step,
+            vec![0; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+        );
+        for sim in &self.sims {
+            sim.download_owned(&mut s, &|id| id as usize)?;
+        }
+        s.history_overflows = self.sims.iter().map(|s| s.history_overflows()).sum();
+        s.forces_valid = if self.verlet {
+            self.forces_valid
+        } else {
+            self.step > 0
+        };
+        Ok(s)
+    }
+
+    fn failure(&self, e: CudaError) -> StepError {
+        match e {
+            CudaError::NonFinite { .. } => {
+                let id = self
+                    .state()
+                    .ok()
+                    .and_then(|s| {
+                        (0..s.pos.len()).find(|&i| {
+                            !(crate::core::vec3::is_finite(s.pos[i])
+                                && crate::core::vec3::is_finite(s.vel[i]))
+                        })
+                    })
+                    .unwrap_or(0) as u32;
+                StepError::NonFinite {
+                    id,
+                    step: self.step,
+                    time: self.time,
+                }
+            }
+            other => err(self.step, other),
+        }
+    }
+
+    fn ensure_staging(&mut self) -> Result<(), CudaError> {
+        if self.staging.is_empty() {
+            let s0 = &self.sims[0];
+            for bytes in [12usize, 12, 12, 12, 4] {
+                let slice = s0
+                    .stream
+                    .alloc_zeros::<u8>(bytes * self.total.max(1))
+                    .map_err(|e| CudaError::driver("allocating frame staging", e))?;
+                let ptr = {
+                    let (ptr, _s) = cudarc::driver::DevicePtr::device_ptr(&slice, &s0.stream);
+                    ptr
+                };
+                self.staging.push(Buf { slice, ptr });
+            }
+        }
+        Ok(())
+    }
+
+    fn publish_wait(&mut self) -> Result<(), CudaError> {
+        if let Some(ev) = self.publish_done.take() {
+            ev.synchronize()
+                .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
+        }
+        Ok(())
+    }
+
+    /// Packs every GPU's particles into GPU 0's staging (id order) and queues the copy.
+    ///
+    /// # Safety
+    /// As [`CudaSim::publish_async`].
+    unsafe fn publish_async(&mut self, target: FrameTarget) -> Result<(), CudaError> {
+        self.publish_wait()?;
+        self.ensure_staging()?;
+        let want: [*mut u8; 5] = [
+            target.positions.cast(),
+            target.velocities.cast(),
+            target.angular_velocities.cast(),
+            target.forces.cast(),
+            target.contact_counts.cast(),
+        ];
+        let dptr: Vec<u64> = (0..5)
+            .map(|i| {
+                if want[i].is_null() {
+                    0
+                } else {
+                    self.staging[i].ptr
+                }
+            })
+            .collect();
+        let s0 = &self.sims[0];
+        for s in &self.sims {
+            let (p, cur) = (s.params, s.state.cur);
+            let mut b = s.stream.launch_builder(s.module.function(Kernel::Pack));
+            b.arg(&p)
+                .arg(&cur)
+                .arg(&dptr[0])
+                .arg(&dptr[1])
+                .arg(&dptr[2])
+                .arg(&dptr[3])
+                .arg(&dptr[4]);
+            let cfg = LaunchConfig {
+                grid_dim: (p.n.div_ceil(256).max(1), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: dem_pack over this GPU's live slots writes the owned particles (ids below
+            // `total`, unique across GPUs) into GPU 0's staging arrays of `total` elements
+            // (peer access enabled at start); dead slots are skipped.
+            unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_pack", e))?;
+            let packed = s
+                .stream
+                .record_event(None)
+                .map_err(|e| CudaError::driver("recording an event", e))?;
+            s0.copy_stream
+                .wait(&packed)
+                .map_err(|e| CudaError::driver("ordering the frame copy", e))?;
+        }
+        for (i, bytes) in [12usize, 12, 12, 12, 4].into_iter().enumerate() {
+            if want[i].is_null() {
+                continue;
+            }
+            // SAFETY: the caller keeps `want[i]` (total elements) valid and untouched until the
+            // copy completed; staging is not written again before `publish_done` completed.
+            let dst = unsafe { std::slice::from_raw_parts_mut(want[i], bytes * self.total) };
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    dst,
+                    self.staging[i].ptr,
+                    s0.copy_stream.cu_stream(),
+                )
+            }
+            .map_err(|e| CudaError::driver("queuing the frame copy", e))?;
+        }
+        self.publish_done = Some(
+            s0.copy_stream
+                .record_event(None)
+                .map_err(|e| CudaError::driver("recording an event", e))?,
+        );
+        Ok(())
+    }
+}
+
+fn new_events(sims: &[CudaSim]) -> Result<StepEvents, CudaError> {
+    let mut ev = Vec::new();
+    for s in sims {
+        let e = || {
+            s.ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| CudaError::driver("creating an event", e))
+        };
+        ev.push([e()?, e()?, e()?]);
+    }
+    Ok(StepEvents {
+        ev,
+        recorded: false,
+    })
+}
+
+/// Lets every GPU of the group read and write every other's memory (records between
+/// neighbours; frames into GPU 0). Two slabs on one device need nothing.
+fn enable_peer_access(sims: &[CudaSim], devices: &[usize]) -> Result<(), CudaError> {
+    for (a, sa) in sims.iter().enumerate() {
+        for (b, sb) in sims.iter().enumerate() {
+            if devices[a] == devices[b] {
+                continue;
+            }
+            let mut can = 0i32;
+            // SAFETY: plain queries and context calls with live contexts of this group.
+            let r = unsafe {
+                cudarc::driver::sys::cuDeviceCanAccessPeer(
+                    &mut can,
+                    sa.ctx.cu_device(),
+                    sb.ctx.cu_device(),
+                )
+            };
+            r.result().map_err(|e| CudaError::NoPeerAccess {
+                a: devices[a],
+                b: devices[b],
+                message: e.to_string(),
+            })?;
+            if can == 0 {
+                return Err(CudaError::NoPeerAccess {
+                    a: devices[a],
+                    b: devices[b],
+                    message: "the driver reports no peer access between them".into(),
+                });
+            }
+            sa.ctx
+                .bind_to_thread()
+                .map_err(|e| CudaError::driver("binding a context", e))?;
+            // SAFETY: enables access from the current context (a's) to b's context.
+            let r = unsafe { cudarc::driver::sys::cuCtxEnablePeerAccess(sb.ctx.cu_ctx(), 0) };
+            if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS
+                && r != cudarc::driver::sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+            {
+                return Err(CudaError::NoPeerAccess {
+                    a: devices[a],
+                    b: devices[b],
+                    message: format!("{r:?}"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The particles `idx` of `state` (with their history) as a state of their own.
+fn subset(state: &SimState, idx: &[usize]) -> SimState {
+    let pick = |v: &[[f64; 3]]| idx.iter().map(|&i| v[i]).collect::<Vec<_>>();
+    let mut s = SimState::new(
+        state.time,
+        state.step,
+        idx.iter().map(|&i| state.species[i]).collect(),
+        pick(&state.pos),
+        pick(&state.vel),
+        pick(&state.omega),
+    );
+    s.id = idx.iter().map(|&i| state.id[i]).collect();
+    s.force = pick(&state.force);
+    s.torque = pick(&state.torque);
+    s.contacts = idx.iter().map(|&i| state.contacts[i]).collect();
+    s.forces_valid = state.forces_valid;
+    let cap = state.history_cap;
+    if state.history.len() == cap * state.pos.len() {
+        s.history_cap = cap;
+        s.history = idx
+            .iter()
+            .flat_map(|&i| state.history[i * cap..(i + 1) * cap].iter().copied())
+            .collect();
+    }
+    s.history_overflows = 0;
+    s
+}
+
+impl FusedWorker for CudaGroup {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn stable_dt(&self) -> f64 {
+        self.ctx.dt
+    }
+
+    fn advance(&mut self, n_steps: u64) -> Result<(), StepError> {
+        for _ in 0..n_steps {
+            if let Err(e) = self.one_step() {
+                return Err(self.failure(e));
+            }
+        }
+        self.check_diag().map_err(|e| self.failure(e))
+    }
+
+    fn time(&self) -> f64 {
+        self.time
+    }
+
+    fn snapshot(&self) -> Result<Snapshot, StepError> {
+        let s = self.export_state()?;
+        Ok(Snapshot {
+            pos: s.pos,
+            vel: s.vel,
+            omega: s.omega,
+            force: s.force,
+            contacts: s.contacts,
+        })
+    }
+
+    fn export_state(&self) -> Result<SimState, StepError> {
+        self.state().map_err(|e| err(self.step, e))
+    }
+
+    fn mesh_transforms(&self) -> Vec<BodyTransform> {
+        self.sims[0].mesh_transforms()
+    }
+
+    fn timers(&self) -> StageTimers {
+        let g = self.sims.len().max(1) as f64;
+        let mut t = StageTimers {
+            steps: self.timed_steps,
+            ..Default::default()
+        };
+        t.add(
+            Stage::Exchange,
+            Duration::from_secs_f64(self.exchange_s.iter().sum::<f64>() / g),
+        );
+        t.add(
+            Stage::Forces,
+            Duration::from_secs_f64(self.compute_s.iter().sum::<f64>() / g),
+        );
+        t
+    }
+
+    fn reset_timers(&mut self) {
+        self.exchange_s.iter_mut().for_each(|x| *x = 0.0);
+        self.compute_s.iter_mut().for_each(|x| *x = 0.0);
+        self.timed_steps = 0;
+    }
+
+    fn stats(&self) -> Result<BackendStats, StepError> {
+        let s = self.export_state()?;
+        Ok(BackendStats {
+            history_overflows: s.history_overflows,
+            contacts: s.contacts.iter().map(|&c| c as u64).sum(),
+        })
+    }
+
+    fn energies(&self) -> Result<Energies, StepError> {
+        let state = self.export_state()?;
+        let coord = crate::exec::coordinator::Coordinator::cpu(
+            self.ctx.clone(),
+            state,
+            &crate::decomp::Decomposition::default(),
+        )
+        .expect("one sub-domain always fits");
+        coord.energies()
+    }
+
+    fn device_report(&self) -> Option<String> {
+        let per: Vec<String> = self
+            .sims
+            .iter()
+            .zip(&self.devices)
+            .map(|(s, d)| {
+                let m = s.memory();
+                let w = s.window().map_or(0, |w| w.bytes);
+                format!(
+                    "GPU {d}: {} particles, {:.2} GiB",
+                    s.window().map_or(0, |w| w.owned),
+                    (m.total() + w) as f64 / (1u64 << 30) as f64
+                )
+            })
+            .collect();
+        let total: u64 = self
+            .sims
+            .iter()
+            .map(|s| s.memory().total() + s.window().map_or(0, |w| w.bytes))
+            .sum();
+        Some(format!(
+            "CUDA devices {:?} ({}): {} particles split along {} at cell layers {:?}; {}; {:.0} B/particle over all GPUs",
+            self.devices,
+            self.sims[0].device_name(),
+            self.total,
+            ["x", "y", "z"][self.axis],
+            self.bounds,
+            per.join(", "),
+            total as f64 / self.total.max(1) as f64
+        ))
+    }
+
+    unsafe fn register_host_memory(&mut self, ptr: *mut u8, len: usize) -> Result<(), StepError> {
+        self.host = None;
+        // SAFETY: the caller keeps the range mapped until release_host_memory or drop.
+        let reg = unsafe { self.sims[0].register_host(ptr, len) };
+        self.host = Some(reg.map_err(|e| err(self.step, e))?);
+        Ok(())
+    }
+
+    fn release_host_memory(&mut self) {
+        let _ = self.publish_wait();
+        self.host = None;
+    }
+
+    unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
+        let target = FrameTarget {
+            positions: out.positions,
+            velocities: out.velocities,
+            angular_velocities: out.angular_velocities,
+            forces: out.forces,
+            contact_counts: out.contact_counts,
+        };
+        // SAFETY: the caller keeps the arrays valid and untouched until the copy completed.
+        unsafe { self.publish_async(target) }.map_err(|e| err(self.step, e))?;
+        Ok(true)
+    }
+
+    fn kinematics_copy_done(&mut self) -> Result<bool, StepError> {
+        let Some(ev) = &self.publish_done else {
+            return Ok(false);
+        };
+        let done = ev
+            .try_is_complete()
+            .map_err(|e| err(self.step, CudaError::driver("querying the frame copy", e)))?;
+        if done {
+            self.publish_done = None;
+        }
+        Ok(done)
+    }
+
+    fn wait_kinematics_copy(&mut self) -> Result<(), StepError> {
+        self.publish_wait().map_err(|e| err(self.step, e))
+    }
+}
+
+impl Drop for CudaGroup {
+    fn drop(&mut self) {
+        let _ = self.publish_wait();
+        for s in &self.sims {
+            let _ = s.stream.synchronize();
+            let _ = s.copy_stream.synchronize();
+        }
+    }
+}

@@ -1,0 +1,470 @@
+//! One GPU of several (issue 14): the slab it owns, the ghosts it keeps, and the exchange of
+//! migrants and ghosts with its neighbours, device to device (`kernels/src/cuda/exchange.cu`).
+//!
+//! The state's slots hold the owned particles and the ghosts (read-only copies of the
+//! neighbours' boundary layers). Before every neighbour search, each GPU classifies its owned
+//! particles (stays, migrates to a neighbour, is in a boundary layer), the group reads the
+//! counts (one small synchronous copy per GPU and step), the GPUs copy the records into their
+//! neighbours' receive buffers (`cuMemcpyPeerAsync`: over NVLink between two GPUs, never through
+//! host memory), and each appends what it received behind its live slots. The collide marks
+//! the ghosts' slots dead, the migrants' are marked dead by `dem_retire`, and the sort moves
+//! dead slots behind the live ones, so the arrays never fill with them.
+//!
+//! Every owned particle sees the same neighbours, in the same (cell, id) order, as on one GPU:
+//! the f64 mode is bit-identical to one GPU and to the CPU.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use kernels::Kernel;
+
+use super::buffers::{hist_entry_bytes, Buf};
+use super::{CudaError, CudaSim};
+
+/// `ExchangeParams` of exchange.cu.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ExchangeParams {
+    pub mig: [u64; 2],
+    pub halo: [u64; 2],
+    pub counts: u64,
+    pub cap_mig: u32,
+    pub cap_halo: u32,
+    pub n: u32,
+    pub has_lo: u32,
+    pub has_hi: u32,
+    pub lo_lo: u32,
+    pub hi_hi: u32,
+    pub rec_mig: u32,
+}
+const _: () = assert!(std::mem::size_of::<ExchangeParams>() == 72);
+// SAFETY: #[repr(C)] integers only, the layout of exchange.cu's ExchangeParams (size asserted).
+unsafe impl cudarc::driver::DeviceRepr for ExchangeParams {}
+
+/// Bytes of a migrant and of a ghost record (exchange.cu's layout) for `real` bytes per float
+/// and `hist` history entries per particle (0 without friction).
+pub(crate) fn record_bytes(real: usize, hist: usize) -> (usize, usize) {
+    let words = |reals: usize| 24 + reals * real;
+    let hist_off = (words(12) + 16).div_ceil(16) * 16;
+    let mig = hist_off + hist * hist_entry_bytes(real);
+    let ghost = (words(6) + 8).div_ceil(8) * 8;
+    (mig, ghost)
+}
+
+/// What one GPU's classification found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExchangeCounts {
+    /// Migrants to the lower and the upper neighbour.
+    pub mig: [u32; 2],
+    /// Ghost records for the lower and the upper neighbour.
+    pub halo: [u32; 2],
+    /// Particles that moved past a whole neighbour slab in one step.
+    pub skipped: u32,
+    /// Migrants that stay as ghosts (they landed in the neighbour's boundary layer).
+    pub kept: u32,
+}
+
+/// Receive side of a GPU: what its neighbours sent (lower neighbour first).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Received {
+    pub mig: [u32; 2],
+    pub halo: [u32; 2],
+}
+
+/// The slab of one GPU and its exchange buffers.
+pub(crate) struct Window {
+    /// Live slots after the last sort: owned particles, then (sorted among them) ghosts.
+    pub live: u32,
+    /// Owned particles.
+    pub owned: u32,
+    /// Slots of every per-particle array.
+    pub capacity: u32,
+    /// Lower neighbour's first layer, own slab, upper neighbour's end (`None`: no neighbour).
+    pub lo_lo: Option<u32>,
+    pub hi_hi: Option<u32>,
+    pub cap_mig: u32,
+    pub cap_halo: u32,
+    pub recv_cap_mig: u32,
+    pub recv_cap_halo: u32,
+    pub rec_mig: usize,
+    pub rec_halo: usize,
+    /// Send and receive buffers: [lower, upper] of each.
+    pub send_mig: Vec<Buf>,
+    pub send_halo: Vec<Buf>,
+    pub recv_mig: Vec<Buf>,
+    pub recv_halo: Vec<Buf>,
+    pub counts: Buf,
+    pub layer_counts: Buf,
+    /// Bytes of the exchange buffers (memory report).
+    pub bytes: u64,
+}
+
+fn blocks(n: u32, threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(threads).max(1), 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn alloc(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    bytes: usize,
+    what: &str,
+) -> Result<Buf, CudaError> {
+    let slice = stream
+        .alloc_zeros::<u8>(bytes.max(16))
+        .map_err(|e| CudaError::driver(&format!("allocating {what} ({bytes} bytes)"), e))?;
+    let ptr = {
+        let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(&slice, stream);
+        ptr
+    };
+    Ok(Buf { slice, ptr })
+}
+
+impl CudaSim {
+    /// Makes this sim one GPU of several: it owns layers `bounds[index]..bounds[index + 1]`
+    /// along `axis`; its arrays have `capacity` slots (set at upload). Exchange buffers start
+    /// with room for `records` records per direction and grow when a step needs more.
+    pub(crate) fn attach_window(
+        &mut self,
+        axis: usize,
+        bounds: &[u32],
+        index: usize,
+        capacity: usize,
+        records: u32,
+    ) -> Result<(), CudaError> {
+        let real = self.state.real_size;
+        let hist = if self.state.cur.hist_count != 0 {
+            self.params.hist_cap as usize
+        } else {
+            0
+        };
+        let (rec_mig, rec_halo) = record_bytes(real, hist);
+        let dims = self.params.dims;
+        let layer_counts = alloc(&self.stream, 4 * dims[axis] as usize, "layer counts")?;
+        let counts = alloc(&self.stream, 4 * 8, "exchange counts")?;
+        let w = Window {
+            live: self.params.n,
+            owned: self.params.n,
+            capacity: capacity as u32,
+            lo_lo: None,
+            hi_hi: None,
+            cap_mig: 0,
+            cap_halo: 0,
+            recv_cap_mig: 0,
+            recv_cap_halo: 0,
+            rec_mig,
+            rec_halo,
+            send_mig: Vec::new(),
+            send_halo: Vec::new(),
+            recv_mig: Vec::new(),
+            recv_halo: Vec::new(),
+            counts,
+            layer_counts,
+            bytes: 0,
+        };
+        self.params.split_axis = axis as u32;
+        self.window = Some(w);
+        self.set_slab(bounds, index);
+        let r = records.max(256);
+        self.grow_exchange(r, r, false)?;
+        self.grow_exchange(r, r, true)?;
+        Ok(())
+    }
+
+    /// This GPU's slab from the plan's bounds (after load balancing moved them).
+    pub(crate) fn set_slab(&mut self, bounds: &[u32], index: usize) {
+        self.params.slab_lo = bounds[index];
+        self.params.slab_hi = bounds[index + 1];
+        if let Some(w) = self.window.as_mut() {
+            w.lo_lo = (index > 0).then(|| bounds[index - 1]);
+            w.hi_hi = (index + 2 < bounds.len()).then(|| bounds[index + 2]);
+        }
+    }
+
+    /// Reallocates the send (`recv` false) or receive buffers to hold at least `mig` migrant
+    /// and `halo` ghost records per direction (with a quarter of headroom). Between steps only,
+    /// rarely: the first steps, a bed that forms, a bound that moves.
+    fn grow_exchange(&mut self, mig: u32, halo: u32, recv: bool) -> Result<(), CudaError> {
+        let stream = self.stream.clone();
+        let w = self.window.as_mut().expect("a window");
+        let (cap_mig, cap_halo, bufs_mig, bufs_halo) = if recv {
+            (
+                &mut w.recv_cap_mig,
+                &mut w.recv_cap_halo,
+                &mut w.recv_mig,
+                &mut w.recv_halo,
+            )
+        } else {
+            (
+                &mut w.cap_mig,
+                &mut w.cap_halo,
+                &mut w.send_mig,
+                &mut w.send_halo,
+            )
+        };
+        let grow = |need: u32, have: u32| {
+            if need <= have {
+                have
+            } else {
+                need + need / 4 + 64
+            }
+        };
+        for (need, cap, bufs, rec, what) in [
+            (mig, cap_mig, bufs_mig, w.rec_mig, "migrant records"),
+            (halo, cap_halo, bufs_halo, w.rec_halo, "ghost records"),
+        ] {
+            let new = grow(need, *cap);
+            if new == *cap {
+                continue;
+            }
+            // Work queued on the stream may still read the old buffers.
+            stream
+                .synchronize()
+                .map_err(|e| CudaError::driver("synchronising before growing buffers", e))?;
+            let b = new as usize * rec;
+            *bufs = vec![alloc(&stream, b, what)?, alloc(&stream, b, what)?];
+            *cap = new;
+        }
+        w.bytes = 2
+            * ((w.cap_mig + w.recv_cap_mig) as u64 * w.rec_mig as u64
+                + (w.cap_halo + w.recv_cap_halo) as u64 * w.rec_halo as u64);
+        Ok(())
+    }
+
+    /// Queues velocity Verlet's opening half kick and drift of the owned particles (before the
+    /// exchange: it moves them).
+    pub(crate) fn queue_kick_drift(&mut self) -> Result<(), CudaError> {
+        self.launch_kick_drift_unmarked()
+    }
+
+    /// Queues the classification of the owned particles into the send buffers, and the copy
+    /// of its counts to the host (read by [`CudaSim::read_counts`]). Reads the state only.
+    pub(crate) fn queue_classify(&mut self) -> Result<(), CudaError> {
+        let w = self.window.as_ref().expect("a window");
+        let x = ExchangeParams {
+            mig: [w.send_mig[0].ptr, w.send_mig[1].ptr],
+            halo: [w.send_halo[0].ptr, w.send_halo[1].ptr],
+            counts: w.counts.ptr,
+            cap_mig: w.cap_mig,
+            cap_halo: w.cap_halo,
+            n: self.params.n,
+            has_lo: w.lo_lo.is_some() as u32,
+            has_hi: w.hi_hi.is_some() as u32,
+            lo_lo: w.lo_lo.unwrap_or(0),
+            hi_hi: w.hi_hi.unwrap_or(0),
+            rec_mig: w.rec_mig as u32,
+        };
+        // SAFETY: memset of the 32-byte counts buffer this window owns, on the sim's stream.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(w.counts.ptr, 0, 32, self.stream.cu_stream())
+        }
+        .map_err(|e| CudaError::driver("clearing the exchange counts", e))?;
+        let (p, cur) = (self.params, self.state.cur);
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Classify));
+        b.arg(&p).arg(&cur).arg(&x);
+        // SAFETY: dem_classify(DemParams, ParticleArrays, ExchangeParams): reads slots 0..n of the
+        // state; writes at most cap records of rec bytes into each send buffer (allocated with
+        // that size) and the 6 counters.
+        unsafe { b.launch(blocks(p.n, 256)) }
+            .map_err(|e| CudaError::driver("launching dem_classify", e))?;
+        Ok(())
+    }
+
+    /// Waits for the classification and returns its counts.
+    pub(crate) fn read_counts(&mut self) -> Result<ExchangeCounts, CudaError> {
+        let w = self.window.as_ref().expect("a window");
+        let mut c = [0u32; 8];
+        let mut bytes = [0u8; 32];
+        self.stream
+            .memcpy_dtoh(&w.counts.slice, &mut bytes)
+            .map_err(|e| CudaError::driver("reading the exchange counts", e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("reading the exchange counts", e))?;
+        for (i, v) in c.iter_mut().enumerate() {
+            *v = u32::from_ne_bytes([
+                bytes[4 * i],
+                bytes[4 * i + 1],
+                bytes[4 * i + 2],
+                bytes[4 * i + 3],
+            ]);
+        }
+        Ok(ExchangeCounts {
+            mig: [c[0], c[1]],
+            halo: [c[2], c[3]],
+            skipped: c[4],
+            kept: c[5],
+        })
+    }
+
+    /// Grows the send buffers if `c` did not fit; then the caller classifies again.
+    pub(crate) fn fits(&mut self, c: &ExchangeCounts) -> Result<bool, CudaError> {
+        let w = self.window.as_ref().expect("a window");
+        let mig = c.mig[0].max(c.mig[1]);
+        let halo = c.halo[0].max(c.halo[1]);
+        if mig <= w.cap_mig && halo <= w.cap_halo {
+            return Ok(true);
+        }
+        self.grow_exchange(mig, halo, false)?;
+        Ok(false)
+    }
+
+    /// Makes room for `r` in the receive buffers (before the neighbours copy into them).
+    pub(crate) fn make_room(&mut self, r: &Received) -> Result<(), CudaError> {
+        let mig = r.mig[0].max(r.mig[1]);
+        let halo = r.halo[0].max(r.halo[1]);
+        self.grow_exchange(mig, halo, true)
+    }
+
+    /// Queues marking the migrants' slots dead (after the counts were read).
+    pub(crate) fn queue_retire(&mut self) -> Result<(), CudaError> {
+        let (p, cur) = (self.params, self.state.cur);
+        let n = p.n;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Retire));
+        b.arg(&p).arg(&cur).arg(&n);
+        // SAFETY: dem_retire(DemParams, ParticleArrays, unsigned): thread k writes the id of slot
+        // k < n only.
+        unsafe { b.launch(blocks(n, 256)) }
+            .map_err(|e| CudaError::driver("launching dem_retire", e))?;
+        Ok(())
+    }
+
+    /// (device address, context) of send buffer `side` (0 lower, 1 upper) of migrants or ghosts.
+    pub(crate) fn send_ptr(&self, ghosts: bool, side: usize) -> u64 {
+        let w = self.window.as_ref().expect("a window");
+        if ghosts {
+            w.send_halo[side].ptr
+        } else {
+            w.send_mig[side].ptr
+        }
+    }
+
+    /// Device address of receive buffer `side` (0: from the lower neighbour, 1: the upper).
+    pub(crate) fn recv_ptr(&self, ghosts: bool, side: usize) -> u64 {
+        let w = self.window.as_ref().expect("a window");
+        if ghosts {
+            w.recv_halo[side].ptr
+        } else {
+            w.recv_mig[side].ptr
+        }
+    }
+
+    /// Record sizes (migrant, ghost) in bytes.
+    pub(crate) fn record_sizes(&self) -> (usize, usize) {
+        let w = self.window.as_ref().expect("a window");
+        (w.rec_mig, w.rec_halo)
+    }
+
+    /// Queues unpacking what the neighbours sent (already in the receive buffers, copied on
+    /// this stream) behind the live slots, after which the state holds `n` slots to sort.
+    /// `sent` are this GPU's own counts (its emigrants leave).
+    pub(crate) fn queue_unpack(
+        &mut self,
+        got: &Received,
+        sent: &ExchangeCounts,
+    ) -> Result<(), CudaError> {
+        let w = self.window.as_ref().expect("a window");
+        let incoming = got.mig[0] + got.mig[1] + got.halo[0] + got.halo[1];
+        let n_new = self.params.n as u64 + incoming as u64;
+        if n_new > w.capacity as u64 {
+            return Err(CudaError::WindowFull {
+                device: self.opts.device,
+                need: n_new,
+                capacity: w.capacity as u64,
+            });
+        }
+        let mut base = self.params.n;
+        let (rec_mig, rec_halo) = (w.rec_mig as u32, w.rec_halo as u32);
+        let parts = [
+            (w.recv_mig[0].ptr, got.mig[0], 1u32, rec_mig),
+            (w.recv_mig[1].ptr, got.mig[1], 1, rec_mig),
+            (w.recv_halo[0].ptr, got.halo[0], 0, rec_halo),
+            (w.recv_halo[1].ptr, got.halo[1], 0, rec_halo),
+        ];
+        let (p, cur) = (self.params, self.state.cur);
+        for (ptr, count, full, rec) in parts {
+            if count == 0 {
+                continue;
+            }
+            let mut b = self
+                .stream
+                .launch_builder(self.module.function(Kernel::Unpack));
+            b.arg(&p)
+                .arg(&cur)
+                .arg(&ptr)
+                .arg(&count)
+                .arg(&base)
+                .arg(&full)
+                .arg(&rec);
+            // SAFETY: dem_unpack(DemParams, ParticleArrays, const char*, unsigned x4): reads
+            // `count` records of `rec` bytes (the receive buffer holds them: make_room), writes
+            // slots base..base + count < capacity (checked above) and their history rows.
+            unsafe { b.launch(blocks(count, 128)) }
+                .map_err(|e| CudaError::driver("launching dem_unpack", e))?;
+            base += count;
+        }
+        let w = self.window.as_mut().expect("a window");
+        w.owned = w.owned - sent.mig[0] - sent.mig[1] + got.mig[0] + got.mig[1];
+        w.live = w.owned + got.halo[0] + got.halo[1] + sent.kept;
+        self.params.n = base;
+        Ok(())
+    }
+
+    /// Queues the neighbour search and the collide with integration `integrate` over the live
+    /// slots (the state then holds `live` slots: owned particles and dead ghost slots).
+    pub(crate) fn queue_sort_collide(&mut self, integrate: u32) -> Result<(), CudaError> {
+        self.launch_step_unmarked(integrate)
+    }
+
+    /// Owned particles per cell layer along the split axis (a synchronous download).
+    pub(crate) fn layer_counts(&mut self) -> Result<Vec<u32>, CudaError> {
+        let axis = self.params.split_axis as usize;
+        let layers = self.params.dims[axis] as usize;
+        let w = self.window.as_ref().expect("a window");
+        let ptr = w.layer_counts.ptr;
+        // SAFETY: memset of the layer-count buffer (layers u32) this window owns.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(ptr, 0, 4 * layers, self.stream.cu_stream())
+        }
+        .map_err(|e| CudaError::driver("clearing the layer counts", e))?;
+        let (p, cur) = (self.params, self.state.cur);
+        let n = p.n;
+        let mut bytes = vec![0u8; 4 * layers];
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::LayerCounts));
+        b.arg(&p).arg(&cur).arg(&n).arg(&ptr);
+        // SAFETY: dem_layer_counts(DemParams, ParticleArrays, unsigned, unsigned*): reads slots
+        // 0..n, adds into `layers` counters (every layer index is clamped below dims[axis]).
+        unsafe { b.launch(blocks(n, 256)) }
+            .map_err(|e| CudaError::driver("launching dem_layer_counts", e))?;
+        self.stream
+            .memcpy_dtoh(&w.layer_counts.slice.slice(0..4 * layers), &mut bytes)
+            .map_err(|e| CudaError::driver("reading the layer counts", e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("reading the layer counts", e))?;
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .collect())
+    }
+
+    /// Writes the owned particles into `s` at `index(id)` (synchronises).
+    pub(crate) fn download_owned(
+        &self,
+        s: &mut crate::dem::state::SimState,
+        index: &dyn Fn(u32) -> usize,
+    ) -> Result<(), CudaError> {
+        super::buffers::download_into(&self.stream, &self.state, &self.params, s, index)
+    }
+
+    /// The window, if this sim is one GPU of several.
+    pub(crate) fn window(&self) -> Option<&Window> {
+        self.window.as_ref()
+    }
+}
