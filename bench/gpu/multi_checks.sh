@@ -39,3 +39,10 @@ for d in 0 "$DEV"; do
   result "solver_devices_${d/,/_}" solver --backend cuda --devices "$d" --particles 1000000 \
     --end-time 0.1 --progress-every 2
 done
+echo "=== one GPU against the group (dem-gpu-bench multi) ==="
+J="$OUT/multi_gpu.jsonl"
+mb() { echo "+ dem-gpu-bench multi $*"; timeout 300 dem-gpu-bench multi "$@" --devices "$DEV" --out "$J"; }
+mb --particles 1e6 --model linear-friction --phase loose --steps 1000
+mb --particles 1e7 --model linear --phase dense --relax 1000 --steps 200
+mb --particles 1e7 --model linear-friction --phase dense --relax 1000 --steps 200
+mb --particles 1e7 --model linear-friction --phase loose --steps 300 --balance count

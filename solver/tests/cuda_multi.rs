@@ -263,3 +263,45 @@ fn balancing_moves_the_bounds_and_changes_no_bits() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A checkpoint written on two GPUs continues bit for bit on one and on three, and one written
+/// on one GPU continues on two (both integrators: Verlet carries its forces through it).
+#[test]
+fn checkpoints_move_between_one_and_several_gpus() {
+    if !gpu_present() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("solver-multi-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let one = BackendKind::Cuda(opts(true));
+    for integrator in [Integrator::SymplecticEuler, Integrator::VelocityVerlet] {
+        let case = friction_box_with_blade("falling box", integrator);
+        let mut straight = Simulation::new_on(case.clone(), &one).unwrap();
+        straight.step_n(1200).unwrap();
+        let reference = bits(&straight.state().unwrap());
+        for (from, to) in [
+            (group(true, 2), one.clone()),
+            (group(true, 2), group(true, 3)),
+            (one.clone(), group(true, 2)),
+        ] {
+            let mut first = Simulation::new_on(case.clone(), &from).unwrap();
+            first.step_n(600).unwrap();
+            let path = dir.join(format!("{integrator:?}.ckpt"));
+            first.save_checkpoint(&path).unwrap();
+            drop(first);
+            let mut resumed = Simulation::load_checkpoint_with(
+                &path,
+                &to,
+                solver::decomp::DecompositionOverride::default(),
+            )
+            .unwrap_or_else(|e| panic!("{to:?}: {e}"));
+            assert_eq!(resumed.step_index(), 600);
+            resumed.step_n(600).unwrap();
+            assert!(
+                bits(&resumed.state().unwrap()) == reference,
+                "{integrator:?}: {from:?} -> checkpoint -> {to:?} differs from a straight run"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -32,11 +32,14 @@ struct Args {
     hist_layout: cuda::HistLayout,
     candidates: u32,
     min_blocks: u32,
+    /// `multi`: the GPUs of the group (the same one twice: two slabs on one GPU).
+    devices: Vec<usize>,
+    balance: solver::decomp::Balance,
 }
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off|count|time] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -51,6 +54,8 @@ fn parse() -> Result<Args> {
         hist_layout: cuda::HistLayout::SlotMajor,
         candidates: cuda::DEFAULT_CANDIDATES,
         min_blocks: 0,
+        devices: vec![0, 1],
+        balance: solver::decomp::Balance::Off,
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -75,6 +80,21 @@ fn parse() -> Result<Args> {
             }
             "--candidates" => a.candidates = v.parse()?,
             "--min-blocks" => a.min_blocks = v.parse()?,
+            "--devices" => {
+                a.devices = v
+                    .split(',')
+                    .map(|d| d.trim().parse::<usize>())
+                    .collect::<Result<_, _>>()
+                    .with_context(|| format!("--devices {v}: GPU indices like 0,1"))?
+            }
+            "--balance" => {
+                a.balance = match v.as_str() {
+                    "off" => solver::decomp::Balance::Off,
+                    "count" => solver::decomp::Balance::Count,
+                    "time" => solver::decomp::Balance::Time,
+                    _ => bail!("--balance takes off, count or time, not {v}"),
+                }
+            }
             _ => bail!("unknown option {k}"),
         }
     }
@@ -767,6 +787,107 @@ fn bandwidth(a: &Args) -> Result<()> {
     )
 }
 
+/// One GPU against a group of GPUs (issue 14) on the same start state: the falling box
+/// (loose) or a relaxed dense pack, timed over `--steps` after 20 warm-up steps. On a group
+/// that names one GPU twice the ratio is the cost of the slabs' exchange, not a speed-up.
+fn multi(a: &Args) -> Result<()> {
+    use solver::exec::worker::FusedWorker;
+    let (case, mut sim, _) = match a.phase.as_str() {
+        "dense" => {
+            let (case, pos, _) = dense(a.particles, &a.model)?;
+            let (sim, _, st) = start_at(&case, &pos, &opts(a))?;
+            (case, sim, st)
+        }
+        _ => {
+            let case = falling(a.particles, &a.model)?;
+            let (sim, _, st) = start(&case, &opts(a))?;
+            (case, sim, st)
+        }
+    };
+    let n = sim.particle_count();
+    if a.phase == "dense" && a.relax > 0 {
+        let s = timed_steps(&mut sim, a.relax)?;
+        println!("  relaxed {} steps in {s:.1} s", a.relax);
+    }
+    let state = sim.state()?;
+    timed_steps(&mut sim, a.warmup)?;
+    let wall1 = timed_steps(&mut sim, a.steps)?;
+    let sps1 = a.steps as f64 / wall1;
+    let device = sim.device_name().to_string();
+    let bpp1 = sim.memory().bytes_per_particle();
+    drop(sim);
+    let ctx = std::sync::Arc::new(cuda::step_context(&case)?);
+    let mut g = cuda::CudaGroup::new(
+        ctx,
+        &state,
+        &opts(a),
+        &cuda::GroupOptions {
+            devices: a.devices.clone(),
+            axis: None,
+            balance: a.balance,
+        },
+    )?;
+    let report = g.device_report().unwrap_or_default();
+    println!("  {report}");
+    g.advance(a.warmup).map_err(|e| anyhow::anyhow!("{e}"))?;
+    g.reset_timers();
+    let t0 = Instant::now();
+    g.advance(a.steps).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let wall = t0.elapsed().as_secs_f64();
+    let sps = a.steps as f64 / wall;
+    let phases = g.phase_times();
+    let gpus = a.devices.len() as f64;
+    let distinct = {
+        let mut d = a.devices.clone();
+        d.sort_unstable();
+        d.dedup();
+        d.len()
+    };
+    let ex: f64 = phases.iter().map(|p| p.0).sum::<f64>() / gpus;
+    let co: f64 = phases.iter().map(|p| p.1).sum::<f64>() / gpus;
+    println!(
+        "  one GPU {sps1:.1} steps/s; {} slabs on {distinct} GPUs {sps:.1} steps/s; per step and GPU: exchange {:.3} ms, rest {:.3} ms; bounds {:?}, owned {:?}, {} moves",
+        a.devices.len(),
+        ex * 1e3,
+        co * 1e3,
+        g.bounds(),
+        g.owned(),
+        g.rebalances()
+    );
+    record(
+        a,
+        &[
+            ("check", js("multi_gpu")),
+            ("device", js(&device)),
+            ("devices", js(&format!("{:?}", a.devices))),
+            ("distinct_gpus", distinct.to_string()),
+            ("model", js(&a.model)),
+            ("phase", js(&a.phase)),
+            ("particles", n.to_string()),
+            ("steps", a.steps.to_string()),
+            ("one_gpu_steps_per_s", num(sps1)),
+            ("group_steps_per_s", num(sps)),
+            ("speedup", num(sps / sps1)),
+            (
+                "efficiency",
+                if distinct == a.devices.len() {
+                    num(sps / (gpus * sps1))
+                } else {
+                    "null".into()
+                },
+            ),
+            ("exchange_ms_per_step", num(ex * 1e3)),
+            ("rest_ms_per_step", num(co * 1e3)),
+            ("exchange_share", num(ex / (ex + co))),
+            ("one_gpu_bytes_per_particle", num(bpp1)),
+            ("balance", js(a.balance.name())),
+            ("rebalances", g.rebalances().to_string()),
+            ("migrations", g.migrations().to_string()),
+            ("report", js(&report)),
+        ],
+    )
+}
+
 fn main() -> std::process::ExitCode {
     let r = parse().and_then(|a| {
         if let Err(e) = cuda::driver::driver_available() {
@@ -778,6 +899,7 @@ fn main() -> std::process::ExitCode {
             "determinism" => determinism(&a),
             "restitution" => restitution(&a),
             "bench" => bench(&a),
+            "multi" => multi(&a),
             "full" => full(&a),
             "publish" => publish(&a),
             "bandwidth" => bandwidth(&a),

@@ -379,7 +379,10 @@ impl Coordinator {
 
     /// Balancing decisions that moved slab bounds since the run (re)started.
     pub fn rebalances(&self) -> u64 {
-        self.rebalances
+        match &self.crew {
+            Crew::Fused(w) => w.rebalances(),
+            Crew::Staged(_) => self.rebalances,
+        }
     }
 
     /// Every [`BALANCE_INTERVAL`] steps: moves the slab bounds toward equal work (collective:
@@ -836,7 +839,14 @@ impl Coordinator {
     /// Owned particles per worker (of this rank's workers in a run over several processes).
     pub fn worker_loads(&self) -> Vec<usize> {
         match &self.crew {
-            Crew::Fused(_) => vec![self.index.len()],
+            Crew::Fused(w) => {
+                let l = w.loads();
+                if l.is_empty() {
+                    vec![self.index.len()]
+                } else {
+                    l
+                }
+            }
             Crew::Staged(w) => w.iter().map(|w| w.owned()).collect(),
         }
     }

@@ -289,6 +289,14 @@ pub trait FusedWorker: Send {
     fn device_report(&self) -> Option<String> {
         None
     }
+    /// Particles owned by each device (several GPUs: one entry per slab).
+    fn loads(&self) -> Vec<usize> {
+        Vec::new()
+    }
+    /// Load-balancing moves of the slab bounds since the start (several GPUs).
+    fn rebalances(&self) -> u64 {
+        0
+    }
     /// Page-locks host memory that frames will be copied into, so device copies run
     /// asynchronously at full bus speed (device backends; nothing to do on the CPU).
     ///

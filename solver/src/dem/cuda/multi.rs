@@ -788,6 +788,14 @@ impl FusedWorker for CudaGroup {
         coord.energies()
     }
 
+    fn loads(&self) -> Vec<usize> {
+        self.owned().into_iter().map(|n| n as usize).collect()
+    }
+
+    fn rebalances(&self) -> u64 {
+        self.rebalances
+    }
+
     fn device_report(&self) -> Option<String> {
         let per: Vec<String> = self
             .sims
