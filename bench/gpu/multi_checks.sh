@@ -39,6 +39,27 @@ for d in 0 "$DEV"; do
   result "solver_devices_${d/,/_}" solver --backend cuda --devices "$d" --particles 1000000 \
     --end-time 0.1 --progress-every 2
 done
+echo "=== the group as a user runs it: segment, analysis, commands, checkpoint, restart on one GPU ==="
+rm -rf /tmp/mg && mkdir -p /tmp/mg
+solver --backend cuda --devices "$DEV" --particles 2000000 --end-time 0.3 --name-shm mg1 \
+  --output /tmp/mg --progress-every 1 > "$OUT/user_group.out" 2>&1 &
+SP=$!
+sleep 10
+shmctl info mg1
+analysis --attach mg1 --once --json | cut -c1-600
+shmctl send mg1 pause; sleep 1; shmctl info mg1 | grep -i -E "state|step"
+shmctl send mg1 resume
+shmctl send mg1 checkpoint
+sleep 2
+shmctl send mg1 stop
+wait $SP; echo "RESULT user_group rc=$?"
+tail -n 6 "$OUT/user_group.out"
+ls -la /tmp/mg; CK=$(ls -t /tmp/mg/*checkpoint* 2>/dev/null | head -1)
+echo "checkpoint: $CK"
+if [ -n "$CK" ]; then
+  result restart_on_one solver --backend cuda --devices 0 --restart "$CK" --end-time 0.3 --progress-every 1
+  result restart_on_group solver --backend cuda --devices "$DEV" --restart "$CK" --end-time 0.3 --progress-every 1
+fi
 echo "=== one GPU against the group (dem-gpu-bench multi) ==="
 J="$OUT/multi_gpu.jsonl"
 mb() { echo "+ dem-gpu-bench multi $*"; timeout 300 dem-gpu-bench multi "$@" --devices "$DEV" --out "$J"; }

@@ -14,7 +14,7 @@ use solver::case::Integrator;
 use solver::decomp::{Axis, Balance, Decomposition};
 use solver::dem::cuda::{self, CudaGroup, CudaOptions, GroupOptions};
 use solver::exec::sim::BackendKind;
-use solver::exec::worker::{FusedWorker, RawKinematics};
+use solver::exec::worker::FusedWorker;
 use solver::{Case, SimState, Simulation};
 use std::path::Path;
 use std::sync::Arc;
@@ -45,35 +45,6 @@ fn drum() -> Case {
     Case::from_file(path).unwrap_or_else(|e| panic!("{e}")).0
 }
 
-/// The f32 arrays a frame gets (id order), waiting for the device copy.
-fn frame(sim: &mut Simulation) -> Vec<u32> {
-    let n = sim.num_particles();
-    let (mut p, mut v, mut w, mut f) = (
-        vec![[0f32; 3]; n],
-        vec![[0f32; 3]; n],
-        vec![[0f32; 3]; n],
-        vec![[0f32; 3]; n],
-    );
-    let mut c = vec![0u32; n];
-    let out = RawKinematics {
-        count: n,
-        positions: p.as_mut_ptr(),
-        velocities: v.as_mut_ptr(),
-        angular_velocities: w.as_mut_ptr(),
-        forces: f.as_mut_ptr(),
-        contact_counts: c.as_mut_ptr(),
-    };
-    // SAFETY: every array holds n elements and outlives the copy, which is waited for below.
-    unsafe { sim.begin_kinematics_copy(out) }.unwrap();
-    sim.wait_kinematics_copy().unwrap();
-    let mut bits: Vec<u32> = [p, v, w, f]
-        .iter()
-        .flat_map(|a| a.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>())
-        .collect();
-    bits.extend(c);
-    bits
-}
-
 /// Frames every 500 steps and the final state.
 fn run(
     mut case: Case,
@@ -96,7 +67,7 @@ fn run(
         let n = 500.min(steps - done);
         sim.step_n(n).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
         done += n;
-        frames.push(frame(&mut sim));
+        frames.push(frame_bits(&mut sim));
     }
     (frames, sim.state().unwrap())
 }
@@ -186,15 +157,7 @@ fn balancing_moves_the_bounds_and_changes_no_bits() {
     }
     let case = friction_box_with_blade("falling box", Integrator::SymplecticEuler);
     let sc = Arc::new(cuda::step_context(&case).unwrap());
-    let p = case.generate_particles().unwrap();
-    let state = SimState::new(
-        0.0,
-        0,
-        p.iter().map(|q| q.species).collect(),
-        p.iter().map(|q| q.position).collect(),
-        p.iter().map(|q| q.velocity).collect(),
-        vec![[0.0; 3]; p.len()],
-    );
+    let state = initial_state(&case);
     let d = test_devices();
     let mut one = cuda::CudaBackend::new(sc.clone(), state.clone(), &opts(true)).unwrap();
     let mut reference = Vec::new();

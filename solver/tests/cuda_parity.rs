@@ -20,15 +20,7 @@ fn gpu_present() -> bool {
 
 fn falling_box_state(n: usize) -> (Case, SimState) {
     let case = Case::default_falling_box(n);
-    let p = case.generate_particles().expect("particles");
-    let state = SimState::new(
-        0.0,
-        0,
-        p.iter().map(|q| q.species).collect(),
-        p.iter().map(|q| q.position).collect(),
-        p.iter().map(|q| q.velocity).collect(),
-        vec![[0.0; 3]; p.len()],
-    );
+    let state = initial_state(&case);
     (case, state)
 }
 
@@ -163,7 +155,7 @@ fn cuda_runs_are_deterministic() {
 // ---- Triangle meshes --------------------------------------------------------------------------
 
 mod common;
-use common::{base_case, drum_case, linear_species, linear_wall, ramp};
+use common::{base_case, drum_case, initial_state, linear_species, linear_wall, ramp};
 use solver::case::{Integrator, Source};
 use solver::core::vec3;
 use solver::dem::cuda::CudaBackend;

@@ -9,7 +9,6 @@ use common::*;
 use solver::case::{Integrator, Source};
 use solver::decomp::{Axis, Balance, Decomposition, DecompositionOverride};
 use solver::exec::sim::BackendKind;
-use solver::exec::worker::RawKinematics;
 use solver::{Case, SimState, Simulation};
 use std::path::Path;
 
@@ -51,35 +50,6 @@ fn crossing_gas() -> Case {
     case
 }
 
-/// What a frame gets: the f32 arrays the publishing path packs, id order.
-fn frame(sim: &mut Simulation) -> Vec<u32> {
-    let n = sim.num_particles();
-    let (mut p, mut v, mut w, mut f) = (
-        vec![[0f32; 3]; n],
-        vec![[0f32; 3]; n],
-        vec![[0f32; 3]; n],
-        vec![[0f32; 3]; n],
-    );
-    let mut c = vec![0u32; n];
-    let out = RawKinematics {
-        count: n,
-        positions: p.as_mut_ptr(),
-        velocities: v.as_mut_ptr(),
-        angular_velocities: w.as_mut_ptr(),
-        forces: f.as_mut_ptr(),
-        contact_counts: c.as_mut_ptr(),
-    };
-    // SAFETY: every array holds n elements and outlives the (synchronous, CPU) copy.
-    let in_flight = unsafe { sim.begin_kinematics_copy(out) }.unwrap();
-    assert!(!in_flight);
-    let mut bits: Vec<u32> = [p, v, w, f]
-        .iter()
-        .flat_map(|a| a.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>())
-        .collect();
-    bits.extend(c);
-    bits
-}
-
 /// Frames every 500 steps and the final state after `steps` steps.
 fn run(mut case: Case, d: Decomposition, steps: u64) -> (Vec<Vec<u32>>, SimState, Simulation) {
     case.decomposition = d;
@@ -90,7 +60,7 @@ fn run(mut case: Case, d: Decomposition, steps: u64) -> (Vec<Vec<u32>>, SimState
         let n = 500.min(steps - done);
         sim.step_n(n).unwrap_or_else(|e| panic!("{d:?}: {e}"));
         done += n;
-        frames.push(frame(&mut sim));
+        frames.push(frame_bits(&mut sim));
     }
     let state = sim.state().unwrap();
     (frames, state, sim)

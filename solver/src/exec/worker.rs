@@ -22,6 +22,18 @@ pub struct Snapshot {
     pub contacts: Vec<u32>,
 }
 
+impl From<SimState> for Snapshot {
+    fn from(s: SimState) -> Snapshot {
+        Snapshot {
+            pos: s.pos,
+            vel: s.vel,
+            omega: s.omega,
+            force: s.force,
+            contacts: s.contacts,
+        }
+    }
+}
+
 /// Energies of the system [J].
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Energies {

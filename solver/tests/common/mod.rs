@@ -419,3 +419,47 @@ pub fn bits(s: &SimState) -> Vec<u64> {
     out.extend([s.time.to_bits(), s.step, s.history_overflows]);
     out
 }
+
+/// What a frame gets: the f32 arrays the publishing path packs (positions, velocities, spins,
+/// forces, contact counts; id order) as bits, waiting for a device copy.
+pub fn frame_bits(sim: &mut Simulation) -> Vec<u32> {
+    let n = sim.num_particles();
+    let (mut p, mut v, mut w, mut f) = (
+        vec![[0f32; 3]; n],
+        vec![[0f32; 3]; n],
+        vec![[0f32; 3]; n],
+        vec![[0f32; 3]; n],
+    );
+    let mut c = vec![0u32; n];
+    let out = solver::exec::worker::RawKinematics {
+        count: n,
+        positions: p.as_mut_ptr(),
+        velocities: v.as_mut_ptr(),
+        angular_velocities: w.as_mut_ptr(),
+        forces: f.as_mut_ptr(),
+        contact_counts: c.as_mut_ptr(),
+    };
+    // SAFETY: every array holds n elements and outlives the copy, which is waited for below.
+    if unsafe { sim.begin_kinematics_copy(out) }.unwrap() {
+        sim.wait_kinematics_copy().unwrap();
+    }
+    let mut bits: Vec<u32> = [p, v, w, f]
+        .iter()
+        .flat_map(|a| a.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>())
+        .collect();
+    bits.extend(c);
+    bits
+}
+
+/// The state at t = 0 of `case` (particles placed by its sources, ids in source order).
+pub fn initial_state(case: &Case) -> SimState {
+    let p = case.generate_particles().expect("particles");
+    SimState::new(
+        0.0,
+        0,
+        p.iter().map(|q| q.species).collect(),
+        p.iter().map(|q| q.position).collect(),
+        p.iter().map(|q| q.velocity).collect(),
+        vec![[0.0; 3]; p.len()],
+    )
+}

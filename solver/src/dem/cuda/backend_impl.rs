@@ -50,30 +50,12 @@ impl CudaBackend {
     }
 
     fn device_failure(&self, e: CudaError) -> StepError {
-        match e {
-            CudaError::NonFinite { .. } => {
-                let s = self.sim.state();
-                let id = s
-                    .ok()
-                    .and_then(|s| {
-                        (0..s.pos.len()).find(|&i| {
-                            !(crate::core::vec3::is_finite(s.pos[i])
-                                && crate::core::vec3::is_finite(s.vel[i]))
-                        })
-                    })
-                    .unwrap_or(0) as u32;
-                StepError::NonFinite {
-                    id,
-                    step: self.sim.step_index(),
-                    time: self.sim.time(),
-                }
-            }
-            other => StepError::Device {
-                backend: "cuda",
-                step: self.sim.step_index(),
-                message: other.to_string(),
-            },
-        }
+        super::step_error(
+            e,
+            || self.sim.state(),
+            self.sim.step_index(),
+            self.sim.time(),
+        )
     }
 }
 
@@ -100,14 +82,7 @@ impl FusedWorker for CudaBackend {
     }
 
     fn snapshot(&self) -> Result<Snapshot, StepError> {
-        let s = self.export_state()?;
-        Ok(Snapshot {
-            pos: s.pos,
-            vel: s.vel,
-            omega: s.omega,
-            force: s.force,
-            contacts: s.contacts,
-        })
+        Ok(self.export_state()?.into())
     }
 
     fn export_state(&self) -> Result<SimState, StepError> {
@@ -216,9 +191,16 @@ impl FusedWorker for CudaBackend {
 
     /// Computed on the host by the CPU reference's bookkeeping over the downloaded state.
     fn energies(&self) -> Result<Energies, StepError> {
-        let state = self.export_state()?;
-        let coord = Coordinator::cpu(self.ctx.clone(), state, &Decomposition::default())
-            .expect("one sub-domain always fits");
-        coord.energies()
+        energies_on_host(&self.ctx, self.export_state()?)
     }
+}
+
+/// Energies of a downloaded state, by the CPU reference's bookkeeping (id order).
+pub(crate) fn energies_on_host(
+    ctx: &Arc<StepContext>,
+    state: SimState,
+) -> Result<Energies, StepError> {
+    let coord = Coordinator::cpu(ctx.clone(), state, &Decomposition::default())
+        .expect("one sub-domain always fits");
+    coord.energies()
 }

@@ -235,19 +235,7 @@ impl CudaSim {
         state: &SimState,
         opts: &CudaOptions,
     ) -> Result<CudaSim, CudaError> {
-        // Slots are ids at upload and `dem_pack` writes frames at index id: the GPU worker
-        // takes ids 0..n (every run today; inflow and deletion will lift this).
-        if let Some((k, &id)) = state
-            .id
-            .iter()
-            .enumerate()
-            .find(|(k, &id)| id as usize != *k)
-        {
-            return Err(CudaError::Unsupported(format!(
-                "particle ids with gaps (index {k} holds id {id}); the GPU backend needs ids 0..{}",
-                state.pos.len()
-            )));
-        }
+        check_dense_ids(state)?;
         let spin = state.omega.iter().any(|w| *w != [0.0; 3]);
         Self::with_capacity(sc, state, opts, state.pos.len(), spin)
     }
@@ -466,6 +454,53 @@ impl CudaSim {
     pub fn count_contacts(&mut self) -> Result<f64, CudaError> {
         let c = self.step_with_diag()?;
         Ok(c.contacts as f64 / self.params.n.max(1) as f64)
+    }
+}
+
+/// Refuses a state whose ids are not 0..n: `dem_pack` writes frames at index id (every run
+/// today; inflow and deletion will lift this with a rank array on the device).
+pub(crate) fn check_dense_ids(state: &SimState) -> Result<(), CudaError> {
+    match state
+        .id
+        .iter()
+        .enumerate()
+        .find(|(k, &id)| id as usize != *k)
+    {
+        Some((k, &id)) => Err(CudaError::Unsupported(format!(
+            "particle ids with gaps (index {k} holds id {id}); the GPU backend needs ids 0..{}",
+            state.pos.len()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The step error of a device failure: a non-finite state names the first particle (id order)
+/// whose position or velocity is not finite in `state` (downloaded for it; 0 if that failed).
+pub(crate) fn step_error(
+    e: CudaError,
+    state: impl FnOnce() -> Result<SimState, CudaError>,
+    step: u64,
+    time: f64,
+) -> crate::exec::worker::StepError {
+    use crate::exec::worker::StepError;
+    match e {
+        CudaError::NonFinite { .. } => {
+            let id = state()
+                .ok()
+                .and_then(|s| {
+                    (0..s.pos.len()).find(|&i| {
+                        !(crate::core::vec3::is_finite(s.pos[i])
+                            && crate::core::vec3::is_finite(s.vel[i]))
+                    })
+                })
+                .unwrap_or(0) as u32;
+            StepError::NonFinite { id, step, time }
+        }
+        other => StepError::Device {
+            backend: "cuda",
+            step,
+            message: other.to_string(),
+        },
     }
 }
 

@@ -11,8 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
-use kernels::Kernel;
+use cudarc::driver::CudaEvent;
 
 use super::buffers::Buf;
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
@@ -94,16 +93,7 @@ impl CudaGroup {
     ) -> Result<CudaGroup, CudaError> {
         super::driver::driver_available()?;
         let total = state.pos.len();
-        if let Some((k, &id)) = state
-            .id
-            .iter()
-            .enumerate()
-            .find(|(k, &id)| id as usize != *k)
-        {
-            return Err(CudaError::Unsupported(format!(
-                "particle ids with gaps (index {k} holds id {id}); the GPU backend needs ids 0..{total}"
-            )));
-        }
+        super::check_dense_ids(state)?;
         let g = group.devices.len();
         if g < 2 {
             return Err(CudaError::Unsupported(
@@ -489,42 +479,12 @@ impl CudaGroup {
     }
 
     fn failure(&self, e: CudaError) -> StepError {
-        match e {
-            CudaError::NonFinite { .. } => {
-                let id = self
-                    .state()
-                    .ok()
-                    .and_then(|s| {
-                        (0..s.pos.len()).find(|&i| {
-                            !(crate::core::vec3::is_finite(s.pos[i])
-                                && crate::core::vec3::is_finite(s.vel[i]))
-                        })
-                    })
-                    .unwrap_or(0) as u32;
-                StepError::NonFinite {
-                    id,
-                    step: self.step,
-                    time: self.time,
-                }
-            }
-            other => err(self.step, other),
-        }
+        super::step_error(e, || self.state(), self.step, self.time)
     }
 
     fn ensure_staging(&mut self) -> Result<(), CudaError> {
         if self.staging.is_empty() {
-            let s0 = &self.sims[0];
-            for bytes in [12usize, 12, 12, 12, 4] {
-                let slice = s0
-                    .stream
-                    .alloc_zeros::<u8>(bytes * self.total.max(1))
-                    .map_err(|e| CudaError::driver("allocating frame staging", e))?;
-                let ptr = {
-                    let (ptr, _s) = cudarc::driver::DevicePtr::device_ptr(&slice, &s0.stream);
-                    ptr
-                };
-                self.staging.push(Buf { slice, ptr });
-            }
+            self.staging = super::publish::alloc_staging(&self.sims[0].stream, self.total)?;
         }
         Ok(())
     }
@@ -544,71 +504,17 @@ impl CudaGroup {
     unsafe fn publish_async(&mut self, target: FrameTarget) -> Result<(), CudaError> {
         self.publish_wait()?;
         self.ensure_staging()?;
-        let want: [*mut u8; 5] = [
-            target.positions.cast(),
-            target.velocities.cast(),
-            target.angular_velocities.cast(),
-            target.forces.cast(),
-            target.contact_counts.cast(),
-        ];
-        let dptr: Vec<u64> = (0..5)
-            .map(|i| {
-                if want[i].is_null() {
-                    0
-                } else {
-                    self.staging[i].ptr
-                }
-            })
-            .collect();
+        let want = target.pointers();
+        let dptr = super::publish::staging_pointers(&self.staging, &want);
         let s0 = &self.sims[0];
         for s in &self.sims {
-            let (p, cur) = (s.params, s.state.cur);
-            let mut b = s.stream.launch_builder(s.module.function(Kernel::Pack));
-            b.arg(&p)
-                .arg(&cur)
-                .arg(&dptr[0])
-                .arg(&dptr[1])
-                .arg(&dptr[2])
-                .arg(&dptr[3])
-                .arg(&dptr[4]);
-            let cfg = LaunchConfig {
-                grid_dim: (p.n.div_ceil(256).max(1), 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: dem_pack over this GPU's live slots writes the owned particles (ids below
-            // `total`, unique across GPUs) into GPU 0's staging arrays of `total` elements
-            // (peer access enabled at start); dead slots are skipped.
-            unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_pack", e))?;
-            let packed = s
-                .stream
-                .record_event(None)
-                .map_err(|e| CudaError::driver("recording an event", e))?;
-            s0.copy_stream
-                .wait(&packed)
-                .map_err(|e| CudaError::driver("ordering the frame copy", e))?;
+            s.queue_pack(&dptr, &s0.copy_stream)?;
         }
-        for (i, bytes) in [12usize, 12, 12, 12, 4].into_iter().enumerate() {
-            if want[i].is_null() {
-                continue;
-            }
-            // SAFETY: the caller keeps `want[i]` (total elements) valid and untouched until the
-            // copy completed; staging is not written again before `publish_done` completed.
-            let dst = unsafe { std::slice::from_raw_parts_mut(want[i], bytes * self.total) };
-            unsafe {
-                cudarc::driver::result::memcpy_dtoh_async(
-                    dst,
-                    self.staging[i].ptr,
-                    s0.copy_stream.cu_stream(),
-                )
-            }
-            .map_err(|e| CudaError::driver("queuing the frame copy", e))?;
-        }
-        self.publish_done = Some(
-            s0.copy_stream
-                .record_event(None)
-                .map_err(|e| CudaError::driver("recording an event", e))?,
-        );
+        // SAFETY: as this function's contract; GPU 0's staging arrays hold `total` elements.
+        let done = unsafe {
+            super::publish::queue_frame_copy(&self.staging, &want, self.total, &s0.copy_stream)
+        }?;
+        self.publish_done = Some(done);
         Ok(())
     }
 }
@@ -728,14 +634,7 @@ impl FusedWorker for CudaGroup {
     }
 
     fn snapshot(&self) -> Result<Snapshot, StepError> {
-        let s = self.export_state()?;
-        Ok(Snapshot {
-            pos: s.pos,
-            vel: s.vel,
-            omega: s.omega,
-            force: s.force,
-            contacts: s.contacts,
-        })
+        Ok(self.export_state()?.into())
     }
 
     fn export_state(&self) -> Result<SimState, StepError> {
@@ -778,14 +677,7 @@ impl FusedWorker for CudaGroup {
     }
 
     fn energies(&self) -> Result<Energies, StepError> {
-        let state = self.export_state()?;
-        let coord = crate::exec::coordinator::Coordinator::cpu(
-            self.ctx.clone(),
-            state,
-            &crate::decomp::Decomposition::default(),
-        )
-        .expect("one sub-domain always fits");
-        coord.energies()
+        super::backend_impl::energies_on_host(&self.ctx, self.export_state()?)
     }
 
     fn loads(&self) -> Vec<usize> {

@@ -25,6 +25,17 @@ pub struct FrameTarget {
 }
 
 impl FrameTarget {
+    /// The five destinations as bytes, in staging order.
+    pub(crate) fn pointers(&self) -> [*mut u8; 5] {
+        [
+            self.positions.cast(),
+            self.velocities.cast(),
+            self.angular_velocities.cast(),
+            self.forces.cast(),
+            self.contact_counts.cast(),
+        ]
+    }
+
     /// Positions only.
     pub fn positions(positions: *mut [f32; 3]) -> Self {
         FrameTarget {
@@ -96,7 +107,98 @@ impl Drop for HostRegistration {
     }
 }
 
+/// Device addresses of the staging arrays whose destination is wanted (0 for the others).
+pub(crate) fn staging_pointers(staging: &[super::buffers::Buf], want: &[*mut u8; 5]) -> [u64; 5] {
+    std::array::from_fn(|i| if want[i].is_null() { 0 } else { staging[i].ptr })
+}
+
+/// Allocates the staging arrays for `n` particles on `stream`.
+pub(crate) fn alloc_staging(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    n: usize,
+) -> Result<Vec<super::buffers::Buf>, CudaError> {
+    let mut out = Vec::new();
+    for (name, bytes) in STAGING {
+        let slice = stream
+            .alloc_zeros::<u8>(bytes * n.max(1))
+            .map_err(|e| CudaError::driver(&format!("allocating {name}"), e))?;
+        let ptr = {
+            let (ptr, _s) = cudarc::driver::DevicePtr::device_ptr(&slice, stream);
+            ptr
+        };
+        out.push(super::buffers::Buf { slice, ptr });
+    }
+    Ok(out)
+}
+
+/// Queues the copies of the wanted staging arrays (`n` elements each) to the host on
+/// `copy_stream` and returns the event that marks their end.
+///
+/// # Safety
+/// Each non-null `want[i]` points to `n` writable elements of the array's type that stay valid
+/// and untouched until the event completed; the staging arrays hold `n` elements and are not
+/// written again before it completed.
+pub(crate) unsafe fn queue_frame_copy(
+    staging: &[super::buffers::Buf],
+    want: &[*mut u8; 5],
+    n: usize,
+    copy_stream: &cudarc::driver::CudaStream,
+) -> Result<CudaEvent, CudaError> {
+    for (i, &(_, bytes)) in STAGING.iter().enumerate() {
+        if want[i].is_null() {
+            continue;
+        }
+        // SAFETY: the caller's contract.
+        let dst = unsafe { std::slice::from_raw_parts_mut(want[i], bytes * n) };
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(dst, staging[i].ptr, copy_stream.cu_stream())
+        }
+        .map_err(|e| CudaError::driver("queuing the frame copy", e))?;
+    }
+    copy_stream
+        .record_event(None)
+        .map_err(|e| CudaError::driver("recording an event", e))
+}
+
 impl CudaSim {
+    /// Queues `dem_pack` of the live slots into the staging addresses `dptr` (0: skipped; they
+    /// may be another GPU's, with peer access) and makes `copy_stream` wait for it.
+    pub(crate) fn queue_pack(
+        &self,
+        dptr: &[u64; 5],
+        copy_stream: &cudarc::driver::CudaStream,
+    ) -> Result<(), CudaError> {
+        let n = self.params.n;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Pack));
+        let (p, cur) = (self.params, self.state.cur);
+        b.arg(&p)
+            .arg(&cur)
+            .arg(&dptr[0])
+            .arg(&dptr[1])
+            .arg(&dptr[2])
+            .arg(&dptr[3])
+            .arg(&dptr[4]);
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(256).max(1), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: dem_pack(DemParams, ParticleArrays, float* x4, unsigned*): each non-null
+        // staging array holds an element for every id of the run (one GPU: ids 0..n; several:
+        // GPU 0's arrays of the whole run, peer access enabled); dead slots are skipped and ids
+        // are unique, so no element is written twice.
+        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_pack", e))?;
+        let packed = self
+            .stream
+            .record_event(None)
+            .map_err(|e| CudaError::driver("recording an event", e))?;
+        copy_stream
+            .wait(&packed)
+            .map_err(|e| CudaError::driver("ordering the copy stream", e))
+    }
+
     /// Page-locks `len` bytes at `ptr` (e.g. a whole shared-memory segment, once) so that
     /// copies into it run asynchronously at full PCIe speed.
     ///
@@ -125,18 +227,8 @@ impl CudaSim {
     fn ensure_staging(&mut self) -> Result<(), CudaError> {
         if self.publish.staging.is_empty() {
             let n = self.params.n as usize;
+            self.publish.staging = alloc_staging(&self.stream, n)?;
             for (name, bytes) in STAGING {
-                let slice = self
-                    .stream
-                    .alloc_zeros::<u8>(bytes * n.max(1))
-                    .map_err(|e| CudaError::driver(&format!("allocating {name}"), e))?;
-                let ptr = {
-                    let (ptr, _s) = cudarc::driver::DevicePtr::device_ptr(&slice, &self.stream);
-                    ptr
-                };
-                self.publish
-                    .staging
-                    .push(super::buffers::Buf { slice, ptr });
                 self.state
                     .memory
                     .arrays
@@ -164,64 +256,11 @@ impl CudaSim {
         self.publish_wait()?;
         self.ensure_staging()?;
         let n = self.params.n as usize;
-        let st = &self.publish.staging;
-        let want: [*mut u8; 5] = [
-            target.positions.cast(),
-            target.velocities.cast(),
-            target.angular_velocities.cast(),
-            target.forces.cast(),
-            target.contact_counts.cast(),
-        ];
-        let dptr: Vec<u64> = (0..5)
-            .map(|i| if want[i].is_null() { 0 } else { st[i].ptr })
-            .collect();
-        let mut b = self
-            .stream
-            .launch_builder(self.module.function(Kernel::Pack));
-        let (p, cur) = (self.params, self.state.cur);
-        b.arg(&p)
-            .arg(&cur)
-            .arg(&dptr[0])
-            .arg(&dptr[1])
-            .arg(&dptr[2])
-            .arg(&dptr[3])
-            .arg(&dptr[4]);
-        let cfg = LaunchConfig {
-            grid_dim: ((n as u32).div_ceil(256).max(1), 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: dem_pack(DemParams, ParticleArrays, float* x4, unsigned*): staging buffers of
-        // 3n floats (n unsigned for the counts) each, or null; ids are a permutation of 0..n.
-        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_pack", e))?;
-        let packed = self
-            .stream
-            .record_event(None)
-            .map_err(|e| CudaError::driver("recording an event", e))?;
-        self.copy_stream
-            .wait(&packed)
-            .map_err(|e| CudaError::driver("ordering the copy stream", e))?;
-        for (i, &(_, bytes)) in STAGING.iter().enumerate() {
-            if want[i].is_null() {
-                continue;
-            }
-            // SAFETY: the caller guarantees `want[i]` points to n writable [f32; 3] until the copy
-            // completed; the staging buffer holds 12 n bytes and is not written again before
-            // `done` completed (publish_wait above, and before the next pack).
-            let dst = unsafe { std::slice::from_raw_parts_mut(want[i], bytes * n) };
-            unsafe {
-                cudarc::driver::result::memcpy_dtoh_async(
-                    dst,
-                    st[i].ptr,
-                    self.copy_stream.cu_stream(),
-                )
-            }
-            .map_err(|e| CudaError::driver("queuing the frame copy", e))?;
-        }
-        let done = self
-            .copy_stream
-            .record_event(None)
-            .map_err(|e| CudaError::driver("recording an event", e))?;
+        let want = target.pointers();
+        let dptr = staging_pointers(&self.publish.staging, &want);
+        self.queue_pack(&dptr, &self.copy_stream)?;
+        // SAFETY: as this function's contract; the staging arrays hold n elements each.
+        let done = unsafe { queue_frame_copy(&self.publish.staging, &want, n, &self.copy_stream) }?;
         // The compute stream does not wait for the copy (that would stall the steps for the
         // whole PCIe transfer); the next pack is queued only after the host saw `done` complete
         // (publish_wait at the top), so staging is never overwritten while the copy reads it.
