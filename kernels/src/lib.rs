@@ -97,10 +97,11 @@ pub enum Kernel {
     Retire,
     Unpack,
     LayerCounts,
+    Outflow,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 13] = [
+    pub const ALL: [Kernel; 14] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -114,6 +115,7 @@ impl Kernel {
         Kernel::Retire,
         Kernel::Unpack,
         Kernel::LayerCounts,
+        Kernel::Outflow,
     ];
 
     /// The `extern "C"` symbol.
@@ -132,6 +134,7 @@ impl Kernel {
             Kernel::Retire => "dem_retire",
             Kernel::Unpack => "dem_unpack",
             Kernel::LayerCounts => "dem_layer_counts",
+            Kernel::Outflow => "dem_outflow",
         }
     }
 }

@@ -72,16 +72,6 @@ fn run(
     (frames, sim.state().unwrap())
 }
 
-fn kinematics(s: &SimState) -> Vec<u64> {
-    s.pos
-        .iter()
-        .chain(&s.vel)
-        .chain(&s.omega)
-        .flatten()
-        .map(|x| x.to_bits())
-        .collect()
-}
-
 /// Several GPUs against one (every bit, frames too) and, in f64, against the CPU.
 fn check(name: &str, case: Case, slabs: &[(usize, Option<Axis>)], steps: u64) {
     for double in [true, false] {
@@ -89,7 +79,7 @@ fn check(name: &str, case: Case, slabs: &[(usize, Option<Axis>)], steps: u64) {
         if double {
             let (_, c) = run(case.clone(), &BackendKind::Cpu, None, steps);
             assert!(
-                kinematics(&s1) == kinematics(&c),
+                kinematic_bits(&s1) == kinematic_bits(&c),
                 "{name}: one GPU (f64) differs from the CPU"
             );
         }

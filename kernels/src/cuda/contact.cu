@@ -302,7 +302,8 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
         // slot of `out` is marked dead, which the next exchange drops.
         const unsigned a = p.split_axis;
         const unsigned layer = cell_coord(in.pos[3 * k + a], p.origin[a], p.cell, p.dims[a]);
-        if (layer < p.slab_lo || layer >= p.slab_hi) {
+        // A removed particle (outflow) was sorted behind the live ones; its slot stays dead.
+        if (layer < p.slab_lo || layer >= p.slab_hi || in.id[k] == DEM_DEAD) {
             out.id[k] = DEM_DEAD;
             active = false;
         }

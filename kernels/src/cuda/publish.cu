@@ -4,12 +4,15 @@
 // velocities, last contact force and contact count, by id). Null outputs are skipped; arrays the
 // state does not hold (no rotation, forces not stored) are written as zeros.
 
+// `rank` (null: frame index = id) maps an id to its frame index when particles were removed
+// (the exclusive scan of the alive flags: frames list the live ids in order).
 extern "C" __global__ void dem_pack(const DemParams p, const ParticleArrays s, float* pos, float* vel, float* omega,
-                                    float* force, unsigned* contacts) {
+                                    float* force, unsigned* contacts, const unsigned* rank) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     unsigned i = s.id[k];
-    if (i == DEM_DEAD) return;  // a ghost's slot (several GPUs): its owner packs it
+    if (i == DEM_DEAD) return;  // a ghost's or a removed particle's slot
+    if (rank) i = rank[i];
     if (pos)
         for (int a = 0; a < 3; a++) pos[3 * i + a] = (float)s.pos[3 * k + a];
     if (vel)
@@ -19,4 +22,50 @@ extern "C" __global__ void dem_pack(const DemParams p, const ParticleArrays s, f
     if (force)
         for (int a = 0; a < 3; a++) force[3 * i + a] = s.force ? (float)s.force[3 * k + a] : 0.0f;
     if (contacts) contacts[i] = s.contacts ? s.contacts[k] : 0u;
+}
+
+// Deletion regions (case::Outflow::contains, the same comparisons): kind 0 the box [a, b];
+// kind 1 farther than a[0] outside the domain box. 56 bytes, mirrored by dem/cuda/outflow.rs.
+struct OutflowRegion {
+    double a[3];
+    double b[3];
+    unsigned kind;
+    unsigned pad;
+};
+
+__device__ __forceinline__ bool outflow_contains(const OutflowRegion& r, const double* q, const DemParams& p) {
+    if (r.kind == 0) {
+        for (int a = 0; a < 3; a++)
+            if (!(q[a] >= r.a[a] && q[a] <= r.b[a])) return false;
+        return true;
+    }
+    for (int a = 0; a < 3; a++)
+        if (q[a] < p.box_min[a] - r.a[0] || q[a] > p.box_max[a] + r.a[0]) return true;
+    return false;
+}
+
+// Stage `outflow` at the end of a step: a live particle whose centre lies in a region is
+// removed (its slot marked dead, sorted behind the live ones by the next step's neighbour
+// search) and listed as (id, species, step) for the host's accounting; alive[id] = 0.
+extern "C" __global__ void dem_outflow(const DemParams p, ParticleArrays s, const OutflowRegion* regions,
+                                       unsigned n_regions, unsigned* list, unsigned* count, unsigned cap,
+                                       unsigned* alive, unsigned step) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const unsigned id = s.id[k];
+    if (id == DEM_DEAD) return;
+    const double* q = s.pos + 3 * k;
+    for (unsigned r = 0; r < n_regions; r++) {
+        if (outflow_contains(regions[r], q, p)) {
+            const unsigned j = atomicAdd(count, 1u);
+            if (j < cap) {
+                list[3 * j] = id;
+                list[3 * j + 1] = s.species ? s.species[k] : 0u;
+                list[3 * j + 2] = step;
+            }
+            alive[id] = 0u;
+            s.id[k] = DEM_DEAD;
+            return;
+        }
+    }
 }

@@ -234,6 +234,13 @@ impl Coordinator {
         }
     }
 
+    /// Gives a fused worker's run its constants (outflow accounting: species masses) and the
+    /// particles removed and added before it started.
+    pub fn set_context(&mut self, ctx: Arc<StepContext>, flow: ParticleFlow) {
+        self.ctx = Some(ctx);
+        self.flow = flow;
+    }
+
     /// Gives the run its inflow sources (planned into the state's flow already).
     pub fn set_inflows(&mut self, inflows: super::inflow::Inflows) {
         self.inflows = Some(inflows);
@@ -331,7 +338,12 @@ impl Coordinator {
                 self.clock.step += n;
             }
             self.clock.dt = w.stable_dt();
-            return r;
+            r?;
+            let gone = w.take_removed()?;
+            if !gone.is_empty() {
+                self.account_removed(gone.into_iter().map(|g| (g.0, g.1)).collect());
+            }
+            return Ok(());
         }
         for _ in 0..n {
             self.step_staged()?;
@@ -518,13 +530,25 @@ impl Coordinator {
             .flat_map(|w| w.remove(&doomed))
             .collect();
         let mut gone = self.all_gather_vec(gone, "removed particles");
+        gone.sort_unstable();
+        self.account_removed(gone);
+        self.timers.add(Stage::Exchange, t0.elapsed());
+    }
+
+    /// Counts removed particles (id, species) and their mass in the given order (id order per
+    /// step: the same bits for any decomposition and device) and drops their ids from the index.
+    fn account_removed(&mut self, gone: Vec<(u32, u32)>) {
+        let Some(ctx) = self.ctx.clone() else {
+            return;
+        };
         if !gone.is_empty() {
-            gone.sort_unstable();
             for &(_, s) in &gone {
                 self.flow.removed_count += 1;
                 self.flow.removed_mass += ctx.species_mass[s as usize];
             }
-            let mut dead = gone.iter().map(|g| g.0).peekable();
+            let mut dead: Vec<u32> = gone.iter().map(|g| g.0).collect();
+            dead.sort_unstable();
+            let mut dead = dead.into_iter().peekable();
             let ids: Vec<u32> = self
                 .index
                 .ids()
@@ -538,7 +562,6 @@ impl Coordinator {
                 .collect();
             self.index = IdIndex::new(&ids);
         }
-        self.timers.add(Stage::Exchange, t0.elapsed());
     }
 
     /// Inflow batches due in (t_prev, t] (timed as `exchange`: particles entering the run):
@@ -648,7 +671,11 @@ impl Coordinator {
     /// than 0 it is a state without particles).
     pub fn export_state(&self) -> Result<SimState, StepError> {
         let w = match &self.crew {
-            Crew::Fused(w) => return w.export_state(),
+            Crew::Fused(w) => {
+                let mut s = w.export_state()?;
+                s.flow = self.flow.clone();
+                return Ok(s);
+            }
             Crew::Staged(w) => w,
         };
         let history_overflows = self.stats()?.history_overflows;

@@ -363,32 +363,41 @@ impl Simulation {
                 c
             }
             BackendKind::Cuda(opts) | BackendKind::CudaGroup(opts, _) => {
-                if case.changes_particle_set() {
-                    return Err(SimError::State {
-                        origin,
-                        message: "inflow sources and outflow regions run on the CPU backend \
-                                  only so far (the CUDA backend keeps a fixed particle set); \
-                                  use --backend cpu"
-                            .into(),
-                    });
-                }
                 let devices = match kind {
                     BackendKind::CudaGroup(_, devices) => devices.clone(),
                     _ => vec![opts.device],
                 };
+                let refuse = if !case.inflows.is_empty() {
+                    Some("inflow sources run on the CPU backend only so far; use --backend cpu")
+                } else if !case.outflows.is_empty() && devices.len() > 1 {
+                    Some(
+                        "outflow regions run on one GPU or the CPU so far, not on several GPUs; \
+                         use one --devices index or --backend cpu",
+                    )
+                } else {
+                    None
+                };
+                if let Some(message) = refuse {
+                    return Err(SimError::State {
+                        origin,
+                        message: message.into(),
+                    });
+                }
                 if d.subdomains > 1 && d.subdomains as usize != devices.len() {
                     return Err(SimError::CudaSubdomains {
                         origin,
                         subdomains: d.subdomains,
                     });
                 }
-                if state.id.iter().enumerate().any(|(k, &id)| id as usize != k) {
+                if case.outflows.is_empty()
+                    && state.id.iter().enumerate().any(|(k, &id)| id as usize != k)
+                {
                     return Err(SimError::State {
                         origin,
                         message: "the CUDA backend needs particle ids 0..n".into(),
                     });
                 }
-                let (ids, step) = (state.id.clone(), state.step);
+                let (ids, step, flow) = (state.id.clone(), state.step, state.flow.clone());
                 let worker: Box<dyn super::worker::FusedWorker> = if devices.len() > 1 {
                     Box::new(crate::dem::cuda::CudaGroup::new(
                         ctx.clone(),
@@ -407,7 +416,10 @@ impl Simulation {
                         opts,
                     )?)
                 };
-                Coordinator::fused(worker, &ids, step, crate::dem::cuda::gpu_grid(&ctx))
+                let mut c =
+                    Coordinator::fused(worker, &ids, step, crate::dem::cuda::gpu_grid(&ctx));
+                c.set_context(ctx.clone(), flow);
+                c
             }
         };
         Ok(Simulation {

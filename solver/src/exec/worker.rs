@@ -309,6 +309,11 @@ pub trait FusedWorker: Send {
     fn rebalances(&self) -> u64 {
         0
     }
+    /// Particles removed by outflow regions since the last call, as (id, species, step after
+    /// which it left), in (step, id) order.
+    fn take_removed(&mut self) -> Result<Vec<(u32, u32, u64)>, StepError> {
+        Ok(Vec::new())
+    }
     /// Page-locks host memory that frames will be copied into, so device copies run
     /// asynchronously at full bus speed (device backends; nothing to do on the CPU).
     ///

@@ -463,3 +463,19 @@ pub fn initial_state(case: &Case) -> SimState {
         vec![[0.0; 3]; p.len()],
     )
 }
+
+/// Bits of the ids, positions, velocities, spins and contact counts: what the CPU and a GPU
+/// share exactly in f64 mode (their force, torque and history storage differ).
+pub fn kinematic_bits(s: &SimState) -> Vec<u64> {
+    let mut out: Vec<u64> = s.id.iter().map(|&i| i as u64).collect();
+    out.extend(
+        s.pos
+            .iter()
+            .chain(&s.vel)
+            .chain(&s.omega)
+            .flatten()
+            .map(|x| x.to_bits()),
+    );
+    out.extend(s.contacts.iter().map(|&c| c as u64));
+    out
+}

@@ -34,7 +34,15 @@ impl CudaBackend {
             store_forces: true,
             ..opts.clone()
         };
-        let sim = CudaSim::new(&ctx, &state, &opts)?;
+        let sim = if ctx.outflows.is_empty() {
+            CudaSim::new(&ctx, &state, &opts)?
+        } else {
+            // Frames index live ids by rank: ids may have gaps (a restart after removals).
+            let spin = state.omega.iter().any(|w| *w != [0.0; 3]);
+            let mut sim = CudaSim::with_capacity(&ctx, &state, &opts, state.pos.len(), spin)?;
+            sim.set_outflows(&ctx.outflows, &state.id)?;
+            sim
+        };
         Ok(CudaBackend {
             sim,
             ctx,
@@ -175,6 +183,10 @@ impl FusedWorker for CudaBackend {
             .publish_wait()
             .map(|_| ())
             .map_err(|e| self.device_failure(e))
+    }
+
+    fn take_removed(&mut self) -> Result<Vec<(u32, u32, u64)>, StepError> {
+        self.sim.take_removed().map_err(|e| self.device_failure(e))
     }
 
     fn device_report(&self) -> Option<String> {

@@ -723,6 +723,18 @@ pub(crate) fn download_into(
     Ok(())
 }
 
+/// The ids of slots `0..p.n` (dead ones included).
+pub(crate) fn download_ids(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+    p: &DemParams,
+) -> Result<Vec<u32>, CudaError> {
+    stream
+        .synchronize()
+        .map_err(|e| CudaError::driver("synchronising", e))?;
+    download(stream, st, st.cur.id, p.n as usize)
+}
+
 /// `params.cuh`'s `DEM_DEAD`: the id of a slot without a particle.
 pub(crate) const DEAD: u32 = u32::MAX;
 

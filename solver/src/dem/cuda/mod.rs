@@ -15,6 +15,7 @@ mod buffers;
 pub mod driver;
 mod mesh;
 mod multi;
+mod outflow;
 pub mod params;
 mod publish;
 mod step;
@@ -223,6 +224,8 @@ pub struct CudaSim {
     forces_valid: bool,
     /// One GPU of several: its slab, ghosts and exchange buffers (`window.rs`).
     window: Option<window::Window>,
+    /// Outflow regions (`outflow.rs`), if the case has any.
+    outflow: Option<outflow::Outflows>,
 }
 
 impl CudaSim {
@@ -334,6 +337,7 @@ impl CudaSim {
             meshes,
             forces_valid: state.forces_valid,
             window: None,
+            outflow: None,
         })
     }
 
@@ -426,13 +430,33 @@ impl CudaSim {
     /// Downloads the full state in id order (synchronises), the contact history with the
     /// device's [`CudaOptions::hist_cap`] entries per particle.
     pub fn state(&self) -> Result<SimState, CudaError> {
-        let mut s = buffers::download_state(
-            &self.stream,
-            &self.state,
-            &self.params,
-            self.time,
-            self.step_index,
-        )?;
+        let mut s = if self.outflow.as_ref().is_some_and(|o| o.ranked) {
+            // Ids with gaps (removed particles): the live ones, in order.
+            let mut ids = buffers::download_ids(&self.stream, &self.state, &self.params)?;
+            ids.retain(|&id| id != buffers::DEAD);
+            ids.sort_unstable();
+            let n = ids.len();
+            let mut s = SimState::new(
+                self.time,
+                self.step_index,
+                vec![0; n],
+                vec![[0.0; 3]; n],
+                vec![[0.0; 3]; n],
+                vec![[0.0; 3]; n],
+            );
+            let index = |id: u32| ids.binary_search(&id).expect("a live id");
+            buffers::download_into(&self.stream, &self.state, &self.params, &mut s, &index)?;
+            s.forces_valid = self.state.cur.force != 0 && self.step_index > 0;
+            s
+        } else {
+            buffers::download_state(
+                &self.stream,
+                &self.state,
+                &self.params,
+                self.time,
+                self.step_index,
+            )?
+        };
         s.history_overflows = self.history_overflows;
         if self.verlet() {
             s.forces_valid = self.forces_valid;

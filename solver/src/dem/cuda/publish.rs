@@ -169,6 +169,7 @@ impl CudaSim {
         copy_stream: &cudarc::driver::CudaStream,
     ) -> Result<(), CudaError> {
         let n = self.params.n;
+        let rank = self.queue_ranks()?;
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Pack));
@@ -179,13 +180,16 @@ impl CudaSim {
             .arg(&dptr[1])
             .arg(&dptr[2])
             .arg(&dptr[3])
-            .arg(&dptr[4]);
+            .arg(&dptr[4])
+            .arg(&rank);
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256).max(1), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: dem_pack(DemParams, ParticleArrays, float* x4, unsigned*): each non-null
+        // SAFETY: dem_pack(DemParams, ParticleArrays, float* x4, unsigned*, const unsigned*
+        // rank): with removed particles `rank` (the scan of the alive flags, queued just above on
+        // this stream) maps every live id below the staging size; each non-null
         // staging array holds an element for every id of the run (one GPU: ids 0..n; several:
         // GPU 0's arrays of the whole run, peer access enabled); dead slots are skipped and ids
         // are unique, so no element is written twice.
@@ -255,7 +259,7 @@ impl CudaSim {
         let t0 = std::time::Instant::now();
         self.publish_wait()?;
         self.ensure_staging()?;
-        let n = self.params.n as usize;
+        let n = self.live_count() as usize;
         let want = target.pointers();
         let dptr = staging_pointers(&self.publish.staging, &want);
         self.queue_pack(&dptr, &self.copy_stream)?;

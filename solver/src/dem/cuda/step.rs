@@ -107,7 +107,19 @@ impl CudaSim {
 
     /// Exclusive scan of `n` u32 at `input` into `output`, using scan level `level`'s buffers.
     fn scan(&self, input: u64, output: u64, n: u32, level: usize) -> Result<(), CudaError> {
-        let (sums, scanned, tiles) = self.state.scan_levels[level];
+        self.scan_with(&self.state.scan_levels, input, output, n, level)
+    }
+
+    /// [`CudaSim::scan`] with the block-sum buffers `levels` (sized for `n` at level 0).
+    pub(crate) fn scan_with(
+        &self,
+        levels: &[(u64, u64, u32)],
+        input: u64,
+        output: u64,
+        n: u32,
+        level: usize,
+    ) -> Result<(), CudaError> {
+        let (sums, scanned, tiles) = levels[level];
         let f = self.module.function(Kernel::ScanTile);
         let cfg = LaunchConfig {
             grid_dim: (tiles, 1, 1),
@@ -120,7 +132,7 @@ impl CudaSim {
         // at least n, n and `tiles` elements (allocated in buffers::upload for this level).
         unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching scan_tile", e))?;
         if tiles > 1 {
-            self.scan(sums, scanned, tiles, level + 1)?;
+            self.scan_with(levels, sums, scanned, tiles, level + 1)?;
             let f = self.module.function(Kernel::ScanAdd);
             let mut b = self.stream.launch_builder(f);
             b.arg(&output).arg(&scanned).arg(&n);
@@ -291,7 +303,9 @@ impl CudaSim {
             if let Some(m) = self.meshes.as_mut() {
                 m.prepare(&self.stream, self.time)?;
             }
-            return self.launch_step(marks, INTEGRATE_EULER);
+            self.launch_step(marks, INTEGRATE_EULER)?;
+            // Stage `outflow` closes the step, as on the CPU.
+            return self.queue_outflow(self.step_index + 1);
         }
         if !self.forces_valid {
             if let Some(m) = self.meshes.as_mut() {
@@ -301,6 +315,8 @@ impl CudaSim {
             self.forces_valid = true;
         }
         self.launch_kick_drift(marks)?;
+        // Velocity Verlet removes after the drift, before the forces (the CPU's order).
+        self.queue_outflow(self.step_index + 1)?;
         if let Some(m) = self.meshes.as_mut() {
             m.prepare(&self.stream, self.time + self.params.dt)?;
         }

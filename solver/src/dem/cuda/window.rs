@@ -105,7 +105,8 @@ fn blocks(n: u32, threads: u32) -> LaunchConfig {
     }
 }
 
-fn alloc(
+/// A zeroed device buffer of `bytes` (at least 16) on `stream`.
+pub(crate) fn alloc(
     stream: &std::sync::Arc<cudarc::driver::CudaStream>,
     bytes: usize,
     what: &str,
