@@ -116,8 +116,9 @@ extern "C" __global__ void dem_retire(const DemParams p, ParticleArrays s, unsig
 
 // Writes `count` received records into slots base.. of the state; a migrant's history goes to
 // the history row of its new slot in the state's (newest) history buffers.
+// `alive` (null but for inflow): the id's flag for frame ranks (publish.cu) is set.
 extern "C" __global__ void dem_unpack(const DemParams p, ParticleArrays s, const char* recs, unsigned count,
-                                      unsigned base, unsigned full, unsigned rec_bytes) {
+                                      unsigned base, unsigned full, unsigned rec_bytes, unsigned* alive) {
     unsigned j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= count) return;
     const char* r = recs + (size_t)j * rec_bytes;
@@ -136,6 +137,7 @@ extern "C" __global__ void dem_unpack(const DemParams p, ParticleArrays s, const
         }
     const unsigned* u = (const unsigned*)(r + rec_words(full != 0));
     s.id[k] = u[0];
+    if (alive) alive[u[0]] = 1u;
     if (s.species) s.species[k] = u[1];
     if (full && s.contacts) s.contacts[k] = u[2];
     if (s.row) s.row[k] = k;

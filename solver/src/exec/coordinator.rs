@@ -331,23 +331,108 @@ impl Coordinator {
 
     /// Advances `n` steps.
     pub fn advance(&mut self, n: u64) -> Result<(), StepError> {
-        if let Crew::Fused(w) = &mut self.crew {
-            let r = w.advance(n);
-            self.clock.time = w.time();
-            if r.is_ok() {
-                self.clock.step += n;
-            }
-            self.clock.dt = w.stable_dt();
-            r?;
-            let gone = w.take_removed()?;
-            if !gone.is_empty() {
-                self.account_removed(gone.into_iter().map(|g| (g.0, g.1)).collect());
+        if let Crew::Fused(_) = &self.crew {
+            // In runs of steps up to the next one that ends with an inflow batch: the worker
+            // queues a run as a batch; the coordinator places the batch between steps, as it
+            // does for staged workers.
+            let mut left = n;
+            while left > 0 {
+                let (chunk, due) = self.steps_to_inflow(left);
+                match due {
+                    None => self.advance_fused(chunk, false)?,
+                    Some(t_prev) => {
+                        // Velocity Verlet places them after the drift, before the forces.
+                        self.advance_fused(chunk, true)?;
+                        let t = t_prev + self.clock.dt;
+                        self.inflow_fused(t_prev, t)?;
+                        let Crew::Fused(w) = &mut self.crew else {
+                            unreachable!("a fused worker")
+                        };
+                        w.finish_step()?;
+                        self.clock.time = w.time();
+                    }
+                }
+                left -= chunk;
             }
             return Ok(());
         }
         for _ in 0..n {
             self.step_staged()?;
         }
+        Ok(())
+    }
+
+    /// Steps (at most `left`) up to and including the next that ends with an inflow batch due,
+    /// and that step's start time (None: no batch within `left` steps). The clock is advanced
+    /// as the workers advance theirs (t += dt), so the times are the same bits.
+    fn steps_to_inflow(&self, left: u64) -> (u64, Option<f64>) {
+        let Some(inflows) = &self.inflows else {
+            return (left, None);
+        };
+        let dt = match &self.crew {
+            Crew::Fused(w) => w.stable_dt(),
+            Crew::Staged(_) => self.clock.dt,
+        };
+        let mut t = self.clock.time;
+        for k in 1..=left {
+            let t2 = t + dt;
+            if inflows.any_batch(&self.flow, t, t2) {
+                return (k, Some(t));
+            }
+            t = t2;
+        }
+        (left, None)
+    }
+
+    /// `n` steps of the fused worker (to the placement point of the last one with
+    /// `to_placement`), then the accounting of the particles it removed.
+    fn advance_fused(&mut self, n: u64, to_placement: bool) -> Result<(), StepError> {
+        let Crew::Fused(w) = &mut self.crew else {
+            unreachable!("a fused worker")
+        };
+        let r = if to_placement {
+            w.advance_to_placement(n)
+        } else {
+            w.advance(n)
+        };
+        self.clock.time = w.time();
+        if r.is_ok() {
+            self.clock.step += n;
+        }
+        self.clock.dt = w.stable_dt();
+        r?;
+        let gone = w.take_removed()?;
+        if !gone.is_empty() {
+            self.account_removed(gone.into_iter().map(|g| (g.0, g.1)).collect());
+        }
+        Ok(())
+    }
+
+    /// The inflow batches due in (t_prev, t], placed among the fused worker's live particles.
+    fn inflow_fused(&mut self, t_prev: f64, t: f64) -> Result<(), StepError> {
+        let Some(mut inflows) = self.inflows.take() else {
+            return Ok(());
+        };
+        let t0 = std::time::Instant::now();
+        let Crew::Fused(w) = &mut self.crew else {
+            unreachable!("a fused worker")
+        };
+        let placed = match w.positions() {
+            Ok(existing) => {
+                let new = inflows.place(&mut self.flow, t_prev, t, &existing);
+                w.adopt(&new).map(|()| new)
+            }
+            Err(e) => Err(e),
+        };
+        self.inflows = Some(inflows);
+        let new = placed?;
+        if !new.is_empty() {
+            let mut ids = self.index.ids();
+            ids.extend(new.iter().map(|p| p.id));
+            ids.sort_unstable();
+            self.index = IdIndex::new(&ids);
+        }
+        self.timers.add(Stage::Exchange, t0.elapsed());
         Ok(())
     }
 

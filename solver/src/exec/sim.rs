@@ -367,12 +367,10 @@ impl Simulation {
                     BackendKind::CudaGroup(_, devices) => devices.clone(),
                     _ => vec![opts.device],
                 };
-                let refuse = if !case.inflows.is_empty() {
-                    Some("inflow sources run on the CPU backend only so far; use --backend cpu")
-                } else if !case.outflows.is_empty() && devices.len() > 1 {
+                let refuse = if case.changes_particle_set() && devices.len() > 1 {
                     Some(
-                        "outflow regions run on one GPU or the CPU so far, not on several GPUs; \
-                         use one --devices index or --backend cpu",
+                        "inflow sources and outflow regions run on one GPU or the CPU so far, \
+                         not on several GPUs; use one --devices index or --backend cpu",
                     )
                 } else {
                     None
@@ -398,6 +396,13 @@ impl Simulation {
                     });
                 }
                 let (ids, step, flow) = (state.id.clone(), state.step, state.flow.clone());
+                // Slots and ids for the particles inflow sources will add.
+                let pending: usize = inflows.planned(&state.flow).len();
+                let opts = &crate::dem::cuda::CudaOptions {
+                    inflow_room: pending,
+                    id_limit: if pending > 0 { id_count } else { 0 },
+                    ..opts.clone()
+                };
                 let worker: Box<dyn super::worker::FusedWorker> = if devices.len() > 1 {
                     Box::new(crate::dem::cuda::CudaGroup::new(
                         ctx.clone(),
@@ -419,6 +424,9 @@ impl Simulation {
                 let mut c =
                     Coordinator::fused(worker, &ids, step, crate::dem::cuda::gpu_grid(&ctx));
                 c.set_context(ctx.clone(), flow);
+                if !case.inflows.is_empty() {
+                    c.set_inflows(inflows);
+                }
                 c
             }
         };

@@ -314,6 +314,28 @@ pub trait FusedWorker: Send {
     fn take_removed(&mut self) -> Result<Vec<(u32, u32, u64)>, StepError> {
         Ok(Vec::new())
     }
+    /// Advances `n` steps, stopping velocity Verlet's last one after its drift and outflow,
+    /// where inflow particles are placed ([`FusedWorker::finish_step`] completes it).
+    fn advance_to_placement(&mut self, n: u64) -> Result<(), StepError> {
+        self.advance(n)
+    }
+    /// Completes the step [`FusedWorker::advance_to_placement`] stopped.
+    fn finish_step(&mut self) -> Result<(), StepError> {
+        Ok(())
+    }
+    /// Takes the particles an inflow source adds (at rest spin, no forces, no history).
+    fn adopt(&mut self, new: &[super::inflow::NewParticle]) -> Result<(), StepError> {
+        let _ = new;
+        Err(StepError::Device {
+            backend: self.name(),
+            step: 0,
+            message: "this worker cannot add particles".into(),
+        })
+    }
+    /// Positions of the live particles (any order): where an inflow source must not overlap.
+    fn positions(&self) -> Result<Vec<V3>, StepError> {
+        Ok(self.export_state()?.pos)
+    }
     /// Page-locks host memory that frames will be copied into, so device copies run
     /// asynchronously at full bus speed (device backends; nothing to do on the CPU).
     ///

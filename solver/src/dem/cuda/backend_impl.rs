@@ -34,13 +34,15 @@ impl CudaBackend {
             store_forces: true,
             ..opts.clone()
         };
-        let sim = if ctx.outflows.is_empty() {
+        let sim = if ctx.outflows.is_empty() && opts.inflow_room == 0 {
             CudaSim::new(&ctx, &state, &opts)?
         } else {
-            // Frames index live ids by rank: ids may have gaps (a restart after removals).
+            // Frames index live ids by rank: ids may have gaps (a restart after removals), and
+            // slots are reserved for the particles inflow sources will add.
             let spin = state.omega.iter().any(|w| *w != [0.0; 3]);
-            let mut sim = CudaSim::with_capacity(&ctx, &state, &opts, state.pos.len(), spin)?;
-            sim.set_outflows(&ctx.outflows, &state.id)?;
+            let capacity = state.pos.len() + opts.inflow_room;
+            let mut sim = CudaSim::with_capacity(&ctx, &state, &opts, capacity, spin)?;
+            sim.set_outflows(&ctx.outflows, &state.id, opts.id_limit, capacity)?;
             sim
         };
         Ok(CudaBackend {
@@ -187,6 +189,27 @@ impl FusedWorker for CudaBackend {
 
     fn take_removed(&mut self) -> Result<Vec<(u32, u32, u64)>, StepError> {
         self.sim.take_removed().map_err(|e| self.device_failure(e))
+    }
+
+    fn advance_to_placement(&mut self, n_steps: u64) -> Result<(), StepError> {
+        self.sim
+            .steps_to_placement(n_steps)
+            .and_then(|()| self.sim.check_diag())
+            .map_err(|e| self.device_failure(e))
+    }
+
+    fn finish_step(&mut self) -> Result<(), StepError> {
+        self.sim.finish_step().map_err(|e| self.device_failure(e))
+    }
+
+    fn adopt(&mut self, new: &[crate::exec::inflow::NewParticle]) -> Result<(), StepError> {
+        self.sim.adopt(new).map_err(|e| self.device_failure(e))
+    }
+
+    fn positions(&self) -> Result<Vec<crate::core::vec3::V3>, StepError> {
+        self.sim
+            .live_positions()
+            .map_err(|e| self.device_failure(e))
     }
 
     fn device_report(&self) -> Option<String> {

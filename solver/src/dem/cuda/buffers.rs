@@ -735,6 +735,16 @@ pub(crate) fn download_ids(
     download(stream, st, st.cur.id, p.n as usize)
 }
 
+/// The positions of slots `0..p.n`.
+pub(crate) fn download_positions(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+    p: &DemParams,
+) -> Result<Vec<V3>, CudaError> {
+    let flat: Vec<f64> = download(stream, st, st.cur.pos, 3 * p.n as usize)?;
+    Ok(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
+}
+
 /// `params.cuh`'s `DEM_DEAD`: the id of a slot without a particle.
 pub(crate) const DEAD: u32 = u32::MAX;
 

@@ -157,6 +157,10 @@ pub struct CudaOptions {
     pub candidates: u32,
     /// `__launch_bounds__` minimum blocks of the collide (0 = the measured default).
     pub min_blocks: u32,
+    /// Particles inflow sources will add (slots reserved at start; inflow runs only).
+    pub inflow_room: usize,
+    /// Ids of the run are below this (0: below the state's largest + 1).
+    pub id_limit: u32,
 }
 
 /// Layout of the contact history on the device: entry c of history row r at `c * n + r`
@@ -192,6 +196,8 @@ impl Default for CudaOptions {
             hist_layout: HistLayout::SlotMajor,
             candidates: DEFAULT_CANDIDATES,
             min_blocks: 0,
+            inflow_room: 0,
+            id_limit: 0,
         }
     }
 }
@@ -226,6 +232,8 @@ pub struct CudaSim {
     window: Option<window::Window>,
     /// Outflow regions (`outflow.rs`), if the case has any.
     outflow: Option<outflow::Outflows>,
+    /// Velocity Verlet's step stopped after its drift ([`CudaSim::steps_to_placement`]).
+    mid_step: bool,
 }
 
 impl CudaSim {
@@ -338,6 +346,7 @@ impl CudaSim {
             forces_valid: state.forces_valid,
             window: None,
             outflow: None,
+            mid_step: false,
         })
     }
 

@@ -64,6 +64,8 @@ pub(crate) struct Outflows {
     pending: u32,
     /// Frame index differs from id (some particle was removed or ids have gaps).
     pub ranked: bool,
+    /// Slots of the arrays (particles plus the inflow reserve).
+    capacity: u32,
 }
 
 fn blocks(n: u32) -> LaunchConfig {
@@ -78,12 +80,15 @@ fn blocks(n: u32) -> LaunchConfig {
 pub type Removed = (u32, u32, u64);
 
 impl CudaSim {
-    /// Turns the outflow stage on for `regions`, for a run whose ids are `ids` (any order,
-    /// gaps allowed: frames are indexed by rank).
+    /// Turns the outflow stage on for `regions` (maybe none: a run with inflow only), for a
+    /// run whose ids are `ids` (any order, gaps allowed: frames are indexed by rank) and stay
+    /// below `id_limit` (0: the largest + 1), in arrays of `capacity` slots.
     pub(crate) fn set_outflows(
         &mut self,
         regions: &[Outflow],
         ids: &[u32],
+        id_limit: u32,
+        capacity: usize,
     ) -> Result<(), CudaError> {
         let stream = self.stream.clone();
         let dev: Vec<OutflowRegion> = regions.iter().map(OutflowRegion::of).collect();
@@ -99,8 +104,14 @@ impl CudaSim {
         stream
             .memcpy_htod(bytes, &mut rbuf.slice.slice_mut(0..bytes.len()))
             .map_err(|e| CudaError::driver("uploading outflow regions", e))?;
-        let n = self.params.n.max(1);
-        let id_count = ids.iter().copied().max().map_or(0, |m| m + 1).max(1);
+        let n = capacity.max(1) as u32;
+        let id_count = ids
+            .iter()
+            .copied()
+            .max()
+            .map_or(0, |m| m + 1)
+            .max(id_limit)
+            .max(1);
         let list = alloc(&stream, 12 * n as usize, "outflow list")?;
         let count = alloc(&stream, 16, "outflow count")?;
         let mut alive = alloc(&stream, 4 * id_count as usize, "alive flags")?;
@@ -148,8 +159,99 @@ impl CudaSim {
             _scan_bufs: scan_bufs,
             pending: 0,
             ranked,
+            capacity: n,
         });
         Ok(())
+    }
+
+    /// Appends the particles an inflow source placed (at rest spin, no forces, no history)
+    /// behind the live slots.
+    pub(crate) fn adopt(
+        &mut self,
+        new: &[crate::exec::inflow::NewParticle],
+    ) -> Result<(), CudaError> {
+        if new.is_empty() {
+            return Ok(());
+        }
+        let o = self.outflow.as_ref().ok_or_else(|| {
+            CudaError::Unsupported("adding particles to a run started without inflow".into())
+        })?;
+        let m = new.len() as u32;
+        if self.params.n as u64 + m as u64 > o.capacity as u64 {
+            return Err(CudaError::Unsupported(format!(
+                "{m} more particles: the GPU reserved {} slots at start and holds {}",
+                o.capacity, self.params.n
+            )));
+        }
+        if let Some(bad) = new.iter().map(|p| p.id).find(|&id| id >= o.ids) {
+            return Err(CudaError::Unsupported(format!(
+                "particle id {bad} beyond the {} ids planned at start",
+                o.ids
+            )));
+        }
+        let real = self.state.real_size;
+        let hist = if self.state.cur.hist_count != 0 {
+            self.params.hist_cap as usize
+        } else {
+            0
+        };
+        let (rec, _) = super::window::record_bytes(real, hist);
+        let mut bytes = vec![0u8; rec * new.len()];
+        for (j, p) in new.iter().enumerate() {
+            let r = &mut bytes[j * rec..(j + 1) * rec];
+            for a in 0..3 {
+                r[8 * a..8 * a + 8].copy_from_slice(&p.pos[a].to_ne_bytes());
+                let at = 24 + a * real;
+                if real == 8 {
+                    r[at..at + 8].copy_from_slice(&p.vel[a].to_ne_bytes());
+                } else {
+                    r[at..at + 4].copy_from_slice(&(p.vel[a] as f32).to_ne_bytes());
+                }
+            }
+            // Spin, force and torque stay zero; then id, species, contacts 0, history count 0.
+            let at = 24 + 12 * real;
+            r[at..at + 4].copy_from_slice(&p.id.to_ne_bytes());
+            r[at + 4..at + 8].copy_from_slice(&p.species.to_ne_bytes());
+        }
+        let stream = self.stream.clone();
+        let mut buf = alloc(&stream, bytes.len(), "inflow records")?;
+        stream
+            .memcpy_htod(&bytes, &mut buf.slice.slice_mut(0..bytes.len()))
+            .map_err(|e| CudaError::driver("uploading inflow particles", e))?;
+        let o = self.outflow.as_mut().expect("outflow");
+        let (p, cur, base) = (self.params, self.state.cur, self.params.n);
+        let (full, rec32) = (1u32, rec as u32);
+        let mut b = stream.launch_builder(self.module.function(Kernel::Unpack));
+        b.arg(&p)
+            .arg(&cur)
+            .arg(&buf.ptr)
+            .arg(&m)
+            .arg(&base)
+            .arg(&full)
+            .arg(&rec32)
+            .arg(&o.alive.ptr);
+        // SAFETY: dem_unpack(DemParams, ParticleArrays, const char*, unsigned x4, unsigned*):
+        // reads m records of rec bytes (uploaded above; the buffer lives until the stream passed
+        // it: synchronised below), writes slots n..n + m <= capacity (checked) and the alive
+        // flags of ids below the planned limit (checked).
+        unsafe { b.launch(blocks(m)) }.map_err(|e| CudaError::driver("launching dem_unpack", e))?;
+        o.ranked = true;
+        self.params.n += m;
+        stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("adding inflow particles", e))
+    }
+
+    /// Positions of the live particles (slot order; synchronises).
+    pub(crate) fn live_positions(&self) -> Result<Vec<crate::core::vec3::V3>, CudaError> {
+        let ids = super::buffers::download_ids(&self.stream, &self.state, &self.params)?;
+        let pos = super::buffers::download_positions(&self.stream, &self.state, &self.params)?;
+        Ok(ids
+            .iter()
+            .enumerate()
+            .filter(|(_, &id)| id != super::buffers::DEAD)
+            .map(|(k, _)| pos[k])
+            .collect())
     }
 
     /// Queues the outflow stage after step `step` (nothing without regions).
@@ -224,33 +326,45 @@ impl CudaSim {
                 bytes[4 * k + 3],
             ])
         };
-        // Steps are listed by their low 32 bits: within a batch they are the current step's.
-        let base = self.step_index & !0xFFFF_FFFF;
+        // Steps are listed by their low 32 bits: within a batch they are the current step's
+        // (at most the step in progress, when a Verlet step stopped after its drift).
+        let newest = self.step_index + u64::from(self.mid_step);
+        let base = newest & !0xFFFF_FFFF;
         let mut out: Vec<Removed> = (0..count as usize)
             .map(|j| {
                 let s32 = word(3 * j + 2) as u64;
                 let mut step = base | s32;
-                if step > self.step_index {
+                if step > newest {
                     step -= 1 << 32;
                 }
                 (word(3 * j), word(3 * j + 1), step)
             })
             .collect();
         out.sort_unstable_by_key(|r| (r.2, r.0));
-        // Removed before the last step's neighbour search: sorted behind the live slots, now
-        // beyond n. Removed after it (symplectic Euler removes at the end of a step): still
-        // inside. Velocity Verlet removes after the drift, before the search.
-        let last = if self.verlet() {
-            0
+        // Removed before the last neighbour search: sorted behind the live slots, now beyond
+        // n. Removed after it: still inside (symplectic Euler removes at the end of a step;
+        // velocity Verlet after the drift, before the search, unless the step stopped there).
+        let inside = if self.mid_step {
+            Some(newest)
+        } else if self.verlet() {
+            None
         } else {
-            out.iter().filter(|r| r.2 == self.step_index).count() as u32
+            Some(self.step_index)
         };
+        let last = out.iter().filter(|r| Some(r.2) == inside).count() as u32;
         let o = self.outflow.as_mut().expect("outflow");
         let behind = o.pending + count - last;
         o.pending = last;
         o.ranked = true;
         self.params.n -= behind;
         Ok(out)
+    }
+
+    /// Slots of the particle arrays: the particles the run may hold.
+    pub(crate) fn slots(&self) -> u32 {
+        self.outflow
+            .as_ref()
+            .map_or(self.params.n, |o| o.capacity.max(self.params.n))
     }
 
     /// Live particles (slots minus removed ones not yet behind them): a frame's count.

@@ -145,7 +145,7 @@ pub(crate) unsafe fn queue_frame_copy(
     copy_stream: &cudarc::driver::CudaStream,
 ) -> Result<CudaEvent, CudaError> {
     for (i, &(_, bytes)) in STAGING.iter().enumerate() {
-        if want[i].is_null() {
+        if want[i].is_null() || n == 0 {
             continue;
         }
         // SAFETY: the caller's contract.
@@ -230,7 +230,8 @@ impl CudaSim {
 
     fn ensure_staging(&mut self) -> Result<(), CudaError> {
         if self.publish.staging.is_empty() {
-            let n = self.params.n as usize;
+            // Room for every particle the run may hold (inflow adds particles later).
+            let n = self.slots() as usize;
             self.publish.staging = alloc_staging(&self.stream, n)?;
             for (name, bytes) in STAGING {
                 self.state

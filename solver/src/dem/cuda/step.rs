@@ -323,6 +323,48 @@ impl CudaSim {
         self.launch_step(marks, INTEGRATE_HALF_KICK)
     }
 
+    /// Advances `count` steps, but stops velocity Verlet's last one after its drift and
+    /// outflow (the CPU places inflow particles there, before the forces); symplectic Euler
+    /// runs all `count`. [`CudaSim::finish_step`] completes it.
+    pub(crate) fn steps_to_placement(&mut self, count: u64) -> Result<(), CudaError> {
+        if !self.verlet() || count == 0 {
+            return self.steps(count);
+        }
+        self.steps(count - 1)?;
+        let mut marks = Marks {
+            events: Vec::new(),
+            on: false,
+            spare: Vec::new(),
+        };
+        if !self.forces_valid {
+            self.prepare_meshes(self.time)?;
+            self.launch_step(&mut marks, INTEGRATE_NONE)?;
+            self.forces_valid = true;
+        }
+        self.launch_kick_drift(&mut marks)?;
+        self.queue_outflow(self.step_index + 1)?;
+        self.mid_step = true;
+        Ok(())
+    }
+
+    /// Completes a step [`CudaSim::steps_to_placement`] stopped (nothing otherwise).
+    pub(crate) fn finish_step(&mut self) -> Result<(), CudaError> {
+        if !self.mid_step {
+            return Ok(());
+        }
+        let mut marks = Marks {
+            events: Vec::new(),
+            on: false,
+            spare: Vec::new(),
+        };
+        self.prepare_meshes(self.time + self.params.dt)?;
+        self.launch_step(&mut marks, INTEGRATE_HALF_KICK)?;
+        self.mid_step = false;
+        self.step_index += 1;
+        self.time += self.params.dt;
+        Ok(())
+    }
+
     /// Advances one time step. The work is queued; errors of earlier steps surface here.
     pub fn step(&mut self) -> Result<(), CudaError> {
         self.steps(1)

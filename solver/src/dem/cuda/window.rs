@@ -400,8 +400,10 @@ impl CudaSim {
                 .arg(&count)
                 .arg(&base)
                 .arg(&full)
-                .arg(&rec);
-            // SAFETY: dem_unpack(DemParams, ParticleArrays, const char*, unsigned x4): reads
+                .arg(&rec)
+                .arg(&0u64);
+            // SAFETY: dem_unpack(DemParams, ParticleArrays, const char*, unsigned x4, unsigned* alive =
+            // null): reads
             // `count` records of `rec` bytes (the receive buffer holds them: make_room), writes
             // slots base..base + count < capacity (checked above) and their history rows.
             unsafe { b.launch(blocks(count, 128)) }
