@@ -60,6 +60,7 @@ if [ -n "$CK" ]; then
   result restart_on_one solver --backend cuda --devices 0 --restart "$CK" --end-time 0.3 --progress-every 1
   result restart_on_group solver --backend cuda --devices "$DEV" --restart "$CK" --end-time 0.3 --progress-every 1
 fi
+[ -n "${SKIP_BENCH:-}" ] && exit 0
 echo "=== one GPU against the group (dem-gpu-bench multi) ==="
 J="$OUT/multi_gpu.jsonl"
 mb() { echo "+ dem-gpu-bench multi $*"; timeout 300 dem-gpu-bench multi "$@" --devices "$DEV" --out "$J"; }

@@ -214,10 +214,16 @@ impl FusedWorker for CudaBackend {
 
     fn device_report(&self) -> Option<String> {
         let m = self.sim.memory();
+        let (live, slots) = (self.sim.live_count(), self.sim.slots());
+        // A run with inflow reserves slots for the particles it will add: memory is per slot.
+        let room = if slots > live {
+            format!(" (room for {slots})")
+        } else {
+            String::new()
+        };
         Some(format!(
-            "CUDA device {}: {} particles, {:.2} GiB of GPU memory ({:.0} B/particle), kernels compiled in {:.2} s",
+            "CUDA device {}: {live} particles{room}, {:.2} GiB of GPU memory ({:.0} B/particle), kernels compiled in {:.2} s",
             self.sim.device_name(),
-            self.sim.particle_count(),
             m.total() as f64 / (1u64 << 30) as f64,
             m.bytes_per_particle(),
             self.sim.compile_seconds()

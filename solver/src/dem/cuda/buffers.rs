@@ -334,7 +334,8 @@ pub(crate) fn upload(
         diag: 0,
         memory: MemoryReport {
             arrays: Vec::new(),
-            particles: live as u64,
+            // Per slot: a run with inflow reserves slots for the particles it will add.
+            particles: capacity as u64,
             cells: cells as u64,
         },
         real_size: lay.real,
