@@ -166,3 +166,21 @@ fn placement_checks_the_count_itself() {
     let e = case.generate_particles().expect_err("refused").to_string();
     assert!(e.contains("sources[0] fills a lattice"), "{e}");
 }
+
+/// `--devices` takes GPU indices or `all`: anything else is refused by the argument parser with
+/// a message naming the bad entry, before a segment exists.
+#[test]
+fn device_lists_that_are_not_gpu_indices_are_refused() {
+    for (list, bad) in [("0,x", "`x`"), ("-1", "`-1`"), ("0,,1", "``")] {
+        let name = unique_name("devices");
+        let arg = format!("--devices={list}");
+        let out = run_solver(&["--backend", "cuda", &arg, "--name-shm", &name], LIMIT);
+        assert_eq!(out.code, Some(2), "--devices {list}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(bad) && out.stderr.contains("is not a GPU index"),
+            "--devices {list}: {}",
+            out.stderr
+        );
+        assert!(!Path::new(&shm_protocol::shm_path(&name)).exists());
+    }
+}
