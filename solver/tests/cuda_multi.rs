@@ -258,3 +258,33 @@ fn checkpoints_move_between_one_and_several_gpus() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A silo discharging into outflow regions on 2 slabs along z (the particles leave through the
+/// bottom slab) and 3 along x: the removed count and mass, the
+/// live ids, the final state and every frame are one GPU's, bit for bit (f64 and f32).
+#[test]
+fn outflow_on_several_gpus_is_one_gpus() {
+    if !gpu_present() {
+        return;
+    }
+    let case = silo_case(true);
+    for double in [true, false] {
+        let (f1, s1) = run(case.clone(), &BackendKind::Cuda(opts(double)), None, 12_000);
+        for (count, axis) in [(2, Some(Axis::Z)), (3, Some(Axis::X))] {
+            let (f, s) = run(case.clone(), &group(double, count), axis, 12_000);
+            let what = format!("silo, {count} slabs along {axis:?}, f64 {double}");
+            assert_eq!(s.flow, s1.flow, "{what}: removed count or mass");
+            assert_eq!(s.id, s1.id, "{what}: live ids");
+            assert!(
+                bits(&s) == bits(&s1),
+                "{what}: final state differs from one GPU"
+            );
+            assert!(f == f1, "{what}: frames differ from one GPU");
+            println!(
+                "{what}: identical to one GPU; {} removed, {} live",
+                s.flow.removed_count,
+                s.pos.len()
+            );
+        }
+    }
+}

@@ -3,9 +3,7 @@
 
 mod common;
 use common::*;
-use solver::case::{
-    Case, FractionBasis, Integrator, MeshSpec, Outflow, Shape, Source, SpeciesChoice,
-};
+use solver::case::{Case, FractionBasis, Integrator, MeshSpec, Shape, Source, SpeciesChoice};
 use solver::core::geometry::{Motion, Segment};
 use solver::exec::sim::BackendKind;
 
@@ -429,58 +427,6 @@ fn size_distributions_give_the_requested_fractions() {
         e.contains("sources[0].species.mass_fractions.coarse"),
         "{e}"
     );
-}
-
-/// A quasi-2D flat-bottomed silo (6 cm wide, 1 cm thick) with a 2 cm orifice in its floor at
-/// z = 0, filled with 2 mm spheres; below the floor either a closed bin (`outflow` false) or an
-/// open box with an outflow region under the orifice.
-fn silo_case(outflow: bool) -> Case {
-    let r = 0.002;
-    let mut case = base_case(
-        "silo",
-        linear_species("g", r, 2500.0, 2e3, 0.3, 0.5, 0.0),
-        linear_wall(2e3, 0.3, 0.5, 0.0),
-        2e-5,
-        [0.0, 0.0, -0.1],
-        [0.06, 0.01, 0.12],
-        true,
-    );
-    case.sources.push(Source::Grid {
-        species: "g".into(),
-        min: [0.0, 0.0, 0.002],
-        max: [0.06, 0.01, 0.12],
-        spacing: 0.0042,
-        count: Some(700),
-        jitter: 0.3,
-        seed: 8,
-        velocity: [0.0; 3],
-        shape: None,
-    });
-    let floor = |x0: f64, x1: f64| {
-        vec![
-            [[x0, -0.01, 0.0], [x1, -0.01, 0.0], [x1, 0.02, 0.0]],
-            [[x0, -0.01, 0.0], [x1, 0.02, 0.0], [x0, 0.02, 0.0]],
-        ]
-    };
-    let mut tris = floor(-0.01, 0.02);
-    tris.extend(floor(0.04, 0.07));
-    case.meshes.push(MeshSpec {
-        name: "floor".into(),
-        stl: None,
-        triangles: Some(tris),
-        scale: 1.0,
-        material: None,
-        motion: Motion::Fixed,
-    });
-    if outflow {
-        case.domain.walls = solver::case::Walls(0b00_1111);
-        case.outflows.push(Outflow::Box {
-            min: [-1.0, -1.0, -1.0],
-            max: [1.0, 1.0, -0.03],
-        });
-        case.outflows.push(Outflow::OutsideDomain { margin: 0.0 });
-    }
-    case
 }
 
 /// Discharged mass over time: removed plus still-live particles below the floor.

@@ -367,10 +367,10 @@ impl Simulation {
                     BackendKind::CudaGroup(_, devices) => devices.clone(),
                     _ => vec![opts.device],
                 };
-                let refuse = if case.changes_particle_set() && devices.len() > 1 {
+                let refuse = if !case.inflows.is_empty() && devices.len() > 1 {
                     Some(
-                        "inflow sources and outflow regions run on one GPU or the CPU so far, \
-                         not on several GPUs; use one --devices index or --backend cpu",
+                        "inflow sources run on one GPU or the CPU so far, not on several GPUs; \
+                         use one --devices index or --backend cpu",
                     )
                 } else {
                     None

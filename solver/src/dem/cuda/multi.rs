@@ -93,7 +93,11 @@ impl CudaGroup {
     ) -> Result<CudaGroup, CudaError> {
         super::driver::driver_available()?;
         let total = state.pos.len();
-        super::check_dense_ids(state)?;
+        if ctx.outflows.is_empty() {
+            super::check_dense_ids(state)?;
+        }
+        // Ids stay below this (a restart after removals has gaps).
+        let id_limit = state.id.iter().copied().max().map_or(0, |m| m + 1);
         let g = group.devices.len();
         if g < 2 {
             return Err(CudaError::Unsupported(
@@ -138,9 +142,20 @@ impl CudaGroup {
                 Err(e) => return Err(e),
             };
             sim.attach_window(axis, &plan.bounds, w, capacity, (2 * max_layer) as u32)?;
+            if !ctx.outflows.is_empty() {
+                // GPU 0's alive flags cover every id of the run (frame ranks); the others clear
+                // theirs there (peer writes, set below).
+                let ids = if w == 0 { &state.id } else { &sub.id };
+                sim.set_outflows(&ctx.outflows, ids, id_limit, capacity)?;
+            }
             sims.push(sim);
         }
         enable_peer_access(&sims, &group.devices)?;
+        if let Some(alive) = sims[0].alive_ptr() {
+            for s in &mut sims[1..] {
+                s.set_alive_target(alive);
+            }
+        }
         let events = [new_events(&sims)?, new_events(&sims)?];
         let verlet = sims[0].verlet();
         tracing::info!(
@@ -243,9 +258,12 @@ impl CudaGroup {
     /// Classify, copy and unpack on every GPU (Verlet: after the opening kick and drift).
     fn exchange(&mut self, kick: bool, k: usize) -> Result<(), CudaError> {
         self.mark(k, 0)?;
+        let step = self.step + 1;
         for s in &mut self.sims {
             if kick {
                 s.queue_kick_drift()?;
+                // Velocity Verlet removes after the drift, before the forces (the CPU's order).
+                s.queue_outflow(step)?;
             }
             s.queue_classify()?;
         }
@@ -260,6 +278,10 @@ impl CudaGroup {
         }
         // The step before this one has passed every stream: its events can be read.
         self.harvest(1 - k)?;
+        let mut removed = Vec::with_capacity(self.sims.len());
+        for s in &mut self.sims {
+            removed.push(s.removed_since()?);
+        }
         let skipped: u32 = counts.iter().map(|c| c.skipped).sum();
         if skipped > 0 {
             return Err(CudaError::SlabSkipped {
@@ -350,7 +372,7 @@ impl CudaGroup {
             }
         }
         for (h, s) in self.sims.iter_mut().enumerate() {
-            s.queue_unpack(&got[h], &counts[h])?;
+            s.queue_unpack(&got[h], &counts[h], removed[h])?;
         }
         self.mark(k, 1)?;
         Ok(())
@@ -378,6 +400,11 @@ impl CudaGroup {
             self.prepare_meshes(self.time)?;
             self.exchange(false, k)?;
             self.sort_collide(INTEGRATE_EULER)?;
+            // Stage `outflow` closes the step, as on the CPU.
+            let step = self.step + 1;
+            for s in &mut self.sims {
+                s.queue_outflow(step)?;
+            }
         } else {
             if !self.forces_valid {
                 self.prepare_meshes(self.time)?;
@@ -457,7 +484,14 @@ impl CudaGroup {
 
     /// The whole state in id order (synchronises every GPU).
     pub fn state(&self) -> Result<SimState, CudaError> {
-        let n = self.total;
+        // The live ids in order (removed particles leave gaps).
+        let mut ids = Vec::with_capacity(self.total);
+        for sim in &self.sims {
+            ids.extend(sim.live_ids()?);
+        }
+        ids.sort_unstable();
+        let n = ids.len();
+        let index = |id: u32| ids.binary_search(&id).expect("a live id");
         let mut s = SimState::new(
             self.time,
             self.step,
@@ -467,7 +501,7 @@ impl CudaGroup {
             vec![[0.0; 3]; n],
         );
         for sim in &self.sims {
-            sim.download_owned(&mut s, &|id| id as usize)?;
+            sim.download_owned(&mut s, &index)?;
         }
         s.history_overflows = self.sims.iter().map(|s| s.history_overflows()).sum();
         s.forces_valid = if self.verlet {
@@ -501,18 +535,45 @@ impl CudaGroup {
     ///
     /// # Safety
     /// As [`CudaSim::publish_async`].
-    unsafe fn publish_async(&mut self, target: FrameTarget) -> Result<(), CudaError> {
+    unsafe fn publish_async(&mut self, target: FrameTarget, count: usize) -> Result<(), CudaError> {
         self.publish_wait()?;
         self.ensure_staging()?;
         let want = target.pointers();
         let dptr = super::publish::staging_pointers(&self.staging, &want);
         let s0 = &self.sims[0];
+        // Frame indices of the live ids (outflow): GPU 0 scans its alive flags once every GPU's
+        // outflow stage has passed, and every GPU packs by them.
+        let rank = if s0.alive_ptr().is_some() {
+            for s in &self.sims[1..] {
+                let ev = s
+                    .stream
+                    .record_event(None)
+                    .map_err(|e| CudaError::driver("recording an event", e))?;
+                s0.stream
+                    .wait(&ev)
+                    .map_err(|e| CudaError::driver("ordering the frame ranks", e))?;
+            }
+            let r = s0.queue_ranks()?;
+            let ev = s0
+                .stream
+                .record_event(None)
+                .map_err(|e| CudaError::driver("recording an event", e))?;
+            for s in &self.sims[1..] {
+                s.stream
+                    .wait(&ev)
+                    .map_err(|e| CudaError::driver("ordering the frame ranks", e))?;
+            }
+            Some(r)
+        } else {
+            None
+        };
         for s in &self.sims {
-            s.queue_pack(&dptr, &s0.copy_stream)?;
+            s.queue_pack(&dptr, &s0.copy_stream, rank)?;
         }
-        // SAFETY: as this function's contract; GPU 0's staging arrays hold `total` elements.
+        // SAFETY: as this function's contract; GPU 0's staging arrays hold `total` >= count
+        // elements.
         let done = unsafe {
-            super::publish::queue_frame_copy(&self.staging, &want, self.total, &s0.copy_stream)
+            super::publish::queue_frame_copy(&self.staging, &want, count, &s0.copy_stream)
         }?;
         self.publish_done = Some(done);
         Ok(())
@@ -680,6 +741,16 @@ impl FusedWorker for CudaGroup {
         super::backend_impl::energies_on_host(&self.ctx, self.export_state()?)
     }
 
+    fn take_removed(&mut self) -> Result<Vec<(u32, u32, u64)>, StepError> {
+        let mut all = Vec::new();
+        for i in 0..self.sims.len() {
+            let r = self.sims[i].take_removed();
+            all.extend(r.map_err(|e| err(self.step, e))?);
+        }
+        all.sort_unstable_by_key(|r| (r.2, r.0));
+        Ok(all)
+    }
+
     fn loads(&self) -> Vec<usize> {
         self.owned().into_iter().map(|n| n as usize).collect()
     }
@@ -742,7 +813,7 @@ impl FusedWorker for CudaGroup {
             contact_counts: out.contact_counts,
         };
         // SAFETY: the caller keeps the arrays valid and untouched until the copy completed.
-        unsafe { self.publish_async(target) }.map_err(|e| err(self.step, e))?;
+        unsafe { self.publish_async(target, out.count) }.map_err(|e| err(self.step, e))?;
         Ok(true)
     }
 

@@ -66,6 +66,14 @@ pub(crate) struct Outflows {
     pub ranked: bool,
     /// Slots of the arrays (particles plus the inflow reserve).
     capacity: u32,
+    /// Where the outflow stage clears alive flags: this GPU's, or GPU 0's for a GPU group (its
+    /// flags give the frame index of every id of the run).
+    pub alive_target: u64,
+    /// Entries of the list already counted by [`CudaSim::removed_since`].
+    seen: u32,
+    /// Removed particles a [`CudaSim::take_removed`] cleared from the list before
+    /// [`CudaSim::removed_since`] counted them.
+    unseen: u32,
 }
 
 fn blocks(n: u32) -> LaunchConfig {
@@ -160,6 +168,9 @@ impl CudaSim {
             pending: 0,
             ranked,
             capacity: n,
+            alive_target: 0,
+            seen: 0,
+            unseen: 0,
         });
         Ok(())
     }
@@ -265,6 +276,11 @@ impl CudaSim {
         let p = self.params;
         let cur = self.state.cur;
         let step32 = step as u32;
+        let alive = if o.alive_target != 0 {
+            o.alive_target
+        } else {
+            o.alive.ptr
+        };
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Outflow));
@@ -275,7 +291,7 @@ impl CudaSim {
             .arg(&o.list.ptr)
             .arg(&o.count.ptr)
             .arg(&o.cap)
-            .arg(&o.alive.ptr)
+            .arg(&alive)
             .arg(&step32);
         // SAFETY: dem_outflow(DemParams, ParticleArrays, const OutflowRegion*, unsigned, unsigned*,
         // unsigned*, unsigned, unsigned*, unsigned): slots 0..n, each thread writes its own slot's
@@ -352,11 +368,17 @@ impl CudaSim {
             Some(self.step_index)
         };
         let last = out.iter().filter(|r| Some(r.2) == inside).count() as u32;
+        let windowed = self.window.is_some();
         let o = self.outflow.as_mut().expect("outflow");
-        let behind = o.pending + count - last;
-        o.pending = last;
+        o.unseen += count - o.seen;
+        o.seen = 0;
         o.ranked = true;
-        self.params.n -= behind;
+        if !windowed {
+            // One of several GPUs: the exchange drops dead slots (window.rs).
+            let behind = o.pending + count - last;
+            o.pending = last;
+            self.params.n -= behind;
+        }
         Ok(out)
     }
 
@@ -365,6 +387,46 @@ impl CudaSim {
         self.outflow
             .as_ref()
             .map_or(self.params.n, |o| o.capacity.max(self.params.n))
+    }
+
+    /// Particles removed since the last call (or the last [`CudaSim::take_removed`]);
+    /// synchronises. One of several GPUs subtracts them from its owned count.
+    pub(crate) fn removed_since(&mut self) -> Result<u32, CudaError> {
+        let Some(o) = &self.outflow else {
+            return Ok(0);
+        };
+        let mut c = [0u8; 4];
+        self.stream
+            .memcpy_dtoh(&o.count.slice.slice(0..4), &mut c)
+            .map_err(|e| CudaError::driver("reading the outflow count", e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("reading the outflow count", e))?;
+        let count = u32::from_ne_bytes(c);
+        let o = self.outflow.as_mut().expect("outflow");
+        let new = count - o.seen + o.unseen;
+        o.seen = count;
+        o.unseen = 0;
+        Ok(new)
+    }
+
+    /// Clears alive flags at `ptr` (GPU 0's, for a GPU group) instead of this GPU's.
+    pub(crate) fn set_alive_target(&mut self, ptr: u64) {
+        if let Some(o) = self.outflow.as_mut() {
+            o.alive_target = ptr;
+        }
+    }
+
+    /// The live ids (slot order; synchronises).
+    pub(crate) fn live_ids(&self) -> Result<Vec<u32>, CudaError> {
+        let mut ids = super::buffers::download_ids(&self.stream, &self.state, &self.params)?;
+        ids.retain(|&id| id != super::buffers::DEAD);
+        Ok(ids)
+    }
+
+    /// Device address of the alive flags (GPU 0's, for a GPU group).
+    pub(crate) fn alive_ptr(&self) -> Option<u64> {
+        self.outflow.as_ref().map(|o| o.alive.ptr)
     }
 
     /// Live particles (slots minus removed ones not yet behind them): a frame's count.

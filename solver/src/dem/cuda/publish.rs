@@ -167,9 +167,13 @@ impl CudaSim {
         &self,
         dptr: &[u64; 5],
         copy_stream: &cudarc::driver::CudaStream,
+        rank: Option<u64>,
     ) -> Result<(), CudaError> {
         let n = self.params.n;
-        let rank = self.queue_ranks()?;
+        let rank = match rank {
+            Some(r) => r,
+            None => self.queue_ranks()?,
+        };
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Pack));
@@ -263,7 +267,7 @@ impl CudaSim {
         let n = self.live_count() as usize;
         let want = target.pointers();
         let dptr = staging_pointers(&self.publish.staging, &want);
-        self.queue_pack(&dptr, &self.copy_stream)?;
+        self.queue_pack(&dptr, &self.copy_stream, None)?;
         // SAFETY: as this function's contract; the staging arrays hold n elements each.
         let done = unsafe { queue_frame_copy(&self.publish.staging, &want, n, &self.copy_stream) }?;
         // The compute stream does not wait for the copy (that would stall the steps for the

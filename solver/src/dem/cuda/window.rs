@@ -362,11 +362,13 @@ impl CudaSim {
 
     /// Queues unpacking what the neighbours sent (already in the receive buffers, copied on
     /// this stream) behind the live slots, after which the state holds `n` slots to sort.
-    /// `sent` are this GPU's own counts (its emigrants leave).
+    /// `sent` are this GPU's own counts (its emigrants leave), `removed` the particles its
+    /// outflow stage removed since the last exchange.
     pub(crate) fn queue_unpack(
         &mut self,
         got: &Received,
         sent: &ExchangeCounts,
+        removed: u32,
     ) -> Result<(), CudaError> {
         let w = self.window.as_ref().expect("a window");
         let incoming = got.mig[0] + got.mig[1] + got.halo[0] + got.halo[1];
@@ -411,7 +413,8 @@ impl CudaSim {
             base += count;
         }
         let w = self.window.as_mut().expect("a window");
-        w.owned = w.owned - sent.mig[0] - sent.mig[1] + got.mig[0] + got.mig[1];
+        // `removed`: owned particles the outflow stage marked dead since the last exchange.
+        w.owned = w.owned - removed - sent.mig[0] - sent.mig[1] + got.mig[0] + got.mig[1];
         w.live = w.owned + got.halo[0] + got.halo[1] + sent.kept;
         self.params.n = base;
         Ok(())
