@@ -12,14 +12,7 @@
 #   - the solver on the built-in case at 1 M particles: the progress line shows the GPU's stage
 #     times (sampled with CUDA events, one step per batch)
 set -uo pipefail
-OUT=${OUT:-bench/results/raw}
-mkdir -p "$OUT"
-BIN=/tmp/pshm-bin
-rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=$BIN:$PATH
-exec > >(tee -a "$OUT/core_checks.log") 2>&1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source "$(dirname "$0")/lib.sh" core_checks
 result() {
   local name=$1; shift
   "$@" > "$OUT/$name.out" 2>&1

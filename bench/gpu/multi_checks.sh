@@ -11,15 +11,8 @@
 #   - the solver as a user runs it on the built-in case, one GPU and the group
 set -uo pipefail
 DEV=${1:-0,0}
-OUT=${OUT:-bench/results/raw}
-mkdir -p "$OUT"
-BIN=/tmp/pshm-bin
-rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=$BIN:$PATH
+source "$(dirname "$0")/lib.sh" multi_checks
 export PARTICLE_SHM_TEST_DEVICES=$DEV
-exec > >(tee -a "$OUT/multi_checks.log") 2>&1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 result() {
   local name=$1; shift
   local t0=$(date +%s)

@@ -14,14 +14,7 @@
 #   - the solver on the built-in case at 1 M particles with default fields and with --fields
 #     including force (the frame's fields as read back by shmctl info)
 set -uo pipefail
-OUT=${OUT:-bench/results/raw}
-mkdir -p "$OUT"
-BIN=/tmp/pshm-bin
-rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=$BIN:$PATH
-exec > >(tee -a "$OUT/physics_checks.log") 2>&1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source "$(dirname "$0")/lib.sh" physics_checks
 result() {
   local name=$1; shift
   "$@" > "$OUT/$name.out" 2>&1

@@ -302,12 +302,8 @@ impl CudaSim {
         Ok(())
     }
 
-    /// The particles removed since the last call (synchronises), in (step, id) order; drops
-    /// the dead slots the last neighbour search moved behind the live ones.
-    pub(crate) fn take_removed(&mut self) -> Result<Vec<Removed>, CudaError> {
-        let Some(o) = &self.outflow else {
-            return Ok(Vec::new());
-        };
+    /// Entries in the removal list (synchronises).
+    fn read_count(&self, o: &Outflows) -> Result<u32, CudaError> {
         let mut c = [0u8; 4];
         self.stream
             .memcpy_dtoh(&o.count.slice.slice(0..4), &mut c)
@@ -315,7 +311,16 @@ impl CudaSim {
         self.stream
             .synchronize()
             .map_err(|e| CudaError::driver("reading the outflow count", e))?;
-        let count = u32::from_ne_bytes(c);
+        Ok(u32::from_ne_bytes(c))
+    }
+
+    /// The particles removed since the last call (synchronises), in (step, id) order; drops
+    /// the dead slots the last neighbour search moved behind the live ones.
+    pub(crate) fn take_removed(&mut self) -> Result<Vec<Removed>, CudaError> {
+        let Some(o) = &self.outflow else {
+            return Ok(Vec::new());
+        };
+        let count = self.read_count(o)?;
         if count == 0 {
             return Ok(Vec::new());
         }
@@ -395,14 +400,7 @@ impl CudaSim {
         let Some(o) = &self.outflow else {
             return Ok(0);
         };
-        let mut c = [0u8; 4];
-        self.stream
-            .memcpy_dtoh(&o.count.slice.slice(0..4), &mut c)
-            .map_err(|e| CudaError::driver("reading the outflow count", e))?;
-        self.stream
-            .synchronize()
-            .map_err(|e| CudaError::driver("reading the outflow count", e))?;
-        let count = u32::from_ne_bytes(c);
+        let count = self.read_count(o)?;
         let o = self.outflow.as_mut().expect("outflow");
         let new = count - o.seen + o.unseen;
         o.seen = count;

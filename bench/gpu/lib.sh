@@ -1,0 +1,10 @@
+# Sourced by the bench/gpu/*_checks.sh scripts on the GPU machine: unpacks the binaries that
+# bench/gpu/pack.sh carried, puts them first on PATH, and logs everything to $OUT/$1.log.
+OUT=${OUT:-bench/results/raw}
+mkdir -p "$OUT"
+BIN=/tmp/pshm-bin
+rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=$BIN:$PATH
+exec > >(tee -a "$OUT/$1.log") 2>&1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
