@@ -5,8 +5,10 @@
 //! FMA contraction). Every output must have the same bits. Runs where an NVIDIA driver loads;
 //! elsewhere (CI) it prints "skipped: no GPU" and passes.
 
-use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::CompileOptions;
+#[path = "support/parity.rs"]
+mod parity;
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 use solver::core::geometry::BodyTransform;
 use solver::core::rng::SplitMix64;
 use solver::core::vec3::{self, V3};
@@ -233,22 +235,8 @@ fn every_physics_formula_has_the_bits_of_its_cuda_twin() {
         inputs(&mut rng, c, cu);
     }
 
-    let ctx = CudaContext::new(0).expect("device 0");
-    let (major, minor) = ctx.compute_capability().expect("compute capability");
-    let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
-    let opts = CompileOptions {
-        arch: Some(arch),
-        options: vec!["-DDEM_DOUBLE".into()],
-        fmad: Some(false),
-        ..Default::default()
-    };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(kernels::parity_module_source(), opts)
-        .expect("parity module compiles");
-    let module = ctx.load_module(ptx).expect("load");
-    let f = module
-        .load_function(kernels::PARITY_KERNEL)
-        .expect("kernel");
-    let stream = ctx.default_stream();
+    let (f, stream) =
+        parity::parity_kernel(kernels::parity_module_source(), kernels::PARITY_KERNEL);
     let d_in = stream.clone_htod(&a).expect("upload");
     let d_in_u = stream.clone_htod(&u).expect("upload");
     let mut d_out = stream.alloc_zeros::<f64>(CASES * OUT).expect("alloc");

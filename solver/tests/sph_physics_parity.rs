@@ -8,8 +8,10 @@
 //! the same name with the same argument names in the same order, and the structs the twins share
 //! have the same fields in the same order.
 
-use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::CompileOptions;
+#[path = "support/parity.rs"]
+mod parity;
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 use solver::core::rng::SplitMix64;
 use solver::core::vec3::{self, V3};
 use solver::dem::cuda;
@@ -358,22 +360,10 @@ fn every_sph_formula_has_the_bits_of_its_cuda_twin() {
         inputs(&mut rng, c);
     }
 
-    let ctx = CudaContext::new(0).expect("device 0");
-    let (major, minor) = ctx.compute_capability().expect("compute capability");
-    let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
-    let opts = CompileOptions {
-        arch: Some(arch),
-        options: vec!["-DDEM_DOUBLE".into()],
-        fmad: Some(false),
-        ..Default::default()
-    };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(kernels::sph_parity_module_source(), opts)
-        .expect("SPH parity module compiles");
-    let module = ctx.load_module(ptx).expect("load");
-    let f = module
-        .load_function(kernels::SPH_PARITY_KERNEL)
-        .expect("kernel");
-    let stream = ctx.default_stream();
+    let (f, stream) = parity::parity_kernel(
+        kernels::sph_parity_module_source(),
+        kernels::SPH_PARITY_KERNEL,
+    );
     let d_in = stream.clone_htod(&a).expect("upload");
     let mut d_out = stream.alloc_zeros::<f64>(CASES * OUT).expect("alloc");
     let n = CASES as u32;
