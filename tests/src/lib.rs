@@ -22,6 +22,48 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// `target/<profile>/solver` when built; `None` (skipped, with a message) when not, except
+/// under CI, where `cargo test --workspace` builds it (then its absence is a failure). For the
+/// tests of other crates that start a real solver.
+pub fn built_solver() -> Option<PathBuf> {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/solver
+    let p = exe.parent()?.parent()?.join("solver");
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} is not built (CI runs `cargo test --workspace`, which builds it)",
+        p.display()
+    );
+    eprintln!(
+        "skipped: {} is not built (cargo build --release -p solver)",
+        p.display()
+    );
+    None
+}
+
+/// The still tank of the SPH tests, as a case file: 0.2 x 0.1 m, 0.2 m of water in a 0.3 m
+/// tall tank, dp = 2 cm (500 fluid particles inside four layers of boundary particles),
+/// dt = 1 ms, run to `end_time`.
+pub fn sph_tank_case(end_time: f64) -> String {
+    format!(
+        r#"method = "sph"
+dt = 1e-3
+end_time = {end_time}
+[domain]
+min = [0.0, 0.0, 0.0]
+max = [0.2, 0.1, 0.3]
+[sph]
+spacing = 0.02
+[[fluid]]
+min = [0.0, 0.0, 0.0]
+max = [0.2, 0.1, 0.2]
+"#
+    )
+}
+
 /// A segment name unique to this test, removed (if left) on drop.
 pub struct SegName(pub String);
 

@@ -13,23 +13,7 @@ fn an_sph_case_publishes_density_pressure_and_kind() {
     let dir = std::env::temp_dir().join(format!("pshm-sph-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let case = dir.join("tank.toml");
-    std::fs::write(
-        &case,
-        r#"
-method = "sph"
-dt = 1e-3
-end_time = 0.05
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.3]
-[sph]
-spacing = 0.02
-[[fluid]]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.2]
-"#,
-    )
-    .unwrap();
+    std::fs::write(&case, e2e_tests::sph_tank_case(0.05)).unwrap();
     let case_arg = case.to_string_lossy().to_string();
     let out = dir.join("vtk");
     let out_arg = out.to_string_lossy().to_string();

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use common::*;
@@ -184,54 +183,18 @@ fn conflicting_boundary_flags_are_refused() {
     );
 }
 
-/// The solver binary next to this test's (`target/<profile>/solver`); `None` (skipped, with a
-/// message) when it is not built, except under CI (`cargo test --workspace` builds it).
-fn solver_binary() -> Option<PathBuf> {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> -> target/<profile>/solver
-    let p = exe.parent()?.parent()?.join("solver");
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is not built (CI runs `cargo test --workspace`, which builds it)",
-        p.display()
-    );
-    eprintln!(
-        "skipped: {} is not built (cargo build --release -p solver)",
-        p.display()
-    );
-    None
-}
-
 /// A real SPH segment: the solver runs a still tank 0.2 x 0.1 m, 0.2 m of water (dp = 2 cm:
 /// 500 fluid particles inside four layers of boundary particles) for 10 ms.
 #[test]
 fn a_real_sph_segment_shows_the_fluid_coloured_by_pressure() {
-    let Some(solver) = solver_binary() else {
+    let Some(solver) = e2e_tests::built_solver() else {
         return;
     };
     let seg = unique_name("solver");
     let dir = out_path("sph-case");
     std::fs::create_dir_all(&dir).expect("case dir");
     let case = dir.join("tank.toml");
-    std::fs::write(
-        &case,
-        r#"method = "sph"
-dt = 1e-3
-end_time = 0.01
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.3]
-[sph]
-spacing = 0.02
-[[fluid]]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.2]
-"#,
-    )
-    .expect("write case");
+    std::fs::write(&case, e2e_tests::sph_tank_case(0.01)).expect("write case");
     struct Unlink(String);
     impl Drop for Unlink {
         fn drop(&mut self) {

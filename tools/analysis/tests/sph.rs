@@ -217,27 +217,6 @@ fn sites_and_metrics_must_agree() {
     assert_eq!(v["probe_pressure"][0]["at"][0], -1.0);
 }
 
-/// The solver binary next to this test's (`target/<profile>/solver`); `None` (skipped, with a
-/// message) when it is not built, except under CI (`cargo test --workspace` builds it).
-fn solver_binary() -> Option<PathBuf> {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> -> target/<profile>/solver
-    let p = exe.parent()?.parent()?.join("solver");
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is not built (CI runs `cargo test --workspace`, which builds it)",
-        p.display()
-    );
-    eprintln!(
-        "skipped: {} is not built (cargo build --release -p solver)",
-        p.display()
-    );
-    None
-}
-
 fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
     let end = Instant::now() + timeout;
     while Instant::now() < end {
@@ -262,28 +241,13 @@ fn tempdir(tag: &str) -> PathBuf {
 /// there. Measured: +0.5 to +1.1 % and 0.2006 m.
 #[test]
 fn hydrostatic_tank_from_the_solver() {
-    let Some(solver) = solver_binary() else {
+    let Some(solver) = e2e_tests::built_solver() else {
         return;
     };
     let name = Name::new("sph-tank");
     let dir = tempdir("sph-tank");
     let case = dir.join("tank.toml");
-    std::fs::write(
-        &case,
-        r#"method = "sph"
-dt = 1e-3
-end_time = 0.25
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.3]
-[sph]
-spacing = 0.02
-[[fluid]]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.2]
-"#,
-    )
-    .expect("case");
+    std::fs::write(&case, e2e_tests::sph_tank_case(0.25)).expect("case");
     let solver = Command::new(solver)
         .arg("--case")
         .arg(&case)
