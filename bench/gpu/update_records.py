@@ -7,9 +7,12 @@ A record replaces the one with the same (model, particles, phase, publication) k
 kernel variants other than the default (a command with --hist-layout row, --min-blocks, or
 --candidates other than the default 16) go to bench/results/dem_gpu_variants.json instead, so
 that dem_gpu.json holds what a user of the default build gets."""
-import json, re, sys
+import json, os, re, sys
 
-DEFAULT_CANDIDATES = "16"  # solver::dem::cuda::DEFAULT_CANDIDATES
+# solver::dem::cuda::DEFAULT_CANDIDATES, read from the source so the two cannot drift apart.
+_MOD_RS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../solver/src/dem/cuda/mod.rs")
+with open(_MOD_RS) as _f:
+    DEFAULT_CANDIDATES = re.search(r"pub const DEFAULT_CANDIDATES: u32 = (\d+);", _f.read()).group(1)
 
 
 def is_variant(cmd):
