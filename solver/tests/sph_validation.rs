@@ -34,18 +34,8 @@ fn hydrostatic_tank_pressure_at_depth() {
     if decomposed_pass() {
         return;
     }
-    let case = tank_case(
-        r#"
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.3]
-[sph]
-spacing = 0.02
-[[fluid]]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.2]
-"#,
-    );
+    let case =
+        SphCase::from_toml_str(&e2e_tests::sph_tank_case(1.0)).unwrap_or_else(|e| panic!("{e}"));
     let c = case.constants().unwrap();
     let p = case.particles(&c);
     let mut sim = SphSim::new(c.clone(), p);
