@@ -12,13 +12,7 @@
 #   - two dem_gpu records to compare with bench/results/dem_gpu.json (kernel change cost)
 set -uo pipefail
 OUT=${OUT:-bench/results/raw/session_2026_11_23}
-mkdir -p "$OUT"
-BIN=/tmp/pshm-bin
-rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=$BIN:$PATH
-exec > >(tee -a "$OUT/session_checks.log") 2>&1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source "$(dirname "$0")/lib.sh" session_checks
 result() {
   local name=$1; shift
   "$@" > "$OUT/$name.out" 2>&1
