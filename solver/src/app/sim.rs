@@ -32,6 +32,9 @@ const DEFAULT_PARTICLES_CUDA: u64 = 1_000_000;
 const GPU_BATCH: u64 = 16;
 
 fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
+    if backend == Backend::Cpu && cli.devices != super::cli::Devices::List(vec![0]) {
+        tracing::warn!("--devices selects GPUs for --backend cuda; the CPU backend ignores it");
+    }
     match backend {
         Backend::Cpu => match super::ranks::current() {
             Some(ranks) => BackendKind::CpuRanks(ranks),
