@@ -12,15 +12,8 @@
 #   publish : publication share at 10 M particles and 10 frames per wall-second through the
 #             real solver (steps/s with and without), analysis and viewer timings at 10 M
 set -uo pipefail
-OUT=${OUT:-bench/results/raw}
-mkdir -p "$OUT"
 what=${1:-all}
-BIN=/tmp/pshm-bin
-rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=$BIN:$PATH
-exec > >(tee -a "$OUT/solver_checks.log") 2>&1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source "$(dirname "$0")/lib.sh" solver_checks
 nproc
 section() { echo; echo "=== $* ==="; }
 # result NAME CMD...: runs CMD, prints its last lines and "RESULT NAME rc=N".

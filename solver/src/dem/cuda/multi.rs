@@ -261,7 +261,7 @@ impl CudaGroup {
         let step = self.step + 1;
         for s in &mut self.sims {
             if kick {
-                s.queue_kick_drift()?;
+                s.launch_kick_drift_unmarked()?;
                 // Velocity Verlet removes after the drift, before the forces (the CPU's order).
                 s.queue_outflow(step)?;
             }
@@ -380,7 +380,7 @@ impl CudaGroup {
 
     fn sort_collide(&mut self, integrate: u32) -> Result<(), CudaError> {
         for s in &mut self.sims {
-            s.queue_sort_collide(integrate)?;
+            s.launch_step_unmarked(integrate)?;
         }
         Ok(())
     }

@@ -82,6 +82,17 @@ struct Marks {
     spare: Vec<CudaEvent>,
 }
 
+impl Marks {
+    /// No timing (several GPUs time whole phases; a Verlet step stopped for inflow).
+    fn off() -> Marks {
+        Marks {
+            events: Vec::new(),
+            on: false,
+            spare: Vec::new(),
+        }
+    }
+}
+
 /// The events of one sampled step, standing for `weight` steps.
 pub(crate) struct Sample {
     events: Vec<(&'static str, CudaEvent)>,
@@ -252,23 +263,17 @@ impl CudaSim {
         Ok(())
     }
 
-    /// [`CudaSim::launch_step`] without timing marks (several GPUs time whole phases).
+    /// [`CudaSim::launch_step`] without timing marks (several GPUs time whole phases): the
+    /// neighbour search and the collide over the live slots.
     pub(crate) fn launch_step_unmarked(&mut self, integrate: u32) -> Result<(), CudaError> {
-        let mut marks = Marks {
-            events: Vec::new(),
-            on: false,
-            spare: Vec::new(),
-        };
+        let mut marks = Marks::off();
         self.launch_step(&mut marks, integrate)
     }
 
-    /// [`CudaSim::launch_kick_drift`] without timing marks.
+    /// [`CudaSim::launch_kick_drift`] without timing marks (several GPUs: before the exchange,
+    /// since it moves the particles).
     pub(crate) fn launch_kick_drift_unmarked(&mut self) -> Result<(), CudaError> {
-        let mut marks = Marks {
-            events: Vec::new(),
-            on: false,
-            spare: Vec::new(),
-        };
+        let mut marks = Marks::off();
         self.launch_kick_drift(&mut marks)
     }
 
@@ -300,26 +305,20 @@ impl CudaSim {
     /// meshes at the step's end time; forces; half kick).
     fn queue_step(&mut self, marks: &mut Marks) -> Result<(), CudaError> {
         if !self.verlet() {
-            if let Some(m) = self.meshes.as_mut() {
-                m.prepare(&self.stream, self.time)?;
-            }
+            self.prepare_meshes(self.time)?;
             self.launch_step(marks, INTEGRATE_EULER)?;
             // Stage `outflow` closes the step, as on the CPU.
             return self.queue_outflow(self.step_index + 1);
         }
         if !self.forces_valid {
-            if let Some(m) = self.meshes.as_mut() {
-                m.prepare(&self.stream, self.time)?;
-            }
+            self.prepare_meshes(self.time)?;
             self.launch_step(marks, INTEGRATE_NONE)?;
             self.forces_valid = true;
         }
         self.launch_kick_drift(marks)?;
         // Velocity Verlet removes after the drift, before the forces (the CPU's order).
         self.queue_outflow(self.step_index + 1)?;
-        if let Some(m) = self.meshes.as_mut() {
-            m.prepare(&self.stream, self.time + self.params.dt)?;
-        }
+        self.prepare_meshes(self.time + self.params.dt)?;
         self.launch_step(marks, INTEGRATE_HALF_KICK)
     }
 
@@ -331,11 +330,7 @@ impl CudaSim {
             return self.steps(count);
         }
         self.steps(count - 1)?;
-        let mut marks = Marks {
-            events: Vec::new(),
-            on: false,
-            spare: Vec::new(),
-        };
+        let mut marks = Marks::off();
         if !self.forces_valid {
             self.prepare_meshes(self.time)?;
             self.launch_step(&mut marks, INTEGRATE_NONE)?;
@@ -352,11 +347,7 @@ impl CudaSim {
         if !self.mid_step {
             return Ok(());
         }
-        let mut marks = Marks {
-            events: Vec::new(),
-            on: false,
-            spare: Vec::new(),
-        };
+        let mut marks = Marks::off();
         self.prepare_meshes(self.time + self.params.dt)?;
         self.launch_step(&mut marks, INTEGRATE_HALF_KICK)?;
         self.mid_step = false;

@@ -232,12 +232,6 @@ impl CudaSim {
         Ok(())
     }
 
-    /// Queues velocity Verlet's opening half kick and drift of the owned particles (before the
-    /// exchange: it moves them).
-    pub(crate) fn queue_kick_drift(&mut self) -> Result<(), CudaError> {
-        self.launch_kick_drift_unmarked()
-    }
-
     /// Queues the classification of the owned particles into the send buffers, and the copy
     /// of its counts to the host (read by [`CudaSim::read_counts`]). Reads the state only.
     pub(crate) fn queue_classify(&mut self) -> Result<(), CudaError> {
@@ -334,7 +328,7 @@ impl CudaSim {
         Ok(())
     }
 
-    /// (device address, context) of send buffer `side` (0 lower, 1 upper) of migrants or ghosts.
+    /// Device address of send buffer `side` (0 lower, 1 upper) of migrants or ghosts.
     pub(crate) fn send_ptr(&self, ghosts: bool, side: usize) -> u64 {
         let w = self.window.as_ref().expect("a window");
         if ghosts {
@@ -418,12 +412,6 @@ impl CudaSim {
         w.live = w.owned + got.halo[0] + got.halo[1] + sent.kept;
         self.params.n = base;
         Ok(())
-    }
-
-    /// Queues the neighbour search and the collide with integration `integrate` over the live
-    /// slots (the state then holds `live` slots: owned particles and dead ghost slots).
-    pub(crate) fn queue_sort_collide(&mut self, integrate: u32) -> Result<(), CudaError> {
-        self.launch_step_unmarked(integrate)
     }
 
     /// Owned particles per cell layer along the split axis (a synchronous download).
