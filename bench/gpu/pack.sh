@@ -12,7 +12,7 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["target"]["name"], m["executable"])')
 stage=$(mktemp -d)
-for b in solver shmctl viewer analysis forwarder dem-gpu-bench; do
+for b in solver shmctl viewer analysis forwarder dem-gpu-bench sph-gpu-bench; do
   strip -o "$stage/$b" "target/release/$b"
 done
 while read -r name exe; do strip -o "$stage/$name" "$exe"; done <<< "$tests"

@@ -44,6 +44,8 @@ impl Header {
 /// Kernel source files, in the order they are concatenated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
+    /// Cell coordinates and the exclusive scan (shared with the SPH module).
+    Cells,
     /// Cell hash, counting sort, per-cell id order, scan, reorder.
     Grid,
     /// Fused collide + integrate; velocity Verlet's kick + drift.
@@ -55,7 +57,8 @@ pub enum Source {
 }
 
 impl Source {
-    pub const ALL: [Source; 4] = [
+    pub const ALL: [Source; 5] = [
+        Source::Cells,
         Source::Grid,
         Source::Contact,
         Source::Publish,
@@ -64,6 +67,7 @@ impl Source {
 
     pub fn file_name(self) -> &'static str {
         match self {
+            Source::Cells => "cells.cu",
             Source::Grid => "grid.cu",
             Source::Contact => "contact.cu",
             Source::Publish => "publish.cu",
@@ -73,6 +77,7 @@ impl Source {
 
     pub fn text(self) -> &'static str {
         match self {
+            Source::Cells => include_str!("cuda/cells.cu"),
             Source::Grid => include_str!("cuda/grid.cu"),
             Source::Contact => include_str!("cuda/contact.cu"),
             Source::Publish => include_str!("cuda/publish.cu"),
@@ -139,9 +144,9 @@ impl Kernel {
     }
 }
 
-/// Elements per tile of `scan_tile` (`SCAN_TILE` in grid.cu).
+/// Elements per tile of `scan_tile` (`SCAN_TILE` in cells.cu).
 pub const SCAN_TILE: usize = 1024;
-/// Threads per block of `scan_tile` (`SCAN_THREADS` in grid.cu).
+/// Threads per block of `scan_tile` (`SCAN_THREADS` in cells.cu).
 pub const SCAN_THREADS: u32 = 256;
 /// Block size `dem_collide` is compiled for (`__launch_bounds__` in contact.cu).
 pub const COLLIDE_THREADS: u32 = 128;
@@ -250,6 +255,43 @@ pub const SPH_PHYSICS_HEADER: &str = include_str!("cuda/sph_physics.cuh");
 /// The `extern "C"` symbol of the SPH parity kernel.
 pub const SPH_PARITY_KERNEL: &str = "sph_physics_parity";
 
+/// The SPH module (`sph.cu`, the GPU twin of `solver/src/sph/cpu.rs`): `vec3.cuh`,
+/// `sph_physics.cuh`, `cells.cu`, `sph.cu`. `-DDEM_DOUBLE` without FMA contraction is the parity
+/// mode (the CPU reference's bits).
+pub fn sph_module_source() -> String {
+    let mut s = String::new();
+    let parts = [
+        (Header::Vec3.file_name(), Header::Vec3.text()),
+        ("sph_physics.cuh", SPH_PHYSICS_HEADER),
+        (Source::Cells.file_name(), Source::Cells.text()),
+        ("sph.cu", include_str!("cuda/sph.cu")),
+    ];
+    for (name, text) in parts {
+        s.push_str(&format!("#line 1 \"{name}\"\n"));
+        s.push_str(text);
+        s.push('\n');
+    }
+    s
+}
+
+/// Every kernel entry point of the SPH module.
+pub const SPH_KERNELS: [&str; 14] = [
+    "sph_hash_count",
+    "scan_tile",
+    "scan_add",
+    "sph_scatter",
+    "sph_cell_sort",
+    "sph_gather",
+    "sph_rates_fluid",
+    "sph_rates_bound",
+    "sph_reset_diag",
+    "sph_predict",
+    "sph_bound_predict",
+    "sph_correct",
+    "sph_bound_correct",
+    "sph_pack",
+];
+
 fn headers_source() -> String {
     let mut s = String::new();
     for h in Header::ALL {
@@ -286,6 +328,14 @@ mod tests {
                 "{}",
                 k.symbol()
             );
+        }
+    }
+
+    #[test]
+    fn every_sph_kernel_symbol_is_defined() {
+        let s = sph_module_source();
+        for k in SPH_KERNELS {
+            assert!(s.contains(&format!("void {k}(")), "{k}");
         }
     }
 

@@ -128,7 +128,7 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
                 .with_context(|| format!("{}: cannot read case file", path.display()))?;
             if super::sph::is_sph(&text) {
                 super::ranks::refuse("an SPH case")?;
-                return super::sph::build(path, &text, cli);
+                return super::sph::build(path, &text, backend, cli);
             }
             // Validated once, after the overrides, when the simulation is built (placing the
             // particles twice costs seconds at millions of particles).
@@ -155,7 +155,7 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
 pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
     if solver::sph::checkpoint::is_sph_checkpoint(path) {
         super::ranks::refuse("an SPH checkpoint")?;
-        return super::sph::restore(path, cli);
+        return super::sph::restore(path, backend, cli);
     }
     if cli.particles.is_some() || cli.dt.is_some() {
         bail!("--particles and --dt cannot change a checkpointed run (--end-time can)");

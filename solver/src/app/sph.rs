@@ -1,18 +1,22 @@
-//! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]) behind
-//! [`SimPort`], publishing positions, velocities, density, pressure and particle kind, and VTK
-//! files with `--output`, checkpoints that `--restart` continues bit for bit. Not yet:
-//! `--load-shm`, the GPU, sub-domains (each refused with a message).
+//! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]) or the
+//! GPU ([`solver::sph::cuda`], one device) behind [`SimPort`], publishing positions,
+//! velocities, density, pressure and particle kind, and VTK files with `--output`, checkpoints
+//! that `--restart` continues bit for bit (on either backend: the file is the same). Not yet:
+//! `--load-shm`, several GPUs, sub-domains (each refused with a message).
 
 use anyhow::{bail, Context, Result};
 use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
 use shm_protocol::{BodyTransform, FieldKind, FrameWriter, Region, SpeciesRecord, StaticData};
 use solver::io::vtk::{PointArray, VtkParticles, VtkSeries};
-use solver::sph::cpu::SphSim;
-use solver::sph::setup::{SphCase, KIND_FLUID};
+use solver::sph::cpu::{SphSim, SphState};
+use solver::sph::cuda::{SphCuda, SphCudaOptions};
+use solver::sph::physics;
+use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
 use std::path::Path;
 
-use super::cli::{BackendChoice, Cli};
+use super::cli::Cli;
 use super::port::SimPort;
+use crate::Backend;
 
 /// Whether the case text names `method = "sph"`.
 pub fn is_sph(text: &str) -> bool {
@@ -23,11 +27,8 @@ pub fn is_sph(text: &str) -> bool {
 }
 
 /// Builds an SPH run from a case file's text.
-pub fn build(path: &Path, text: &str, cli: &Cli) -> Result<Box<dyn SimPort>> {
+pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
     let name = path.display();
-    if cli.backend == BackendChoice::Cuda {
-        bail!("{name}: SPH runs on the CPU backend only so far; use --backend cpu (or auto)");
-    }
     if cli.particles.is_some() || cli.fields.is_some() {
         bail!("{name}: --particles and --fields do not apply to SPH runs yet");
     }
@@ -44,51 +45,155 @@ pub fn build(path: &Path, text: &str, cli: &Cli) -> Result<Box<dyn SimPort>> {
     let c = case.constants().with_context(|| format!("{name}"))?;
     let particles = case.particles(&c);
     tracing::info!(
-        "SPH case {name}: {} fluid and {} boundary particles, dp = {} m, h = {:.4} m, c0 = {:.2} m/s (CPU reference)",
+        "SPH case {name}: {} fluid and {} boundary particles, dp = {} m, h = {:.4} m, c0 = {:.2} m/s",
         particles.kind.iter().filter(|&&k| k == KIND_FLUID).count(),
         particles.kind.iter().filter(|&&k| k != KIND_FLUID).count(),
         c.dp,
         c.h,
         c.c0
     );
+    let world = bounds(&particles.pos);
+    let sim = match backend {
+        Backend::Cpu => Engine::Cpu(SphSim::new(c, particles)),
+        Backend::Cuda => Engine::Gpu(
+            SphCuda::new(c, particles, gpu_options(cli)?).with_context(|| format!("{name}"))?,
+        ),
+    };
     Ok(Box::new(SphRunner {
         end_time: case.end_time,
         config_toml: text.to_string(),
-        sim: SphSim::new(c, particles),
+        sim,
+        world,
         vtk: None,
     }))
 }
 
-/// Continues an SPH run from its checkpoint (`--restart FILE`; `--end-time` may change).
-pub fn restore(path: &Path, cli: &Cli) -> Result<Box<dyn SimPort>> {
-    if cli.backend == BackendChoice::Cuda {
+/// The box of `pos`.
+fn bounds(pos: &[[f64; 3]]) -> ([f64; 3], [f64; 3]) {
+    let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+    for p in pos {
+        for a in 0..3 {
+            lo[a] = lo[a].min(p[a]);
+            hi[a] = hi[a].max(p[a]);
+        }
+    }
+    (lo, hi)
+}
+
+/// The one GPU of an SPH run (`--devices`; several are refused).
+fn gpu_options(cli: &Cli) -> Result<SphCudaOptions> {
+    let devices = cli.devices.resolve()?;
+    if devices.len() > 1 {
         bail!(
-            "{}: SPH runs on the CPU backend only so far",
-            path.display()
+            "--devices {}: SPH runs on one GPU so far; name one (e.g. --devices {})",
+            devices
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            devices[0]
         );
     }
+    Ok(SphCudaOptions {
+        device: devices[0],
+        double: false,
+    })
+}
+
+/// Continues an SPH run from its checkpoint (`--restart FILE`; `--end-time` may change).
+pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
     if cli.particles.is_some() || cli.dt.is_some() || cli.fields.is_some() {
         bail!(
             "--particles, --dt and --fields cannot change a checkpointed SPH run (--end-time can)"
         );
     }
-    let (config_toml, case, sim) = solver::sph::checkpoint::load(path)?;
+    let r = solver::sph::checkpoint::load_state(path)?;
     tracing::info!(
         "restarted SPH run from {} at step {}, t = {:.6} s",
         path.display(),
-        sim.s.step,
-        sim.s.time
+        r.state.step,
+        r.state.time
     );
+    let world = bounds(&r.state.pos);
+    let sim = match backend {
+        Backend::Cpu => Engine::Cpu(SphSim::from_state(r.constants, r.state, r.dt)),
+        Backend::Cuda => Engine::Gpu(
+            SphCuda::from_state(r.constants, r.state, r.dt, gpu_options(cli)?)
+                .with_context(|| format!("{}", path.display()))?,
+        ),
+    };
     Ok(Box::new(SphRunner {
-        end_time: cli.end_time.unwrap_or(case.end_time),
-        config_toml,
+        end_time: cli.end_time.unwrap_or(r.case.end_time),
+        config_toml: r.case_toml,
         sim,
+        world,
         vtk: None,
     }))
 }
 
+/// The solver behind the port: the CPU reference or one GPU.
+enum Engine {
+    Cpu(SphSim),
+    Gpu(SphCuda),
+}
+
+impl Engine {
+    fn c(&self) -> &SphConstants {
+        match self {
+            Engine::Cpu(s) => &s.c,
+            Engine::Gpu(g) => &g.c,
+        }
+    }
+    fn step_within(&mut self, t_end: f64) -> Result<()> {
+        match self {
+            Engine::Cpu(s) => s.step_within(t_end),
+            Engine::Gpu(g) => g.step_within(t_end)?,
+        }
+        Ok(())
+    }
+    fn step(&self) -> u64 {
+        match self {
+            Engine::Cpu(s) => s.s.step,
+            Engine::Gpu(g) => g.step_index(),
+        }
+    }
+    fn time(&self) -> f64 {
+        match self {
+            Engine::Cpu(s) => s.s.time,
+            Engine::Gpu(g) => g.time(),
+        }
+    }
+    fn dt(&self) -> f64 {
+        match self {
+            Engine::Cpu(s) => s.dt(),
+            Engine::Gpu(g) => g.dt(),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Engine::Cpu(s) => s.s.pos.len(),
+            Engine::Gpu(g) => g.particle_count(),
+        }
+    }
+    fn kinds(&self) -> &[u32] {
+        match self {
+            Engine::Cpu(s) => &s.s.kind,
+            Engine::Gpu(g) => g.kinds(),
+        }
+    }
+    /// The whole state in id order (a download on the GPU).
+    fn state(&self) -> Result<std::borrow::Cow<'_, SphState>> {
+        Ok(match self {
+            Engine::Cpu(s) => std::borrow::Cow::Borrowed(&s.s),
+            Engine::Gpu(g) => std::borrow::Cow::Owned(g.state()?),
+        })
+    }
+}
+
 struct SphRunner {
-    sim: SphSim,
+    sim: Engine,
+    /// The box of the particles at the start (the static section's world box).
+    world: ([f64; 3], [f64; 3]),
     end_time: f64,
     config_toml: String,
     vtk: Option<(std::path::PathBuf, VtkSeries)>,
@@ -105,17 +210,20 @@ const FIELDS: [FieldKind; 5] = [
 impl SimPort for SphRunner {
     fn step_n(&mut self, n: u64) -> Result<()> {
         for _ in 0..n {
-            self.sim.step_within(self.end_time);
+            self.sim.step_within(self.end_time)?;
         }
-        let s = &self.sim.s;
-        if let Some(k) =
-            (0..s.pos.len()).find(|&k| !s.rho[k].is_finite() || !s.pos[k][0].is_finite())
-        {
-            bail!(
-                "particle {k} has a non-finite state after step {} (t = {} s): the time step or the case is unstable",
-                s.step,
-                s.time
-            );
+        if let Engine::Cpu(sim) = &self.sim {
+            // (The GPU counts non-finite particles in its corrector and fails the step.)
+            let s = &sim.s;
+            if let Some(k) =
+                (0..s.pos.len()).find(|&k| !s.rho[k].is_finite() || !s.pos[k][0].is_finite())
+            {
+                bail!(
+                    "particle {k} has a non-finite state after step {} (t = {} s): the time step or the case is unstable",
+                    s.step,
+                    s.time
+                );
+            }
         }
         Ok(())
     }
@@ -123,15 +231,15 @@ impl SimPort for SphRunner {
         1
     }
     fn step_index(&self) -> u64 {
-        self.sim.s.step
+        self.sim.step()
     }
     fn time(&self) -> f64 {
-        self.sim.s.time
+        self.sim.time()
     }
     /// The next step, shortened near the end so that the run lands on the end time (the CFL
     /// step varies, so the run loop's "within half a step of the end" needs the real one).
     fn dt(&self) -> f64 {
-        let left = self.end_time - self.sim.s.time;
+        let left = self.end_time - self.sim.time();
         if left > 0.0 {
             self.sim.dt().min(left)
         } else {
@@ -142,10 +250,10 @@ impl SimPort for SphRunner {
         self.end_time
     }
     fn particle_count(&self) -> usize {
-        self.sim.s.pos.len()
+        self.sim.len()
     }
     fn id_count(&self) -> usize {
-        self.sim.s.pos.len()
+        self.sim.len()
     }
     fn removed(&self) -> (u64, f64) {
         (0, 0.0)
@@ -164,7 +272,7 @@ impl SimPort for SphRunner {
     }
 
     fn static_data(&self) -> StaticData {
-        let c = &self.sim.c;
+        let c = self.sim.c();
         let record = |name: &str, method: SpeciesMethod| {
             let mut params = [0.0; SPECIES_PARAMS];
             params[..3].copy_from_slice(&[c.c0, c.alpha, c.h]);
@@ -177,15 +285,8 @@ impl SimPort for SphRunner {
                 ..SpeciesRecord::default()
             }
         };
-        let s = &self.sim.s;
-        let n = s.pos.len();
-        let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
-        for p in &s.pos {
-            for a in 0..3 {
-                lo[a] = lo[a].min(p[a]);
-                hi[a] = hi[a].max(p[a]);
-            }
-        }
+        let kind = self.sim.kinds();
+        let n = kind.len();
         StaticData {
             config_toml: self.config_toml.clone(),
             species: vec![
@@ -193,11 +294,11 @@ impl SimPort for SphRunner {
                 record("boundary", SpeciesMethod::SphBoundary),
             ],
             particle_ids: (0..n as u32).collect(),
-            particle_species: s.kind.iter().map(|&k| u32::from(k != KIND_FLUID)).collect(),
+            particle_species: kind.iter().map(|&k| u32::from(k != KIND_FLUID)).collect(),
             particle_radius: vec![(0.5 * c.dp) as f32; n],
             meshes: Vec::new(),
-            world_min: lo,
-            world_max: hi,
+            world_min: self.world.0,
+            world_max: self.world.1,
             cell_size: 2.0 * c.h,
             generation: 0,
         }
@@ -206,42 +307,82 @@ impl SimPort for SphRunner {
     fn body_transforms(&self) -> Vec<BodyTransform> {
         Vec::new()
     }
-    fn attach_segment(&mut self, _region: &Region) -> Result<()> {
+    fn attach_segment(&mut self, region: &Region) -> Result<()> {
+        if let Engine::Gpu(g) = &mut self.sim {
+            // SAFETY: the segment stays mapped until release_segment, which the run calls
+            // before closing it (a crash ends the process, mapping and registration together).
+            unsafe { g.register_host(region.base(), region.len()) }
+                .context("registering the segment with the GPU")?;
+        }
         Ok(())
     }
-    fn release_segment(&mut self) {}
+    fn release_segment(&mut self) {
+        if let Engine::Gpu(g) = &mut self.sim {
+            g.release_host();
+        }
+    }
 
     fn fill_frame(&mut self, w: &mut FrameWriter<'_>) -> Result<bool> {
-        let s = &self.sim.s;
-        let f3 = |v: &[f64; 3]| v.map(|c| c as f32);
-        w.write_vec3(
-            FieldKind::Position,
-            &s.pos.iter().map(f3).collect::<Vec<_>>(),
-        )?;
-        w.write_vec3(
-            FieldKind::Velocity,
-            &s.vel.iter().map(f3).collect::<Vec<_>>(),
-        )?;
-        let (rho, p): (Vec<f32>, Vec<f32>) = (0..s.pos.len())
-            .map(|k| (s.rho[k] as f32, self.sim.pressure(k) as f32))
-            .unzip();
-        w.scalar_mut(FieldKind::Density)?.copy_from_slice(&rho);
-        w.scalar_mut(FieldKind::Pressure)?.copy_from_slice(&p);
+        match &mut self.sim {
+            Engine::Cpu(sim) => {
+                let s = &sim.s;
+                let f3 = |v: &[f64; 3]| v.map(|c| c as f32);
+                w.write_vec3(
+                    FieldKind::Position,
+                    &s.pos.iter().map(f3).collect::<Vec<_>>(),
+                )?;
+                w.write_vec3(
+                    FieldKind::Velocity,
+                    &s.vel.iter().map(f3).collect::<Vec<_>>(),
+                )?;
+                let (rho, p): (Vec<f32>, Vec<f32>) = (0..s.pos.len())
+                    .map(|k| (s.rho[k] as f32, sim.pressure(k) as f32))
+                    .unzip();
+                w.scalar_mut(FieldKind::Density)?.copy_from_slice(&rho);
+                w.scalar_mut(FieldKind::Pressure)?.copy_from_slice(&p);
+            }
+            Engine::Gpu(g) => {
+                // Packed on the device in id order and copied straight into the frame slot
+                // (the registered segment) on the copy stream while the steps go on.
+                w.particle_kinds_mut()?.copy_from_slice(g.kinds());
+                let mut ptr =
+                    |k: FieldKind| w.field_ptr_if_reserved(k).unwrap_or(std::ptr::null_mut());
+                let targets = [
+                    ptr(FieldKind::Position),
+                    ptr(FieldKind::Velocity),
+                    ptr(FieldKind::Density),
+                    ptr(FieldKind::Pressure),
+                ];
+                // SAFETY: the frame slot holds one element per particle of each reserved field
+                // and is committed (made visible, then reused) only after frame_copied or
+                // wait_frame_copy said the copy completed.
+                unsafe { g.publish_async(targets) }?;
+                return Ok(true);
+            }
+        }
         // The segment's particle_kind numbers are the setup's (1 fluid, 2 boundary).
-        w.particle_kinds_mut()?.copy_from_slice(&s.kind);
+        w.particle_kinds_mut()?.copy_from_slice(self.sim.kinds());
         Ok(false)
     }
     fn frame_copied(&mut self) -> Result<bool> {
-        Ok(true)
+        match &mut self.sim {
+            Engine::Cpu(_) => Ok(true),
+            Engine::Gpu(g) => Ok(g.publish_done()?),
+        }
     }
     fn wait_frame_copy(&mut self) -> Result<()> {
+        if let Engine::Gpu(g) = &mut self.sim {
+            g.publish_wait()?;
+        }
         Ok(())
     }
     fn save_checkpoint(&self, path: &Path) -> Result<()> {
-        Ok(solver::sph::checkpoint::save(
+        let state = self.sim.state()?.into_owned();
+        Ok(solver::sph::checkpoint::save_state(
             path,
             &self.config_toml,
-            &self.sim,
+            state,
+            self.sim.dt(),
         )?)
     }
     /// VTK: velocity, density, pressure, kind (1 fluid, 2 boundary) and id per particle.
@@ -249,14 +390,17 @@ impl SimPort for SphRunner {
         if self.vtk.as_ref().is_none_or(|(d, _)| d != dir) {
             self.vtk = Some((dir.to_path_buf(), VtkSeries::new(dir, "sph")?));
         }
-        let s = &self.sim.s;
+        let state = self.sim.state()?;
+        let s = state.as_ref();
+        let c = self.sim.c();
         let n = s.pos.len();
+        let pressure = |k: usize| physics::tait_pressure(s.rho[k], c.rho0, c.b) as f32;
         let particles = VtkParticles {
             positions: s.pos.iter().map(|v| v.map(|c| c as f32)).collect(),
             arrays: vec![
                 (
                     "pressure",
-                    PointArray::F32((0..n).map(|k| self.sim.pressure(k) as f32).collect(), 1),
+                    PointArray::F32((0..n).map(pressure).collect(), 1),
                 ),
                 (
                     "velocity",
@@ -279,6 +423,9 @@ impl SimPort for SphRunner {
         format!("dt {:.3e} s", self.sim.dt())
     }
     fn backend_name(&self) -> String {
-        "cpu (SPH reference)".into()
+        match &self.sim {
+            Engine::Cpu(_) => "cpu (SPH reference)".into(),
+            Engine::Gpu(g) => format!("cuda (SPH, {})", g.device_name()),
+        }
     }
 }

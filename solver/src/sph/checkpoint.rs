@@ -2,7 +2,7 @@
 //! the step about to be taken), bincode 2. A restart continues bit for bit.
 
 use super::cpu::{SphSim, SphState};
-use super::setup::SphCase;
+use super::setup::{SphCase, SphConstants};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -46,12 +46,22 @@ pub fn is_sph_checkpoint(path: &Path) -> bool {
 
 /// Writes `sim` (atomically: `path.tmp`, then renamed).
 pub fn save(path: &Path, case_toml: &str, sim: &SphSim) -> Result<(), SphCheckpointError> {
+    save_state(path, case_toml, sim.s.clone(), sim.dt())
+}
+
+/// Writes `state`, about to take the step `dt`, whatever backend ran it (the same file).
+pub fn save_state(
+    path: &Path,
+    case_toml: &str,
+    state: SphState,
+    dt: f64,
+) -> Result<(), SphCheckpointError> {
     let p = Payload {
         magic: MAGIC,
         version: VERSION,
         case_toml: case_toml.to_string(),
-        dt: sim.dt(),
-        state: sim.s.clone(),
+        dt,
+        state,
     };
     let bytes = bincode::serde::encode_to_vec(&p, bincode::config::standard())
         .map_err(|e| err(path, format!("cannot encode checkpoint: {e}")))?;
@@ -62,6 +72,26 @@ pub fn save(path: &Path, case_toml: &str, sim: &SphSim) -> Result<(), SphCheckpo
 
 /// Reads a checkpoint: the case (text and parsed) and the simulation ready to continue.
 pub fn load(path: &Path) -> Result<(String, SphCase, SphSim), SphCheckpointError> {
+    let r = load_state(path)?;
+    Ok((
+        r.case_toml,
+        r.case,
+        SphSim::from_state(r.constants, r.state, r.dt),
+    ))
+}
+
+/// A checkpoint as read: what any backend needs to continue it.
+pub struct Restored {
+    pub case_toml: String,
+    pub case: SphCase,
+    pub constants: SphConstants,
+    pub state: SphState,
+    /// The step the run was about to take [s].
+    pub dt: f64,
+}
+
+/// Reads and checks a checkpoint.
+pub fn load_state(path: &Path) -> Result<Restored, SphCheckpointError> {
     let bytes =
         std::fs::read(path).map_err(|e| err(path, format!("cannot read checkpoint: {e}")))?;
     let (p, _): (Payload, usize) =
@@ -94,5 +124,11 @@ pub fn load(path: &Path) -> Result<(String, SphCase, SphSim), SphCheckpointError
     if !(p.dt > 0.0 && p.dt.is_finite()) {
         return Err(err(path, format!("corrupt SPH checkpoint: step {}", p.dt)));
     }
-    Ok((p.case_toml, case, SphSim::from_state(c, p.state, p.dt)))
+    Ok(Restored {
+        case_toml: p.case_toml,
+        case,
+        constants: c,
+        state: p.state,
+        dt: p.dt,
+    })
 }

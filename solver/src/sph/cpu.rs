@@ -24,6 +24,36 @@ pub struct SphState {
     pub rho: Vec<f64>,
 }
 
+/// The neighbour grid of an SPH run (every backend's): cells of the kernel support 2h over the
+/// boundary particles, which enclose the fluid and never move, so that a run restarted from a
+/// checkpoint gets the same grid and sums in the same order (over all particles without any
+/// boundary).
+pub fn sph_grid(c: &SphConstants, pos: &[V3], kind: &[u32]) -> Grid {
+    let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+    let any_boundary = kind.iter().any(|&k| k != KIND_FLUID);
+    for (q, &k) in pos.iter().zip(kind) {
+        if any_boundary && k == KIND_FLUID {
+            continue;
+        }
+        for a in 0..3 {
+            lo[a] = lo[a].min(q[a]);
+            hi[a] = hi[a].max(q[a]);
+        }
+    }
+    Grid::new(lo, hi, 2.0 * c.h, 2)
+}
+
+/// The first step of a run: the acoustic CFL bound C h / c0, at most the case's dt.
+pub fn first_time_step(c: &SphConstants) -> f64 {
+    c.dt_max.min(c.cfl * c.h / c.c0)
+}
+
+/// The next step from the limits of the last evaluation (min over particles of the force and
+/// the viscous-acoustic limits), at most the case's dt.
+pub fn next_time_step(c: &SphConstants, dt_f: f64, dt_cv: f64) -> f64 {
+    physics::variable_time_step(c.cfl, dt_f, dt_cv).min(c.dt_max)
+}
+
 /// A CPU SPH simulation.
 pub struct SphSim {
     pub c: SphConstants,
@@ -52,20 +82,7 @@ struct Rates {
 impl SphSim {
     pub fn new(c: SphConstants, p: SphParticles) -> SphSim {
         let n = p.pos.len();
-        // The grid spans the boundary particles (they enclose the fluid and never move), so a
-        // run restarted from a checkpoint gets the same grid and sums in the same order.
-        let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
-        let any_boundary = p.kind.iter().any(|&k| k != KIND_FLUID);
-        for (q, &k) in p.pos.iter().zip(&p.kind) {
-            if any_boundary && k == KIND_FLUID {
-                continue;
-            }
-            for a in 0..3 {
-                lo[a] = lo[a].min(q[a]);
-                hi[a] = hi[a].max(q[a]);
-            }
-        }
-        let grid = Grid::new(lo, hi, 2.0 * c.h, 2);
+        let grid = sph_grid(&c, &p.pos, &p.kind);
         let diffusion = DiffusionParams {
             delta: c.delta,
             h: c.h,
@@ -74,7 +91,7 @@ impl SphSim {
             b: c.b,
             gravity: c.gravity,
         };
-        let dt = c.dt_max.min(c.cfl * c.h / c.c0);
+        let dt = first_time_step(&c);
         let n32 = n as u32;
         let fluid: Vec<u32> = (0..n32)
             .filter(|&k| p.kind[k as usize] == KIND_FLUID)
@@ -283,7 +300,7 @@ impl SphSim {
         (self.s.pos, self.s.vel, self.s.rho) = (pos, vel, rho);
         self.s.time += dt;
         self.s.step += 1;
-        self.dt = physics::variable_time_step(self.c.cfl, r1.dt_f, r1.dt_cv).min(self.c.dt_max);
+        self.dt = next_time_step(&self.c, r1.dt_f, r1.dt_cv);
     }
 
     /// One step, shortened so as not to pass `t_end`.

@@ -8,5 +8,6 @@
 
 pub mod checkpoint;
 pub mod cpu;
+pub mod cuda;
 pub mod physics;
 pub mod setup;

@@ -315,13 +315,7 @@ pub(crate) fn upload(
     let grid = gpu_grid(sc);
     let cells = grid.num_cells();
     // Scan levels: tiles of 1024 elements, block sums scanned recursively.
-    let mut level_sizes = Vec::new();
-    let mut m = cells + 1;
-    while m > 1 {
-        let tiles = m.div_ceil(kernels::SCAN_TILE);
-        level_sizes.push(tiles);
-        m = tiles;
-    }
+    let level_sizes = super::step::scan_level_sizes(cells + 1);
     let verlet = sc.integrator == crate::case::Integrator::VelocityVerlet;
 
     let mut st = DeviceState {

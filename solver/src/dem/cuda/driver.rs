@@ -48,6 +48,37 @@ impl DemModule {
     }
 }
 
+/// Compiles `source` with NVRTC for `ctx`'s device with the `-D` options `defines` and loads
+/// it; `double` is the parity mode (no fused multiply-add, so that every product is rounded as
+/// the CPU rounds it). Returns the module and the compile time [s]; `what` names it in errors.
+pub(crate) fn compile_module(
+    ctx: &Arc<CudaContext>,
+    source: &str,
+    defines: Vec<String>,
+    double: bool,
+    what: &str,
+) -> Result<(Arc<CudaModule>, f64), CudaError> {
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(|e| CudaError::driver("reading the compute capability", e))?;
+    let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+    let t0 = std::time::Instant::now();
+    let fmad = if double { Some(false) } else { None };
+    let opts = CompileOptions {
+        arch: Some(arch),
+        options: defines,
+        fmad,
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts)
+        .map_err(|e| CudaError::Compile(format!("{what}: {e:?}")))?;
+    let compile_s = t0.elapsed().as_secs_f64();
+    let module = ctx
+        .load_module(ptx)
+        .map_err(|e| CudaError::driver(&format!("loading the {what} module"), e))?;
+    Ok((module, compile_s))
+}
+
 type ModuleKey = (usize, ModuleConfig);
 
 fn cache() -> &'static Mutex<HashMap<ModuleKey, Arc<DemModule>>> {
@@ -61,26 +92,13 @@ pub fn load_module(ctx: &Arc<CudaContext>, cfg: ModuleConfig) -> Result<Arc<DemM
     if let Some(m) = cache().lock().map_err(|_| CudaError::Poisoned)?.get(&key) {
         return Ok(m.clone());
     }
-    let (major, minor) = ctx
-        .compute_capability()
-        .map_err(|e| CudaError::driver("reading the compute capability", e))?;
-    let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
-    let t0 = std::time::Instant::now();
-    // Double mode is the parity mode: no fused multiply-add, so every product is rounded as the
-    // CPU rounds it.
-    let fmad = if cfg.double { Some(false) } else { None };
-    let opts = CompileOptions {
-        arch: Some(arch),
-        options: cfg.defines(),
-        fmad,
-        ..Default::default()
-    };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(kernels::dem_module_source(), opts)
-        .map_err(|e| CudaError::Compile(format!("{e:?}")))?;
-    let compile_s = t0.elapsed().as_secs_f64();
-    let module = ctx
-        .load_module(ptx)
-        .map_err(|e| CudaError::driver("loading the DEM module", e))?;
+    let (module, compile_s) = compile_module(
+        ctx,
+        &kernels::dem_module_source(),
+        cfg.defines(),
+        cfg.double,
+        "DEM",
+    )?;
     let mut functions = HashMap::new();
     for k in Kernel::ALL {
         let f = module

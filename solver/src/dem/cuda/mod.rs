@@ -33,8 +33,9 @@ use crate::dem::state::{SimState, StepContext};
 pub use backend_impl::CudaBackend;
 pub use buffers::{gpu_grid, MemoryReport};
 pub use multi::{CudaGroup, GroupOptions};
-pub use publish::{FrameTarget, HostRegistration, PublishTicket};
+pub use publish::{register_host, FrameTarget, HostRegistration, PublishTicket};
 pub use step::StageTimes;
+pub(crate) use step::{exclusive_scan, scan_level_sizes};
 pub use window::ExchangeCounts;
 
 use buffers::DeviceState;
@@ -55,7 +56,7 @@ pub enum CudaError {
         #[source]
         source: DriverError,
     },
-    #[error("compiling the DEM kernels with NVRTC failed: {0}")]
+    #[error("compiling the CUDA kernels with NVRTC failed: {0}")]
     Compile(String),
     #[error(
         "the case does not fit on GPU {device}: {particles} particles need {need_gib:.2} GiB \

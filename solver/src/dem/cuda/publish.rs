@@ -107,6 +107,29 @@ impl Drop for HostRegistration {
     }
 }
 
+/// Page-locks `len` bytes at `ptr` for `ctx`'s device until the registration is dropped, so
+/// that device-to-host copies into it are asynchronous (cuMemHostRegister).
+///
+/// # Safety
+/// The range must stay mapped until the returned registration is dropped.
+pub unsafe fn register_host(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    ptr: *mut u8,
+    len: usize,
+) -> Result<HostRegistration, CudaError> {
+    ctx.bind_to_thread()
+        .map_err(|e| CudaError::driver("binding the context", e))?;
+    // SAFETY: the caller guarantees the range is mapped; flags 0 = plain registration.
+    let r =
+        unsafe { cudarc::driver::sys::cuMemHostRegister_v2(ptr as *mut std::ffi::c_void, len, 0) };
+    r.result()
+        .map_err(|e| CudaError::driver("registering host memory", e))?;
+    Ok(HostRegistration {
+        ptr,
+        _ctx: ctx.clone(),
+    })
+}
+
 /// Device addresses of the staging arrays whose destination is wanted (0 for the others).
 pub(crate) fn staging_pointers(staging: &[super::buffers::Buf], want: &[*mut u8; 5]) -> [u64; 5] {
     std::array::from_fn(|i| if want[i].is_null() { 0 } else { staging[i].ptr })
@@ -217,19 +240,8 @@ impl CudaSim {
         ptr: *mut u8,
         len: usize,
     ) -> Result<HostRegistration, CudaError> {
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| CudaError::driver("binding the context", e))?;
-        // SAFETY: the caller guarantees the range is mapped; flags 0 = plain registration.
-        let r = unsafe {
-            cudarc::driver::sys::cuMemHostRegister_v2(ptr as *mut std::ffi::c_void, len, 0)
-        };
-        r.result()
-            .map_err(|e| CudaError::driver("registering host memory", e))?;
-        Ok(HostRegistration {
-            ptr,
-            _ctx: self.ctx.clone(),
-        })
+        // SAFETY: the caller's contract.
+        unsafe { register_host(&self.ctx, ptr, len) }
     }
 
     fn ensure_staging(&mut self) -> Result<(), CudaError> {

@@ -55,6 +55,56 @@ fn blocks(n: u32, threads: u32) -> LaunchConfig {
     }
 }
 
+/// Exclusive scan of `n` u32 at `input` into `output` on `stream` with the kernels
+/// `(scan_tile, scan_add)` of cells.cu and the block-sum buffers `levels` ((sums, scanned sums,
+/// tiles) per level, sized for `n` at `level`): one tile pass, then the tile totals scanned
+/// recursively and added back. Shared by the DEM and SPH modules.
+pub(crate) fn exclusive_scan(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    fns: (&cudarc::driver::CudaFunction, &cudarc::driver::CudaFunction),
+    levels: &[(u64, u64, u32)],
+    input: u64,
+    output: u64,
+    n: u32,
+    level: usize,
+) -> Result<(), CudaError> {
+    let (sums, scanned, tiles) = levels[level];
+    let cfg = LaunchConfig {
+        grid_dim: (tiles, 1, 1),
+        block_dim: (kernels::SCAN_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(fns.0);
+    b.arg(&input).arg(&output).arg(&sums).arg(&n);
+    // SAFETY: scan_tile(const unsigned*, unsigned*, unsigned*, unsigned) with device arrays of
+    // at least n, n and `tiles` elements (the caller allocated `levels` for this n).
+    unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching scan_tile", e))?;
+    if tiles > 1 {
+        exclusive_scan(stream, fns, levels, sums, scanned, tiles, level + 1)?;
+        let mut b = stream.launch_builder(fns.1);
+        b.arg(&output).arg(&scanned).arg(&n);
+        // SAFETY: scan_add(unsigned*, const unsigned*, unsigned) over n elements; `scanned`
+        // holds one offset per tile.
+        unsafe { b.launch(blocks(n, 256)) }
+            .map_err(|e| CudaError::driver("launching scan_add", e))?;
+    }
+    Ok(())
+}
+
+/// Tiles of each level of [`exclusive_scan`] over `n` elements (at least one level).
+pub(crate) fn scan_level_sizes(n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut m = n;
+    loop {
+        let t = m.div_ceil(kernels::SCAN_TILE).max(1);
+        out.push(t);
+        if t <= 1 {
+            return out;
+        }
+        m = t;
+    }
+}
+
 /// The error the collide kernel's diagnostics `d` report after `step`, if any: a non-finite
 /// particle first, then contacts that found the history (`hist_cap` entries) full.
 fn diag_failure(d: &DemDiag, hist_cap: u32, step: u64) -> Option<CudaError> {
@@ -130,29 +180,11 @@ impl CudaSim {
         n: u32,
         level: usize,
     ) -> Result<(), CudaError> {
-        let (sums, scanned, tiles) = levels[level];
-        let f = self.module.function(Kernel::ScanTile);
-        let cfg = LaunchConfig {
-            grid_dim: (tiles, 1, 1),
-            block_dim: (kernels::SCAN_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut b = self.stream.launch_builder(f);
-        b.arg(&input).arg(&output).arg(&sums).arg(&n);
-        // SAFETY: scan_tile(const unsigned*, unsigned*, unsigned*, unsigned) with device arrays of
-        // at least n, n and `tiles` elements (allocated in buffers::upload for this level).
-        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching scan_tile", e))?;
-        if tiles > 1 {
-            self.scan_with(levels, sums, scanned, tiles, level + 1)?;
-            let f = self.module.function(Kernel::ScanAdd);
-            let mut b = self.stream.launch_builder(f);
-            b.arg(&output).arg(&scanned).arg(&n);
-            // SAFETY: scan_add(unsigned*, const unsigned*, unsigned) over n elements; `scanned`
-            // holds one offset per tile.
-            unsafe { b.launch(blocks(n, 256)) }
-                .map_err(|e| CudaError::driver("launching scan_add", e))?;
-        }
-        Ok(())
+        let fns = (
+            self.module.function(Kernel::ScanTile),
+            self.module.function(Kernel::ScanAdd),
+        );
+        exclusive_scan(&self.stream, fns, levels, input, output, n, level)
     }
 
     /// Queues the neighbour search and the collide kernel with integration `integrate`

@@ -1,0 +1,348 @@
+// The SPH step on the GPU: the kernels of solver/src/sph/cuda.rs, which mirror the CPU reference
+// solver/src/sph/cpu.rs stage for stage (the order of every sum included, so that the parity mode,
+// -DDEM_DOUBLE without FMA contraction, reproduces the CPU's bits):
+//   sph_hash_count, scan, sph_scatter, sph_cell_sort: fluid particles sorted by (cell, id);
+//   sph_gather: the fluid arrays reordered into that order;
+//   sph_rates_fluid, sph_rates_bound: accelerations, density rates and the time-step limits;
+//   sph_predict, sph_bound_predict, sph_correct, sph_bound_correct: the symplectic step;
+//   sph_pack: publication in particle-id order (float32).
+// Boundary particles do not move: the host sorts them once and gives their cell starts.
+// Needs vec3.cuh, sph_physics.cuh and cells.cu before it.
+
+// SphParams in solver/src/sph/cuda.rs (144 bytes).
+struct SphParams {
+    double origin[3];
+    double cell;
+    double gravity[3];
+    double h, rho0, c0, b, mass, alpha, delta;
+    double dt;
+    unsigned dims[3];
+    // Elements of the launch (fluid or boundary particles).
+    unsigned n;
+    int kernel;
+    // 0 none, 1 Molteni-Colagrossi, 2 Fourtakas (setup::Diffusion).
+    int diffusion;
+};
+
+// One copy of the fluid state in sorted order (SphArrays in cuda.rs); id may be null.
+struct SphArrays {
+    double* pos;
+    real* vel;
+    real* rho;
+    unsigned* id;
+};
+
+// Counting-sort arrays of the fluid (SphGrid in cuda.rs); count and start have cells + 1 entries.
+struct SphGrid {
+    unsigned* cell;
+    unsigned* rank;
+    unsigned* perm;
+    unsigned* count;
+    unsigned* start;
+};
+
+// Reduced over every particle of an evaluation (SphDiag in cuda.rs): the time-step limits as the
+// bits of non-negative doubles (whose order is the order of the bits), and non-finite particles.
+struct SphDiag {
+    unsigned long long dt_f;
+    unsigned long long dt_cv;
+    unsigned nonfinite;
+    unsigned pad;
+};
+
+__device__ __forceinline__ real3 sph_gravity(const SphParams& p) {
+    return make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
+}
+
+__device__ __forceinline__ unsigned sph_cell_index(const SphParams& p, unsigned x, unsigned y, unsigned z) {
+    return x + p.dims[0] * (y + p.dims[1] * z);
+}
+
+extern "C" __global__ void sph_hash_count(const SphParams p, const double* pos, SphGrid g) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) return;
+    unsigned x = cell_coord(pos[3 * i], p.origin[0], p.cell, p.dims[0]);
+    unsigned y = cell_coord(pos[3 * i + 1], p.origin[1], p.cell, p.dims[1]);
+    unsigned z = cell_coord(pos[3 * i + 2], p.origin[2], p.cell, p.dims[2]);
+    unsigned c = sph_cell_index(p, x, y, z);
+    g.cell[i] = c;
+    g.rank[i] = atomicAdd(&g.count[c], 1u);
+}
+
+extern "C" __global__ void sph_scatter(const SphParams p, SphGrid g) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) return;
+    unsigned c = g.cell[i];
+    g.perm[g.start[c] + g.rank[i]] = i;
+    // The counts are consumed: cleared for the next sort (each cell by the particles in it).
+    if (g.rank[i] == 0) g.count[c] = 0;
+}
+
+// Each cell's entries by particle id: an insertion sort of the cell's (id, slot) pairs in local
+// memory (a fluid cell holds about 40 particles, whose arrival order from the atomics is random;
+// sorting through global memory cost a dependent load per comparison), in global memory for a
+// cell fuller than SPH_SORT_LOCAL.
+#define SPH_SORT_LOCAL 128
+extern "C" __global__ void sph_cell_sort(const unsigned* id, SphGrid g, unsigned cells) {
+    unsigned c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cells) return;
+    unsigned b = g.start[c], e = g.start[c + 1];
+    if (e - b < 2) return;
+    if (e - b <= SPH_SORT_LOCAL) {
+        unsigned key[SPH_SORT_LOCAL], val[SPH_SORT_LOCAL];
+        const unsigned n = e - b;
+        for (unsigned a = 0; a < n; a++) {
+            const unsigned v = g.perm[b + a];
+            const unsigned k0 = id[v];
+            unsigned k = a;
+            while (k > 0 && key[k - 1] > k0) {
+                key[k] = key[k - 1];
+                val[k] = val[k - 1];
+                k--;
+            }
+            key[k] = k0;
+            val[k] = v;
+        }
+        for (unsigned a = 0; a < n; a++) g.perm[b + a] = val[a];
+        return;
+    }
+    for (unsigned a = b + 1; a < e; a++) {
+        unsigned v = g.perm[a];
+        unsigned key = id[v];
+        unsigned k = a;
+        while (k > b && id[g.perm[k - 1]] > key) {
+            g.perm[k] = g.perm[k - 1];
+            k--;
+        }
+        g.perm[k] = v;
+    }
+}
+
+// dst slot k takes src slot perm[k] (the id only where both have one).
+extern "C" __global__ void sph_gather(const SphParams p, const SphArrays src, SphArrays dst, const unsigned* perm) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    unsigned j = perm[k];
+    for (int a = 0; a < 3; a++) {
+        dst.pos[3 * k + a] = src.pos[3 * j + a];
+        dst.vel[3 * k + a] = src.vel[3 * j + a];
+    }
+    dst.rho[k] = src.rho[j];
+    if (src.id && dst.id) dst.id[k] = src.id[j];
+}
+
+// Minimum of v over the warp, then one atomic per warp (fmin ignores NaN, as f64::min does).
+__device__ __forceinline__ void sph_atomic_min(unsigned long long* target, double v) {
+    for (int off = 16; off > 0; off >>= 1) v = fmin(v, __shfl_down_sync(0xffffffffu, v, off));
+    if ((threadIdx.x & 31) == 0 && v == v) atomicMin(target, (unsigned long long)__double_as_longlong(v));
+}
+
+// The pair sums of one particle over the sorted particles of cells [lo, hi) of the rows around
+// it (one call per list: fluid, then boundary), in the CPU's order: cells z, then y, then x
+// ascending (a row's three cells are consecutive in the sorted arrays), by id within a cell.
+// `self_k`: the particle's own slot in this list (skipped), or ~0u.
+struct SphSums {
+    real3 acc;
+    real drho;
+    real mu_max;
+};
+
+template <bool FLUID_I, bool FLUID_J>
+__device__ __forceinline__ void sph_sum_list(const SphParams& p, dvec3 xi, real3 vi, real rho_i, real p_i, real c_i,
+                                             const double* pos, const real* vel, const real* rho,
+                                             const unsigned* start, unsigned self_k, unsigned cx, unsigned cy,
+                                             unsigned cz, SphSums& s) {
+    const real h = (real)p.h;
+    const real two_h = real(2) * h;
+    // Conservative early rejection on the squared distance (no square root for the ~85 % of
+    // candidates outside the support): every pair it rejects has r >= 2h too, so the exact test
+    // below decides as the CPU does.
+    const real reject2 = two_h * two_h * real(1.0001);
+    DiffusionParams dparams;
+    dparams.delta = (real)p.delta;
+    dparams.h = h;
+    dparams.c0 = (real)p.c0;
+    dparams.rho0 = (real)p.rho0;
+    dparams.b = (real)p.b;
+    dparams.gravity = sph_gravity(p);
+    const unsigned x0 = cx > 0 ? cx - 1 : 0, x1 = min(cx + 1, p.dims[0] - 1);
+    const unsigned y0 = cy > 0 ? cy - 1 : 0, y1 = min(cy + 1, p.dims[1] - 1);
+    const unsigned z0 = cz > 0 ? cz - 1 : 0, z1 = min(cz + 1, p.dims[2] - 1);
+    for (unsigned z = z0; z <= z1; z++) {
+        for (unsigned y = y0; y <= y1; y++) {
+            const unsigned b = start[sph_cell_index(p, x0, y, z)];
+            const unsigned e = start[sph_cell_index(p, x1, y, z) + 1];
+            for (unsigned j = b; j < e; j++) {
+                if (j == self_k) continue;
+                const real3 r_ij = to_real3(dsub3(xi, dload3(pos + 3 * j)));
+                const real r2 = norm23(r_ij);
+                if (r2 > reject2) continue;
+                const real r = sqrt(r2);  // norm3(r_ij)
+                if (r >= two_h) continue;
+                const real f = kernel_grad_factor(p.kernel, r, h);
+                SphPair pair;
+                pair.r_ij = r_ij;
+                pair.v_ij = FLUID_J ? sub3(vi, load3(vel, j)) : sub3(vi, zero3());
+                pair.rho_i = rho_i;
+                pair.rho_j = rho[j];
+                pair.p_i = p_i;
+                pair.p_j = tait_pressure(pair.rho_j, dparams.rho0, dparams.b);
+                pair.c_i = c_i;
+                pair.c_j = sound_speed(pair.rho_j, dparams.rho0, dparams.c0);
+                pair.m_j = (real)p.mass;
+                s.drho += continuity_pair(f, pair);
+                if (FLUID_I && FLUID_J) {
+                    s.drho += p.diffusion == 0   ? real(0)
+                              : p.diffusion == 1 ? diffusion_molteni_colagrossi(dparams, f, pair)
+                                                 : diffusion_fourtakas(dparams, f, pair);
+                }
+                if (FLUID_I) {
+                    const real pi = artificial_viscosity((real)p.alpha, h, pair);
+                    s.acc = add3(s.acc, momentum_pair(f, pair, pi));
+                    s.mu_max = fmax(s.mu_max, viscous_rate(h, pair.v_ij, r_ij));
+                }
+            }
+        }
+    }
+}
+
+// Rates of the fluid particles (state `f`, sorted, cell starts `fstart`) against the fluid and the
+// boundary (`bpos`, `brho`, cell starts `bstart`): acceleration and density rate, and the limits
+// of the next time step into `diag`.
+extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f, const unsigned* fstart,
+                                           const double* bpos, const real* brho, const unsigned* bstart,
+                                           real* acc, real* drho, SphDiag* diag) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
+    if (k < p.n) {
+        const dvec3 xi = dload3(f.pos + 3 * k);
+        const real3 vi = load3(f.vel, k);
+        const real rho_i = f.rho[k];
+        const real p_i = tait_pressure(rho_i, (real)p.rho0, (real)p.b);
+        const real c_i = sound_speed(rho_i, (real)p.rho0, (real)p.c0);
+        const unsigned cx = cell_coord(xi.x, p.origin[0], p.cell, p.dims[0]);
+        const unsigned cy = cell_coord(xi.y, p.origin[1], p.cell, p.dims[1]);
+        const unsigned cz = cell_coord(xi.z, p.origin[2], p.cell, p.dims[2]);
+        SphSums s;
+        s.acc = zero3();
+        s.drho = real(0);
+        s.mu_max = real(0);
+        sph_sum_list<true, true>(p, xi, vi, rho_i, p_i, c_i, f.pos, f.vel, f.rho, fstart, k, cx, cy, cz, s);
+        sph_sum_list<true, false>(p, xi, vi, rho_i, p_i, c_i, bpos, 0, brho, bstart, ~0u, cx, cy, cz, s);
+        store3(acc, k, s.acc);
+        drho[k] = s.drho;
+        const real h = (real)p.h;
+        dt_f = (double)force_time_step(h, add3(s.acc, sph_gravity(p)));
+        dt_cv = (double)viscous_time_step(h, c_i, s.mu_max);
+    }
+    sph_atomic_min(&diag->dt_f, dt_f);
+    sph_atomic_min(&diag->dt_cv, dt_cv);
+}
+
+// Rates of the boundary particles: the density rate from their fluid neighbours only.
+extern "C" __global__ void sph_rates_bound(const SphParams p, const SphArrays f, const unsigned* fstart,
+                                           const double* bpos, const real* brho, real* bdrho, SphDiag* diag) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    double dt_cv = 1.0 / 0.0;
+    if (k < p.n) {
+        const dvec3 xi = dload3(bpos + 3 * k);
+        const real rho_i = brho[k];
+        const real p_i = tait_pressure(rho_i, (real)p.rho0, (real)p.b);
+        const real c_i = sound_speed(rho_i, (real)p.rho0, (real)p.c0);
+        const unsigned cx = cell_coord(xi.x, p.origin[0], p.cell, p.dims[0]);
+        const unsigned cy = cell_coord(xi.y, p.origin[1], p.cell, p.dims[1]);
+        const unsigned cz = cell_coord(xi.z, p.origin[2], p.cell, p.dims[2]);
+        SphSums s;
+        s.acc = zero3();
+        s.drho = real(0);
+        s.mu_max = real(0);
+        sph_sum_list<false, true>(p, xi, zero3(), rho_i, p_i, c_i, f.pos, f.vel, f.rho, fstart, ~0u, cx, cy, cz,
+                                  s);
+        bdrho[k] = s.drho;
+        dt_cv = (double)viscous_time_step((real)p.h, c_i, s.mu_max);
+    }
+    sph_atomic_min(&diag->dt_cv, dt_cv);
+}
+
+extern "C" __global__ void sph_reset_diag(SphDiag* diag) {
+    diag->dt_f = 0x7ff0000000000000ull;  // +inf
+    diag->dt_cv = 0x7ff0000000000000ull;
+    diag->nonfinite = 0;
+}
+
+// Predictor of the fluid: half = symplectic_predict(s, rates).
+extern "C" __global__ void sph_predict(const SphParams p, const SphArrays s, SphArrays half, const real* acc,
+                                       const real* drho) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    FluidState st;
+    st.x = dload3(s.pos + 3 * k);
+    st.v = load3(s.vel, k);
+    st.rho = s.rho[k];
+    FluidRates r;
+    r.acc = load3(acc, k);
+    r.drho = drho[k];
+    const FluidState o = symplectic_predict(st, r, sph_gravity(p), p.dt);
+    half.pos[3 * k] = o.x.x;
+    half.pos[3 * k + 1] = o.x.y;
+    half.pos[3 * k + 2] = o.x.z;
+    store3(half.vel, k, o.v);
+    half.rho[k] = o.rho;
+}
+
+// Predictor of the boundary: the density only (rho + dt/2 drho, as cpu.rs writes it).
+extern "C" __global__ void sph_bound_predict(const SphParams p, const real* brho, real* bhalf, const real* bdrho) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    bhalf[k] = (real)((double)brho[k] + 0.5 * p.dt * (double)bdrho[k]);
+}
+
+// Corrector of the fluid, in place: s = symplectic_correct(s, half.rho, rates at the half step).
+extern "C" __global__ void sph_correct(const SphParams p, SphArrays s, const real* half_rho, const real* acc,
+                                       const real* drho, SphDiag* diag) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    FluidState st;
+    st.x = dload3(s.pos + 3 * k);
+    st.v = load3(s.vel, k);
+    st.rho = s.rho[k];
+    FluidRates r;
+    r.acc = load3(acc, k);
+    r.drho = drho[k];
+    const FluidState o = symplectic_correct(st, half_rho[k], r, sph_gravity(p), p.dt);
+    s.pos[3 * k] = o.x.x;
+    s.pos[3 * k + 1] = o.x.y;
+    s.pos[3 * k + 2] = o.x.z;
+    store3(s.vel, k, o.v);
+    s.rho[k] = o.rho;
+    if (!(isfinite(o.x.x) && isfinite(o.x.y) && isfinite(o.x.z) && isfinite((double)o.rho)))
+        atomicAdd(&diag->nonfinite, 1u);
+}
+
+// Corrector of the boundary density, never below rho0 (walls do not pull fluid in).
+extern "C" __global__ void sph_bound_correct(const SphParams p, real* brho, const real* bhalf, const real* bdrho) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const double rho = symplectic_density((double)brho[k], (double)bhalf[k], (double)bdrho[k], p.dt);
+    brho[k] = (real)fmax(rho, p.rho0);
+}
+
+// Publication in particle-id order (float32): fluid slot k goes to its id, boundary slot k to
+// bid[k]. Any destination may be null.
+extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsigned nb, const double* bpos,
+                                    const real* brho, const unsigned* bid, float* pos, float* vel, float* rho,
+                                    float* press) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n + nb) return;
+    const bool fluid = k < p.n;
+    const unsigned j = fluid ? k : k - p.n;
+    const unsigned id = fluid ? f.id[j] : bid[j];
+    const double* x = fluid ? f.pos + 3 * j : bpos + 3 * j;
+    const real r = fluid ? f.rho[j] : brho[j];
+    if (pos)
+        for (int a = 0; a < 3; a++) pos[3 * id + a] = (float)x[a];
+    if (vel)
+        for (int a = 0; a < 3; a++) vel[3 * id + a] = fluid ? (float)f.vel[3 * j + a] : 0.0f;
+    if (rho) rho[id] = (float)r;
+    if (press) press[id] = (float)tait_pressure(r, (real)p.rho0, (real)p.b);
+}

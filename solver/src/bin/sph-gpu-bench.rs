@@ -1,0 +1,267 @@
+//! `sph-gpu-bench`: speed and memory of the SPH GPU backend on the 3D dam break of SPHERIC
+//! Test 2 (the geometry of `solver/cases/dambreak.toml`, the spacing chosen for each particle
+//! count), f32, Wendland C2, dynamic boundaries, Fourtakas delta-SPH, symplectic with the
+//! variable CFL step: the model and phase a user of `solver --case dambreak.toml` gets.
+//!
+//! For each `--particles` entry: place the particles, upload, run `--warmup` steps (the NVRTC
+//! compile and the first collapse), then time `--steps` steps (each ends with the 24-byte read
+//! of the time-step limits, as in a run); then time packing and copying `--frames` frames to
+//! host memory (the publication cost). Prints a line per size and appends one JSON record to
+//! `--out` (JSON lines) with the exact command.
+//!
+//! Usage: sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] [--frames 5]
+//!                      [--device 0] [--out FILE]
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use solver::sph::cuda::{SphCuda, SphCudaOptions};
+use solver::sph::setup::{SphCase, KIND_FLUID};
+
+struct Args {
+    particles: Vec<f64>,
+    steps: u64,
+    warmup: u64,
+    frames: u32,
+    device: usize,
+    out: Option<String>,
+}
+
+fn parse() -> Result<Args> {
+    let mut a = Args {
+        particles: vec![1e6, 1e7],
+        steps: 200,
+        warmup: 20,
+        frames: 5,
+        device: 0,
+        out: None,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < argv.len() {
+        let k = argv[i].as_str();
+        if k == "--help" || k == "-h" {
+            println!("{}", USAGE);
+            std::process::exit(0);
+        }
+        let v = argv
+            .get(i + 1)
+            .with_context(|| format!("{k} needs a value"))?;
+        match k {
+            "--particles" => {
+                a.particles = v
+                    .split(',')
+                    .map(|x| {
+                        x.parse::<f64>()
+                            .with_context(|| format!("--particles: {x}"))
+                    })
+                    .collect::<Result<_>>()?;
+                if a.particles.iter().any(|n| !(1e3..=1e9).contains(n)) {
+                    bail!("--particles: each count between 1e3 and 1e9");
+                }
+            }
+            "--steps" => a.steps = v.parse().context("--steps")?,
+            "--warmup" => a.warmup = v.parse().context("--warmup")?,
+            "--frames" => a.frames = v.parse().context("--frames")?,
+            "--device" => a.device = v.parse().context("--device")?,
+            "--out" => a.out = Some(v.clone()),
+            _ => bail!("unknown option {k}\n{USAGE}"),
+        }
+        i += 2;
+    }
+    if a.steps == 0 {
+        bail!("--steps must be at least 1");
+    }
+    Ok(a)
+}
+
+const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
+[--frames 5] [--device 0] [--out FILE]";
+
+/// The dam-break case (dambreak.toml's geometry) at spacing `dp`.
+fn dambreak(dp: f64) -> Result<SphCase> {
+    let text = format!(
+        r#"
+method = "sph"
+dt = 1e-3
+end_time = 1.5
+[domain]
+min = [0.0, 0.0, 0.0]
+max = [3.22, 1.0, 1.0]
+[sph]
+spacing = {dp}
+[[fluid]]
+min = [1.992, 0.0, 0.0]
+max = [3.22, 1.0, 0.55]
+[[obstacles]]
+min = [0.6635, 0.2955, 0.0]
+max = [0.8245, 0.6985, 0.161]
+"#
+    );
+    Ok(SphCase::from_toml_str(&text)?)
+}
+
+/// The spacing that gives about `n` particles: counted at a coarse spacing, fluid scaling as
+/// dp^-3 and boundary layers as dp^-2.
+fn spacing_for(n: f64) -> Result<f64> {
+    let d0 = 0.04;
+    let case = dambreak(d0)?;
+    let c = case.constants()?;
+    let p = case.particles(&c);
+    let f = p.kind.iter().filter(|&&k| k == KIND_FLUID).count() as f64;
+    let b = p.kind.len() as f64 - f;
+    let count = |dp: f64| f * (d0 / dp).powi(3) + b * (d0 / dp).powi(2);
+    let (mut lo, mut hi) = (1e-5, d0);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if count(mid) > n {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(hi)
+}
+
+fn json_num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".to_string()
+    }
+}
+
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| a.rsplit('/').next().unwrap_or(&a).to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn main() -> Result<()> {
+    let a = parse()?;
+    let mut out = match &a.out {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("cannot open {p}"))?,
+        ),
+        None => None,
+    };
+    for &target in &a.particles {
+        let dp = spacing_for(target)?;
+        let case = dambreak(dp)?;
+        let c = case.constants()?;
+        let t0 = Instant::now();
+        let p = case.particles(&c);
+        let n = p.kind.len();
+        let nf = p.kind.iter().filter(|&&k| k == KIND_FLUID).count();
+        let place_s = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let opts = SphCudaOptions {
+            device: a.device,
+            double: false,
+        };
+        let mut sim = SphCuda::new(c.clone(), p, opts)?;
+        let start_s = t0.elapsed().as_secs_f64();
+        for _ in 0..a.warmup {
+            sim.step()?;
+        }
+        let t0 = Instant::now();
+        for _ in 0..a.steps {
+            sim.step()?;
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        let ms_step = 1e3 * wall / a.steps as f64;
+        let rate = n as f64 * a.steps as f64 / wall;
+        // Publication as a run does it: page-locked host memory (the run registers its
+        // segment), a frame every k steps with k giving 10 frames per second of wall time, the
+        // copy overlapping the next steps. The share is the extra wall time against the same
+        // number of steps without frames.
+        let (mut pos, mut vel) = (vec![[0f32; 3]; n], vec![[0f32; 3]; n]);
+        let (mut rho, mut pr) = (vec![0f32; n], vec![0f32; n]);
+        let mut frame_ms = f64::NAN;
+        let mut share = f64::NAN;
+        let mut fps = f64::NAN;
+        if a.frames > 0 {
+            let regs = [
+                (pos.as_mut_ptr() as *mut u8, 12 * n),
+                (vel.as_mut_ptr() as *mut u8, 12 * n),
+                (rho.as_mut_ptr() as *mut u8, 4 * n),
+                (pr.as_mut_ptr() as *mut u8, 4 * n),
+            ];
+            let mut keep = Vec::new();
+            for (ptr, len) in regs {
+                // SAFETY: the vectors outlive the registrations (dropped at the end of this
+                // block, before the vectors).
+                keep.push(unsafe { solver::dem::cuda::register_host(sim.context(), ptr, len) }?);
+            }
+            let targets = regs.map(|r| r.0);
+            // One frame alone: pack and copy, waited for.
+            let t0 = Instant::now();
+            // SAFETY: the targets hold n elements each and are not touched until the wait.
+            unsafe { sim.publish_async(targets) }?;
+            sim.publish_wait()?;
+            frame_ms = 1e3 * t0.elapsed().as_secs_f64();
+            let k = ((100.0 / ms_step).round() as u64).max(1);
+            let steps = (k * a.frames as u64).max(a.steps.min(50));
+            let t0 = Instant::now();
+            for _ in 0..steps {
+                sim.step()?;
+            }
+            let plain = t0.elapsed().as_secs_f64();
+            let t0 = Instant::now();
+            for s in 0..steps {
+                sim.step()?;
+                sim.publish_done()?;
+                if s % k == 0 {
+                    // SAFETY: as above; publish_async waits for the previous copy.
+                    unsafe { sim.publish_async(targets) }?;
+                }
+            }
+            sim.publish_wait()?;
+            let with = t0.elapsed().as_secs_f64();
+            share = (with - plain) / plain;
+            fps = (steps.div_ceil(k)) as f64 / with;
+            drop(keep);
+        }
+        let mem = sim.memory();
+        let bpp = mem.total() as f64 / n as f64;
+        println!(
+            "SPH dam break f32: {n} particles ({nf} fluid, dp = {:.5} m) on {}: {ms_step:.3} ms/step, \
+             {rate:.3e} particle-steps/s; {bpp:.1} B/particle; frame {frame_ms:.2} ms \
+             (steps {:+.2} % slower with {fps:.1} frames/s); t = {:.4} s after {} steps (placing {place_s:.1} s, start {start_s:.1} s)",
+            dp,
+            sim.device_name(),
+            100.0 * share,
+            sim.time(),
+            sim.step_index()
+        );
+        let line = format!(
+            "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, dynamic boundaries, \
+             Fourtakas delta-SPH, symplectic, variable CFL dt, f32 (positions f64)\", \
+             \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
+             \"device\": \"{dev}\", \"particles\": {n}, \"fluid\": {nf}, \"spacing\": {dp}, \
+             \"steps\": {s}, \"wall_s\": {wall}, \"ms_per_step\": {ms_step}, \
+             \"particle_steps_per_s\": {rate}, \"bytes_per_particle\": {bpp}, \
+             \"frame_ms\": {fm}, \"publication_share\": {sh}, \"publication_fps\": {fp}, \
+             \"sim_time_s\": {t}, \"command\": \"{cmd}\"}}",
+            w = a.warmup,
+            s = a.steps,
+            dev = sim.device_name(),
+            t = sim.time(),
+            fm = json_num(frame_ms),
+            sh = json_num(share),
+            fp = json_num(fps),
+            cmd = command_line(),
+        );
+        if let Some(f) = &mut out {
+            writeln!(f, "{line}")?;
+        }
+        println!("memory:\n{}", mem.breakdown());
+    }
+    Ok(())
+}

@@ -1,0 +1,925 @@
+//! The SPH method on one NVIDIA GPU: the CPU reference ([`super::cpu`]) stage for stage, with
+//! the kernels of `kernels/src/cuda/sph.cu`. Compiled with `double` (parity mode: `real` = f64,
+//! no FMA contraction), a run has the CPU's bits; in float, velocities and densities are f32
+//! and positions f64 (as the DEM backend).
+//!
+//! A step, as `SphSim::step`: sort the fluid by (cell, id) and reorder it; rates; predictor;
+//! sort and reorder again at the half-step positions (the state and the half state alike, so
+//! that the corrector pairs them slot by slot); rates; corrector; one 24-byte read of the
+//! reduced time-step limits, which set the next step on the host with the CPU's function.
+//! Boundary particles never move: the host sorts them once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    LaunchConfig, PushKernelArg,
+};
+
+use super::cpu::{first_time_step, next_time_step, sph_grid, SphState};
+use super::setup::{Diffusion, SphConstants, SphParticles, KIND_FLUID};
+use crate::core::grid::{CellList, Grid};
+use crate::core::vec3::V3;
+use crate::dem::cuda::{driver, CudaError, HostRegistration, MemoryReport};
+
+/// `SphParams` of sph.cu: case constants and the step.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SphParams {
+    pub origin: [f64; 3],
+    pub cell: f64,
+    pub gravity: [f64; 3],
+    pub h: f64,
+    pub rho0: f64,
+    pub c0: f64,
+    pub b: f64,
+    pub mass: f64,
+    pub alpha: f64,
+    pub delta: f64,
+    pub dt: f64,
+    pub dims: [u32; 3],
+    /// Elements of the launch.
+    pub n: u32,
+    /// `physics::SphKernel` as the twins number it (0 Wendland C2, 1 cubic spline).
+    pub kernel: i32,
+    /// 0 none, 1 Molteni-Colagrossi, 2 Fourtakas.
+    pub diffusion: i32,
+}
+
+/// `SphArrays` of sph.cu: one copy of the fluid state (device addresses; `id` may be 0).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct SphArrays {
+    pos: u64,
+    vel: u64,
+    rho: u64,
+    id: u64,
+}
+
+/// `SphGrid` of sph.cu: the fluid's counting sort.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct SphGrid {
+    cell: u64,
+    rank: u64,
+    perm: u64,
+    count: u64,
+    start: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<SphParams>() == 144);
+const _: () = assert!(std::mem::size_of::<SphArrays>() == 32);
+const _: () = assert!(std::mem::size_of::<SphGrid>() == 40);
+
+// SAFETY: plain #[repr(C)] structs of f64, u32, i32 and u64 with the layout of their sph.cu
+// twins (sizes asserted above), passed by value as kernel parameters.
+unsafe impl DeviceRepr for SphParams {}
+unsafe impl DeviceRepr for SphArrays {}
+unsafe impl DeviceRepr for SphGrid {}
+
+/// Bytes of `SphDiag` in sph.cu: dt_f and dt_cv as f64 bits, the non-finite count, padding.
+const DIAG_BYTES: usize = 24;
+/// Threads per block of every launch (a multiple of 32: the rates reduce by warp).
+const THREADS: u32 = 128;
+
+/// Options of the SPH GPU backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SphCudaOptions {
+    pub device: usize,
+    /// The parity mode: `real` = double, no FMA (the CPU reference's bits; slower).
+    pub double: bool,
+}
+
+type ModuleKey = (usize, bool);
+
+struct SphModule {
+    _module: Arc<CudaModule>,
+    functions: HashMap<&'static str, CudaFunction>,
+}
+
+fn modules() -> &'static Mutex<HashMap<ModuleKey, Arc<SphModule>>> {
+    static CACHE: OnceLock<Mutex<HashMap<ModuleKey, Arc<SphModule>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn load_module(ctx: &Arc<CudaContext>, double: bool) -> Result<Arc<SphModule>, CudaError> {
+    let key = (ctx.ordinal(), double);
+    if let Some(m) = modules().lock().map_err(|_| CudaError::Poisoned)?.get(&key) {
+        return Ok(m.clone());
+    }
+    // Float mode compiles with fast math (approximate division and square root, denormals
+    // flushed): it has no bits to keep, and the pair terms are division-heavy. The parity mode
+    // keeps IEEE arithmetic.
+    let defines = if double {
+        vec!["-DDEM_DOUBLE".to_string()]
+    } else {
+        vec!["--use_fast_math".to_string()]
+    };
+    let (module, compile_s) =
+        driver::compile_module(ctx, &kernels::sph_module_source(), defines, double, "SPH")?;
+    tracing::debug!("SPH kernels compiled in {compile_s:.2} s");
+    let mut functions = HashMap::new();
+    for name in kernels::SPH_KERNELS {
+        let f = module
+            .load_function(name)
+            .map_err(|e| CudaError::driver(name, e))?;
+        functions.insert(name, f);
+    }
+    let m = Arc::new(SphModule {
+        _module: module,
+        functions,
+    });
+    modules()
+        .lock()
+        .map_err(|_| CudaError::Poisoned)?
+        .insert(key, m.clone());
+    Ok(m)
+}
+
+fn blocks(n: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(THREADS).max(1), 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: only used with f64, f32 and u32 (no padding, every bit pattern valid as bytes);
+    // the length covers exactly the slice's memory.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+fn as_bytes_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: as `as_bytes`; f32, f64 and u32 accept any bit pattern written through the bytes.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+/// Device bytes per fluid and per boundary particle, and per cell, for `real` of `real` bytes:
+/// fluid state, half state and reorder copy (positions f64), rates, sort arrays, publication
+/// staging (f32 position, velocity, density, pressure); boundary position, three densities, id,
+/// staging; per cell the fluid's count and start and the boundary's start.
+pub fn bytes_per_particle(real: u64) -> (u64, u64, u64) {
+    let state = 24 + 3 * real + real;
+    let fluid = 3 * state + 2 * 4 + 4 * real + 12 + 32;
+    let boundary = 24 + 3 * real + 4 + 32;
+    (fluid, boundary, 12)
+}
+
+/// An SPH simulation on one GPU.
+pub struct SphCuda {
+    pub c: SphConstants,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// Frame copies to the host, overlapping the next steps.
+    copy_stream: Arc<CudaStream>,
+    /// The frame copy in flight: recorded on the copy stream after its last copy.
+    copy_done: Option<CudaEvent>,
+    /// The segment, page-locked so that frame copies are asynchronous.
+    registration: Option<HostRegistration>,
+    module: Arc<SphModule>,
+    device_name: String,
+    p: SphParams,
+    nf: u32,
+    nb: u32,
+    cells: u32,
+    /// The fluid state, its half step and the reorder copy, all in the current sorted order.
+    s: SphArrays,
+    half: SphArrays,
+    alt: SphArrays,
+    acc: u64,
+    drho: u64,
+    bpos: u64,
+    brho: u64,
+    bhalf: u64,
+    bdrho: u64,
+    bid: u64,
+    bstart: u64,
+    g: SphGrid,
+    scan_levels: Vec<(u64, u64, u32)>,
+    diag: u64,
+    /// Publication staging: positions, velocities, densities, pressures (f32, id order).
+    staging: [u64; 4],
+    bufs: Vec<(u64, CudaSlice<u8>)>,
+    memory: MemoryReport,
+    /// Particle kinds in id order (they never change).
+    kind: Vec<u32>,
+    time: f64,
+    step: u64,
+    dt: f64,
+    real: usize,
+}
+
+impl SphCuda {
+    /// Places the particles of a case at t = 0 on the GPU.
+    pub fn new(
+        c: SphConstants,
+        p: SphParticles,
+        opts: SphCudaOptions,
+    ) -> Result<SphCuda, CudaError> {
+        let n = p.pos.len();
+        let dt = first_time_step(&c);
+        let state = SphState {
+            time: 0.0,
+            step: 0,
+            kind: p.kind,
+            pos: p.pos,
+            vel: vec![[0.0; 3]; n],
+            rho: p.rho,
+        };
+        SphCuda::from_state(c, state, dt, opts)
+    }
+
+    /// Continues from `state` with the step `dt` it was about to take (a checkpoint, whichever
+    /// backend wrote it).
+    pub fn from_state(
+        c: SphConstants,
+        state: SphState,
+        dt: f64,
+        opts: SphCudaOptions,
+    ) -> Result<SphCuda, CudaError> {
+        driver::driver_available()?;
+        let n = state.pos.len();
+        if n as u64 >= u32::MAX as u64 {
+            return Err(CudaError::TooManyParticles(n, u32::MAX as u64 - 1));
+        }
+        let ctx = CudaContext::new(opts.device).map_err(|e| CudaError::NoDevice {
+            device: opts.device,
+            message: e.to_string(),
+        })?;
+        // SAFETY: every buffer is used on `stream` only, except the publication staging
+        // buffers, which the copy stream reads after waiting on an event recorded on `stream`
+        // and which are packed again only after that copy completed; buffers are freed only
+        // after both streams synchronised (Drop).
+        unsafe { ctx.disable_event_tracking() };
+        let device_name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| CudaError::driver("creating the compute stream", e))?;
+        let copy_stream = ctx
+            .new_stream()
+            .map_err(|e| CudaError::driver("creating the copy stream", e))?;
+        let grid = sph_grid(&c, &state.pos, &state.kind);
+        let cells = grid.num_cells();
+        let real = if opts.double { 8 } else { 4 };
+        let fluid: Vec<u32> = (0..n as u32)
+            .filter(|&k| state.kind[k as usize] == KIND_FLUID)
+            .collect();
+        let bound: Vec<u32> = (0..n as u32)
+            .filter(|&k| state.kind[k as usize] != KIND_FLUID)
+            .collect();
+        let (nf, nb) = (fluid.len(), bound.len());
+        // Refuse before compiling or allocating anything.
+        let (per_f, per_b, per_c) = bytes_per_particle(real as u64);
+        let need = (nf as u64)
+            .saturating_mul(per_f)
+            .saturating_add((nb as u64).saturating_mul(per_b))
+            .saturating_add((cells as u64 + 1).saturating_mul(per_c))
+            .saturating_add(1 << 20);
+        let (free, _) = ctx
+            .mem_get_info()
+            .map_err(|e| CudaError::driver("querying free memory", e))?;
+        let margin: u64 = 256 << 20;
+        if need.saturating_add(margin) > free as u64 {
+            let bpp = need as f64 / n.max(1) as f64;
+            return Err(CudaError::DoesNotFit {
+                device: opts.device,
+                particles: n,
+                need_gib: need as f64 / 1073741824.0,
+                free_gib: free as f64 / 1073741824.0,
+                bytes_per_particle: bpp,
+                max_particles: ((free as u64).saturating_sub(margin) as f64 / bpp) as u64,
+            });
+        }
+        let module = load_module(&ctx, opts.double)?;
+        let p = SphParams {
+            origin: grid.origin,
+            cell: grid.cell,
+            gravity: c.gravity,
+            h: c.h,
+            rho0: c.rho0,
+            c0: c.c0,
+            b: c.b,
+            mass: c.mass,
+            alpha: c.alpha,
+            delta: c.delta,
+            dt,
+            dims: grid.dims,
+            n: nf as u32,
+            kernel: match c.kernel {
+                super::physics::SphKernel::WendlandC2 => 0,
+                super::physics::SphKernel::CubicSpline => 1,
+            },
+            diffusion: match c.diffusion {
+                Diffusion::None => 0,
+                Diffusion::Molteni => 1,
+                Diffusion::Fourtakas => 2,
+            },
+        };
+        let mut sim = SphCuda {
+            c,
+            ctx,
+            stream,
+            copy_stream,
+            copy_done: None,
+            registration: None,
+            module,
+            device_name,
+            p,
+            nf: nf as u32,
+            nb: nb as u32,
+            cells: cells as u32,
+            s: SphArrays::default(),
+            half: SphArrays::default(),
+            alt: SphArrays::default(),
+            acc: 0,
+            drho: 0,
+            bpos: 0,
+            brho: 0,
+            bhalf: 0,
+            bdrho: 0,
+            bid: 0,
+            bstart: 0,
+            g: SphGrid::default(),
+            scan_levels: Vec::new(),
+            diag: 0,
+            staging: [0; 4],
+            bufs: Vec::new(),
+            memory: MemoryReport {
+                particles: n as u64,
+                cells: cells as u64,
+                ..MemoryReport::default()
+            },
+            kind: Vec::new(),
+            time: state.time,
+            step: state.step,
+            dt,
+            real,
+        };
+        sim.upload(&grid, &state, &fluid, &bound)?;
+        sim.kind = state.kind;
+        Ok(sim)
+    }
+
+    fn alloc(&mut self, name: &str, bytes: usize) -> Result<u64, CudaError> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        let slice = self
+            .stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(|e| CudaError::driver(&format!("allocating {name} ({bytes} bytes)"), e))?;
+        let ptr = {
+            let (ptr, _sync) = slice.device_ptr(&self.stream);
+            ptr
+        };
+        self.bufs.push((ptr, slice));
+        self.memory.arrays.push((name.to_string(), bytes as u64));
+        Ok(ptr)
+    }
+
+    fn buf(&self, ptr: u64) -> &CudaSlice<u8> {
+        &self
+            .bufs
+            .iter()
+            .find(|b| b.0 == ptr)
+            .expect("pointer of an allocated buffer")
+            .1
+    }
+
+    fn put(&mut self, ptr: u64, data: &[u8]) -> Result<(), CudaError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let stream = self.stream.clone();
+        let buf = &mut self
+            .bufs
+            .iter_mut()
+            .find(|b| b.0 == ptr)
+            .expect("pointer of an allocated buffer")
+            .1;
+        stream
+            .memcpy_htod(data, &mut buf.slice_mut(0..data.len()))
+            .map_err(|e| CudaError::driver("uploading the SPH state", e))
+    }
+
+    fn get(&self, ptr: u64, out: &mut [u8]) -> Result<(), CudaError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .memcpy_dtoh(&self.buf(ptr).slice(0..out.len()), out)
+            .map_err(|e| CudaError::driver("downloading the SPH state", e))
+    }
+
+    fn reals(&self, v: impl Iterator<Item = f64>) -> Vec<u8> {
+        if self.real == 8 {
+            v.flat_map(f64::to_ne_bytes).collect()
+        } else {
+            v.flat_map(|x| (x as f32).to_ne_bytes()).collect()
+        }
+    }
+
+    fn upload(
+        &mut self,
+        grid: &Grid,
+        st: &SphState,
+        fluid: &[u32],
+        bound: &[u32],
+    ) -> Result<(), CudaError> {
+        let (nf, nb, r) = (fluid.len(), bound.len(), self.real);
+        let cells = self.cells as usize;
+        for (name, set) in [("state", 0), ("half", 1), ("reorder", 2)] {
+            let a = SphArrays {
+                pos: self.alloc(&format!("{name}.pos"), 24 * nf)?,
+                vel: self.alloc(&format!("{name}.vel"), 3 * r * nf)?,
+                rho: self.alloc(&format!("{name}.rho"), r * nf)?,
+                id: if set == 1 {
+                    0
+                } else {
+                    self.alloc(&format!("{name}.id"), 4 * nf)?
+                },
+            };
+            match set {
+                0 => self.s = a,
+                1 => self.half = a,
+                _ => self.alt = a,
+            }
+        }
+        self.acc = self.alloc("rates.acc", 3 * r * nf)?;
+        self.drho = self.alloc("rates.drho", r * nf)?;
+        self.g = SphGrid {
+            cell: self.alloc("grid.cell", 4 * nf)?,
+            rank: self.alloc("grid.rank", 4 * nf)?,
+            perm: self.alloc("grid.perm", 4 * nf)?,
+            count: self.alloc("grid.count", 4 * (cells + 1))?,
+            start: self.alloc("grid.start", 4 * (cells + 1))?,
+        };
+        for (l, t) in crate::dem::cuda::scan_level_sizes(cells + 1)
+            .into_iter()
+            .enumerate()
+        {
+            let sums = self.alloc(&format!("scan.sums{l}"), 4 * t)?;
+            let scanned = self.alloc(&format!("scan.scanned{l}"), 4 * t)?;
+            self.scan_levels.push((sums, scanned, t as u32));
+        }
+        self.diag = self.alloc("diag", DIAG_BYTES)?;
+        // Boundary: sorted once by (cell, id) on the host.
+        let bpos_list: Vec<V3> = bound.iter().map(|&k| st.pos[k as usize]).collect();
+        let mut list = CellList::default();
+        list.build(grid, &bpos_list, bound);
+        let mut bstart = vec![0u32; cells + 1];
+        for &c in &list.sorted_cell {
+            bstart[c as usize + 1] += 1;
+        }
+        for c in 0..cells {
+            bstart[c + 1] += bstart[c];
+        }
+        let order: Vec<u32> = list
+            .sorted
+            .iter()
+            .map(|&slot| bound[slot as usize])
+            .collect();
+        self.bpos = self.alloc("boundary.pos", 24 * nb)?;
+        self.brho = self.alloc("boundary.rho", r * nb)?;
+        self.bhalf = self.alloc("boundary.rho_half", r * nb)?;
+        self.bdrho = self.alloc("boundary.drho", r * nb)?;
+        self.bid = self.alloc("boundary.id", 4 * nb)?;
+        self.bstart = self.alloc("boundary.cell_start", 4 * (cells + 1))?;
+        let n = nf + nb;
+        self.staging = [
+            self.alloc("publish.pos", 12 * n)?,
+            self.alloc("publish.vel", 12 * n)?,
+            self.alloc("publish.rho", 4 * n)?,
+            self.alloc("publish.pressure", 4 * n)?,
+        ];
+        let bp: Vec<f64> = order.iter().flat_map(|&k| st.pos[k as usize]).collect();
+        self.put(self.bpos, as_bytes(&bp))?;
+        let brho = self.reals(order.iter().map(|&k| st.rho[k as usize]));
+        self.put(self.brho, &brho)?;
+        self.put(self.bid, as_bytes(&order))?;
+        self.put(self.bstart, as_bytes(&bstart))?;
+        // Fluid: in id order; the first step sorts it.
+        let fp: Vec<f64> = fluid.iter().flat_map(|&k| st.pos[k as usize]).collect();
+        self.put(self.s.pos, as_bytes(&fp))?;
+        let fv = self.reals(fluid.iter().flat_map(|&k| st.vel[k as usize]));
+        self.put(self.s.vel, &fv)?;
+        let fr = self.reals(fluid.iter().map(|&k| st.rho[k as usize]));
+        self.put(self.s.rho, &fr)?;
+        self.put(self.s.id, as_bytes(fluid))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("uploading the SPH state", e))
+    }
+
+    fn launch(&self, name: &str, cfg: LaunchConfig, args: &[&dyn ArgRef]) -> Result<(), CudaError> {
+        let f = &self.module.functions[name];
+        let mut b = self.stream.launch_builder(f);
+        for a in args {
+            a.push(&mut b);
+        }
+        // SAFETY: every SPH launch passes the arguments of its sph.cu signature in order
+        // (SphParams, SphArrays, SphGrid by value; device addresses as u64 of arrays sized for
+        // the launch's `n` elements, allocated in `upload`; u32 counts).
+        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver(&format!("launching {name}"), e))?;
+        Ok(())
+    }
+
+    /// Sorts the fluid by (cell, id) of the positions at `pos` (the ids are the state's):
+    /// leaves the order in `g.perm` and the cell starts in `g.start`.
+    fn sort_fluid(&self, pos: u64) -> Result<(), CudaError> {
+        let p = self.p;
+        let g = self.g;
+        self.launch("sph_hash_count", blocks(self.nf), &[&p, &pos, &g])?;
+        let fns = (
+            &self.module.functions["scan_tile"],
+            &self.module.functions["scan_add"],
+        );
+        crate::dem::cuda::exclusive_scan(
+            &self.stream,
+            fns,
+            &self.scan_levels,
+            g.count,
+            g.start,
+            self.cells + 1,
+            0,
+        )?;
+        self.launch("sph_scatter", blocks(self.nf), &[&p, &g])?;
+        let cells = self.cells;
+        self.launch("sph_cell_sort", blocks(cells), &[&self.s.id, &g, &cells])
+    }
+
+    /// Reorders `src` into `self.alt` by `g.perm` and swaps them (the id only with `ids`).
+    fn reorder(&mut self, which: Which) -> Result<(), CudaError> {
+        let p = self.p;
+        let src = match which {
+            Which::State => self.s,
+            Which::Half => self.half,
+        };
+        let mut dst = self.alt;
+        if which == Which::Half {
+            dst.id = 0;
+        }
+        self.launch(
+            "sph_gather",
+            blocks(self.nf),
+            &[&p, &src, &dst, &self.g.perm],
+        )?;
+        match which {
+            Which::State => std::mem::swap(&mut self.s, &mut self.alt),
+            Which::Half => {
+                let id = self.alt.id;
+                std::mem::swap(&mut self.half, &mut self.alt);
+                (self.half.id, self.alt.id) = (0, id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Rates of every particle at the fluid state `f` and boundary densities `brho`.
+    fn rates(&self, f: SphArrays, brho: u64) -> Result<(), CudaError> {
+        let mut p = self.p;
+        let start = self.g.start;
+        self.launch(
+            "sph_rates_fluid",
+            blocks(self.nf),
+            &[
+                &p,
+                &f,
+                &start,
+                &self.bpos,
+                &brho,
+                &self.bstart,
+                &self.acc,
+                &self.drho,
+                &self.diag,
+            ],
+        )?;
+        p.n = self.nb;
+        self.launch(
+            "sph_rates_bound",
+            blocks(self.nb),
+            &[&p, &f, &start, &self.bpos, &brho, &self.bdrho, &self.diag],
+        )
+    }
+
+    /// One symplectic step of [`SphCuda::dt`]; sets the next step from the CFL condition.
+    pub fn step(&mut self) -> Result<(), CudaError> {
+        self.p.dt = self.dt;
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // Predictor at the state's positions.
+        self.sort_fluid(self.s.pos)?;
+        self.reorder(Which::State)?;
+        self.rates(self.s, self.brho)?;
+        let p = self.p;
+        self.launch(
+            "sph_predict",
+            blocks(self.nf),
+            &[&p, &self.s, &self.half, &self.acc, &self.drho],
+        )?;
+        let pb = SphParams { n: self.nb, ..p };
+        self.launch(
+            "sph_bound_predict",
+            blocks(self.nb),
+            &[&pb, &self.brho, &self.bhalf, &self.bdrho],
+        )?;
+        // Corrector at the half-step positions.
+        self.sort_fluid(self.half.pos)?;
+        self.reorder(Which::State)?;
+        self.reorder(Which::Half)?;
+        self.launch("sph_reset_diag", one, &[&self.diag])?;
+        self.rates(self.half, self.bhalf)?;
+        self.launch(
+            "sph_correct",
+            blocks(self.nf),
+            &[
+                &p,
+                &self.s,
+                &self.half.rho,
+                &self.acc,
+                &self.drho,
+                &self.diag,
+            ],
+        )?;
+        self.launch(
+            "sph_bound_correct",
+            blocks(self.nb),
+            &[&pb, &self.brho, &self.bhalf, &self.bdrho],
+        )?;
+        let mut d = [0u8; DIAG_BYTES];
+        self.get(self.diag, &mut d)?;
+        let word = |k: usize| u64::from_ne_bytes(d[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+        let (dt_f, dt_cv) = (f64::from_bits(word(0)), f64::from_bits(word(1)));
+        let nonfinite = u32::from_ne_bytes(d[16..20].try_into().expect("4 bytes"));
+        self.time += self.dt;
+        self.step += 1;
+        if nonfinite > 0 {
+            return Err(CudaError::NonFinite {
+                count: nonfinite,
+                step: self.step,
+            });
+        }
+        self.dt = next_time_step(&self.c, dt_f, dt_cv);
+        Ok(())
+    }
+
+    /// One step, shortened so as not to pass `t_end`.
+    pub fn step_within(&mut self, t_end: f64) -> Result<(), CudaError> {
+        if self.time + self.dt > t_end && t_end > self.time {
+            self.dt = t_end - self.time;
+        }
+        self.step()
+    }
+
+    /// Steps until `t` (the last step shortened to land on it).
+    pub fn run_to(&mut self, t: f64) -> Result<(), CudaError> {
+        while self.time < t - 1e-12 {
+            self.step_within(t)?;
+        }
+        Ok(())
+    }
+
+    pub fn dt(&self) -> f64 {
+        self.dt
+    }
+    pub fn time(&self) -> f64 {
+        self.time
+    }
+    pub fn step_index(&self) -> u64 {
+        self.step
+    }
+    pub fn particle_count(&self) -> usize {
+        self.kind.len()
+    }
+    pub fn kinds(&self) -> &[u32] {
+        &self.kind
+    }
+    /// The device context (to page-lock more host memory for frames).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+    pub fn memory(&self) -> &MemoryReport {
+        &self.memory
+    }
+
+    fn download_reals(&self, ptr: u64, len: usize) -> Result<Vec<f64>, CudaError> {
+        let mut bytes = vec![0u8; len * self.real];
+        self.get(ptr, &mut bytes)?;
+        Ok(if self.real == 8 {
+            bytes
+                .chunks_exact(8)
+                .map(|c| f64::from_ne_bytes(c.try_into().expect("8 bytes")))
+                .collect()
+        } else {
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_ne_bytes(c.try_into().expect("4 bytes")) as f64)
+                .collect()
+        })
+    }
+
+    /// The full state in id order (for checkpoints and tests).
+    pub fn state(&self) -> Result<SphState, CudaError> {
+        let (nf, nb) = (self.nf as usize, self.nb as usize);
+        let n = nf + nb;
+        let mut fid = vec![0u32; nf];
+        self.get(self.s.id, as_bytes_mut(&mut fid))?;
+        let mut fpos = vec![0f64; 3 * nf];
+        self.get(self.s.pos, as_bytes_mut(&mut fpos))?;
+        let fvel = self.download_reals(self.s.vel, 3 * nf)?;
+        let frho = self.download_reals(self.s.rho, nf)?;
+        let mut bid = vec![0u32; nb];
+        self.get(self.bid, as_bytes_mut(&mut bid))?;
+        let mut bpos = vec![0f64; 3 * nb];
+        self.get(self.bpos, as_bytes_mut(&mut bpos))?;
+        let brho = self.download_reals(self.brho, nb)?;
+        let mut s = SphState {
+            time: self.time,
+            step: self.step,
+            kind: self.kind.clone(),
+            pos: vec![[0.0; 3]; n],
+            vel: vec![[0.0; 3]; n],
+            rho: vec![0.0; n],
+        };
+        for (k, &id) in fid.iter().enumerate() {
+            let i = id as usize;
+            s.pos[i] = [fpos[3 * k], fpos[3 * k + 1], fpos[3 * k + 2]];
+            s.vel[i] = [fvel[3 * k], fvel[3 * k + 1], fvel[3 * k + 2]];
+            s.rho[i] = frho[k];
+        }
+        for (k, &id) in bid.iter().enumerate() {
+            let i = id as usize;
+            s.pos[i] = [bpos[3 * k], bpos[3 * k + 1], bpos[3 * k + 2]];
+            s.rho[i] = brho[k];
+        }
+        Ok(s)
+    }
+
+    /// Page-locks the host range `ptr..ptr + len` (the segment, once) so that
+    /// [`SphCuda::publish_async`] copies into it without blocking.
+    ///
+    /// # Safety
+    /// The range must stay mapped until [`SphCuda::release_host`] (or the drop).
+    pub unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError> {
+        self.release_host();
+        // SAFETY: the caller's contract.
+        self.registration = Some(unsafe { crate::dem::cuda::register_host(&self.ctx, ptr, len) }?);
+        Ok(())
+    }
+
+    /// Waits for a frame copy in flight and unregisters the host range.
+    pub fn release_host(&mut self) {
+        let _ = self.publish_wait();
+        self.registration = None;
+    }
+
+    /// Starts publishing the current state: packs on the compute stream, copies on the copy
+    /// stream into `targets` (positions, velocities, densities, pressures; null: not wanted)
+    /// and returns at once. The frame is complete once [`SphCuda::publish_done`] says so (or
+    /// [`SphCuda::publish_wait`] returned). A copy still in flight is waited for first.
+    ///
+    /// # Safety
+    /// Each non-null target must hold one element per particle ([f32; 3] or f32) and stay
+    /// valid and untouched by the host until the copy completed.
+    pub unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
+        self.publish_wait()?;
+        self.pack_frame()?;
+        let packed = self
+            .stream
+            .record_event(None)
+            .map_err(|e| CudaError::driver("recording an event", e))?;
+        self.copy_stream
+            .wait(&packed)
+            .map_err(|e| CudaError::driver("ordering the copy stream", e))?;
+        let n = self.kind.len();
+        for (k, &dst) in targets.iter().enumerate() {
+            if dst.is_null() || n == 0 {
+                continue;
+            }
+            let bytes = if k < 2 { 12 * n } else { 4 * n };
+            // SAFETY: the caller's contract (`bytes` writable bytes at `dst` until the copy
+            // completed); the staging array holds `bytes` bytes.
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst, bytes) };
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    dst,
+                    self.staging[k],
+                    self.copy_stream.cu_stream(),
+                )
+            }
+            .map_err(|e| CudaError::driver("queuing the frame copy", e))?;
+        }
+        self.copy_done = Some(
+            self.copy_stream
+                .record_event(None)
+                .map_err(|e| CudaError::driver("recording an event", e))?,
+        );
+        Ok(())
+    }
+
+    /// Whether no frame copy is in flight any more (true once the last one completed).
+    pub fn publish_done(&mut self) -> Result<bool, CudaError> {
+        let Some(ev) = &self.copy_done else {
+            return Ok(true);
+        };
+        if ev
+            .try_is_complete()
+            .map_err(|e| CudaError::driver("querying the frame copy", e))?
+        {
+            self.copy_done = None;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Waits for the frame copy in flight, if any.
+    pub fn publish_wait(&mut self) -> Result<(), CudaError> {
+        if let Some(ev) = self.copy_done.take() {
+            ev.synchronize()
+                .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
+        }
+        Ok(())
+    }
+
+    /// Packs a frame on the device (id order, f32): read it with [`SphCuda::frame_vec3`] and
+    /// [`SphCuda::frame_scalar`] before the next step.
+    pub fn pack_frame(&self) -> Result<(), CudaError> {
+        let n = self.kind.len() as u32;
+        let p = self.p;
+        let st = &self.staging;
+        self.launch(
+            "sph_pack",
+            blocks(n),
+            &[
+                &p, &self.s, &self.nb, &self.bpos, &self.brho, &self.bid, &st[0], &st[1], &st[2],
+                &st[3],
+            ],
+        )
+    }
+
+    /// Copies the packed positions or velocities into `out` (one element per particle).
+    pub fn frame_vec3(&self, a: FrameArray, out: &mut [[f32; 3]]) -> Result<(), CudaError> {
+        self.copy_staging(a, as_bytes_mut(out), 12)
+    }
+
+    /// Copies the packed densities or pressures into `out` (one element per particle).
+    pub fn frame_scalar(&self, a: FrameArray, out: &mut [f32]) -> Result<(), CudaError> {
+        self.copy_staging(a, as_bytes_mut(out), 4)
+    }
+
+    fn copy_staging(&self, a: FrameArray, out: &mut [u8], size: usize) -> Result<(), CudaError> {
+        let k = a as usize;
+        let want = if k < 2 { 12 } else { 4 };
+        assert!(
+            size == want && out.len() == size * self.kind.len(),
+            "frame array {a:?}: {} bytes for {} particles",
+            out.len(),
+            self.kind.len()
+        );
+        self.get(self.staging[k], out)
+    }
+}
+
+/// The arrays of a packed frame, in staging order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameArray {
+    Position = 0,
+    Velocity = 1,
+    Density = 2,
+    Pressure = 3,
+}
+
+impl Drop for SphCuda {
+    fn drop(&mut self) {
+        // Nothing may be freed while a kernel or copy still uses it.
+        let _ = self.copy_stream.synchronize();
+        let _ = self.stream.synchronize();
+        self.registration = None;
+        let _ = &self.ctx;
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    State,
+    Half,
+}
+
+/// A kernel argument of any of the types the SPH launches pass.
+trait ArgRef {
+    fn push<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>);
+}
+
+impl<T: DeviceRepr> ArgRef for T {
+    fn push<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>) {
+        b.arg(self);
+    }
+}
