@@ -1,10 +1,10 @@
-//! The weakly compressible SPH method (issue 17), being built piece by piece. So far it holds its
-//! physics layer only ([`physics`]): the smoothing kernels, the Tait equation of state, artificial
-//! viscosity, the momentum and continuity pair terms, delta-SPH density diffusion, the variable
-//! time step and the symplectic integrator, each formula once in Rust with a CUDA twin of the same
-//! name in `kernels/src/cuda/sph_physics.cuh`. [`setup`] reads an SPH case (its own file type for now) and
-//! places fluid and dynamic boundary particles; [`cpu`] is the CPU reference solver, one worker,
-//! not yet on the coordinator, the segment or the GPU.
+//! The weakly compressible SPH method (issue 17). [`physics`]: the smoothing kernels, the Tait
+//! equation of state, artificial viscosity, the momentum and continuity pair terms, delta-SPH
+//! density diffusion, the variable time step and the symplectic integrator, each formula once in
+//! Rust with a CUDA twin of the same name in `kernels/src/cuda/sph_physics.cuh`. [`setup`] reads
+//! an SPH case (its own file type for now) and places fluid and dynamic boundary particles;
+//! [`cpu`] is the CPU reference solver and [`cuda`] its GPU twin on one device (bit-identical in
+//! f64); [`checkpoint`] serves both. Not yet on the coordinator (no sub-domains, one GPU).
 
 pub mod checkpoint;
 pub mod cpu;
