@@ -135,3 +135,14 @@ pub fn dense_pack(n: usize, model: BenchModel) -> DensePack {
         solid_fraction,
     }
 }
+
+/// SPHERIC Test 2 (`solver/cases/dambreak.toml`, the shipped case) at spacing `dp` [m], run to
+/// `end_time` [s]: the SPH benchmark's and the validation's case.
+pub fn sph_dambreak(dp: f64, end_time: f64) -> crate::sph::setup::SphCase {
+    let mut case =
+        crate::sph::setup::SphCase::from_toml_str(include_str!("../cases/dambreak.toml"))
+            .expect("the shipped dambreak.toml parses");
+    case.sph.spacing = dp;
+    case.end_time = end_time;
+    case
+}

@@ -6,7 +6,8 @@
 //! at 0.5 s, 0.179 at 1.0 s. Bounds: P2 impact time within 0.02 s, first peak within 25 %, H4
 //! within 15 %, H2 within 0.03 m.
 //!
-//! Device only (minutes on an H100): runs when `PARTICLE_SHM_TEST_BACKENDS` names `cuda` and a
+//! `spheric_test2_coarse_on_the_cpu` runs the same tank in CI at 5 cm with wider bounds.
+//! The full test is device only (minutes on an H100): runs when `PARTICLE_SHM_TEST_BACKENDS` names `cuda` and a
 //! GPU is present, otherwise prints why it is skipped. `PARTICLE_SHM_SPHERIC_DP` (m, default
 //! 0.0075: 2.3 M particles) and `PARTICLE_SHM_SPHERIC_END` (s, default 1.0; 2.0 adds the last
 //! H4 point) change the run; the particle-count bound holds only at the default spacing or finer.
@@ -111,6 +112,73 @@ fn height(f: &Fluid, c: &SphConstants, x: f64, y: f64) -> f64 {
     above.map_or(0.0, |(z0, _)| z0)
 }
 
+/// The SPHERIC Test 2 case (the shipped `dambreak.toml`) at spacing `dp`, run to `end`.
+fn spheric_case(dp: f64, end: f64) -> SphCase {
+    solver::bench_cases::sph_dambreak(dp, end)
+}
+
+/// CI, CPU reference, dp = 5 cm (36 k particles, 0.6 s simulated, about 2.5 minutes on 2
+/// cores): the front reaches the obstacle's face (x = 0.8245 m) within 0.15 s of the measured
+/// P2 impact (0.410 s), and H4 is within 25 % of the experiment at 0.366 and 0.5 s. Measured:
+/// the front arrives at 0.552 s, 0.142 s late (at 5 cm the dynamic boundary layers of the floor
+/// hold it back; at 7.5 mm on the GPU it is 0.021 s late), H4 +3.0 % and +4.4 %. The run is
+/// deterministic, so the wide arrival bound only catches a change of the physics; the device test
+/// holds the experiment's 0.02 s.
+#[test]
+fn spheric_test2_coarse_on_the_cpu() {
+    if std::env::var("PARTICLE_SHM_TEST_SUBDOMAINS").is_ok_and(|v| !v.trim().is_empty()) {
+        println!("SPH runs undecomposed so far: skipped in the sub-domain pass");
+        return;
+    }
+    let case = spheric_case(0.05, 0.6);
+    let c = case.constants().unwrap();
+    let mut sim = solver::sph::cpu::SphSim::new(c.clone(), case.particles(&c));
+    let front = |s: &SphState| {
+        (0..s.pos.len())
+            .filter(|&k| s.kind[k] == KIND_FLUID)
+            .map(|k| s.pos[k][0])
+            .fold(f64::INFINITY, f64::min)
+            - 0.5 * c.dp
+    };
+    let mut arrival = None;
+    let mut t = 0.0;
+    let mut failures = Vec::new();
+    while t < 0.6 - 1e-9 {
+        t += 0.002;
+        sim.run_to(t);
+        if arrival.is_none() && front(&sim.s) <= 0.8245 {
+            arrival = Some(t);
+        }
+        if (t / 0.05).fract() < 0.02 || (t / 0.05).fract() > 0.98 {
+            println!("t = {t:.3} s: front at x = {:.3} m", front(&sim.s));
+        }
+        for (tm, m) in [(0.366, 0.468), (0.5, 0.426)] {
+            if (t - tm).abs() < 1e-3 - 1e-9 {
+                let h4 = height(&fluid_of(&sim.s, &c), &c, 2.638, 0.5);
+                println!(
+                    "H4 at {t:.3} s: {h4:.3} m vs {m} ({:+.1} %)",
+                    100.0 * (h4 - m) / m
+                );
+                if (h4 - m).abs() > 0.25 * m {
+                    failures.push(format!("H4 at {t:.3} s: {h4:.3} m vs {m} (25 %)"));
+                }
+            }
+        }
+    }
+    println!(
+        "{} particles, {} steps; front at the obstacle at {arrival:?} s (P2 impact 0.410 s measured)",
+        sim.s.pos.len(),
+        sim.s.step
+    );
+    match arrival {
+        Some(ta) if (ta - 0.410).abs() <= 0.15 => {}
+        other => failures.push(format!(
+            "front at the obstacle at {other:?} s, not 0.410 +- 0.15"
+        )),
+    }
+    assert!(failures.is_empty(), "{}", failures.join("; "));
+}
+
 #[test]
 fn spheric_test2_dam_break_against_the_experiment() {
     if !wanted() {
@@ -118,25 +186,7 @@ fn spheric_test2_dam_break_against_the_experiment() {
     }
     let dp = env_f64("PARTICLE_SHM_SPHERIC_DP", 0.0075);
     let end = env_f64("PARTICLE_SHM_SPHERIC_END", 1.0);
-    let text = format!(
-        r#"
-method = "sph"
-dt = 1e-3
-end_time = {end}
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [3.22, 1.0, 1.0]
-[sph]
-spacing = {dp}
-[[fluid]]
-min = [1.992, 0.0, 0.0]
-max = [3.22, 1.0, 0.55]
-[[obstacles]]
-min = [0.6635, 0.2955, 0.0]
-max = [0.8245, 0.6985, 0.161]
-"#
-    );
-    let case = SphCase::from_toml_str(&text).unwrap();
+    let case = spheric_case(dp, end);
     let c = case.constants().unwrap();
     let p = case.particles(&c);
     let n = p.kind.len();

@@ -147,11 +147,39 @@ struct SphSums {
     real mu_max;
 };
 
+// Particle i as its pair sums see it: state, pressure and sound speed, cell.
+struct SphI {
+    dvec3 x;
+    real3 v;
+    real rho, p, c;
+    unsigned cx, cy, cz;
+};
+
+__device__ __forceinline__ SphI sph_particle(const SphParams& p, dvec3 x, real3 v, real rho) {
+    SphI i;
+    i.x = x;
+    i.v = v;
+    i.rho = rho;
+    i.p = tait_pressure(rho, (real)p.rho0, (real)p.b);
+    i.c = sound_speed(rho, (real)p.rho0, (real)p.c0);
+    i.cx = cell_coord(x.x, p.origin[0], p.cell, p.dims[0]);
+    i.cy = cell_coord(x.y, p.origin[1], p.cell, p.dims[1]);
+    i.cz = cell_coord(x.z, p.origin[2], p.cell, p.dims[2]);
+    return i;
+}
+
+__device__ __forceinline__ SphSums sph_sums_zero() {
+    SphSums s;
+    s.acc = zero3();
+    s.drho = real(0);
+    s.mu_max = real(0);
+    return s;
+}
+
 template <bool FLUID_I, bool FLUID_J>
-__device__ __forceinline__ void sph_sum_list(const SphParams& p, dvec3 xi, real3 vi, real rho_i, real p_i, real c_i,
-                                             const double* pos, const real* vel, const real* rho,
-                                             const unsigned* start, unsigned self_k, unsigned cx, unsigned cy,
-                                             unsigned cz, SphSums& s) {
+__device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, const double* pos,
+                                             const real* vel, const real* rho, const unsigned* start,
+                                             unsigned self_k, SphSums& s) {
     const real h = (real)p.h;
     const real two_h = real(2) * h;
     // Conservative early rejection on the squared distance (no square root for the ~85 % of
@@ -165,16 +193,16 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, dvec3 xi, real3
     dparams.rho0 = (real)p.rho0;
     dparams.b = (real)p.b;
     dparams.gravity = sph_gravity(p);
-    const unsigned x0 = cx > 0 ? cx - 1 : 0, x1 = min(cx + 1, p.dims[0] - 1);
-    const unsigned y0 = cy > 0 ? cy - 1 : 0, y1 = min(cy + 1, p.dims[1] - 1);
-    const unsigned z0 = cz > 0 ? cz - 1 : 0, z1 = min(cz + 1, p.dims[2] - 1);
+    const unsigned x0 = i.cx > 0 ? i.cx - 1 : 0, x1 = min(i.cx + 1, p.dims[0] - 1);
+    const unsigned y0 = i.cy > 0 ? i.cy - 1 : 0, y1 = min(i.cy + 1, p.dims[1] - 1);
+    const unsigned z0 = i.cz > 0 ? i.cz - 1 : 0, z1 = min(i.cz + 1, p.dims[2] - 1);
     for (unsigned z = z0; z <= z1; z++) {
         for (unsigned y = y0; y <= y1; y++) {
             const unsigned b = start[sph_cell_index(p, x0, y, z)];
             const unsigned e = start[sph_cell_index(p, x1, y, z) + 1];
             for (unsigned j = b; j < e; j++) {
                 if (j == self_k) continue;
-                const real3 r_ij = to_real3(dsub3(xi, dload3(pos + 3 * j)));
+                const real3 r_ij = to_real3(dsub3(i.x, dload3(pos + 3 * j)));
                 const real r2 = norm23(r_ij);
                 if (r2 > reject2) continue;
                 const real r = sqrt(r2);  // norm3(r_ij)
@@ -182,12 +210,12 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, dvec3 xi, real3
                 const real f = kernel_grad_factor(p.kernel, r, h);
                 SphPair pair;
                 pair.r_ij = r_ij;
-                pair.v_ij = FLUID_J ? sub3(vi, load3(vel, j)) : sub3(vi, zero3());
-                pair.rho_i = rho_i;
+                pair.v_ij = FLUID_J ? sub3(i.v, load3(vel, j)) : sub3(i.v, zero3());
+                pair.rho_i = i.rho;
                 pair.rho_j = rho[j];
-                pair.p_i = p_i;
+                pair.p_i = i.p;
                 pair.p_j = tait_pressure(pair.rho_j, dparams.rho0, dparams.b);
-                pair.c_i = c_i;
+                pair.c_i = i.c;
                 pair.c_j = sound_speed(pair.rho_j, dparams.rho0, dparams.c0);
                 pair.m_j = (real)p.mass;
                 s.drho += continuity_pair(f, pair);
@@ -215,25 +243,15 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
     if (k < p.n) {
-        const dvec3 xi = dload3(f.pos + 3 * k);
-        const real3 vi = load3(f.vel, k);
-        const real rho_i = f.rho[k];
-        const real p_i = tait_pressure(rho_i, (real)p.rho0, (real)p.b);
-        const real c_i = sound_speed(rho_i, (real)p.rho0, (real)p.c0);
-        const unsigned cx = cell_coord(xi.x, p.origin[0], p.cell, p.dims[0]);
-        const unsigned cy = cell_coord(xi.y, p.origin[1], p.cell, p.dims[1]);
-        const unsigned cz = cell_coord(xi.z, p.origin[2], p.cell, p.dims[2]);
-        SphSums s;
-        s.acc = zero3();
-        s.drho = real(0);
-        s.mu_max = real(0);
-        sph_sum_list<true, true>(p, xi, vi, rho_i, p_i, c_i, f.pos, f.vel, f.rho, fstart, k, cx, cy, cz, s);
-        sph_sum_list<true, false>(p, xi, vi, rho_i, p_i, c_i, bpos, 0, brho, bstart, ~0u, cx, cy, cz, s);
+        const SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
+        SphSums s = sph_sums_zero();
+        sph_sum_list<true, true>(p, i, f.pos, f.vel, f.rho, fstart, k, s);
+        sph_sum_list<true, false>(p, i, bpos, 0, brho, bstart, ~0u, s);
         store3(acc, k, s.acc);
         drho[k] = s.drho;
         const real h = (real)p.h;
         dt_f = (double)force_time_step(h, add3(s.acc, sph_gravity(p)));
-        dt_cv = (double)viscous_time_step(h, c_i, s.mu_max);
+        dt_cv = (double)viscous_time_step(h, i.c, s.mu_max);
     }
     sph_atomic_min(&diag->dt_f, dt_f);
     sph_atomic_min(&diag->dt_cv, dt_cv);
@@ -245,21 +263,11 @@ extern "C" __global__ void sph_rates_bound(const SphParams p, const SphArrays f,
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_cv = 1.0 / 0.0;
     if (k < p.n) {
-        const dvec3 xi = dload3(bpos + 3 * k);
-        const real rho_i = brho[k];
-        const real p_i = tait_pressure(rho_i, (real)p.rho0, (real)p.b);
-        const real c_i = sound_speed(rho_i, (real)p.rho0, (real)p.c0);
-        const unsigned cx = cell_coord(xi.x, p.origin[0], p.cell, p.dims[0]);
-        const unsigned cy = cell_coord(xi.y, p.origin[1], p.cell, p.dims[1]);
-        const unsigned cz = cell_coord(xi.z, p.origin[2], p.cell, p.dims[2]);
-        SphSums s;
-        s.acc = zero3();
-        s.drho = real(0);
-        s.mu_max = real(0);
-        sph_sum_list<false, true>(p, xi, zero3(), rho_i, p_i, c_i, f.pos, f.vel, f.rho, fstart, ~0u, cx, cy, cz,
-                                  s);
+        const SphI i = sph_particle(p, dload3(bpos + 3 * k), zero3(), brho[k]);
+        SphSums s = sph_sums_zero();
+        sph_sum_list<false, true>(p, i, f.pos, f.vel, f.rho, fstart, ~0u, s);
         bdrho[k] = s.drho;
-        dt_cv = (double)viscous_time_step((real)p.h, c_i, s.mu_max);
+        dt_cv = (double)viscous_time_step((real)p.h, i.c, s.mu_max);
     }
     sph_atomic_min(&diag->dt_cv, dt_cv);
 }

@@ -79,27 +79,9 @@ fn parse() -> Result<Args> {
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
 [--frames 5] [--device 0] [--out FILE]";
 
-/// The dam-break case (dambreak.toml's geometry) at spacing `dp`.
+/// The dam-break case (the shipped dambreak.toml) at spacing `dp`.
 fn dambreak(dp: f64) -> Result<SphCase> {
-    let text = format!(
-        r#"
-method = "sph"
-dt = 1e-3
-end_time = 1.5
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [3.22, 1.0, 1.0]
-[sph]
-spacing = {dp}
-[[fluid]]
-min = [1.992, 0.0, 0.0]
-max = [3.22, 1.0, 0.55]
-[[obstacles]]
-min = [0.6635, 0.2955, 0.0]
-max = [0.8245, 0.6985, 0.161]
-"#
-    );
-    Ok(SphCase::from_toml_str(&text)?)
+    Ok(solver::bench_cases::sph_dambreak(dp, 1.5))
 }
 
 /// The spacing that gives about `n` particles: counted at a coarse spacing, fluid scaling as
