@@ -275,7 +275,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 14] = [
+pub const SPH_KERNELS: [&str; 19] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -290,6 +290,11 @@ pub const SPH_KERNELS: [&str; 14] = [
     "sph_correct",
     "sph_bound_correct",
     "sph_pack",
+    "sph_classify",
+    "sph_unpack",
+    "sph_pick",
+    "sph_place",
+    "sph_layer_count",
 ];
 
 fn headers_source() -> String {

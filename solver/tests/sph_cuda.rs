@@ -4,74 +4,14 @@
 //! move between the two backends. Runs where an NVIDIA driver loads; elsewhere (CI) each test
 //! prints "skipped: no GPU" and passes.
 
+#[path = "support/sph.rs"]
+mod sph;
+
 use solver::sph::cpu::{SphSim, SphState};
 use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions};
 use solver::sph::physics;
-use solver::sph::setup::{SphCase, KIND_FLUID};
-
-fn gpu() -> bool {
-    let ok = solver::dem::cuda::driver::driver_available().is_ok()
-        && solver::dem::cuda::driver::device_count().is_ok_and(|n| n > 0);
-    if !ok {
-        println!("skipped: no GPU");
-    }
-    ok
-}
-
-const DOUBLE: SphCudaOptions = SphCudaOptions {
-    device: 0,
-    double: true,
-};
-
-/// A column 0.1 m wide and 0.2 m high collapsing in a 0.3 m tank (dp = 1 cm: about 2,000 fluid
-/// and 5,000 boundary particles), with `extra` lines in its [sph] section.
-fn column(extra: &str) -> SphCase {
-    SphCase::from_toml_str(&column_text(extra)).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn column_text(extra: &str) -> String {
-    format!(
-        r#"
-method = "sph"
-dt = 1e-3
-end_time = 1.0
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [0.3, 0.05, 0.25]
-[sph]
-spacing = 0.01
-{extra}
-[[fluid]]
-min = [0.0, 0.0, 0.0]
-max = [0.1, 0.05, 0.2]
-"#
-    )
-}
-
-fn assert_same_bits(cpu: &SphState, gpu: &SphState, what: &str) {
-    assert_eq!(cpu.step, gpu.step, "{what}: step");
-    assert_eq!(cpu.time.to_bits(), gpu.time.to_bits(), "{what}: time");
-    assert_eq!(cpu.kind, gpu.kind, "{what}: kinds");
-    let n = cpu.pos.len();
-    let mut differ = 0;
-    let mut first = None;
-    for k in 0..n {
-        let same = (0..3).all(|a| {
-            cpu.pos[k][a].to_bits() == gpu.pos[k][a].to_bits()
-                && cpu.vel[k][a].to_bits() == gpu.vel[k][a].to_bits()
-        }) && cpu.rho[k].to_bits() == gpu.rho[k].to_bits();
-        if !same {
-            differ += 1;
-            first.get_or_insert(k);
-        }
-    }
-    if let Some(k) = first {
-        panic!(
-            "{what}: {differ} of {n} particles differ; first {k}: cpu {:?} {:?} {} gpu {:?} {:?} {}",
-            cpu.pos[k], cpu.vel[k], cpu.rho[k], gpu.pos[k], gpu.vel[k], gpu.rho[k]
-        );
-    }
-}
+use solver::sph::setup::KIND_FLUID;
+use sph::{assert_same_bits, column, column_text, gpu, DOUBLE};
 
 /// f64 GPU = CPU bit for bit, step by step (the time step too), for the Wendland and cubic
 /// spline kernels and each density diffusion; and the packed frame is the CPU state in f32.

@@ -9,7 +9,7 @@
 // Boundary particles do not move: the host sorts them once and gives their cell starts.
 // Needs vec3.cuh, sph_physics.cuh and cells.cu before it.
 
-// SphParams in solver/src/sph/cuda.rs (144 bytes).
+// SphParams in solver/src/sph/cuda.rs (160 bytes).
 struct SphParams {
     double origin[3];
     double cell;
@@ -22,7 +22,19 @@ struct SphParams {
     int kernel;
     // 0 none, 1 Molteni-Colagrossi, 2 Fourtakas (setup::Diffusion).
     int diffusion;
+    // The slab of this GPU (sph/group.rs): the cell layers [own_lo, own_hi) along `axis` whose
+    // particles it owns; one GPU owns every layer.
+    unsigned axis, own_lo, own_hi;
+    unsigned pad;
 };
+
+__device__ __forceinline__ unsigned sph_layer(const SphParams& p, const double* x) {
+    return cell_coord(x[p.axis], p.origin[p.axis], p.cell, p.dims[p.axis]);
+}
+
+__device__ __forceinline__ bool sph_owns(const SphParams& p, unsigned layer) {
+    return layer >= p.own_lo && layer < p.own_hi;
+}
 
 // One copy of the fluid state in sorted order (SphArrays in cuda.rs); id may be null.
 struct SphArrays {
@@ -58,9 +70,18 @@ __device__ __forceinline__ unsigned sph_cell_index(const SphParams& p, unsigned 
     return x + p.dims[0] * (y + p.dims[1] * z);
 }
 
-extern "C" __global__ void sph_hash_count(const SphParams p, const double* pos, SphGrid g) {
+// `keep` (may be null): slots whose flag is 0 go to the extra bucket `cells` after every cell
+// (a slab's particles that no GPU needs here any more).
+extern "C" __global__ void sph_hash_count(const SphParams p, const double* pos, const unsigned char* keep,
+                                          SphGrid g) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= p.n) return;
+    if (keep && !keep[i]) {
+        const unsigned c = p.dims[0] * p.dims[1] * p.dims[2];
+        g.cell[i] = c;
+        g.rank[i] = atomicAdd(&g.count[c], 1u);
+        return;
+    }
     unsigned x = cell_coord(pos[3 * i], p.origin[0], p.cell, p.dims[0]);
     unsigned y = cell_coord(pos[3 * i + 1], p.origin[1], p.cell, p.dims[1]);
     unsigned z = cell_coord(pos[3 * i + 2], p.origin[2], p.cell, p.dims[2]);
@@ -237,12 +258,16 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
 // Rates of the fluid particles (state `f`, sorted, cell starts `fstart`) against the fluid and the
 // boundary (`bpos`, `brho`, cell starts `bstart`): acceleration and density rate, and the limits
 // of the next time step into `diag`.
+// Only the particles of the slab's own layers (the others are its neighbours' halo: their flag
+// in `own`, when given, is cleared and nothing else is written for them).
 extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f, const unsigned* fstart,
                                            const double* bpos, const real* brho, const unsigned* bstart,
-                                           real* acc, real* drho, SphDiag* diag) {
+                                           real* acc, real* drho, unsigned char* own, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
-    if (k < p.n) {
+    const bool mine = k < p.n && sph_owns(p, sph_layer(p, f.pos + 3 * k));
+    if (own && k < p.n) own[k] = mine;
+    if (mine) {
         const SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
         SphSums s = sph_sums_zero();
         sph_sum_list<true, true>(p, i, f.pos, f.vel, f.rho, fstart, k, s);
@@ -258,11 +283,13 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
 }
 
 // Rates of the boundary particles: the density rate from their fluid neighbours only.
+// Only the boundary particles the slab owns (`bown`, when given; fixed with the slab bounds).
 extern "C" __global__ void sph_rates_bound(const SphParams p, const SphArrays f, const unsigned* fstart,
-                                           const double* bpos, const real* brho, real* bdrho, SphDiag* diag) {
+                                           const double* bpos, const real* brho, real* bdrho,
+                                           const unsigned char* bown, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_cv = 1.0 / 0.0;
-    if (k < p.n) {
+    if (k < p.n && (!bown || bown[k])) {
         const SphI i = sph_particle(p, dload3(bpos + 3 * k), zero3(), brho[k]);
         SphSums s = sph_sums_zero();
         sph_sum_list<false, true>(p, i, f.pos, f.vel, f.rho, fstart, ~0u, s);
@@ -279,10 +306,11 @@ extern "C" __global__ void sph_reset_diag(SphDiag* diag) {
 }
 
 // Predictor of the fluid: half = symplectic_predict(s, rates).
+// Each integration kernel skips the slots whose `own` flag (when given) is 0: halo copies.
 extern "C" __global__ void sph_predict(const SphParams p, const SphArrays s, SphArrays half, const real* acc,
-                                       const real* drho) {
+                                       const real* drho, const unsigned char* own) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n) return;
+    if (k >= p.n || (own && !own[k])) return;
     FluidState st;
     st.x = dload3(s.pos + 3 * k);
     st.v = load3(s.vel, k);
@@ -299,17 +327,18 @@ extern "C" __global__ void sph_predict(const SphParams p, const SphArrays s, Sph
 }
 
 // Predictor of the boundary: the density only (rho + dt/2 drho, as cpu.rs writes it).
-extern "C" __global__ void sph_bound_predict(const SphParams p, const real* brho, real* bhalf, const real* bdrho) {
+extern "C" __global__ void sph_bound_predict(const SphParams p, const real* brho, real* bhalf, const real* bdrho,
+                                             const unsigned char* bown) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n) return;
+    if (k >= p.n || (bown && !bown[k])) return;
     bhalf[k] = (real)((double)brho[k] + 0.5 * p.dt * (double)bdrho[k]);
 }
 
 // Corrector of the fluid, in place: s = symplectic_correct(s, half.rho, rates at the half step).
 extern "C" __global__ void sph_correct(const SphParams p, SphArrays s, const real* half_rho, const real* acc,
-                                       const real* drho, SphDiag* diag) {
+                                       const real* drho, const unsigned char* own, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n) return;
+    if (k >= p.n || (own && !own[k])) return;
     FluidState st;
     st.x = dload3(s.pos + 3 * k);
     st.v = load3(s.vel, k);
@@ -328,22 +357,26 @@ extern "C" __global__ void sph_correct(const SphParams p, SphArrays s, const rea
 }
 
 // Corrector of the boundary density, never below rho0 (walls do not pull fluid in).
-extern "C" __global__ void sph_bound_correct(const SphParams p, real* brho, const real* bhalf, const real* bdrho) {
+extern "C" __global__ void sph_bound_correct(const SphParams p, real* brho, const real* bhalf, const real* bdrho,
+                                             const unsigned char* bown) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n) return;
+    if (k >= p.n || (bown && !bown[k])) return;
     const double rho = symplectic_density((double)brho[k], (double)bhalf[k], (double)bdrho[k], p.dt);
     brho[k] = (real)fmax(rho, p.rho0);
 }
 
 // Publication in particle-id order (float32): fluid slot k goes to its id, boundary slot k to
-// bid[k]. Any destination may be null.
+// bid[k]; halo slots (own or bown 0, when given) are skipped. Any destination may be null (and
+// may be another GPU's memory: a slab packs into GPU 0's frame).
 extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsigned nb, const double* bpos,
-                                    const real* brho, const unsigned* bid, float* pos, float* vel, float* rho,
-                                    float* press) {
+                                    const real* brho, const unsigned* bid, const unsigned char* own,
+                                    const unsigned char* bown, float* pos, float* vel, float* rho, float* press) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n + nb) return;
     const bool fluid = k < p.n;
     const unsigned j = fluid ? k : k - p.n;
+    const unsigned char* mine = fluid ? own : bown;
+    if (mine && !mine[j]) return;
     const unsigned id = fluid ? f.id[j] : bid[j];
     const double* x = fluid ? f.pos + 3 * j : bpos + 3 * j;
     const real r = fluid ? f.rho[j] : brho[j];
@@ -353,4 +386,104 @@ extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsign
         for (int a = 0; a < 3; a++) vel[3 * id + a] = fluid ? (float)f.vel[3 * j + a] : 0.0f;
     if (rho) rho[id] = (float)r;
     if (press) press[id] = (float)tait_pressure(r, (real)p.rho0, (real)p.b);
+}
+
+// ---- Several GPUs (solver/src/sph/group.rs) ----
+// Before each evaluation of the rates, every slab keeps the particles it owned at the last one
+// that lie in its layers or their halo (one layer each side) at the positions of this one, and
+// sends those its neighbours need, state and half state, as one record each (SPH_REC_BYTES):
+// s.pos, half.pos (f64), then s.vel, s.rho, half.vel, half.rho (real), then the id.
+#define SPH_REC_BYTES (56 + 8 * sizeof(real))
+
+// The slab's neighbours as sph_classify sees them (SphSlab in group.rs).
+struct SphSlab {
+    // A particle in layer x goes to the left neighbour when x <= left_hi (the last layer of its
+    // halo: this slab's own_lo) and to the right one when x >= right_lo (this slab's own_hi - 1);
+    // -1 and dims where there is no neighbour.
+    int left_hi, right_lo;
+    // The layers [reach_lo, reach_hi) a particle of this slab may reach: beyond them a slab two
+    // away would need it (a step moving a particle by more than a layer: an error).
+    int reach_lo, reach_hi;
+    // Record capacity of each send buffer.
+    unsigned cap;
+    unsigned pad;
+};
+
+// counts: [0] sent left, [1] sent right, [2] kept, [3] beyond reach.
+extern "C" __global__ void sph_classify(const SphParams p, const SphSlab sl, const SphArrays s, const SphArrays half,
+                                        const double* eval_pos, const unsigned char* own, unsigned char* keep,
+                                        unsigned char* send_left, unsigned char* send_right, unsigned* counts) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    if (!own[k]) {
+        keep[k] = 0;
+        return;
+    }
+    const int x = (int)sph_layer(p, eval_pos + 3 * k);
+    if (x < sl.reach_lo || x >= sl.reach_hi) atomicAdd(&counts[3], 1u);
+    const bool here = x + 1 >= (int)p.own_lo && x < (int)p.own_hi + 1;
+    keep[k] = here;
+    if (here) atomicAdd(&counts[2], 1u);
+    for (int side = 0; side < 2; side++) {
+        const bool needed = side == 0 ? x <= sl.left_hi : x >= sl.right_lo;
+        if (!needed) continue;
+        const unsigned slot = atomicAdd(&counts[side], 1u);
+        if (slot >= sl.cap) continue;
+        unsigned char* r = (side == 0 ? send_left : send_right) + (size_t)slot * SPH_REC_BYTES;
+        double* d = (double*)r;
+        for (int a = 0; a < 3; a++) {
+            d[a] = s.pos[3 * k + a];
+            d[3 + a] = half.pos[3 * k + a];
+        }
+        real* v = (real*)(r + 48);
+        for (int a = 0; a < 3; a++) {
+            v[a] = s.vel[3 * k + a];
+            v[4 + a] = half.vel[3 * k + a];
+        }
+        v[3] = s.rho[k];
+        v[7] = half.rho[k];
+        *(unsigned*)(r + 48 + 8 * sizeof(real)) = s.id[k];
+    }
+}
+
+// Received records into slots base.. of the state and the half state (kept: every record was
+// sent because this slab needs it).
+extern "C" __global__ void sph_unpack(const SphParams p, const unsigned char* recv, unsigned base, SphArrays s,
+                                      SphArrays half, unsigned char* keep) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const unsigned char* r = recv + (size_t)k * SPH_REC_BYTES;
+    const unsigned j = base + k;
+    const double* d = (const double*)r;
+    const real* v = (const real*)(r + 48);
+    for (int a = 0; a < 3; a++) {
+        s.pos[3 * j + a] = d[a];
+        half.pos[3 * j + a] = d[3 + a];
+        s.vel[3 * j + a] = v[a];
+        half.vel[3 * j + a] = v[4 + a];
+    }
+    s.rho[j] = v[3];
+    half.rho[j] = v[7];
+    s.id[j] = *(const unsigned*)(r + 48 + 8 * sizeof(real));
+    keep[j] = 1;
+}
+
+// dst[k] = src[idx[k]]: boundary densities of the slab's edge layers into a send buffer.
+extern "C" __global__ void sph_pick(unsigned n, const real* src, const unsigned* idx, real* dst) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) dst[k] = src[idx[k]];
+}
+
+// dst[idx[k]] = src[k]: received boundary densities into the slab's halo slots.
+extern "C" __global__ void sph_place(unsigned n, const real* src, const unsigned* idx, real* dst) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) dst[idx[k]] = src[k];
+}
+
+// Owned fluid particles per layer along the split axis (the balancing's per-layer counts).
+extern "C" __global__ void sph_layer_count(const SphParams p, const double* pos, const unsigned char* own,
+                                           unsigned* layers) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n || !own[k]) return;
+    atomicAdd(&layers[sph_layer(p, pos + 3 * k)], 1u);
 }

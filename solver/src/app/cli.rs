@@ -60,9 +60,12 @@ pub struct Cli {
     /// Axis the slabs are cut along [default: the longest axis of the domain].
     #[arg(long, value_enum, value_name = "AXIS")]
     pub split_axis: Option<solver::decomp::Axis>,
-    /// Dynamic load balancing of the sub-domains: every 32 steps a slab bound moves by one cell
-    /// layer toward equal measured time (`time`) or particle count (`count`); results do not
-    /// change, only speed [default: the case's, else time].
+    /// Dynamic load balancing of the sub-domains: every 32 steps slab bounds move by one cell
+    /// layer toward equal measured time (`time`), equal particle counts (`count`), the faster
+    /// of two neighbours whose times differ by more than 5 % (`neighbour`, Verma et al.), or from
+    /// the slowest to the fastest worker when they differ from the mean by more than half a
+    /// layer's time (`slice`, GPUSPH); results do not change, only speed [default: the case's,
+    /// else time].
     #[arg(long, value_enum, value_name = "HOW")]
     pub balance: Option<solver::decomp::Balance>,
     /// GPUs for the CUDA backend: one index (`0`), a comma-separated list (`0,1`: one

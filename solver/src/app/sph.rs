@@ -1,15 +1,16 @@
-//! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]) or the
-//! GPU ([`solver::sph::cuda`], one device) behind [`SimPort`], publishing positions,
+//! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]), one
+//! GPU or several ([`solver::sph::cuda`]) behind [`SimPort`], publishing positions,
 //! velocities, density, pressure and particle kind, and VTK files with `--output`, checkpoints
-//! that `--restart` continues bit for bit (on either backend: the file is the same). Not yet:
-//! `--load-shm`, several GPUs, sub-domains (each refused with a message).
+//! that `--restart` continues bit for bit (on any backend and number of GPUs: the file is the
+//! same). Not yet: `--load-shm` and CPU sub-domains (each refused with a message).
 
 use anyhow::{bail, Context, Result};
 use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
 use shm_protocol::{BodyTransform, FieldKind, FrameWriter, Region, SpeciesRecord, StaticData};
+use solver::dem::cuda::CudaError;
 use solver::io::vtk::{PointArray, VtkParticles, VtkSeries};
 use solver::sph::cpu::{SphSim, SphState};
-use solver::sph::cuda::{SphCuda, SphCudaOptions};
+use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGroup, SphGroupOptions};
 use solver::sph::physics;
 use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
 use std::path::Path;
@@ -54,10 +55,20 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
     );
     let world = bounds(&particles.pos);
     let sim = match backend {
-        Backend::Cpu => Engine::Cpu(SphSim::new(c, particles)),
-        Backend::Cuda => Engine::Gpu(
-            SphCuda::new(c, particles, gpu_options(cli)?).with_context(|| format!("{name}"))?,
-        ),
+        Backend::Cpu => Engine::Cpu(Box::new(SphSim::new(c, particles))),
+        Backend::Cuda => {
+            let dt = solver::sph::cpu::first_time_step(&c);
+            let n = particles.pos.len();
+            let state = SphState {
+                time: 0.0,
+                step: 0,
+                kind: particles.kind,
+                pos: particles.pos,
+                vel: vec![[0.0; 3]; n],
+                rho: particles.rho,
+            };
+            Engine::Gpu(gpu_engine(c, state, dt, cli).with_context(|| format!("{name}"))?)
+        }
     };
     Ok(Box::new(SphRunner {
         end_time: case.end_time,
@@ -80,24 +91,31 @@ fn bounds(pos: &[[f64; 3]]) -> ([f64; 3], [f64; 3]) {
     (lo, hi)
 }
 
-/// The one GPU of an SPH run (`--devices`; several are refused).
-fn gpu_options(cli: &Cli) -> Result<SphCudaOptions> {
+/// The GPU engine of `--devices`: one GPU, or a group of slabs (`--split-axis`, `--balance`).
+fn gpu_engine(c: SphConstants, state: SphState, dt: f64, cli: &Cli) -> Result<Box<dyn GpuEngine>> {
     let devices = cli.devices.resolve()?;
-    if devices.len() > 1 {
-        bail!(
-            "--devices {}: SPH runs on one GPU so far; name one (e.g. --devices {})",
-            devices
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            devices[0]
-        );
+    if devices.len() == 1 {
+        let opts = SphCudaOptions {
+            device: devices[0],
+            double: false,
+        };
+        return Ok(Box::new(SphCuda::from_state(c, state, dt, opts)?));
     }
-    Ok(SphCudaOptions {
-        device: devices[0],
+    let opts = SphGroupOptions {
+        devices,
         double: false,
-    })
+        axis: cli.split_axis,
+        balance: cli.balance.unwrap_or_default(),
+        interval: solver::decomp::balance::BALANCE_INTERVAL,
+    };
+    let group = SphGroup::from_state(c, state, dt, opts)?;
+    tracing::info!(
+        "SPH on {}: slabs {:?} along {}",
+        group.device_name(),
+        group.bounds(),
+        ["x", "y", "z"][group.axis()]
+    );
+    Ok(Box::new(group))
 }
 
 /// Continues an SPH run from its checkpoint (`--restart FILE`; `--end-time` may change).
@@ -116,9 +134,9 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     );
     let world = bounds(&r.state.pos);
     let sim = match backend {
-        Backend::Cpu => Engine::Cpu(SphSim::from_state(r.constants, r.state, r.dt)),
+        Backend::Cpu => Engine::Cpu(Box::new(SphSim::from_state(r.constants, r.state, r.dt))),
         Backend::Cuda => Engine::Gpu(
-            SphCuda::from_state(r.constants, r.state, r.dt, gpu_options(cli)?)
+            gpu_engine(r.constants, r.state, r.dt, cli)
                 .with_context(|| format!("{}", path.display()))?,
         ),
     };
@@ -131,17 +149,92 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     }))
 }
 
-/// The solver behind the port: the CPU reference or one GPU.
+/// The solver behind the port: the CPU reference, or one GPU or several.
 enum Engine {
-    Cpu(SphSim),
-    Gpu(SphCuda),
+    Cpu(Box<SphSim>),
+    Gpu(Box<dyn GpuEngine>),
 }
+
+/// What the port needs of a GPU engine: one device ([`SphCuda`]) or a group ([`SphGroup`]).
+trait GpuEngine {
+    fn c(&self) -> &SphConstants;
+    fn step_within(&mut self, t_end: f64) -> Result<(), CudaError>;
+    fn step_index(&self) -> u64;
+    fn time(&self) -> f64;
+    fn dt(&self) -> f64;
+    fn particle_count(&self) -> usize;
+    fn kinds(&self) -> &[u32];
+    fn state(&self) -> Result<SphState, CudaError>;
+    /// # Safety
+    /// As [`SphCuda::register_host`].
+    unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError>;
+    fn release_host(&mut self);
+    /// # Safety
+    /// As [`SphCuda::publish_async`].
+    unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError>;
+    fn publish_done(&mut self) -> Result<bool, CudaError>;
+    fn publish_wait(&mut self) -> Result<(), CudaError>;
+    fn device_name(&self) -> String;
+}
+
+macro_rules! gpu_engine_impl {
+    ($t:ty) => {
+        impl GpuEngine for $t {
+            fn c(&self) -> &SphConstants {
+                &self.c
+            }
+            fn step_within(&mut self, t_end: f64) -> Result<(), CudaError> {
+                <$t>::step_within(self, t_end)
+            }
+            fn step_index(&self) -> u64 {
+                <$t>::step_index(self)
+            }
+            fn time(&self) -> f64 {
+                <$t>::time(self)
+            }
+            fn dt(&self) -> f64 {
+                <$t>::dt(self)
+            }
+            fn particle_count(&self) -> usize {
+                <$t>::particle_count(self)
+            }
+            fn kinds(&self) -> &[u32] {
+                <$t>::kinds(self)
+            }
+            fn state(&self) -> Result<SphState, CudaError> {
+                <$t>::state(self)
+            }
+            unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError> {
+                // SAFETY: the caller's contract.
+                unsafe { <$t>::register_host(self, ptr, len) }
+            }
+            fn release_host(&mut self) {
+                <$t>::release_host(self)
+            }
+            unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
+                // SAFETY: the caller's contract.
+                unsafe { <$t>::publish_async(self, targets) }
+            }
+            fn publish_done(&mut self) -> Result<bool, CudaError> {
+                <$t>::publish_done(self)
+            }
+            fn publish_wait(&mut self) -> Result<(), CudaError> {
+                <$t>::publish_wait(self)
+            }
+            fn device_name(&self) -> String {
+                <$t>::device_name(self).to_string()
+            }
+        }
+    };
+}
+gpu_engine_impl!(SphCuda);
+gpu_engine_impl!(SphGroup);
 
 impl Engine {
     fn c(&self) -> &SphConstants {
         match self {
             Engine::Cpu(s) => &s.c,
-            Engine::Gpu(g) => &g.c,
+            Engine::Gpu(g) => g.c(),
         }
     }
     fn step_within(&mut self, t_end: f64) -> Result<()> {

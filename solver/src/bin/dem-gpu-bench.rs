@@ -88,12 +88,12 @@ fn parse() -> Result<Args> {
                     .with_context(|| format!("--devices {v}: GPU indices like 0,1"))?
             }
             "--balance" => {
-                a.balance = match v.as_str() {
-                    "off" => solver::decomp::Balance::Off,
-                    "count" => solver::decomp::Balance::Count,
-                    "time" => solver::decomp::Balance::Time,
-                    _ => bail!("--balance takes off, count or time, not {v}"),
-                }
+                a.balance = <solver::decomp::Balance as clap::ValueEnum>::from_str(&v, true)
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "--balance takes off, count, time, neighbour or slice, not {v}"
+                        )
+                    })?
             }
             _ => bail!("unknown option {k}"),
         }

@@ -1,7 +1,8 @@
 //! Dynamic load balancing: slab bounds move by whole cell layers toward equal work. Any cut gives
-//! the same bits (contacts are gathered in cell-coordinate and id order), so balancing changes
-//! only speed. After XPS (Neubauer 2018: decide every 32 steps) and Verma et al. (compare
-//! neighbours' loads, move a boundary by one layer per decision).
+//! the same bits (contacts and SPH pair sums are gathered in cell and id order), so balancing
+//! changes only speed. After XPS (Neubauer 2018: decide every 32 steps), Verma et al. (compare
+//! neighbours' times, move a bound by one layer when they differ by more than p) and GPUSPH
+//! (Rustico: a GPU slower than the mean by more than H_LB of a slice's time gives a slice).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +18,12 @@ pub enum Balance {
     /// their particle counts): follows contact density as well as counts.
     #[default]
     Time,
+    /// Verma et al.: neighbours whose times differ by more than [`NEIGHBOUR_THRESHOLD`]
+    /// (relative) move their common bound one layer toward the faster.
+    Neighbour,
+    /// GPUSPH (Rustico): a worker slower than the mean by more than [`SLICE_THRESHOLD`] of the
+    /// time of one layer gives a layer toward the fastest such worker.
+    Slice,
 }
 
 impl Balance {
@@ -25,8 +32,96 @@ impl Balance {
             Balance::Off => "off",
             Balance::Count => "count",
             Balance::Time => "time",
+            Balance::Neighbour => "neighbour",
+            Balance::Slice => "slice",
         }
     }
+}
+
+/// Verma et al.'s p: the relative time difference of neighbours that moves their bound.
+pub const NEIGHBOUR_THRESHOLD: f64 = 0.05;
+/// GPUSPH's H_LB: the share of one layer's time by which a worker must deviate from the mean
+/// (Rustico found 0.5 a good general choice).
+pub const SLICE_THRESHOLD: f64 = 0.5;
+
+/// The balancing decision of `how` from the owned particles per layer and each worker's busy
+/// time since the last decision: new bounds, or `None`. Every slab keeps `min_width` layers.
+pub fn decide(
+    how: Balance,
+    bounds: &[u32],
+    per_layer: &[u64],
+    busy: &[f64],
+    min_width: u32,
+) -> Option<Vec<u32>> {
+    let timed = busy.iter().any(|&b| b > 0.0);
+    let new = match how {
+        Balance::Off => return None,
+        Balance::Count => {
+            let cost: Vec<f64> = per_layer.iter().map(|&c| c as f64).collect();
+            rebalance(bounds, &cost)?
+        }
+        Balance::Time if timed => rebalance(bounds, &time_costs(bounds, per_layer, busy))?,
+        Balance::Neighbour if timed => neighbour(bounds, busy, NEIGHBOUR_THRESHOLD)?,
+        Balance::Slice if timed => slice(bounds, busy, SLICE_THRESHOLD)?,
+        _ => return None,
+    };
+    new.windows(2)
+        .all(|w| w[1] >= w[0] + min_width)
+        .then_some(new)
+}
+
+/// Verma et al.'s correction: for each pair of neighbours, d = (t[i+1] - t[i]) / t[i]; when
+/// d > p the slower i + 1 gives its first layer to i, when d < -p the slower i gives its last
+/// layer to i + 1. `None` when nothing moves.
+pub fn neighbour(bounds: &[u32], busy: &[f64], p: f64) -> Option<Vec<u32>> {
+    let mut new = bounds.to_vec();
+    for i in 0..busy.len().saturating_sub(1) {
+        if busy[i] <= 0.0 {
+            continue;
+        }
+        let d = (busy[i + 1] - busy[i]) / busy[i];
+        if d > p && bounds[i + 2] > bounds[i + 1] + 1 {
+            new[i + 1] = bounds[i + 1] + 1;
+        } else if d < -p && bounds[i + 1] > bounds[i] + 1 {
+            new[i + 1] = bounds[i + 1] - 1;
+        }
+    }
+    (new != bounds).then_some(new)
+}
+
+/// GPUSPH's decision: with the mean time A and the mean time of one layer T = A / (layers per
+/// worker), the worker furthest above A + h T gives one layer toward the worker furthest below
+/// A - h T (every worker between gives one and takes one). `None` when no such pair exists.
+pub fn slice(bounds: &[u32], busy: &[f64], h: f64) -> Option<Vec<u32>> {
+    let n = busy.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = busy.iter().sum::<f64>() / n as f64;
+    let layers = (bounds[n] - bounds[0]) as f64 / n as f64;
+    let t = h * mean / layers;
+    let (mut give, mut take) = (None, None);
+    for (g, &b) in busy.iter().enumerate() {
+        let d = b - mean;
+        if d > t && give.is_none_or(|k: usize| b > busy[k]) {
+            give = Some(g);
+        }
+        if d < -t && take.is_none_or(|k: usize| b < busy[k]) {
+            take = Some(g);
+        }
+    }
+    let (give, take) = (give?, take?);
+    let mut new = bounds.to_vec();
+    if give < take {
+        for b in &mut new[give + 1..=take] {
+            *b -= 1;
+        }
+    } else {
+        for b in &mut new[take + 1..=give] {
+            *b += 1;
+        }
+    }
+    new.windows(2).all(|w| w[0] < w[1]).then_some(new)
 }
 
 /// Steps between two balancing decisions.
@@ -144,6 +239,76 @@ mod tests {
             }
         }
         assert_eq!(b, vec![0, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn neighbours_move_their_bound_toward_the_faster() {
+        // Verma et al.'s example: 8 s and 10 s, d = 0.25: a layer goes from the slower (1) to 0.
+        assert_eq!(
+            neighbour(&[0, 5, 10], &[8.0, 10.0], 0.05),
+            Some(vec![0, 6, 10])
+        );
+        assert_eq!(
+            neighbour(&[0, 5, 10], &[10.0, 8.0], 0.05),
+            Some(vec![0, 4, 10])
+        );
+        assert_eq!(
+            neighbour(&[0, 5, 10], &[10.0, 10.4], 0.05),
+            None,
+            "within p"
+        );
+        // Each pair decides on its own: the slow middle slab gives a layer to each side.
+        assert_eq!(
+            neighbour(&[0, 3, 6, 9], &[1.0, 2.0, 1.0], 0.05),
+            Some(vec![0, 4, 5, 9])
+        );
+        // A slab never loses its last layer.
+        assert_eq!(neighbour(&[0, 9, 10], &[1.0, 2.0], 0.05), None);
+    }
+
+    #[test]
+    fn the_slowest_gives_a_slice_along_the_chain() {
+        // Mean 2, 4 layers per worker: one layer takes 0.5; H = 0.5 -> threshold 0.25.
+        let b = [0, 4, 8, 12];
+        assert_eq!(
+            slice(&b, &[2.0, 2.1, 1.9], 0.5),
+            None,
+            "within the threshold"
+        );
+        assert_eq!(slice(&b, &[3.0, 2.0, 1.0], 0.5), Some(vec![0, 3, 7, 12]));
+        assert_eq!(slice(&b, &[1.0, 2.0, 3.0], 0.5), Some(vec![0, 5, 9, 12]));
+        assert_eq!(slice(&b, &[2.0, 3.0, 1.0], 0.5), Some(vec![0, 4, 7, 12]));
+        // A giver without a taker (or the reverse) moves nothing.
+        assert_eq!(slice(&[0, 4, 8], &[2.0, 2.0], 0.5), None);
+    }
+
+    #[test]
+    fn decide_keeps_the_minimum_width_and_needs_times() {
+        let counts = [0, 0, 0, 0, 0, 0, 10, 10];
+        assert_eq!(
+            decide(Balance::Off, &[0, 4, 8], &counts, &[1.0, 9.0], 1),
+            None
+        );
+        assert_eq!(
+            decide(Balance::Count, &[0, 4, 8], &counts, &[0.0, 0.0], 1),
+            Some(vec![0, 5, 8])
+        );
+        assert_eq!(
+            decide(Balance::Neighbour, &[0, 4, 8], &counts, &[0.0, 0.0], 1),
+            None
+        );
+        assert_eq!(
+            decide(Balance::Neighbour, &[0, 4, 8], &counts, &[1.0, 9.0], 1),
+            Some(vec![0, 5, 8])
+        );
+        assert_eq!(
+            decide(Balance::Neighbour, &[0, 5, 8], &counts, &[1.0, 9.0], 3),
+            None
+        );
+        assert_eq!(
+            decide(Balance::Slice, &[0, 4, 8], &counts, &[1.0, 9.0], 3),
+            Some(vec![0, 5, 8])
+        );
     }
 
     #[test]

@@ -515,12 +515,7 @@ impl Coordinator {
             per_worker[w] = b;
         }
         let bounds = &self.plan.bounds;
-        let cost = match self.balance {
-            Balance::Off => return,
-            Balance::Count => per_layer.iter().map(|&c| c as f64).collect(),
-            Balance::Time => balance::time_costs(bounds, &per_layer, &per_worker),
-        };
-        let Some(new) = balance::rebalance(bounds, &cost) else {
+        let Some(new) = balance::decide(self.balance, bounds, &per_layer, &per_worker, 1) else {
             self.timers.add(Stage::Reduce, t0.elapsed());
             return;
         };
@@ -529,7 +524,7 @@ impl Coordinator {
             by = self.balance.name(),
             from = ?bounds,
             to = ?new,
-            loads = ?balance::loads(bounds, &cost),
+            busy = ?per_worker,
             "slab bounds moved"
         );
         let plan = Arc::new(Plan {

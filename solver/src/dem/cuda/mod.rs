@@ -32,6 +32,7 @@ use crate::dem::state::{SimState, StepContext};
 
 pub use backend_impl::CudaBackend;
 pub use buffers::{gpu_grid, MemoryReport};
+pub(crate) use multi::enable_peer_access;
 pub use multi::{CudaGroup, GroupOptions};
 pub use publish::{register_host, FrameTarget, HostRegistration, PublishTicket};
 pub use step::StageTimes;
@@ -102,6 +103,16 @@ pub enum CudaError {
     },
     #[error("{count} particles crossed a whole neighbour GPU's slab in one step (after step {step}); the time step is probably too large")]
     SlabSkipped { count: u32, step: u64 },
+    #[error(
+        "{gpus} GPUs need at least {min} cell layers each along {axis}, and the domain has {layers}: \
+         use fewer GPUs (or split along a longer axis)"
+    )]
+    TooFewLayers {
+        gpus: usize,
+        layers: u32,
+        min: u32,
+        axis: &'static str,
+    },
     #[error("GPUs {a} and {b} cannot access each other's memory (peer access): {message}")]
     NoPeerAccess { a: usize, b: usize, message: String },
 }

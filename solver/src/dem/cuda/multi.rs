@@ -150,7 +150,8 @@ impl CudaGroup {
             }
             sims.push(sim);
         }
-        enable_peer_access(&sims, &group.devices)?;
+        let ctxs: Vec<&Arc<cudarc::driver::CudaContext>> = sims.iter().map(|s| &s.ctx).collect();
+        enable_peer_access(&ctxs, &group.devices)?;
         if let Some(alive) = sims[0].alive_ptr() {
             for s in &mut sims[1..] {
                 s.set_alive_target(alive);
@@ -430,7 +431,7 @@ impl CudaGroup {
         Ok(())
     }
 
-    /// Moves the slab bounds toward equal work ([`balance::rebalance`]); the next exchange
+    /// Moves the slab bounds toward equal work ([`balance::decide`]); the next exchange
     /// hands the particles of moved layers to their new GPU.
     fn rebalance(&mut self) -> Result<(), CudaError> {
         if self.balance == Balance::Off {
@@ -446,18 +447,9 @@ impl CudaGroup {
                 *a += b as u64;
             }
         }
-        let cost = match self.balance {
-            Balance::Off => return Ok(()),
-            Balance::Count => per_layer.iter().map(|&c| c as f64).collect(),
-            Balance::Time => {
-                if self.busy.iter().all(|&b| b == 0.0) {
-                    return Ok(());
-                }
-                balance::time_costs(&self.bounds, &per_layer, &self.busy)
-            }
-        };
+        let decision = balance::decide(self.balance, &self.bounds, &per_layer, &self.busy, 1);
         self.busy.iter_mut().for_each(|b| *b = 0.0);
-        if let Some(new) = balance::rebalance(&self.bounds, &cost) {
+        if let Some(new) = decision {
             tracing::debug!(
                 step = self.step,
                 by = self.balance.name(),
@@ -598,20 +590,19 @@ fn new_events(sims: &[CudaSim]) -> Result<StepEvents, CudaError> {
 
 /// Lets every GPU of the group read and write every other's memory (records between
 /// neighbours; frames into GPU 0). Two slabs on one device need nothing.
-fn enable_peer_access(sims: &[CudaSim], devices: &[usize]) -> Result<(), CudaError> {
-    for (a, sa) in sims.iter().enumerate() {
-        for (b, sb) in sims.iter().enumerate() {
+pub(crate) fn enable_peer_access(
+    ctxs: &[&Arc<cudarc::driver::CudaContext>],
+    devices: &[usize],
+) -> Result<(), CudaError> {
+    for (a, sa) in ctxs.iter().enumerate() {
+        for (b, sb) in ctxs.iter().enumerate() {
             if devices[a] == devices[b] {
                 continue;
             }
             let mut can = 0i32;
             // SAFETY: plain queries and context calls with live contexts of this group.
             let r = unsafe {
-                cudarc::driver::sys::cuDeviceCanAccessPeer(
-                    &mut can,
-                    sa.ctx.cu_device(),
-                    sb.ctx.cu_device(),
-                )
+                cudarc::driver::sys::cuDeviceCanAccessPeer(&mut can, sa.cu_device(), sb.cu_device())
             };
             r.result().map_err(|e| CudaError::NoPeerAccess {
                 a: devices[a],
@@ -625,11 +616,10 @@ fn enable_peer_access(sims: &[CudaSim], devices: &[usize]) -> Result<(), CudaErr
                     message: "the driver reports no peer access between them".into(),
                 });
             }
-            sa.ctx
-                .bind_to_thread()
+            sa.bind_to_thread()
                 .map_err(|e| CudaError::driver("binding a context", e))?;
             // SAFETY: enables access from the current context (a's) to b's context.
-            let r = unsafe { cudarc::driver::sys::cuCtxEnablePeerAccess(sb.ctx.cu_ctx(), 0) };
+            let r = unsafe { cudarc::driver::sys::cuCtxEnablePeerAccess(sb.cu_ctx(), 0) };
             if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS
                 && r != cudarc::driver::sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
             {

@@ -8,6 +8,14 @@
 //! that the corrector pairs them slot by slot); rates; corrector; one 24-byte read of the
 //! reduced time-step limits, which set the next step on the host with the CPU's function.
 //! Boundary particles never move: the host sorts them once.
+//!
+//! [`group`] runs one simulation on several GPUs, one slab of cell layers each; [`slab`] holds
+//! what a slab adds to this one-GPU engine (its halo exchange).
+
+mod group;
+mod slab;
+
+pub use group::{SphGroup, SphGroupOptions};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -23,10 +31,10 @@ use crate::core::grid::{CellList, Grid};
 use crate::core::vec3::V3;
 use crate::dem::cuda::{driver, CudaError, HostRegistration, MemoryReport};
 
-/// `SphParams` of sph.cu: case constants and the step.
+/// `SphParams` of sph.cu: case constants, the step and the slab.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct SphParams {
+pub struct KernelParams {
     pub origin: [f64; 3],
     pub cell: f64,
     pub gravity: [f64; 3],
@@ -45,6 +53,12 @@ pub struct SphParams {
     pub kernel: i32,
     /// 0 none, 1 Molteni-Colagrossi, 2 Fourtakas.
     pub diffusion: i32,
+    /// The cell layers [own_lo, own_hi) along `axis` whose particles this GPU owns (all of them
+    /// on one GPU).
+    pub axis: u32,
+    pub own_lo: u32,
+    pub own_hi: u32,
+    pub pad: u32,
 }
 
 /// `SphArrays` of sph.cu: one copy of the fluid state (device addresses; `id` may be 0).
@@ -68,13 +82,13 @@ struct SphGrid {
     start: u64,
 }
 
-const _: () = assert!(std::mem::size_of::<SphParams>() == 144);
+const _: () = assert!(std::mem::size_of::<KernelParams>() == 160);
 const _: () = assert!(std::mem::size_of::<SphArrays>() == 32);
 const _: () = assert!(std::mem::size_of::<SphGrid>() == 40);
 
 // SAFETY: plain #[repr(C)] structs of f64, u32, i32 and u64 with the layout of their sph.cu
 // twins (sizes asserted above), passed by value as kernel parameters.
-unsafe impl DeviceRepr for SphParams {}
+unsafe impl DeviceRepr for KernelParams {}
 unsafe impl DeviceRepr for SphArrays {}
 unsafe impl DeviceRepr for SphGrid {}
 
@@ -180,10 +194,21 @@ pub struct SphCuda {
     registration: Option<HostRegistration>,
     module: Arc<SphModule>,
     device_name: String,
-    p: SphParams,
+    p: KernelParams,
+    /// Fluid particles in the sorted arrays (owned and halo on a slab), slots filled before the
+    /// next sort (received halo appended), and particles that sort keeps.
     nf: u32,
+    slots: u32,
+    next_nf: u32,
+    /// Fluid slots allocated.
+    cap: u32,
     nb: u32,
     cells: u32,
+    grid: Grid,
+    /// The boundary particles' ids in their (sorted) slot order.
+    bids: Vec<u32>,
+    /// Slab mode (several GPUs): the exchange state; `None` on one GPU.
+    slab: Option<slab::Slab>,
     /// The fluid state, its half step and the reorder copy, all in the current sorted order.
     s: SphArrays,
     half: SphArrays,
@@ -239,6 +264,42 @@ impl SphCuda {
         dt: f64,
         opts: SphCudaOptions,
     ) -> Result<SphCuda, CudaError> {
+        let grid = sph_grid(&c, &state.pos, &state.kind);
+        let fluid: Vec<u32> = (0..state.pos.len() as u32)
+            .filter(|&k| state.kind[k as usize] == KIND_FLUID)
+            .collect();
+        let bound: Vec<u32> = (0..state.pos.len() as u32)
+            .filter(|&k| state.kind[k as usize] != KIND_FLUID)
+            .collect();
+        let layers = grid.dims[0];
+        SphCuda::build(
+            c,
+            grid,
+            &state,
+            dt,
+            opts,
+            &fluid,
+            &bound,
+            None,
+            (0, 0, layers),
+        )
+    }
+
+    /// A GPU holding the fluid particles `fluid` and the boundary particles `bound` of `state`
+    /// on the run's `grid`, owning the layers `slab` = (axis, lo, hi). `slab_setup`: slab mode
+    /// (several GPUs), with its fluid capacity and frame size.
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        c: SphConstants,
+        grid: Grid,
+        state: &SphState,
+        dt: f64,
+        opts: SphCudaOptions,
+        fluid: &[u32],
+        bound: &[u32],
+        slab_setup: Option<slab::SlabSetup>,
+        own: (u32, u32, u32),
+    ) -> Result<SphCuda, CudaError> {
         driver::driver_available()?;
         let n = state.pos.len();
         if n as u64 >= u32::MAX as u64 {
@@ -250,8 +311,10 @@ impl SphCuda {
         })?;
         // SAFETY: every buffer is used on `stream` only, except the publication staging
         // buffers, which the copy stream reads after waiting on an event recorded on `stream`
-        // and which are packed again only after that copy completed; buffers are freed only
-        // after both streams synchronised (Drop).
+        // and which are packed again only after that copy completed, and a slab's send and
+        // receive buffers, which its neighbours' streams read or write between events (see
+        // group.rs); buffers are freed only after both streams synchronised (Drop), or, when a
+        // slab grows one, after its stream did.
         unsafe { ctx.disable_event_tracking() };
         let device_name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
         let stream = ctx
@@ -260,32 +323,28 @@ impl SphCuda {
         let copy_stream = ctx
             .new_stream()
             .map_err(|e| CudaError::driver("creating the copy stream", e))?;
-        let grid = sph_grid(&c, &state.pos, &state.kind);
         let cells = grid.num_cells();
         let real = if opts.double { 8 } else { 4 };
-        let fluid: Vec<u32> = (0..n as u32)
-            .filter(|&k| state.kind[k as usize] == KIND_FLUID)
-            .collect();
-        let bound: Vec<u32> = (0..n as u32)
-            .filter(|&k| state.kind[k as usize] != KIND_FLUID)
-            .collect();
         let (nf, nb) = (fluid.len(), bound.len());
+        let cap = slab_setup.as_ref().map_or(nf, |s| s.cap as usize).max(nf);
+        let frame_n = slab_setup.as_ref().map_or(n, |s| s.frame_n);
         // Refuse before compiling or allocating anything.
         let (per_f, per_b, per_c) = bytes_per_particle(real as u64);
-        let need = (nf as u64)
+        let need = (cap as u64)
             .saturating_mul(per_f)
             .saturating_add((nb as u64).saturating_mul(per_b))
             .saturating_add((cells as u64 + 1).saturating_mul(per_c))
+            .saturating_add(slab_setup.as_ref().map_or(0, |s| s.extra_bytes(real)))
             .saturating_add(1 << 20);
         let (free, _) = ctx
             .mem_get_info()
             .map_err(|e| CudaError::driver("querying free memory", e))?;
         let margin: u64 = 256 << 20;
         if need.saturating_add(margin) > free as u64 {
-            let bpp = need as f64 / n.max(1) as f64;
+            let bpp = need as f64 / (nf + nb).max(1) as f64;
             return Err(CudaError::DoesNotFit {
                 device: opts.device,
-                particles: n,
+                particles: nf + nb,
                 need_gib: need as f64 / 1073741824.0,
                 free_gib: free as f64 / 1073741824.0,
                 bytes_per_particle: bpp,
@@ -293,7 +352,7 @@ impl SphCuda {
             });
         }
         let module = load_module(&ctx, opts.double)?;
-        let p = SphParams {
+        let mut p = KernelParams {
             origin: grid.origin,
             cell: grid.cell,
             gravity: c.gravity,
@@ -316,7 +375,12 @@ impl SphCuda {
                 Diffusion::Molteni => 1,
                 Diffusion::Fourtakas => 2,
             },
+            axis: own.0,
+            own_lo: own.1,
+            own_hi: own.2,
+            pad: 0,
         };
+        p.own_hi = p.own_hi.min(grid.dims[p.axis as usize]);
         let mut sim = SphCuda {
             c,
             ctx,
@@ -328,8 +392,14 @@ impl SphCuda {
             device_name,
             p,
             nf: nf as u32,
-            nb: nb as u32,
+            slots: nf as u32,
+            next_nf: nf as u32,
+            cap: cap as u32,
+            nb: 0,
             cells: cells as u32,
+            grid,
+            bids: Vec::new(),
+            slab: None,
             s: SphArrays::default(),
             half: SphArrays::default(),
             alt: SphArrays::default(),
@@ -357,8 +427,11 @@ impl SphCuda {
             dt,
             real,
         };
-        sim.upload(&grid, &state, &fluid, &bound)?;
-        sim.kind = state.kind;
+        sim.upload(state, fluid, bound, frame_n)?;
+        if let Some(setup) = slab_setup {
+            sim.slab = Some(slab::Slab::new(&mut sim, &setup)?);
+        }
+        sim.kind = state.kind.clone();
         Ok(sim)
     }
 
@@ -377,6 +450,18 @@ impl SphCuda {
         self.bufs.push((ptr, slice));
         self.memory.arrays.push((name.to_string(), bytes as u64));
         Ok(ptr)
+    }
+
+    /// Frees an array of [`SphCuda::alloc`] once the stream has passed every use of it (0: none).
+    fn free(&mut self, ptr: u64) {
+        if ptr == 0 {
+            return;
+        }
+        let _ = self.stream.synchronize();
+        if let Some(k) = self.bufs.iter().position(|b| b.0 == ptr) {
+            self.bufs.swap_remove(k);
+            self.memory.arrays.swap_remove(k);
+        }
     }
 
     fn buf(&self, ptr: u64) -> &CudaSlice<u8> {
@@ -404,6 +489,20 @@ impl SphCuda {
             .map_err(|e| CudaError::driver("uploading the SPH state", e))
     }
 
+    /// Queues zeroing the first `bytes` bytes of an array.
+    fn zero(&self, ptr: u64, bytes: usize) -> Result<(), CudaError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        assert!(
+            self.bufs.iter().any(|b| b.0 == ptr && b.1.len() >= bytes),
+            "zeroing {bytes} bytes of an array that does not hold them"
+        );
+        // SAFETY: the array holds at least `bytes` bytes (asserted) and is used on this stream.
+        unsafe { cudarc::driver::result::memset_d8_async(ptr, 0, bytes, self.stream.cu_stream()) }
+            .map_err(|e| CudaError::driver("zeroing an array", e))
+    }
+
     fn get(&self, ptr: u64, out: &mut [u8]) -> Result<(), CudaError> {
         if out.is_empty() {
             return Ok(());
@@ -423,22 +522,22 @@ impl SphCuda {
 
     fn upload(
         &mut self,
-        grid: &Grid,
         st: &SphState,
         fluid: &[u32],
         bound: &[u32],
+        frame_n: usize,
     ) -> Result<(), CudaError> {
-        let (nf, nb, r) = (fluid.len(), bound.len(), self.real);
+        let (cap, r) = (self.cap as usize, self.real);
         let cells = self.cells as usize;
         for (name, set) in [("state", 0), ("half", 1), ("reorder", 2)] {
             let a = SphArrays {
-                pos: self.alloc(&format!("{name}.pos"), 24 * nf)?,
-                vel: self.alloc(&format!("{name}.vel"), 3 * r * nf)?,
-                rho: self.alloc(&format!("{name}.rho"), r * nf)?,
+                pos: self.alloc(&format!("{name}.pos"), 24 * cap)?,
+                vel: self.alloc(&format!("{name}.vel"), 3 * r * cap)?,
+                rho: self.alloc(&format!("{name}.rho"), r * cap)?,
                 id: if set == 1 {
                     0
                 } else {
-                    self.alloc(&format!("{name}.id"), 4 * nf)?
+                    self.alloc(&format!("{name}.id"), 4 * cap)?
                 },
             };
             match set {
@@ -447,12 +546,12 @@ impl SphCuda {
                 _ => self.alt = a,
             }
         }
-        self.acc = self.alloc("rates.acc", 3 * r * nf)?;
-        self.drho = self.alloc("rates.drho", r * nf)?;
+        self.acc = self.alloc("rates.acc", 3 * r * cap)?;
+        self.drho = self.alloc("rates.drho", r * cap)?;
         self.g = SphGrid {
-            cell: self.alloc("grid.cell", 4 * nf)?,
-            rank: self.alloc("grid.rank", 4 * nf)?,
-            perm: self.alloc("grid.perm", 4 * nf)?,
+            cell: self.alloc("grid.cell", 4 * cap)?,
+            rank: self.alloc("grid.rank", 4 * cap)?,
+            perm: self.alloc("grid.perm", 4 * cap)?,
             count: self.alloc("grid.count", 4 * (cells + 1))?,
             start: self.alloc("grid.start", 4 * (cells + 1))?,
         };
@@ -465,41 +564,16 @@ impl SphCuda {
             self.scan_levels.push((sums, scanned, t as u32));
         }
         self.diag = self.alloc("diag", DIAG_BYTES)?;
-        // Boundary: sorted once by (cell, id) on the host.
-        let bpos_list: Vec<V3> = bound.iter().map(|&k| st.pos[k as usize]).collect();
-        let mut list = CellList::default();
-        list.build(grid, &bpos_list, bound);
-        let mut bstart = vec![0u32; cells + 1];
-        for &c in &list.sorted_cell {
-            bstart[c as usize + 1] += 1;
-        }
-        for c in 0..cells {
-            bstart[c + 1] += bstart[c];
-        }
-        let order: Vec<u32> = list
-            .sorted
-            .iter()
-            .map(|&slot| bound[slot as usize])
-            .collect();
-        self.bpos = self.alloc("boundary.pos", 24 * nb)?;
-        self.brho = self.alloc("boundary.rho", r * nb)?;
-        self.bhalf = self.alloc("boundary.rho_half", r * nb)?;
-        self.bdrho = self.alloc("boundary.drho", r * nb)?;
-        self.bid = self.alloc("boundary.id", 4 * nb)?;
         self.bstart = self.alloc("boundary.cell_start", 4 * (cells + 1))?;
-        let n = nf + nb;
         self.staging = [
-            self.alloc("publish.pos", 12 * n)?,
-            self.alloc("publish.vel", 12 * n)?,
-            self.alloc("publish.rho", 4 * n)?,
-            self.alloc("publish.pressure", 4 * n)?,
+            self.alloc("publish.pos", 12 * frame_n)?,
+            self.alloc("publish.vel", 12 * frame_n)?,
+            self.alloc("publish.rho", 4 * frame_n)?,
+            self.alloc("publish.pressure", 4 * frame_n)?,
         ];
-        let bp: Vec<f64> = order.iter().flat_map(|&k| st.pos[k as usize]).collect();
-        self.put(self.bpos, as_bytes(&bp))?;
-        let brho = self.reals(order.iter().map(|&k| st.rho[k as usize]));
-        self.put(self.brho, &brho)?;
-        self.put(self.bid, as_bytes(&order))?;
-        self.put(self.bstart, as_bytes(&bstart))?;
+        let bpos: Vec<V3> = bound.iter().map(|&k| st.pos[k as usize]).collect();
+        let brho: Vec<f64> = bound.iter().map(|&k| st.rho[k as usize]).collect();
+        self.upload_boundary(bound, &bpos, &brho)?;
         // Fluid: in id order; the first step sorts it.
         let fp: Vec<f64> = fluid.iter().flat_map(|&k| st.pos[k as usize]).collect();
         self.put(self.s.pos, as_bytes(&fp))?;
@@ -513,6 +587,40 @@ impl SphCuda {
             .map_err(|e| CudaError::driver("uploading the SPH state", e))
     }
 
+    /// (Re)places the boundary particles `bound` (positions `pos` and densities `rho`, one per
+    /// entry), sorted by (cell, id) on the host: they never move.
+    fn upload_boundary(&mut self, bound: &[u32], pos: &[V3], rho: &[f64]) -> Result<(), CudaError> {
+        for ptr in [self.bpos, self.brho, self.bhalf, self.bdrho, self.bid] {
+            self.free(ptr);
+        }
+        let (nb, r, cells) = (bound.len(), self.real, self.cells as usize);
+        let mut list = CellList::default();
+        list.build(&self.grid, pos, bound);
+        let mut bstart = vec![0u32; cells + 1];
+        for &c in &list.sorted_cell {
+            bstart[c as usize + 1] += 1;
+        }
+        for c in 0..cells {
+            bstart[c + 1] += bstart[c];
+        }
+        let order: Vec<usize> = list.sorted.iter().map(|&slot| slot as usize).collect();
+        self.nb = nb as u32;
+        self.bpos = self.alloc("boundary.pos", 24 * nb)?;
+        self.brho = self.alloc("boundary.rho", r * nb)?;
+        self.bhalf = self.alloc("boundary.rho_half", r * nb)?;
+        self.bdrho = self.alloc("boundary.drho", r * nb)?;
+        self.bid = self.alloc("boundary.id", 4 * nb)?;
+        let bp: Vec<f64> = order.iter().flat_map(|&j| pos[j]).collect();
+        self.put(self.bpos, as_bytes(&bp))?;
+        let brho = self.reals(order.iter().map(|&j| rho[j]));
+        self.put(self.brho, &brho)?;
+        self.bids = order.iter().map(|&j| bound[j]).collect();
+        let bids = std::mem::take(&mut self.bids);
+        self.put(self.bid, as_bytes(&bids))?;
+        self.bids = bids;
+        self.put(self.bstart, as_bytes(&bstart))
+    }
+
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[&dyn ArgRef]) -> Result<(), CudaError> {
         let f = &self.module.functions[name];
         let mut b = self.stream.launch_builder(f);
@@ -520,18 +628,23 @@ impl SphCuda {
             a.push(&mut b);
         }
         // SAFETY: every SPH launch passes the arguments of its sph.cu signature in order
-        // (SphParams, SphArrays, SphGrid by value; device addresses as u64 of arrays sized for
+        // (KernelParams, SphArrays, SphGrid by value; device addresses as u64 of arrays sized for
         // the launch's `n` elements, allocated in `upload`; u32 counts).
         unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver(&format!("launching {name}"), e))?;
         Ok(())
     }
 
-    /// Sorts the fluid by (cell, id) of the positions at `pos` (the ids are the state's):
-    /// leaves the order in `g.perm` and the cell starts in `g.start`.
-    fn sort_fluid(&self, pos: u64) -> Result<(), CudaError> {
-        let p = self.p;
+    /// Sorts the fluid slots by (cell, id) of the positions at `pos` (the ids are the state's;
+    /// on a slab, slots not kept go last): leaves the order in `g.perm` and the cell starts in
+    /// `g.start`; the fluid count becomes the kept count.
+    fn sort_fluid(&mut self, pos: u64) -> Result<(), CudaError> {
+        let p = KernelParams {
+            n: self.slots,
+            ..self.p
+        };
         let g = self.g;
-        self.launch("sph_hash_count", blocks(self.nf), &[&p, &pos, &g])?;
+        let keep = self.slab.as_ref().map_or(0, |s| s.keep);
+        self.launch("sph_hash_count", blocks(self.slots), &[&p, &pos, &keep, &g])?;
         let fns = (
             &self.module.functions["scan_tile"],
             &self.module.functions["scan_add"],
@@ -545,9 +658,26 @@ impl SphCuda {
             self.cells + 1,
             0,
         )?;
-        self.launch("sph_scatter", blocks(self.nf), &[&p, &g])?;
+        self.launch("sph_scatter", blocks(self.slots), &[&p, &g])?;
         let cells = self.cells;
-        self.launch("sph_cell_sort", blocks(cells), &[&self.s.id, &g, &cells])
+        self.launch("sph_cell_sort", blocks(cells), &[&self.s.id, &g, &cells])?;
+        self.set_fluid_count(self.next_nf);
+        Ok(())
+    }
+
+    fn set_fluid_count(&mut self, n: u32) {
+        self.nf = n;
+        self.slots = n;
+        self.next_nf = n;
+        self.p.n = n;
+    }
+
+    fn own_ptr(&self) -> u64 {
+        self.slab.as_ref().map_or(0, |s| s.own)
+    }
+
+    fn bown_ptr(&self) -> u64 {
+        self.slab.as_ref().map_or(0, |s| s.bown)
     }
 
     /// Reorders `src` into `self.alt` by `g.perm` and swaps them (the id only with `ids`).
@@ -577,10 +707,11 @@ impl SphCuda {
         Ok(())
     }
 
-    /// Rates of every particle at the fluid state `f` and boundary densities `brho`.
+    /// Rates of every (owned) particle at the fluid state `f` and boundary densities `brho`.
     fn rates(&self, f: SphArrays, brho: u64) -> Result<(), CudaError> {
         let mut p = self.p;
         let start = self.g.start;
+        let (own, bown) = (self.own_ptr(), self.bown_ptr());
         self.launch(
             "sph_rates_fluid",
             blocks(self.nf),
@@ -593,6 +724,7 @@ impl SphCuda {
                 &self.bstart,
                 &self.acc,
                 &self.drho,
+                &own,
                 &self.diag,
             ],
         )?;
@@ -600,40 +732,55 @@ impl SphCuda {
         self.launch(
             "sph_rates_bound",
             blocks(self.nb),
-            &[&p, &f, &start, &self.bpos, &brho, &self.bdrho, &self.diag],
+            &[
+                &p,
+                &f,
+                &start,
+                &self.bpos,
+                &brho,
+                &self.bdrho,
+                &bown,
+                &self.diag,
+            ],
         )
     }
 
-    /// One symplectic step of [`SphCuda::dt`]; sets the next step from the CFL condition.
-    pub fn step(&mut self) -> Result<(), CudaError> {
-        self.p.dt = self.dt;
+    /// The predictor half of a step: sort and reorder at the state's positions, rates, and the
+    /// half state of the (owned) fluid and boundary.
+    fn predictor(&mut self) -> Result<(), CudaError> {
+        self.sort_fluid(self.s.pos)?;
+        self.reorder(Which::State)?;
+        self.rates(self.s, self.brho)?;
+        let p = self.p;
+        let (own, bown) = (self.own_ptr(), self.bown_ptr());
+        self.launch(
+            "sph_predict",
+            blocks(self.nf),
+            &[&p, &self.s, &self.half, &self.acc, &self.drho, &own],
+        )?;
+        let pb = KernelParams { n: self.nb, ..p };
+        self.launch(
+            "sph_bound_predict",
+            blocks(self.nb),
+            &[&pb, &self.brho, &self.bhalf, &self.bdrho, &bown],
+        )
+    }
+
+    /// The corrector half: sort and reorder both states at the half-step positions, rates (the
+    /// time-step limits reduced into `diag`), and the corrected state.
+    fn corrector(&mut self) -> Result<(), CudaError> {
+        self.sort_fluid(self.half.pos)?;
+        self.reorder(Which::State)?;
+        self.reorder(Which::Half)?;
         let one = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (1, 1, 1),
             shared_mem_bytes: 0,
         };
-        // Predictor at the state's positions.
-        self.sort_fluid(self.s.pos)?;
-        self.reorder(Which::State)?;
-        self.rates(self.s, self.brho)?;
-        let p = self.p;
-        self.launch(
-            "sph_predict",
-            blocks(self.nf),
-            &[&p, &self.s, &self.half, &self.acc, &self.drho],
-        )?;
-        let pb = SphParams { n: self.nb, ..p };
-        self.launch(
-            "sph_bound_predict",
-            blocks(self.nb),
-            &[&pb, &self.brho, &self.bhalf, &self.bdrho],
-        )?;
-        // Corrector at the half-step positions.
-        self.sort_fluid(self.half.pos)?;
-        self.reorder(Which::State)?;
-        self.reorder(Which::Half)?;
         self.launch("sph_reset_diag", one, &[&self.diag])?;
         self.rates(self.half, self.bhalf)?;
+        let p = self.p;
+        let (own, bown) = (self.own_ptr(), self.bown_ptr());
         self.launch(
             "sph_correct",
             blocks(self.nf),
@@ -643,19 +790,34 @@ impl SphCuda {
                 &self.half.rho,
                 &self.acc,
                 &self.drho,
+                &own,
                 &self.diag,
             ],
         )?;
+        let pb = KernelParams { n: self.nb, ..p };
         self.launch(
             "sph_bound_correct",
             blocks(self.nb),
-            &[&pb, &self.brho, &self.bhalf, &self.bdrho],
-        )?;
+            &[&pb, &self.brho, &self.bhalf, &self.bdrho, &bown],
+        )
+    }
+
+    /// The reduced limits of the last corrector: (dt_f, dt_cv, non-finite particles). Waits for
+    /// the stream.
+    fn read_diag(&self) -> Result<(f64, f64, u32), CudaError> {
         let mut d = [0u8; DIAG_BYTES];
         self.get(self.diag, &mut d)?;
         let word = |k: usize| u64::from_ne_bytes(d[8 * k..8 * k + 8].try_into().expect("8 bytes"));
-        let (dt_f, dt_cv) = (f64::from_bits(word(0)), f64::from_bits(word(1)));
         let nonfinite = u32::from_ne_bytes(d[16..20].try_into().expect("4 bytes"));
+        Ok((f64::from_bits(word(0)), f64::from_bits(word(1)), nonfinite))
+    }
+
+    /// One symplectic step of [`SphCuda::dt`]; sets the next step from the CFL condition.
+    pub fn step(&mut self) -> Result<(), CudaError> {
+        self.p.dt = self.dt;
+        self.predictor()?;
+        self.corrector()?;
+        let (dt_f, dt_cv, nonfinite) = self.read_diag()?;
         self.time += self.dt;
         self.step += 1;
         if nonfinite > 0 {
@@ -728,19 +890,7 @@ impl SphCuda {
 
     /// The full state in id order (for checkpoints and tests).
     pub fn state(&self) -> Result<SphState, CudaError> {
-        let (nf, nb) = (self.nf as usize, self.nb as usize);
-        let n = nf + nb;
-        let mut fid = vec![0u32; nf];
-        self.get(self.s.id, as_bytes_mut(&mut fid))?;
-        let mut fpos = vec![0f64; 3 * nf];
-        self.get(self.s.pos, as_bytes_mut(&mut fpos))?;
-        let fvel = self.download_reals(self.s.vel, 3 * nf)?;
-        let frho = self.download_reals(self.s.rho, nf)?;
-        let mut bid = vec![0u32; nb];
-        self.get(self.bid, as_bytes_mut(&mut bid))?;
-        let mut bpos = vec![0f64; 3 * nb];
-        self.get(self.bpos, as_bytes_mut(&mut bpos))?;
-        let brho = self.download_reals(self.brho, nb)?;
+        let n = self.kind.len();
         let mut s = SphState {
             time: self.time,
             step: self.step,
@@ -749,18 +899,48 @@ impl SphCuda {
             vel: vec![[0.0; 3]; n],
             rho: vec![0.0; n],
         };
+        self.write_into(&mut s)?;
+        Ok(s)
+    }
+
+    /// Writes this GPU's (owned) particles into `s` by id.
+    fn write_into(&self, s: &mut SphState) -> Result<(), CudaError> {
+        let (nf, nb) = (self.nf as usize, self.nb as usize);
+        let mut fid = vec![0u32; nf];
+        self.get(self.s.id, as_bytes_mut(&mut fid))?;
+        let mut fpos = vec![0f64; 3 * nf];
+        self.get(self.s.pos, as_bytes_mut(&mut fpos))?;
+        let fvel = self.download_reals(self.s.vel, 3 * nf)?;
+        let frho = self.download_reals(self.s.rho, nf)?;
+        let mut bpos = vec![0f64; 3 * nb];
+        self.get(self.bpos, as_bytes_mut(&mut bpos))?;
+        let brho = self.download_reals(self.brho, nb)?;
+        let (own, bown) = match &self.slab {
+            Some(sl) => {
+                let mut own = vec![0u8; nf];
+                self.get(sl.own, &mut own)?;
+                (own, sl.bown_host.clone())
+            }
+            None => (vec![1; nf], vec![1; nb]),
+        };
         for (k, &id) in fid.iter().enumerate() {
+            if own[k] == 0 {
+                continue;
+            }
             let i = id as usize;
             s.pos[i] = [fpos[3 * k], fpos[3 * k + 1], fpos[3 * k + 2]];
             s.vel[i] = [fvel[3 * k], fvel[3 * k + 1], fvel[3 * k + 2]];
             s.rho[i] = frho[k];
         }
-        for (k, &id) in bid.iter().enumerate() {
+        for (k, &id) in self.bids.iter().enumerate() {
+            if bown[k] == 0 {
+                continue;
+            }
             let i = id as usize;
             s.pos[i] = [bpos[3 * k], bpos[3 * k + 1], bpos[3 * k + 2]];
             s.rho[i] = brho[k];
         }
-        Ok(s)
+        Ok(())
     }
 
     /// Page-locks the host range `ptr..ptr + len` (the segment, once) so that
@@ -792,6 +972,20 @@ impl SphCuda {
     pub unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
         self.publish_wait()?;
         self.pack_frame()?;
+        // SAFETY: the caller's contract.
+        unsafe { self.copy_frame_async(targets, self.kind.len()) }
+    }
+
+    /// Queues the copy of the packed frame (`n` particles) into `targets` on the copy stream,
+    /// after everything queued on the compute stream.
+    ///
+    /// # Safety
+    /// As [`SphCuda::publish_async`].
+    unsafe fn copy_frame_async(
+        &mut self,
+        targets: [*mut u8; 4],
+        n: usize,
+    ) -> Result<(), CudaError> {
         let packed = self
             .stream
             .record_event(None)
@@ -799,7 +993,6 @@ impl SphCuda {
         self.copy_stream
             .wait(&packed)
             .map_err(|e| CudaError::driver("ordering the copy stream", e))?;
-        let n = self.kind.len();
         for (k, &dst) in targets.iter().enumerate() {
             if dst.is_null() || n == 0 {
                 continue;
@@ -823,6 +1016,11 @@ impl SphCuda {
                 .map_err(|e| CudaError::driver("recording an event", e))?,
         );
         Ok(())
+    }
+
+    /// The event of the frame copy in flight (the group waits on it itself).
+    fn take_copy_event(&mut self) -> Option<CudaEvent> {
+        self.copy_done.take()
     }
 
     /// Whether no frame copy is in flight any more (true once the last one completed).
@@ -852,15 +1050,20 @@ impl SphCuda {
     /// Packs a frame on the device (id order, f32): read it with [`SphCuda::frame_vec3`] and
     /// [`SphCuda::frame_scalar`] before the next step.
     pub fn pack_frame(&self) -> Result<(), CudaError> {
-        let n = self.kind.len() as u32;
+        self.pack_into(self.staging)
+    }
+
+    /// Packs this GPU's (owned) particles into the staging arrays `st` (id order; on a slab,
+    /// GPU 0's).
+    fn pack_into(&self, st: [u64; 4]) -> Result<(), CudaError> {
         let p = self.p;
-        let st = &self.staging;
+        let (own, bown) = (self.own_ptr(), self.bown_ptr());
         self.launch(
             "sph_pack",
-            blocks(n),
+            blocks(self.nf + self.nb),
             &[
-                &p, &self.s, &self.nb, &self.bpos, &self.brho, &self.bid, &st[0], &st[1], &st[2],
-                &st[3],
+                &p, &self.s, &self.nb, &self.bpos, &self.brho, &self.bid, &own, &bown, &st[0],
+                &st[1], &st[2], &st[3],
             ],
         )
     }

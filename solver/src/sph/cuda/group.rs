@@ -1,0 +1,761 @@
+//! One SPH simulation on several GPUs (issue 18): one [`SphCuda`] per GPU, each owning a slab of
+//! cell layers along the split axis, driven from one host thread.
+//!
+//! Before each of the two evaluations of a step, every slab keeps the fluid particles it owned
+//! at the last evaluation that lie, at this evaluation's positions, in its layers or in the one
+//! layer of halo on each side (the kernel support is one cell), and sends its neighbours those
+//! they need (state and half state, as records copied device to device). The boundary densities
+//! of the halo come from their owners the same way. Every slab then sorts its particles by
+//! (cell, id) on the run's one grid, so that each owned particle sums exactly the neighbours, in
+//! exactly the order, of the one-GPU run: the f64 mode gives its bits on any number of GPUs
+//! and any cut. The time-step limits are minima over each slab's own particles, reduced on the
+//! host (a minimum is exact). Frames are packed by every slab into GPU 0's staging (peer
+//! writes, id order). The slab bounds follow the work (`decomp::balance`).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaEvent};
+
+use super::slab::{record_bytes, SlabSetup, SphSlab};
+use super::{CudaError, FrameArray, SphCuda, SphCudaOptions};
+use crate::core::vec3::V3;
+use crate::decomp::balance::{self, Balance};
+use crate::decomp::Axis;
+use crate::dem::cuda::{HostRegistration, MemoryReport};
+use crate::sph::cpu::{next_time_step, sph_grid, SphState};
+use crate::sph::setup::{SphConstants, KIND_FLUID};
+
+/// Fewest cell layers per slab: a particle moves less than a layer per half step and a bound
+/// moves one layer per decision, so with three layers nothing ever needs a slab two away.
+pub const MIN_SLAB_LAYERS: u32 = 3;
+
+/// How an SPH run is spread over GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SphGroupOptions {
+    /// Device ordinals, one slab each, in slab order (the same ordinal twice runs two slabs on
+    /// one GPU: for tests).
+    pub devices: Vec<usize>,
+    /// The parity mode (see [`SphCudaOptions::double`]).
+    pub double: bool,
+    /// Split axis; default: the axis with the most cell layers.
+    pub axis: Option<Axis>,
+    pub balance: Balance,
+    /// Steps between balancing decisions.
+    pub interval: u64,
+}
+
+/// Timing events of one step per GPU: predictor start and end, corrector start and end.
+type StepEvents = [CudaEvent; 4];
+
+/// See the module documentation.
+pub struct SphGroup {
+    pub c: SphConstants,
+    slabs: Vec<SphCuda>,
+    devices: Vec<usize>,
+    axis: usize,
+    bounds: Vec<u32>,
+    kind: Vec<u32>,
+    /// Every boundary particle (id order) with its position: they never move.
+    bound_ids: Vec<u32>,
+    bound_pos: Vec<V3>,
+    time: f64,
+    step: u64,
+    dt: f64,
+    balance: Balance,
+    interval: u64,
+    /// Device compute time per GPU since the last balancing decision, and over the run [s].
+    busy: Vec<f64>,
+    compute_s: Vec<f64>,
+    exchange_s: Vec<f64>,
+    timed_steps: u64,
+    events: Vec<StepEvents>,
+    rebalances: u64,
+    migrations: u64,
+    copy_done: Option<CudaEvent>,
+    registration: Option<HostRegistration>,
+}
+
+impl SphGroup {
+    /// Continues from `state` with the step `dt` it was about to take, on the GPUs of `opts`.
+    pub fn from_state(
+        c: SphConstants,
+        state: SphState,
+        dt: f64,
+        opts: SphGroupOptions,
+    ) -> Result<SphGroup, CudaError> {
+        let g = opts.devices.len();
+        if g == 0 {
+            return Err(CudaError::Unsupported("an SPH group without GPUs".into()));
+        }
+        let grid = sph_grid(&c, &state.pos, &state.kind);
+        let axis = match opts.axis {
+            Some(a) => a.index(),
+            None => (0..3).max_by_key(|&a| (grid.dims[a], 3 - a)).unwrap_or(0),
+        };
+        let layers = grid.dims[axis];
+        if layers < MIN_SLAB_LAYERS * g as u32 {
+            return Err(CudaError::TooFewLayers {
+                gpus: g,
+                layers,
+                min: MIN_SLAB_LAYERS,
+                axis: ["x", "y", "z"][axis],
+            });
+        }
+        let layer_of = |p: V3| grid.cell_coords(p)[axis];
+        // First cut: equal particle counts (fluid and boundary alike).
+        let mut per_layer = vec![0u64; layers as usize];
+        for &p in &state.pos {
+            per_layer[layer_of(p) as usize] += 1;
+        }
+        let bounds = initial_bounds(&per_layer, g);
+        let nf_total = state.kind.iter().filter(|&&k| k == KIND_FLUID).count();
+        let bound_ids: Vec<u32> = (0..state.pos.len() as u32)
+            .filter(|&k| state.kind[k as usize] != KIND_FLUID)
+            .collect();
+        let bound_pos: Vec<V3> = bound_ids.iter().map(|&k| state.pos[k as usize]).collect();
+        let mut slabs = Vec::with_capacity(g);
+        for w in 0..g {
+            let (lo, hi) = (bounds[w], bounds[w + 1]);
+            let fluid: Vec<u32> = (0..state.pos.len() as u32)
+                .filter(|&k| {
+                    state.kind[k as usize] == KIND_FLUID
+                        && (lo..hi).contains(&layer_of(state.pos[k as usize]))
+                })
+                .collect();
+            let setup = SlabSetup {
+                // Room for every fluid particle and an eighth more (halo and arrivals): a slab
+                // may come to hold most of the fluid when the load moves faster than balancing.
+                cap: (nf_total + nf_total / 8 + 1024).min(u32::MAX as usize - 1) as u32,
+                frame_n: if w == 0 { state.pos.len() } else { 0 },
+            };
+            let sim = SphCuda::build(
+                c.clone(),
+                grid.clone(),
+                &state,
+                dt,
+                SphCudaOptions {
+                    device: opts.devices[w],
+                    double: opts.double,
+                },
+                &fluid,
+                &[],
+                Some(setup),
+                (axis as u32, lo, hi),
+            )?;
+            slabs.push(sim);
+        }
+        let ctxs: Vec<&Arc<CudaContext>> = slabs.iter().map(|s| &s.ctx).collect();
+        crate::dem::cuda::enable_peer_access(&ctxs, &opts.devices)?;
+        let events = slabs
+            .iter()
+            .map(|s| {
+                let e = || {
+                    s.ctx
+                        .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                        .map_err(|e| CudaError::driver("creating an event", e))
+                };
+                Ok([e()?, e()?, e()?, e()?])
+            })
+            .collect::<Result<Vec<_>, CudaError>>()?;
+        let mut group = SphGroup {
+            c,
+            slabs,
+            devices: opts.devices,
+            axis,
+            bounds,
+            kind: state.kind,
+            bound_ids,
+            bound_pos,
+            time: state.time,
+            step: state.step,
+            dt,
+            balance: opts.balance,
+            interval: opts.interval.max(1),
+            busy: vec![0.0; g],
+            compute_s: vec![0.0; g],
+            exchange_s: vec![0.0; g],
+            timed_steps: 0,
+            events,
+            rebalances: 0,
+            migrations: 0,
+            copy_done: None,
+            registration: None,
+        };
+        let rho: Vec<f64> = group
+            .bound_ids
+            .iter()
+            .map(|&k| state.rho[k as usize])
+            .collect();
+        group.place_boundary(&rho)?;
+        Ok(group)
+    }
+
+    /// Gives every slab the boundary particles of its layers and halo (densities `rho`, one per
+    /// boundary particle in id order) and the halo lists between neighbours.
+    fn place_boundary(&mut self, rho: &[f64]) -> Result<(), CudaError> {
+        let grid = self.slabs[0].grid.clone();
+        let axis = self.axis;
+        let layers: Vec<u32> = self
+            .bound_pos
+            .iter()
+            .map(|&p| grid.cell_coords(p)[axis])
+            .collect();
+        for (w, s) in self.slabs.iter_mut().enumerate() {
+            let (lo, hi) = (self.bounds[w], self.bounds[w + 1]);
+            s.set_own_layers(lo, hi);
+            let pick: Vec<usize> = (0..self.bound_ids.len())
+                .filter(|&j| layers[j] + 1 >= lo && layers[j] < hi + 1)
+                .collect();
+            let ids: Vec<u32> = pick.iter().map(|&j| self.bound_ids[j]).collect();
+            let pos: Vec<V3> = pick.iter().map(|&j| self.bound_pos[j]).collect();
+            let r: Vec<f64> = pick.iter().map(|&j| rho[j]).collect();
+            s.set_slab_boundary(&ids, &pos, &r)?;
+        }
+        // Halo lists: slab w's halo layer next to neighbour v is owned by v.
+        let layer_of = |id: u32| -> u32 {
+            let j = self
+                .bound_ids
+                .binary_search(&id)
+                .expect("a boundary id of the run");
+            layers[j]
+        };
+        let g = self.slabs.len();
+        let mut send: Vec<[Vec<u32>; 2]> = vec![[Vec::new(), Vec::new()]; g];
+        let mut recv: Vec<[Vec<u32>; 2]> = vec![[Vec::new(), Vec::new()]; g];
+        // (Indexed: slab w's lists and its neighbour v's are filled together.)
+        #[allow(clippy::needless_range_loop)]
+        for w in 0..g {
+            for side in 0..2 {
+                let v = match side {
+                    0 if w > 0 => w - 1,
+                    1 if w + 1 < g => w + 1,
+                    _ => continue,
+                };
+                let halo = if side == 0 {
+                    self.bounds[w] - 1
+                } else {
+                    self.bounds[w + 1]
+                };
+                let theirs: std::collections::HashMap<u32, u32> = self.slabs[v]
+                    .boundary_ids()
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &id)| (id, k as u32))
+                    .collect();
+                for (k, &id) in self.slabs[w].boundary_ids().iter().enumerate() {
+                    if layer_of(id) == halo {
+                        recv[w][side].push(k as u32);
+                        send[v][1 - side].push(theirs[&id]);
+                    }
+                }
+            }
+        }
+        for ((s, snd), rcv) in self.slabs.iter_mut().zip(send).zip(recv) {
+            s.set_boundary_halo(snd, rcv)?;
+        }
+        Ok(())
+    }
+
+    /// Where slab `w`'s particles go (sph.cu's SphSlab).
+    fn slab_info(&self, w: usize) -> SphSlab {
+        let b = &self.bounds;
+        let g = self.slabs.len();
+        let layers = b[g] as i32;
+        SphSlab {
+            left_hi: if w > 0 { b[w] as i32 } else { -1 },
+            right_lo: if w + 1 < g {
+                b[w + 1] as i32 - 1
+            } else {
+                layers
+            },
+            reach_lo: if w > 1 { b[w - 1] as i32 + 1 } else { 0 },
+            reach_hi: if w + 2 < g {
+                b[w + 2] as i32 - 1
+            } else {
+                layers
+            },
+            cap: 0,
+            pad: 0,
+        }
+    }
+
+    /// The exchange before an evaluation at the state's (`half` false) or the half state's
+    /// positions: classify, read the counts, copy records and boundary densities to the
+    /// neighbours device to device, unpack.
+    fn exchange(&mut self, half: bool) -> Result<(), CudaError> {
+        let g = self.slabs.len();
+        for w in 0..g {
+            let info = self.slab_info(w);
+            let s = &mut self.slabs[w];
+            s.queue_boundary_pick(half)?;
+            s.queue_classify(half, info)?;
+        }
+        let mut counts = Vec::with_capacity(g);
+        for w in 0..g {
+            let info = self.slab_info(w);
+            let s = &mut self.slabs[w];
+            let mut c = s.read_counts()?;
+            while !s.fit_sends(c[0].max(c[1]))? {
+                s.queue_classify(half, info)?;
+                c = s.read_counts()?;
+            }
+            counts.push(c);
+        }
+        let beyond: u32 = counts.iter().map(|c| c[3]).sum();
+        if beyond > 0 {
+            return Err(CudaError::SlabSkipped {
+                count: beyond,
+                step: self.step,
+            });
+        }
+        let got: Vec<[u32; 2]> = (0..g)
+            .map(|h| {
+                [
+                    if h > 0 { counts[h - 1][1] } else { 0 },
+                    if h + 1 < g { counts[h + 1][0] } else { 0 },
+                ]
+            })
+            .collect();
+        for (h, s) in self.slabs.iter_mut().enumerate() {
+            s.make_room(got[h], self.devices[h])?;
+        }
+        self.migrations += counts.iter().map(|c| (c[0] + c[1]) as u64).sum::<u64>();
+        // Copies on the receiver's stream; the sender waits for them before it classifies
+        // again (its send buffers are read until then).
+        let rec = record_bytes(self.slabs[0].real);
+        let real = self.slabs[0].real;
+        let mut copied: Vec<Option<CudaEvent>> = (0..g).map(|_| None).collect();
+        for h in 0..g {
+            let mut any = false;
+            for (side, &n) in got[h].iter().enumerate() {
+                let src = match side {
+                    0 if h > 0 => h - 1,
+                    1 if h + 1 < g => h + 1,
+                    _ => continue,
+                };
+                let (dst, from) = (&self.slabs[h], &self.slabs[src]);
+                let copies = [
+                    (
+                        dst.recv_ptr(side),
+                        from.send_ptr(1 - side),
+                        n as usize * rec,
+                    ),
+                    (
+                        dst.boundary_recv_ptr(side),
+                        from.boundary_send_ptr(1 - side),
+                        dst.boundary_recv_count(side) as usize * real,
+                    ),
+                ];
+                for (to, fro, bytes) in copies {
+                    if bytes == 0 {
+                        continue;
+                    }
+                    // SAFETY: both are live allocations of these slabs holding `bytes` bytes
+                    // (the sender's counts fit its send buffer and make_room grew the
+                    // receiver's; the boundary buffers were sized for these lists); the
+                    // sender's classify and pick completed (read_counts waited for its
+                    // stream), and it writes them again only after `copied` (waited below).
+                    unsafe {
+                        cudarc::driver::result::memcpy_peer_async(
+                            dst.ctx.cu_ctx(),
+                            to,
+                            from.ctx.cu_ctx(),
+                            fro,
+                            bytes,
+                            dst.stream.cu_stream(),
+                        )
+                    }
+                    .map_err(|e| CudaError::driver("copying SPH records between GPUs", e))?;
+                    any = true;
+                }
+            }
+            if any {
+                copied[h] = Some(
+                    self.slabs[h]
+                        .stream
+                        .record_event(None)
+                        .map_err(|e| CudaError::driver("recording an event", e))?,
+                );
+            }
+        }
+        for h in 0..g {
+            for nb in [h.checked_sub(1), (h + 1 < g).then_some(h + 1)]
+                .into_iter()
+                .flatten()
+            {
+                if let Some(ev) = &copied[nb] {
+                    self.slabs[h]
+                        .stream
+                        .wait(ev)
+                        .map_err(|e| CudaError::driver("ordering the exchange", e))?;
+                }
+            }
+        }
+        for (h, s) in self.slabs.iter_mut().enumerate() {
+            s.queue_unpack(got[h], counts[h][2], half)?;
+        }
+        Ok(())
+    }
+
+    fn mark(&self, which: usize) -> Result<(), CudaError> {
+        for (s, ev) in self.slabs.iter().zip(&self.events) {
+            ev[which]
+                .record(&s.stream)
+                .map_err(|e| CudaError::driver("recording an event", e))?;
+        }
+        Ok(())
+    }
+
+    /// One symplectic step of [`SphGroup::dt`] on every GPU; sets the next step.
+    pub fn step(&mut self) -> Result<(), CudaError> {
+        let dt = self.dt;
+        for s in &mut self.slabs {
+            s.p.dt = dt;
+        }
+        self.exchange(false)?;
+        self.mark(0)?;
+        for s in &mut self.slabs {
+            s.predictor()?;
+        }
+        self.mark(1)?;
+        self.exchange(true)?;
+        self.mark(2)?;
+        for s in &mut self.slabs {
+            s.corrector()?;
+        }
+        self.mark(3)?;
+        let (mut dt_f, mut dt_cv, mut nonfinite) = (f64::INFINITY, f64::INFINITY, 0);
+        for s in &self.slabs {
+            let (f, cv, nf) = s.read_diag()?;
+            dt_f = dt_f.min(f);
+            dt_cv = dt_cv.min(cv);
+            nonfinite += nf;
+        }
+        // Every stream has passed its events (read_diag waited for it).
+        for (w, ev) in self.events.iter().enumerate() {
+            let ms = |a: usize, b: usize| -> Result<f64, CudaError> {
+                Ok(ev[a]
+                    .elapsed_ms(&ev[b])
+                    .map_err(|e| CudaError::driver("reading an event", e))?
+                    as f64
+                    * 1e-3)
+            };
+            let compute = ms(0, 1)? + ms(2, 3)?;
+            self.busy[w] += compute;
+            self.compute_s[w] += compute;
+            self.exchange_s[w] += ms(1, 2)?;
+        }
+        self.timed_steps += 1;
+        self.time += dt;
+        self.step += 1;
+        if nonfinite > 0 {
+            return Err(CudaError::NonFinite {
+                count: nonfinite,
+                step: self.step,
+            });
+        }
+        self.dt = next_time_step(&self.c, dt_f, dt_cv);
+        if self.step.is_multiple_of(self.interval) {
+            self.rebalance()?;
+        }
+        Ok(())
+    }
+
+    /// Moves the slab bounds ([`balance::decide`]); the next exchange hands the fluid of moved
+    /// layers to its new GPU, and the boundary particles are placed again here.
+    fn rebalance(&mut self) -> Result<(), CudaError> {
+        if self.balance == Balance::Off {
+            return Ok(());
+        }
+        let layers = self.bounds[self.slabs.len()] as usize;
+        let mut per_layer = vec![0u64; layers];
+        if matches!(self.balance, Balance::Count | Balance::Time) {
+            for s in &self.slabs {
+                for (a, b) in per_layer.iter_mut().zip(s.layer_counts()?) {
+                    *a += b as u64;
+                }
+            }
+        }
+        let decision = balance::decide(
+            self.balance,
+            &self.bounds,
+            &per_layer,
+            &self.busy,
+            MIN_SLAB_LAYERS,
+        );
+        self.busy.iter_mut().for_each(|b| *b = 0.0);
+        let Some(new) = decision else {
+            return Ok(());
+        };
+        tracing::debug!(
+            step = self.step,
+            by = self.balance.name(),
+            from = ?self.bounds,
+            to = ?new,
+            "SPH slab bounds moved"
+        );
+        let mut rho = vec![0.0; self.bound_ids.len()];
+        for s in &self.slabs {
+            for (id, r) in s.owned_boundary_rho()? {
+                let j = self
+                    .bound_ids
+                    .binary_search(&id)
+                    .expect("a boundary id of the run");
+                rho[j] = r;
+            }
+        }
+        self.bounds = new;
+        self.place_boundary(&rho)?;
+        self.rebalances += 1;
+        Ok(())
+    }
+
+    /// One step, shortened so as not to pass `t_end`.
+    pub fn step_within(&mut self, t_end: f64) -> Result<(), CudaError> {
+        if self.time + self.dt > t_end && t_end > self.time {
+            self.dt = t_end - self.time;
+        }
+        self.step()
+    }
+
+    /// Steps until `t` (the last step shortened to land on it).
+    pub fn run_to(&mut self, t: f64) -> Result<(), CudaError> {
+        while self.time < t - 1e-12 {
+            self.step_within(t)?;
+        }
+        Ok(())
+    }
+
+    pub fn dt(&self) -> f64 {
+        self.dt
+    }
+    pub fn time(&self) -> f64 {
+        self.time
+    }
+    pub fn step_index(&self) -> u64 {
+        self.step
+    }
+    pub fn particle_count(&self) -> usize {
+        self.kind.len()
+    }
+    pub fn kinds(&self) -> &[u32] {
+        &self.kind
+    }
+    /// The slab bounds (cell layers along the split axis, one more than GPUs).
+    pub fn bounds(&self) -> &[u32] {
+        &self.bounds
+    }
+    /// The split axis (0 x, 1 y, 2 z).
+    pub fn axis(&self) -> usize {
+        self.axis
+    }
+    pub fn rebalances(&self) -> u64 {
+        self.rebalances
+    }
+    /// Fluid records sent between GPUs so far (halo copies and migrants).
+    pub fn records_sent(&self) -> u64 {
+        self.migrations
+    }
+    /// Per GPU: device compute and exchange time over the run [s], and the steps timed.
+    pub fn phase_times(&self) -> (Vec<f64>, Vec<f64>, u64) {
+        (
+            self.compute_s.clone(),
+            self.exchange_s.clone(),
+            self.timed_steps,
+        )
+    }
+    /// Resets [`SphGroup::phase_times`].
+    pub fn reset_phase_times(&mut self) {
+        self.compute_s.iter_mut().for_each(|t| *t = 0.0);
+        self.exchange_s.iter_mut().for_each(|t| *t = 0.0);
+        self.timed_steps = 0;
+    }
+    /// Owned particles per GPU (fluid and boundary), from a download of the state.
+    pub fn owned_counts(&self) -> Result<Vec<usize>, CudaError> {
+        self.slabs.iter().map(|s| s.owned_count()).collect()
+    }
+    /// GPU 0's context (to page-lock more host memory for frames).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.slabs[0].ctx
+    }
+    pub fn device_name(&self) -> String {
+        let names: Vec<String> = self
+            .slabs
+            .iter()
+            .zip(&self.devices)
+            .map(|(s, d)| format!("{d}: {}", s.device_name()))
+            .collect();
+        format!("{} GPUs ({})", self.slabs.len(), names.join(", "))
+    }
+    /// Every GPU's arrays, the particles counted once.
+    pub fn memory(&self) -> MemoryReport {
+        let mut m = MemoryReport {
+            particles: self.kind.len() as u64,
+            cells: self.slabs[0].memory().cells,
+            ..MemoryReport::default()
+        };
+        for (s, d) in self.slabs.iter().zip(&self.devices) {
+            for (name, bytes) in &s.memory().arrays {
+                m.arrays.push((format!("gpu{d}.{name}"), *bytes));
+            }
+        }
+        m
+    }
+
+    /// The full state in id order (for checkpoints and tests).
+    pub fn state(&self) -> Result<SphState, CudaError> {
+        let n = self.kind.len();
+        let mut st = SphState {
+            time: self.time,
+            step: self.step,
+            kind: self.kind.clone(),
+            pos: vec![[0.0; 3]; n],
+            vel: vec![[0.0; 3]; n],
+            rho: vec![0.0; n],
+        };
+        for s in &self.slabs {
+            s.write_into(&mut st)?;
+        }
+        Ok(st)
+    }
+
+    /// Page-locks the host range `ptr..ptr + len` for frame copies (see
+    /// [`SphCuda::register_host`]).
+    ///
+    /// # Safety
+    /// The range must stay mapped until [`SphGroup::release_host`] (or the drop).
+    pub unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError> {
+        self.release_host();
+        // SAFETY: the caller's contract.
+        self.registration =
+            Some(unsafe { crate::dem::cuda::register_host(&self.slabs[0].ctx, ptr, len) }?);
+        Ok(())
+    }
+
+    /// Waits for a frame copy in flight and unregisters the host range.
+    pub fn release_host(&mut self) {
+        let _ = self.publish_wait();
+        self.registration = None;
+    }
+
+    /// Every slab packs its own particles into GPU 0's staging; GPU 0's compute stream then
+    /// waits for all of them.
+    pub fn pack_frame(&self) -> Result<(), CudaError> {
+        let staging = self.slabs[0].staging;
+        for s in &self.slabs {
+            s.pack_into(staging)?;
+        }
+        for s in &self.slabs[1..] {
+            let ev = s
+                .stream
+                .record_event(None)
+                .map_err(|e| CudaError::driver("recording an event", e))?;
+            self.slabs[0]
+                .stream
+                .wait(&ev)
+                .map_err(|e| CudaError::driver("ordering the frame", e))?;
+        }
+        Ok(())
+    }
+
+    /// As [`SphCuda::publish_async`], for the whole run.
+    ///
+    /// # Safety
+    /// As [`SphCuda::publish_async`].
+    pub unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
+        self.publish_wait()?;
+        self.pack_frame()?;
+        // SAFETY: the caller's contract; GPU 0's staging holds every particle.
+        unsafe { self.slabs[0].copy_frame_async(targets, self.kind.len()) }?;
+        self.copy_done = self.slabs[0].take_copy_event();
+        Ok(())
+    }
+
+    /// Whether no frame copy is in flight any more.
+    pub fn publish_done(&mut self) -> Result<bool, CudaError> {
+        let Some(ev) = &self.copy_done else {
+            return Ok(true);
+        };
+        if ev
+            .try_is_complete()
+            .map_err(|e| CudaError::driver("querying the frame copy", e))?
+        {
+            self.copy_done = None;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Waits for the frame copy in flight, if any.
+    pub fn publish_wait(&mut self) -> Result<(), CudaError> {
+        if let Some(ev) = self.copy_done.take() {
+            ev.synchronize()
+                .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
+        }
+        Ok(())
+    }
+
+    /// Copies the packed positions or velocities into `out` (after [`SphGroup::pack_frame`]).
+    pub fn frame_vec3(&self, a: FrameArray, out: &mut [[f32; 3]]) -> Result<(), CudaError> {
+        self.slabs[0].frame_vec3(a, out)
+    }
+
+    /// Copies the packed densities or pressures into `out` (after [`SphGroup::pack_frame`]).
+    pub fn frame_scalar(&self, a: FrameArray, out: &mut [f32]) -> Result<(), CudaError> {
+        self.slabs[0].frame_scalar(a, out)
+    }
+}
+
+impl Drop for SphGroup {
+    fn drop(&mut self) {
+        let _ = self.publish_wait();
+        self.registration = None;
+    }
+}
+
+/// Bounds cutting `per_layer` into `g` slabs of about equal counts, each at least
+/// [`MIN_SLAB_LAYERS`] wide (the caller checked that there are enough layers).
+fn initial_bounds(per_layer: &[u64], g: usize) -> Vec<u32> {
+    let layers = per_layer.len() as u32;
+    let total: u64 = per_layer.iter().sum();
+    let mut bounds = vec![0u32; g + 1];
+    bounds[g] = layers;
+    let mut cum = 0u64;
+    let mut k = 1;
+    for (l, &c) in per_layer.iter().enumerate() {
+        if k >= g {
+            break;
+        }
+        cum += c;
+        while k < g && cum * g as u64 >= total * k as u64 {
+            bounds[k] = l as u32 + 1;
+            k += 1;
+        }
+    }
+    for k in 1..g {
+        bounds[k] = bounds[k].max(bounds[k - 1] + MIN_SLAB_LAYERS);
+    }
+    for k in (1..g).rev() {
+        bounds[k] = bounds[k].min(bounds[k + 1] - MIN_SLAB_LAYERS);
+    }
+    bounds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_cut_balances_counts_and_keeps_three_layers() {
+        assert_eq!(initial_bounds(&[1; 12], 2), vec![0, 6, 12]);
+        assert_eq!(initial_bounds(&[1; 12], 3), vec![0, 4, 8, 12]);
+        // Everything in the last layer: every slab still gets three layers, the loaded one no
+        // more.
+        let mut c = vec![0; 12];
+        c[11] = 100;
+        assert_eq!(initial_bounds(&c, 3), vec![0, 6, 9, 12]);
+        let mut c = vec![0; 12];
+        c[0] = 100;
+        assert_eq!(initial_bounds(&c, 2), vec![0, 3, 12]);
+    }
+}

@@ -1,0 +1,407 @@
+//! What one slab of a several-GPU SPH run adds to the one-GPU engine ([`super::SphCuda`]):
+//! ownership flags, the fluid records it sends to and receives from its neighbours before each
+//! evaluation of the rates, and the densities of the boundary particles in its halo. The group
+//! ([`super::group`]) drives the exchange; the kernels are sph_classify, sph_unpack, sph_pick,
+//! sph_place and sph_layer_count in sph.cu.
+
+use cudarc::driver::DeviceRepr;
+
+use super::{as_bytes, as_bytes_mut, blocks, CudaError, SphCuda};
+use crate::core::vec3::V3;
+
+/// `SphSlab` of sph.cu: where a slab's particles go (see the kernel's comments).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct SphSlab {
+    pub left_hi: i32,
+    pub right_lo: i32,
+    pub reach_lo: i32,
+    pub reach_hi: i32,
+    pub cap: u32,
+    pub pad: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<SphSlab>() == 24);
+// SAFETY: a plain #[repr(C)] struct of i32 and u32 with the layout of its sph.cu twin.
+unsafe impl DeviceRepr for SphSlab {}
+
+/// Bytes of one fluid record (SPH_REC_BYTES in sph.cu) for `real` of `real` bytes.
+pub(super) fn record_bytes(real: usize) -> usize {
+    56 + 8 * real
+}
+
+/// How a slab is set up.
+pub(super) struct SlabSetup {
+    /// Fluid slots (owned, halo and arrivals of one exchange).
+    pub cap: u32,
+    /// Particles of the frame staging arrays (the whole run on the first GPU, else none).
+    pub frame_n: usize,
+}
+
+impl SlabSetup {
+    /// First send buffers: a sixteenth of the slots each, grown when an exchange needs more.
+    fn send_cap(&self) -> u32 {
+        (self.cap / 16).max(1024)
+    }
+
+    /// Device bytes beyond the one-GPU engine's: flags, counts and the first record buffers.
+    pub fn extra_bytes(&self, real: usize) -> u64 {
+        2 * self.cap as u64 + 4 * self.send_cap() as u64 * record_bytes(real) as u64
+    }
+}
+
+/// A slab's exchange state.
+pub(super) struct Slab {
+    /// Per fluid slot: owned at the last evaluation (written by the rates); kept by the next sort.
+    pub own: u64,
+    pub keep: u64,
+    /// Per boundary slot: owned (on the device and here).
+    pub bown: u64,
+    pub bown_host: Vec<u8>,
+    /// Fluid records to the left and right neighbours, and from them.
+    send: [u64; 2],
+    send_cap: u32,
+    recv: [u64; 2],
+    recv_cap: [u32; 2],
+    /// sph_classify's counts: sent left, sent right, kept, beyond reach.
+    counts: u64,
+    /// Owned fluid per layer of the split axis.
+    layers: u64,
+    /// Boundary halo: the slots whose densities each neighbour needs and the buffer they go
+    /// through; the halo slots each neighbour fills and the buffer they arrive in.
+    bsend_idx: [u64; 2],
+    bsend: [u64; 2],
+    bsend_n: [u32; 2],
+    brecv_idx: [u64; 2],
+    brecv: [u64; 2],
+    brecv_n: [u32; 2],
+}
+
+impl Slab {
+    /// Allocates a slab's arrays on `sim` (whose first `sim.nf` fluid slots it owns).
+    pub fn new(sim: &mut SphCuda, setup: &SlabSetup) -> Result<Slab, CudaError> {
+        let cap = sim.cap as usize;
+        let send_cap = setup.send_cap();
+        let rec = record_bytes(sim.real) * send_cap as usize;
+        let layers = sim.grid.dims[sim.p.axis as usize] as usize;
+        let slab = Slab {
+            own: sim.alloc("slab.own", cap)?,
+            keep: sim.alloc("slab.keep", cap)?,
+            bown: 0,
+            bown_host: Vec::new(),
+            send: [
+                sim.alloc("slab.send_left", rec)?,
+                sim.alloc("slab.send_right", rec)?,
+            ],
+            send_cap,
+            recv: [
+                sim.alloc("slab.recv_left", rec)?,
+                sim.alloc("slab.recv_right", rec)?,
+            ],
+            recv_cap: [send_cap; 2],
+            counts: sim.alloc("slab.counts", 16)?,
+            layers: sim.alloc("slab.layers", 4 * layers)?,
+            bsend_idx: [0; 2],
+            bsend: [0; 2],
+            bsend_n: [0; 2],
+            brecv_idx: [0; 2],
+            brecv: [0; 2],
+            brecv_n: [0; 2],
+        };
+        sim.put(slab.own, &vec![1u8; sim.nf as usize])?;
+        Ok(slab)
+    }
+}
+
+impl SphCuda {
+    fn slab(&self) -> &Slab {
+        self.slab.as_ref().expect("a slab of an SPH group")
+    }
+
+    fn slab_mut(&mut self) -> &mut Slab {
+        self.slab.as_mut().expect("a slab of an SPH group")
+    }
+
+    /// Sets the layers this slab owns.
+    pub(super) fn set_own_layers(&mut self, lo: u32, hi: u32) {
+        self.p.own_lo = lo;
+        self.p.own_hi = hi;
+    }
+
+    /// The boundary particles `ids` (positions `pos` and densities `rho` alike) of this slab's
+    /// layers and halo; those in its own layers are its own.
+    pub(super) fn set_slab_boundary(
+        &mut self,
+        ids: &[u32],
+        pos: &[V3],
+        rho: &[f64],
+    ) -> Result<(), CudaError> {
+        self.upload_boundary(ids, pos, rho)?;
+        let axis = self.p.axis as usize;
+        let (lo, hi) = (self.p.own_lo, self.p.own_hi);
+        // The sorted order of the upload, by id.
+        let at: std::collections::HashMap<u32, usize> =
+            ids.iter().enumerate().map(|(k, &id)| (id, k)).collect();
+        let bown: Vec<u8> = self
+            .bids
+            .iter()
+            .map(|id| {
+                let l = self.grid.cell_coords(pos[at[id]])[axis];
+                (lo..hi).contains(&l) as u8
+            })
+            .collect();
+        let old = self.slab().bown;
+        self.free(old);
+        let bown_ptr = self.alloc("slab.boundary_own", bown.len())?;
+        self.put(bown_ptr, &bown)?;
+        let sl = self.slab_mut();
+        sl.bown = bown_ptr;
+        sl.bown_host = bown;
+        Ok(())
+    }
+
+    /// The boundary halo: per side, the slots whose densities go to that neighbour and the
+    /// slots its densities fill here (in the neighbour's send order).
+    pub(super) fn set_boundary_halo(
+        &mut self,
+        send: [Vec<u32>; 2],
+        recv: [Vec<u32>; 2],
+    ) -> Result<(), CudaError> {
+        let r = self.real;
+        for side in 0..2 {
+            let sl = self.slab();
+            let old = [
+                sl.bsend_idx[side],
+                sl.bsend[side],
+                sl.brecv_idx[side],
+                sl.brecv[side],
+            ];
+            for p in old {
+                self.free(p);
+            }
+            let (ns, nr) = (send[side].len(), recv[side].len());
+            let si = self.alloc("slab.boundary_send_slots", 4 * ns)?;
+            let sb = self.alloc("slab.boundary_send", r * ns)?;
+            let ri = self.alloc("slab.boundary_recv_slots", 4 * nr)?;
+            let rb = self.alloc("slab.boundary_recv", r * nr)?;
+            self.put(si, as_bytes(&send[side]))?;
+            self.put(ri, as_bytes(&recv[side]))?;
+            let sl = self.slab_mut();
+            sl.bsend_idx[side] = si;
+            sl.bsend[side] = sb;
+            sl.bsend_n[side] = ns as u32;
+            sl.brecv_idx[side] = ri;
+            sl.brecv[side] = rb;
+            sl.brecv_n[side] = nr as u32;
+        }
+        Ok(())
+    }
+
+    /// The boundary ids of this slab in slot order.
+    pub(super) fn boundary_ids(&self) -> &[u32] {
+        &self.bids
+    }
+
+    /// The densities of the owned boundary particles, as (id, density).
+    pub(super) fn owned_boundary_rho(&self) -> Result<Vec<(u32, f64)>, CudaError> {
+        let rho = self.download_reals(self.brho, self.nb as usize)?;
+        let sl = self.slab();
+        Ok(self
+            .bids
+            .iter()
+            .zip(rho)
+            .zip(&sl.bown_host)
+            .filter(|(_, &o)| o != 0)
+            .map(|((&id, r), _)| (id, r))
+            .collect())
+    }
+
+    fn boundary_rho_ptr(&self, half: bool) -> u64 {
+        if half {
+            self.bhalf
+        } else {
+            self.brho
+        }
+    }
+
+    /// Queues the boundary densities (of the state or the half state) each neighbour needs
+    /// into the send buffers.
+    pub(super) fn queue_boundary_pick(&self, half: bool) -> Result<(), CudaError> {
+        let src = self.boundary_rho_ptr(half);
+        let sl = self.slab();
+        for side in 0..2 {
+            let n = sl.bsend_n[side];
+            if n > 0 {
+                self.launch(
+                    "sph_pick",
+                    blocks(n),
+                    &[&n, &src, &sl.bsend_idx[side], &sl.bsend[side]],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues the classification of the fluid before an evaluation at the state's (or the half
+    /// state's) positions: what stays, what goes to each neighbour.
+    pub(super) fn queue_classify(
+        &mut self,
+        half: bool,
+        mut info: SphSlab,
+    ) -> Result<(), CudaError> {
+        let counts = self.slab().counts;
+        self.zero(counts, 16)?;
+        let sl = self.slab();
+        info.cap = sl.send_cap;
+        let eval = if half { self.half.pos } else { self.s.pos };
+        let p = self.p;
+        self.launch(
+            "sph_classify",
+            blocks(self.nf),
+            &[
+                &p,
+                &info,
+                &self.s,
+                &self.half,
+                &eval,
+                &sl.own,
+                &sl.keep,
+                &sl.send[0],
+                &sl.send[1],
+                &counts,
+            ],
+        )
+    }
+
+    /// The counts of the last classification (waits for it): sent left, sent right, kept,
+    /// beyond reach.
+    pub(super) fn read_counts(&self) -> Result<[u32; 4], CudaError> {
+        let mut c = [0u32; 4];
+        self.get(self.slab().counts, as_bytes_mut(&mut c))?;
+        Ok(c)
+    }
+
+    /// Whether `sent` records fit the send buffers; if not, grows them (the classification
+    /// must then run again).
+    pub(super) fn fit_sends(&mut self, sent: u32) -> Result<bool, CudaError> {
+        if sent <= self.slab().send_cap {
+            return Ok(true);
+        }
+        let cap = sent + sent / 4;
+        let bytes = record_bytes(self.real) * cap as usize;
+        for side in 0..2 {
+            let old = self.slab().send[side];
+            self.free(old);
+            let name = ["slab.send_left", "slab.send_right"][side];
+            let p = self.alloc(name, bytes)?;
+            self.slab_mut().send[side] = p;
+        }
+        self.slab_mut().send_cap = cap;
+        Ok(false)
+    }
+
+    /// Room for `got` records from the left and right neighbours after the current slots.
+    pub(super) fn make_room(&mut self, got: [u32; 2], device: usize) -> Result<(), CudaError> {
+        let need = self.nf as u64 + got[0] as u64 + got[1] as u64;
+        if need > self.cap as u64 {
+            return Err(CudaError::WindowFull {
+                device,
+                need,
+                capacity: self.cap as u64,
+            });
+        }
+        for side in 0..2 {
+            if got[side] > self.slab().recv_cap[side] {
+                let old = self.slab().recv[side];
+                self.free(old);
+                let cap = got[side] + got[side] / 4;
+                let name = ["slab.recv_left", "slab.recv_right"][side];
+                let p = self.alloc(name, record_bytes(self.real) * cap as usize)?;
+                let sl = self.slab_mut();
+                sl.recv[side] = p;
+                sl.recv_cap[side] = cap;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn send_ptr(&self, side: usize) -> u64 {
+        self.slab().send[side]
+    }
+    pub(super) fn recv_ptr(&self, side: usize) -> u64 {
+        self.slab().recv[side]
+    }
+    pub(super) fn boundary_send_ptr(&self, side: usize) -> u64 {
+        self.slab().bsend[side]
+    }
+    pub(super) fn boundary_recv_ptr(&self, side: usize) -> u64 {
+        self.slab().brecv[side]
+    }
+    /// Boundary densities this slab receives from the neighbour on `side`.
+    pub(super) fn boundary_recv_count(&self, side: usize) -> u32 {
+        self.slab().brecv_n[side]
+    }
+
+    /// Particles this slab owns (fluid and boundary; downloads the fluid's flags).
+    pub(super) fn owned_count(&self) -> Result<usize, CudaError> {
+        let sl = self.slab();
+        let mut own = vec![0u8; self.nf as usize];
+        self.get(sl.own, &mut own)?;
+        let b = sl.bown_host.iter().filter(|&&o| o != 0).count();
+        Ok(own.iter().filter(|&&o| o != 0).count() + b)
+    }
+
+    /// Queues the unpacking of the received records after the current slots and of the
+    /// received boundary densities into the halo slots; the next sort keeps `kept` local slots
+    /// and every received one.
+    pub(super) fn queue_unpack(
+        &mut self,
+        got: [u32; 2],
+        kept: u32,
+        half: bool,
+    ) -> Result<(), CudaError> {
+        let sl = self.slab();
+        let mut base = self.nf;
+        for (side, &n) in got.iter().enumerate() {
+            if n > 0 {
+                let p = super::KernelParams { n, ..self.p };
+                self.launch(
+                    "sph_unpack",
+                    blocks(n),
+                    &[&p, &sl.recv[side], &base, &self.s, &self.half, &sl.keep],
+                )?;
+            }
+            base += n;
+        }
+        let dst = self.boundary_rho_ptr(half);
+        for side in 0..2 {
+            let n = sl.brecv_n[side];
+            if n > 0 {
+                self.launch(
+                    "sph_place",
+                    blocks(n),
+                    &[&n, &sl.brecv[side], &sl.brecv_idx[side], &dst],
+                )?;
+            }
+        }
+        self.slots = base;
+        self.next_nf = kept + got[0] + got[1];
+        Ok(())
+    }
+
+    /// Owned fluid particles per layer of the split axis (waits for the stream).
+    pub(super) fn layer_counts(&self) -> Result<Vec<u32>, CudaError> {
+        let sl = self.slab();
+        let n = self.grid.dims[self.p.axis as usize] as usize;
+        self.zero(sl.layers, 4 * n)?;
+        let p = self.p;
+        self.launch(
+            "sph_layer_count",
+            blocks(self.nf),
+            &[&p, &self.s.pos, &sl.own, &sl.layers],
+        )?;
+        let mut out = vec![0u32; n];
+        self.get(sl.layers, as_bytes_mut(&mut out))?;
+        Ok(out)
+    }
+}

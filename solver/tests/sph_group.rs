@@ -1,0 +1,204 @@
+//! SPH on several GPUs (`solver::sph::cuda::SphGroup`) against one GPU: the same bits, every
+//! step and every time step, for any number of slabs, split axis and balancing (the bounds move
+//! while the dam breaks); frames and checkpoints are the one-GPU run's. Slabs given the same
+//! device ordinal run on one GPU (the exchange is the same device-to-device copy), so this runs
+//! wherever one NVIDIA GPU is; elsewhere (CI) each test prints "skipped: no GPU" and passes.
+
+#[path = "support/sph.rs"]
+mod sph;
+
+use solver::decomp::{Axis, Balance};
+use solver::sph::cpu::{first_time_step, SphState};
+use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGroup, SphGroupOptions};
+use solver::sph::setup::{SphCase, SphConstants};
+use sph::{assert_same_bits, gpu};
+
+/// A dam 0.15 m wide and 0.2 m high breaking along a 0.6 m tank (dp = 1 cm: about 17 cell
+/// layers along x): the fluid crosses every slab bound.
+fn dam() -> (SphConstants, SphState) {
+    let text = r#"
+method = "sph"
+dt = 1e-3
+end_time = 1.0
+[domain]
+min = [0.0, 0.0, 0.0]
+max = [0.6, 0.05, 0.25]
+[sph]
+spacing = 0.01
+[[fluid]]
+min = [0.0, 0.0, 0.0]
+max = [0.15, 0.05, 0.2]
+"#;
+    let case = SphCase::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+    let c = case.constants().unwrap();
+    let p = case.particles(&c);
+    let n = p.pos.len();
+    let state = SphState {
+        time: 0.0,
+        step: 0,
+        kind: p.kind,
+        pos: p.pos,
+        vel: vec![[0.0; 3]; n],
+        rho: p.rho,
+    };
+    (c, state)
+}
+
+fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) -> SphGroupOptions {
+    SphGroupOptions {
+        devices: vec![0; slabs],
+        double,
+        axis,
+        balance,
+        interval: 10,
+    }
+}
+
+/// Steps one GPU and a group side by side: the next time step after every step and the whole
+/// state every 100 steps have the same bits.
+fn same_run(double: bool, opts: SphGroupOptions, steps: u64) -> SphGroup {
+    let (c, state) = dam();
+    let dt = first_time_step(&c);
+    let what = format!("{opts:?}");
+    let one = SphCudaOptions { device: 0, double };
+    let mut single = SphCuda::from_state(c.clone(), state.clone(), dt, one).expect("one GPU");
+    let mut group = SphGroup::from_state(c, state, dt, opts).expect("the group starts");
+    let first = group.bounds().to_vec();
+    for step in 1..=steps {
+        single.step().expect("one GPU step");
+        group.step().expect("group step");
+        assert_eq!(
+            single.dt().to_bits(),
+            group.dt().to_bits(),
+            "{what}: next dt after step {step}"
+        );
+        if step % 100 == 0 || step == steps {
+            let (a, b) = (single.state().unwrap(), group.state().unwrap());
+            assert_same_bits(&a, &b, &format!("{what} at step {step}"));
+        }
+    }
+    let s = single.state().unwrap();
+    assert!(
+        s.vel.iter().any(|v| v[0] > 0.3),
+        "{what}: the dam must be breaking"
+    );
+    println!(
+        "{what}: {steps} steps identical; bounds {first:?} -> {:?}, {} rebalances, {} records sent",
+        group.bounds(),
+        group.rebalances(),
+        group.records_sent()
+    );
+    assert!(group.records_sent() > 0, "{what}: nothing crossed a bound");
+    group
+}
+
+/// f64: two and three slabs along x, two along z, with every balancing: one GPU's bits.
+#[test]
+fn f64_group_steps_have_one_gpus_bits() {
+    if !gpu() {
+        return;
+    }
+    let g = same_run(true, group_opts(2, true, None, Balance::Count), 400);
+    assert!(
+        g.rebalances() > 0,
+        "counts must move the bound as the dam breaks"
+    );
+    same_run(true, group_opts(3, true, None, Balance::Neighbour), 300);
+    same_run(
+        true,
+        group_opts(3, true, Some(Axis::X), Balance::Slice),
+        300,
+    );
+    same_run(true, group_opts(2, true, Some(Axis::Z), Balance::Off), 300);
+}
+
+/// Float (the default mode): the same kernels sum the same neighbours in the same order, so
+/// the group has one GPU's bits here too.
+#[test]
+fn f32_group_steps_have_one_gpus_bits() {
+    if !gpu() {
+        return;
+    }
+    same_run(false, group_opts(2, false, None, Balance::Time), 400);
+}
+
+/// The group's frame is one GPU's (id order, every particle once), and its state continues on
+/// one GPU (a checkpoint) with the bits of the uninterrupted group.
+#[test]
+fn frames_and_checkpoints_of_a_group_are_one_gpus() {
+    if !gpu() {
+        return;
+    }
+    let (c, state) = dam();
+    let dt = first_time_step(&c);
+    let one = SphCudaOptions {
+        device: 0,
+        double: true,
+    };
+    let mut single = SphCuda::from_state(c.clone(), state.clone(), dt, one).unwrap();
+    let mut group = SphGroup::from_state(
+        c.clone(),
+        state,
+        dt,
+        group_opts(3, true, None, Balance::Count),
+    )
+    .unwrap();
+    single.run_to(0.05).unwrap();
+    group.run_to(0.05).unwrap();
+    let n = group.particle_count();
+    assert_eq!(
+        group.owned_counts().unwrap().iter().sum::<usize>(),
+        n,
+        "every particle owned once"
+    );
+    single.pack_frame().unwrap();
+    group.pack_frame().unwrap();
+    for a in [FrameArray::Position, FrameArray::Velocity] {
+        let (mut x, mut y) = (vec![[0f32; 3]; n], vec![[0f32; 3]; n]);
+        single.frame_vec3(a, &mut x).unwrap();
+        group.frame_vec3(a, &mut y).unwrap();
+        assert!(x == y, "frame {a:?}");
+    }
+    for a in [FrameArray::Density, FrameArray::Pressure] {
+        let (mut x, mut y) = (vec![0f32; n], vec![0f32; n]);
+        single.frame_scalar(a, &mut x).unwrap();
+        group.frame_scalar(a, &mut y).unwrap();
+        assert!(
+            x.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "frame {a:?}"
+        );
+    }
+    // Group -> one GPU, one GPU -> group.
+    let mut from_group = SphCuda::from_state(c.clone(), group.state().unwrap(), group.dt(), one)
+        .expect("one GPU from the group's state");
+    let mut to_group = SphGroup::from_state(
+        c.clone(),
+        single.state().unwrap(),
+        single.dt(),
+        group_opts(2, true, None, Balance::Off),
+    )
+    .expect("a group from one GPU's state");
+    for _ in 0..50 {
+        single.step().unwrap();
+        from_group.step().unwrap();
+        to_group.step().unwrap();
+    }
+    let s = single.state().unwrap();
+    assert_same_bits(&s, &from_group.state().unwrap(), "group state on one GPU");
+    assert_same_bits(&s, &to_group.state().unwrap(), "one GPU's state on a group");
+}
+
+/// More slabs than the layers allow: a clear error, nothing started.
+#[test]
+fn too_many_slabs_for_the_layers_is_an_error() {
+    if !gpu() {
+        return;
+    }
+    let (c, state) = dam();
+    let dt = first_time_step(&c);
+    let err = SphGroup::from_state(c, state, dt, group_opts(12, true, None, Balance::Off))
+        .err()
+        .expect("12 slabs of 3 layers do not fit about 17 layers");
+    let msg = err.to_string();
+    assert!(msg.contains("12 GPUs") && msg.contains("layers"), "{msg}");
+}
