@@ -4,7 +4,7 @@
 #     slabs on one device when there is one GPU), the one-GPU SPH tests (sph_cuda.rs), and the
 #     user path: dambreak.toml with --devices on two slabs, VTK output, a checkpoint, a restart on
 #     one GPU, analysis reading the segment.
-#   part "bench DEVICES": sph-gpu-bench at 20 M and 100 M particles on one GPU and on DEVICES
+#   part "bench DEVICES": sph-gpu-bench at $SIZES (default 10 M and 20 M) particles on one GPU and on DEVICES
 #     (e.g. 0,1), balancing off and on.
 set -uo pipefail
 part=${1:-tests}
@@ -28,7 +28,7 @@ tests)
   rm -rf "$d"
   ;;
 bench)
-  result bench timeout 580 sph-gpu-bench --particles 2e7 --steps 100 --warmup 10 --frames 0 \
+  result bench timeout 580 sph-gpu-bench --particles ${SIZES:-1e7,2e7} --steps 100 --warmup 10 --frames 0 \
     --devices "$devices" --out "$OUT/sph_group.jsonl"
   ;;
 esac

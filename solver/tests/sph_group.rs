@@ -4,6 +4,8 @@
 //! device ordinal run on one GPU (the exchange is the same device-to-device copy), so this runs
 //! wherever one NVIDIA GPU is; elsewhere (CI) each test prints "skipped: no GPU" and passes.
 
+#[path = "support/run_solver.rs"]
+mod run;
 #[path = "support/sph.rs"]
 mod sph;
 
@@ -13,10 +15,9 @@ use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGroup, SphGroupO
 use solver::sph::setup::{SphCase, SphConstants};
 use sph::{assert_same_bits, gpu};
 
-/// A dam 0.15 m wide and 0.2 m high breaking along a 0.6 m tank (dp = 1 cm: about 17 cell
-/// layers along x): the fluid crosses every slab bound.
-fn dam() -> (SphConstants, SphState) {
-    let text = r#"
+/// A dam 0.15 m wide and 0.2 m high breaking along a 0.6 m tank (dp = 1 cm: 22 cell layers
+/// along x): the fluid crosses every slab bound.
+const DAM: &str = r#"
 method = "sph"
 dt = 1e-3
 end_time = 1.0
@@ -29,7 +30,9 @@ spacing = 0.01
 min = [0.0, 0.0, 0.0]
 max = [0.15, 0.05, 0.2]
 "#;
-    let case = SphCase::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+
+fn dam() -> (SphConstants, SphState) {
+    let case = SphCase::from_toml_str(DAM).unwrap_or_else(|e| panic!("{e}"));
     let c = case.constants().unwrap();
     let p = case.particles(&c);
     let n = p.pos.len();
@@ -201,4 +204,48 @@ fn too_many_slabs_for_the_layers_is_an_error() {
         .expect("12 slabs of 3 layers do not fit about 17 layers");
     let msg = err.to_string();
     assert!(msg.contains("12 GPUs") && msg.contains("layers"), "{msg}");
+}
+
+/// What a user sees: `solver --devices 0,0` (two slabs) writes the checkpoint of
+/// `solver --devices 0`, bit for bit (the default float mode), and says where its slabs are.
+#[test]
+fn the_solver_on_two_slabs_writes_one_gpus_checkpoint() {
+    if !gpu() {
+        return;
+    }
+    let dir = run::scratch_dir("sph-group");
+    let case = dir.join("dam.toml");
+    std::fs::write(&case, DAM).unwrap();
+    let mut restored = Vec::new();
+    for (tag, devices) in [("one", "0"), ("two", "0,0")] {
+        let out = dir.join(tag);
+        let name = run::unique_name(tag);
+        let args = [
+            "--backend",
+            "cuda",
+            "--devices",
+            devices,
+            "--case",
+            case.to_str().unwrap(),
+            "--end-time",
+            "0.05",
+            "--output",
+            out.to_str().unwrap(),
+            "--checkpoint-every",
+            "0.05",
+            "--name-shm",
+            &name,
+        ];
+        let o = run::run_solver(&args, std::time::Duration::from_secs(120));
+        assert_eq!(o.code, Some(0), "--devices {devices}: {}", o.stderr);
+        if tag == "two" {
+            assert!(o.stderr.contains("slabs [0, "), "{}", o.stderr);
+        }
+        restored.push(solver::sph::checkpoint::load_state(&out.join("checkpoint.bin")).unwrap());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    let (a, b) = (&restored[0], &restored[1]);
+    assert!(a.state.step > 100, "the run took {} steps", a.state.step);
+    assert_eq!(a.dt.to_bits(), b.dt.to_bits(), "next time step");
+    assert_same_bits(&a.state, &b.state, "checkpoint of --devices 0,0");
 }

@@ -9,14 +9,21 @@
 //! host memory (the publication cost). Prints a line per size and appends one JSON record to
 //! `--out` (JSON lines) with the exact command.
 //!
+//! With `--devices 0,1` each size runs on one GPU (the first listed) and then on all of them
+//! once per `--balance` entry (the same warm-up and timed steps from the same start), and each
+//! record adds the speedup over the one-GPU run, the imbalance (the largest GPU's compute time
+//! over the mean) and the exchange's share of the wall time.
+//!
 //! Usage: sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] [--frames 5]
-//!                      [--device 0] [--out FILE]
+//!                      [--device 0] [--devices 0,1] [--balance off,slice] [--out FILE]
 
 use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use solver::sph::cuda::{SphCuda, SphCudaOptions};
+use solver::decomp::Balance;
+use solver::sph::cpu::{first_time_step, SphState};
+use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGroup, SphGroupOptions};
 use solver::sph::setup::{SphCase, KIND_FLUID};
 
 struct Args {
@@ -25,6 +32,8 @@ struct Args {
     warmup: u64,
     frames: u32,
     device: usize,
+    devices: Vec<usize>,
+    balance: Vec<Balance>,
     out: Option<String>,
 }
 
@@ -35,6 +44,8 @@ fn parse() -> Result<Args> {
         warmup: 20,
         frames: 5,
         device: 0,
+        devices: Vec::new(),
+        balance: vec![Balance::Off, Balance::Slice],
         out: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -65,6 +76,30 @@ fn parse() -> Result<Args> {
             "--warmup" => a.warmup = v.parse().context("--warmup")?,
             "--frames" => a.frames = v.parse().context("--frames")?,
             "--device" => a.device = v.parse().context("--device")?,
+            "--devices" => {
+                a.devices = v
+                    .split(',')
+                    .map(|x| {
+                        x.parse::<usize>()
+                            .with_context(|| format!("--devices: {x}"))
+                    })
+                    .collect::<Result<_>>()?;
+                if a.devices.len() < 2 {
+                    bail!("--devices: list two GPUs or more (one GPU: --device)");
+                }
+            }
+            "--balance" => {
+                a.balance = v
+                    .split(',')
+                    .map(|x| {
+                        <Balance as clap::ValueEnum>::from_str(x, true).map_err(|_| {
+                            anyhow::anyhow!(
+                                "--balance: off, count, time, neighbour or slice, not {x}"
+                            )
+                        })
+                    })
+                    .collect::<Result<_>>()?;
+            }
             "--out" => a.out = Some(v.clone()),
             _ => bail!("unknown option {k}\n{USAGE}"),
         }
@@ -77,7 +112,7 @@ fn parse() -> Result<Args> {
 }
 
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
-[--frames 5] [--device 0] [--out FILE]";
+[--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--out FILE]";
 
 /// The dam-break case (the shipped dambreak.toml) at spacing `dp`.
 fn dambreak(dp: f64) -> Result<SphCase> {
@@ -244,6 +279,92 @@ fn main() -> Result<()> {
             writeln!(f, "{line}")?;
         }
         println!("memory:\n{}", mem.breakdown());
+        drop(sim);
+        if !a.devices.is_empty() {
+            let p = case.particles(&c);
+            let state = SphState {
+                time: 0.0,
+                step: 0,
+                vel: vec![[0.0; 3]; n],
+                kind: p.kind,
+                pos: p.pos,
+                rho: p.rho,
+            };
+            for &balance in &a.balance {
+                let line = group_run(&a, &c, &state, balance, rate, dp)?;
+                if let Some(f) = &mut out {
+                    writeln!(f, "{line}")?;
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// The same warm-up and timed steps on `a.devices` with `balance`: one JSON record.
+fn group_run(
+    a: &Args,
+    c: &solver::sph::setup::SphConstants,
+    state: &SphState,
+    balance: Balance,
+    one_gpu_rate: f64,
+    dp: f64,
+) -> Result<String> {
+    let n = state.pos.len();
+    let opts = SphGroupOptions {
+        devices: a.devices.clone(),
+        double: false,
+        axis: None,
+        balance,
+        interval: solver::decomp::balance::BALANCE_INTERVAL,
+    };
+    let t0 = Instant::now();
+    let mut g = SphGroup::from_state(c.clone(), state.clone(), first_time_step(c), opts)?;
+    let start_s = t0.elapsed().as_secs_f64();
+    let first = g.bounds().to_vec();
+    for _ in 0..a.warmup {
+        g.step()?;
+    }
+    g.reset_phase_times();
+    let t0 = Instant::now();
+    for _ in 0..a.steps {
+        g.step()?;
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let rate = n as f64 * a.steps as f64 / wall;
+    let (compute, exchange, _) = g.phase_times();
+    let mean = compute.iter().sum::<f64>() / compute.len() as f64;
+    let imbalance = compute.iter().cloned().fold(0.0, f64::max) / mean;
+    let exchange_share = exchange.iter().cloned().fold(0.0, f64::max) / wall;
+    let speedup = rate / one_gpu_rate;
+    let bpp = g.memory().total() as f64 / n as f64;
+    println!(
+        "SPH dam break f32 on {}, balance {}: {n} particles, {:.3} ms/step, {rate:.3e} particle-steps/s, \
+         speedup {speedup:.3}x over one GPU, imbalance {imbalance:.3}, exchange {:.1} % of the wall time; \
+         bounds {first:?} -> {:?} ({} moves); {bpp:.1} B/particle over all GPUs (start {start_s:.1} s)",
+        g.device_name(),
+        balance.name(),
+        1e3 * wall / a.steps as f64,
+        100.0 * exchange_share,
+        g.bounds(),
+        g.rebalances(),
+    );
+    Ok(format!(
+        "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, dynamic boundaries, \
+         Fourtakas delta-SPH, symplectic, variable CFL dt, f32 (positions f64)\", \
+         \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
+         \"device\": \"{dev}\", \"gpus\": {gpus}, \"balance\": \"{bal}\", \"particles\": {n}, \
+         \"spacing\": {dp}, \"steps\": {s}, \"wall_s\": {wall}, \"particle_steps_per_s\": {rate}, \
+         \"speedup_over_one_gpu\": {speedup}, \"imbalance_max_over_mean\": {imbalance}, \
+         \"exchange_share\": {exchange_share}, \"bounds_first\": {first:?}, \"bounds_last\": {last:?}, \
+         \"rebalances\": {moves}, \"bytes_per_particle\": {bpp}, \"command\": \"{cmd}\"}}",
+        w = a.warmup,
+        s = a.steps,
+        dev = g.device_name(),
+        gpus = a.devices.len(),
+        bal = balance.name(),
+        last = g.bounds(),
+        moves = g.rebalances(),
+        cmd = command_line(),
+    ))
 }

@@ -4,7 +4,8 @@
 //! Rust with a CUDA twin of the same name in `kernels/src/cuda/sph_physics.cuh`. [`setup`] reads
 //! an SPH case (its own file type for now) and places fluid and dynamic boundary particles;
 //! [`cpu`] is the CPU reference solver and [`cuda`] its GPU twin on one device (bit-identical in
-//! f64); [`checkpoint`] serves both. Not yet on the coordinator (no sub-domains, one GPU).
+//! f64), also split over several GPUs ([`cuda::SphGroup`], the same bits); [`checkpoint`] serves
+//! all. Not yet on the coordinator (no CPU sub-domains or MPI ranks).
 
 pub mod checkpoint;
 pub mod cpu;

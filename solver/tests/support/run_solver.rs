@@ -37,9 +37,18 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
 
 /// Runs the solver with `args`, killing it after `limit` (then panics: the input hung it).
 pub fn run_solver(args: &[&str], limit: Duration) -> Outcome {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_solver"));
+    let mut cmd = Command::new(solver_exe());
     cmd.args(args).env("RUST_LOG", "info");
     run_command(cmd, limit)
+}
+
+/// The solver binary: beside this test binary where both were carried to a GPU machine
+/// (bench/gpu/pack.sh), else cargo's.
+pub fn solver_exe() -> PathBuf {
+    match std::env::current_exe().map(|e| e.with_file_name("solver")) {
+        Ok(p) if p.exists() => p,
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_solver")),
+    }
 }
 
 /// Runs `cmd` (the solver, or a launcher that starts it) to its end with stderr captured,
