@@ -54,6 +54,8 @@ fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) 
         axis,
         balance,
         interval: 10,
+        // No spare slots: every GPU grows its arrays as the dam flows to it.
+        spare_slots: 0,
     }
 }
 
@@ -67,6 +69,7 @@ fn same_run(double: bool, opts: SphGroupOptions, steps: u64) -> SphGroup {
     let mut single = SphCuda::from_state(c.clone(), state.clone(), dt, one).expect("one GPU");
     let mut group = SphGroup::from_state(c, state, dt, opts).expect("the group starts");
     let first = group.bounds().to_vec();
+    let slots0 = group.fluid_slots();
     for step in 1..=steps {
         single.step().expect("one GPU step");
         group.step().expect("group step");
@@ -86,10 +89,15 @@ fn same_run(double: bool, opts: SphGroupOptions, steps: u64) -> SphGroup {
         "{what}: the dam must be breaking"
     );
     println!(
-        "{what}: {steps} steps identical; bounds {first:?} -> {:?}, {} rebalances, {} records sent",
+        "{what}: {steps} steps identical; bounds {first:?} -> {:?}, {} rebalances, {} records sent, fluid slots {slots0:?} -> {:?}",
         group.bounds(),
         group.rebalances(),
-        group.records_sent()
+        group.records_sent(),
+        group.fluid_slots()
+    );
+    assert!(
+        group.fluid_slots().iter().zip(&slots0).any(|(a, b)| a > b),
+        "{what}: some GPU must have grown its arrays"
     );
     assert!(group.records_sent() > 0, "{what}: nothing crossed a bound");
     group

@@ -107,6 +107,7 @@ fn gpu_engine(c: SphConstants, state: SphState, dt: f64, cli: &Cli) -> Result<Bo
         axis: cli.split_axis,
         balance: cli.balance.unwrap_or_default(),
         interval: solver::decomp::balance::BALANCE_INTERVAL,
+        spare_slots: solver::sph::cuda::SPARE_SLOTS,
     };
     let group = SphGroup::from_state(c, state, dt, opts)?;
     tracing::info!(

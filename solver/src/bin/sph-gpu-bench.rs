@@ -317,6 +317,7 @@ fn group_run(
         axis: None,
         balance,
         interval: solver::decomp::balance::BALANCE_INTERVAL,
+        spare_slots: solver::sph::cuda::SPARE_SLOTS,
     };
     let t0 = Instant::now();
     let mut g = SphGroup::from_state(c.clone(), state.clone(), first_time_step(c), opts)?;

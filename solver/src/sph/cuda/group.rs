@@ -42,7 +42,14 @@ pub struct SphGroupOptions {
     pub balance: Balance,
     /// Steps between balancing decisions.
     pub interval: u64,
+    /// Fluid slots each GPU reserves beyond its own fluid and a quarter more (halo and
+    /// arrivals); a GPU grows its arrays when the load moves to it faster than the balancing
+    /// moves the bounds. [`SPARE_SLOTS`] by default.
+    pub spare_slots: u32,
 }
+
+/// The default [`SphGroupOptions::spare_slots`].
+pub const SPARE_SLOTS: u32 = 4096;
 
 /// Timing events of one step per GPU: predictor start and end, corrector start and end.
 type StepEvents = [CudaEvent; 4];
@@ -108,7 +115,6 @@ impl SphGroup {
             per_layer[layer_of(p) as usize] += 1;
         }
         let bounds = initial_bounds(&per_layer, g);
-        let nf_total = state.kind.iter().filter(|&&k| k == KIND_FLUID).count();
         let bound_ids: Vec<u32> = (0..state.pos.len() as u32)
             .filter(|&k| state.kind[k as usize] != KIND_FLUID)
             .collect();
@@ -123,9 +129,10 @@ impl SphGroup {
                 })
                 .collect();
             let setup = SlabSetup {
-                // Room for every fluid particle and an eighth more (halo and arrivals): a slab
-                // may come to hold most of the fluid when the load moves faster than balancing.
-                cap: (nf_total + nf_total / 8 + 1024).min(u32::MAX as usize - 1) as u32,
+                // Room for its fluid and a quarter more (halo and arrivals); a slab grows when
+                // the load moves to it faster than the balancing moves the bounds.
+                cap: (fluid.len() + fluid.len() / 4 + opts.spare_slots as usize)
+                    .min(u32::MAX as usize - 1) as u32,
                 frame_n: if w == 0 { state.pos.len() } else { 0 },
             };
             let sim = SphCuda::build(
@@ -551,6 +558,10 @@ impl SphGroup {
     }
     pub fn rebalances(&self) -> u64 {
         self.rebalances
+    }
+    /// Fluid slots allocated on each GPU (they grow as the load moves).
+    pub fn fluid_slots(&self) -> Vec<u32> {
+        self.slabs.iter().map(|s| s.cap).collect()
     }
     /// Fluid records sent between GPUs so far (halo copies and migrants).
     pub fn records_sent(&self) -> u64 {

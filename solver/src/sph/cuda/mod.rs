@@ -15,7 +15,7 @@
 mod group;
 mod slab;
 
-pub use group::{SphGroup, SphGroupOptions};
+pub use group::{SphGroup, SphGroupOptions, SPARE_SLOTS};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -304,11 +304,15 @@ impl SphCuda {
     pub(super) fn make_room(&mut self, got: [u32; 2], device: usize) -> Result<(), CudaError> {
         let need = self.nf as u64 + got[0] as u64 + got[1] as u64;
         if need > self.cap as u64 {
-            return Err(CudaError::WindowFull {
-                device,
-                need,
-                capacity: self.cap as u64,
-            });
+            let cap = (need + need / 4 + 4096).min(u32::MAX as u64 - 1);
+            if need > cap {
+                return Err(CudaError::WindowFull {
+                    device,
+                    need,
+                    capacity: cap,
+                });
+            }
+            self.grow_fluid(cap as u32, device)?;
         }
         for side in 0..2 {
             if got[side] > self.slab().recv_cap[side] {
@@ -322,6 +326,93 @@ impl SphCuda {
                 sl.recv_cap[side] = cap;
             }
         }
+        Ok(())
+    }
+
+    /// Reallocates the fluid arrays with `cap` slots (the load moved here), keeping the state,
+    /// the half state and the flags of the current slots; the rest is scratch of a step.
+    fn grow_fluid(&mut self, cap: u32, device: usize) -> Result<(), CudaError> {
+        let (r, old_cap) = (self.real, self.cap);
+        let (per_slot, _, _) = super::bytes_per_particle(r as u64);
+        let extra = (cap - old_cap) as u64 * (per_slot + 2);
+        let (free, _) = self
+            .ctx
+            .mem_get_info()
+            .map_err(|e| CudaError::driver("querying free memory", e))?;
+        let margin: u64 = 256 << 20;
+        if extra.saturating_add(margin) > free as u64 {
+            let held = self.nf as u64 + self.nb as u64;
+            let bpp = (per_slot + 2) as f64;
+            return Err(CudaError::DoesNotFit {
+                device,
+                particles: cap as usize,
+                need_gib: (self.memory.total() + extra) as f64 / 1073741824.0,
+                free_gib: free as f64 / 1073741824.0,
+                bytes_per_particle: bpp,
+                max_particles: held + ((free as u64).saturating_sub(margin) as f64 / bpp) as u64,
+            });
+        }
+        tracing::debug!(
+            device,
+            from = old_cap,
+            to = cap,
+            "SPH slab grows its fluid slots"
+        );
+        let n = self.nf as usize;
+        let cap = cap as usize;
+        // (array, name, bytes per slot, kept)
+        let sl = self.slab();
+        let arrays = [
+            (self.s.pos, "state.pos", 24, true),
+            (self.s.vel, "state.vel", 3 * r, true),
+            (self.s.rho, "state.rho", r, true),
+            (self.s.id, "state.id", 4, true),
+            (self.half.pos, "half.pos", 24, true),
+            (self.half.vel, "half.vel", 3 * r, true),
+            (self.half.rho, "half.rho", r, true),
+            (self.alt.pos, "reorder.pos", 24, false),
+            (self.alt.vel, "reorder.vel", 3 * r, false),
+            (self.alt.rho, "reorder.rho", r, false),
+            (self.alt.id, "reorder.id", 4, false),
+            (self.acc, "rates.acc", 3 * r, false),
+            (self.drho, "rates.drho", r, false),
+            (self.g.cell, "grid.cell", 4, false),
+            (self.g.rank, "grid.rank", 4, false),
+            (self.g.perm, "grid.perm", 4, false),
+            (sl.own, "slab.own", 1, true),
+            (sl.keep, "slab.keep", 1, true),
+        ];
+        let mut new = Vec::with_capacity(arrays.len());
+        for &(old, name, bps, kept) in &arrays {
+            let to = self.alloc(name, bps * cap)?;
+            if kept && n > 0 {
+                // SAFETY: both arrays live on this context and hold at least n * bps bytes
+                // (the old one had `old_cap` >= n slots); queued on the stream that uses both.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        to,
+                        old,
+                        n * bps,
+                        self.stream.cu_stream(),
+                    )
+                }
+                .map_err(|e| CudaError::driver("growing the fluid arrays", e))?;
+            }
+            new.push(to);
+        }
+        // By position in `arrays` (an empty array's address is 0, so addresses cannot name them).
+        [self.s.pos, self.s.vel, self.s.rho, self.s.id] = [new[0], new[1], new[2], new[3]];
+        [self.half.pos, self.half.vel, self.half.rho] = [new[4], new[5], new[6]];
+        [self.alt.pos, self.alt.vel, self.alt.rho, self.alt.id] = [new[7], new[8], new[9], new[10]];
+        [self.acc, self.drho] = [new[11], new[12]];
+        [self.g.cell, self.g.rank, self.g.perm] = [new[13], new[14], new[15]];
+        let sl = self.slab_mut();
+        [sl.own, sl.keep] = [new[16], new[17]];
+        // free() waits for the stream: the copies are done before the old arrays go.
+        for (old, ..) in arrays {
+            self.free(old);
+        }
+        self.cap = cap as u32;
         Ok(())
     }
 
