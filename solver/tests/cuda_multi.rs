@@ -259,6 +259,38 @@ fn checkpoints_move_between_one_and_several_gpus() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A pour from an inflow source (1 kg/s of a 3/5 mm mix from t = 0.05 s) on 2 slabs along z
+/// (the particles fall through the bound) and 3 along x, with both integrators: the new
+/// particles go to the GPU owning their layer and on to the others as ghosts and migrants; the
+/// inflow progress, ids, final state and every frame are one GPU's, bit for bit (f64 and f32).
+#[test]
+fn inflow_on_several_gpus_is_one_gpus() {
+    if !gpu_present() {
+        return;
+    }
+    for integrator in [Integrator::SymplecticEuler, Integrator::VelocityVerlet] {
+        let mut case = pour_case();
+        case.integrator = integrator;
+        for double in [true, false] {
+            let (f1, s1) = run(case.clone(), &BackendKind::Cuda(opts(double)), None, 12_000);
+            assert!(s1.pos.len() > 100, "the pour must have added particles");
+            for (count, axis) in [(2, Some(Axis::Z)), (3, Some(Axis::X))] {
+                let (f, s) = run(case.clone(), &group(double, count), axis, 12_000);
+                let what =
+                    format!("pour {integrator:?}, {count} slabs along {axis:?}, f64 {double}");
+                assert_eq!(s.flow, s1.flow, "{what}: inflow progress");
+                assert_eq!(s.id, s1.id, "{what}: ids");
+                assert!(
+                    bits(&s) == bits(&s1),
+                    "{what}: final state differs from one GPU"
+                );
+                assert!(f == f1, "{what}: frames differ from one GPU");
+                println!("{what}: identical to one GPU; {} particles", s.pos.len());
+            }
+        }
+    }
+}
+
 /// A silo discharging into outflow regions on 2 slabs along z (the particles leave through the
 /// bottom slab) and 3 along x: the removed count and mass, the
 /// live ids, the final state and every frame are one GPU's, bit for bit (f64 and f32).

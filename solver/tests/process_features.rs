@@ -617,42 +617,6 @@ fn outflow_and_inflow_on_the_gpu_match_the_cpu_bit_for_bit() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// An empty bin fed by an inflow source: 1 kg/s of a 50/50 (by mass) mix of 3 and 5 mm spheres
-/// over [0.05, 0.35) s, poured downwards at 0.5 m/s from a box near the top.
-fn pour_case() -> Case {
-    let mut case = base_case(
-        "pour",
-        linear_species("fine", 0.003, 2500.0, 1e4, 0.3, 0.5, 0.0),
-        linear_wall(1e4, 0.3, 0.5, 0.0),
-        2e-5,
-        [0.0, 0.0, 0.0],
-        [0.2, 0.2, 0.4],
-        true,
-    );
-    let mut coarse = case.species[0].clone();
-    coarse.name = "coarse".into();
-    coarse.radius = 0.005;
-    case.species.push(coarse);
-    case.inflows.push(solver::case::Inflow {
-        species: SpeciesChoice::Mix {
-            basis: FractionBasis::Mass,
-            fractions: vec![("coarse".into(), 0.5), ("fine".into(), 0.5)],
-        },
-        min: [0.02, 0.02, 0.3],
-        max: [0.18, 0.18, 0.39],
-        shape: None,
-        rate: None,
-        mass_rate: Some(1.0),
-        start: 0.05,
-        end: Some(0.35),
-        velocity: [0.0, 0.0, -0.5],
-        seed: 21,
-        interval: 0.01,
-    });
-    case.end_time = 0.4;
-    case
-}
-
 fn live_mass(sim: &solver::Simulation) -> f64 {
     sim.species_ids()
         .iter()
@@ -669,10 +633,6 @@ fn live_mass(sim: &solver::Simulation) -> f64 {
 #[test]
 fn inflow_adds_the_requested_mass() {
     for (name, kind) in backends() {
-        if name == "cuda2" {
-            println!("[{name}] inflow sources run on one GPU or the CPU so far");
-            continue;
-        }
         let mut sim = start_sim(&name, &kind, pour_case());
         assert_eq!(sim.num_particles(), 0);
         let dt = 2e-5;

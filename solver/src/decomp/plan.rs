@@ -152,6 +152,10 @@ impl Plan {
         for &p in pos {
             count[grid.cell_coords(p)[axis] as usize] += 1;
         }
+        if count.iter().all(|&c| c == 0) {
+            // Nothing placed yet (a run that inflow sources fill): even slabs.
+            count.iter_mut().for_each(|c| *c = 1);
+        }
         let total: u64 = count.iter().sum();
         let mut bounds = vec![0u32];
         let mut acc = 0u64;
@@ -237,6 +241,14 @@ mod tests {
         }
         assert_eq!(p.window(0).start, 0);
         assert_eq!(p.window(2).end, g.dims[0]);
+    }
+
+    #[test]
+    fn no_particles_yet_gives_even_slabs() {
+        let g = grid(0);
+        let p = Plan::balanced(&g, 2, &[]).unwrap();
+        let (a, b) = (p.slab(0).len(), p.slab(1).len());
+        assert!(a.abs_diff(b) <= 1, "{:?}", p.bounds);
     }
 
     #[test]

@@ -367,20 +367,6 @@ impl Simulation {
                     BackendKind::CudaGroup(_, devices) => devices.clone(),
                     _ => vec![opts.device],
                 };
-                let refuse = if !case.inflows.is_empty() && devices.len() > 1 {
-                    Some(
-                        "inflow sources run on one GPU or the CPU so far, not on several GPUs; \
-                         use one --devices index or --backend cpu",
-                    )
-                } else {
-                    None
-                };
-                if let Some(message) = refuse {
-                    return Err(SimError::State {
-                        origin,
-                        message: message.into(),
-                    });
-                }
                 if d.subdomains > 1 && d.subdomains as usize != devices.len() {
                     return Err(SimError::CudaSubdomains {
                         origin,

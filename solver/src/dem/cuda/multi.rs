@@ -50,8 +50,11 @@ pub struct CudaGroup {
     axis: usize,
     bounds: Vec<u32>,
     ctx: Arc<StepContext>,
-    /// Particles (ids 0..total).
+    /// Particles the run may hold (its particles and the inflow reserve): frame staging size.
     total: usize,
+    /// Velocity Verlet's step stopped after its drift and outflow, where inflow particles are
+    /// placed ([`FusedWorker::finish_step`] completes it).
+    mid_step: bool,
     step: u64,
     time: f64,
     verlet: bool,
@@ -92,12 +95,21 @@ impl CudaGroup {
         group: &GroupOptions,
     ) -> Result<CudaGroup, CudaError> {
         super::driver::driver_available()?;
-        let total = state.pos.len();
+        let n0 = state.pos.len();
+        // Slots and ids for the particles inflow sources will add.
+        let total = n0 + opts.inflow_room;
         if ctx.outflows.is_empty() {
             super::check_dense_ids(state)?;
         }
-        // Ids stay below this (a restart after removals has gaps).
-        let id_limit = state.id.iter().copied().max().map_or(0, |m| m + 1);
+        // Ids stay below this (a restart after removals has gaps; inflow plans ids ahead).
+        let id_limit = state
+            .id
+            .iter()
+            .copied()
+            .max()
+            .map_or(0, |m| m + 1)
+            .max(opts.id_limit);
+        let tracked = !ctx.outflows.is_empty() || opts.inflow_room > 0;
         let g = group.devices.len();
         if g < 2 {
             return Err(CudaError::Unsupported(
@@ -112,7 +124,7 @@ impl CudaGroup {
         let plan = Plan::balanced(&grid, g as u32, &state.pos)
             .map_err(|e| CudaError::Unsupported(format!("this split: {e}")))?;
         let mut per_layer = vec![0u64; grid.dims[axis] as usize];
-        let mut owner = Vec::with_capacity(total);
+        let mut owner = Vec::with_capacity(n0);
         for &p in &state.pos {
             let l = grid.cell_coords(p)[axis];
             per_layer[l as usize] += 1;
@@ -123,7 +135,7 @@ impl CudaGroup {
         let spin = state.omega.iter().any(|w| *w != [0.0; 3]);
         let mut sims = Vec::with_capacity(g);
         for (w, &device) in group.devices.iter().enumerate() {
-            let idx: Vec<usize> = (0..total).filter(|&i| owner[i] == w).collect();
+            let idx: Vec<usize> = (0..n0).filter(|&i| owner[i] == w).collect();
             let sub = subset(state, &idx);
             let o = CudaOptions {
                 device,
@@ -142,9 +154,9 @@ impl CudaGroup {
                 Err(e) => return Err(e),
             };
             sim.attach_window(axis, &plan.bounds, w, capacity, (2 * max_layer) as u32)?;
-            if !ctx.outflows.is_empty() {
-                // GPU 0's alive flags cover every id of the run (frame ranks); the others clear
-                // theirs there (peer writes, set below).
+            if tracked {
+                // GPU 0's alive flags cover every id of the run (frame ranks); the others set
+                // and clear theirs there (peer writes, set below).
                 let ids = if w == 0 { &state.id } else { &sub.id };
                 sim.set_outflows(&ctx.outflows, ids, id_limit, capacity)?;
             }
@@ -172,6 +184,7 @@ impl CudaGroup {
             bounds: plan.bounds,
             ctx,
             total,
+            mid_step: false,
             step: state.step,
             time: state.time,
             verlet,
@@ -407,16 +420,26 @@ impl CudaGroup {
                 s.queue_outflow(step)?;
             }
         } else {
-            if !self.forces_valid {
-                self.prepare_meshes(self.time)?;
-                self.exchange(false, k)?;
-                self.sort_collide(INTEGRATE_NONE)?;
-                self.forces_valid = true;
-            }
+            self.verlet_forces(k)?;
             self.prepare_meshes(self.time + dt)?;
             self.exchange(true, k)?;
             self.sort_collide(INTEGRATE_HALF_KICK)?;
         }
+        self.end_step(k, dt)
+    }
+
+    /// Velocity Verlet's first forces (a run that starts or restarts without them).
+    fn verlet_forces(&mut self, k: usize) -> Result<(), CudaError> {
+        if !self.forces_valid {
+            self.prepare_meshes(self.time)?;
+            self.exchange(false, k)?;
+            self.sort_collide(INTEGRATE_NONE)?;
+            self.forces_valid = true;
+        }
+        Ok(())
+    }
+
+    fn end_step(&mut self, k: usize, dt: f64) -> Result<(), CudaError> {
         self.mark(k, 2)?;
         self.events[k].recorded = true;
         self.step += 1;
@@ -428,6 +451,61 @@ impl CudaGroup {
         if self.step.is_multiple_of(BALANCE_INTERVAL) {
             self.rebalance()?;
         }
+        Ok(())
+    }
+
+    /// Velocity Verlet up to inflow placement: the opening half kick, drift and outflow of
+    /// the next step on every GPU (the exchange comes after the placement, so that the new
+    /// particles go out as ghosts and migrants like any other).
+    fn open_step(&mut self) -> Result<(), CudaError> {
+        let k = (self.step % 2) as usize;
+        self.verlet_forces(k)?;
+        self.prepare_meshes(self.time + self.sims[0].dt())?;
+        let step = self.step + 1;
+        for s in &mut self.sims {
+            s.launch_kick_drift_unmarked()?;
+            s.queue_outflow(step)?;
+        }
+        self.mid_step = true;
+        Ok(())
+    }
+
+    /// Completes the step [`CudaGroup::open_step`] opened.
+    fn close_step(&mut self) -> Result<(), CudaError> {
+        let k = (self.step % 2) as usize;
+        let dt = self.sims[0].dt();
+        self.exchange(false, k)?;
+        self.sort_collide(INTEGRATE_HALF_KICK)?;
+        self.mid_step = false;
+        self.end_step(k, dt)
+    }
+
+    /// Hands each particle an inflow source placed to the GPU owning its cell layer, behind
+    /// its live slots; the next exchange sends it on as ghost or migrant.
+    fn adopt_new(&mut self, new: &[crate::exec::inflow::NewParticle]) -> Result<(), CudaError> {
+        let grid = self.ctx.grid(self.axis);
+        let mut per: Vec<Vec<crate::exec::inflow::NewParticle>> = vec![Vec::new(); self.sims.len()];
+        for p in new {
+            let l = grid.cell_coords(p.pos)[self.axis];
+            let w = self
+                .bounds
+                .partition_point(|&b| b <= l)
+                .clamp(1, self.sims.len())
+                - 1;
+            per[w].push(*p);
+        }
+        for (s, batch) in self.sims.iter_mut().zip(per) {
+            if batch.is_empty() {
+                continue;
+            }
+            s.adopt(&batch)?;
+            if let Some(w) = s.window.as_mut() {
+                w.owned += batch.len() as u32;
+                w.live += batch.len() as u32;
+            }
+        }
+        // GPU 0 ranks the frame for every GPU.
+        self.sims[0].mark_ranked();
         Ok(())
     }
 
@@ -678,6 +756,35 @@ impl FusedWorker for CudaGroup {
             }
         }
         self.check_diag().map_err(|e| self.failure(e))
+    }
+
+    fn advance_to_placement(&mut self, n: u64) -> Result<(), StepError> {
+        if !self.verlet || n == 0 {
+            return self.advance(n);
+        }
+        self.advance(n - 1)?;
+        self.open_step().map_err(|e| self.failure(e))
+    }
+
+    fn finish_step(&mut self) -> Result<(), StepError> {
+        if !self.mid_step {
+            return Ok(());
+        }
+        self.close_step()
+            .and_then(|()| self.check_diag())
+            .map_err(|e| self.failure(e))
+    }
+
+    fn adopt(&mut self, new: &[crate::exec::inflow::NewParticle]) -> Result<(), StepError> {
+        self.adopt_new(new).map_err(|e| self.failure(e))
+    }
+
+    fn positions(&self) -> Result<Vec<crate::core::vec3::V3>, StepError> {
+        let mut all = Vec::new();
+        for s in &self.sims {
+            all.extend(s.live_positions().map_err(|e| self.failure(e))?);
+        }
+        Ok(all)
     }
 
     fn time(&self) -> f64 {

@@ -230,6 +230,12 @@ impl CudaSim {
             .memcpy_htod(&bytes, &mut buf.slice.slice_mut(0..bytes.len()))
             .map_err(|e| CudaError::driver("uploading inflow particles", e))?;
         let o = self.outflow.as_mut().expect("outflow");
+        // One of several GPUs sets the flags in GPU 0's array (frame ranks of the whole run).
+        let alive = if o.alive_target != 0 {
+            o.alive_target
+        } else {
+            o.alive.ptr
+        };
         let (p, cur, base) = (self.params, self.state.cur, self.params.n);
         let (full, rec32) = (1u32, rec as u32);
         let mut b = stream.launch_builder(self.module.function(Kernel::Unpack));
@@ -240,7 +246,7 @@ impl CudaSim {
             .arg(&base)
             .arg(&full)
             .arg(&rec32)
-            .arg(&o.alive.ptr);
+            .arg(&alive);
         // SAFETY: dem_unpack(DemParams, ParticleArrays, const char*, unsigned x4, unsigned*):
         // reads m records of rec bytes (uploaded above; the buffer lives until the stream passed
         // it: synchronised below), writes slots n..n + m <= capacity (checked) and the alive
@@ -406,6 +412,14 @@ impl CudaSim {
         o.seen = count;
         o.unseen = 0;
         Ok(new)
+    }
+
+    /// Frames go by the ranks of the alive flags from now on (a GPU group's GPU 0, once any
+    /// of its GPUs added particles).
+    pub(crate) fn mark_ranked(&mut self) {
+        if let Some(o) = self.outflow.as_mut() {
+            o.ranked = true;
+        }
     }
 
     /// Clears alive flags at `ptr` (GPU 0's, for a GPU group) instead of this GPU's.
