@@ -103,3 +103,77 @@ fn an_sph_case_publishes_density_pressure_and_kind() {
     let _ = shm_protocol::segment::unlink(&seg.0);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--load-shm` on the segment of a finished (or dead) SPH run continues from its last frame:
+/// the step count goes on, the still tank stays still, and an end time before that frame is a
+/// clear error.
+#[test]
+fn load_shm_continues_an_sph_run_from_its_last_frame() {
+    let seg = SegName::new("sph-resume");
+    let dir = std::env::temp_dir().join(format!("pshm-sph-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = dir.join("tank.toml");
+    std::fs::write(&case, e2e_tests::sph_tank_case(0.05)).unwrap();
+    let case_arg = case.to_string_lossy().to_string();
+    let first = [
+        "--name-shm",
+        &seg.0,
+        "--case",
+        &case_arg,
+        "--backend",
+        "cpu",
+        "--keep-shm",
+    ];
+    let (code, err) = Running::spawn(solver(&first)).wait_exit(Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{err}");
+    let done = info(&seg.0).expect("segment kept");
+    let s1 = step(&done);
+    assert!(s1 > 10, "{done}");
+    let too_early = [
+        "--load-shm",
+        &seg.0,
+        "--backend",
+        "cpu",
+        "--end-time",
+        "0.01",
+    ];
+    let (code, err) = Running::spawn(solver(&too_early)).wait_exit(Duration::from_secs(60));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("give a later --end-time"), "{err}");
+    let resume = [
+        "--load-shm",
+        &seg.0,
+        "--backend",
+        "cpu",
+        "--end-time",
+        "0.1",
+        "--keep-shm",
+    ];
+    let (code, err) = Running::spawn(solver(&resume)).wait_exit(Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("resuming SPH run"), "{err}");
+    let c = shm_protocol::Consumer::attach(&seg.0).expect("attach");
+    let f = c.read_newest().expect("read").expect("a frame");
+    assert!(
+        f.meta.step > s1,
+        "continued from step {s1}: now {}",
+        f.meta.step
+    );
+    assert!(
+        (f.meta.sim_time - 0.1).abs() < 1e-9,
+        "t = {}",
+        f.meta.sim_time
+    );
+    let vmax = f
+        .velocities
+        .as_ref()
+        .expect("velocities")
+        .iter()
+        .map(|v| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt())
+        .fold(0.0f32, f32::max);
+    assert!(
+        vmax < 0.5,
+        "the still tank must stay still, max speed {vmax} m/s"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

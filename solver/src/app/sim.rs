@@ -194,10 +194,7 @@ pub fn resume_from_frame(
         bail!("--load-shm resumes the segment's own case; --particles and --case do not apply");
     }
     if super::sph::is_sph(&stat.config_toml) {
-        bail!(
-            "segment {name:?} holds an SPH run, and --load-shm resumes DEM runs only so far; \
-             restart it from a checkpoint (--checkpoint-every SECONDS, then --restart FILE)"
-        );
+        return super::sph::resume_from_frame(name, stat, frame, backend, cli);
     }
     let mut case = Case::from_toml_str(
         &stat.config_toml,

@@ -2,7 +2,8 @@
 //! GPU or several ([`solver::sph::cuda`]) behind [`SimPort`], publishing positions,
 //! velocities, density, pressure and particle kind, and VTK files with `--output`, checkpoints
 //! that `--restart` continues bit for bit (on any backend and number of GPUs: the file is the
-//! same). Not yet: `--load-shm` and CPU sub-domains (each refused with a message).
+//! same), and `--load-shm` resuming a dead run from its last frame. Not yet: CPU sub-domains
+//! (refused with a message).
 
 use anyhow::{bail, Context, Result};
 use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
@@ -30,12 +31,7 @@ pub fn is_sph(text: &str) -> bool {
 /// Builds an SPH run from a case file's text.
 pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
     let name = path.display();
-    if cli.particles.is_some() || cli.fields.is_some() {
-        bail!("{name}: --particles and --fields do not apply to SPH runs yet");
-    }
-    if cli.decomposition().subdomains.is_some_and(|n| n > 1) {
-        bail!("{name}: SPH runs undecomposed so far (--subdomains 1)");
-    }
+    refuse_unsupported(&name.to_string(), cli)?;
     let mut case = SphCase::from_toml_str(text).with_context(|| format!("{name}"))?;
     if let Some(t) = cli.end_time {
         case.end_time = t;
@@ -77,6 +73,19 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
         world,
         vtk: None,
     }))
+}
+
+/// The options an SPH run does not take yet.
+fn refuse_unsupported(what: &str, cli: &Cli) -> Result<()> {
+    if cli.particles.is_some() || cli.fields.is_some() {
+        bail!("{what}: --particles and --fields do not apply to SPH runs yet");
+    }
+    if cli.decomposition().subdomains.is_some_and(|n| n > 1) {
+        bail!(
+            "{what}: SPH runs on CPU sub-domains not yet (--subdomains 1; several GPUs: --devices)"
+        );
+    }
+    Ok(())
 }
 
 /// The box of `pos`.
@@ -148,6 +157,167 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
         world,
         vtk: None,
     }))
+}
+
+/// Continues a dead SPH run from the last complete frame of segment `name` (`--load-shm`).
+/// An SPH frame holds the whole state (positions, velocities, densities, kinds), in f32: the
+/// run goes on from it, not with the bits an uninterrupted run would have had (a checkpoint
+/// gives those). Boundary particles take their exact positions from the case (they never
+/// move), the step restarts from the acoustic CFL bound. Nothing in the segment is trusted: the
+/// time, the count, the kinds and every value are checked first.
+pub fn resume_from_frame(
+    name: &str,
+    stat: &StaticData,
+    frame: &shm_protocol::Frame,
+    backend: Backend,
+    cli: &Cli,
+) -> Result<Box<dyn SimPort>> {
+    refuse_unsupported(&format!("segment {name:?}"), cli)?;
+    let mut case = SphCase::from_toml_str(&stat.config_toml)
+        .with_context(|| format!("segment {name:?}: its stored SPH case cannot be read"))?;
+    if let Some(t) = cli.end_time {
+        case.end_time = t;
+    }
+    if let Some(dt) = cli.dt {
+        case.dt = dt;
+    }
+    let c = case
+        .constants()
+        .with_context(|| format!("segment {name:?}: its stored SPH case"))?;
+    let placed = case.particles(&c);
+    let state = frame_state(name, stat, frame, &c, &placed, case.end_time)?;
+    tracing::info!(
+        "resuming SPH run from segment {name:?} at step {}, t = {:.6} s ({} particles; f32 \
+         frame data, so not bit for bit the uninterrupted run)",
+        state.step,
+        state.time,
+        state.pos.len()
+    );
+    let world = bounds(&placed.pos);
+    let dt = solver::sph::cpu::first_time_step(&c);
+    let sim = match backend {
+        Backend::Cpu => Engine::Cpu(Box::new(SphSim::from_state(c, state, dt))),
+        Backend::Cuda => {
+            Engine::Gpu(gpu_engine(c, state, dt, cli).with_context(|| format!("segment {name:?}"))?)
+        }
+    };
+    Ok(Box::new(SphRunner {
+        end_time: case.end_time,
+        config_toml: stat.config_toml.clone(),
+        sim,
+        world,
+        vtk: None,
+    }))
+}
+
+/// The state in the last frame of an SPH segment, checked against its case's placement.
+fn frame_state(
+    name: &str,
+    stat: &StaticData,
+    frame: &shm_protocol::Frame,
+    c: &SphConstants,
+    placed: &solver::sph::setup::SphParticles,
+    end_time: f64,
+) -> Result<SphState> {
+    let bad = |what: String| anyhow::anyhow!("segment {name:?}: the last frame {what}");
+    let m = &frame.meta;
+    if m.static_generation != stat.generation {
+        return Err(bad(format!(
+            "belongs to static data generation {}, but the static section is generation {}",
+            m.static_generation, stat.generation
+        )));
+    }
+    let max_t = shm_protocol::limits::SIM_INTERVAL_MAX_S;
+    if !(m.sim_time.is_finite() && (0.0..=max_t).contains(&m.sim_time)) {
+        return Err(bad(format!(
+            "has simulated time {} s (must be finite, in [0, {max_t:e}])",
+            m.sim_time
+        )));
+    }
+    if m.sim_time >= end_time {
+        bail!(
+            "segment {name:?}: the last frame is at t = {} s, at or past the end time {end_time} s; \
+             give a later --end-time to continue",
+            m.sim_time
+        );
+    }
+    let n = placed.pos.len();
+    if m.particle_count as usize != n {
+        return Err(bad(format!(
+            "has {} particles, but its case places {n}",
+            m.particle_count
+        )));
+    }
+    let need = |v: Option<usize>, what: &str| -> Result<()> {
+        match v {
+            Some(k) if k == n => Ok(()),
+            Some(k) => Err(bad(format!("has {k} {what} for {n} particles"))),
+            None => Err(bad(format!("has no {what} (an SPH frame carries them)"))),
+        }
+    };
+    need(frame.positions.as_ref().map(Vec::len), "positions")?;
+    need(frame.velocities.as_ref().map(Vec::len), "velocities")?;
+    need(frame.densities.as_ref().map(Vec::len), "densities")?;
+    need(
+        frame.particle_kinds.as_ref().map(Vec::len),
+        "particle kinds",
+    )?;
+    let (pos, vel, rho, kind) = (
+        frame.positions.as_deref().unwrap_or_default(),
+        frame.velocities.as_deref().unwrap_or_default(),
+        frame.densities.as_deref().unwrap_or_default(),
+        frame.particle_kinds.as_deref().unwrap_or_default(),
+    );
+    if let Some(k) = (0..n).find(|&k| kind[k] != placed.kind[k]) {
+        return Err(bad(format!(
+            "gives particle {k} kind {}, but its case makes it {} (1 fluid, 2 boundary)",
+            kind[k], placed.kind[k]
+        )));
+    }
+    // Densities within a factor 2 of rho0 (the Tait pressure of 2 rho0 is 127 B: far beyond
+    // any run that was still stable), speeds below 10 c0.
+    let vmax = 10.0 * c.c0;
+    for k in 0..n {
+        let finite = pos[k].iter().chain(&vel[k]).all(|x| x.is_finite());
+        let r = rho[k] as f64;
+        let speed = vel[k]
+            .iter()
+            .map(|&v| (v as f64).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        if !finite || !(0.5 * c.rho0..=2.0 * c.rho0).contains(&r) || speed > vmax {
+            return Err(bad(format!(
+                "holds particle {k} at {:?} with velocity {:?} and density {r} kg/m^3: not a state \
+                 to continue from (finite, density within [0.5, 2] rho0 = {}, speed below 10 c0 = {vmax} m/s)",
+                pos[k], vel[k], c.rho0
+            )));
+        }
+    }
+    let f64v = |v: &[f32; 3]| v.map(|x| x as f64);
+    Ok(SphState {
+        time: m.sim_time,
+        step: m.step,
+        kind: placed.kind.clone(),
+        pos: (0..n)
+            .map(|k| {
+                if placed.kind[k] == KIND_FLUID {
+                    f64v(&pos[k])
+                } else {
+                    placed.pos[k]
+                }
+            })
+            .collect(),
+        vel: (0..n)
+            .map(|k| {
+                if placed.kind[k] == KIND_FLUID {
+                    f64v(&vel[k])
+                } else {
+                    [0.0; 3]
+                }
+            })
+            .collect(),
+        rho: rho.iter().map(|&r| r as f64).collect(),
+    })
 }
 
 /// The solver behind the port: the CPU reference, or one GPU or several.
