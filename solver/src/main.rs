@@ -241,8 +241,8 @@ fn real_main(cli: Cli) -> Result<()> {
             bail!("segment {name:?} changed while it was being resumed; try again");
         }
         tracing::warn!(
-            "resuming {name:?} from frame {} (step {}, t = {:.6} s): positions at frame precision (f32), \
-             contact history restarts from zero; use --restart with a checkpoint for an exact continuation",
+            "resuming {name:?} from frame {} (step {}, t = {:.6} s): the state at frame precision (f32) \
+             (DEM: contact history restarts from zero); use --restart with a checkpoint for an exact continuation",
             frame.meta.seq, frame.meta.step, frame.meta.sim_time
         );
         let stat = sim.static_data();

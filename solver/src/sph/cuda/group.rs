@@ -721,6 +721,12 @@ impl Drop for SphGroup {
     fn drop(&mut self) {
         let _ = self.publish_wait();
         self.registration = None;
+        // A slab's buffers may still be read by a neighbour's copy or written by its pack:
+        // every stream finishes before any slab frees anything.
+        for s in &self.slabs {
+            let _ = s.stream.synchronize();
+            let _ = s.copy_stream.synchronize();
+        }
     }
 }
 
