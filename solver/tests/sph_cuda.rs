@@ -8,7 +8,7 @@
 mod sph;
 
 use solver::sph::cpu::{SphSim, SphState};
-use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions};
+use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGpu};
 use solver::sph::physics;
 use solver::sph::setup::KIND_FLUID;
 use sph::{assert_same_bits, column, column_text, gpu, DOUBLE};

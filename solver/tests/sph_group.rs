@@ -11,7 +11,7 @@ mod sph;
 
 use solver::decomp::{Axis, Balance};
 use solver::sph::cpu::{first_time_step, SphState};
-use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGroup, SphGroupOptions};
+use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
 use solver::sph::setup::{SphCase, SphConstants};
 use sph::{assert_same_bits, gpu};
 

@@ -19,7 +19,7 @@
 
 use solver::core::vec3;
 use solver::sph::cpu::SphState;
-use solver::sph::cuda::{SphCuda, SphCudaOptions};
+use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu};
 use solver::sph::physics;
 use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
 

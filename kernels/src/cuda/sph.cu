@@ -306,24 +306,37 @@ extern "C" __global__ void sph_reset_diag(SphDiag* diag) {
 }
 
 // Predictor of the fluid: half = symplectic_predict(s, rates).
+// Fluid slot k of a state and of the rates, as the integrator's structs.
+__device__ __forceinline__ FluidState sph_load_state(const SphArrays& s, unsigned k) {
+    FluidState st;
+    st.x = dload3(s.pos + 3 * k);
+    st.v = load3(s.vel, k);
+    st.rho = s.rho[k];
+    return st;
+}
+
+__device__ __forceinline__ FluidRates sph_load_rates(const real* acc, const real* drho, unsigned k) {
+    FluidRates r;
+    r.acc = load3(acc, k);
+    r.drho = drho[k];
+    return r;
+}
+
+__device__ __forceinline__ void sph_store_state(const SphArrays& s, unsigned k, const FluidState& o) {
+    s.pos[3 * k] = o.x.x;
+    s.pos[3 * k + 1] = o.x.y;
+    s.pos[3 * k + 2] = o.x.z;
+    store3(s.vel, k, o.v);
+    s.rho[k] = o.rho;
+}
+
 // Each integration kernel skips the slots whose `own` flag (when given) is 0: halo copies.
 extern "C" __global__ void sph_predict(const SphParams p, const SphArrays s, SphArrays half, const real* acc,
                                        const real* drho, const unsigned char* own) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n || (own && !own[k])) return;
-    FluidState st;
-    st.x = dload3(s.pos + 3 * k);
-    st.v = load3(s.vel, k);
-    st.rho = s.rho[k];
-    FluidRates r;
-    r.acc = load3(acc, k);
-    r.drho = drho[k];
-    const FluidState o = symplectic_predict(st, r, sph_gravity(p), p.dt);
-    half.pos[3 * k] = o.x.x;
-    half.pos[3 * k + 1] = o.x.y;
-    half.pos[3 * k + 2] = o.x.z;
-    store3(half.vel, k, o.v);
-    half.rho[k] = o.rho;
+    const FluidState o = symplectic_predict(sph_load_state(s, k), sph_load_rates(acc, drho, k), sph_gravity(p), p.dt);
+    sph_store_state(half, k, o);
 }
 
 // Predictor of the boundary: the density only (rho + dt/2 drho, as cpu.rs writes it).
@@ -339,19 +352,9 @@ extern "C" __global__ void sph_correct(const SphParams p, SphArrays s, const rea
                                        const real* drho, const unsigned char* own, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n || (own && !own[k])) return;
-    FluidState st;
-    st.x = dload3(s.pos + 3 * k);
-    st.v = load3(s.vel, k);
-    st.rho = s.rho[k];
-    FluidRates r;
-    r.acc = load3(acc, k);
-    r.drho = drho[k];
-    const FluidState o = symplectic_correct(st, half_rho[k], r, sph_gravity(p), p.dt);
-    s.pos[3 * k] = o.x.x;
-    s.pos[3 * k + 1] = o.x.y;
-    s.pos[3 * k + 2] = o.x.z;
-    store3(s.vel, k, o.v);
-    s.rho[k] = o.rho;
+    const FluidState o =
+        symplectic_correct(sph_load_state(s, k), half_rho[k], sph_load_rates(acc, drho, k), sph_gravity(p), p.dt);
+    sph_store_state(s, k, o);
     if (!(isfinite(o.x.x) && isfinite(o.x.y) && isfinite(o.x.z) && isfinite((double)o.rho)))
         atomicAdd(&diag->nonfinite, 1u);
 }

@@ -8,10 +8,9 @@
 use anyhow::{bail, Context, Result};
 use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
 use shm_protocol::{BodyTransform, FieldKind, FrameWriter, Region, SpeciesRecord, StaticData};
-use solver::dem::cuda::CudaError;
 use solver::io::vtk::{PointArray, VtkParticles, VtkSeries};
 use solver::sph::cpu::{SphSim, SphState};
-use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGroup, SphGroupOptions};
+use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
 use solver::sph::physics;
 use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
 use std::path::Path;
@@ -101,7 +100,7 @@ fn bounds(pos: &[[f64; 3]]) -> ([f64; 3], [f64; 3]) {
 }
 
 /// The GPU engine of `--devices`: one GPU, or a group of slabs (`--split-axis`, `--balance`).
-fn gpu_engine(c: SphConstants, state: SphState, dt: f64, cli: &Cli) -> Result<Box<dyn GpuEngine>> {
+fn gpu_engine(c: SphConstants, state: SphState, dt: f64, cli: &Cli) -> Result<Box<dyn SphGpu>> {
     let devices = cli.devices.resolve()?;
     if devices.len() == 1 {
         let opts = SphCudaOptions {
@@ -323,89 +322,14 @@ fn frame_state(
 /// The solver behind the port: the CPU reference, or one GPU or several.
 enum Engine {
     Cpu(Box<SphSim>),
-    Gpu(Box<dyn GpuEngine>),
+    Gpu(Box<dyn SphGpu>),
 }
-
-/// What the port needs of a GPU engine: one device ([`SphCuda`]) or a group ([`SphGroup`]).
-trait GpuEngine {
-    fn c(&self) -> &SphConstants;
-    fn step_within(&mut self, t_end: f64) -> Result<(), CudaError>;
-    fn step_index(&self) -> u64;
-    fn time(&self) -> f64;
-    fn dt(&self) -> f64;
-    fn particle_count(&self) -> usize;
-    fn kinds(&self) -> &[u32];
-    fn state(&self) -> Result<SphState, CudaError>;
-    /// # Safety
-    /// As [`SphCuda::register_host`].
-    unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError>;
-    fn release_host(&mut self);
-    /// # Safety
-    /// As [`SphCuda::publish_async`].
-    unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError>;
-    fn publish_done(&mut self) -> Result<bool, CudaError>;
-    fn publish_wait(&mut self) -> Result<(), CudaError>;
-    fn device_name(&self) -> String;
-}
-
-macro_rules! gpu_engine_impl {
-    ($t:ty) => {
-        impl GpuEngine for $t {
-            fn c(&self) -> &SphConstants {
-                &self.c
-            }
-            fn step_within(&mut self, t_end: f64) -> Result<(), CudaError> {
-                <$t>::step_within(self, t_end)
-            }
-            fn step_index(&self) -> u64 {
-                <$t>::step_index(self)
-            }
-            fn time(&self) -> f64 {
-                <$t>::time(self)
-            }
-            fn dt(&self) -> f64 {
-                <$t>::dt(self)
-            }
-            fn particle_count(&self) -> usize {
-                <$t>::particle_count(self)
-            }
-            fn kinds(&self) -> &[u32] {
-                <$t>::kinds(self)
-            }
-            fn state(&self) -> Result<SphState, CudaError> {
-                <$t>::state(self)
-            }
-            unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError> {
-                // SAFETY: the caller's contract.
-                unsafe { <$t>::register_host(self, ptr, len) }
-            }
-            fn release_host(&mut self) {
-                <$t>::release_host(self)
-            }
-            unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
-                // SAFETY: the caller's contract.
-                unsafe { <$t>::publish_async(self, targets) }
-            }
-            fn publish_done(&mut self) -> Result<bool, CudaError> {
-                <$t>::publish_done(self)
-            }
-            fn publish_wait(&mut self) -> Result<(), CudaError> {
-                <$t>::publish_wait(self)
-            }
-            fn device_name(&self) -> String {
-                <$t>::device_name(self).to_string()
-            }
-        }
-    };
-}
-gpu_engine_impl!(SphCuda);
-gpu_engine_impl!(SphGroup);
 
 impl Engine {
     fn c(&self) -> &SphConstants {
         match self {
             Engine::Cpu(s) => &s.c,
-            Engine::Gpu(g) => g.c(),
+            Engine::Gpu(g) => g.constants(),
         }
     }
     fn step_within(&mut self, t_end: f64) -> Result<()> {

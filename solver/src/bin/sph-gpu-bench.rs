@@ -23,7 +23,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use solver::decomp::Balance;
 use solver::sph::cpu::{first_time_step, SphState};
-use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGroup, SphGroupOptions};
+use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
 use solver::sph::setup::{SphCase, KIND_FLUID};
 
 struct Args {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaEvent};
 
 use super::slab::{record_bytes, SlabSetup, SphSlab};
-use super::{CudaError, FrameArray, SphCuda, SphCudaOptions};
+use super::{CudaError, FrameArray, FrameCopy, SphCuda, SphCudaOptions, SphGpu};
 use crate::core::vec3::V3;
 use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
@@ -78,7 +78,7 @@ pub struct SphGroup {
     events: Vec<StepEvents>,
     rebalances: u64,
     migrations: u64,
-    copy_done: Option<CudaEvent>,
+    copy_done: FrameCopy,
     registration: Option<HostRegistration>,
 }
 
@@ -185,7 +185,7 @@ impl SphGroup {
             events,
             rebalances: 0,
             migrations: 0,
-            copy_done: None,
+            copy_done: FrameCopy::default(),
             registration: None,
         };
         let rho: Vec<f64> = group
@@ -413,8 +413,114 @@ impl SphGroup {
         Ok(())
     }
 
-    /// One symplectic step of [`SphGroup::dt`] on every GPU; sets the next step.
-    pub fn step(&mut self) -> Result<(), CudaError> {
+    /// Moves the slab bounds ([`balance::decide`]); the next exchange hands the fluid of moved
+    /// layers to its new GPU, and the boundary particles are placed again here.
+    fn rebalance(&mut self) -> Result<(), CudaError> {
+        if self.balance == Balance::Off {
+            return Ok(());
+        }
+        let layers = self.bounds[self.slabs.len()] as usize;
+        let mut per_layer = vec![0u64; layers];
+        if matches!(self.balance, Balance::Count | Balance::Time) {
+            for s in &self.slabs {
+                for (a, b) in per_layer.iter_mut().zip(s.layer_counts()?) {
+                    *a += b as u64;
+                }
+            }
+        }
+        let decision = balance::decide(
+            self.balance,
+            &self.bounds,
+            &per_layer,
+            &self.busy,
+            MIN_SLAB_LAYERS,
+        );
+        self.busy.iter_mut().for_each(|b| *b = 0.0);
+        let Some(new) = decision else {
+            return Ok(());
+        };
+        tracing::debug!(
+            step = self.step,
+            by = self.balance.name(),
+            from = ?self.bounds,
+            to = ?new,
+            "SPH slab bounds moved"
+        );
+        let mut rho = vec![0.0; self.bound_ids.len()];
+        for s in &self.slabs {
+            for (id, r) in s.owned_boundary_rho()? {
+                let j = self
+                    .bound_ids
+                    .binary_search(&id)
+                    .expect("a boundary id of the run");
+                rho[j] = r;
+            }
+        }
+        self.bounds = new;
+        self.place_boundary(&rho)?;
+        self.rebalances += 1;
+        Ok(())
+    }
+
+    /// The slab bounds (cell layers along the split axis, one more than GPUs).
+    pub fn bounds(&self) -> &[u32] {
+        &self.bounds
+    }
+    /// The split axis (0 x, 1 y, 2 z).
+    pub fn axis(&self) -> usize {
+        self.axis
+    }
+    pub fn rebalances(&self) -> u64 {
+        self.rebalances
+    }
+    /// Fluid slots allocated on each GPU (they grow as the load moves).
+    pub fn fluid_slots(&self) -> Vec<u32> {
+        self.slabs.iter().map(|s| s.cap).collect()
+    }
+    /// Fluid records sent between GPUs so far (halo copies and migrants).
+    pub fn records_sent(&self) -> u64 {
+        self.migrations
+    }
+    /// Per GPU: device compute and exchange time over the run [s], and the steps timed.
+    pub fn phase_times(&self) -> (Vec<f64>, Vec<f64>, u64) {
+        (
+            self.compute_s.clone(),
+            self.exchange_s.clone(),
+            self.timed_steps,
+        )
+    }
+    /// Resets [`SphGroup::phase_times`].
+    pub fn reset_phase_times(&mut self) {
+        self.compute_s.iter_mut().for_each(|t| *t = 0.0);
+        self.exchange_s.iter_mut().for_each(|t| *t = 0.0);
+        self.timed_steps = 0;
+    }
+    /// Owned particles per GPU (fluid and boundary), from a download of the state.
+    pub fn owned_counts(&self) -> Result<Vec<usize>, CudaError> {
+        self.slabs.iter().map(|s| s.owned_count()).collect()
+    }
+    /// GPU 0's context (to page-lock more host memory for frames).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.slabs[0].ctx
+    }
+    /// Every GPU's arrays, the particles counted once.
+    pub fn memory(&self) -> MemoryReport {
+        let mut m = MemoryReport {
+            particles: self.kind.len() as u64,
+            cells: self.slabs[0].memory().cells,
+            ..MemoryReport::default()
+        };
+        for (s, d) in self.slabs.iter().zip(&self.devices) {
+            for (name, bytes) in &s.memory().arrays {
+                m.arrays.push((format!("gpu{d}.{name}"), *bytes));
+            }
+        }
+        m
+    }
+}
+
+impl SphGpu for SphGroup {
+    fn step(&mut self) -> Result<(), CudaError> {
         let dt = self.dt;
         for s in &mut self.slabs {
             s.p.dt = dt;
@@ -467,154 +573,22 @@ impl SphGroup {
         }
         Ok(())
     }
-
-    /// Moves the slab bounds ([`balance::decide`]); the next exchange hands the fluid of moved
-    /// layers to its new GPU, and the boundary particles are placed again here.
-    fn rebalance(&mut self) -> Result<(), CudaError> {
-        if self.balance == Balance::Off {
-            return Ok(());
-        }
-        let layers = self.bounds[self.slabs.len()] as usize;
-        let mut per_layer = vec![0u64; layers];
-        if matches!(self.balance, Balance::Count | Balance::Time) {
-            for s in &self.slabs {
-                for (a, b) in per_layer.iter_mut().zip(s.layer_counts()?) {
-                    *a += b as u64;
-                }
-            }
-        }
-        let decision = balance::decide(
-            self.balance,
-            &self.bounds,
-            &per_layer,
-            &self.busy,
-            MIN_SLAB_LAYERS,
-        );
-        self.busy.iter_mut().for_each(|b| *b = 0.0);
-        let Some(new) = decision else {
-            return Ok(());
-        };
-        tracing::debug!(
-            step = self.step,
-            by = self.balance.name(),
-            from = ?self.bounds,
-            to = ?new,
-            "SPH slab bounds moved"
-        );
-        let mut rho = vec![0.0; self.bound_ids.len()];
-        for s in &self.slabs {
-            for (id, r) in s.owned_boundary_rho()? {
-                let j = self
-                    .bound_ids
-                    .binary_search(&id)
-                    .expect("a boundary id of the run");
-                rho[j] = r;
-            }
-        }
-        self.bounds = new;
-        self.place_boundary(&rho)?;
-        self.rebalances += 1;
-        Ok(())
-    }
-
-    /// One step, shortened so as not to pass `t_end`.
-    pub fn step_within(&mut self, t_end: f64) -> Result<(), CudaError> {
-        if self.time + self.dt > t_end && t_end > self.time {
-            self.dt = t_end - self.time;
-        }
-        self.step()
-    }
-
-    /// Steps until `t` (the last step shortened to land on it).
-    pub fn run_to(&mut self, t: f64) -> Result<(), CudaError> {
-        while self.time < t - 1e-12 {
-            self.step_within(t)?;
-        }
-        Ok(())
-    }
-
-    pub fn dt(&self) -> f64 {
+    fn dt(&self) -> f64 {
         self.dt
     }
-    pub fn time(&self) -> f64 {
+    fn time(&self) -> f64 {
         self.time
     }
-    pub fn step_index(&self) -> u64 {
+    fn step_index(&self) -> u64 {
         self.step
     }
-    pub fn particle_count(&self) -> usize {
+    fn particle_count(&self) -> usize {
         self.kind.len()
     }
-    pub fn kinds(&self) -> &[u32] {
+    fn kinds(&self) -> &[u32] {
         &self.kind
     }
-    /// The slab bounds (cell layers along the split axis, one more than GPUs).
-    pub fn bounds(&self) -> &[u32] {
-        &self.bounds
-    }
-    /// The split axis (0 x, 1 y, 2 z).
-    pub fn axis(&self) -> usize {
-        self.axis
-    }
-    pub fn rebalances(&self) -> u64 {
-        self.rebalances
-    }
-    /// Fluid slots allocated on each GPU (they grow as the load moves).
-    pub fn fluid_slots(&self) -> Vec<u32> {
-        self.slabs.iter().map(|s| s.cap).collect()
-    }
-    /// Fluid records sent between GPUs so far (halo copies and migrants).
-    pub fn records_sent(&self) -> u64 {
-        self.migrations
-    }
-    /// Per GPU: device compute and exchange time over the run [s], and the steps timed.
-    pub fn phase_times(&self) -> (Vec<f64>, Vec<f64>, u64) {
-        (
-            self.compute_s.clone(),
-            self.exchange_s.clone(),
-            self.timed_steps,
-        )
-    }
-    /// Resets [`SphGroup::phase_times`].
-    pub fn reset_phase_times(&mut self) {
-        self.compute_s.iter_mut().for_each(|t| *t = 0.0);
-        self.exchange_s.iter_mut().for_each(|t| *t = 0.0);
-        self.timed_steps = 0;
-    }
-    /// Owned particles per GPU (fluid and boundary), from a download of the state.
-    pub fn owned_counts(&self) -> Result<Vec<usize>, CudaError> {
-        self.slabs.iter().map(|s| s.owned_count()).collect()
-    }
-    /// GPU 0's context (to page-lock more host memory for frames).
-    pub fn context(&self) -> &Arc<CudaContext> {
-        &self.slabs[0].ctx
-    }
-    pub fn device_name(&self) -> String {
-        let names: Vec<String> = self
-            .slabs
-            .iter()
-            .zip(&self.devices)
-            .map(|(s, d)| format!("{d}: {}", s.device_name()))
-            .collect();
-        format!("{} GPUs ({})", self.slabs.len(), names.join(", "))
-    }
-    /// Every GPU's arrays, the particles counted once.
-    pub fn memory(&self) -> MemoryReport {
-        let mut m = MemoryReport {
-            particles: self.kind.len() as u64,
-            cells: self.slabs[0].memory().cells,
-            ..MemoryReport::default()
-        };
-        for (s, d) in self.slabs.iter().zip(&self.devices) {
-            for (name, bytes) in &s.memory().arrays {
-                m.arrays.push((format!("gpu{d}.{name}"), *bytes));
-            }
-        }
-        m
-    }
-
-    /// The full state in id order (for checkpoints and tests).
-    pub fn state(&self) -> Result<SphState, CudaError> {
+    fn state(&self) -> Result<SphState, CudaError> {
         let n = self.kind.len();
         let mut st = SphState {
             time: self.time,
@@ -629,29 +603,26 @@ impl SphGroup {
         }
         Ok(st)
     }
-
-    /// Page-locks the host range `ptr..ptr + len` for frame copies (see
-    /// [`SphCuda::register_host`]).
-    ///
-    /// # Safety
-    /// The range must stay mapped until [`SphGroup::release_host`] (or the drop).
-    pub unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError> {
+    unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError> {
         self.release_host();
         // SAFETY: the caller's contract.
         self.registration =
             Some(unsafe { crate::dem::cuda::register_host(&self.slabs[0].ctx, ptr, len) }?);
         Ok(())
     }
-
-    /// Waits for a frame copy in flight and unregisters the host range.
-    pub fn release_host(&mut self) {
+    fn release_host(&mut self) {
         let _ = self.publish_wait();
         self.registration = None;
     }
-
-    /// Every slab packs its own particles into GPU 0's staging; GPU 0's compute stream then
-    /// waits for all of them.
-    pub fn pack_frame(&self) -> Result<(), CudaError> {
+    unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
+        self.publish_wait()?;
+        self.pack_frame()?;
+        // SAFETY: the caller's contract; GPU 0's staging holds every particle.
+        unsafe { self.slabs[0].copy_frame_async(targets, self.kind.len()) }?;
+        self.copy_done = self.slabs[0].take_copy_event();
+        Ok(())
+    }
+    fn pack_frame(&self) -> Result<(), CudaError> {
         let staging = self.slabs[0].staging;
         for s in &self.slabs {
             s.pack_into(staging)?;
@@ -668,52 +639,29 @@ impl SphGroup {
         }
         Ok(())
     }
-
-    /// As [`SphCuda::publish_async`], for the whole run.
-    ///
-    /// # Safety
-    /// As [`SphCuda::publish_async`].
-    pub unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
-        self.publish_wait()?;
-        self.pack_frame()?;
-        // SAFETY: the caller's contract; GPU 0's staging holds every particle.
-        unsafe { self.slabs[0].copy_frame_async(targets, self.kind.len()) }?;
-        self.copy_done = self.slabs[0].take_copy_event();
-        Ok(())
-    }
-
-    /// Whether no frame copy is in flight any more.
-    pub fn publish_done(&mut self) -> Result<bool, CudaError> {
-        let Some(ev) = &self.copy_done else {
-            return Ok(true);
-        };
-        if ev
-            .try_is_complete()
-            .map_err(|e| CudaError::driver("querying the frame copy", e))?
-        {
-            self.copy_done = None;
-            return Ok(true);
-        }
-        Ok(false)
-    }
-
-    /// Waits for the frame copy in flight, if any.
-    pub fn publish_wait(&mut self) -> Result<(), CudaError> {
-        if let Some(ev) = self.copy_done.take() {
-            ev.synchronize()
-                .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
-        }
-        Ok(())
-    }
-
-    /// Copies the packed positions or velocities into `out` (after [`SphGroup::pack_frame`]).
-    pub fn frame_vec3(&self, a: FrameArray, out: &mut [[f32; 3]]) -> Result<(), CudaError> {
+    fn frame_vec3(&self, a: FrameArray, out: &mut [[f32; 3]]) -> Result<(), CudaError> {
         self.slabs[0].frame_vec3(a, out)
     }
-
-    /// Copies the packed densities or pressures into `out` (after [`SphGroup::pack_frame`]).
-    pub fn frame_scalar(&self, a: FrameArray, out: &mut [f32]) -> Result<(), CudaError> {
+    fn frame_scalar(&self, a: FrameArray, out: &mut [f32]) -> Result<(), CudaError> {
         self.slabs[0].frame_scalar(a, out)
+    }
+    fn device_name(&self) -> String {
+        let names: Vec<String> = self
+            .slabs
+            .iter()
+            .zip(&self.devices)
+            .map(|(s, d)| format!("{d}: {}", s.device_name()))
+            .collect();
+        format!("{} GPUs ({})", self.slabs.len(), names.join(", "))
+    }
+    fn constants(&self) -> &SphConstants {
+        &self.c
+    }
+    fn set_dt(&mut self, dt: f64) {
+        self.dt = dt;
+    }
+    fn frame_copy(&mut self) -> &mut FrameCopy {
+        &mut self.copy_done
     }
 }
 

@@ -181,6 +181,107 @@ pub fn bytes_per_particle(real: u64) -> (u64, u64, u64) {
     (fluid, boundary, 12)
 }
 
+/// A frame copy in flight: the event recorded on the copy stream after its last copy.
+#[derive(Default)]
+pub struct FrameCopy(Option<CudaEvent>);
+
+impl FrameCopy {
+    /// Whether no copy is in flight any more (true once the last one completed).
+    fn done(&mut self) -> Result<bool, CudaError> {
+        let Some(ev) = &self.0 else {
+            return Ok(true);
+        };
+        if ev
+            .try_is_complete()
+            .map_err(|e| CudaError::driver("querying the frame copy", e))?
+        {
+            self.0 = None;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Waits for the copy in flight, if any.
+    fn wait(&mut self) -> Result<(), CudaError> {
+        if let Some(ev) = self.0.take() {
+            ev.synchronize()
+                .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// An SPH engine on the GPU as a run drives it: one device ([`SphCuda`]) or several
+/// ([`SphGroup`]), the same steps, states and frames.
+pub trait SphGpu {
+    fn constants(&self) -> &SphConstants;
+    /// One symplectic step of [`SphGpu::dt`]; sets the next step from the CFL condition.
+    fn step(&mut self) -> Result<(), CudaError>;
+    fn dt(&self) -> f64;
+    /// Sets the next step (only ever shortened, to land on an end time).
+    fn set_dt(&mut self, dt: f64);
+    fn time(&self) -> f64;
+    fn step_index(&self) -> u64;
+    fn particle_count(&self) -> usize;
+    fn kinds(&self) -> &[u32];
+    fn device_name(&self) -> String;
+    /// The full state in id order (for checkpoints and tests).
+    fn state(&self) -> Result<SphState, CudaError>;
+    /// Page-locks the host range `ptr..ptr + len` (the segment, once) so that
+    /// [`SphGpu::publish_async`] copies into it without blocking.
+    ///
+    /// # Safety
+    /// The range must stay mapped until [`SphGpu::release_host`] (or the drop).
+    unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError>;
+    /// Waits for a frame copy in flight and unregisters the host range.
+    fn release_host(&mut self);
+    /// Starts publishing the current state: packs on the device, copies on a copy stream into
+    /// `targets` (positions, velocities, densities, pressures; null: not wanted) and returns at
+    /// once. The frame is complete once [`SphGpu::publish_done`] says so (or
+    /// [`SphGpu::publish_wait`] returned). A copy still in flight is waited for first.
+    ///
+    /// # Safety
+    /// Each non-null target must hold one element per particle ([f32; 3] or f32) and stay
+    /// valid and untouched by the host until the copy completed.
+    unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError>;
+    /// Packs a frame on the device (id order, f32): read it with [`SphGpu::frame_vec3`] and
+    /// [`SphGpu::frame_scalar`] before the next step.
+    fn pack_frame(&self) -> Result<(), CudaError>;
+    /// Copies the packed positions or velocities into `out` (one element per particle).
+    fn frame_vec3(&self, a: FrameArray, out: &mut [[f32; 3]]) -> Result<(), CudaError>;
+    /// Copies the packed densities or pressures into `out` (one element per particle).
+    fn frame_scalar(&self, a: FrameArray, out: &mut [f32]) -> Result<(), CudaError>;
+    /// The frame copy in flight.
+    fn frame_copy(&mut self) -> &mut FrameCopy;
+
+    /// One step, shortened so as not to pass `t_end`.
+    fn step_within(&mut self, t_end: f64) -> Result<(), CudaError> {
+        let (t, dt) = (self.time(), self.dt());
+        if t + dt > t_end && t_end > t {
+            self.set_dt(t_end - t);
+        }
+        self.step()
+    }
+
+    /// Steps until `t` (the last step shortened to land on it).
+    fn run_to(&mut self, t: f64) -> Result<(), CudaError> {
+        while self.time() < t - 1e-12 {
+            self.step_within(t)?;
+        }
+        Ok(())
+    }
+
+    /// Whether no frame copy is in flight any more (true once the last one completed).
+    fn publish_done(&mut self) -> Result<bool, CudaError> {
+        self.frame_copy().done()
+    }
+
+    /// Waits for the frame copy in flight, if any.
+    fn publish_wait(&mut self) -> Result<(), CudaError> {
+        self.frame_copy().wait()
+    }
+}
+
 /// An SPH simulation on one GPU.
 pub struct SphCuda {
     pub c: SphConstants,
@@ -189,7 +290,7 @@ pub struct SphCuda {
     /// Frame copies to the host, overlapping the next steps.
     copy_stream: Arc<CudaStream>,
     /// The frame copy in flight: recorded on the copy stream after its last copy.
-    copy_done: Option<CudaEvent>,
+    copy_done: FrameCopy,
     /// The segment, page-locked so that frame copies are asynchronous.
     registration: Option<HostRegistration>,
     module: Arc<SphModule>,
@@ -386,7 +487,7 @@ impl SphCuda {
             ctx,
             stream,
             copy_stream,
-            copy_done: None,
+            copy_done: FrameCopy::default(),
             registration: None,
             module,
             device_name,
@@ -812,61 +913,9 @@ impl SphCuda {
         Ok((f64::from_bits(word(0)), f64::from_bits(word(1)), nonfinite))
     }
 
-    /// One symplectic step of [`SphCuda::dt`]; sets the next step from the CFL condition.
-    pub fn step(&mut self) -> Result<(), CudaError> {
-        self.p.dt = self.dt;
-        self.predictor()?;
-        self.corrector()?;
-        let (dt_f, dt_cv, nonfinite) = self.read_diag()?;
-        self.time += self.dt;
-        self.step += 1;
-        if nonfinite > 0 {
-            return Err(CudaError::NonFinite {
-                count: nonfinite,
-                step: self.step,
-            });
-        }
-        self.dt = next_time_step(&self.c, dt_f, dt_cv);
-        Ok(())
-    }
-
-    /// One step, shortened so as not to pass `t_end`.
-    pub fn step_within(&mut self, t_end: f64) -> Result<(), CudaError> {
-        if self.time + self.dt > t_end && t_end > self.time {
-            self.dt = t_end - self.time;
-        }
-        self.step()
-    }
-
-    /// Steps until `t` (the last step shortened to land on it).
-    pub fn run_to(&mut self, t: f64) -> Result<(), CudaError> {
-        while self.time < t - 1e-12 {
-            self.step_within(t)?;
-        }
-        Ok(())
-    }
-
-    pub fn dt(&self) -> f64 {
-        self.dt
-    }
-    pub fn time(&self) -> f64 {
-        self.time
-    }
-    pub fn step_index(&self) -> u64 {
-        self.step
-    }
-    pub fn particle_count(&self) -> usize {
-        self.kind.len()
-    }
-    pub fn kinds(&self) -> &[u32] {
-        &self.kind
-    }
     /// The device context (to page-lock more host memory for frames).
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
-    }
-    pub fn device_name(&self) -> &str {
-        &self.device_name
     }
     pub fn memory(&self) -> &MemoryReport {
         &self.memory
@@ -886,21 +935,6 @@ impl SphCuda {
                 .map(|c| f32::from_ne_bytes(c.try_into().expect("4 bytes")) as f64)
                 .collect()
         })
-    }
-
-    /// The full state in id order (for checkpoints and tests).
-    pub fn state(&self) -> Result<SphState, CudaError> {
-        let n = self.kind.len();
-        let mut s = SphState {
-            time: self.time,
-            step: self.step,
-            kind: self.kind.clone(),
-            pos: vec![[0.0; 3]; n],
-            vel: vec![[0.0; 3]; n],
-            rho: vec![0.0; n],
-        };
-        self.write_into(&mut s)?;
-        Ok(s)
     }
 
     /// Writes this GPU's (owned) particles into `s` by id.
@@ -943,39 +977,6 @@ impl SphCuda {
         Ok(())
     }
 
-    /// Page-locks the host range `ptr..ptr + len` (the segment, once) so that
-    /// [`SphCuda::publish_async`] copies into it without blocking.
-    ///
-    /// # Safety
-    /// The range must stay mapped until [`SphCuda::release_host`] (or the drop).
-    pub unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError> {
-        self.release_host();
-        // SAFETY: the caller's contract.
-        self.registration = Some(unsafe { crate::dem::cuda::register_host(&self.ctx, ptr, len) }?);
-        Ok(())
-    }
-
-    /// Waits for a frame copy in flight and unregisters the host range.
-    pub fn release_host(&mut self) {
-        let _ = self.publish_wait();
-        self.registration = None;
-    }
-
-    /// Starts publishing the current state: packs on the compute stream, copies on the copy
-    /// stream into `targets` (positions, velocities, densities, pressures; null: not wanted)
-    /// and returns at once. The frame is complete once [`SphCuda::publish_done`] says so (or
-    /// [`SphCuda::publish_wait`] returned). A copy still in flight is waited for first.
-    ///
-    /// # Safety
-    /// Each non-null target must hold one element per particle ([f32; 3] or f32) and stay
-    /// valid and untouched by the host until the copy completed.
-    pub unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
-        self.publish_wait()?;
-        self.pack_frame()?;
-        // SAFETY: the caller's contract.
-        unsafe { self.copy_frame_async(targets, self.kind.len()) }
-    }
-
     /// Queues the copy of the packed frame (`n` particles) into `targets` on the copy stream,
     /// after everything queued on the compute stream.
     ///
@@ -1010,7 +1011,7 @@ impl SphCuda {
             }
             .map_err(|e| CudaError::driver("queuing the frame copy", e))?;
         }
-        self.copy_done = Some(
+        self.copy_done.0 = Some(
             self.copy_stream
                 .record_event(None)
                 .map_err(|e| CudaError::driver("recording an event", e))?,
@@ -1019,38 +1020,8 @@ impl SphCuda {
     }
 
     /// The event of the frame copy in flight (the group waits on it itself).
-    fn take_copy_event(&mut self) -> Option<CudaEvent> {
-        self.copy_done.take()
-    }
-
-    /// Whether no frame copy is in flight any more (true once the last one completed).
-    pub fn publish_done(&mut self) -> Result<bool, CudaError> {
-        let Some(ev) = &self.copy_done else {
-            return Ok(true);
-        };
-        if ev
-            .try_is_complete()
-            .map_err(|e| CudaError::driver("querying the frame copy", e))?
-        {
-            self.copy_done = None;
-            return Ok(true);
-        }
-        Ok(false)
-    }
-
-    /// Waits for the frame copy in flight, if any.
-    pub fn publish_wait(&mut self) -> Result<(), CudaError> {
-        if let Some(ev) = self.copy_done.take() {
-            ev.synchronize()
-                .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
-        }
-        Ok(())
-    }
-
-    /// Packs a frame on the device (id order, f32): read it with [`SphCuda::frame_vec3`] and
-    /// [`SphCuda::frame_scalar`] before the next step.
-    pub fn pack_frame(&self) -> Result<(), CudaError> {
-        self.pack_into(self.staging)
+    fn take_copy_event(&mut self) -> FrameCopy {
+        std::mem::take(&mut self.copy_done)
     }
 
     /// Packs this GPU's (owned) particles into the staging arrays `st` (id order; on a slab,
@@ -1068,16 +1039,6 @@ impl SphCuda {
         )
     }
 
-    /// Copies the packed positions or velocities into `out` (one element per particle).
-    pub fn frame_vec3(&self, a: FrameArray, out: &mut [[f32; 3]]) -> Result<(), CudaError> {
-        self.copy_staging(a, as_bytes_mut(out), 12)
-    }
-
-    /// Copies the packed densities or pressures into `out` (one element per particle).
-    pub fn frame_scalar(&self, a: FrameArray, out: &mut [f32]) -> Result<(), CudaError> {
-        self.copy_staging(a, as_bytes_mut(out), 4)
-    }
-
     fn copy_staging(&self, a: FrameArray, out: &mut [u8], size: usize) -> Result<(), CudaError> {
         let k = a as usize;
         let want = if k < 2 { 12 } else { 4 };
@@ -1088,6 +1049,90 @@ impl SphCuda {
             self.kind.len()
         );
         self.get(self.staging[k], out)
+    }
+}
+
+impl SphGpu for SphCuda {
+    fn step(&mut self) -> Result<(), CudaError> {
+        self.p.dt = self.dt;
+        self.predictor()?;
+        self.corrector()?;
+        let (dt_f, dt_cv, nonfinite) = self.read_diag()?;
+        self.time += self.dt;
+        self.step += 1;
+        if nonfinite > 0 {
+            return Err(CudaError::NonFinite {
+                count: nonfinite,
+                step: self.step,
+            });
+        }
+        self.dt = next_time_step(&self.c, dt_f, dt_cv);
+        Ok(())
+    }
+    fn dt(&self) -> f64 {
+        self.dt
+    }
+    fn time(&self) -> f64 {
+        self.time
+    }
+    fn step_index(&self) -> u64 {
+        self.step
+    }
+    fn particle_count(&self) -> usize {
+        self.kind.len()
+    }
+    fn kinds(&self) -> &[u32] {
+        &self.kind
+    }
+    fn state(&self) -> Result<SphState, CudaError> {
+        let n = self.kind.len();
+        let mut s = SphState {
+            time: self.time,
+            step: self.step,
+            kind: self.kind.clone(),
+            pos: vec![[0.0; 3]; n],
+            vel: vec![[0.0; 3]; n],
+            rho: vec![0.0; n],
+        };
+        self.write_into(&mut s)?;
+        Ok(s)
+    }
+    unsafe fn register_host(&mut self, ptr: *mut u8, len: usize) -> Result<(), CudaError> {
+        self.release_host();
+        // SAFETY: the caller's contract.
+        self.registration = Some(unsafe { crate::dem::cuda::register_host(&self.ctx, ptr, len) }?);
+        Ok(())
+    }
+    fn release_host(&mut self) {
+        let _ = self.publish_wait();
+        self.registration = None;
+    }
+    unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
+        self.publish_wait()?;
+        self.pack_frame()?;
+        // SAFETY: the caller's contract.
+        unsafe { self.copy_frame_async(targets, self.kind.len()) }
+    }
+    fn pack_frame(&self) -> Result<(), CudaError> {
+        self.pack_into(self.staging)
+    }
+    fn frame_vec3(&self, a: FrameArray, out: &mut [[f32; 3]]) -> Result<(), CudaError> {
+        self.copy_staging(a, as_bytes_mut(out), 12)
+    }
+    fn frame_scalar(&self, a: FrameArray, out: &mut [f32]) -> Result<(), CudaError> {
+        self.copy_staging(a, as_bytes_mut(out), 4)
+    }
+    fn device_name(&self) -> String {
+        self.device_name.clone()
+    }
+    fn constants(&self) -> &SphConstants {
+        &self.c
+    }
+    fn set_dt(&mut self, dt: f64) {
+        self.dt = dt;
+    }
+    fn frame_copy(&mut self) -> &mut FrameCopy {
+        &mut self.copy_done
     }
 }
 
