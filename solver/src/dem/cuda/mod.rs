@@ -32,7 +32,7 @@ use crate::dem::state::{SimState, StepContext};
 
 pub use backend_impl::CudaBackend;
 pub use buffers::{gpu_grid, MemoryReport};
-pub(crate) use multi::enable_peer_access;
+pub(crate) use multi::{enable_peer_access, neighbour, queue_peer_copies, PeerCopy};
 pub use multi::{CudaGroup, GroupOptions};
 pub use publish::{register_host, FrameTarget, HostRegistration, PublishTicket};
 pub use step::StageTimes;

@@ -324,67 +324,32 @@ impl CudaGroup {
             s.make_room(r)?;
             s.queue_retire()?;
         }
-        // Copies on the receiver's stream; the sender waits for them before it classifies again
-        // (its send buffers are read until then).
         let (rec_mig, rec_halo) = self.sims[0].record_sizes();
-        let mut copied: Vec<Option<CudaEvent>> = (0..g).map(|_| None).collect();
-        for h in 0..g {
-            let mut any = false;
+        let mut copies = Vec::new();
+        for (h, got_h) in got.iter().enumerate() {
             for side in 0..2 {
-                let src = if side == 0 {
-                    h.checked_sub(1)
-                } else {
-                    (h + 1 < g).then_some(h + 1)
+                let Some(src) = neighbour(h, side, g) else {
+                    continue;
                 };
-                let Some(src) = src else { continue };
                 for (ghosts, n, rec) in [
-                    (false, got[h].mig[side], rec_mig),
-                    (true, got[h].halo[side], rec_halo),
+                    (false, got_h.mig[side], rec_mig),
+                    (true, got_h.halo[side], rec_halo),
                 ] {
-                    if n == 0 {
-                        continue;
-                    }
-                    let (dst, from) = (&self.sims[h], &self.sims[src]);
-                    // SAFETY: both buffers are live allocations of these sims holding at least
-                    // n records (the sender's counts fit its send buffer; make_room grew the
-                    // receiver's); the sender's classify completed (read_counts synchronised),
-                    // and it does not write the buffer again before `copied` (waited below).
-                    unsafe {
-                        cudarc::driver::result::memcpy_peer_async(
-                            dst.ctx.cu_ctx(),
-                            dst.recv_ptr(ghosts, side),
-                            from.ctx.cu_ctx(),
-                            from.send_ptr(ghosts, 1 - side),
-                            n as usize * rec,
-                            dst.stream.cu_stream(),
-                        )
-                    }
-                    .map_err(|e| CudaError::driver("copying records between GPUs", e))?;
-                    any = true;
-                }
-            }
-            if any {
-                copied[h] = Some(
-                    self.sims[h]
-                        .stream
-                        .record_event(None)
-                        .map_err(|e| CudaError::driver("recording an event", e))?,
-                );
-            }
-        }
-        for h in 0..g {
-            for nb in [h.checked_sub(1), (h + 1 < g).then_some(h + 1)]
-                .into_iter()
-                .flatten()
-            {
-                if let Some(ev) = &copied[nb] {
-                    self.sims[h]
-                        .stream
-                        .wait(ev)
-                        .map_err(|e| CudaError::driver("ordering the exchange", e))?;
+                    copies.push(PeerCopy {
+                        to: h,
+                        from: src,
+                        dst: self.sims[h].recv_ptr(ghosts, side),
+                        src: self.sims[src].send_ptr(ghosts, 1 - side),
+                        bytes: n as usize * rec,
+                    });
                 }
             }
         }
+        let gpus: Vec<_> = self.sims.iter().map(|s| (&s.ctx, &s.stream)).collect();
+        // SAFETY: every buffer is a live allocation holding the copy's bytes (the sender's
+        // counts fit its send buffer; make_room grew the receiver's); every sender's classify
+        // completed (read_counts synchronised).
+        unsafe { queue_peer_copies(&gpus, &copies) }?;
         for (h, s) in self.sims.iter_mut().enumerate() {
             s.queue_unpack(&got[h], &counts[h], removed[h])?;
         }
@@ -664,6 +629,75 @@ fn new_events(sims: &[CudaSim]) -> Result<StepEvents, CudaError> {
         ev,
         recorded: false,
     })
+}
+
+/// The neighbour of GPU `h` of `g` on `side` (0 lower, 1 upper), if any.
+pub(crate) fn neighbour(h: usize, side: usize, g: usize) -> Option<usize> {
+    match side {
+        0 => h.checked_sub(1),
+        _ => (h + 1 < g).then_some(h + 1),
+    }
+}
+
+/// One device-to-device copy of an exchange: `bytes` from `src` on GPU `from` into `dst` on GPU
+/// `to`.
+pub(crate) struct PeerCopy {
+    pub to: usize,
+    pub from: usize,
+    pub dst: u64,
+    pub src: u64,
+    pub bytes: usize,
+}
+
+/// Queues `copies` on their receivers' streams (`gpus`: context and stream of each GPU), then
+/// makes each sender's stream wait for the copies out of its buffers, which it must not write
+/// again before they are done. Empty copies are skipped.
+///
+/// # Safety
+/// Every `src` and `dst` must be a live allocation of its GPU holding `bytes` bytes, and every
+/// `src` must be complete before this call (its writer's stream synchronised).
+pub(crate) unsafe fn queue_peer_copies(
+    gpus: &[(
+        &Arc<cudarc::driver::CudaContext>,
+        &Arc<cudarc::driver::CudaStream>,
+    )],
+    copies: &[PeerCopy],
+) -> Result<(), CudaError> {
+    let mut copied: Vec<Option<CudaEvent>> = (0..gpus.len()).map(|_| None).collect();
+    for (h, (ctx, stream)) in gpus.iter().enumerate() {
+        let mut any = false;
+        for c in copies.iter().filter(|c| c.to == h && c.bytes > 0) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                cudarc::driver::result::memcpy_peer_async(
+                    ctx.cu_ctx(),
+                    c.dst,
+                    gpus[c.from].0.cu_ctx(),
+                    c.src,
+                    c.bytes,
+                    stream.cu_stream(),
+                )
+            }
+            .map_err(|e| CudaError::driver("copying records between GPUs", e))?;
+            any = true;
+        }
+        if any {
+            copied[h] = Some(
+                stream
+                    .record_event(None)
+                    .map_err(|e| CudaError::driver("recording an event", e))?,
+            );
+        }
+    }
+    for c in copies.iter().filter(|c| c.bytes > 0) {
+        if let Some(ev) = &copied[c.to] {
+            gpus[c.from]
+                .1
+                .wait(ev)
+                .map_err(|e| CudaError::driver("ordering the exchange", e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Lets every GPU of the group read and write every other's memory (records between

@@ -21,7 +21,7 @@ use super::{CudaError, FrameArray, FrameCopy, SphCuda, SphCudaOptions, SphGpu};
 use crate::core::vec3::V3;
 use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
-use crate::dem::cuda::{HostRegistration, MemoryReport};
+use crate::dem::cuda::{neighbour, queue_peer_copies, HostRegistration, MemoryReport, PeerCopy};
 use crate::sph::cpu::{next_time_step, sph_grid, SphState};
 use crate::sph::setup::{SphConstants, KIND_FLUID};
 
@@ -233,10 +233,8 @@ impl SphGroup {
         #[allow(clippy::needless_range_loop)]
         for w in 0..g {
             for side in 0..2 {
-                let v = match side {
-                    0 if w > 0 => w - 1,
-                    1 if w + 1 < g => w + 1,
-                    _ => continue,
+                let Some(v) = neighbour(w, side, g) else {
+                    continue;
                 };
                 let halo = if side == 0 {
                     self.bounds[w] - 1
@@ -327,77 +325,37 @@ impl SphGroup {
             s.make_room(got[h], self.devices[h])?;
         }
         self.migrations += counts.iter().map(|c| (c[0] + c[1]) as u64).sum::<u64>();
-        // Copies on the receiver's stream; the sender waits for them before it classifies
-        // again (its send buffers are read until then).
         let rec = record_bytes(self.slabs[0].real);
         let real = self.slabs[0].real;
-        let mut copied: Vec<Option<CudaEvent>> = (0..g).map(|_| None).collect();
-        for h in 0..g {
-            let mut any = false;
-            for (side, &n) in got[h].iter().enumerate() {
-                let src = match side {
-                    0 if h > 0 => h - 1,
-                    1 if h + 1 < g => h + 1,
-                    _ => continue,
+        let mut copies = Vec::new();
+        for (h, got_h) in got.iter().enumerate() {
+            for (side, &n) in got_h.iter().enumerate() {
+                let Some(src) = neighbour(h, side, g) else {
+                    continue;
                 };
                 let (dst, from) = (&self.slabs[h], &self.slabs[src]);
-                let copies = [
-                    (
-                        dst.recv_ptr(side),
-                        from.send_ptr(1 - side),
-                        n as usize * rec,
-                    ),
-                    (
-                        dst.boundary_recv_ptr(side),
-                        from.boundary_send_ptr(1 - side),
-                        dst.boundary_recv_count(side) as usize * real,
-                    ),
-                ];
-                for (to, fro, bytes) in copies {
-                    if bytes == 0 {
-                        continue;
-                    }
-                    // SAFETY: both are live allocations of these slabs holding `bytes` bytes
-                    // (the sender's counts fit its send buffer and make_room grew the
-                    // receiver's; the boundary buffers were sized for these lists); the
-                    // sender's classify and pick completed (read_counts waited for its
-                    // stream), and it writes them again only after `copied` (waited below).
-                    unsafe {
-                        cudarc::driver::result::memcpy_peer_async(
-                            dst.ctx.cu_ctx(),
-                            to,
-                            from.ctx.cu_ctx(),
-                            fro,
-                            bytes,
-                            dst.stream.cu_stream(),
-                        )
-                    }
-                    .map_err(|e| CudaError::driver("copying SPH records between GPUs", e))?;
-                    any = true;
-                }
-            }
-            if any {
-                copied[h] = Some(
-                    self.slabs[h]
-                        .stream
-                        .record_event(None)
-                        .map_err(|e| CudaError::driver("recording an event", e))?,
-                );
+                copies.push(PeerCopy {
+                    to: h,
+                    from: src,
+                    dst: dst.recv_ptr(side),
+                    src: from.send_ptr(1 - side),
+                    bytes: n as usize * rec,
+                });
+                copies.push(PeerCopy {
+                    to: h,
+                    from: src,
+                    dst: dst.boundary_recv_ptr(side),
+                    src: from.boundary_send_ptr(1 - side),
+                    bytes: dst.boundary_recv_count(side) as usize * real,
+                });
             }
         }
-        for h in 0..g {
-            for nb in [h.checked_sub(1), (h + 1 < g).then_some(h + 1)]
-                .into_iter()
-                .flatten()
-            {
-                if let Some(ev) = &copied[nb] {
-                    self.slabs[h]
-                        .stream
-                        .wait(ev)
-                        .map_err(|e| CudaError::driver("ordering the exchange", e))?;
-                }
-            }
-        }
+        let gpus: Vec<_> = self.slabs.iter().map(|s| (&s.ctx, &s.stream)).collect();
+        // SAFETY: every buffer is a live allocation holding the copy's bytes (the sender's
+        // counts fit its send buffer, make_room grew the receiver's, the boundary buffers were
+        // sized for these lists); every sender's classify and pick completed (read_counts
+        // waited for its stream).
+        unsafe { queue_peer_copies(&gpus, &copies) }?;
         for (h, s) in self.slabs.iter_mut().enumerate() {
             s.queue_unpack(got[h], counts[h][2], half)?;
         }
