@@ -1,4 +1,4 @@
-// The SPH step on the GPU: the kernels of solver/src/sph/cuda.rs, which mirror the CPU reference
+// The SPH step on the GPU: the kernels of solver/src/sph/cuda/, which mirror the CPU reference
 // solver/src/sph/cpu.rs stage for stage (the order of every sum included, so that the parity mode,
 // -DDEM_DOUBLE without FMA contraction, reproduces the CPU's bits):
 //   sph_hash_count, scan, sph_scatter, sph_cell_sort: fluid particles sorted by (cell, id);
@@ -9,7 +9,7 @@
 // Boundary particles do not move: the host sorts them once and gives their cell starts.
 // Needs vec3.cuh, sph_physics.cuh and cells.cu before it.
 
-// SphParams in solver/src/sph/cuda.rs (160 bytes).
+// SphParams: KernelParams in solver/src/sph/cuda/mod.rs (160 bytes).
 struct SphParams {
     double origin[3];
     double cell;
