@@ -24,6 +24,21 @@ pub struct SphState {
     pub rho: Vec<f64>,
 }
 
+impl SphState {
+    /// Particles of kinds `kind` at the origin, at rest, density 0: a state to fill by id.
+    pub fn zeroed(time: f64, step: u64, kind: Vec<u32>) -> SphState {
+        let n = kind.len();
+        SphState {
+            time,
+            step,
+            kind,
+            pos: vec![[0.0; 3]; n],
+            vel: vec![[0.0; 3]; n],
+            rho: vec![0.0; n],
+        }
+    }
+}
+
 /// The neighbour grid of an SPH run (every backend's): cells of the kernel support 2h over the
 /// boundary particles, which enclose the fluid and never move, so that a run restarted from a
 /// checkpoint gets the same grid and sums in the same order (over all particles without any

@@ -34,6 +34,43 @@ pub fn driver_available() -> Result<(), CudaError> {
     Err(CudaError::NoDriver)
 }
 
+/// A device opened for a simulation: its context (event tracking off), its name, a compute
+/// stream and a stream for frame copies.
+pub(crate) struct OpenDevice {
+    pub ctx: Arc<CudaContext>,
+    pub name: String,
+    pub stream: Arc<cudarc::driver::CudaStream>,
+    pub copy_stream: Arc<cudarc::driver::CudaStream>,
+}
+
+/// Opens GPU `device` with cudarc's per-buffer event tracking off (call [`driver_available`]
+/// first).
+///
+/// # Safety
+/// The caller orders every use of its buffers across the two streams (and any other GPU's)
+/// with events of its own, and frees a buffer only after every stream that uses it passed it.
+pub(crate) unsafe fn open_device(device: usize) -> Result<OpenDevice, CudaError> {
+    let ctx = CudaContext::new(device).map_err(|e| CudaError::NoDevice {
+        device,
+        message: e.to_string(),
+    })?;
+    // SAFETY: the caller's contract.
+    unsafe { ctx.disable_event_tracking() };
+    let name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
+    let stream = ctx
+        .new_stream()
+        .map_err(|e| CudaError::driver("creating the compute stream", e))?;
+    let copy_stream = ctx
+        .new_stream()
+        .map_err(|e| CudaError::driver("creating the copy stream", e))?;
+    Ok(OpenDevice {
+        ctx,
+        name,
+        stream,
+        copy_stream,
+    })
+}
+
 /// The compiled DEM module of one device and configuration, with its kernels looked up.
 pub struct DemModule {
     _module: Arc<CudaModule>,

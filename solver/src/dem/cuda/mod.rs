@@ -287,21 +287,16 @@ impl CudaSim {
                 opts.hist_cap
             )));
         }
-        let ctx = CudaContext::new(opts.device).map_err(|e| CudaError::NoDevice {
-            device: opts.device,
-            message: e.to_string(),
-        })?;
         // SAFETY: every buffer of this backend is used on `stream` only, except the publication
         // staging buffers, which the copy stream reads after waiting on an event recorded on
-        // `stream` (publish.rs); buffers are freed only after both streams synchronised (Drop).
-        unsafe { ctx.disable_event_tracking() };
-        let device_name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
-        let stream = ctx
-            .new_stream()
-            .map_err(|e| CudaError::driver("creating the compute stream", e))?;
-        let copy_stream = ctx
-            .new_stream()
-            .map_err(|e| CudaError::driver("creating the copy stream", e))?;
+        // `stream` (publish.rs), and a GPU group's exchange buffers, ordered by events
+        // (multi.rs); buffers are freed only after both streams synchronised (Drop).
+        let driver::OpenDevice {
+            ctx,
+            name: device_name,
+            stream,
+            copy_stream,
+        } = unsafe { driver::open_device(opts.device) }?;
         let friction = sc
             .table
             .pp

@@ -547,15 +547,7 @@ impl SphGpu for SphGroup {
         &self.kind
     }
     fn state(&self) -> Result<SphState, CudaError> {
-        let n = self.kind.len();
-        let mut st = SphState {
-            time: self.time,
-            step: self.step,
-            kind: self.kind.clone(),
-            pos: vec![[0.0; 3]; n],
-            vel: vec![[0.0; 3]; n],
-            rho: vec![0.0; n],
-        };
+        let mut st = SphState::zeroed(self.time, self.step, self.kind.clone());
         for s in &self.slabs {
             s.write_into(&mut st)?;
         }

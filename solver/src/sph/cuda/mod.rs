@@ -406,24 +406,18 @@ impl SphCuda {
         if n as u64 >= u32::MAX as u64 {
             return Err(CudaError::TooManyParticles(n, u32::MAX as u64 - 1));
         }
-        let ctx = CudaContext::new(opts.device).map_err(|e| CudaError::NoDevice {
-            device: opts.device,
-            message: e.to_string(),
-        })?;
         // SAFETY: every buffer is used on `stream` only, except the publication staging
         // buffers, which the copy stream reads after waiting on an event recorded on `stream`
         // and which are packed again only after that copy completed, and a slab's send and
         // receive buffers, which its neighbours' streams read or write between events (see
         // group.rs); buffers are freed only after both streams synchronised (Drop), or, when a
         // slab grows one, after its stream did.
-        unsafe { ctx.disable_event_tracking() };
-        let device_name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
-        let stream = ctx
-            .new_stream()
-            .map_err(|e| CudaError::driver("creating the compute stream", e))?;
-        let copy_stream = ctx
-            .new_stream()
-            .map_err(|e| CudaError::driver("creating the copy stream", e))?;
+        let driver::OpenDevice {
+            ctx,
+            name: device_name,
+            stream,
+            copy_stream,
+        } = unsafe { driver::open_device(opts.device) }?;
         let cells = grid.num_cells();
         let real = if opts.double { 8 } else { 4 };
         let (nf, nb) = (fluid.len(), bound.len());
@@ -1085,15 +1079,7 @@ impl SphGpu for SphCuda {
         &self.kind
     }
     fn state(&self) -> Result<SphState, CudaError> {
-        let n = self.kind.len();
-        let mut s = SphState {
-            time: self.time,
-            step: self.step,
-            kind: self.kind.clone(),
-            pos: vec![[0.0; 3]; n],
-            vel: vec![[0.0; 3]; n],
-            rho: vec![0.0; n],
-        };
+        let mut s = SphState::zeroed(self.time, self.step, self.kind.clone());
         self.write_into(&mut s)?;
         Ok(s)
     }
