@@ -103,10 +103,11 @@ pub enum Kernel {
     Unpack,
     LayerCounts,
     Outflow,
+    MeshFilter,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 14] = [
+    pub const ALL: [Kernel; 15] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -121,6 +122,7 @@ impl Kernel {
         Kernel::Unpack,
         Kernel::LayerCounts,
         Kernel::Outflow,
+        Kernel::MeshFilter,
     ];
 
     /// The `extern "C"` symbol.
@@ -140,6 +142,7 @@ impl Kernel {
             Kernel::Unpack => "dem_unpack",
             Kernel::LayerCounts => "dem_layer_counts",
             Kernel::Outflow => "dem_outflow",
+            Kernel::MeshFilter => "dem_mesh_filter",
         }
     }
 }
@@ -148,6 +151,8 @@ impl Kernel {
 pub const SCAN_TILE: usize = 1024;
 /// Threads per block of `scan_tile` (`SCAN_THREADS` in cells.cu).
 pub const SCAN_THREADS: u32 = 256;
+/// Threads of `dem_mesh_filter` per particle in small cases (its `lanes` argument: 1, 2, 4 or 8).
+pub const MESH_FILTER_LANES: u32 = 8;
 /// Block size `dem_collide` is compiled for (`__launch_bounds__` in contact.cu).
 pub const COLLIDE_THREADS: u32 = 128;
 

@@ -177,16 +177,19 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
 // one mesh are contiguous, so each mesh is walked twice: once for "any face touched", once to
 // emit; the duplicate test walks the mesh's earlier hits again (a hit mask avoids recomputing
 // non-touching triangles among the first 64 candidates).
+// `Cursor` is a BinCursor (every candidate of the cell) or a HitCursor (only the candidates
+// dem_mesh_filter found touching, in the same order: the outcome is the same).
 // Not inlined (only particles with candidates call it, the particle loop keeps its registers);
 // everything by value so that nothing of the caller's needs an address.
+template <class Cursor>
 __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArrays in, ParticleArrays out,
-                                            unsigned row, unsigned k, const MeshArrays msh, BinCursor cur, dvec3 pi,
+                                            unsigned row, unsigned k, const MeshArrays msh, Cursor cur, dvec3 pi,
                                             const SpeciesProps sp, unsigned si, real3 vi, real3 wi, Accum acc) {
     const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
     const double r = sp.radius;
     while (!bins_done(cur)) {
         const unsigned mesh = msh.tri_mesh[bins_peek(msh, cur)];
-        const BinCursor seg = cur;
+        const Cursor seg = cur;
         unsigned len = 0;
         unsigned long long hitmask = 0;
         bool any_hit = false, has_face = false;
@@ -203,7 +206,7 @@ __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArr
         if (!any_hit) continue;
         const MeshBody body = msh.bodies[mesh];
         const unsigned key_lo = triangle_partner(body.first_tri), key_hi = triangle_partner(body.first_tri + body.n_tri);
-        BinCursor c1 = seg;
+        Cursor c1 = seg;
         for (unsigned i = 0; i < len; i++) {
             const unsigned g = bins_take(msh, c1);
             if (i < 64 && !((hitmask >> i) & 1ull)) continue;
@@ -211,7 +214,7 @@ __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArr
             if (!mesh_hit(msh, g, pi, r, &h)) continue;
             if (has_face && h.region != DEM_TRI_FACE) continue;
             bool duplicate = false;
-            BinCursor c2 = seg;
+            Cursor c2 = seg;
             for (unsigned j = 0; j < i && !duplicate; j++) {
                 const unsigned g2 = bins_take(msh, c2);
                 if (j < 64 && !((hitmask >> j) & 1ull)) continue;
@@ -233,6 +236,61 @@ __device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArr
         }
     }
     return acc;
+}
+
+// Runs before dem_collide on the same sorted state (`in`): tests the mesh candidates of each
+// particle's cell for contact, `lanes` threads per particle (1, 2, 4 or 8; candidate j of a bin
+// list by lane j % lanes), and stores the touching ones as bits of hit_mask[2k] (fixed bins) and
+// hit_mask[2k + 1] (moving bins); a list of more than 64 candidates is marked unscreened. A
+// cell near a fan of triangles (a drum's end cap near its axis) has dozens of candidates, which
+// one collide thread walked and tested one after another while its warp waited: in a small
+// case, where one wave of threads covers every particle, that thread was the step. The test is
+// mesh_hit itself, so the collide, which then visits only the hits (HitCursor), sees the same
+// contacts in the same order.
+extern "C" __global__ void dem_mesh_filter(const DemParams p, const ParticleArrays in, const MeshArrays msh,
+                                           unsigned lanes) {
+#if DEM_MESHES
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned k = t / lanes, lane = t % lanes;
+    unsigned long long fm = 0, mm = 0;
+    if (k < p.n && in.id[k] != DEM_DEAD) {
+        const double pix = in.pos[3 * k], piy = in.pos[3 * k + 1], piz = in.pos[3 * k + 2];
+        const unsigned si = in.species ? in.species[k] : 0u;
+        const double r = p.species[si].radius;
+        const unsigned cx = cell_coord(pix, p.origin[0], p.cell, p.dims[0]);
+        const unsigned cy = cell_coord(piy, p.origin[1], p.cell, p.dims[1]);
+        const unsigned cz = cell_coord(piz, p.origin[2], p.cell, p.dims[2]);
+        const BinCursor c = bins_of_cell(msh, cell_index(p, cx, cy, cz));
+        const dvec3 pi = dv3(pix, piy, piz);
+        MeshHit h;
+        if (c.fe - c.f > 64) {
+            fm = DEM_HITS_UNSCREENED;
+        } else {
+            for (unsigned j = lane; c.f + j < c.fe; j += lanes)
+                if (mesh_hit(msh, msh.fixed_tri[c.f + j], pi, r, &h)) fm |= 1ull << j;
+        }
+        if (c.me - c.m > 64) {
+            mm = DEM_HITS_UNSCREENED;
+        } else {
+            for (unsigned j = lane; c.m + j < c.me; j += lanes)
+                if (mesh_hit(msh, msh.moving_tri[c.m + j], pi, r, &h)) mm |= 1ull << j;
+        }
+    }
+    // Every thread of the warp takes part (lanes is the same for all).
+    for (unsigned o = 1; o < lanes; o <<= 1) {
+        fm |= __shfl_xor_sync(0xffffffffu, fm, o);
+        mm |= __shfl_xor_sync(0xffffffffu, mm, o);
+    }
+    if (lane == 0 && k < p.n) {
+        msh.hit_mask[2 * k] = fm;
+        msh.hit_mask[2 * k + 1] = mm;
+    }
+#else
+    (void)p;
+    (void)in;
+    (void)msh;
+    (void)lanes;
+#endif
 }
 
 // Whether particle slot j overlaps a sphere of radius r at (pix, piy, piz) (the test of the
@@ -407,8 +465,23 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
 #if DEM_MESHES
         if (msh.n_tris) {
             // Meshes after the walls, as the CPU orders them.
-            const BinCursor cur = bins_of_cell(msh, cell_index(p, cx, cy, cz));
-            if (!bins_done(cur)) acc = mesh_contacts(p, in, out, row_i, k, msh, cur, dv3(pix, piy, piz), sp, si, vi, wi, acc);
+            const unsigned long long fm = msh.hit_mask ? msh.hit_mask[2 * k] : DEM_HITS_UNSCREENED;
+            const unsigned long long mm = msh.hit_mask ? msh.hit_mask[2 * k + 1] : DEM_HITS_UNSCREENED;
+            if (fm != DEM_HITS_UNSCREENED && mm != DEM_HITS_UNSCREENED) {
+                // Screened by dem_mesh_filter: only the hits are visited (none for most).
+                if (fm | mm) {
+                    const BinCursor b = bins_of_cell(msh, cell_index(p, cx, cy, cz));
+                    HitCursor hc;
+                    hc.fm = fm;
+                    hc.mm = mm;
+                    hc.f0 = b.f;
+                    hc.m0 = b.m;
+                    acc = mesh_contacts(p, in, out, row_i, k, msh, hc, dv3(pix, piy, piz), sp, si, vi, wi, acc);
+                }
+            } else {
+                const BinCursor cur = bins_of_cell(msh, cell_index(p, cx, cy, cz));
+                if (!bins_done(cur)) acc = mesh_contacts(p, in, out, row_i, k, msh, cur, dv3(pix, piy, piz), sp, si, vi, wi, acc);
+            }
         }
 #endif
         const real dt = (real)p.dt;

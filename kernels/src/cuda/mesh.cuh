@@ -119,14 +119,34 @@ struct BinCursor {
     unsigned f, fe, m, me;
 };
 
+// End of the run of `c` that starts at `lo` in the sorted `cells[0..n)` (lo itself if none):
+// galloping, then bisection, so a run of 64 costs about 12 loads, not 64 dependent ones.
+__device__ __forceinline__ unsigned bins_run_end(const unsigned* cells, unsigned n, unsigned lo, unsigned c) {
+    if (lo >= n || cells[lo] != c) return lo;
+    unsigned a = lo, b = lo + 1, s = 1;
+    while (b < n && cells[b] == c) {
+        a = b;
+        s <<= 1;
+        b = lo + s;
+    }
+    if (b > n) b = n;
+    a++;
+    while (a < b) {
+        const unsigned mid = a + (b - a) / 2;
+        if (cells[mid] == c)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a;
+}
+
 __device__ __forceinline__ BinCursor bins_of_cell(const MeshArrays& ms, unsigned cell) {
     BinCursor c;
     c.f = bins_lower_bound(ms.fixed_cell, ms.n_fixed, cell);
-    c.fe = c.f;
-    while (c.fe < ms.n_fixed && ms.fixed_cell[c.fe] == cell) c.fe++;
+    c.fe = bins_run_end(ms.fixed_cell, ms.n_fixed, c.f, cell);
     c.m = bins_lower_bound(ms.moving_cell, ms.n_moving, cell);
-    c.me = c.m;
-    while (c.me < ms.n_moving && ms.moving_cell[c.me] == cell) c.me++;
+    c.me = bins_run_end(ms.moving_cell, ms.n_moving, c.m, cell);
     return c;
 }
 
@@ -141,4 +161,35 @@ __device__ __forceinline__ unsigned bins_peek(const MeshArrays& ms, const BinCur
 __device__ __forceinline__ unsigned bins_take(const MeshArrays& ms, BinCursor& c) {
     if (c.f < c.fe && (c.m >= c.me || ms.fixed_tri[c.f] < ms.moving_tri[c.m])) return ms.fixed_tri[c.f++];
     return ms.moving_tri[c.m++];
+}
+
+// The touching candidates of a cell found by dem_mesh_filter, as a cursor like BinCursor (same
+// ascending triangle order, both lists merged), over the hits only: bit j of `fm` (`mm`) is
+// candidate j of the cell's fixed (moving) bins, which start at f0 (m0).
+struct HitCursor {
+    unsigned long long fm, mm;
+    unsigned f0, m0;
+};
+
+// A filter mask that stands for "more than 64 candidates: not screened" (the collide walks the
+// bins; a list of 64 that all touch reads the same and is walked too).
+#define DEM_HITS_UNSCREENED 0xffffffffffffffffull
+
+__device__ __forceinline__ bool bins_done(const HitCursor& c) { return c.fm == 0 && c.mm == 0; }
+
+__device__ __forceinline__ unsigned bins_peek(const MeshArrays& ms, const HitCursor& c) {
+    const unsigned a = c.fm ? ms.fixed_tri[c.f0 + __ffsll((long long)c.fm) - 1] : 0xffffffffu;
+    const unsigned b = c.mm ? ms.moving_tri[c.m0 + __ffsll((long long)c.mm) - 1] : 0xffffffffu;
+    return a < b ? a : b;
+}
+
+__device__ __forceinline__ unsigned bins_take(const MeshArrays& ms, HitCursor& c) {
+    const unsigned a = c.fm ? ms.fixed_tri[c.f0 + __ffsll((long long)c.fm) - 1] : 0xffffffffu;
+    const unsigned b = c.mm ? ms.moving_tri[c.m0 + __ffsll((long long)c.mm) - 1] : 0xffffffffu;
+    if (a < b) {
+        c.fm &= c.fm - 1;
+        return a;
+    }
+    c.mm &= c.mm - 1;
+    return b;
 }

@@ -122,4 +122,7 @@ struct MeshArrays {
     unsigned n_moving;
     unsigned n_meshes;
     unsigned n_tris;
+    // [2 * slots] or null: for the particle in slot k, bit j of [2k] ([2k + 1]) is set when
+    // candidate j of its cell's fixed (moving) bins touches it (dem_mesh_filter, contact.cu).
+    unsigned long long* hit_mask;
 };

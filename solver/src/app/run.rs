@@ -75,6 +75,21 @@ pub enum Ending {
     SegmentLost(String),
 }
 
+/// Wall time a batch of GPU steps aims at: commands and frames wait at most about this long,
+/// and a fast small case does not pay a synchronisation every few tens of microseconds.
+const BATCH_WALL_S: f64 = 0.004;
+/// Most steps in one batch.
+const MAX_BATCH: u64 = 256;
+
+/// Steps of the next run-loop iteration: the method's preferred batch (1 on the CPU), grown for
+/// a GPU stepping faster than `preferred / BATCH_WALL_S` steps per second.
+fn batch_for(preferred: u64, steps_per_s: f64) -> u64 {
+    if preferred <= 1 || steps_per_s.is_nan() || steps_per_s <= 0.0 {
+        return preferred;
+    }
+    ((steps_per_s * BATCH_WALL_S) as u64).clamp(preferred, MAX_BATCH.max(preferred))
+}
+
 pub fn run(
     sim: &mut dyn SimPort,
     publisher: &Publisher,
@@ -176,7 +191,7 @@ pub fn run(
         }
 
         let remaining = ((end - sim.time()) / sim.dt()).round().max(1.0) as u64;
-        sim.step_n(batch.min(remaining))?;
+        sim.step_n(batch_for(batch, steps_per_s).min(remaining))?;
         if let Err(e) = publisher.check_intact() {
             return segment_lost(sim, &mut pending, &e, &checkpoint);
         }
@@ -298,5 +313,25 @@ fn format_eta(s: f64) -> String {
         format!("{}m{:02}s", s / 60, s % 60)
     } else {
         format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_grow_only_for_fast_gpu_runs() {
+        // The CPU steps one at a time, whatever its speed.
+        assert_eq!(batch_for(1, 1e6), 1);
+        // No rate measured yet: the preferred batch.
+        assert_eq!(batch_for(16, 0.0), 16);
+        assert_eq!(batch_for(16, f64::NAN), 16);
+        // A 1 M-particle run at 2,000 steps/s keeps 16 (8 ms per batch already).
+        assert_eq!(batch_for(16, 2_000.0), 16);
+        // A lab-scale case at 15,000 steps/s: 60 steps, about 4 ms.
+        assert_eq!(batch_for(16, 15_000.0), 60);
+        // Never more than MAX_BATCH.
+        assert_eq!(batch_for(16, 1e7), MAX_BATCH);
     }
 }

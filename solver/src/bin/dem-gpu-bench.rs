@@ -3,7 +3,7 @@
 //! record per measurement to `--out` (JSON lines), which the script gathers into
 //! `bench/results/dem_gpu.json`.
 //!
-//! Commands: smoke, parity, determinism, restitution, bench, full, publish, bandwidth.
+//! Commands: smoke, parity, determinism, restitution, bench, case, multi, full, publish, bandwidth.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -35,11 +35,15 @@ struct Args {
     /// `multi`: the GPUs of the group (the same one twice: two slabs on one GPU).
     devices: Vec<usize>,
     balance: solver::decomp::Balance,
+    /// Replay each step as a CUDA graph (`--graphs on|off`).
+    graphs: bool,
+    /// `case`: the case file.
+    case: Option<String>,
 }
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off|count|time] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off|count|time] [--graphs on|off] [--case FILE] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -56,6 +60,8 @@ fn parse() -> Result<Args> {
         min_blocks: 0,
         devices: vec![0, 1],
         balance: solver::decomp::Balance::Off,
+        graphs: true,
+        case: None,
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -80,6 +86,14 @@ fn parse() -> Result<Args> {
             }
             "--candidates" => a.candidates = v.parse()?,
             "--min-blocks" => a.min_blocks = v.parse()?,
+            "--graphs" => {
+                a.graphs = match v.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => bail!("--graphs takes on or off, not {v}"),
+                }
+            }
+            "--case" => a.case = Some(v),
             "--devices" => {
                 a.devices = v
                     .split(',')
@@ -162,6 +176,7 @@ fn opts(a: &Args) -> CudaOptions {
         hist_layout: a.hist_layout,
         candidates: a.candidates,
         min_blocks: a.min_blocks,
+        graphs: a.graphs,
         ..Default::default()
     }
 }
@@ -642,6 +657,46 @@ fn full(a: &Args) -> Result<()> {
     )
 }
 
+/// A case file on the GPU without publication (issue 13's lab-scale cases): `--warmup` steps,
+/// then `--steps` timed, with or without graphs (`--graphs`), to separate the stepping from
+/// what the solver adds around it.
+fn case_run(a: &Args) -> Result<()> {
+    let path = a.case.as_deref().context("case needs --case FILE")?;
+    let case = Case::read_file(std::path::Path::new(path))?;
+    let (mut sim, _, _) = start(&case, &opts(a))?;
+    let n = sim.particle_count();
+    sim.steps(a.warmup)?;
+    sim.synchronize()?;
+    let t0 = Instant::now();
+    let mut done = 0;
+    while done < a.steps {
+        let c = 1000.min(a.steps - done);
+        sim.steps(c)?;
+        done += c;
+    }
+    sim.synchronize()?;
+    let wall = t0.elapsed().as_secs_f64();
+    sim.check_diag()?;
+    let sps = done as f64 / wall;
+    println!(
+        "case {path}: N = {n}, {done} steps in {wall:.3} s: {sps:.0} steps/s (graphs {})",
+        if a.graphs { "on" } else { "off" }
+    );
+    record(
+        a,
+        &[
+            ("device", js(sim.device_name())),
+            ("case", js(path)),
+            ("particles", n.to_string()),
+            ("phase", js("small-stepping")),
+            ("graphs", a.graphs.to_string()),
+            ("steps", done.to_string()),
+            ("wall_s", num(wall)),
+            ("steps_per_s", num(sps)),
+        ],
+    )
+}
+
 /// Publication share: steps/s for `--seconds` without publishing, then with a frame every
 /// 100 ms of wall time (pack on the GPU, async copy into a registered shared-memory segment,
 /// commit once the copy completed).
@@ -899,6 +954,7 @@ fn main() -> std::process::ExitCode {
             "determinism" => determinism(&a),
             "restitution" => restitution(&a),
             "bench" => bench(&a),
+            "case" => case_run(&a),
             "multi" => multi(&a),
             "full" => full(&a),
             "publish" => publish(&a),

@@ -124,7 +124,7 @@ impl FusedWorker for CudaBackend {
             ms(&["hash_count", "scan", "scatter", "cell_sort", "gather"]),
         );
         // The collide kernel integrates too (fused): its time is reported under `forces`.
-        timers.add(Stage::Forces, ms(&["collide"]));
+        timers.add(Stage::Forces, ms(&["mesh_filter", "collide"]));
         timers.add(Stage::Integrate, ms(&["kick_drift"]));
         timers
     }

@@ -210,10 +210,10 @@ fn real_bytes(v: &[f64], real: usize) -> Vec<u8> {
 
 /// Device bytes a case needs: two copies of the particle state (state and gather scratch), the
 /// stored forces and contact counts, the neighbour grid (3 x u32 per particle, 2 x u32 per
-/// cell), the scan levels, the publication staging buffers (`publish::STAGING_BYTES_PER_PARTICLE`)
-/// and the mesh triangles (9 x f64 + a u32 mesh index each; the bins are covered by the margin
-/// of [`check_device_memory`]), plus 1 MiB of tables. Saturating: an absurd case needs
-/// `u64::MAX` bytes, which fits nowhere.
+/// cell), the scan levels, the publication staging buffers (`publish::STAGING_BYTES_PER_PARTICLE`),
+/// the mesh filter's hit masks (16 B per particle with meshes) and the mesh triangles (9 x f64
+/// and a u32 mesh index each; the bins are covered by the margin of [`check_device_memory`]),
+/// plus 1 MiB of tables. Saturating: an absurd case needs `u64::MAX` bytes, which fits nowhere.
 pub(crate) fn device_bytes_needed(
     sc: &StepContext,
     n: usize,
@@ -242,9 +242,11 @@ pub(crate) fn device_bytes_needed(
     if verlet && lay.rotation {
         outputs += 3 * real;
     }
+    // Mesh cases: dem_mesh_filter's two hit masks per slot (`GpuMeshes::ensure_hit_mask`).
+    let mesh_masks = if sc.meshes.is_empty() { 0 } else { 16 };
     let per_particle = per_state
         .saturating_mul(2)
-        .saturating_add(outputs + 12 + super::publish::STAGING_BYTES_PER_PARTICLE);
+        .saturating_add(outputs + 12 + mesh_masks + super::publish::STAGING_BYTES_PER_PARTICLE);
     let cells = gpu_grid(sc).num_cells() as u64 + 1;
     let scan: u64 = {
         let (mut m, mut t) = (cells, 0u64);

@@ -30,6 +30,8 @@ pub(crate) struct GpuMeshes {
     d_bodies: CudaSlice<MeshBody>,
     _d_fixed: (CudaSlice<u32>, CudaSlice<u32>),
     d_moving: (CudaSlice<u32>, CudaSlice<u32>),
+    /// dem_mesh_filter's touching candidates, two u64 per slot (grown with the slots).
+    d_hit_mask: Option<CudaSlice<u64>>,
     /// What the collide kernel gets.
     pub arrays: MeshArrays,
     /// Device bytes in use (for the memory report).
@@ -110,6 +112,7 @@ impl GpuMeshes {
             world,
             first_tri,
             any_moving,
+            d_hit_mask: None,
             arrays: MeshArrays::default(),
             bytes: 0,
         };
@@ -126,11 +129,32 @@ impl GpuMeshes {
             n_moving: moving.0.len() as u32,
             n_meshes: meshes.len() as u32,
             n_tris: total as u32,
+            hit_mask: 0,
         };
         g.bytes =
             (72 * total + 4 * total + 88 * meshes.len() + 8 * (fixed.0.len() + g.d_moving.0.len()))
                 as u64;
         Ok(g)
+    }
+
+    /// Makes room for `words` u64 of dem_mesh_filter's results (two per particle; a new buffer
+    /// changes [`GpuMeshes::arrays`], so the step's graph is captured again).
+    pub fn ensure_hit_mask(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        words: usize,
+    ) -> Result<(), CudaError> {
+        if self.d_hit_mask.as_ref().is_some_and(|m| m.len() >= words) {
+            return Ok(());
+        }
+        let m = stream
+            .alloc_zeros::<u64>(words.max(1))
+            .map_err(|e| CudaError::driver("allocating the mesh hit masks", e))?;
+        self.bytes += 8 * (m.len() - self.d_hit_mask.as_ref().map_or(0, |o| o.len())) as u64;
+        self.arrays.hit_mask = ptr(&m, stream);
+        // The old buffer is freed in stream order, after the kernels that use it.
+        self.d_hit_mask = Some(m);
+        Ok(())
     }
 
     /// Current transform of each mesh.

@@ -13,6 +13,7 @@
 mod backend_impl;
 mod buffers;
 pub mod driver;
+mod graph;
 mod mesh;
 mod multi;
 mod outflow;
@@ -173,6 +174,9 @@ pub struct CudaOptions {
     pub inflow_room: usize,
     /// Ids of the run are below this (0: below the state's largest + 1).
     pub id_limit: u32,
+    /// Replay each step's launches as a captured CUDA graph (one GPU; false launches every
+    /// kernel, for comparison: `dem-gpu-bench --graphs off`).
+    pub graphs: bool,
 }
 
 /// Layout of the contact history on the device: entry c of history row r at `c * n + r`
@@ -210,6 +214,7 @@ impl Default for CudaOptions {
             min_blocks: 0,
             inflow_room: 0,
             id_limit: 0,
+            graphs: true,
         }
     }
 }
@@ -246,6 +251,8 @@ pub struct CudaSim {
     outflow: Option<outflow::Outflows>,
     /// Velocity Verlet's step stopped after its drift ([`CudaSim::steps_to_placement`]).
     mid_step: bool,
+    /// Captured graphs of the step's launches (`graph.rs`).
+    graphs: graph::GraphCache,
 }
 
 impl CudaSim {
@@ -354,6 +361,7 @@ impl CudaSim {
             window: None,
             outflow: None,
             mid_step: false,
+            graphs: graph::GraphCache::default(),
         })
     }
 

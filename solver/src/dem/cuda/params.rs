@@ -122,11 +122,13 @@ pub struct MeshArrays {
     pub n_moving: u32,
     pub n_meshes: u32,
     pub n_tris: u32,
+    /// Two `u64` per slot (fixed, moving bins), or 0: the touching candidates dem_mesh_filter found.
+    pub hit_mask: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
 const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
-const _: () = assert!(std::mem::size_of::<MeshArrays>() == 72);
+const _: () = assert!(std::mem::size_of::<MeshArrays>() == 80);
 const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8);
 const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
 const _: () = assert!(std::mem::size_of::<GridArrays>() == 40);

@@ -10,10 +10,15 @@
 use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
 use kernels::Kernel;
 
+use super::graph::StepLaunches;
 use super::params::{
     DemDiag, ParticleArrays, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE,
 };
 use super::{CudaError, CudaSim};
+
+/// Particles up to which dem_mesh_filter runs [`kernels::MESH_FILTER_LANES`] threads per
+/// particle (about two resident waves of an H100's threads at 8 lanes).
+const MESH_FILTER_SMALL: u32 = 1 << 18;
 
 /// Accumulated device time per kernel [ms] and the steps it stands for.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -188,7 +193,8 @@ impl CudaSim {
     }
 
     /// Queues the neighbour search and the collide kernel with integration `integrate`
-    /// (`params::INTEGRATE_*`; returns without waiting for the device).
+    /// (`params::INTEGRATE_*`; returns without waiting for the device). Untimed steps of one GPU
+    /// replay a captured graph of the same launches (`graph.rs`).
     fn launch_step(&mut self, marks: &mut Marks, integrate: u32) -> Result<(), CudaError> {
         let mut p = self.params;
         p.integrate = integrate;
@@ -198,6 +204,63 @@ impl CudaSim {
         }
         let st = &self.state;
         let (cur, tmp, grid) = (st.cur, st.tmp, st.grid);
+        // The history is not reordered: the collide reads the last step's (the state's history
+        // buffers, at each particle's `row`) and writes the other pair in slot order, then the
+        // two are swapped so that the state's are again the newest.
+        let (mut input, mut output) = (tmp, cur);
+        swap_history(&mut input, &mut output);
+        // With several GPUs only the live slots 0..live are collided (the dead ones were sorted
+        // behind them).
+        let live = self.window.as_ref().map_or(p.n, |w| w.live);
+        let mut pc = p;
+        pc.n = live;
+        if let Some(m) = self.meshes.as_mut() {
+            m.ensure_hit_mask(&self.stream, 2 * pc.n as usize)?;
+        }
+        let st = &self.state;
+        let count_bytes = st
+            .bufs
+            .iter()
+            .find(|b| b.1.ptr == grid.count)
+            .expect("grid.count")
+            .1
+            .slice
+            .len();
+        let l = StepLaunches {
+            p,
+            pc,
+            cur,
+            tmp,
+            grid,
+            cells: st.cells,
+            input,
+            output,
+            diag: st.diag,
+            msh: self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default(),
+            count_bytes,
+        };
+        // Several GPUs change their live slots every step (a graph per step would never be
+        // replayed); timed steps need their events between the launches.
+        if marks.on || self.window.is_some() || !self.opts.graphs {
+            self.enqueue_step(&l, marks)?;
+        } else {
+            let mut graphs = std::mem::take(&mut self.graphs);
+            let r = graphs.launch(&self.stream, &l, || {
+                self.enqueue_step(&l, &mut Marks::off())
+            });
+            self.graphs = graphs;
+            r?;
+        }
+        let st = &mut self.state;
+        swap_history(&mut st.tmp, &mut st.cur);
+        // The dead tail is gone: the next exchange appends behind the live slots.
+        self.params.n = live;
+        Ok(())
+    }
+
+    /// Queues the launches of [`CudaSim::launch_step`] (directly, or into a graph capture).
+    fn enqueue_step(&self, l: &StepLaunches, marks: &mut Marks) -> Result<(), CudaError> {
+        let (p, cur, tmp, grid) = (l.p, l.cur, l.tmp, l.grid);
         let n = p.n;
         let launch_err =
             |k: Kernel| move |e| CudaError::driver(&format!("launching {}", k.symbol()), e);
@@ -212,7 +275,7 @@ impl CudaSim {
         unsafe { b.launch(blocks(n, 256)) }.map_err(launch_err(Kernel::HashCount))?;
 
         self.mark(marks, "scan")?;
-        self.scan(grid.count, grid.start, st.cells + 1, 0)?;
+        self.scan(grid.count, grid.start, l.cells + 1, 0)?;
 
         self.mark(marks, "scatter")?;
         let mut b = self
@@ -223,7 +286,7 @@ impl CudaSim {
         unsafe { b.launch(blocks(n, 256)) }.map_err(launch_err(Kernel::Scatter))?;
 
         self.mark(marks, "cell_sort")?;
-        let cells = st.cells;
+        let cells = l.cells;
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::CellSort));
@@ -242,37 +305,39 @@ impl CudaSim {
         unsafe { b.launch(blocks(n, 256)) }.map_err(launch_err(Kernel::Gather))?;
 
         // The counts must be zero for the next step's hash_count.
-        let count_buf = &st
-            .bufs
-            .iter()
-            .find(|b| b.1.ptr == grid.count)
-            .expect("grid.count")
-            .1
-            .slice;
-        // SAFETY: plain memset of a u8 device buffer owned by this sim, on its stream.
+        // SAFETY: plain memset of the u8 device buffer grid.count (count_bytes long) owned by
+        // this sim, on its stream.
         unsafe {
             cudarc::driver::result::memset_d8_async(
                 grid.count,
                 0,
-                count_buf.len(),
+                l.count_bytes,
                 self.stream.cu_stream(),
             )
         }
         .map_err(|e| CudaError::driver("clearing the cell counts", e))?;
 
+        let (pc, input, output, diag, msh) = (l.pc, l.input, l.output, l.diag, l.msh);
+        if msh.n_tris > 0 && msh.hit_mask != 0 {
+            self.mark(marks, "mesh_filter")?;
+            // Several threads per particle while the particles fill less than the GPU (a
+            // latency-bound step); one beyond, where the threads are better spent on particles.
+            let lanes: u32 = if pc.n <= MESH_FILTER_SMALL {
+                kernels::MESH_FILTER_LANES
+            } else {
+                1
+            };
+            let mut b = self
+                .stream
+                .launch_builder(self.module.function(Kernel::MeshFilter));
+            b.arg(&pc).arg(&input).arg(&msh).arg(&lanes);
+            // SAFETY: dem_mesh_filter(DemParams, ParticleArrays, MeshArrays, unsigned): reads
+            // the gathered state and the mesh arrays; lane 0 of particle k writes
+            // hit_mask[2k] and [2k + 1], which has 2 * pc.n entries (ensure_hit_mask).
+            unsafe { b.launch(blocks(pc.n * lanes, 128)) }
+                .map_err(launch_err(Kernel::MeshFilter))?;
+        }
         self.mark(marks, "collide")?;
-        let diag = st.diag;
-        let msh = self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default();
-        // The history is not reordered: the collide reads the last step's (the state's history
-        // buffers, at each particle's `row`) and writes the other pair in slot order, then the
-        // two are swapped so that the state's are again the newest.
-        let (mut input, mut output) = (tmp, cur);
-        swap_history(&mut input, &mut output);
-        // With several GPUs only the live slots 0..live are collided (the dead ones were sorted
-        // behind them).
-        let live = self.window.as_ref().map_or(n, |w| w.live);
-        let mut pc = p;
-        pc.n = live;
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Collide));
@@ -286,12 +351,8 @@ impl CudaSim {
         // scratch copy (in) written by the gather and the last step's history, writes slot k and
         // history row k of the state (out) from thread k only; the two history buffers are
         // distinct; the mesh arrays (uploaded on this stream before) are read only.
-        unsafe { b.launch(blocks(live, kernels::COLLIDE_THREADS)) }
+        unsafe { b.launch(blocks(pc.n, kernels::COLLIDE_THREADS)) }
             .map_err(launch_err(Kernel::Collide))?;
-        let st = &mut self.state;
-        swap_history(&mut st.tmp, &mut st.cur);
-        // The dead tail is gone: the next exchange appends behind the live slots.
-        self.params.n = live;
         Ok(())
     }
 
@@ -564,6 +625,11 @@ impl CudaSim {
 
     /// Per-kernel device time: every step in profiling mode, else one sampled step per batch
     /// weighted by the batch's steps (samples still in flight are not in yet).
+    /// Graphs of the step captured so far (`graph.rs`; a run replays a handful).
+    pub fn graphs_captured(&self) -> u64 {
+        self.graphs.captured
+    }
+
     pub fn stage_times(&self) -> &StageTimes {
         &self.times
     }
