@@ -280,13 +280,14 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 19] = [
+pub const SPH_KERNELS: [&str; 20] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
     "sph_scatter",
     "sph_cell_sort",
     "sph_gather",
+    "sph_localize",
     "sph_rates_fluid",
     "sph_rates_bound",
     "sph_reset_diag",

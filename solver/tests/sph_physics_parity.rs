@@ -382,13 +382,15 @@ fn every_sph_formula_has_the_bits_of_its_cuda_twin() {
     let mut want = vec![0.0; OUT];
     let mut mismatches = std::collections::BTreeMap::<&str, (usize, String)>::new();
     // Branch coverage: approaching pairs (viscosity on), large seventh-root arguments (second
-    // start), pairs inside the support.
+    // start), small ones (the series), pairs inside the support.
     let (mut approaching, mut large_t, mut inside) = (0usize, 0usize, 0usize);
+    let mut series = 0usize;
     for c in 0..CASES {
         let ac = &a[c * IN..(c + 1) * IN];
         expected(ac, &mut want);
         approaching += (want[out::VISCOSITY] > 0.0) as usize;
         large_t += (ac[inp::T] > 1.0) as usize;
+        series += (ac[inp::T].abs() <= physics::SEVENTH_ROOT_SERIES_MAX) as usize;
         inside += (want[out::KERNEL_GRADIENT..out::KERNEL_GRADIENT + 3] != [0.0; 3]) as usize;
         let got = &gpu[c * OUT..(c + 1) * OUT];
         for i in 0..OUT {
@@ -405,12 +407,15 @@ fn every_sph_formula_has_the_bits_of_its_cuda_twin() {
     }
     println!(
         "{CASES} random cases, {approaching} approaching pairs, {inside} pairs inside the \
-         support, {large_t} seventh roots of t > 1; {} formulas differ",
+         support, {large_t} seventh roots of t > 1 and {series} by the series; {} formulas differ",
         mismatches.len()
     );
     assert!(
-        approaching > CASES / 10 && inside > CASES / 2 && large_t > CASES / 20,
-        "the inputs must exercise the branches: {approaching} {inside} {large_t}"
+        approaching > CASES / 10
+            && inside > CASES / 2
+            && large_t > CASES / 20
+            && series > CASES / 20,
+        "the inputs must exercise the branches: {approaching} {inside} {large_t} {series}"
     );
     assert!(
         mismatches.is_empty(),
@@ -599,6 +604,18 @@ fn sph_structs_and_constants_match_their_twins() {
         define("SPH_SEVENTH_ROOT_MAX_ITERATIONS"),
         f64::from(physics::SEVENTH_ROOT_MAX_ITERATIONS)
     );
+    assert_eq!(
+        define("SPH_SEVENTH_ROOT_SERIES_MAX"),
+        physics::SEVENTH_ROOT_SERIES_MAX
+    );
+    for (k, &c) in physics::SEVENTH_ROOT_SERIES.iter().enumerate() {
+        assert_eq!(
+            define(&format!("SPH_SEVENTH_ROOT_C{}", k + 1)),
+            c,
+            "C(1/7, {})",
+            k + 1
+        );
+    }
     assert_eq!(
         define("SPH_KERNEL_WENDLAND_C2"),
         f64::from(SphKernel::WendlandC2 as u32)

@@ -3,6 +3,7 @@
 // -DDEM_DOUBLE without FMA contraction, reproduces the CPU's bits):
 //   sph_hash_count, scan, sph_scatter, sph_cell_sort: fluid particles sorted by (cell, id);
 //   sph_gather: the fluid arrays reordered into that order;
+//   sph_localize (float mode): cell-relative float positions and densities for the pair sums;
 //   sph_rates_fluid, sph_rates_bound: accelerations, density rates and the time-step limits;
 //   sph_predict, sph_bound_predict, sph_correct, sph_bound_correct: the symplectic step;
 //   sph_pack: publication in particle-id order (float32).
@@ -168,12 +169,42 @@ struct SphSums {
     real mu_max;
 };
 
-// Particle i as its pair sums see it: state, pressure and sound speed, cell.
+// The pair geometry. The parity mode (-DDEM_DOUBLE) forms r_ij = x_i - x_j from the f64
+// positions, as the CPU does. The float mode forms it from float positions relative to the lower
+// corner of each particle's cell (sph_localize, with the density in w: one 16-byte load per
+// candidate instead of three 8-byte loads, three double subtractions and three conversions):
+// x_i - x_j = l_i - l_j - (c_j - c_i) cell, exact to about 1e-9 m in a cell of centimetres.
+// -DSPH_LOCAL=0 selects the f64 positions in float mode too (to compare the two).
+#ifdef DEM_DOUBLE
+#define SPH_LOCAL 0
+#elif !defined(SPH_LOCAL)
+#define SPH_LOCAL 1
+#endif
+
+// Position x relative to the lower corner of its cell (cell_coord's clamped cell), in float.
+__device__ __forceinline__ float sph_local_coord(double x, double origin, double cell, unsigned dim) {
+    return (float)(x - (origin + (double)cell_coord(x, origin, cell, dim) * cell));
+}
+
+// loc[k] = (position relative to its cell's corner, density) of the p.n particles of pos, rho:
+// refreshed before every evaluation of the rates in float mode.
+extern "C" __global__ void sph_localize(const SphParams p, const double* pos, const real* rho, float4* loc) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const double* x = pos + 3 * k;
+    loc[k] = make_float4(sph_local_coord(x[0], p.origin[0], p.cell, p.dims[0]),
+                         sph_local_coord(x[1], p.origin[1], p.cell, p.dims[1]),
+                         sph_local_coord(x[2], p.origin[2], p.cell, p.dims[2]), (float)rho[k]);
+}
+
+// Particle i as its pair sums see it: state, pressure and sound speed, cell (and the position
+// relative to the cell's corner, float mode).
 struct SphI {
     dvec3 x;
     real3 v;
     real rho, p, c;
     unsigned cx, cy, cz;
+    float lx, ly, lz;
 };
 
 __device__ __forceinline__ SphI sph_particle(const SphParams& p, dvec3 x, real3 v, real rho) {
@@ -186,6 +217,9 @@ __device__ __forceinline__ SphI sph_particle(const SphParams& p, dvec3 x, real3 
     i.cx = cell_coord(x.x, p.origin[0], p.cell, p.dims[0]);
     i.cy = cell_coord(x.y, p.origin[1], p.cell, p.dims[1]);
     i.cz = cell_coord(x.z, p.origin[2], p.cell, p.dims[2]);
+    i.lx = sph_local_coord(x.x, p.origin[0], p.cell, p.dims[0]);
+    i.ly = sph_local_coord(x.y, p.origin[1], p.cell, p.dims[1]);
+    i.lz = sph_local_coord(x.z, p.origin[2], p.cell, p.dims[2]);
     return i;
 }
 
@@ -197,72 +231,110 @@ __device__ __forceinline__ SphSums sph_sums_zero() {
     return s;
 }
 
+// The interpolation constants of every pair (the case's, in `real`).
+__device__ __forceinline__ DiffusionParams sph_diffusion_params(const SphParams& p) {
+    DiffusionParams d;
+    d.delta = (real)p.delta;
+    d.h = (real)p.h;
+    d.c0 = (real)p.c0;
+    d.rho0 = (real)p.rho0;
+    d.b = (real)p.b;
+    d.gravity = sph_gravity(p);
+    return d;
+}
+
+// Pair (i, j) added to the sums when r_ij < 2h (the CPU's test and terms, in its order).
+// `reject2`: a conservative early rejection on the squared distance (no square root for the ~85 %
+// of candidates outside the support): every pair it rejects has r >= 2h too, so the exact test
+// decides as the CPU does.
+template <bool FLUID_I, bool FLUID_J>
+__device__ __forceinline__ void sph_pair_sum(const SphParams& p, const DiffusionParams& dparams, const SphI& i,
+                                             real3 r_ij, real rho_j, const real* vel, unsigned j, real reject2,
+                                             SphSums& s) {
+    const real h = dparams.h;
+    const real r2 = norm23(r_ij);
+    if (r2 > reject2) return;
+    const real r = sqrt(r2);  // norm3(r_ij)
+    if (r >= real(2) * h) return;
+    const real f = kernel_grad_factor(p.kernel, r, h);
+    SphPair pair;
+    pair.r_ij = r_ij;
+    pair.v_ij = FLUID_J ? sub3(i.v, load3(vel, j)) : sub3(i.v, zero3());
+    pair.rho_i = i.rho;
+    pair.rho_j = rho_j;
+    pair.p_i = i.p;
+    pair.p_j = tait_pressure(pair.rho_j, dparams.rho0, dparams.b);
+    pair.c_i = i.c;
+    pair.c_j = sound_speed(pair.rho_j, dparams.rho0, dparams.c0);
+    pair.m_j = (real)p.mass;
+    s.drho += continuity_pair(f, pair);
+    if (FLUID_I && FLUID_J) {
+        s.drho += p.diffusion == 0   ? real(0)
+                  : p.diffusion == 1 ? diffusion_molteni_colagrossi(dparams, f, pair)
+                                     : diffusion_fourtakas(dparams, f, pair);
+    }
+    if (FLUID_I) {
+        const real pi = artificial_viscosity((real)p.alpha, h, pair);
+        s.acc = add3(s.acc, momentum_pair(f, pair, pi));
+        s.mu_max = fmax(s.mu_max, viscous_rate(h, pair.v_ij, r_ij));
+    }
+}
+
+// The pair sums of one particle over the sorted particles of the 3 x 3 x 3 cells around it (one
+// call per list: fluid, then boundary), in the CPU's order: cells z, then y, then x ascending, by
+// id within a cell. `self_k`: the particle's own slot in this list (skipped), or ~0u. `loc`: the
+// list's sph_localize output (float mode), `pos`: its f64 positions (parity mode).
 template <bool FLUID_I, bool FLUID_J>
 __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, const double* pos,
-                                             const real* vel, const real* rho, const unsigned* start,
-                                             unsigned self_k, SphSums& s) {
-    const real h = (real)p.h;
-    const real two_h = real(2) * h;
-    // Conservative early rejection on the squared distance (no square root for the ~85 % of
-    // candidates outside the support): every pair it rejects has r >= 2h too, so the exact test
-    // below decides as the CPU does.
+                                             const float4* loc, const real* vel, const real* rho,
+                                             const unsigned* start, unsigned self_k, SphSums& s) {
+    const real two_h = real(2) * (real)p.h;
     const real reject2 = two_h * two_h * real(1.0001);
-    DiffusionParams dparams;
-    dparams.delta = (real)p.delta;
-    dparams.h = h;
-    dparams.c0 = (real)p.c0;
-    dparams.rho0 = (real)p.rho0;
-    dparams.b = (real)p.b;
-    dparams.gravity = sph_gravity(p);
+    const DiffusionParams dparams = sph_diffusion_params(p);
     const unsigned x0 = i.cx > 0 ? i.cx - 1 : 0, x1 = min(i.cx + 1, p.dims[0] - 1);
     const unsigned y0 = i.cy > 0 ? i.cy - 1 : 0, y1 = min(i.cy + 1, p.dims[1] - 1);
     const unsigned z0 = i.cz > 0 ? i.cz - 1 : 0, z1 = min(i.cz + 1, p.dims[2] - 1);
     for (unsigned z = z0; z <= z1; z++) {
         for (unsigned y = y0; y <= y1; y++) {
-            const unsigned b = start[sph_cell_index(p, x0, y, z)];
-            const unsigned e = start[sph_cell_index(p, x1, y, z) + 1];
-            for (unsigned j = b; j < e; j++) {
-                if (j == self_k) continue;
-                const real3 r_ij = to_real3(dsub3(i.x, dload3(pos + 3 * j)));
-                const real r2 = norm23(r_ij);
-                if (r2 > reject2) continue;
-                const real r = sqrt(r2);  // norm3(r_ij)
-                if (r >= two_h) continue;
-                const real f = kernel_grad_factor(p.kernel, r, h);
-                SphPair pair;
-                pair.r_ij = r_ij;
-                pair.v_ij = FLUID_J ? sub3(i.v, load3(vel, j)) : sub3(i.v, zero3());
-                pair.rho_i = i.rho;
-                pair.rho_j = rho[j];
-                pair.p_i = i.p;
-                pair.p_j = tait_pressure(pair.rho_j, dparams.rho0, dparams.b);
-                pair.c_i = i.c;
-                pair.c_j = sound_speed(pair.rho_j, dparams.rho0, dparams.c0);
-                pair.m_j = (real)p.mass;
-                s.drho += continuity_pair(f, pair);
-                if (FLUID_I && FLUID_J) {
-                    s.drho += p.diffusion == 0   ? real(0)
-                              : p.diffusion == 1 ? diffusion_molteni_colagrossi(dparams, f, pair)
-                                                 : diffusion_fourtakas(dparams, f, pair);
-                }
-                if (FLUID_I) {
-                    const real pi = artificial_viscosity((real)p.alpha, h, pair);
-                    s.acc = add3(s.acc, momentum_pair(f, pair, pi));
-                    s.mu_max = fmax(s.mu_max, viscous_rate(h, pair.v_ij, r_ij));
+            const unsigned row = sph_cell_index(p, 0, y, z);
+#if SPH_LOCAL
+            // l_i minus the offset of j's cell corner from i's: r_ij = a - l_j.
+            const float cellf = (float)p.cell;
+            const float ay = i.ly - (float)((int)y - (int)i.cy) * cellf;
+            const float az = i.lz - (float)((int)z - (int)i.cz) * cellf;
+            for (unsigned x = x0; x <= x1; x++) {
+                const float ax = i.lx - (float)((int)x - (int)i.cx) * cellf;
+                const unsigned e = start[row + x + 1];
+                for (unsigned j = start[row + x]; j < e; j++) {
+                    if (j == self_k) continue;
+                    const float4 q = loc[j];
+                    sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(ax - q.x, ay - q.y, az - q.z), q.w,
+                                                   vel, j, reject2, s);
                 }
             }
+#else
+            // The row's three cells are consecutive in the sorted order: one range.
+            const unsigned e = start[row + x1 + 1];
+            for (unsigned j = start[row + x0]; j < e; j++) {
+                if (j == self_k) continue;
+                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, dload3(pos + 3 * j))), rho[j],
+                                               vel, j, reject2, s);
+            }
+#endif
         }
     }
 }
 
 // Rates of the fluid particles (state `f`, sorted, cell starts `fstart`) against the fluid and the
 // boundary (`bpos`, `brho`, cell starts `bstart`): acceleration and density rate, and the limits
-// of the next time step into `diag`.
+// of the next time step into `diag`. `floc`, `bloc`: sph_localize of the fluid and the boundary
+// (float mode; unused in the parity mode).
 // Only the particles of the slab's own layers (the others are its neighbours' halo: their flag
 // in `own`, when given, is cleared and nothing else is written for them).
-extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f, const unsigned* fstart,
-                                           const double* bpos, const real* brho, const unsigned* bstart,
-                                           real* acc, real* drho, unsigned char* own, SphDiag* diag) {
+extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
+                                           const unsigned* fstart, const double* bpos, const float4* bloc,
+                                           const real* brho, const unsigned* bstart, real* acc, real* drho,
+                                           unsigned char* own, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
     const bool mine = k < p.n && sph_owns(p, sph_layer(p, f.pos + 3 * k));
@@ -270,8 +342,8 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
     if (mine) {
         const SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
         SphSums s = sph_sums_zero();
-        sph_sum_list<true, true>(p, i, f.pos, f.vel, f.rho, fstart, k, s);
-        sph_sum_list<true, false>(p, i, bpos, 0, brho, bstart, ~0u, s);
+        sph_sum_list<true, true>(p, i, f.pos, floc, f.vel, f.rho, fstart, k, s);
+        sph_sum_list<true, false>(p, i, bpos, bloc, 0, brho, bstart, ~0u, s);
         store3(acc, k, s.acc);
         drho[k] = s.drho;
         const real h = (real)p.h;
@@ -284,15 +356,15 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
 
 // Rates of the boundary particles: the density rate from their fluid neighbours only.
 // Only the boundary particles the slab owns (`bown`, when given; fixed with the slab bounds).
-extern "C" __global__ void sph_rates_bound(const SphParams p, const SphArrays f, const unsigned* fstart,
-                                           const double* bpos, const real* brho, real* bdrho,
-                                           const unsigned char* bown, SphDiag* diag) {
+extern "C" __global__ void sph_rates_bound(const SphParams p, const SphArrays f, const float4* floc,
+                                           const unsigned* fstart, const double* bpos, const real* brho,
+                                           real* bdrho, const unsigned char* bown, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_cv = 1.0 / 0.0;
     if (k < p.n && (!bown || bown[k])) {
         const SphI i = sph_particle(p, dload3(bpos + 3 * k), zero3(), brho[k]);
         SphSums s = sph_sums_zero();
-        sph_sum_list<false, true>(p, i, f.pos, f.vel, f.rho, fstart, ~0u, s);
+        sph_sum_list<false, true>(p, i, f.pos, floc, f.vel, f.rho, fstart, ~0u, s);
         bdrho[k] = s.drho;
         dt_cv = (double)viscous_time_step((real)p.h, i.c, s.mu_max);
     }

@@ -16,6 +16,17 @@
 #define SPH_ETA2_COEFFICIENT 0.01
 // physics::SEVENTH_ROOT_MAX_ITERATIONS
 #define SPH_SEVENTH_ROOT_MAX_ITERATIONS 100
+// physics::SEVENTH_ROOT_SERIES_MAX
+#define SPH_SEVENTH_ROOT_SERIES_MAX 0.015625
+// physics::SEVENTH_ROOT_SERIES: C(1/7, k), k = 1..8
+#define SPH_SEVENTH_ROOT_C1 0.14285714285714285
+#define SPH_SEVENTH_ROOT_C2 -0.061224489795918366
+#define SPH_SEVENTH_ROOT_C3 0.037900874635568516
+#define SPH_SEVENTH_ROOT_C4 -0.027072053311120368
+#define SPH_SEVENTH_ROOT_C5 0.02088415541143571
+#define SPH_SEVENTH_ROOT_C6 -0.016906221047352718
+#define SPH_SEVENTH_ROOT_C7 0.014146021692682887
+#define SPH_SEVENTH_ROOT_C8 -0.012125161450871046
 // physics::SphKernel
 #define SPH_KERNEL_WENDLAND_C2 0
 #define SPH_KERNEL_CUBIC_SPLINE 1
@@ -125,8 +136,17 @@ __device__ __forceinline__ real tait_pressure(real rho, real rho0, real b) {
     return b * (x3 * x3 * x - real(1));
 }
 
-// physics::seventh_root_minus_one: (1 + t)^(1/7) - 1 by Newton from above (see the Rust side).
+// physics::seventh_root_minus_one: (1 + t)^(1/7) - 1, the binomial series for small |t|, else
+// Newton from above (see the Rust side).
 __device__ __forceinline__ real seventh_root_minus_one(real t) {
+    if (fabs(t) <= real(SPH_SEVENTH_ROOT_SERIES_MAX))
+        return t * (real(SPH_SEVENTH_ROOT_C1) +
+                    t * (real(SPH_SEVENTH_ROOT_C2) +
+                         t * (real(SPH_SEVENTH_ROOT_C3) +
+                              t * (real(SPH_SEVENTH_ROOT_C4) +
+                                   t * (real(SPH_SEVENTH_ROOT_C5) +
+                                        t * (real(SPH_SEVENTH_ROOT_C6) +
+                                             t * (real(SPH_SEVENTH_ROOT_C7) + t * real(SPH_SEVENTH_ROOT_C8))))))));
     if (t <= real(-1)) return real(-1);
     real d = t > real(1) ? fmin(t / real(7), sqrt(sqrt(real(1) + t)) - real(1)) : t / real(7);
     for (int k = 0; k < SPH_SEVENTH_ROOT_MAX_ITERATIONS; k++) {

@@ -14,8 +14,12 @@
 //! record adds the speedup over the one-GPU run, the imbalance (the largest GPU's compute time
 //! over the mean) and the exchange's share of the wall time.
 //!
+//! `--diffusion molteni|none` replaces the case's Fourtakas density diffusion, to show what it
+//! costs.
+//!
 //! Usage: sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] [--frames 5]
-//!                      [--device 0] [--devices 0,1] [--balance off,slice] [--out FILE]
+//!                      [--device 0] [--devices 0,1] [--balance off,slice]
+//!                      [--diffusion fourtakas] [--out FILE]
 
 use std::io::Write;
 use std::time::Instant;
@@ -24,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use solver::decomp::Balance;
 use solver::sph::cpu::{first_time_step, SphState};
 use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
-use solver::sph::setup::{SphCase, KIND_FLUID};
+use solver::sph::setup::{Diffusion, SphCase, KIND_FLUID};
 
 struct Args {
     particles: Vec<f64>,
@@ -34,6 +38,7 @@ struct Args {
     device: usize,
     devices: Vec<usize>,
     balance: Vec<Balance>,
+    diffusion: Diffusion,
     out: Option<String>,
 }
 
@@ -46,6 +51,7 @@ fn parse() -> Result<Args> {
         device: 0,
         devices: Vec::new(),
         balance: vec![Balance::Off, Balance::Slice],
+        diffusion: Diffusion::Fourtakas,
         out: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -100,6 +106,14 @@ fn parse() -> Result<Args> {
                     })
                     .collect::<Result<_>>()?;
             }
+            "--diffusion" => {
+                a.diffusion = match v.as_str() {
+                    "fourtakas" => Diffusion::Fourtakas,
+                    "molteni" => Diffusion::Molteni,
+                    "none" => Diffusion::None,
+                    _ => bail!("--diffusion: fourtakas, molteni or none, not {v}"),
+                }
+            }
             "--out" => a.out = Some(v.clone()),
             _ => bail!("unknown option {k}\n{USAGE}"),
         }
@@ -112,18 +126,20 @@ fn parse() -> Result<Args> {
 }
 
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
-[--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--out FILE]";
+[--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--diffusion fourtakas] [--out FILE]";
 
-/// The dam-break case (the shipped dambreak.toml) at spacing `dp`.
-fn dambreak(dp: f64) -> Result<SphCase> {
-    Ok(solver::bench_cases::sph_dambreak(dp, 1.5))
+/// The dam-break case (the shipped dambreak.toml) at spacing `dp`, with `diffusion`.
+fn dambreak(dp: f64, diffusion: Diffusion) -> Result<SphCase> {
+    let mut case = solver::bench_cases::sph_dambreak(dp, 1.5);
+    case.sph.diffusion = diffusion;
+    Ok(case)
 }
 
 /// The spacing that gives about `n` particles: counted at a coarse spacing, fluid scaling as
 /// dp^-3 and boundary layers as dp^-2.
 fn spacing_for(n: f64) -> Result<f64> {
     let d0 = 0.04;
-    let case = dambreak(d0)?;
+    let case = dambreak(d0, Diffusion::Fourtakas)?;
     let c = case.constants()?;
     let p = case.particles(&c);
     let f = p.kind.iter().filter(|&&k| k == KIND_FLUID).count() as f64;
@@ -170,7 +186,7 @@ fn main() -> Result<()> {
     };
     for &target in &a.particles {
         let dp = spacing_for(target)?;
-        let case = dambreak(dp)?;
+        let case = dambreak(dp, a.diffusion)?;
         let c = case.constants()?;
         let t0 = Instant::now();
         let p = case.particles(&c);
@@ -259,7 +275,7 @@ fn main() -> Result<()> {
         );
         let line = format!(
             "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, dynamic boundaries, \
-             Fourtakas delta-SPH, symplectic, variable CFL dt, f32 (positions f64)\", \
+             {diff} density diffusion, symplectic, variable CFL dt, f32 (positions f64)\", \
              \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
              \"device\": \"{dev}\", \"particles\": {n}, \"fluid\": {nf}, \"spacing\": {dp}, \
              \"steps\": {s}, \"wall_s\": {wall}, \"ms_per_step\": {ms_step}, \
@@ -268,6 +284,11 @@ fn main() -> Result<()> {
              \"sim_time_s\": {t}, \"command\": \"{cmd}\"}}",
             w = a.warmup,
             s = a.steps,
+            diff = match a.diffusion {
+                Diffusion::Fourtakas => "Fourtakas delta-SPH",
+                Diffusion::Molteni => "Molteni-Colagrossi delta-SPH",
+                Diffusion::None => "no",
+            },
             dev = sim.device_name(),
             t = sim.time(),
             fm = json_num(frame_ms),

@@ -101,6 +101,12 @@ pub(crate) fn compile_module(
     let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
     let t0 = std::time::Instant::now();
     let fmad = if double { Some(false) } else { None };
+    let mut defines = defines;
+    // Extra NVRTC options for experiments and profiling (`-DSPH_LOCAL=0`, `-lineinfo`), so that
+    // variants compare on one build; the parity tests never set it.
+    if let Ok(extra) = std::env::var("PARTICLE_SHM_NVRTC_OPTIONS") {
+        defines.extend(extra.split_whitespace().map(str::to_string));
+    }
     let opts = CompileOptions {
         arch: Some(arch),
         options: defines,

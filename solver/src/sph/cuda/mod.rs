@@ -172,13 +172,24 @@ fn as_bytes_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
 
 /// Device bytes per fluid and per boundary particle, and per cell, for `real` of `real` bytes:
 /// fluid state, half state and reorder copy (positions f64), rates, sort arrays, publication
-/// staging (f32 position, velocity, density, pressure); boundary position, three densities, id,
-/// staging; per cell the fluid's count and start and the boundary's start.
+/// staging (f32 position, velocity, density, pressure), cell-relative positions; boundary
+/// position, three densities, id, staging, cell-relative positions; per cell the fluid's count
+/// and start and the boundary's start.
 pub fn bytes_per_particle(real: u64) -> (u64, u64, u64) {
     let state = 24 + 3 * real + real;
-    let fluid = 3 * state + 2 * 4 + 4 * real + 12 + 32;
-    let boundary = 24 + 3 * real + 4 + 32;
+    let fluid = 3 * state + 2 * 4 + 4 * real + 12 + 32 + local_bytes(real);
+    let boundary = 24 + 3 * real + 4 + 32 + local_bytes(real);
     (fluid, boundary, 12)
+}
+
+/// Bytes per particle of the cell-relative positions of the pair sums (`sph_localize`: a float4
+/// of position and density, float mode only).
+pub fn local_bytes(real: u64) -> u64 {
+    if real == 4 {
+        16
+    } else {
+        0
+    }
 }
 
 /// A frame copy in flight: the event recorded on the copy stream after its last copy.
@@ -316,6 +327,10 @@ pub struct SphCuda {
     alt: SphArrays,
     acc: u64,
     drho: u64,
+    /// sph_localize of the fluid and of the boundary before each evaluation (float mode; 0 in
+    /// the parity mode).
+    loc: u64,
+    bloc: u64,
     bpos: u64,
     brho: u64,
     bhalf: u64,
@@ -500,6 +515,8 @@ impl SphCuda {
             alt: SphArrays::default(),
             acc: 0,
             drho: 0,
+            loc: 0,
+            bloc: 0,
             bpos: 0,
             brho: 0,
             bhalf: 0,
@@ -643,6 +660,7 @@ impl SphCuda {
         }
         self.acc = self.alloc("rates.acc", 3 * r * cap)?;
         self.drho = self.alloc("rates.drho", r * cap)?;
+        self.loc = self.alloc("rates.local", local_bytes(r as u64) as usize * cap)?;
         self.g = SphGrid {
             cell: self.alloc("grid.cell", 4 * cap)?,
             rank: self.alloc("grid.rank", 4 * cap)?,
@@ -685,7 +703,9 @@ impl SphCuda {
     /// (Re)places the boundary particles `bound` (positions `pos` and densities `rho`, one per
     /// entry), sorted by (cell, id) on the host: they never move.
     fn upload_boundary(&mut self, bound: &[u32], pos: &[V3], rho: &[f64]) -> Result<(), CudaError> {
-        for ptr in [self.bpos, self.brho, self.bhalf, self.bdrho, self.bid] {
+        for ptr in [
+            self.bpos, self.brho, self.bhalf, self.bdrho, self.bid, self.bloc,
+        ] {
             self.free(ptr);
         }
         let (nb, r, cells) = (bound.len(), self.real, self.cells as usize);
@@ -705,6 +725,7 @@ impl SphCuda {
         self.bhalf = self.alloc("boundary.rho_half", r * nb)?;
         self.bdrho = self.alloc("boundary.drho", r * nb)?;
         self.bid = self.alloc("boundary.id", 4 * nb)?;
+        self.bloc = self.alloc("boundary.local", local_bytes(r as u64) as usize * nb)?;
         let bp: Vec<f64> = order.iter().flat_map(|&j| pos[j]).collect();
         self.put(self.bpos, as_bytes(&bp))?;
         let brho = self.reals(order.iter().map(|&j| rho[j]));
@@ -807,14 +828,29 @@ impl SphCuda {
         let mut p = self.p;
         let start = self.g.start;
         let (own, bown) = (self.own_ptr(), self.bown_ptr());
+        if self.loc != 0 || self.bloc != 0 {
+            self.launch(
+                "sph_localize",
+                blocks(self.nf),
+                &[&p, &f.pos, &f.rho, &self.loc],
+            )?;
+            let pb = KernelParams { n: self.nb, ..p };
+            self.launch(
+                "sph_localize",
+                blocks(self.nb),
+                &[&pb, &self.bpos, &brho, &self.bloc],
+            )?;
+        }
         self.launch(
             "sph_rates_fluid",
             blocks(self.nf),
             &[
                 &p,
                 &f,
+                &self.loc,
                 &start,
                 &self.bpos,
+                &self.bloc,
                 &brho,
                 &self.bstart,
                 &self.acc,
@@ -830,6 +866,7 @@ impl SphCuda {
             &[
                 &p,
                 &f,
+                &self.loc,
                 &start,
                 &self.bpos,
                 &brho,
