@@ -236,20 +236,19 @@ fn dead_run_with(
     name: &SegName,
     edit: impl FnOnce(&mut shm_protocol::Frame, &mut shm_protocol::StaticData),
 ) {
-    let (code, err) = run_to_end(
-        &[
-            "--name-shm",
-            &name.0,
-            "--backend",
-            "cpu",
-            "--particles",
-            "300",
-            "--end-time",
-            "0.002",
-            "--keep-shm",
-        ],
-        Duration::from_secs(60),
-    );
+    dead_run_of(name, &["--particles", "300", "--end-time", "0.002"], edit);
+}
+
+/// [`dead_run_with`] for a run of the solver with `args`; the frame's id list and removed
+/// counters (a run with inflow or outflow) are republished too.
+fn dead_run_of(
+    name: &SegName,
+    args: &[&str],
+    edit: impl FnOnce(&mut shm_protocol::Frame, &mut shm_protocol::StaticData),
+) {
+    let mut all = vec!["--name-shm", &name.0, "--backend", "cpu", "--keep-shm"];
+    all.extend_from_slice(args);
+    let (code, err) = run_to_end(&all, Duration::from_secs(60));
     assert_eq!(code, Some(0), "{err}");
     let c = Consumer::attach(&name.0).unwrap();
     let mut stat = c.read_static().unwrap();
@@ -258,7 +257,14 @@ fn dead_run_with(
     shm_protocol::segment::unlink(&name.0).unwrap();
     edit(&mut frame, &mut stat);
     // Re-publish from a short-lived child, so the owner is dead when the solver resumes.
-    let mut caps = shm_protocol::Capacities::for_particles(frame.meta.particle_count.max(1));
+    // (The static section lists every id of a run with inflow: more than the live ones.)
+    let mut caps = shm_protocol::Capacities::for_particles(
+        frame
+            .meta
+            .particle_count
+            .max(stat.particle_ids.len() as u64)
+            .max(1),
+    );
     caps.fields = frame_fields(&frame);
     let mut p = Publisher::create(&name.0, caps, Default::default()).unwrap();
     p.write_static(&stat).unwrap();
@@ -266,6 +272,11 @@ fn dead_run_with(
     w.step = frame.meta.step;
     w.sim_time = frame.meta.sim_time;
     w.dt = frame.meta.dt;
+    w.removed_count = frame.meta.removed_count;
+    w.removed_mass = frame.meta.removed_mass;
+    if let Some(ids) = &frame.particle_ids {
+        w.particle_ids_mut().unwrap().copy_from_slice(ids);
+    }
     if let Some(v) = &frame.positions {
         w.write_vec3(shm_protocol::FieldKind::Position, v).unwrap();
     }
@@ -292,6 +303,9 @@ fn frame_fields(f: &shm_protocol::Frame) -> u32 {
     }
     if f.velocities.is_some() {
         m |= Velocity.bit();
+    }
+    if f.particle_ids.is_some() {
+        m |= ParticleId.bit();
     }
     m
 }
@@ -465,4 +479,112 @@ fn consumer_duration_options_never_panic() {
         assert!(!err.contains("panicked"), "{tool} {args:?}: {err}");
         assert!(err.contains("must be between"), "{tool} {args:?}: {err}");
     }
+}
+
+/// A run with inflow and outflow resumes only from a frame whose id list and removed counters
+/// agree with its static section and case (issue 20): each corruption is named, nothing taken.
+#[test]
+fn load_shm_checks_the_live_ids_and_counters_of_a_flow_run() {
+    let dir = std::env::temp_dir().join(format!("pshm-e2e-flowbad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = dir.join("feed.toml");
+    std::fs::write(
+        &case,
+        r#"
+dt = 2e-5
+end_time = 20.0
+[domain]
+min = [0.0, 0.0, 0.0]
+max = [0.1, 0.1, 0.3]
+[contact_model]
+type = "linear"
+[[species]]
+name = "bead"
+radius = 0.003
+density = 2500.0
+normal_stiffness = 2e3
+restitution = 0.3
+sliding_friction = 0.5
+[wall_material]
+normal_stiffness = 2e3
+restitution = 0.3
+sliding_friction = 0.4
+[[inflows]]
+species = "bead"
+min = [0.01, 0.01, 0.2]
+max = [0.09, 0.09, 0.28]
+rate = 500.0
+velocity = [0.0, 0.0, -1.0]
+[[outflows]]
+type = "box"
+min = [-1.0, -1.0, -1.0]
+max = [1.0, 1.0, 0.05]
+"#,
+    )
+    .unwrap();
+    let case = case.to_str().unwrap().to_string();
+    type Edit = fn(&mut shm_protocol::Frame, &mut shm_protocol::StaticData);
+    let cases: [(&str, Edit, &str); 4] = [
+        (
+            "flow-order",
+            |f, _| f.particle_ids.as_mut().unwrap().swap(0, 1),
+            "live ids must be ascending",
+        ),
+        (
+            "flow-beyond",
+            |f, s| {
+                *f.particle_ids.as_mut().unwrap().last_mut().unwrap() = s.particle_ids.len() as u32
+            },
+            "below the",
+        ),
+        (
+            "flow-removed",
+            |f, _| f.meta.removed_count = u64::MAX / 2,
+            "were removed",
+        ),
+        (
+            "flow-noids",
+            |f, _| f.particle_ids = None,
+            "segment is inconsistent",
+        ),
+    ];
+    for (tag, edit, expect) in cases {
+        let name = SegName::new(tag);
+        dead_run_of(&name, &["--case", &case, "--end-time", "0.3"], edit);
+        let (code, err) = run_to_end(
+            &[
+                "--load-shm",
+                &name.0,
+                "--backend",
+                "cpu",
+                "--end-time",
+                "0.4",
+            ],
+            Duration::from_secs(60),
+        );
+        assert_eq!(code, Some(1), "{tag}: {err}");
+        assert!(err.contains(expect), "{tag}: {err}");
+        let c = Consumer::attach(&name.0).unwrap();
+        assert!(
+            !c.status().alive,
+            "{tag}: a refused resume must not take the segment"
+        );
+    }
+    // The same segment unedited resumes and runs to its new end.
+    let name = SegName::new("flow-ok");
+    dead_run_of(&name, &["--case", &case, "--end-time", "0.3"], |_, _| {});
+    let (code, err) = run_to_end(
+        &[
+            "--load-shm",
+            &name.0,
+            "--backend",
+            "cpu",
+            "--end-time",
+            "0.35",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("removed so far"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

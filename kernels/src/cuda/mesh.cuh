@@ -177,15 +177,21 @@ struct HitCursor {
 
 __device__ __forceinline__ bool bins_done(const HitCursor& c) { return c.fm == 0 && c.mm == 0; }
 
+// The triangles at the heads of the fixed and the moving hit lists (0xffffffff for an empty one).
+__device__ __forceinline__ void hit_heads(const MeshArrays& ms, const HitCursor& c, unsigned& a, unsigned& b) {
+    a = c.fm ? ms.fixed_tri[c.f0 + __ffsll((long long)c.fm) - 1] : 0xffffffffu;
+    b = c.mm ? ms.moving_tri[c.m0 + __ffsll((long long)c.mm) - 1] : 0xffffffffu;
+}
+
 __device__ __forceinline__ unsigned bins_peek(const MeshArrays& ms, const HitCursor& c) {
-    const unsigned a = c.fm ? ms.fixed_tri[c.f0 + __ffsll((long long)c.fm) - 1] : 0xffffffffu;
-    const unsigned b = c.mm ? ms.moving_tri[c.m0 + __ffsll((long long)c.mm) - 1] : 0xffffffffu;
+    unsigned a, b;
+    hit_heads(ms, c, a, b);
     return a < b ? a : b;
 }
 
 __device__ __forceinline__ unsigned bins_take(const MeshArrays& ms, HitCursor& c) {
-    const unsigned a = c.fm ? ms.fixed_tri[c.f0 + __ffsll((long long)c.fm) - 1] : 0xffffffffu;
-    const unsigned b = c.mm ? ms.moving_tri[c.m0 + __ffsll((long long)c.mm) - 1] : 0xffffffffu;
+    unsigned a, b;
+    hit_heads(ms, c, a, b);
     if (a < b) {
         c.fm &= c.fm - 1;
         return a;

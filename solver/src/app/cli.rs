@@ -38,7 +38,9 @@ pub struct Cli {
     #[arg(long, conflicts_with = "load_shm")]
     pub shm: bool,
     /// Resume from the last complete frame of the existing segment NAME (whose solver died)
-    /// and keep publishing into it. Positions at frame precision; contact history restarts.
+    /// and keep publishing into it. Positions at frame precision; contact history restarts; a
+    /// run with inflow or outflow keeps its removed count and mass, and each inflow source goes
+    /// on after its newest particle.
     #[arg(long, value_name = "NAME")]
     pub load_shm: Option<String>,
     /// Case file (TOML). Without it the built-in falling-box case runs.

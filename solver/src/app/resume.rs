@@ -7,19 +7,23 @@ use anyhow::{bail, Result};
 use shm_protocol::{Frame, StaticData};
 use solver::case::{Case, InitialParticle};
 use solver::core::vec3;
+use solver::dem::state::ParticleFlow;
+use solver::exec::inflow::Inflows;
 
 /// Largest simulated time a resumed frame may carry [s] (the same bound as every simulated
 /// interval, `shm_protocol::limits::SIM_INTERVAL_MAX_S`).
 const MAX_SIM_TIME: f64 = shm_protocol::limits::SIM_INTERVAL_MAX_S;
 
 /// Checks `frame` and `stat` of segment `name` against `case` (the case stored in the segment,
-/// with the command line's overrides) and returns the particles for the stability check.
+/// with the command line's overrides) and returns the live particles (for the stability check
+/// and the state) and their ids: 0..n, or the frame's id list in a run whose particle set
+/// changes (its static section lists every id the run plans, its frames the live ones).
 pub fn check_frame(
     name: &str,
     case: &Case,
     stat: &StaticData,
     frame: &Frame,
-) -> Result<Vec<InitialParticle>> {
+) -> Result<(Vec<InitialParticle>, Vec<u32>)> {
     let bad = |what: String| anyhow::anyhow!("segment {name:?}: the last frame {what}");
     let m = &frame.meta;
     if m.static_generation != stat.generation {
@@ -44,10 +48,10 @@ pub fn check_frame(
         );
     }
     let n = m.particle_count as usize;
-    if stat.particle_species.len() != n
-        || stat.particle_ids.len() != n
-        || stat.particle_radius.len() != n
-    {
+    let id_count = stat.particle_ids.len();
+    let static_ok =
+        stat.particle_species.len() == id_count && stat.particle_radius.len() == id_count;
+    if !static_ok || (frame.particle_ids.is_none() && id_count != n) {
         return Err(bad(format!(
             "has {n} particles but the static section describes {} ids, {} species and {} radii",
             stat.particle_ids.len(),
@@ -55,7 +59,7 @@ pub fn check_frame(
             stat.particle_radius.len()
         )));
     }
-    // Ids: frames are in id order, so the static ids must be exactly 0..n.
+    // Ids: the static section lists 0..id_count in order (frames are in id order).
     if let Some((slot, &id)) = stat
         .particle_ids
         .iter()
@@ -87,6 +91,26 @@ pub fn check_frame(
             )));
         }
     }
+    // The live particles: every id, or the frame's list (ascending, each one the static
+    // section describes).
+    let ids: Vec<u32> = match &frame.particle_ids {
+        None => (0..n as u32).collect(),
+        Some(ids) => {
+            if ids.len() != n {
+                return Err(bad(format!("lists {} ids for {n} particles", ids.len())));
+            }
+            if let Some(k) =
+                (0..n).find(|&k| ids[k] as usize >= id_count || (k > 0 && ids[k] <= ids[k - 1]))
+            {
+                return Err(bad(format!(
+                    "lists particle id {} at position {k}: the live ids must be ascending and \
+                     below the {id_count} ids of the static section",
+                    ids[k]
+                )));
+            }
+            ids.clone()
+        }
+    };
     let get = |v: &Option<Vec<[f32; 3]>>, what: &str| -> Result<Vec<[f32; 3]>> {
         match v {
             Some(v) if v.len() == n => Ok(v.clone()),
@@ -136,11 +160,53 @@ pub fn check_frame(
             )));
         }
     }
-    Ok((0..n)
+    let particles = (0..n)
         .map(|i| InitialParticle {
-            species: stat.particle_species[i],
+            species: stat.particle_species[ids[i] as usize],
             position: vec3::from_f32(pos[i]),
             velocity: vec3::from_f32(vel[i]),
         })
-        .collect())
+        .collect();
+    Ok((particles, ids))
+}
+
+/// What a run with inflow or outflow had removed and added by the frame it resumes from: the
+/// removed count and mass the frame carries, and the inflow sources' plans and progress
+/// ([`Inflows::resumed_flow`]; the particles the case places at t = 0 are the static ids
+/// before every planned one). `case` is the case as stored, before the command line's
+/// overrides: the plan was made with it (a source without an end runs to the end time).
+pub fn resumed_flow(
+    name: &str,
+    case: &Case,
+    stat: &StaticData,
+    frame: &Frame,
+    ids: &[u32],
+) -> Result<ParticleFlow> {
+    let bad = |what: String| anyhow::anyhow!("segment {name:?}: the last frame {what}");
+    let m = &frame.meta;
+    let id_count = stat.particle_ids.len() as u64;
+    if m.removed_count > id_count || !(m.removed_mass.is_finite() && m.removed_mass >= 0.0) {
+        return Err(bad(format!(
+            "says {} particles ({} kg) were removed, of a run with {id_count} ids",
+            m.removed_count, m.removed_mass
+        )));
+    }
+    if m.removed_count + ids.len() as u64 > id_count {
+        return Err(bad(format!(
+            "has {} live particles and {} removed, more than the run's {id_count} ids",
+            ids.len(),
+            m.removed_count
+        )));
+    }
+    let planned = Inflows::planned_total(case)?;
+    let Some(initial) = id_count.checked_sub(planned) else {
+        bail!(
+            "segment {name:?}: its static section lists {id_count} ids, fewer than the \
+             {planned} its case's inflow sources plan: the segment does not belong to this case"
+        );
+    };
+    let mut flow = Inflows::resumed_flow(case, initial as u32, ids, m.sim_time)?;
+    flow.removed_count = m.removed_count;
+    flow.removed_mass = m.removed_mass;
+    Ok(flow)
 }

@@ -11,6 +11,7 @@ use shm_protocol::{
 use solver::case::Case;
 use solver::core::vec3;
 use solver::dem::cuda::CudaOptions;
+use solver::dem::state::SimState;
 use solver::exec::sim::{BackendKind, FrameInput, Simulation};
 use solver::exec::worker::RawKinematics;
 use solver::io::vtk::VtkSeries;
@@ -202,39 +203,81 @@ pub fn resume_from_frame(
         Path::new("/"),
     )
     .with_context(|| format!("segment {name:?}: its stored case cannot be read"))?;
+    // The run planned its inflow ids with the case as stored (an inflow without an end runs to
+    // the end time, which --end-time may change now).
+    let stored = case.clone();
     apply_overrides(&mut case, cli);
     case.validate_fields()
         .with_context(|| format!("segment {name:?}: its stored case is not valid"))?;
-    if frame.meta.has(FieldKind::ParticleId) || case.changes_particle_set() {
+    // A run that adds or removes particles publishes the live ids in every frame.
+    let flow_run = case.changes_particle_set();
+    if frame.meta.has(FieldKind::ParticleId) != flow_run {
         bail!(
-            "segment {name:?}: its run removes or adds particles (outflow regions), and --load-shm \
-             cannot resume such a run yet (the frame holds only the live particles, without their \
-             contact history or the removed-mass counters); restart it from a checkpoint \
-             (--checkpoint-every SECONDS, then --restart FILE)"
+            "segment {name:?}: its case {} particles but its last frame {} a list of particle \
+             ids: the segment is inconsistent",
+            if flow_run {
+                "adds or removes"
+            } else {
+                "neither adds nor removes"
+            },
+            if flow_run { "has no" } else { "has" }
         );
     }
-    let particles = super::resume::check_frame(name, &case, stat, frame)?;
+    let (particles, ids) = super::resume::check_frame(name, &case, stat, frame)?;
     let meshes = case.load_meshes()?;
     let report = case.stability(&particles, &meshes)?;
     if let Some(w) = &report.warning {
         tracing::warn!("{w}");
     }
     let n = particles.len();
+    let config_toml = stat.config_toml.clone();
+    // The segment keeps the fields it was made with.
+    let fields = frame.meta.fields;
+    let omega = frame
+        .angular_velocities
+        .clone()
+        .filter(|w| w.len() == n)
+        .unwrap_or_else(|| vec![[0.0; 3]; n]);
+    if flow_run {
+        // The live particles with their ids, and what the run had removed and added.
+        let flow = super::resume::resumed_flow(name, &stored, stat, frame, &ids)?;
+        let f64s = |v: &[[f32; 3]]| v.iter().map(|&x| vec3::from_f32(x)).collect::<Vec<_>>();
+        let mut state = SimState::new(
+            frame.meta.sim_time,
+            frame.meta.step,
+            particles.iter().map(|p| p.species).collect(),
+            particles.iter().map(|p| p.position).collect(),
+            particles.iter().map(|p| p.velocity).collect(),
+            f64s(&omega),
+        );
+        state.id = ids;
+        state.flow = flow;
+        tracing::info!(
+            "resuming with {n} live particles, {} removed so far, inflow {}",
+            state.flow.removed_count,
+            state
+                .flow
+                .inflows
+                .iter()
+                .map(|p| format!("{} of {}", p.inserted, p.total))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let sim = Simulation::from_state_on(case, state, &backend_kind(backend, cli))?;
+        return Ok(super::ranks::port(Box::new(SimRunner::new(
+            sim,
+            config_toml,
+            fields,
+        ))));
+    }
     let input = FrameInput {
         step: frame.meta.step,
         time: frame.meta.sim_time,
         species: stat.particle_species.clone(),
         positions: frame.positions.clone().unwrap_or_default(),
         velocities: frame.velocities.clone().unwrap_or_default(),
-        angular_velocities: frame
-            .angular_velocities
-            .clone()
-            .filter(|w| w.len() == n)
-            .unwrap_or_else(|| vec![[0.0; 3]; n]),
+        angular_velocities: omega,
     };
-    let config_toml = stat.config_toml.clone();
-    // The segment keeps the fields it was made with.
-    let fields = frame.meta.fields;
     let sim = Simulation::from_frame_on(case, &input, &backend_kind(backend, cli))?;
     Ok(super::ranks::port(Box::new(SimRunner::new(
         sim,

@@ -133,6 +133,58 @@ impl Inflows {
         out
     }
 
+    /// The sum of the planned counts of `case`'s sources (every id they will add).
+    pub fn planned_total(case: &Case) -> Result<u64, CaseError> {
+        let mut flow = ParticleFlow::default();
+        Inflows::plan(case, &mut flow)?;
+        Ok(flow.inflows.iter().map(|p| p.total).sum())
+    }
+
+    /// The inflow part of the flow of a run resumed from a frame (`--load-shm`) at time `t`:
+    /// the plan a fresh run of `case` with `initial` particles makes (the same id ranges and
+    /// species), and for each source as many particles added as one past the highest of its ids
+    /// among `live_ids` (ascending) says: ids are given in order and the newest particles sit
+    /// in the source's region, far from any outflow. A source none of whose particles is live
+    /// any more counts what its schedule had due at its last batch before `t`. The removed
+    /// counters are the caller's (the frame carries them).
+    pub fn resumed_flow(
+        case: &Case,
+        initial: u32,
+        live_ids: &[u32],
+        t: f64,
+    ) -> Result<ParticleFlow, CaseError> {
+        let mut flow = ParticleFlow {
+            next_id: initial,
+            ..Default::default()
+        };
+        let inflows = Inflows::plan(case, &mut flow)?;
+        for k in 0..flow.inflows.len() {
+            let p = flow.inflows[k];
+            let (first, end) = (p.first_id as u64, p.first_id as u64 + p.total);
+            let lo = live_ids.partition_point(|&id| (id as u64) < first);
+            let hi = live_ids.partition_point(|&id| (id as u64) < end);
+            let inserted = if hi > lo {
+                live_ids[hi - 1] as u64 + 1 - first
+            } else {
+                let s = &inflows.sources[k];
+                let last_batch = if t >= s.start && s.spec.interval > 0.0 {
+                    s.start + ((t - s.start) / s.spec.interval).floor() * s.spec.interval
+                } else {
+                    t
+                };
+                inflows.due(k, &p, last_batch)
+            }
+            .min(p.total);
+            flow.inflows[k].inserted = inserted;
+            if inserted > 0 {
+                flow.next_id = flow
+                    .next_id
+                    .max((first + inserted).min(u32::MAX as u64) as u32);
+            }
+        }
+        Ok(flow)
+    }
+
     /// Particles due by time `t` from source `k`: total x elapsed fraction of its window.
     fn due(&self, k: usize, p: &InflowProgress, t: f64) -> u64 {
         let s = &self.sources[k];
@@ -252,5 +304,74 @@ impl Inflows {
             flow.next_id = flow.next_id.max(next.min(u32::MAX as u64) as u32);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case() -> Case {
+        let text = r#"
+dt = 1e-4
+end_time = 2.0
+[domain]
+min = [0.0, 0.0, 0.0]
+max = [0.1, 0.1, 0.1]
+[contact_model]
+type = "linear"
+[[species]]
+name = "bead"
+radius = 0.002
+density = 2500.0
+normal_stiffness = 2e3
+restitution = 0.3
+sliding_friction = 0.5
+[wall_material]
+normal_stiffness = 2e3
+restitution = 0.3
+sliding_friction = 0.5
+[[inflows]]
+species = "bead"
+min = [0.0, 0.0, 0.05]
+max = [0.1, 0.1, 0.1]
+rate = 100.0
+start = 0.0
+end = 1.0
+[[inflows]]
+species = "bead"
+min = [0.0, 0.0, 0.05]
+max = [0.1, 0.1, 0.1]
+rate = 40.0
+start = 0.5
+end = 1.0
+"#;
+        Case::from_toml_str(text, "test", std::path::Path::new("/")).expect("case")
+    }
+
+    /// `--load-shm` of a run with inflow: the plan of a fresh run, each source resuming after
+    /// its highest live id, or at its schedule when none of its particles is live.
+    #[test]
+    fn resumed_flow_follows_the_newest_live_particle_of_each_source() {
+        let c = case();
+        assert_eq!(Inflows::planned_total(&c).unwrap(), 120);
+        // 10 particles placed at t = 0 (ids 0..10); source 0 has ids 10..110, source 1 110..130.
+        let live = [2, 9, 14, 15, 47];
+        let f = Inflows::resumed_flow(&c, 10, &live, 0.505).unwrap();
+        assert_eq!((f.inflows[0].first_id, f.inflows[0].total), (10, 100));
+        assert_eq!((f.inflows[1].first_id, f.inflows[1].total), (110, 20));
+        // Source 0: one past id 47. Source 1: none live, its first batch (t = 0.5) had nothing due.
+        assert_eq!(f.inflows[0].inserted, 38);
+        assert_eq!(f.inflows[1].inserted, 0);
+        assert_eq!(f.next_id, 48);
+        // Source 0 with none live at t = 0.505: what its last batch (t = 0.5) had due, 50.
+        let f = Inflows::resumed_flow(&c, 10, &[2, 9], 0.505).unwrap();
+        assert_eq!(f.inflows[0].inserted, 50);
+        assert_eq!(f.next_id, 60);
+        // Source 1's particles live at t = 0.8.
+        let f = Inflows::resumed_flow(&c, 10, &[12, 111, 115], 0.8).unwrap();
+        assert_eq!(f.inflows[1].inserted, 6);
+        assert_eq!(f.next_id, 116);
+        assert_eq!(f.removed_count, 0);
     }
 }

@@ -218,14 +218,8 @@ impl CudaSim {
             m.ensure_hit_mask(&self.stream, 2 * pc.n as usize)?;
         }
         let st = &self.state;
-        let count_bytes = st
-            .bufs
-            .iter()
-            .find(|b| b.1.ptr == grid.count)
-            .expect("grid.count")
-            .1
-            .slice
-            .len();
+        // grid.count holds cells + 1 counters (allocated once with the grid, buffers.rs).
+        let count_bytes = 4 * (st.cells as usize + 1);
         let l = StepLaunches {
             p,
             pc,
