@@ -186,15 +186,22 @@ __device__ __forceinline__ float sph_local_coord(double x, double origin, double
     return (float)(x - (origin + (double)cell_coord(x, origin, cell, dim) * cell));
 }
 
-// loc[k] = (position relative to its cell's corner, density) of the p.n particles of pos, rho:
-// refreshed before every evaluation of the rates in float mode.
-extern "C" __global__ void sph_localize(const SphParams p, const double* pos, const real* rho, float4* loc) {
+// loc[k] = (position relative to its cell's corner, density) of the p.n particles of pos, rho,
+// and, when `kin` is given (the fluid), kin[k] = (velocity, Tait pressure): refreshed before
+// every evaluation of the rates in float mode, so that a pair loads its neighbour in two 16-byte
+// loads and takes the pressure computed once per particle (the same function of the density).
+extern "C" __global__ void sph_localize(const SphParams p, const double* pos, const real* rho, const real* vel,
+                                        float4* loc, float4* kin) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     const double* x = pos + 3 * k;
     loc[k] = make_float4(sph_local_coord(x[0], p.origin[0], p.cell, p.dims[0]),
                          sph_local_coord(x[1], p.origin[1], p.cell, p.dims[1]),
                          sph_local_coord(x[2], p.origin[2], p.cell, p.dims[2]), (float)rho[k]);
+    if (kin) {
+        const real3 v = load3(vel, k);
+        kin[k] = make_float4(v.x, v.y, v.z, tait_pressure(rho[k], (real)p.rho0, (real)p.b));
+    }
 }
 
 // Particle i as its pair sums see it: state, pressure and sound speed, cell (and the position
@@ -247,10 +254,11 @@ __device__ __forceinline__ DiffusionParams sph_diffusion_params(const SphParams&
 // `reject2`: a conservative early rejection on the squared distance (no square root for the ~85 %
 // of candidates outside the support): every pair it rejects has r >= 2h too, so the exact test
 // decides as the CPU does.
+// `kin`: the fluid's sph_localize velocities and pressures (float mode), else `vel`.
 template <bool FLUID_I, bool FLUID_J>
 __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const DiffusionParams& dparams, const SphI& i,
-                                             real3 r_ij, real rho_j, const real* vel, unsigned j, real reject2,
-                                             SphSums& s) {
+                                             real3 r_ij, real rho_j, const real* vel, const float4* kin, unsigned j,
+                                             real reject2, SphSums& s) {
     const real h = dparams.h;
     const real r2 = norm23(r_ij);
     if (r2 > reject2) return;
@@ -259,11 +267,22 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
     const real f = kernel_grad_factor(p.kernel, r, h);
     SphPair pair;
     pair.r_ij = r_ij;
-    pair.v_ij = FLUID_J ? sub3(i.v, load3(vel, j)) : sub3(i.v, zero3());
     pair.rho_i = i.rho;
     pair.rho_j = rho_j;
     pair.p_i = i.p;
+#if SPH_LOCAL
+    if (FLUID_J) {
+        const float4 b = kin[j];
+        pair.v_ij = sub3(i.v, make_real3(b.x, b.y, b.z));
+        pair.p_j = b.w;
+    } else {
+        pair.v_ij = sub3(i.v, zero3());
+        pair.p_j = tait_pressure(pair.rho_j, dparams.rho0, dparams.b);
+    }
+#else
+    pair.v_ij = FLUID_J ? sub3(i.v, load3(vel, j)) : sub3(i.v, zero3());
     pair.p_j = tait_pressure(pair.rho_j, dparams.rho0, dparams.b);
+#endif
     pair.c_i = i.c;
     pair.c_j = sound_speed(pair.rho_j, dparams.rho0, dparams.c0);
     pair.m_j = (real)p.mass;
@@ -283,11 +302,13 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
 // The pair sums of one particle over the sorted particles of the 3 x 3 x 3 cells around it (one
 // call per list: fluid, then boundary), in the CPU's order: cells z, then y, then x ascending, by
 // id within a cell. `self_k`: the particle's own slot in this list (skipped), or ~0u. `loc`: the
-// list's sph_localize output (float mode), `pos`: its f64 positions (parity mode).
+// list's sph_localize output (float mode; `kin` for the fluid), `pos`: its f64 positions (parity
+// mode).
 template <bool FLUID_I, bool FLUID_J>
 __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, const double* pos,
-                                             const float4* loc, const real* vel, const real* rho,
-                                             const unsigned* start, unsigned self_k, SphSums& s) {
+                                             const float4* loc, const float4* kin, const real* vel,
+                                             const real* rho, const unsigned* start, unsigned self_k,
+                                             SphSums& s) {
     const real two_h = real(2) * (real)p.h;
     const real reject2 = two_h * two_h * real(1.0001);
     const DiffusionParams dparams = sph_diffusion_params(p);
@@ -309,7 +330,7 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                     if (j == self_k) continue;
                     const float4 q = loc[j];
                     sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(ax - q.x, ay - q.y, az - q.z), q.w,
-                                                   vel, j, reject2, s);
+                                                   vel, kin, j, reject2, s);
                 }
             }
 #else
@@ -318,7 +339,7 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
             for (unsigned j = start[row + x0]; j < e; j++) {
                 if (j == self_k) continue;
                 sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, dload3(pos + 3 * j))), rho[j],
-                                               vel, j, reject2, s);
+                                               vel, kin, j, reject2, s);
             }
 #endif
         }
@@ -327,12 +348,12 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
 
 // Rates of the fluid particles (state `f`, sorted, cell starts `fstart`) against the fluid and the
 // boundary (`bpos`, `brho`, cell starts `bstart`): acceleration and density rate, and the limits
-// of the next time step into `diag`. `floc`, `bloc`: sph_localize of the fluid and the boundary
-// (float mode; unused in the parity mode).
+// of the next time step into `diag`. `floc`, `fkin`, `bloc`: sph_localize of the fluid and the
+// boundary (float mode; unused in the parity mode).
 // Only the particles of the slab's own layers (the others are its neighbours' halo: their flag
 // in `own`, when given, is cleared and nothing else is written for them).
 extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
-                                           const unsigned* fstart, const double* bpos, const float4* bloc,
+                                           const float4* fkin, const unsigned* fstart, const double* bpos, const float4* bloc,
                                            const real* brho, const unsigned* bstart, real* acc, real* drho,
                                            unsigned char* own, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
@@ -342,8 +363,8 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
     if (mine) {
         const SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
         SphSums s = sph_sums_zero();
-        sph_sum_list<true, true>(p, i, f.pos, floc, f.vel, f.rho, fstart, k, s);
-        sph_sum_list<true, false>(p, i, bpos, bloc, 0, brho, bstart, ~0u, s);
+        sph_sum_list<true, true>(p, i, f.pos, floc, fkin, f.vel, f.rho, fstart, k, s);
+        sph_sum_list<true, false>(p, i, bpos, bloc, 0, 0, brho, bstart, ~0u, s);
         store3(acc, k, s.acc);
         drho[k] = s.drho;
         const real h = (real)p.h;
@@ -357,14 +378,14 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
 // Rates of the boundary particles: the density rate from their fluid neighbours only.
 // Only the boundary particles the slab owns (`bown`, when given; fixed with the slab bounds).
 extern "C" __global__ void sph_rates_bound(const SphParams p, const SphArrays f, const float4* floc,
-                                           const unsigned* fstart, const double* bpos, const real* brho,
+                                           const float4* fkin, const unsigned* fstart, const double* bpos, const real* brho,
                                            real* bdrho, const unsigned char* bown, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_cv = 1.0 / 0.0;
     if (k < p.n && (!bown || bown[k])) {
         const SphI i = sph_particle(p, dload3(bpos + 3 * k), zero3(), brho[k]);
         SphSums s = sph_sums_zero();
-        sph_sum_list<false, true>(p, i, f.pos, floc, f.vel, f.rho, fstart, ~0u, s);
+        sph_sum_list<false, true>(p, i, f.pos, floc, fkin, f.vel, f.rho, fstart, ~0u, s);
         bdrho[k] = s.drho;
         dt_cv = (double)viscous_time_step((real)p.h, i.c, s.mu_max);
     }

@@ -177,13 +177,13 @@ fn as_bytes_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
 /// and start and the boundary's start.
 pub fn bytes_per_particle(real: u64) -> (u64, u64, u64) {
     let state = 24 + 3 * real + real;
-    let fluid = 3 * state + 2 * 4 + 4 * real + 12 + 32 + local_bytes(real);
+    let fluid = 3 * state + 2 * 4 + 4 * real + 12 + 32 + 2 * local_bytes(real);
     let boundary = 24 + 3 * real + 4 + 32 + local_bytes(real);
     (fluid, boundary, 12)
 }
 
-/// Bytes per particle of the cell-relative positions of the pair sums (`sph_localize`: a float4
-/// of position and density, float mode only).
+/// Bytes per particle of each array `sph_localize` fills for the pair sums (a float4 of
+/// position and density, and for the fluid one of velocity and pressure; float mode only).
 pub fn local_bytes(real: u64) -> u64 {
     if real == 4 {
         16
@@ -327,9 +327,10 @@ pub struct SphCuda {
     alt: SphArrays,
     acc: u64,
     drho: u64,
-    /// sph_localize of the fluid and of the boundary before each evaluation (float mode; 0 in
-    /// the parity mode).
+    /// sph_localize of the fluid (positions and densities, velocities and pressures) and of the
+    /// boundary before each evaluation (float mode; 0 in the parity mode).
     loc: u64,
+    kin: u64,
     bloc: u64,
     bpos: u64,
     brho: u64,
@@ -516,6 +517,7 @@ impl SphCuda {
             acc: 0,
             drho: 0,
             loc: 0,
+            kin: 0,
             bloc: 0,
             bpos: 0,
             brho: 0,
@@ -661,6 +663,7 @@ impl SphCuda {
         self.acc = self.alloc("rates.acc", 3 * r * cap)?;
         self.drho = self.alloc("rates.drho", r * cap)?;
         self.loc = self.alloc("rates.local", local_bytes(r as u64) as usize * cap)?;
+        self.kin = self.alloc("rates.kinematics", local_bytes(r as u64) as usize * cap)?;
         self.g = SphGrid {
             cell: self.alloc("grid.cell", 4 * cap)?,
             rank: self.alloc("grid.rank", 4 * cap)?,
@@ -832,13 +835,14 @@ impl SphCuda {
             self.launch(
                 "sph_localize",
                 blocks(self.nf),
-                &[&p, &f.pos, &f.rho, &self.loc],
+                &[&p, &f.pos, &f.rho, &f.vel, &self.loc, &self.kin],
             )?;
             let pb = KernelParams { n: self.nb, ..p };
+            let none = 0u64;
             self.launch(
                 "sph_localize",
                 blocks(self.nb),
-                &[&pb, &self.bpos, &brho, &self.bloc],
+                &[&pb, &self.bpos, &brho, &none, &self.bloc, &none],
             )?;
         }
         self.launch(
@@ -848,6 +852,7 @@ impl SphCuda {
                 &p,
                 &f,
                 &self.loc,
+                &self.kin,
                 &start,
                 &self.bpos,
                 &self.bloc,
@@ -867,6 +872,7 @@ impl SphCuda {
                 &p,
                 &f,
                 &self.loc,
+                &self.kin,
                 &start,
                 &self.bpos,
                 &brho,

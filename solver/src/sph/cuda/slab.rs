@@ -382,6 +382,12 @@ impl SphCuda {
                 super::local_bytes(r as u64) as usize,
                 false,
             ),
+            (
+                self.kin,
+                "rates.kinematics",
+                super::local_bytes(r as u64) as usize,
+                false,
+            ),
             (self.g.cell, "grid.cell", 4, false),
             (self.g.rank, "grid.rank", 4, false),
             (self.g.perm, "grid.perm", 4, false),
@@ -410,10 +416,10 @@ impl SphCuda {
         [self.s.pos, self.s.vel, self.s.rho, self.s.id] = [new[0], new[1], new[2], new[3]];
         [self.half.pos, self.half.vel, self.half.rho] = [new[4], new[5], new[6]];
         [self.alt.pos, self.alt.vel, self.alt.rho, self.alt.id] = [new[7], new[8], new[9], new[10]];
-        [self.acc, self.drho, self.loc] = [new[11], new[12], new[13]];
-        [self.g.cell, self.g.rank, self.g.perm] = [new[14], new[15], new[16]];
+        [self.acc, self.drho, self.loc, self.kin] = [new[11], new[12], new[13], new[14]];
+        [self.g.cell, self.g.rank, self.g.perm] = [new[15], new[16], new[17]];
         let sl = self.slab_mut();
-        [sl.own, sl.keep] = [new[17], new[18]];
+        [sl.own, sl.keep] = [new[18], new[19]];
         // free() waits for the stream: the copies are done before the old arrays go.
         for (old, ..) in arrays {
             self.free(old);
