@@ -199,13 +199,16 @@ pub fn resumed_flow(
         )));
     }
     let planned = Inflows::planned_total(case)?;
-    let Some(initial) = id_count.checked_sub(planned) else {
+    let Some(initial) = id_count
+        .checked_sub(planned)
+        .and_then(|n| u32::try_from(n).ok())
+    else {
         bail!(
-            "segment {name:?}: its static section lists {id_count} ids, fewer than the \
-             {planned} its case's inflow sources plan: the segment does not belong to this case"
+            "segment {name:?}: its static section lists {id_count} ids, but its case's inflow \
+             sources plan {planned}: the segment does not belong to this case"
         );
     };
-    let mut flow = Inflows::resumed_flow(case, initial as u32, ids, m.sim_time)?;
+    let mut flow = Inflows::resumed_flow(case, initial, ids, m.sim_time)?;
     flow.removed_count = m.removed_count;
     flow.removed_mass = m.removed_mass;
     Ok(flow)

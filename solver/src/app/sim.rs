@@ -238,7 +238,8 @@ pub fn resume_from_frame(
         .clone()
         .filter(|w| w.len() == n)
         .unwrap_or_else(|| vec![[0.0; 3]; n]);
-    if flow_run {
+    let kind = backend_kind(backend, cli);
+    let sim = if flow_run {
         // The live particles with their ids, and what the run had removed and added.
         let flow = super::resume::resumed_flow(name, &stored, stat, frame, &ids)?;
         let f64s = |v: &[[f32; 3]]| v.iter().map(|&x| vec3::from_f32(x)).collect::<Vec<_>>();
@@ -263,22 +264,18 @@ pub fn resume_from_frame(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let sim = Simulation::from_state_on(case, state, &backend_kind(backend, cli))?;
-        return Ok(super::ranks::port(Box::new(SimRunner::new(
-            sim,
-            config_toml,
-            fields,
-        ))));
-    }
-    let input = FrameInput {
-        step: frame.meta.step,
-        time: frame.meta.sim_time,
-        species: stat.particle_species.clone(),
-        positions: frame.positions.clone().unwrap_or_default(),
-        velocities: frame.velocities.clone().unwrap_or_default(),
-        angular_velocities: omega,
+        Simulation::from_state_on(case, state, &kind)?
+    } else {
+        let input = FrameInput {
+            step: frame.meta.step,
+            time: frame.meta.sim_time,
+            species: stat.particle_species.clone(),
+            positions: frame.positions.clone().unwrap_or_default(),
+            velocities: frame.velocities.clone().unwrap_or_default(),
+            angular_velocities: omega,
+        };
+        Simulation::from_frame_on(case, &input, &kind)?
     };
-    let sim = Simulation::from_frame_on(case, &input, &backend_kind(backend, cli))?;
     Ok(super::ranks::port(Box::new(SimRunner::new(
         sim,
         config_toml,
