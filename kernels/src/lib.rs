@@ -286,7 +286,7 @@ pub const SPH_KERNELS: [&str; 20] = [
     "scan_tile",
     "scan_add",
     "sph_scatter",
-    "sph_cell_sort",
+    "sph_cell_rank",
     "sph_gather",
     "sph_localize",
     "sph_rates_fluid",

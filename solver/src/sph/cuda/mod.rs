@@ -788,8 +788,13 @@ impl SphCuda {
             0,
         )?;
         self.launch("sph_scatter", blocks(self.slots), &[&p, &g])?;
-        let cells = self.cells;
-        self.launch("sph_cell_sort", blocks(cells), &[&self.s.id, &g, &cells])?;
+        // Ranked into g.rank (free after the scatter), which then serves as the permutation.
+        self.launch(
+            "sph_cell_rank",
+            blocks(self.slots),
+            &[&p, &self.s.id, &g, &g.rank],
+        )?;
+        std::mem::swap(&mut self.g.perm, &mut self.g.rank);
         self.set_fluid_count(self.next_nf);
         Ok(())
     }
