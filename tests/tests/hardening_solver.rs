@@ -295,6 +295,29 @@ fn dead_run_of(
     drop(p);
 }
 
+/// `--load-shm` of the dead run `name` (to `end_time`) fails with a message containing `expect`
+/// and leaves the segment as it was: still there, owner still dead.
+fn assert_resume_refused(name: &SegName, end_time: &str, tag: &str, expect: &str) {
+    let (code, err) = run_to_end(
+        &[
+            "--load-shm",
+            &name.0,
+            "--backend",
+            "cpu",
+            "--end-time",
+            end_time,
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(1), "{tag}: {err}");
+    assert!(err.contains(expect), "{tag}: {err}");
+    let c = Consumer::attach(&name.0).unwrap();
+    assert!(
+        !c.status().alive,
+        "{tag}: a refused resume must not take the segment"
+    );
+}
+
 fn frame_fields(f: &shm_protocol::Frame) -> u32 {
     use shm_protocol::FieldKind::*;
     let mut m = 0;
@@ -339,25 +362,7 @@ fn load_shm_checks_the_frame_as_strictly_as_a_case_file() {
     for (tag, edit, expect) in cases {
         let name = SegName::new(tag);
         dead_run_with(&name, edit);
-        let (code, err) = run_to_end(
-            &[
-                "--load-shm",
-                &name.0,
-                "--backend",
-                "cpu",
-                "--end-time",
-                "10",
-            ],
-            Duration::from_secs(60),
-        );
-        assert_eq!(code, Some(1), "{tag}: {err}");
-        assert!(err.contains(expect), "{tag}: {err}");
-        // The dead run's segment is left as it was: still there, owner still dead.
-        let c = Consumer::attach(&name.0).unwrap();
-        assert!(
-            !c.status().alive,
-            "{tag}: a refused resume must not take the segment"
-        );
+        assert_resume_refused(&name, "10", tag, expect);
     }
     // `--dt` with `--load-shm` goes through the stability check too.
     let name = SegName::new("bigdt");
@@ -488,40 +493,7 @@ fn load_shm_checks_the_live_ids_and_counters_of_a_flow_run() {
     let dir = std::env::temp_dir().join(format!("pshm-e2e-flowbad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let case = dir.join("feed.toml");
-    std::fs::write(
-        &case,
-        r#"
-dt = 2e-5
-end_time = 20.0
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [0.1, 0.1, 0.3]
-[contact_model]
-type = "linear"
-[[species]]
-name = "bead"
-radius = 0.003
-density = 2500.0
-normal_stiffness = 2e3
-restitution = 0.3
-sliding_friction = 0.5
-[wall_material]
-normal_stiffness = 2e3
-restitution = 0.3
-sliding_friction = 0.4
-[[inflows]]
-species = "bead"
-min = [0.01, 0.01, 0.2]
-max = [0.09, 0.09, 0.28]
-rate = 500.0
-velocity = [0.0, 0.0, -1.0]
-[[outflows]]
-type = "box"
-min = [-1.0, -1.0, -1.0]
-max = [1.0, 1.0, 0.05]
-"#,
-    )
-    .unwrap();
+    std::fs::write(&case, FEED_CASE).unwrap();
     let case = case.to_str().unwrap().to_string();
     type Edit = fn(&mut shm_protocol::Frame, &mut shm_protocol::StaticData);
     let cases: [(&str, Edit, &str); 4] = [
@@ -551,24 +523,7 @@ max = [1.0, 1.0, 0.05]
     for (tag, edit, expect) in cases {
         let name = SegName::new(tag);
         dead_run_of(&name, &["--case", &case, "--end-time", "0.3"], edit);
-        let (code, err) = run_to_end(
-            &[
-                "--load-shm",
-                &name.0,
-                "--backend",
-                "cpu",
-                "--end-time",
-                "0.4",
-            ],
-            Duration::from_secs(60),
-        );
-        assert_eq!(code, Some(1), "{tag}: {err}");
-        assert!(err.contains(expect), "{tag}: {err}");
-        let c = Consumer::attach(&name.0).unwrap();
-        assert!(
-            !c.status().alive,
-            "{tag}: a refused resume must not take the segment"
-        );
+        assert_resume_refused(&name, "0.4", tag, expect);
     }
     // The same segment unedited resumes and runs to its new end.
     let name = SegName::new("flow-ok");

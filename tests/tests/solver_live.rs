@@ -213,47 +213,6 @@ fn sigterm_stops_cleanly_with_a_final_frame_and_checkpoint() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// A feed of beads falling through an outflow box (issue 20): 500 particles/s added at the top
-/// for 20 s, removed 5 cm above the floor.
-const FEED_CASE: &str = r#"
-dt = 2e-5
-end_time = 20.0
-
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [0.1, 0.1, 0.3]
-walls = ["x_min", "x_max", "y_min", "y_max"]
-
-[contact_model]
-type = "linear"
-
-[[species]]
-name = "bead"
-radius = 0.003
-density = 2500.0
-normal_stiffness = 2e3
-restitution = 0.3
-sliding_friction = 0.5
-
-[wall_material]
-normal_stiffness = 2e3
-restitution = 0.3
-sliding_friction = 0.4
-
-[[inflows]]
-species = "bead"
-min = [0.01, 0.01, 0.2]
-max = [0.09, 0.09, 0.28]
-rate = 500.0
-velocity = [0.0, 0.0, -1.0]
-seed = 3
-
-[[outflows]]
-type = "box"
-min = [-1.0, -1.0, -1.0]
-max = [1.0, 1.0, 0.05]
-"#;
-
 /// The newest frame of `name`: (step, live ids, removed count, removed mass).
 fn live_ids(name: &str) -> (u64, Vec<u32>, u64, f64) {
     let c = shm_protocol::Consumer::attach(name).expect("attach");
