@@ -262,8 +262,8 @@ pub const SPH_PARITY_KERNEL: &str = "sph_physics_parity";
 
 /// The SPH module (`sph.cu`, the GPU twin of `solver/src/sph/cpu.rs`): `vec3.cuh`,
 /// `sph_physics.cuh`, `cells.cu`, `sph.cu`. `-DDEM_DOUBLE` without FMA contraction is the parity
-/// mode (the CPU reference's bits). `-DSPH_KERNEL=k -DSPH_DIFFUSION=d` are required: the smoothing
-/// kernel and the density diffusion of the pair terms are constants of the module.
+/// mode (the CPU reference's bits). The case's constants of the pair terms are required as `-D`
+/// options (`SPH_KERNEL`, `SPH_DIFFUSION`, `SPH_H`, ...; `solver::sph::cuda`'s `pair_constants`).
 pub fn sph_module_source() -> String {
     let mut s = String::new();
     let parts = [

@@ -221,22 +221,30 @@ __device__ __forceinline__ SphSums sph_sums_zero() {
     return s;
 }
 
+// The case's constants in the pair code are the module's too: sph/cuda/mod.rs defines SPH_H,
+// SPH_RHO0, SPH_B, SPH_C0, SPH_MASS, SPH_ALPHA, SPH_DELTA and SPH_GX, SPH_GY, SPH_GZ with the
+// values of SphParams (Rust's shortest decimals, which parse back to the same doubles), so that
+// they fold into the arithmetic instead of occupying registers.
+#ifndef SPH_H
+#error "the case's constants (SPH_H, SPH_RHO0, ...) must be defined"
+#endif
+
 // The interpolation constants of every pair (the case's, in `real`).
 __device__ __forceinline__ DiffusionParams sph_diffusion_params(const SphParams& p) {
     DiffusionParams d;
-    d.delta = (real)p.delta;
-    d.h = (real)p.h;
-    d.c0 = (real)p.c0;
-    d.rho0 = (real)p.rho0;
-    d.b = (real)p.b;
-    d.gravity = sph_gravity(p);
+    d.delta = (real)(SPH_DELTA);
+    d.h = (real)(SPH_H);
+    d.c0 = (real)(SPH_C0);
+    d.rho0 = (real)(SPH_RHO0);
+    d.b = (real)(SPH_B);
+    d.gravity = make_real3((real)(SPH_GX), (real)(SPH_GY), (real)(SPH_GZ));
     return d;
 }
 
 // The smoothing kernel (physics::SphKernel) and the density diffusion (setup::Diffusion) of the
-// pair terms are constants of the module, which solver/src/sph/cuda/mod.rs compiles once per
-// combination a case uses: as the run-time branches on SphParams::kernel and ::diffusion they
-// cost 12 % of the step (10 M dam break, 56.9 -> 50.9 ms).
+// pair terms are constants of the module, which solver/src/sph/cuda/mod.rs compiles for the case
+// (pair_constants): as run-time branches on SphParams::kernel and ::diffusion they cost 12 % of
+// the step (10 M dam break, 56.9 -> 50.9 ms).
 #ifndef SPH_KERNEL
 #error "SPH_KERNEL (0 Wendland C2, 1 cubic spline) must be defined"
 #endif
@@ -279,7 +287,7 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
 #endif
     pair.c_i = i.c;
     pair.c_j = sound_speed(pair.rho_j, dparams.rho0, dparams.c0);
-    pair.m_j = (real)p.mass;
+    pair.m_j = (real)(SPH_MASS);
     s.drho += continuity_pair(f, pair);
     if (FLUID_I && FLUID_J) {
         s.drho += SPH_DIFFUSION == 0   ? real(0)
@@ -287,7 +295,7 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
                                      : diffusion_fourtakas(dparams, f, pair);
     }
     if (FLUID_I) {
-        const real pi = artificial_viscosity((real)p.alpha, h, pair);
+        const real pi = artificial_viscosity((real)(SPH_ALPHA), h, pair);
         s.acc = add3(s.acc, momentum_pair(f, pair, pi));
         s.mu_max = fmax(s.mu_max, viscous_rate(h, pair.v_ij, r_ij));
     }
@@ -303,7 +311,7 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                                              const float4* loc, const float4* kin, const real* vel,
                                              const real* rho, const unsigned* start, unsigned self_k,
                                              SphSums& s) {
-    const real two_h = real(2) * (real)p.h;
+    const real two_h = real(2) * (real)(SPH_H);
     const real reject2 = two_h * two_h * real(1.0001);
     const DiffusionParams dparams = sph_diffusion_params(p);
     const unsigned x0 = i.cx > 0 ? i.cx - 1 : 0, x1 = min(i.cx + 1, p.dims[0] - 1);
