@@ -298,17 +298,7 @@ fn dead_run_of(
 /// `--load-shm` of the dead run `name` (to `end_time`) fails with a message containing `expect`
 /// and leaves the segment as it was: still there, owner still dead.
 fn assert_resume_refused(name: &SegName, end_time: &str, tag: &str, expect: &str) {
-    let (code, err) = run_to_end(
-        &[
-            "--load-shm",
-            &name.0,
-            "--backend",
-            "cpu",
-            "--end-time",
-            end_time,
-        ],
-        Duration::from_secs(60),
-    );
+    let (code, err) = resume(name, end_time, &[]);
     assert_eq!(code, Some(1), "{tag}: {err}");
     assert!(err.contains(expect), "{tag}: {err}");
     let c = Consumer::attach(&name.0).unwrap();
@@ -316,6 +306,20 @@ fn assert_resume_refused(name: &SegName, end_time: &str, tag: &str, expect: &str
         !c.status().alive,
         "{tag}: a refused resume must not take the segment"
     );
+}
+
+/// `solver --load-shm NAME --backend cpu --end-time END_TIME EXTRA...` to its end: (code, stderr).
+fn resume(name: &SegName, end_time: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec![
+        "--load-shm",
+        &name.0,
+        "--backend",
+        "cpu",
+        "--end-time",
+        end_time,
+    ];
+    args.extend_from_slice(extra);
+    run_to_end(&args, Duration::from_secs(60))
 }
 
 fn frame_fields(f: &shm_protocol::Frame) -> u32 {
@@ -367,19 +371,7 @@ fn load_shm_checks_the_frame_as_strictly_as_a_case_file() {
     // `--dt` with `--load-shm` goes through the stability check too.
     let name = SegName::new("bigdt");
     dead_run_with(&name, |_, _| {});
-    let (code, err) = run_to_end(
-        &[
-            "--load-shm",
-            &name.0,
-            "--backend",
-            "cpu",
-            "--end-time",
-            "10",
-            "--dt",
-            "0.01",
-        ],
-        Duration::from_secs(60),
-    );
+    let (code, err) = resume(&name, "10", &["--dt", "0.01"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("dt"), "{err}");
 }
@@ -528,17 +520,7 @@ fn load_shm_checks_the_live_ids_and_counters_of_a_flow_run() {
     // The same segment unedited resumes and runs to its new end.
     let name = SegName::new("flow-ok");
     dead_run_of(&name, &["--case", &case, "--end-time", "0.3"], |_, _| {});
-    let (code, err) = run_to_end(
-        &[
-            "--load-shm",
-            &name.0,
-            "--backend",
-            "cpu",
-            "--end-time",
-            "0.35",
-        ],
-        Duration::from_secs(60),
-    );
+    let (code, err) = resume(&name, "0.35", &[]);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("removed so far"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -185,17 +185,15 @@ pub fn resumed_flow(
     let bad = |what: String| anyhow::anyhow!("segment {name:?}: the last frame {what}");
     let m = &frame.meta;
     let id_count = stat.particle_ids.len() as u64;
-    if m.removed_count > id_count || !(m.removed_mass.is_finite() && m.removed_mass >= 0.0) {
+    // Every id is live, removed or not yet added: the counts cannot exceed the ids.
+    let accounted = m.removed_count.saturating_add(ids.len() as u64);
+    if accounted > id_count || !(m.removed_mass.is_finite() && m.removed_mass >= 0.0) {
         return Err(bad(format!(
-            "says {} particles ({} kg) were removed, of a run with {id_count} ids",
-            m.removed_count, m.removed_mass
-        )));
-    }
-    if m.removed_count + ids.len() as u64 > id_count {
-        return Err(bad(format!(
-            "has {} live particles and {} removed, more than the run's {id_count} ids",
-            ids.len(),
-            m.removed_count
+            "says {} particles ({} kg) were removed besides its {} live ones, of a run with \
+             {id_count} ids",
+            m.removed_count,
+            m.removed_mass,
+            ids.len()
         )));
     }
     let planned = Inflows::planned_total(case)?;
