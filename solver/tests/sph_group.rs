@@ -47,9 +47,30 @@ fn dam() -> (SphConstants, SphState) {
     (c, state)
 }
 
+/// GPUs the slabs run on, in turn: `PARTICLE_SHM_TEST_DEVICES` (e.g. `0,1` on a two-GPU
+/// machine), default GPU 0 for every slab.
+fn test_devices() -> Vec<usize> {
+    let v = std::env::var("PARTICLE_SHM_TEST_DEVICES").unwrap_or_default();
+    if v.trim().is_empty() {
+        return vec![0];
+    }
+    v.split(',')
+        .map(|d| {
+            d.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("PARTICLE_SHM_TEST_DEVICES={v:?}: not a GPU list"))
+        })
+        .collect()
+}
+
+fn slab_devices(slabs: usize) -> Vec<usize> {
+    let list = test_devices();
+    (0..slabs).map(|i| list[i % list.len()]).collect()
+}
+
 fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) -> SphGroupOptions {
     SphGroupOptions {
-        devices: vec![0; slabs],
+        devices: slab_devices(slabs),
         double,
         axis,
         balance,
@@ -214,7 +235,7 @@ fn too_many_slabs_for_the_layers_is_an_error() {
     assert!(msg.contains("12 GPUs") && msg.contains("layers"), "{msg}");
 }
 
-/// What a user sees: `solver --devices 0,0` (two slabs) writes the checkpoint of
+/// What a user sees: `solver --devices 0,0` (two slabs; `0,1` with PARTICLE_SHM_TEST_DEVICES) writes the checkpoint of
 /// `solver --devices 0`, bit for bit (the default float mode), and says where its slabs are.
 #[test]
 fn the_solver_on_two_slabs_writes_one_gpus_checkpoint() {
@@ -225,7 +246,12 @@ fn the_solver_on_two_slabs_writes_one_gpus_checkpoint() {
     let case = dir.join("dam.toml");
     std::fs::write(&case, DAM).unwrap();
     let mut restored = Vec::new();
-    for (tag, devices) in [("one", "0"), ("two", "0,0")] {
+    let two = slab_devices(2)
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    for (tag, devices) in [("one", "0"), ("two", two.as_str())] {
         let out = dir.join(tag);
         let name = run::unique_name(tag);
         let args = [

@@ -34,7 +34,15 @@ struct Args {
     min_blocks: u32,
     /// `multi`: the GPUs of the group (the same one twice: two slabs on one GPU).
     devices: Vec<usize>,
-    balance: solver::decomp::Balance,
+    /// `--devices` was given (`publish` then measures the group).
+    devices_given: bool,
+    /// `multi`: one group run per entry (`--balance off,time`).
+    balance: Vec<solver::decomp::Balance>,
+    /// `multi`, `publish`: the group's split axis (default: the longest).
+    axis: Option<solver::decomp::Axis>,
+    /// `multi --weak on`: `--particles` per GPU (one GPU runs that many, the group that many
+    /// times its GPUs, each relaxed on its own); otherwise the same case on both.
+    weak: bool,
     /// Replay each step as a CUDA graph (`--graphs on|off`).
     graphs: bool,
     /// `case`: the case file.
@@ -43,7 +51,7 @@ struct Args {
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off|count|time] [--graphs on|off] [--case FILE] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -59,7 +67,10 @@ fn parse() -> Result<Args> {
         candidates: cuda::DEFAULT_CANDIDATES,
         min_blocks: 0,
         devices: vec![0, 1],
-        balance: solver::decomp::Balance::Off,
+        devices_given: false,
+        balance: vec![solver::decomp::Balance::Off],
+        axis: None,
+        weak: false,
         graphs: true,
         case: None,
     };
@@ -99,15 +110,39 @@ fn parse() -> Result<Args> {
                     .split(',')
                     .map(|d| d.trim().parse::<usize>())
                     .collect::<Result<_, _>>()
-                    .with_context(|| format!("--devices {v}: GPU indices like 0,1"))?
+                    .with_context(|| format!("--devices {v}: GPU indices like 0,1"))?;
+                a.devices_given = true;
+                if a.devices.len() < 2 {
+                    bail!("--devices: list two GPUs or more (one GPU: --device)");
+                }
             }
             "--balance" => {
-                a.balance = <solver::decomp::Balance as clap::ValueEnum>::from_str(&v, true)
-                    .map_err(|_| {
-                        anyhow::anyhow!(
-                            "--balance takes off, count, time, neighbour or slice, not {v}"
-                        )
-                    })?
+                a.balance = v
+                    .split(',')
+                    .map(|b| {
+                        <solver::decomp::Balance as clap::ValueEnum>::from_str(b.trim(), true)
+                            .map_err(|_| {
+                                anyhow::anyhow!(
+                                    "--balance takes off, count, time, neighbour or slice (a comma list), not {b}"
+                                )
+                            })
+                    })
+                    .collect::<Result<_>>()?
+            }
+            "--axis" => {
+                a.axis = Some(match v.as_str() {
+                    "x" => solver::decomp::Axis::X,
+                    "y" => solver::decomp::Axis::Y,
+                    "z" => solver::decomp::Axis::Z,
+                    _ => bail!("--axis takes x, y or z, not {v}"),
+                })
+            }
+            "--weak" => {
+                a.weak = match v.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => bail!("--weak takes on or off, not {v}"),
+                }
             }
             _ => bail!("unknown option {k}"),
         }
@@ -842,102 +877,293 @@ fn bandwidth(a: &Args) -> Result<()> {
     )
 }
 
-/// One GPU against a group of GPUs (issue 14) on the same start state: the falling box
-/// (loose) or a relaxed dense pack, timed over `--steps` after 20 warm-up steps. On a group
-/// that names one GPU twice the ratio is the cost of the slabs' exchange, not a speed-up.
-fn multi(a: &Args) -> Result<()> {
-    use solver::exec::worker::FusedWorker;
-    let (case, mut sim, _) = match a.phase.as_str() {
+/// The start state of `multi` and `publish`: the falling box (loose) or a dense pack at rest
+/// (relaxed on the GPU before timing).
+fn start_state(n: usize, a: &Args) -> Result<(Case, SimState)> {
+    match a.phase.as_str() {
         "dense" => {
-            let (case, pos, _) = dense(a.particles, &a.model)?;
-            let (sim, _, st) = start_at(&case, &pos, &opts(a))?;
-            (case, sim, st)
+            let (case, pos, _) = dense(n, &a.model)?;
+            let k = pos.len();
+            let state = SimState::new(
+                0.0,
+                0,
+                vec![0; k],
+                pos,
+                vec![[0.0; 3]; k],
+                vec![[0.0; 3]; k],
+            );
+            Ok((case, state))
         }
         _ => {
-            let case = falling(a.particles, &a.model)?;
-            let (sim, _, st) = start(&case, &opts(a))?;
-            (case, sim, st)
+            let case = falling(n, &a.model)?;
+            let particles = case.generate_particles()?;
+            let k = particles.len();
+            let state = SimState::new(
+                0.0,
+                0,
+                particles.iter().map(|p| p.species).collect(),
+                particles.iter().map(|p| p.position).collect(),
+                particles.iter().map(|p| p.velocity).collect(),
+                vec![[0.0; 3]; k],
+            );
+            Ok((case, state))
         }
-    };
-    let n = sim.particle_count();
-    if a.phase == "dense" && a.relax > 0 {
-        let s = timed_steps(&mut sim, a.relax)?;
-        println!("  relaxed {} steps in {s:.1} s", a.relax);
     }
-    let state = sim.state()?;
+}
+
+fn distinct_gpus(devices: &[usize]) -> usize {
+    let mut d = devices.to_vec();
+    d.sort_unstable();
+    d.dedup();
+    d.len()
+}
+
+fn group_of(
+    ctx: &Arc<solver::dem::state::StepContext>,
+    state: &SimState,
+    a: &Args,
+    balance: solver::decomp::Balance,
+) -> Result<cuda::CudaGroup> {
+    Ok(cuda::CudaGroup::new(
+        ctx.clone(),
+        state,
+        &opts(a),
+        &cuda::GroupOptions {
+            devices: a.devices.clone(),
+            axis: a.axis,
+            balance,
+        },
+    )?)
+}
+
+/// One GPU against a group of GPUs (issue 14), timed over `--steps` after `--warmup` steps.
+/// Strong scaling (default): the group starts from the one GPU's state after its relaxation (the
+/// same particles, the same contacts). Weak scaling (`--weak on`): the one GPU runs
+/// `--particles`, the group a case that many times its GPUs, relaxed on the group. One group
+/// run per `--balance` entry, each from the same start. On a group that names one GPU twice the
+/// ratio is the cost of the slabs' exchange, not a speed-up.
+fn multi(a: &Args) -> Result<()> {
+    use solver::exec::worker::FusedWorker;
+    let gpus = a.devices.len();
+    let distinct = distinct_gpus(&a.devices);
+    let dense = a.phase == "dense";
+    // One GPU.
+    let (case, state0) = start_state(a.particles, a)?;
+    let sc = cuda::step_context(&case)?;
+    let mut sim = CudaSim::new(&sc, &state0, &opts(a))?;
+    drop(state0);
+    let n1 = sim.particle_count();
+    if dense && a.relax > 0 {
+        let s = timed_steps(&mut sim, a.relax)?;
+        println!(
+            "  one GPU: {n1} particles relaxed {} steps in {s:.1} s",
+            a.relax
+        );
+    }
+    let relaxed = if a.weak { None } else { Some(sim.state()?) };
     timed_steps(&mut sim, a.warmup)?;
     let wall1 = timed_steps(&mut sim, a.steps)?;
     let sps1 = a.steps as f64 / wall1;
     let device = sim.device_name().to_string();
     let bpp1 = sim.memory().bytes_per_particle();
     drop(sim);
-    let ctx = std::sync::Arc::new(cuda::step_context(&case)?);
-    let mut g = cuda::CudaGroup::new(
-        ctx,
-        &state,
-        &opts(a),
-        &cuda::GroupOptions {
-            devices: a.devices.clone(),
-            axis: None,
-            balance: a.balance,
-        },
-    )?;
+    println!("  one GPU: {sps1:.2} steps/s, {bpp1:.0} B/particle");
+    // The group's start.
+    let (gcase, gstate, grelax) = match relaxed {
+        Some(s) => (case, s, 0),
+        None => {
+            let (c, s) = start_state(a.particles * gpus, a)?;
+            (c, s, if dense { a.relax } else { 0 })
+        }
+    };
+    let ng = gstate.pos.len();
+    let ctx = Arc::new(cuda::step_context(&gcase)?);
+    for &balance in &a.balance {
+        let mut g = group_of(&ctx, &gstate, a, balance)?;
+        let report = g.device_report().unwrap_or_default();
+        println!("  {report}");
+        if grelax > 0 {
+            let t0 = Instant::now();
+            g.advance(grelax).map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!(
+                "  group: {ng} particles relaxed {grelax} steps in {:.1} s",
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        g.advance(a.warmup).map_err(|e| anyhow::anyhow!("{e}"))?;
+        g.reset_timers();
+        let t0 = Instant::now();
+        g.advance(a.steps).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let wall = t0.elapsed().as_secs_f64();
+        let sps = a.steps as f64 / wall;
+        let phases = g.phase_times();
+        let ex: f64 = phases.iter().map(|p| p.0).sum::<f64>() / gpus as f64;
+        let co: f64 = phases.iter().map(|p| p.1).sum::<f64>() / gpus as f64;
+        // The largest GPU's busy time (exchange and compute) over the mean: 1 is even.
+        let busy: Vec<f64> = phases.iter().map(|p| p.0 + p.1).collect();
+        let imbalance =
+            busy.iter().cloned().fold(0.0, f64::max) / (busy.iter().sum::<f64>() / gpus as f64);
+        let speedup = sps / sps1;
+        // Strong: steps/s over (GPUs x one GPU's); weak: steps/s of G times the particles over
+        // one GPU's.
+        let efficiency = if distinct != gpus {
+            f64::NAN
+        } else if a.weak {
+            speedup
+        } else {
+            speedup / gpus as f64
+        };
+        println!(
+            "  balance {}: one GPU {sps1:.2} steps/s ({n1} particles); {gpus} slabs on {distinct} GPUs {sps:.2} steps/s ({ng} particles), {} efficiency {efficiency:.3}; per step and GPU: exchange {:.3} ms, rest {:.3} ms; imbalance {imbalance:.3}; bounds {:?}, owned {:?}, {} moves",
+            balance.name(),
+            if a.weak { "weak" } else { "strong" },
+            ex * 1e3,
+            co * 1e3,
+            g.bounds(),
+            g.owned(),
+            g.rebalances()
+        );
+        record(
+            a,
+            &[
+                ("check", js("multi_gpu")),
+                ("device", js(&device)),
+                ("devices", js(&format!("{:?}", a.devices))),
+                ("distinct_gpus", distinct.to_string()),
+                ("model", js(&a.model)),
+                ("phase", js(&a.phase)),
+                ("scaling", js(if a.weak { "weak" } else { "strong" })),
+                ("particles", n1.to_string()),
+                ("group_particles", ng.to_string()),
+                ("steps", a.steps.to_string()),
+                ("one_gpu_steps_per_s", num(sps1)),
+                ("group_steps_per_s", num(sps)),
+                ("speedup", num(speedup)),
+                ("efficiency", num(efficiency)),
+                ("exchange_ms_per_step", num(ex * 1e3)),
+                ("rest_ms_per_step", num(co * 1e3)),
+                ("exchange_share", num(ex / (ex + co))),
+                ("imbalance_max_over_mean", num(imbalance)),
+                ("one_gpu_bytes_per_particle", num(bpp1)),
+                ("balance", js(balance.name())),
+                ("rebalances", g.rebalances().to_string()),
+                ("migrations", g.migrations().to_string()),
+                ("bounds", js(&format!("{:?}", g.bounds()))),
+                ("report", js(&report)),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// `publish --devices 0,1`: the cost of publication from a GPU group into a real segment, as
+/// `publish` measures it for one GPU (steps/s without and with a frame every 0.1 s).
+fn publish_group(a: &Args) -> Result<()> {
+    use solver::exec::worker::{FusedWorker, RawKinematics};
+    let (case, state) = start_state(a.particles, a)?;
+    let n = state.pos.len();
+    let ctx = Arc::new(cuda::step_context(&case)?);
+    let mut g = group_of(&ctx, &state, a, a.balance[0])?;
+    drop(state);
     let report = g.device_report().unwrap_or_default();
     println!("  {report}");
-    g.advance(a.warmup).map_err(|e| anyhow::anyhow!("{e}"))?;
-    g.reset_timers();
+    let run = |g: &mut cuda::CudaGroup| g.advance(10).map_err(|e| anyhow::anyhow!("{e}"));
+    // Steps taken, for the frames' step field.
+    let mut done = 0u64;
+    for _ in 0..a.warmup.div_ceil(10) {
+        run(&mut g)?;
+        done += 10;
+    }
     let t0 = Instant::now();
-    g.advance(a.steps).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut steps = 0u64;
+    while t0.elapsed().as_secs_f64() < a.seconds {
+        run(&mut g)?;
+        steps += 10;
+        done += 10;
+    }
+    let base = steps as f64 / t0.elapsed().as_secs_f64();
+    let name = format!("dem-gpu-bench-{}", std::process::id());
+    let caps = shm_protocol::Capacities::for_particles(n as u64);
+    let publisher =
+        shm_protocol::Publisher::create(&name, caps, shm_protocol::CreateOptions::default())
+            .context("creating the segment")?;
+    let region_len = publisher.region().len();
+    // SAFETY: the mapping lives as long as `publisher`; release_host_memory runs before it drops.
+    unsafe { g.register_host_memory(publisher.region().base(), region_len) }
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (mut frames, mut last) = (0u64, Instant::now());
+    let mut writer: Option<shm_protocol::FrameWriter<'_>> = None;
+    let t0 = Instant::now();
+    let mut steps = 0u64;
+    while t0.elapsed().as_secs_f64() < a.seconds {
+        if writer.is_none() && last.elapsed().as_secs_f64() >= 0.1 {
+            last = Instant::now();
+            let mut w = publisher.begin_frame(n as u64)?;
+            w.step = done;
+            w.sim_time = g.time();
+            let out = RawKinematics {
+                count: n,
+                positions: w.field_ptr(shm_protocol::FieldKind::Position)? as *mut [f32; 3],
+                velocities: w.field_ptr(shm_protocol::FieldKind::Velocity)? as *mut [f32; 3],
+                angular_velocities: w.field_ptr(shm_protocol::FieldKind::AngularVelocity)?
+                    as *mut [f32; 3],
+                forces: std::ptr::null_mut(),
+                contact_counts: std::ptr::null_mut(),
+            };
+            // SAFETY: the slot arrays hold n [f32; 3] each and stay untouched until commit,
+            // which happens only once kinematics_copy_done said the copy completed.
+            unsafe { g.begin_kinematics_copy(out) }.map_err(|e| anyhow::anyhow!("{e}"))?;
+            writer = Some(w);
+        }
+        run(&mut g)?;
+        steps += 10;
+        done += 10;
+        if writer.is_some()
+            && g.kinematics_copy_done()
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+        {
+            writer.take().expect("pending frame").commit();
+            frames += 1;
+        }
+    }
     let wall = t0.elapsed().as_secs_f64();
-    let sps = a.steps as f64 / wall;
-    let phases = g.phase_times();
-    let gpus = a.devices.len() as f64;
-    let distinct = {
-        let mut d = a.devices.clone();
-        d.sort_unstable();
-        d.dedup();
-        d.len()
-    };
-    let ex: f64 = phases.iter().map(|p| p.0).sum::<f64>() / gpus;
-    let co: f64 = phases.iter().map(|p| p.1).sum::<f64>() / gpus;
+    if let Some(w) = writer.take() {
+        g.wait_kinematics_copy()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        w.commit();
+        frames += 1;
+    }
+    g.release_host_memory();
+    let with = steps as f64 / wall;
+    let share = (1.0 - with / base).max(0.0);
+    let fps = frames as f64 / wall;
     println!(
-        "  one GPU {sps1:.1} steps/s; {} slabs on {distinct} GPUs {sps:.1} steps/s; per step and GPU: exchange {:.3} ms, rest {:.3} ms; bounds {:?}, owned {:?}, {} moves",
-        a.devices.len(),
-        ex * 1e3,
-        co * 1e3,
-        g.bounds(),
-        g.owned(),
-        g.rebalances()
+        "publish on {:?}: N = {n}: {base:.2} steps/s without, {with:.2} with {fps:.2} frames/s: share {:.2} %",
+        a.devices,
+        100.0 * share
+    );
+    // The newest frame holds every particle once, in id order: finite positions inside the box.
+    let frame = publisher
+        .read_newest()?
+        .context("no frame in the segment")?;
+    let pos = frame.positions.unwrap_or_default();
+    anyhow::ensure!(pos.len() == n, "frame holds {} of {n} particles", pos.len());
+    anyhow::ensure!(
+        pos.iter().all(|p| p.iter().all(|x| x.is_finite())),
+        "a non-finite position in the published frame"
     );
     record(
         a,
         &[
-            ("check", js("multi_gpu")),
-            ("device", js(&device)),
+            ("check", js("publish_group")),
             ("devices", js(&format!("{:?}", a.devices))),
-            ("distinct_gpus", distinct.to_string()),
             ("model", js(&a.model)),
             ("phase", js(&a.phase)),
             ("particles", n.to_string()),
-            ("steps", a.steps.to_string()),
-            ("one_gpu_steps_per_s", num(sps1)),
-            ("group_steps_per_s", num(sps)),
-            ("speedup", num(sps / sps1)),
-            (
-                "efficiency",
-                if distinct == a.devices.len() {
-                    num(sps / (gpus * sps1))
-                } else {
-                    "null".into()
-                },
-            ),
-            ("exchange_ms_per_step", num(ex * 1e3)),
-            ("rest_ms_per_step", num(co * 1e3)),
-            ("exchange_share", num(ex / (ex + co))),
-            ("one_gpu_bytes_per_particle", num(bpp1)),
-            ("balance", js(a.balance.name())),
-            ("rebalances", g.rebalances().to_string()),
-            ("migrations", g.migrations().to_string()),
+            ("steps_per_s_without", num(base)),
+            ("steps_per_s_with", num(with)),
+            ("frames_per_s", num(fps)),
+            ("publish_share", num(share)),
             ("report", js(&report)),
         ],
     )
@@ -957,6 +1183,7 @@ fn main() -> std::process::ExitCode {
             "case" => case_run(&a),
             "multi" => multi(&a),
             "full" => full(&a),
+            "publish" if a.devices_given => publish_group(&a),
             "publish" => publish(&a),
             "bandwidth" => bandwidth(&a),
             c => bail!("unknown command {c}"),

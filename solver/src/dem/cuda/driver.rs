@@ -160,3 +160,13 @@ pub fn load_module(ctx: &Arc<CudaContext>, cfg: ModuleConfig) -> Result<Arc<DemM
         .insert(key, m.clone());
     Ok(m)
 }
+
+/// Makes `stream`'s context current on this thread before a raw driver call (`result::` or
+/// `sys::`), which, unlike cudarc's safe calls, does not bind it: one host thread drives every
+/// GPU of a group, so the current context may be another GPU's.
+pub(crate) fn bind(stream: &cudarc::driver::CudaStream) -> Result<(), CudaError> {
+    stream
+        .context()
+        .bind_to_thread()
+        .map_err(|e| CudaError::driver("binding the context", e))
+}

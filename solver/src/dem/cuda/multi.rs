@@ -741,6 +741,32 @@ pub(crate) fn enable_peer_access(
                     message: format!("{r:?}"),
                 });
             }
+            // cudarc allocates from the device's stream-ordered memory pool (cuMemAllocAsync),
+            // whose memory peer access does not cover: a's kernels write b's frame staging, so
+            // b's pool must let a's device read and write it (found on two H200s: the pack
+            // kernel's peer writes faulted while peer copies worked).
+            let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
+            // SAFETY: a plain query with b's live device; `pool` is written by the call.
+            let r = unsafe { cudarc::driver::sys::cuDeviceGetMemPool(&mut pool, sb.cu_device()) };
+            r.result().map_err(|e| CudaError::NoPeerAccess {
+                a: devices[a],
+                b: devices[b],
+                message: format!("reading the memory pool: {e}"),
+            })?;
+            let desc = cudarc::driver::sys::CUmemAccessDesc {
+                location: cudarc::driver::sys::CUmemLocation {
+                    type_: cudarc::driver::sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                    id: sa.cu_device(),
+                },
+                flags: cudarc::driver::sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            // SAFETY: `pool` is b's live pool and `desc` one valid descriptor.
+            let r = unsafe { cudarc::driver::sys::cuMemPoolSetAccess(pool, &desc, 1) };
+            r.result().map_err(|e| CudaError::NoPeerAccess {
+                a: devices[a],
+                b: devices[b],
+                message: format!("opening the memory pool: {e}"),
+            })?;
         }
     }
     Ok(())

@@ -340,6 +340,7 @@ impl CudaSim {
         self.stream
             .memcpy_dtoh(&o.list.slice.slice(0..bytes.len()), &mut bytes)
             .map_err(|e| CudaError::driver("reading the outflow list", e))?;
+        crate::dem::cuda::driver::bind(&self.stream)?;
         // SAFETY: memset of the 16-byte count this sim owns, on its stream.
         unsafe {
             cudarc::driver::result::memset_d8_async(o.count.ptr, 0, 4, self.stream.cu_stream())

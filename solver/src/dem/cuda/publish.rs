@@ -167,6 +167,7 @@ pub(crate) unsafe fn queue_frame_copy(
     n: usize,
     copy_stream: &cudarc::driver::CudaStream,
 ) -> Result<CudaEvent, CudaError> {
+    super::driver::bind(copy_stream)?;
     for (i, &(_, bytes)) in STAGING.iter().enumerate() {
         if want[i].is_null() || n == 0 {
             continue;

@@ -298,6 +298,7 @@ impl CudaSim {
         // src and dst are distinct allocations of the same layout.
         unsafe { b.launch(blocks(n, 256)) }.map_err(launch_err(Kernel::Gather))?;
 
+        crate::dem::cuda::driver::bind(&self.stream)?;
         // The counts must be zero for the next step's hash_count.
         // SAFETY: plain memset of the u8 device buffer grid.count (count_bytes long) owned by
         // this sim, on its stream.
@@ -562,6 +563,7 @@ impl CudaSim {
     }
 
     fn clear_diag(&self) -> Result<(), CudaError> {
+        crate::dem::cuda::driver::bind(&self.stream)?;
         // SAFETY: memset of the 16-byte diagnostics buffer owned by this sim, on its stream.
         unsafe {
             cudarc::driver::result::memset_d8_async(self.state.diag, 0, 16, self.stream.cu_stream())

@@ -249,6 +249,7 @@ impl CudaSim {
             hi_hi: w.hi_hi.unwrap_or(0),
             rec_mig: w.rec_mig as u32,
         };
+        crate::dem::cuda::driver::bind(&self.stream)?;
         // SAFETY: memset of the 32-byte counts buffer this window owns, on the sim's stream.
         unsafe {
             cudarc::driver::result::memset_d8_async(w.counts.ptr, 0, 32, self.stream.cu_stream())
@@ -420,6 +421,7 @@ impl CudaSim {
         let layers = self.params.dims[axis] as usize;
         let w = self.window.as_ref().expect("a window");
         let ptr = w.layer_counts.ptr;
+        crate::dem::cuda::driver::bind(&self.stream)?;
         // SAFETY: memset of the layer-count buffer (layers u32) this window owns.
         unsafe {
             cudarc::driver::result::memset_d8_async(ptr, 0, 4 * layers, self.stream.cu_stream())

@@ -644,6 +644,7 @@ impl SphCuda {
             self.bufs.iter().any(|b| b.0 == ptr && b.1.len() >= bytes),
             "zeroing {bytes} bytes of an array that does not hold them"
         );
+        crate::dem::cuda::driver::bind(&self.stream)?;
         // SAFETY: the array holds at least `bytes` bytes (asserted) and is used on this stream.
         unsafe { cudarc::driver::result::memset_d8_async(ptr, 0, bytes, self.stream.cu_stream()) }
             .map_err(|e| CudaError::driver("zeroing an array", e))
@@ -1068,6 +1069,7 @@ impl SphCuda {
         self.copy_stream
             .wait(&packed)
             .map_err(|e| CudaError::driver("ordering the copy stream", e))?;
+        crate::dem::cuda::driver::bind(&self.copy_stream)?;
         for (k, &dst) in targets.iter().enumerate() {
             if dst.is_null() || n == 0 {
                 continue;

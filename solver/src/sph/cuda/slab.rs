@@ -398,6 +398,7 @@ impl SphCuda {
         for &(old, name, bps, kept) in &arrays {
             let to = self.alloc(name, bps * cap)?;
             if kept && n > 0 {
+                crate::dem::cuda::driver::bind(&self.stream)?;
                 // SAFETY: both arrays live on this context and hold at least n * bps bytes
                 // (the old one had `old_cap` >= n slots); queued on the stream that uses both.
                 unsafe {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Issues 14 and 18 on the two-GPU machine (nvidia-h200-x2), from the repository root, after
+# bench/gpu/pack.sh here:
+#
+#   bench/gpu/x2_checks.sh tests   # correctness on GPUs 0 and 1: DEM group (bits against one
+#                                  # GPU and the CPU, validation, the user path with a segment,
+#                                  # commands, checkpoint, restart on 1 and 2), SPH group, memcheck
+#   bench/gpu/x2_checks.sh dem     # issue 14's strong and weak scaling at 100 M (dense phase)
+#   bench/gpu/x2_checks.sh more    # balancing on a moving load, publication at 100 M
+#   bench/gpu/x2_checks.sh sph     # SPH dam break at 20 M and 100 M, balancing off, slice, neighbour
+#
+# Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
+# $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
+# bench/results/multi_gpu.json.
+set -uo pipefail
+part=${1:-tests}
+export OUT=${OUT:-bench/results/raw/x2}
+source "$(dirname "$0")/lib.sh" "x2_$part"
+export PARTICLE_SHM_TEST_DEVICES=0,1
+J="$OUT/multi_gpu_x2.jsonl"
+result() {
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/$name.out" 2>&1
+  local rc=$?
+  tail -n 12 "$OUT/$name.out"
+  echo "RESULT $name rc=$rc $(( $(date +%s) - t0 )) s"
+}
+mb() { echo "+ dem-gpu-bench multi $*"; timeout 240 dem-gpu-bench multi "$@" --devices 0,1 --out "$J"; echo "RESULT multi rc=$?"; }
+case $part in
+tests)
+  nvidia-smi topo -m
+  echo "NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset}"
+  # DEM: cuda_multi, cuda_parity, validation on the group, the user path (multi_checks.sh).
+  SKIP_BENCH=1 OUT=$OUT bash bench/gpu/multi_checks.sh 0,1 2>&1 | grep -E "RESULT|test result|panicked|error|slabs|checkpoint:"
+  # SPH: sph_group (bits against one GPU), sph_cuda, the user path with --devices 0,1.
+  OUT=$OUT bash bench/gpu/sph_group_checks.sh tests 0,1 2>&1 | grep -E "RESULT|test result|panicked|error"
+  result memcheck 200 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+    solver --backend cuda --devices 0,1 --particles 20000 --end-time 0.002 --progress-every 1
+  ;;
+dem)
+  mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
+  mb --particles 1e8 --model linear-friction --phase dense --relax 300 --steps 60 --warmup 5
+  mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
+  ;;
+more)
+  # A load that moves: the falling box cut along z (the particles fall into the lower slab).
+  mb --particles 1e7 --model linear-friction --phase loose --axis z --steps 3000 --warmup 10 \
+    --balance off,count,time
+  echo "+ dem-gpu-bench publish (group)"
+  timeout 200 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --seconds 8 --warmup 20 --out "$J"
+  echo "RESULT publish rc=$?"
+  ;;
+sph)
+  timeout 560 sph-gpu-bench --particles 2e7,1e8 --steps 100 --warmup 10 --frames 0 \
+    --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
+  echo "RESULT sph_bench rc=$?"
+  ;;
+esac
