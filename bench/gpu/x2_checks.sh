@@ -8,6 +8,8 @@
 #   bench/gpu/x2_checks.sh dem     # issue 14's strong and weak scaling at 100 M (dense phase)
 #   bench/gpu/x2_checks.sh more    # balancing on a moving load, publication at 100 M
 #   bench/gpu/x2_checks.sh sph     # SPH dam break at 20 M and 100 M, balancing off, slice, neighbour
+#   bench/gpu/x2_checks.sh rest    # what a short device budget allows, most wanted first, each
+#                                  # item skipped when it would not end within $BUDGET s (540)
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -56,5 +58,23 @@ sph)
   timeout 560 sph-gpu-bench --particles 2e7,1e8 --steps 100 --warmup 10 --frames 0 \
     --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
   echo "RESULT sph_bench rc=$?"
+  ;;
+rest)
+  budget=${BUDGET:-540}
+  # item ESTIMATED_SECONDS command...: runs it when it should end within the budget.
+  item() {
+    local est=$1; shift
+    if (( SECONDS + est > budget )); then echo "SKIPPED (budget) $*"; return; fi
+    "$@"
+  }
+  item 170 mb --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5
+  item 200 timeout 230 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
+    --devices 0,1 --balance off,slice --out "$OUT/sph_group_x2.jsonl"
+  item 60 mb --particles 1e7 --model linear-friction --phase loose --axis z --steps 2000 --warmup 10 \
+    --balance off,count,time
+  item 80 timeout 120 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --seconds 5 --warmup 20 --out "$J"
+  item 90 mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
+  item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
   ;;
 esac

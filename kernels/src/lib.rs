@@ -99,7 +99,6 @@ pub enum Kernel {
     KickDrift,
     Pack,
     Classify,
-    Retire,
     Unpack,
     LayerCounts,
     Outflow,
@@ -107,7 +106,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 15] = [
+    pub const ALL: [Kernel; 14] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -118,7 +117,6 @@ impl Kernel {
         Kernel::KickDrift,
         Kernel::Pack,
         Kernel::Classify,
-        Kernel::Retire,
         Kernel::Unpack,
         Kernel::LayerCounts,
         Kernel::Outflow,
@@ -138,7 +136,6 @@ impl Kernel {
             Kernel::KickDrift => "dem_kick_drift",
             Kernel::Pack => "dem_pack",
             Kernel::Classify => "dem_classify",
-            Kernel::Retire => "dem_retire",
             Kernel::Unpack => "dem_unpack",
             Kernel::LayerCounts => "dem_layer_counts",
             Kernel::Outflow => "dem_outflow",

@@ -8,20 +8,36 @@ __device__ __forceinline__ unsigned cell_index(const DemParams& p, unsigned x, u
 
 // Hash every slot and count particles per cell; `rank` is the arrival order inside the cell.
 // Dead slots (DEM_DEAD) go to the extra bucket `cells` (count and start have cells + 1 entries).
+// On a GPU of a group a particle outside its slab and outside the ghost layers next to it is a
+// migrant that dem_classify packed for a neighbour: its slot dies here (exchange.cu). The dead
+// bucket takes one atomic per warp: after an exchange it holds the last step's ghosts and the
+// migrants, hundreds of thousands of slots that one contended counter serialised.
 extern "C" __global__ void dem_hash_count(const DemParams p, const ParticleArrays s, GridArrays g) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= p.n) return;
-    unsigned c;
-    if (s.id[i] == DEM_DEAD) {
-        c = p.dims[0] * p.dims[1] * p.dims[2];  // the bucket after the last cell
-    } else {
+    unsigned c = p.dims[0] * p.dims[1] * p.dims[2];  // the bucket after the last cell
+    if (s.id[i] != DEM_DEAD) {
         unsigned x = cell_coord(s.pos[3 * i], p.origin[0], p.cell, p.dims[0]);
         unsigned y = cell_coord(s.pos[3 * i + 1], p.origin[1], p.cell, p.dims[1]);
         unsigned z = cell_coord(s.pos[3 * i + 2], p.origin[2], p.cell, p.dims[2]);
-        c = cell_index(p, x, y, z);
+        const unsigned layer = p.split_axis == 0 ? x : (p.split_axis == 1 ? y : z);
+        if (layer + 1 < p.slab_lo || layer > p.slab_hi)
+            s.id[i] = DEM_DEAD;
+        else
+            c = cell_index(p, x, y, z);
     }
     g.cell[i] = c;
-    g.rank[i] = atomicAdd(&g.count[c], 1u);
+    if (c == p.dims[0] * p.dims[1] * p.dims[2]) {
+        const unsigned mask = __activemask();
+        const unsigned lane = threadIdx.x & 31u;
+        const unsigned leader = __ffs(mask) - 1;
+        unsigned base = 0;
+        if (lane == leader) base = atomicAdd(&g.count[c], (unsigned)__popc(mask));
+        base = __shfl_sync(mask, base, leader);
+        g.rank[i] = base + (unsigned)__popc(mask & ((1u << lane) - 1u));
+    } else {
+        g.rank[i] = atomicAdd(&g.count[c], 1u);
+    }
 }
 
 // Slot i goes to start[cell] + rank (arrival order, fixed next by dem_cell_sort).

@@ -82,43 +82,33 @@ pub(crate) fn hist_entry_bytes(real: usize) -> usize {
 }
 
 /// Packs entries (partner, spring) into device `HistEntry` bytes in `real` precision.
+#[cfg(test)]
 fn pack_hist(partner: &[u32], xi: &[f64], real: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(partner.len() * hist_entry_bytes(real));
+    let eb = hist_entry_bytes(real);
+    let mut out = vec![0u8; partner.len() * eb];
     for (e, &q) in partner.iter().enumerate() {
-        for x in &xi[3 * e..3 * e + 3] {
-            if real == 8 {
-                out.extend_from_slice(&x.to_ne_bytes());
-            } else {
-                out.extend_from_slice(&(*x as f32).to_ne_bytes());
-            }
-        }
-        out.extend_from_slice(&q.to_ne_bytes());
-        if real == 8 {
-            out.extend_from_slice(&0u32.to_ne_bytes());
-        }
+        let x = [xi[3 * e], xi[3 * e + 1], xi[3 * e + 2]];
+        write_hist_entry(&mut out[e * eb..(e + 1) * eb], q, &x, real);
     }
     out
 }
 
-/// Unpacks device `HistEntry` bytes into partners and springs (f64).
-fn unpack_hist(bytes: &[u8], real: usize) -> (Vec<u32>, Vec<f64>) {
-    let eb = hist_entry_bytes(real);
-    let m = bytes.len() / eb;
-    let (mut partner, mut xi) = (Vec::with_capacity(m), Vec::with_capacity(3 * m));
+/// Reads one device `HistEntry` (the inverse of [`write_hist_entry`]).
+fn read_hist_entry(e: &[u8], real: usize) -> HistEntry {
     let word = |b: &[u8]| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
-    for e in bytes.chunks_exact(eb) {
-        for c in 0..3 {
-            xi.push(if real == 8 {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(&e[8 * c..8 * c + 8]);
-                f64::from_ne_bytes(w)
-            } else {
-                f32::from_bits(word(&e[4 * c..])) as f64
-            });
+    let x = |c: usize| {
+        if real == 8 {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&e[8 * c..8 * c + 8]);
+            f64::from_ne_bytes(w)
+        } else {
+            f32::from_bits(word(&e[4 * c..])) as f64
         }
-        partner.push(word(&e[3 * real..]));
+    };
+    HistEntry {
+        partner: word(&e[3 * real..]),
+        xi: [x(0), x(1), x(2)],
     }
-    (partner, xi)
 }
 
 /// Sizes of the per-particle arrays of one configuration.
@@ -197,6 +187,39 @@ fn upload_bytes(
     stream
         .memcpy_htod(data, &mut buf.slice_mut(0..data.len()))
         .map_err(|e| CudaError::driver("uploading", e))
+}
+
+/// Uploads `data` into the buffer that starts at `ptr`, at byte `offset`.
+fn upload_bytes_at(
+    stream: &Arc<CudaStream>,
+    state: &mut DeviceState,
+    ptr: u64,
+    offset: usize,
+    data: &[u8],
+) -> Result<(), CudaError> {
+    let buf = state
+        .bufs
+        .iter_mut()
+        .find(|b| b.1.ptr == ptr)
+        .map(|b| &mut b.1.slice)
+        .expect("pointer of an allocated buffer");
+    stream
+        .memcpy_htod(data, &mut buf.slice_mut(offset..offset + data.len()))
+        .map_err(|e| CudaError::driver("uploading", e))
+}
+
+/// Writes one device `HistEntry` (spring in `real` precision, partner, padding in f64).
+fn write_hist_entry(out: &mut [u8], partner: u32, xi: &[f64; 3], real: usize) {
+    let r = real.min(8);
+    for (k, x) in xi.iter().enumerate() {
+        if r == 8 {
+            out[8 * k..8 * k + 8].copy_from_slice(&x.to_ne_bytes());
+        } else {
+            out[4 * k..4 * k + 4].copy_from_slice(&(*x as f32).to_ne_bytes());
+        }
+    }
+    let at = 3 * r;
+    out[at..at + 4].copy_from_slice(&partner.to_ne_bytes());
 }
 
 fn real_bytes(v: &[f64], real: usize) -> Vec<u8> {
@@ -493,27 +516,14 @@ pub(crate) fn set_state(
         // at zero) and logged.
         let cap = p.hist_cap as usize;
         let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
+        let live = state.pos.len();
+        let eb = hist_entry_bytes(real);
         let mut count = vec![0u32; n];
-        // With several GPUs the arrays have more rows than particles (sc = capacity).
-        let entries = if n == 0 {
-            0
-        } else {
-            (cap - 1) * sc + (n - 1) * sr + 1
-        };
-        let mut partner = vec![PARTNER_NONE; entries];
-        let mut xi = vec![0f64; 3 * entries];
         let mut dropped = 0u64;
-        for (i, count) in count.iter_mut().enumerate() {
-            for h in state.history_of(i) {
-                if *count as usize == cap {
-                    dropped += 1;
-                    continue;
-                }
-                let e = *count as usize * sc + i * sr;
-                partner[e] = h.partner;
-                xi[3 * e..3 * e + 3].copy_from_slice(&h.xi);
-                *count += 1;
-            }
+        for (i, c) in count.iter_mut().enumerate().take(live) {
+            let k = state.history_of(i).count();
+            *c = k.min(cap) as u32;
+            dropped += k.saturating_sub(cap) as u64;
         }
         if dropped > 0 {
             tracing::warn!(
@@ -522,7 +532,40 @@ pub(crate) fn set_state(
             );
         }
         upload_bytes(stream, st, a.hist_count, as_bytes(&count))?;
-        upload_bytes(stream, st, a.hist, &pack_hist(&partner, &xi, real))?;
+        // Only entries below a slot's count are ever read, so only those are written: entry c
+        // of slot i goes to c * sc + i * sr. In the slot-major layout (sr = 1) entry c of a run
+        // of slots is contiguous, so the entries are built for a chunk of slots at a time, plane
+        // by plane, and uploaded up to the largest count: at 100 M particles on a GPU of a group
+        // (rows = capacity) building the whole array on the host took minutes and tens of GB.
+        // Bytes past a slot's count are left as they are (never read).
+        let planes = count.iter().copied().max().unwrap_or(0) as usize;
+        if sr == 1 && live > 0 && planes > 0 {
+            const CHUNK: usize = 1 << 22;
+            let mut buf = vec![0u8; planes * CHUNK.min(live) * eb];
+            for i0 in (0..live).step_by(CHUNK) {
+                let m = CHUNK.min(live - i0);
+                for i in i0..i0 + m {
+                    for (c, h) in state.history_of(i).take(cap).enumerate() {
+                        let e = c * m + (i - i0);
+                        write_hist_entry(&mut buf[e * eb..(e + 1) * eb], h.partner, &h.xi, real);
+                    }
+                }
+                for c in 0..planes {
+                    let plane = &buf[c * m * eb..(c + 1) * m * eb];
+                    upload_bytes_at(stream, st, a.hist, (c * sc + i0) * eb, plane)?;
+                }
+            }
+        } else if live > 0 && planes > 0 {
+            let entries = (cap - 1) * sc + (live - 1) * sr + 1;
+            let mut all = vec![0u8; entries * eb];
+            for i in 0..live {
+                for (c, h) in state.history_of(i).take(cap).enumerate() {
+                    let e = c * sc + i * sr;
+                    write_hist_entry(&mut all[e * eb..(e + 1) * eb], h.partner, &h.xi, real);
+                }
+            }
+            upload_bytes_at(stream, st, a.hist, 0, &all)?;
+        }
     }
     stream
         .synchronize()
@@ -577,10 +620,11 @@ struct DeviceHistory<'a> {
     ids: &'a [u32],
     /// Entries of each slot (n).
     count: &'a [u32],
-    /// Partner of each entry (hist_cap * n).
-    partner: &'a [u32],
-    /// Spring of each entry (3 * hist_cap * n).
-    xi: &'a [f64],
+    /// Device `HistEntry` bytes of every entry (hist_cap * n), decoded as they are written out
+    /// (at 100 M particles decoding into arrays first took about 45 GB more).
+    bytes: &'a [u8],
+    /// Precision of the springs (4 or 8 bytes).
+    real: usize,
     /// (entry stride, row stride): [`super::HistLayout::strides`].
     strides: (usize, usize),
 }
@@ -594,16 +638,14 @@ fn history_to_portable(
     out: &mut [HistEntry],
     index: &dyn Fn(u32) -> usize,
 ) {
+    let eb = hist_entry_bytes(h.real);
     for (k, &id) in h.ids.iter().enumerate() {
         if id == DEAD {
             continue;
         }
         for c in 0..h.count[k] as usize {
             let e = c * h.strides.0 + k * h.strides.1;
-            out[index(id) * cap + c] = HistEntry {
-                partner: h.partner[e],
-                xi: [h.xi[3 * e], h.xi[3 * e + 1], h.xi[3 * e + 2]],
-            };
+            out[index(id) * cap + c] = read_hist_entry(&h.bytes[e * eb..(e + 1) * eb], h.real);
         }
     }
 }
@@ -699,7 +741,6 @@ pub(crate) fn download_into(
         };
         let bytes: Vec<u8> =
             download(stream, st, a.hist, hist_entry_bytes(st.real_size) * entries)?;
-        let (partner, xi) = unpack_hist(&bytes, st.real_size);
         if s.history_cap != cap || s.history.len() != cap * s.pos.len() {
             s.history = vec![HistEntry::NONE; cap * s.pos.len()];
             s.history_cap = cap;
@@ -708,8 +749,8 @@ pub(crate) fn download_into(
             &DeviceHistory {
                 ids: &ids,
                 count: &count,
-                partner: &partner,
-                xi: &xi,
+                bytes: &bytes,
+                real: st.real_size,
                 strides: (sc, sr),
             },
             cap,
@@ -758,11 +799,14 @@ mod tests {
         for real in [4usize, 8] {
             let bytes = pack_hist(&partner, &xi, real);
             assert_eq!(bytes.len(), 3 * hist_entry_bytes(real));
-            let (q, x) = unpack_hist(&bytes, real);
-            assert_eq!(q, partner);
-            for (a, b) in x.iter().zip(&xi) {
-                let want = if real == 8 { *b } else { *b as f32 as f64 };
-                assert_eq!(a.to_bits(), want.to_bits());
+            let eb = hist_entry_bytes(real);
+            for (e, &q) in partner.iter().enumerate() {
+                let h = read_hist_entry(&bytes[e * eb..(e + 1) * eb], real);
+                assert_eq!(h.partner, q);
+                for (a, b) in h.xi.iter().zip(&xi[3 * e..3 * e + 3]) {
+                    let want = if real == 8 { *b } else { *b as f32 as f64 };
+                    assert_eq!(a.to_bits(), want.to_bits());
+                }
             }
         }
     }
@@ -790,8 +834,8 @@ mod tests {
             let h = DeviceHistory {
                 ids: &ids,
                 count: &count,
-                partner: &partner,
-                xi: &xi,
+                bytes: &pack_hist(&partner, &xi, 8),
+                real: 8,
                 strides: (sc, sr),
             };
             history_to_portable(&h, cap, &mut out, &|id| id as usize);
@@ -823,8 +867,8 @@ mod tests {
         let h = DeviceHistory {
             ids: &ids,
             count: &count,
-            partner: &partner,
-            xi: &xi,
+            bytes: &pack_hist(&partner, &xi, 8),
+            real: 8,
             strides: (n, 1),
         };
         history_to_portable(&h, cap, &mut out, &|id| id as usize);

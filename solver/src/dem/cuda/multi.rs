@@ -320,9 +320,9 @@ impl CudaGroup {
             .iter()
             .map(|c| (c.mig[0] + c.mig[1]) as u64)
             .sum::<u64>();
+        // The migrants' slots die in the next hash (dem_hash_count), after the copies.
         for (s, r) in self.sims.iter_mut().zip(&got) {
             s.make_room(r)?;
-            s.queue_retire()?;
         }
         let (rec_mig, rec_halo) = self.sims[0].record_sizes();
         let mut copies = Vec::new();

@@ -7,7 +7,7 @@
 //! counts (one small synchronous copy per GPU and step), the GPUs copy the records into their
 //! neighbours' receive buffers (`cuMemcpyPeerAsync`: over NVLink between two GPUs, never through
 //! host memory), and each appends what it received behind its live slots. The collide marks
-//! the ghosts' slots dead, the migrants' are marked dead by `dem_retire`, and the sort moves
+//! the ghosts' slots dead, the migrants' die in the next sort's hash (`dem_hash_count`), which moves
 //! dead slots behind the live ones, so the arrays never fill with them.
 //!
 //! Every owned particle sees the same neighbours, in the same (cell, id) order, as on one GPU:
@@ -312,21 +312,6 @@ impl CudaSim {
         let mig = r.mig[0].max(r.mig[1]);
         let halo = r.halo[0].max(r.halo[1]);
         self.grow_exchange(mig, halo, true)
-    }
-
-    /// Queues marking the migrants' slots dead (after the counts were read).
-    pub(crate) fn queue_retire(&mut self) -> Result<(), CudaError> {
-        let (p, cur) = (self.params, self.state.cur);
-        let n = p.n;
-        let mut b = self
-            .stream
-            .launch_builder(self.module.function(Kernel::Retire));
-        b.arg(&p).arg(&cur).arg(&n);
-        // SAFETY: dem_retire(DemParams, ParticleArrays, unsigned): thread k writes the id of slot
-        // k < n only.
-        unsafe { b.launch(blocks(n, 256)) }
-            .map_err(|e| CudaError::driver("launching dem_retire", e))?;
-        Ok(())
     }
 
     /// Device address of send buffer `side` (0 lower, 1 upper) of migrants or ghosts.
