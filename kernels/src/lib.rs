@@ -150,6 +150,8 @@ pub const SCAN_TILE: usize = 1024;
 pub const SCAN_THREADS: u32 = 256;
 /// Threads of `dem_mesh_filter` per particle in small cases (its `lanes` argument: 1, 2, 4 or 8).
 pub const MESH_FILTER_LANES: u32 = 8;
+/// Slots each block of `dem_classify` handles (`CLASSIFY_CHUNK` in exchange.cu).
+pub const CLASSIFY_CHUNK: u32 = 4096;
 /// Block size `dem_collide` is compiled for (`__launch_bounds__` in contact.cu).
 pub const COLLIDE_THREADS: u32 = 128;
 
@@ -338,6 +340,13 @@ mod tests {
                 k.symbol()
             );
         }
+    }
+
+    /// Constants the host shares with the CUDA sources have one value in both.
+    #[test]
+    fn shared_constants_match_the_sources() {
+        let s = dem_module_source();
+        assert!(s.contains(&format!("#define CLASSIFY_CHUNK {CLASSIFY_CHUNK}\n")));
     }
 
     #[test]

@@ -47,21 +47,6 @@ __device__ __forceinline__ unsigned slab_layer(const DemParams& p, const double*
     return cell_coord(pos[3 * k + a], p.origin[a], p.cell, p.dims[a]);
 }
 
-// A slot in the next free place of `*ctr`, with one atomic per warp instead of one per thread:
-// ghosts of a boundary layer are about one in every 200 slots at 100 M particles, and one atomic
-// counter taken by each of them serialised dem_classify (0.65 ms per step at 25 M particles on
-// an H100). The slots' order in the buffer is arbitrary either way; the sort restores (cell, id).
-// Lanes are grouped by counter (__match_any_sync): a warp's migrants may go both ways.
-__device__ __forceinline__ unsigned warp_slot(unsigned* ctr) {
-    const unsigned mask = __match_any_sync(__activemask(), (unsigned long long)ctr);
-    const unsigned lane = threadIdx.x & 31u;
-    const unsigned leader = __ffs(mask) - 1;
-    unsigned base = 0;
-    if (lane == leader) base = atomicAdd(ctr, (unsigned)__popc(mask));
-    base = __shfl_sync(mask, base, leader);
-    return base + (unsigned)__popc(mask & ((1u << lane) - 1u));
-}
-
 __device__ void write_record(const DemParams& p, const ParticleArrays& s, unsigned k, char* r, bool full) {
     double* d = (double*)r;
     for (int a = 0; a < 3; a++) d[a] = s.pos[3 * k + a];
@@ -87,34 +72,76 @@ __device__ void write_record(const DemParams& p, const ParticleArrays& s, unsign
     for (unsigned c = 0; c < hc; c++) h[c] = s.hist[c * p.hist_sc + row * p.hist_sr];
 }
 
-extern "C" __global__ void dem_classify(const DemParams p, const ParticleArrays s, ExchangeParams x) {
-    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= x.n || s.id[k] == DEM_DEAD) return;
+// What dem_classify does with slot k: -1 nothing, 0/1 migrant to the lower/upper neighbour,
+// 2/3 ghost record for the lower/upper neighbour, 4 skipped a whole slab (an error). `kept`: a
+// migrant that stays here as a ghost (it lands in the neighbour's boundary layer, and the
+// neighbour classified before it arrived). A particle in a one-layer slab is a ghost for both
+// sides: `both` says the upper record is due as well.
+__device__ __forceinline__ int classify_slot(const DemParams& p, const ParticleArrays& s, const ExchangeParams& x,
+                                             unsigned k, bool* kept, bool* both) {
+    *kept = false;
+    *both = false;
+    if (k >= x.n || s.id[k] == DEM_DEAD) return -1;
     const unsigned layer = slab_layer(p, s.pos, k);
     if (layer < p.slab_lo || layer >= p.slab_hi) {
         const int side = layer >= p.slab_hi ? 1 : 0;
         // Particles move far less than a cell per step: one that crossed a whole neighbour slab
         // means a broken step, reported instead of being lost.
         const bool reachable = side ? (x.has_hi && layer < x.hi_hi) : (x.has_lo && layer >= x.lo_lo);
-        if (!reachable) {
-            atomicAdd(&x.counts[4], 1u);
-            return;
-        }
-        const unsigned j = warp_slot(&x.counts[side]);
-        if (j < x.cap_mig) write_record(p, s, k, x.mig[side] + (size_t)j * x.rec_mig, true);
-        // A migrant that lands in the neighbour's boundary layer is one of this GPU's ghosts
-        // now, and the neighbour classified before it arrived: it stays here as a ghost.
-        if (layer + 1 == p.slab_lo || layer == p.slab_hi) warp_slot(&x.counts[5]);
-        return;
+        if (!reachable) return 4;
+        *kept = layer + 1 == p.slab_lo || layer == p.slab_hi;
+        return side;
     }
+    const bool lo = x.has_lo && layer == p.slab_lo;
+    const bool hi = x.has_hi && layer + 1 == p.slab_hi;
+    *both = lo && hi;
+    return lo ? 2 : (hi ? 3 : -1);
+}
+
+// Slots each block of dem_classify handles (CLASSIFY_CHUNK in window.rs): its records take one
+// global atomic per kind and block. One atomic per record (on four counters) serialised the
+// kernel: ghosts are about one slot in a hundred at 25 M particles a GPU, spread over every row
+// of cells, and dem_classify took 0.63 ms there on an H100 against about 0.25 for its reads.
+#define CLASSIFY_CHUNK 4096
+
+extern "C" __global__ void dem_classify(const DemParams p, const ParticleArrays s, ExchangeParams x) {
+    __shared__ unsigned cnt[6], base[6];
+    if (threadIdx.x < 6) cnt[threadIdx.x] = 0;
+    __syncthreads();
+    const unsigned first = blockIdx.x * CLASSIFY_CHUNK;
+    const unsigned last = min(first + CLASSIFY_CHUNK, x.n);
+    // Pass 1: how many of each kind this block writes.
+    for (unsigned k = first + threadIdx.x; k < last; k += blockDim.x) {
+        bool kept, both;
+        const int c = classify_slot(p, s, x, k, &kept, &both);
+        if (c < 0) continue;
+        atomicAdd(&cnt[c], 1u);
+        if (both) atomicAdd(&cnt[3], 1u);
+        if (kept) atomicAdd(&cnt[5], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x < 6) {
+        base[threadIdx.x] = cnt[threadIdx.x] ? atomicAdd(&x.counts[threadIdx.x], cnt[threadIdx.x]) : 0u;
+        cnt[threadIdx.x] = 0;
+    }
+    __syncthreads();
+    // Pass 2: the records, at this block's places (the order inside is arbitrary; the sort
+    // restores (cell, id)).
     const unsigned rec_halo = (rec_words(false) + 8 + 7) / 8 * 8;
-    if (x.has_lo && layer == p.slab_lo) {
-        const unsigned j = warp_slot(&x.counts[2]);
-        if (j < x.cap_halo) write_record(p, s, k, x.halo[0] + (size_t)j * rec_halo, false);
-    }
-    if (x.has_hi && layer + 1 == p.slab_hi) {
-        const unsigned j = warp_slot(&x.counts[3]);
-        if (j < x.cap_halo) write_record(p, s, k, x.halo[1] + (size_t)j * rec_halo, false);
+    for (unsigned k = first + threadIdx.x; k < last; k += blockDim.x) {
+        bool kept, both;
+        const int c = classify_slot(p, s, x, k, &kept, &both);
+        if (c < 0 || c == 4) continue;
+        const unsigned j = base[c] + atomicAdd(&cnt[c], 1u);
+        if (c < 2) {
+            if (j < x.cap_mig) write_record(p, s, k, x.mig[c] + (size_t)j * x.rec_mig, true);
+        } else if (j < x.cap_halo) {
+            write_record(p, s, k, x.halo[c - 2] + (size_t)j * rec_halo, false);
+        }
+        if (both) {
+            const unsigned h = base[3] + atomicAdd(&cnt[3], 1u);
+            if (h < x.cap_halo) write_record(p, s, k, x.halo[1] + (size_t)h * rec_halo, false);
+        }
     }
 }
 

@@ -293,10 +293,14 @@ impl CudaSim {
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Gather));
-        b.arg(&p).arg(&cur).arg(&tmp).arg(&grid);
-        // SAFETY: dem_gather(DemParams, src, dst, GridArrays): perm is a permutation of 0..n;
-        // src and dst are distinct allocations of the same layout.
-        unsafe { b.launch(blocks(n, 256)) }.map_err(launch_err(Kernel::Gather))?;
+        // Over the live slots: a GPU of a group drops its dead ones here (dem_hash_count did not
+        // place them); one GPU's live slots are all of them.
+        let pc = l.pc;
+        b.arg(&pc).arg(&cur).arg(&tmp).arg(&grid);
+        // SAFETY: dem_gather(DemParams, src, dst, GridArrays): perm[0..pc.n) holds distinct
+        // slots below n (the live ones, sorted first); src and dst are distinct allocations of
+        // the same layout.
+        unsafe { b.launch(blocks(pc.n, 256)) }.map_err(launch_err(Kernel::Gather))?;
 
         crate::dem::cuda::driver::bind(&self.stream)?;
         // The counts must be zero for the next step's hash_count.

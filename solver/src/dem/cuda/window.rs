@@ -260,11 +260,16 @@ impl CudaSim {
             .stream
             .launch_builder(self.module.function(Kernel::Classify));
         b.arg(&p).arg(&cur).arg(&x);
+        // Each block classifies CLASSIFY_CHUNK slots (one atomic per kind and block).
+        let cfg = LaunchConfig {
+            grid_dim: (p.n.div_ceil(kernels::CLASSIFY_CHUNK).max(1), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
         // SAFETY: dem_classify(DemParams, ParticleArrays, ExchangeParams): reads slots 0..n of the
         // state; writes at most cap records of rec bytes into each send buffer (allocated with
         // that size) and the 6 counters.
-        unsafe { b.launch(blocks(p.n, 256)) }
-            .map_err(|e| CudaError::driver("launching dem_classify", e))?;
+        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_classify", e))?;
         Ok(())
     }
 
