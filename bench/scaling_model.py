@@ -102,9 +102,9 @@ def fitted_overhead():
 
 
 # Share of the per-particle overhead the kernel changes made after that measurement remove
-# (Nsight Compute on two slabs of one H100: the group's kernels 24 % over one GPU before, 13 %
+# (Nsight Compute on two slabs of one H100: the group's kernels 24 % over one GPU before, 9.7 %
 # after): a prediction until the x2 machine measures it.
-KERNEL_FIX_SHARE = 1 - 13 / 24
+KERNEL_FIX_SHARE = 1 - 9.7 / 24
 
 
 def implemented(t1, n, g, per, fixed, fix_share=0.0):

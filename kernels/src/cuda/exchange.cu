@@ -98,22 +98,25 @@ __device__ __forceinline__ int classify_slot(const DemParams& p, const ParticleA
     return lo ? 2 : (hi ? 3 : -1);
 }
 
-// Slots each block of dem_classify handles (CLASSIFY_CHUNK in window.rs): its records take one
-// global atomic per kind and block. One atomic per record (on four counters) serialised the
+// Slots each block of dem_classify handles (kernels::CLASSIFY_CHUNK): its records take one
+// global atomic per kind and block, and their kinds fit in shared memory (4 KB). One atomic per record (on four counters) serialised the
 // kernel: ghosts are about one slot in a hundred at 25 M particles a GPU, spread over every row
 // of cells, and dem_classify took 0.63 ms there on an H100 against about 0.25 for its reads.
 #define CLASSIFY_CHUNK 4096
 
 extern "C" __global__ void dem_classify(const DemParams p, const ParticleArrays s, ExchangeParams x) {
     __shared__ unsigned cnt[6], base[6];
+    // Each slot's kind from pass 1 (bit 3: `both`), so that pass 2 reads no position again.
+    __shared__ signed char kind[CLASSIFY_CHUNK];
     if (threadIdx.x < 6) cnt[threadIdx.x] = 0;
     __syncthreads();
     const unsigned first = blockIdx.x * CLASSIFY_CHUNK;
     const unsigned last = min(first + CLASSIFY_CHUNK, x.n);
-    // Pass 1: how many of each kind this block writes.
+    // Pass 1: each slot's kind, and how many of each kind this block writes.
     for (unsigned k = first + threadIdx.x; k < last; k += blockDim.x) {
         bool kept, both;
         const int c = classify_slot(p, s, x, k, &kept, &both);
+        kind[k - first] = (signed char)(c < 0 ? -1 : (c | (both ? 8 : 0)));
         if (c < 0) continue;
         atomicAdd(&cnt[c], 1u);
         if (both) atomicAdd(&cnt[3], 1u);
@@ -129,9 +132,11 @@ extern "C" __global__ void dem_classify(const DemParams p, const ParticleArrays 
     // restores (cell, id)).
     const unsigned rec_halo = (rec_words(false) + 8 + 7) / 8 * 8;
     for (unsigned k = first + threadIdx.x; k < last; k += blockDim.x) {
-        bool kept, both;
-        const int c = classify_slot(p, s, x, k, &kept, &both);
-        if (c < 0 || c == 4) continue;
+        const int v = kind[k - first];
+        if (v < 0) continue;
+        const int c = v & 7;
+        const bool both = (v & 8) != 0;
+        if (c == 4) continue;
         const unsigned j = base[c] + atomicAdd(&cnt[c], 1u);
         if (c < 2) {
             if (j < x.cap_mig) write_record(p, s, k, x.mig[c] + (size_t)j * x.rec_mig, true);
