@@ -68,13 +68,13 @@ rest)
     "$@"
   }
   item 170 mb --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5
-  item 200 timeout 230 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
-    --devices 0,1 --balance off,slice --out "$OUT/sph_group_x2.jsonl"
+  item 90 mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
   item 60 mb --particles 1e7 --model linear-friction --phase loose --axis z --steps 2000 --warmup 10 \
     --balance off,count,time
+  item 200 timeout 230 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
+    --devices 0,1 --balance off,slice --out "$OUT/sph_group_x2.jsonl"
   item 80 timeout 120 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
     --seconds 5 --warmup 20 --out "$J"
-  item 90 mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
   item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
   ;;
 esac
