@@ -71,7 +71,7 @@ if not lb:
     why["lb_speedup_2gpu"] = "the moving-load run (falling box cut along z) did not run within the session's device time"
 t.setdefault("max_particles_2gpu_friction", None)
 if t["max_particles_2gpu_friction"] is None:
-    why["max_particles_2gpu_friction"] = "not measured: a run at the capacity limit (about 200 M frictional particles on two H200s) needs more device time than a session has"
+    why["max_particles_2gpu_friction"] = "not measured: a run at the capacity limit (about 340 M frictional particles on two H200s by the sizing rule, against about 200 M on one) needs more device time than the x2 machine was lent for"
 r = pick(big, check="publish_group")
 t["publish_share_100m_2gpu"] = r and r["publish_share"]
 if not r:

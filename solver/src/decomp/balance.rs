@@ -70,6 +70,25 @@ pub fn decide(
         .then_some(new)
 }
 
+/// Whether slabs cut at `bounds` fit their workers' `room` (particle slots): each worker's
+/// particles (`per_layer` summed over its layers) plus the layers next to its slab (its ghosts)
+/// plus one more layer's worth of arrivals.
+pub fn fits(bounds: &[u32], per_layer: &[u64], room: &[u64]) -> bool {
+    let layer = |l: i64| -> u64 {
+        if l < 0 {
+            0
+        } else {
+            per_layer.get(l as usize).copied().unwrap_or(0)
+        }
+    };
+    let widest = per_layer.iter().copied().max().unwrap_or(0);
+    bounds.windows(2).zip(room).all(|(b, &r)| {
+        let own: u64 = (b[0]..b[1]).map(|l| layer(l as i64)).sum();
+        let ghosts = layer(b[0] as i64 - 1) + layer(b[1] as i64);
+        own + ghosts + widest <= r
+    })
+}
+
 /// Verma et al.'s correction: for each pair of neighbours, d = (t[i+1] - t[i]) / t[i]; when
 /// d > p the slower i + 1 gives its first layer to i, when d < -p the slower i gives its last
 /// layer to i + 1. `None` when nothing moves.
@@ -203,6 +222,18 @@ pub fn rebalance(bounds: &[u32], layer_cost: &[f64]) -> Option<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A move that would put more particles on a worker than its slots hold is refused.
+    #[test]
+    fn fits_counts_own_layers_ghosts_and_a_layer_of_arrivals() {
+        let per_layer = [10u64, 10, 10, 10];
+        // [0,2) holds 20, ghosts 10 (layer 2), arrivals 10: 40; [2,4): the same.
+        assert!(fits(&[0, 2, 4], &per_layer, &[40, 40]));
+        assert!(!fits(&[0, 2, 4], &per_layer, &[39, 40]));
+        // [0,3) holds 30 + ghosts 10 + 10 = 50.
+        assert!(!fits(&[0, 3, 4], &per_layer, &[40, 40]));
+        assert!(fits(&[0, 3, 4], &per_layer, &[50, 40]));
+    }
 
     #[test]
     fn balanced_loads_stay() {

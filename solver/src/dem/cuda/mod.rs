@@ -72,6 +72,23 @@ pub enum CudaError {
         bytes_per_particle: f64,
         max_particles: u64,
     },
+    #[error(
+        "the case does not fit on {gpus} GPUs: {particles} particles give GPU {device} a share of \
+         {share}, which needs {need} particle slots with room for migration and ghosts, but it \
+         holds {fit} besides its exchange buffers{staging} ({bytes_per_particle:.0} B/particle); \
+         at most about {max_particles} particles fit on these GPUs: use more GPUs or fewer particles",
+        staging = if *device == 0 { " and the frame staging" } else { "" }
+    )]
+    GroupDoesNotFit {
+        gpus: usize,
+        particles: usize,
+        device: usize,
+        share: usize,
+        need: usize,
+        fit: usize,
+        bytes_per_particle: f64,
+        max_particles: u64,
+    },
     #[error("the CUDA backend does not support {0} yet; use --backend cpu")]
     Unsupported(String),
     #[error("{0} particles is more than the CUDA backend's limit of {1}")]

@@ -143,12 +143,39 @@ impl CudaGroup {
                 ..opts.clone()
             };
             // Room for every particle when it fits: the load may gather on one GPU (a bed
-            // forming) faster than one layer per balancing move follows it.
+            // forming) faster than one layer per balancing move follows it. Otherwise as many
+            // slots as the GPU holds besides its exchange buffers and (GPU 0) the frame staging,
+            // and at least its share with headroom; balancing never moves more load onto a GPU
+            // than its slots hold (`rebalance`).
             let mut capacity = total + reserve;
             let mut sim = match CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin) {
                 Ok(s) => s,
-                Err(CudaError::DoesNotFit { .. }) => {
-                    capacity = (idx.len() + idx.len() / 2 + reserve).min(total + reserve);
+                Err(CudaError::DoesNotFit {
+                    max_particles,
+                    bytes_per_particle,
+                    ..
+                }) => {
+                    let extra = exchange_bytes(&o, max_layer)
+                        + if w == 0 {
+                            total as u64 * super::publish::STAGING_BYTES_PER_PARTICLE
+                        } else {
+                            0
+                        };
+                    let fit = slots_that_fit(max_particles, extra, bytes_per_particle);
+                    let need = share_with_headroom(idx.len(), reserve);
+                    if fit < need {
+                        return Err(CudaError::GroupDoesNotFit {
+                            gpus: g,
+                            particles: n0,
+                            device,
+                            share: idx.len(),
+                            need,
+                            fit,
+                            bytes_per_particle,
+                            max_particles: group_max_particles(fit, g, reserve),
+                        });
+                    }
+                    capacity = fit.min(total + reserve);
                     CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin)?
                 }
                 Err(e) => return Err(e),
@@ -490,7 +517,17 @@ impl CudaGroup {
                 *a += b as u64;
             }
         }
-        let decision = balance::decide(self.balance, &self.bounds, &per_layer, &self.busy, 1);
+        let decision = balance::decide(self.balance, &self.bounds, &per_layer, &self.busy, 1)
+            .filter(|new| {
+                // Never more load on a GPU than its slots hold (with its ghosts and a layer's
+                // worth of arrivals): a run sized to the GPUs' memory keeps running.
+                let room: Vec<u64> = self
+                    .sims
+                    .iter()
+                    .map(|s| s.window().map_or(0, |w| w.capacity as u64))
+                    .collect();
+                balance::fits(new, &per_layer, &room)
+            });
         self.busy.iter_mut().for_each(|b| *b = 0.0);
         if let Some(new) = decision {
             tracing::debug!(
@@ -772,6 +809,34 @@ pub(crate) fn enable_peer_access(
     Ok(())
 }
 
+/// Device bytes of a GPU's exchange buffers at the start (`attach_window`: room for two
+/// layers' records a direction, send and receive, both sides) with a quarter for their growth.
+fn exchange_bytes(o: &CudaOptions, max_layer: usize) -> u64 {
+    let real = if o.double { 8 } else { 4 };
+    let (rec_mig, rec_halo) = super::window::record_bytes(real, o.hist_cap as usize);
+    let records = (2 * max_layer).max(256) as u64;
+    (2 * 2 * records * (rec_mig + rec_halo) as u64) * 5 / 4
+}
+
+/// Particle slots a GPU holds: `max_particles` (its free memory at `bytes_per_particle`, as
+/// [`CudaError::DoesNotFit`] computed it) less `extra` bytes, with 2 % to spare.
+pub(crate) fn slots_that_fit(max_particles: u64, extra: u64, bytes_per_particle: f64) -> usize {
+    let extra_slots = (extra as f64 / bytes_per_particle.max(1.0)).ceil() as u64;
+    (max_particles.saturating_sub(extra_slots) as f64 * 0.98) as usize
+}
+
+/// Slots a GPU needs for a share of `share` particles: the share, a sixteenth more for the
+/// load that moves before the balancing follows it, and `reserve` for ghosts and arrivals.
+pub(crate) fn share_with_headroom(share: usize, reserve: usize) -> usize {
+    share + share / 16 + reserve
+}
+
+/// About the most particles `g` GPUs of `fit` slots each hold (each needs
+/// [`share_with_headroom`] of its share).
+pub(crate) fn group_max_particles(fit: usize, g: usize, reserve: usize) -> u64 {
+    (fit.saturating_sub(reserve) as f64 / (1.0 + 1.0 / 16.0)) as u64 * g as u64
+}
+
 /// The particles `idx` of `state` (with their history) as a state of their own.
 fn subset(state: &SimState, idx: &[usize]) -> SimState {
     let pick = |v: &[[f64; 3]]| idx.iter().map(|&i| v[i]).collect::<Vec<_>>();
@@ -925,8 +990,9 @@ impl FusedWorker for CudaGroup {
                 let m = s.memory();
                 let w = s.window().map_or(0, |w| w.bytes);
                 format!(
-                    "GPU {d}: {} particles, {:.2} GiB",
+                    "GPU {d}: {} particles (room for {}), {:.2} GiB",
                     s.window().map_or(0, |w| w.owned),
+                    s.window().map_or(0, |w| w.capacity),
                     (m.total() + w) as f64 / (1u64 << 30) as f64
                 )
             })
@@ -999,5 +1065,25 @@ impl Drop for CudaGroup {
             let _ = s.stream.synchronize();
             let _ = s.copy_stream.synchronize();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sizing a GPU of a group that cannot hold every particle: its slots after the extras,
+    /// what a share needs, and the group's limit that the error reports.
+    #[test]
+    fn slots_shares_and_the_group_limit() {
+        // 1e6 slots of free memory at 500 B/particle, 50 MB of extras: 1e5 slots less, 2 % off.
+        assert_eq!(slots_that_fit(1_000_000, 50_000_000, 500.0), 882_000);
+        assert_eq!(share_with_headroom(1_600_000, 4096), 1_704_096);
+        // Two GPUs of 882,000 slots, reserve 4096: (882,000 - 4096) / (17/16) each.
+        assert_eq!(group_max_particles(882_000, 2, 4096), 2 * 826_262);
+        // A share at the limit fits; one more does not.
+        let fit = slots_that_fit(1_000_000, 50_000_000, 500.0);
+        assert!(share_with_headroom(826_262, 4096) <= fit);
+        assert!(share_with_headroom(826_262 + 17, 4096) > fit);
     }
 }
