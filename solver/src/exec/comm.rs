@@ -31,6 +31,15 @@ pub trait Comm: Send + Sync + std::fmt::Debug {
     /// Sum over the ranks.
     fn sum_u64(&self, x: u64) -> u64;
 
+    /// Rank other than 0: starts sending `bytes` to rank 0 and returns without waiting for
+    /// rank 0 to take them (a rank's part of a frame). The previous post of this rank is
+    /// completed first. Not collective: rank 0 takes them with [`Comm::try_take_posted`].
+    fn post_to_root(&self, bytes: Vec<u8>);
+    /// Rank 0: what rank `from` posted, once it has arrived; `None` (at once) before.
+    fn try_take_posted(&self, from: usize) -> Option<Vec<u8>>;
+    /// Rank 0: what rank `from` posted, waiting for it.
+    fn take_posted(&self, from: usize) -> Vec<u8>;
+
     fn is_root(&self) -> bool {
         self.rank() == 0
     }
@@ -58,6 +67,15 @@ impl Comm for Solo {
     }
     fn broadcast(&self, _data: &mut Vec<u8>) {}
     fn broadcast_control(&self, _words: &mut [u64; 4]) {}
+    fn post_to_root(&self, _bytes: Vec<u8>) {
+        unreachable!("one process is rank 0: it posts nothing to itself");
+    }
+    fn try_take_posted(&self, from: usize) -> Option<Vec<u8>> {
+        unreachable!("one process has no rank {from} to take from");
+    }
+    fn take_posted(&self, from: usize) -> Vec<u8> {
+        unreachable!("one process has no rank {from} to take from");
+    }
     fn min_f64(&self, x: f64) -> f64 {
         x
     }

@@ -68,7 +68,11 @@ pub struct Coordinator {
     integrator: Integrator,
     /// Whether the stored forces belong to the current positions (velocity Verlet).
     forces_valid: bool,
-    index: IdIndex,
+    /// Shared with a frame still being assembled (rank 0 of several): it packs by the index of
+    /// its step even when inflow or outflow replaced this one since.
+    index: Arc<IdIndex>,
+    /// Rank 0's frame whose other ranks' particles are still on their way.
+    pending_frame: Option<PendingFrame>,
     /// History overflows counted before the workers started (from the state).
     base_overflows: u64,
     timers: StageTimers,
@@ -140,7 +144,7 @@ impl Coordinator {
         });
         let (time, step) = (state.time, state.step);
         let (forces_valid, base_overflows) = (state.forces_valid, state.history_overflows);
-        let index = IdIndex::new(&state.id);
+        let index = Arc::new(IdIndex::new(&state.id));
         let flow = state.flow.clone();
         let ranks = comm.size();
         assert!(
@@ -184,6 +188,7 @@ impl Coordinator {
             integrator: ctx.integrator,
             forces_valid,
             index,
+            pending_frame: None,
             base_overflows,
             timers: StageTimers::default(),
             migrations: Migrations::default(),
@@ -216,7 +221,8 @@ impl Coordinator {
             transport: Box::new(InProcess),
             integrator: Integrator::default(),
             forces_valid: false,
-            index: IdIndex::new(ids),
+            index: Arc::new(IdIndex::new(ids)),
+            pending_frame: None,
             base_overflows: 0,
             timers: StageTimers::default(),
             migrations: Migrations::default(),
@@ -430,7 +436,7 @@ impl Coordinator {
             let mut ids = self.index.ids();
             ids.extend(new.iter().map(|p| p.id));
             ids.sort_unstable();
-            self.index = IdIndex::new(&ids);
+            self.index = Arc::new(IdIndex::new(&ids));
         }
         self.timers.add(Stage::Exchange, t0.elapsed());
         Ok(())
@@ -640,7 +646,7 @@ impl Coordinator {
                     dead.peek() != Some(&id)
                 })
                 .collect();
-            self.index = IdIndex::new(&ids);
+            self.index = Arc::new(IdIndex::new(&ids));
         }
     }
 
@@ -697,7 +703,7 @@ impl Coordinator {
                 let mut ids = self.index.ids();
                 ids.extend(new.iter().map(|p| p.id));
                 ids.sort_unstable();
-                self.index = IdIndex::new(&ids);
+                self.index = Arc::new(IdIndex::new(&ids));
             }
             self.timers.add(Stage::Exchange, t0.elapsed());
         }
@@ -991,27 +997,91 @@ impl Coordinator {
                     }
                 }
                 if self.comm.size() > 1 {
-                    let local: Vec<ParticleBatch> = if root {
-                        Vec::new()
-                    } else {
-                        w.iter().map(|w| w.kinematics()).collect()
-                    };
-                    for b in self.gather_vec(local, "kinematics").unwrap_or_default() {
-                        let k = crate::exec::worker::KinematicsSlices {
-                            ids: &b.id,
-                            pos: &b.pos,
-                            vel: &b.vel,
-                            omega: &b.omega,
-                            force: &b.force,
-                            contacts: &b.contacts,
-                        };
-                        // SAFETY: forwarded contract; the other ranks' particles are disjoint
-                        // from this rank's and from each other.
-                        unsafe { crate::exec::worker::pack_kinematics(k, index, &out) };
+                    if !root {
+                        // This rank's particles leave for rank 0 without waiting for it.
+                        let local: Vec<ParticleBatch> = w.iter().map(|w| w.kinematics()).collect();
+                        self.comm.post_to_root(encode(&local));
+                        return Ok(false);
                     }
+                    // Rank 0 packs the other ranks' particles as they arrive
+                    // (kinematics_copy_done), with the index of this step.
+                    self.pending_frame = Some(PendingFrame {
+                        out,
+                        index: self.index.clone(),
+                        waiting: (1..self.comm.size()).collect(),
+                    });
+                    return Ok(!self.take_frame_parts(false));
                 }
                 Ok(false)
             }
         }
     }
+
+    /// Whether the frame [`Coordinator::begin_kinematics_copy`] started is complete (rank 0 of
+    /// several: packs the other ranks' parts that arrived, never waits).
+    pub fn kinematics_copy_done(&mut self) -> Result<bool, StepError> {
+        match &mut self.crew {
+            Crew::Fused(w) => w.kinematics_copy_done(),
+            Crew::Staged(_) => Ok(self.take_frame_parts(false)),
+        }
+    }
+
+    /// Completes the frame [`Coordinator::begin_kinematics_copy`] started.
+    pub fn wait_kinematics_copy(&mut self) -> Result<(), StepError> {
+        match &mut self.crew {
+            Crew::Fused(w) => w.wait_kinematics_copy(),
+            Crew::Staged(_) => {
+                self.take_frame_parts(true);
+                Ok(())
+            }
+        }
+    }
+
+    /// Packs the parts of the pending frame that have arrived (all of them, waiting, with
+    /// `wait`); true when the frame is complete (or none is pending).
+    fn take_frame_parts(&mut self, wait: bool) -> bool {
+        let Some(p) = self.pending_frame.as_mut() else {
+            return true;
+        };
+        let mut still = Vec::new();
+        for &r in &p.waiting {
+            let got = if wait {
+                Some(self.comm.take_posted(r))
+            } else {
+                self.comm.try_take_posted(r)
+            };
+            let Some(bytes) = got else {
+                still.push(r);
+                continue;
+            };
+            for b in decode::<Vec<ParticleBatch>>(&bytes, "kinematics") {
+                let k = crate::exec::worker::KinematicsSlices {
+                    ids: &b.id,
+                    pos: &b.pos,
+                    vel: &b.vel,
+                    omega: &b.omega,
+                    force: &b.force,
+                    contacts: &b.contacts,
+                };
+                // SAFETY: begin_kinematics_copy's contract keeps `out` valid and untouched
+                // until the frame is complete; the ranks' particles are disjoint.
+                unsafe { crate::exec::worker::pack_kinematics(k, &p.index, &p.out) };
+            }
+        }
+        p.waiting = still;
+        let done = p.waiting.is_empty();
+        if done {
+            self.pending_frame = None;
+        }
+        done
+    }
+}
+
+/// Rank 0's frame while the other ranks' particles are on their way (MPI): where they go
+/// and by which index.
+struct PendingFrame {
+    out: RawKinematics,
+    index: Arc<IdIndex>,
+    /// Ranks whose part has not arrived.
+    waiting: Vec<usize>,
 }

@@ -15,6 +15,17 @@ use std::time::{Duration, Instant};
 const CHUNK: usize = 1 << 30;
 /// Tag of the point-to-point messages of [`Comm::gather`].
 const GATHER_TAG: i32 = 17;
+/// Tag of [`Comm::post_to_root`]'s messages: a u64 length, then the bytes in chunks.
+const POST_TAG: i32 = 18;
+/// How long a rank that ends waits for rank 0 to take its last post before it gives up on it.
+const POST_DRAIN: Duration = Duration::from_secs(2);
+
+/// A non-blocking send in flight: its requests and the buffers they read, which must live until
+/// the requests complete (leaked boxes, freed by [`MpiComm::complete_posts`]).
+struct PendingPost {
+    requests: Vec<mpi::request::Request<'static, [u8], mpi::request::StaticScope>>,
+    buffers: Vec<*mut [u8]>,
+}
 
 /// Environment variables a launcher sets for each rank (Open MPI, MPICH/Hydra, Slurm's PMI).
 const LAUNCHER_VARS: [&str; 4] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"];
@@ -32,6 +43,8 @@ pub struct MpiComm {
     thread: ThreadId,
     rank: usize,
     size: usize,
+    /// This rank's post to rank 0 still in flight (only the initialising thread touches it).
+    post: std::cell::RefCell<Option<PendingPost>>,
 }
 
 impl std::fmt::Debug for MpiComm {
@@ -72,7 +85,53 @@ impl MpiComm {
             thread: std::thread::current().id(),
             rank,
             size,
+            post: std::cell::RefCell::new(None),
         })
+    }
+
+    /// Completes this rank's post in flight (waits for rank 0 to take it; `limit`: gives up
+    /// after that long, leaking the buffers, as a rank that ends does when rank 0 is gone).
+    fn complete_posts(&self, limit: Option<Duration>) {
+        let Some(p) = self.post.borrow_mut().take() else {
+            return;
+        };
+        let since = Instant::now();
+        let mut left = p.requests;
+        while !left.is_empty() {
+            let mut still = Vec::new();
+            for r in left {
+                if let Err(r) = r.test() {
+                    still.push(r);
+                }
+            }
+            left = still;
+            if left.is_empty() {
+                break;
+            }
+            if limit.is_some_and(|l| since.elapsed() > l) {
+                // Rank 0 never took it: dropping a live request would abort; leak it.
+                std::mem::forget(left);
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for b in p.buffers {
+            // SAFETY: each buffer was leaked by post_to_root and its request has completed, so
+            // nothing reads it any more.
+            drop(unsafe { Box::from_raw(b) });
+        }
+    }
+
+    /// Receives the bytes of a post whose length message `msg` was matched.
+    fn receive_post(&self, from: usize, msg: mpi::point_to_point::Message) -> Vec<u8> {
+        let mut len = 0u64;
+        msg.matched_receive_into(&mut len);
+        let p = self.world.process_at_rank(from as i32);
+        let mut buf = vec![0u8; len as usize];
+        for c in buf.chunks_mut(CHUNK) {
+            p.receive_into_with_tag(c, POST_TAG);
+        }
+        buf
     }
 
     fn check_thread(&self) {
@@ -214,6 +273,41 @@ impl Comm for MpiComm {
         });
     }
 
+    fn post_to_root(&self, bytes: Vec<u8>) {
+        self.check_thread();
+        assert_ne!(self.rank, 0, "rank 0 posts nothing to itself");
+        self.complete_posts(None);
+        let root = self.world.process_at_rank(0);
+        // The buffers must outlive the requests: leaked here, freed by complete_posts.
+        let len_box: Box<[u8]> = Box::new((bytes.len() as u64).to_ne_bytes());
+        let len_ptr = Box::into_raw(len_box);
+        let data_ptr = Box::into_raw(bytes.into_boxed_slice());
+        // SAFETY: both boxes stay allocated, and unwritten, until complete_posts frees them
+        // after their requests completed.
+        let (len, data): (&'static [u8], &'static [u8]) = unsafe { (&*len_ptr, &*data_ptr) };
+        let mut requests =
+            vec![root.immediate_send_with_tag(mpi::request::StaticScope, len, POST_TAG)];
+        for c in data.chunks(CHUNK) {
+            requests.push(root.immediate_send_with_tag(mpi::request::StaticScope, c, POST_TAG));
+        }
+        let buffers = vec![len_ptr, data_ptr];
+        *self.post.borrow_mut() = Some(PendingPost { requests, buffers });
+    }
+
+    fn try_take_posted(&self, from: usize) -> Option<Vec<u8>> {
+        self.check_thread();
+        let p = self.world.process_at_rank(from as i32);
+        let (msg, _) = p.immediate_matched_probe_with_tag(POST_TAG)?;
+        Some(self.receive_post(from, msg))
+    }
+
+    fn take_posted(&self, from: usize) -> Vec<u8> {
+        self.check_thread();
+        let p = self.world.process_at_rank(from as i32);
+        let (msg, _) = p.matched_probe_with_tag(POST_TAG);
+        self.receive_post(from, msg)
+    }
+
     fn min_f64(&self, x: f64) -> f64 {
         self.check_thread();
         let mut y = 0.0f64;
@@ -236,5 +330,14 @@ impl Comm for MpiComm {
         self.world
             .all_reduce_into(&x, &mut y, SystemOperation::sum());
         y
+    }
+}
+
+impl Drop for MpiComm {
+    fn drop(&mut self) {
+        // Before MPI is finalised (the fields drop after this): the last post must have left.
+        if std::thread::current().id() == self.thread {
+            self.complete_posts(Some(POST_DRAIN));
+        }
     }
 }

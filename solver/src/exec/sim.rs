@@ -572,17 +572,11 @@ impl Simulation {
     }
     /// See [`crate::exec::worker::FusedWorker::kinematics_copy_done`].
     pub fn kinematics_copy_done(&mut self) -> Result<bool, StepError> {
-        match self.coord.fused_mut() {
-            Some(w) => w.kinematics_copy_done(),
-            None => Ok(true),
-        }
+        self.coord.kinematics_copy_done()
     }
     /// See [`crate::exec::worker::FusedWorker::wait_kinematics_copy`].
     pub fn wait_kinematics_copy(&mut self) -> Result<(), StepError> {
-        match self.coord.fused_mut() {
-            Some(w) => w.wait_kinematics_copy(),
-            None => Ok(()),
-        }
+        self.coord.wait_kinematics_copy()
     }
 
     /// Per-particle kinematics in id order, f64 (cached until the next step; a device
