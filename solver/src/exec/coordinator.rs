@@ -1004,7 +1004,9 @@ impl Coordinator {
                         return Ok(false);
                     }
                     // Rank 0 packs the other ranks' particles as they arrive
-                    // (kinematics_copy_done), with the index of this step.
+                    // (kinematics_copy_done), with the index of this step. A frame still
+                    // pending is completed first: its parts must not land in this one.
+                    self.take_frame_parts(true);
                     self.pending_frame = Some(PendingFrame {
                         out,
                         index: self.index.clone(),
