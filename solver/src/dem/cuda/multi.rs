@@ -1086,4 +1086,44 @@ mod tests {
         assert!(share_with_headroom(826_262, 4096) <= fit);
         assert!(share_with_headroom(826_262 + 17, 4096) > fit);
     }
+
+    /// The refusal of a case too big for the GPUs names the GPU, what it needs and holds, and
+    /// about how many particles fit.
+    #[test]
+    fn a_case_too_big_for_the_gpus_says_how_many_fit() {
+        let e = CudaError::GroupDoesNotFit {
+            gpus: 2,
+            particles: 500_000_000,
+            device: 0,
+            share: 250_000_000,
+            need: 265_629_096,
+            fit: 180_000_000,
+            bytes_per_particle: 655.0,
+            max_particles: 338_815_096,
+        };
+        let m = e.to_string();
+        for part in [
+            "does not fit on 2 GPUs",
+            "500000000 particles",
+            "GPU 0 a share of 250000000",
+            "needs 265629096 particle slots",
+            "holds 180000000",
+            "and the frame staging",
+            "655 B/particle",
+            "at most about 338815096 particles fit",
+        ] {
+            assert!(m.contains(part), "{part:?} missing in: {m}");
+        }
+        let e1 = CudaError::GroupDoesNotFit {
+            gpus: 2,
+            particles: 10,
+            device: 1,
+            share: 5,
+            need: 6,
+            fit: 1,
+            bytes_per_particle: 1.0,
+            max_particles: 2,
+        };
+        assert!(!e1.to_string().contains("staging"), "{e1}");
+    }
 }
