@@ -216,22 +216,40 @@ fn opts(a: &Args) -> CudaOptions {
     }
 }
 
-/// Places the particles and starts the GPU. Field validation is skipped on purpose: the dense
-/// pack's lattice spacing is below the diameter (the overlap is the point of it).
-fn start(
-    case: &Case,
-    o: &CudaOptions,
-) -> Result<(CudaSim, solver::dem::state::StepContext, SimState)> {
+/// The case's particles as placed by its sources, at t = 0.
+fn generated_state(case: &Case) -> Result<SimState> {
     let particles = case.generate_particles()?;
     let n = particles.len();
-    let state = SimState::new(
+    Ok(SimState::new(
         0.0,
         0,
         particles.iter().map(|p| p.species).collect(),
         particles.iter().map(|p| p.position).collect(),
         particles.iter().map(|p| p.velocity).collect(),
         vec![[0.0; 3]; n],
-    );
+    ))
+}
+
+/// Particles at `pos`, at rest, species 0.
+fn rest_state(pos: Vec<[f64; 3]>) -> SimState {
+    let n = pos.len();
+    SimState::new(
+        0.0,
+        0,
+        vec![0; n],
+        pos,
+        vec![[0.0; 3]; n],
+        vec![[0.0; 3]; n],
+    )
+}
+
+/// Places the particles and starts the GPU. Field validation is skipped on purpose: the dense
+/// pack's lattice spacing is below the diameter (the overlap is the point of it).
+fn start(
+    case: &Case,
+    o: &CudaOptions,
+) -> Result<(CudaSim, solver::dem::state::StepContext, SimState)> {
+    let state = generated_state(case)?;
     let sc = cuda::step_context(case)?;
     let sim = CudaSim::new(&sc, &state, o)?;
     Ok((sim, sc, state))
@@ -243,15 +261,7 @@ fn start_at(
     pos: &[[f64; 3]],
     o: &CudaOptions,
 ) -> Result<(CudaSim, solver::dem::state::StepContext, SimState)> {
-    let n = pos.len();
-    let state = SimState::new(
-        0.0,
-        0,
-        vec![0; n],
-        pos.to_vec(),
-        vec![[0.0; 3]; n],
-        vec![[0.0; 3]; n],
-    );
+    let state = rest_state(pos.to_vec());
     let sc = cuda::step_context(case)?;
     let sim = CudaSim::new(&sc, &state, o)?;
     Ok((sim, sc, state))
@@ -883,29 +893,11 @@ fn start_state(n: usize, a: &Args) -> Result<(Case, SimState)> {
     match a.phase.as_str() {
         "dense" => {
             let (case, pos, _) = dense(n, &a.model)?;
-            let k = pos.len();
-            let state = SimState::new(
-                0.0,
-                0,
-                vec![0; k],
-                pos,
-                vec![[0.0; 3]; k],
-                vec![[0.0; 3]; k],
-            );
-            Ok((case, state))
+            Ok((case, rest_state(pos)))
         }
         _ => {
             let case = falling(n, &a.model)?;
-            let particles = case.generate_particles()?;
-            let k = particles.len();
-            let state = SimState::new(
-                0.0,
-                0,
-                particles.iter().map(|p| p.species).collect(),
-                particles.iter().map(|p| p.position).collect(),
-                particles.iter().map(|p| p.velocity).collect(),
-                vec![[0.0; 3]; k],
-            );
+            let state = generated_state(&case)?;
             Ok((case, state))
         }
     }

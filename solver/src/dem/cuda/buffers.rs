@@ -178,15 +178,7 @@ fn upload_bytes(
     ptr: u64,
     data: &[u8],
 ) -> Result<(), CudaError> {
-    let buf = state
-        .bufs
-        .iter_mut()
-        .find(|b| b.1.ptr == ptr)
-        .map(|b| &mut b.1.slice)
-        .expect("pointer of an allocated buffer");
-    stream
-        .memcpy_htod(data, &mut buf.slice_mut(0..data.len()))
-        .map_err(|e| CudaError::driver("uploading", e))
+    upload_bytes_at(stream, state, ptr, 0, data)
 }
 
 /// Uploads `data` into the buffer that starts at `ptr`, at byte `offset`.
