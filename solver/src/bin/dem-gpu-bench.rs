@@ -745,6 +745,14 @@ fn case_run(a: &Args) -> Result<()> {
 /// Publication share: steps/s for `--seconds` without publishing, then with a frame every
 /// 100 ms of wall time (pack on the GPU, async copy into a registered shared-memory segment,
 /// commit once the copy completed).
+/// A real segment for `n` particles, named after this process; the caller closes (removes) it.
+fn bench_segment(n: usize) -> Result<shm_protocol::Publisher> {
+    let name = format!("dem-gpu-bench-{}", std::process::id());
+    let caps = shm_protocol::Capacities::for_particles(n as u64);
+    shm_protocol::Publisher::create(&name, caps, shm_protocol::CreateOptions::default())
+        .context("creating the segment")
+}
+
 fn publish(a: &Args) -> Result<()> {
     let case = falling(a.particles, &a.model)?;
     let (mut sim, _, _) = start(&case, &opts(a))?;
@@ -762,11 +770,7 @@ fn publish(a: &Args) -> Result<()> {
     }
     let base = steps as f64 / t0.elapsed().as_secs_f64();
     // With publication into a real segment.
-    let name = format!("dem-gpu-bench-{}", std::process::id());
-    let caps = shm_protocol::Capacities::for_particles(n as u64);
-    let publisher =
-        shm_protocol::Publisher::create(&name, caps, shm_protocol::CreateOptions::default())
-            .context("creating the segment")?;
+    let publisher = bench_segment(n)?;
     let region_len = publisher.region().len();
     // SAFETY: the mapping lives as long as `publisher`, which outlives `_reg` (dropped first).
     let _reg = unsafe { sim.register_host(publisher.region().base(), region_len)? };
@@ -1074,11 +1078,7 @@ fn publish_group(a: &Args) -> Result<()> {
         done += 10;
     }
     let base = steps as f64 / t0.elapsed().as_secs_f64();
-    let name = format!("dem-gpu-bench-{}", std::process::id());
-    let caps = shm_protocol::Capacities::for_particles(n as u64);
-    let publisher =
-        shm_protocol::Publisher::create(&name, caps, shm_protocol::CreateOptions::default())
-            .context("creating the segment")?;
+    let publisher = bench_segment(n)?;
     let region_len = publisher.region().len();
     // SAFETY: the mapping lives as long as `publisher`; release_host_memory runs before it drops.
     unsafe { g.register_host_memory(publisher.region().base(), region_len) }
@@ -1158,7 +1158,10 @@ fn publish_group(a: &Args) -> Result<()> {
             ("publish_share", num(share)),
             ("report", js(&report)),
         ],
-    )
+    )?;
+    drop(writer);
+    publisher.close(shm_protocol::SolverState::Finished, false)?;
+    Ok(())
 }
 
 fn main() -> std::process::ExitCode {
