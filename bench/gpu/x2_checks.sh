@@ -29,6 +29,24 @@ result() {
   echo "RESULT $name rc=$rc $(( $(date +%s) - t0 )) s"
 }
 mb() { echo "+ dem-gpu-bench multi $*"; timeout 240 dem-gpu-bench multi "$@" --devices 0,1 --out "$J"; echo "RESULT multi rc=$?"; }
+# The built-in case at 100 M as a user runs it on both GPUs, with a viewer snapshot and analysis
+# attached to its segment while it runs, then a clean stop.
+user_100m() {
+  echo "+ solver --backend cuda --devices 0,1 --particles 100000000 --name-shm big"
+  solver --backend cuda --devices 0,1 --particles 100000000 --end-time 1 --name-shm big \
+    --progress-every 5 > "$OUT/user_100m.out" 2>&1 &
+  local sp=$! t=0
+  until shmctl info big 2>/dev/null | grep -q -i "frame"; do
+    sleep 2; t=$((t + 2)); (( t > 150 )) && break
+  done
+  sleep 10
+  shmctl info big
+  timeout 60 viewer --attach big --snapshot "$OUT/user_100m.png"; echo "RESULT viewer_snapshot rc=$?"
+  timeout 60 analysis --attach big --once --json | cut -c1-600; echo "RESULT analysis rc=$?"
+  shmctl send big stop
+  wait $sp; echo "RESULT user_100m rc=$?"
+  tail -n 8 "$OUT/user_100m.out"
+}
 case $part in
 tests)
   nvidia-smi topo -m
@@ -76,5 +94,6 @@ rest)
   item 80 timeout 120 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
     --seconds 5 --warmup 20 --out "$J"
   item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
+  item 200 user_100m
   ;;
 esac
