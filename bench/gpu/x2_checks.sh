@@ -36,7 +36,7 @@ user_100m() {
   solver --backend cuda --devices 0,1 --particles 100000000 --end-time 1 --name-shm big \
     --progress-every 5 > "$OUT/user_100m.out" 2>&1 &
   local sp=$! t=0
-  until shmctl info big 2>/dev/null | grep -q -i "frame"; do
+  until shmctl info big 2>/dev/null | grep -q "frame_seq: [1-9]"; do
     sleep 2; t=$((t + 2)); (( t > 150 )) && break
   done
   sleep 10
