@@ -4,6 +4,8 @@
 //! device ordinal run on one GPU (the exchange is the same device-to-device copy), so this runs
 //! wherever one NVIDIA GPU is; elsewhere (CI) each test prints "skipped: no GPU" and passes.
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "support/run_solver.rs"]
 mod run;
 #[path = "support/sph.rs"]
@@ -48,23 +50,9 @@ fn dam() -> (SphConstants, SphState) {
 }
 
 /// GPUs the slabs run on, in turn: `PARTICLE_SHM_TEST_DEVICES` (e.g. `0,1` on a two-GPU
-/// machine), default GPU 0 for every slab.
-fn test_devices() -> Vec<usize> {
-    let v = std::env::var("PARTICLE_SHM_TEST_DEVICES").unwrap_or_default();
-    if v.trim().is_empty() {
-        return vec![0];
-    }
-    v.split(',')
-        .map(|d| {
-            d.trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("PARTICLE_SHM_TEST_DEVICES={v:?}: not a GPU list"))
-        })
-        .collect()
-}
-
+/// machine; default GPU 0 for every slab).
 fn slab_devices(slabs: usize) -> Vec<usize> {
-    let list = test_devices();
+    let list = common::test_devices();
     (0..slabs).map(|i| list[i % list.len()]).collect()
 }
 
