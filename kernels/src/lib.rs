@@ -99,6 +99,7 @@ pub enum Kernel {
     KickDrift,
     Pack,
     Classify,
+    ClassifyBand,
     Unpack,
     LayerCounts,
     Outflow,
@@ -106,7 +107,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 14] = [
+    pub const ALL: [Kernel; 15] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -117,6 +118,7 @@ impl Kernel {
         Kernel::KickDrift,
         Kernel::Pack,
         Kernel::Classify,
+        Kernel::ClassifyBand,
         Kernel::Unpack,
         Kernel::LayerCounts,
         Kernel::Outflow,
@@ -136,6 +138,7 @@ impl Kernel {
             Kernel::KickDrift => "dem_kick_drift",
             Kernel::Pack => "dem_pack",
             Kernel::Classify => "dem_classify",
+            Kernel::ClassifyBand => "dem_classify_band",
             Kernel::Unpack => "dem_unpack",
             Kernel::LayerCounts => "dem_layer_counts",
             Kernel::Outflow => "dem_outflow",
@@ -152,6 +155,8 @@ pub const SCAN_THREADS: u32 = 256;
 pub const MESH_FILTER_LANES: u32 = 8;
 /// Slots each block of `dem_classify` handles (`CLASSIFY_CHUNK` in exchange.cu).
 pub const CLASSIFY_CHUNK: u32 = 4096;
+/// Work items each block of `dem_classify_band` handles (`BAND_ITEMS` in exchange.cu).
+pub const BAND_ITEMS: u32 = 1024;
 /// Block size `dem_collide` is compiled for (`__launch_bounds__` in contact.cu).
 pub const COLLIDE_THREADS: u32 = 128;
 
@@ -347,6 +352,7 @@ mod tests {
     fn shared_constants_match_the_sources() {
         let s = dem_module_source();
         assert!(s.contains(&format!("#define CLASSIFY_CHUNK {CLASSIFY_CHUNK}\n")));
+        assert!(s.contains(&format!("#define BAND_ITEMS {BAND_ITEMS}\n")));
     }
 
     #[test]

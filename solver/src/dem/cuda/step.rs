@@ -249,6 +249,10 @@ impl CudaSim {
         swap_history(&mut st.tmp, &mut st.cur);
         // The dead tail is gone: the next exchange appends behind the live slots.
         self.params.n = live;
+        if let Some(w) = self.window.as_mut() {
+            // Slots 0..live are in this sort's order now (the band classification uses it).
+            w.sorted = live;
+        }
         Ok(())
     }
 

@@ -36,6 +36,52 @@ pub(crate) struct ExchangeParams {
     pub rec_mig: u32,
 }
 const _: () = assert!(std::mem::size_of::<ExchangeParams>() == 72);
+
+/// `BandParams` of exchange.cu: the layers `dem_classify_band` looks at.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BandParams {
+    pub layers: [u32; 6],
+    pub n_layers: u32,
+    pub per_layer: u32,
+    pub o1: u32,
+    pub o2: u32,
+    pub sorted: u32,
+    pub pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<BandParams>() == 48);
+// SAFETY: #[repr(C)] integers only, the layout of exchange.cu's BandParams (size asserted).
+unsafe impl cudarc::driver::DeviceRepr for BandParams {}
+
+/// The band of a slab `[lo, hi)` along `axis` of a grid of `dims` cells: the distinct layers
+/// lo - 1 ..= lo + 1 and hi - 2 ..= hi inside the grid, ascending. Every particle that leaves
+/// the slab or becomes a ghost this step was in one of them at the last sort (it moves less
+/// than a cell a step; a bound moves one layer a decision). `sorted`: leading slots in the last
+/// sort's order.
+pub(crate) fn band(dims: [u32; 3], axis: usize, lo: u32, hi: u32, sorted: u32) -> BandParams {
+    let (o1, o2) = match axis {
+        0 => (1, 2),
+        1 => (0, 2),
+        _ => (0, 1),
+    };
+    let mut layers: Vec<u32> = (lo as i64 - 1..=lo as i64 + 1)
+        .chain(hi as i64 - 2..=hi as i64)
+        .filter(|&l| l >= 0 && l < dims[axis] as i64)
+        .map(|l| l as u32)
+        .collect();
+    layers.sort_unstable();
+    layers.dedup();
+    let mut b = BandParams {
+        n_layers: layers.len() as u32,
+        per_layer: dims[o1] * dims[o2],
+        o1: o1 as u32,
+        o2: o2 as u32,
+        sorted,
+        ..Default::default()
+    };
+    b.layers[..layers.len()].copy_from_slice(&layers);
+    b
+}
 // SAFETY: #[repr(C)] integers only, the layout of exchange.cu's ExchangeParams (size asserted).
 unsafe impl cudarc::driver::DeviceRepr for ExchangeParams {}
 
@@ -95,6 +141,9 @@ pub(crate) struct Window {
     pub layer_counts: Buf,
     /// Bytes of the exchange buffers (memory report).
     pub bytes: u64,
+    /// Leading slots in the order of the last sort (grid start lists them by cell); 0 before
+    /// the first sort, when `dem_classify` looks at every slot.
+    pub sorted: u32,
 }
 
 fn blocks(n: u32, threads: u32) -> LaunchConfig {
@@ -162,6 +211,7 @@ impl CudaSim {
             counts,
             layer_counts,
             bytes: 0,
+            sorted: 0,
         };
         self.params.split_axis = axis as u32;
         self.window = Some(w);
@@ -256,6 +306,34 @@ impl CudaSim {
         }
         .map_err(|e| CudaError::driver("clearing the exchange counts", e))?;
         let (p, cur) = (self.params, self.state.cur);
+        if w.sorted > 0 {
+            // Only the layers next to the bounds, and what was appended since the last sort.
+            let axis = p.split_axis as usize;
+            let bp = band(p.dims, axis, p.slab_lo, p.slab_hi, w.sorted);
+            let items = bp.n_layers * bp.per_layer + (p.n - w.sorted);
+            let start = self.state.grid.start;
+            let mut b = self
+                .stream
+                .launch_builder(self.module.function(Kernel::ClassifyBand));
+            b.arg(&p)
+                .arg(&cur)
+                .arg(&x)
+                .arg(&start)
+                .arg(&bp)
+                .arg(&items);
+            let cfg = LaunchConfig {
+                grid_dim: (items.div_ceil(kernels::BAND_ITEMS).max(1), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: dem_classify_band(DemParams, ParticleArrays, ExchangeParams, const
+            // unsigned* start, BandParams, unsigned): start (cells + 1 entries) lists the cells
+            // of the last sort, whose slots 0..sorted <= n are in that order; reads those slots
+            // of the band's cells and the slots sorted..n; writes as dem_classify does.
+            unsafe { b.launch(cfg) }
+                .map_err(|e| CudaError::driver("launching dem_classify_band", e))?;
+            return Ok(());
+        }
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Classify));
@@ -452,5 +530,25 @@ impl CudaSim {
     /// The window, if this sim is one GPU of several.
     pub(crate) fn window(&self) -> Option<&Window> {
         self.window.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The band holds the layers around both bounds, once each, inside the grid.
+    #[test]
+    fn band_layers_around_the_bounds() {
+        let b = band([10, 4, 5], 0, 3, 8, 100);
+        assert_eq!(&b.layers[..b.n_layers as usize], &[2, 3, 4, 6, 7, 8]);
+        assert_eq!((b.per_layer, b.o1, b.o2, b.sorted), (20, 1, 2, 100));
+        // A first slab of three layers along z: no layer below 0, the two sides overlap.
+        let b = band([4, 4, 10], 2, 0, 3, 7);
+        assert_eq!(&b.layers[..b.n_layers as usize], &[0, 1, 2, 3]);
+        assert_eq!((b.per_layer, b.o1, b.o2), (16, 0, 1));
+        // The last slab: no layer past the grid.
+        let b = band([6, 4, 4], 0, 3, 6, 1);
+        assert_eq!(&b.layers[..b.n_layers as usize], &[2, 3, 4, 5]);
     }
 }
