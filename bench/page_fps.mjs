@@ -87,7 +87,7 @@ for (const { n, max } of cases) {
 }
 
 writeFileSync(out, JSON.stringify({
-  bench: "forwarder browser page: frames built, uploaded and drawn per second (headless Chromium, software GL), fake solver publishing positions at 60 Hz, page subscribed to quantised 16-bit positions at max_rate_hz 30",
+  bench: "forwarder browser page: frames built, uploaded and drawn per second (headless Chromium, software GL), fake solver publishing positions at 60 Hz, page subscribed to quantised 16-bit positions at max_rate_hz 30 and max_particles M (protocol 4: the forwarder sends every k-th particle)",
   command: `cargo build --release -p forwarder && node --experimental-websocket bench/page_fps.mjs --seconds ${seconds} --max ${maxDrawn} ${argv.join(" ")}`,
   cores: cpus().length,
   note: "fake solver, forwarder, Chromium (renderer + GPU process running SwiftShader on the CPU) share this machine's cores; the page's colour mode is species (positions + static arrays)",

@@ -30,6 +30,16 @@ pub fn sendable_fields(frame: &Frame, wanted: u32) -> u32 {
         .fold(0, |m, f| m | f.bit())
 }
 
+/// Stride of a frame of `n` particles for a client wanting at most `max_particles` (0: all):
+/// the smallest k with `ceil(n / k) <= max_particles`.
+pub fn sampling_stride(n: u64, max_particles: u64) -> u64 {
+    if max_particles == 0 || n <= max_particles {
+        1
+    } else {
+        n.div_ceil(max_particles)
+    }
+}
+
 /// The raw bytes of a field of an owned frame.
 fn field_bytes(frame: &Frame, f: FieldKind) -> Option<&[u8]> {
     fn v3(v: &Option<Vec<[f32; 3]>>) -> Option<&[u8]> {
@@ -105,7 +115,12 @@ pub fn quant_box(world: Option<([f64; 3], [f64; 3])>, positions: &[[f32; 3]]) ->
 }
 
 /// Quantises positions to `u16 x3` within `[lo, hi]` (clamped; NaN maps to 0).
-fn quantise(positions: &[[f32; 3]], lo: [f32; 3], hi: [f32; 3], out: &mut Vec<u8>) {
+fn quantise<'a>(
+    positions: impl ExactSizeIterator<Item = &'a [f32; 3]>,
+    lo: [f32; 3],
+    hi: [f32; 3],
+    out: &mut Vec<u8>,
+) {
     let scale: [f32; 3] = std::array::from_fn(|a| {
         if hi[a] > lo[a] {
             65535.0 / (hi[a] - lo[a])
@@ -126,21 +141,34 @@ fn quantise(positions: &[[f32; 3]], lo: [f32; 3], hi: [f32; 3], out: &mut Vec<u8
 /// Appends `bytes` and zero padding up to a multiple of 4 of their length.
 fn push_padded(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
-    out.resize(out.len() + pad4(bytes.len()) - bytes.len(), 0);
+    pad_to_4(out, bytes.len());
 }
 
-/// Builds a frame's header for `wanted` fields and appends the payload to `out`
-/// (`out` already holds the message start, see `codec::begin_*`; it starts 4-aligned).
+/// Zero bytes after an array of `len` bytes, up to a multiple of 4.
+fn pad_to_4(out: &mut Vec<u8>, len: usize) {
+    out.resize(out.len() + pad4(len) - len, 0);
+}
+
+/// Builds a frame's header for `wanted` fields, at most `max_particles` particles (0: all)
+/// (see [`crate::protocol::FrameHeader::stride`]).
 pub fn frame_header(
     frame: &Frame,
     epoch: u64,
     wanted: u32,
     enc: PositionEncoding,
     world: Option<([f64; 3], [f64; 3])>,
+    max_particles: u64,
 ) -> FrameHeader {
-    let fields = sendable_fields(frame, wanted);
+    let n = frame.meta.particle_count;
+    let stride = sampling_stride(n, max_particles);
+    let mut fields = sendable_fields(frame, wanted);
+    if stride > 1 {
+        // Each element must be nameable: the frame's ids, or the sampled indices.
+        fields |= FieldKind::ParticleId.bit();
+    }
     let mut meta = frame.meta;
     meta.fields = fields;
+    meta.particle_count = n.div_ceil(stride);
     let [quant_min, quant_max] = match (&frame.positions, enc) {
         (Some(p), PositionEncoding::Quantized16) if fields & FieldKind::Position.bit() != 0 => {
             quant_box(world, p)
@@ -153,10 +181,13 @@ pub fn frame_header(
         positions: enc,
         quant_min,
         quant_max,
+        stride,
+        frame_particles: n,
     }
 }
 
-/// Appends the payload described by `h` (from [`frame_header`]) to `out`.
+/// Appends the payload described by `h` (from [`frame_header`]) to `out`
+/// (`out` already holds the message start, see `codec::begin_*`; it starts 4-aligned).
 pub fn write_frame_payload(frame: &Frame, h: &FrameHeader, out: &mut Vec<u8>) {
     for b in &frame.bodies {
         for v in b
@@ -169,16 +200,34 @@ pub fn write_frame_payload(frame: &Frame, h: &FrameHeader, out: &mut Vec<u8>) {
             out.extend_from_slice(&v.to_le_bytes());
         }
     }
+    let k = h.stride.max(1) as usize;
+    let count = h.meta.particle_count as usize;
     for f in FieldKind::ALL {
         if h.meta.fields & f.bit() == 0 {
             continue;
         }
         match (f, h.positions, &frame.positions) {
             (FieldKind::Position, PositionEncoding::Quantized16, Some(p)) => {
-                quantise(p, h.quant_min, h.quant_max, out);
-                out.resize(out.len() + pad4(p.len() * 6) - p.len() * 6, 0);
+                quantise(p.iter().step_by(k), h.quant_min, h.quant_max, out);
+                pad_to_4(out, count * 6);
             }
-            _ => push_padded(out, field_bytes(frame, f).unwrap_or(&[])),
+            _ => match field_bytes(frame, f) {
+                Some(bytes) if k == 1 => push_padded(out, bytes),
+                Some(bytes) => {
+                    let e = f.element_size() as usize;
+                    for c in bytes.chunks_exact(e).step_by(k) {
+                        out.extend_from_slice(c);
+                    }
+                    pad_to_4(out, count * e);
+                }
+                // Only `particle_id` of a subsampled frame without ids: the sampled indices
+                // (ids are static entries, and element i of such a frame is static entry i).
+                None => {
+                    for i in 0..count {
+                        out.extend_from_slice(&((i * k) as u32).to_le_bytes());
+                    }
+                }
+            },
         }
     }
 }
@@ -226,6 +275,17 @@ pub fn read_frame(h: &FrameHeader, payload: &[u8]) -> Result<Frame, CodecError> 
             "unknown field bits {:#x}",
             h.meta.fields
         )));
+    }
+    if h.stride == 0 || h.frame_particles.div_ceil(h.stride) != n {
+        return Err(CodecError::Invalid(format!(
+            "frame of {} particles sampled every {} cannot hold {n}",
+            h.frame_particles, h.stride
+        )));
+    }
+    if h.stride > 1 && h.meta.fields & FieldKind::ParticleId.bit() == 0 {
+        return Err(CodecError::Invalid(
+            "subsampled frame without particle ids".into(),
+        ));
     }
     let want = frame_payload_len(n, h.meta.body_count as u64, h.meta.fields, h.positions)
         .ok_or_else(|| CodecError::Invalid("frame sizes overflow".into()))?;
@@ -449,7 +509,7 @@ mod tests {
     #[test]
     fn f32_frames_round_trip_exactly() {
         let f = frame(5);
-        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None);
+        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None, 0);
         let mut out = Vec::new();
         write_frame_payload(&f, &h, &mut out);
         assert_eq!(
@@ -469,6 +529,7 @@ mod tests {
             FieldKind::Position.bit(),
             PositionEncoding::Quantized16,
             world,
+            0,
         );
         let mut out = Vec::new();
         write_frame_payload(&f, &h, &mut out);
@@ -514,7 +575,7 @@ mod tests {
         let st_back = read_static(&sh, payload).unwrap();
         assert_eq!(st_back, st);
 
-        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None);
+        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None, 0);
         let mut wire = codec::begin_tcp(&ServerMsg::Frame(h.clone()), 0);
         write_frame_payload(&f, &h, &mut wire);
         let body = codec::read_message(&mut &codec::finish_tcp(wire)[..], u64::MAX).unwrap();
@@ -539,16 +600,112 @@ mod tests {
         assert_eq!(json["Frame"]["meta"]["removed_mass"], 0.75);
     }
 
+    /// `max_particles`: every k-th particle, named by its id; quantised positions sampled the
+    /// same way; frames with their own ids keep them; a frame within the limit is whole.
+    #[test]
+    fn subsampled_frames_name_their_particles() {
+        let f = frame(10);
+        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None, 4);
+        assert_eq!(
+            (h.stride, h.frame_particles, h.meta.particle_count),
+            (3, 10, 4)
+        );
+        let mut out = Vec::new();
+        write_frame_payload(&f, &h, &mut out);
+        let back = read_frame(&h, &out).unwrap();
+        let want: Vec<u32> = vec![0, 3, 6, 9];
+        assert_eq!(back.particle_ids.as_deref(), Some(&want[..]));
+        assert_eq!(back.contact_counts.as_deref(), Some(&want[..]));
+        let xs: Vec<f32> = back.positions.unwrap().iter().map(|p| p[0]).collect();
+        assert_eq!(xs, [0.0, 3.0, 6.0, 9.0]);
+
+        let world = Some(([0.0, 0.0, -2.0], [10.0, 1.0, 0.0]));
+        let h = frame_header(
+            &f,
+            1,
+            FieldKind::Position.bit(),
+            PositionEncoding::Quantized16,
+            world,
+            5,
+        );
+        let mut out = Vec::new();
+        write_frame_payload(&f, &h, &mut out);
+        let back = read_frame(&h, &out).unwrap();
+        let xs: Vec<f32> = back
+            .positions
+            .unwrap()
+            .iter()
+            .map(|p| p[0].round())
+            .collect();
+        assert_eq!((h.stride, xs), (2, vec![0.0, 2.0, 4.0, 6.0, 8.0]));
+        assert_eq!(back.particle_ids.as_deref(), Some(&[0, 2, 4, 6, 8][..]));
+
+        let mut g = frame(5);
+        g.particle_ids = Some(vec![40, 41, 42, 43, 44]);
+        g.meta.fields |= FieldKind::ParticleId.bit();
+        let h = frame_header(
+            &g,
+            1,
+            FieldKind::Position.bit(),
+            PositionEncoding::F32,
+            None,
+            2,
+        );
+        let mut out = Vec::new();
+        write_frame_payload(&g, &h, &mut out);
+        let back = read_frame(&h, &out).unwrap();
+        assert_eq!(back.particle_ids.as_deref(), Some(&[40, 43][..]));
+
+        let h = frame_header(
+            &f,
+            1,
+            FieldKind::Position.bit(),
+            PositionEncoding::F32,
+            None,
+            10,
+        );
+        assert_eq!((h.stride, h.meta.particle_count, h.meta.fields), (1, 10, 1));
+    }
+
+    #[test]
+    fn inconsistent_sampling_is_rejected() {
+        let f = frame(10);
+        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None, 4);
+        let mut out = Vec::new();
+        write_frame_payload(&f, &h, &mut out);
+        for bad in [
+            FrameHeader {
+                stride: 0,
+                ..h.clone()
+            },
+            FrameHeader {
+                stride: 2,
+                ..h.clone()
+            },
+            FrameHeader {
+                frame_particles: 20,
+                ..h.clone()
+            },
+        ] {
+            assert!(read_frame(&bad, &out).is_err(), "{bad:?}");
+        }
+        let mut no_ids = h.clone();
+        no_ids.meta.fields &= !FieldKind::ParticleId.bit();
+        let e = read_frame(&no_ids, &out[..out.len() - 16]).unwrap_err();
+        assert!(e.to_string().contains("without particle ids"), "{e}");
+    }
+
     #[test]
     fn wrong_payload_sizes_are_rejected() {
         let f = frame(3);
-        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None);
+        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None, 0);
         let mut out = Vec::new();
         write_frame_payload(&f, &h, &mut out);
         out.pop();
         assert!(read_frame(&h, &out).is_err());
         let mut huge = h.clone();
         huge.meta.particle_count = u64::MAX / 2;
+        huge.frame_particles = u64::MAX / 2;
         assert!(read_frame(&huge, &out).is_err());
     }
 }

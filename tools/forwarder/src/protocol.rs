@@ -12,7 +12,8 @@ use shm_protocol::{Command, CommandOutcome, FrameMeta, SolverStatus};
 pub const PROTOCOL_NAME: &str = "particle-shm-forwarder";
 /// Bumped on any incompatible change of this file or of the payload layouts. 3: the frame
 /// header's `meta` ends in `removed_count` and `removed_mass` (shm-protocol's `FrameMeta`).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: `Subscription::max_particles`; the frame header's `stride` and `frame_particles`.
+pub const PROTOCOL_VERSION: u32 = 4;
 /// Largest message a client may send (body bytes after the length prefix). Commands and
 /// hellos are a few hundred bytes; anything larger is an attack or a bug.
 pub const MAX_CLIENT_MESSAGE: u32 = 64 * 1024;
@@ -47,6 +48,12 @@ pub struct Subscription {
     /// Send the static per-particle arrays (ids, species, radii, triangles); without them the
     /// static message carries only the world box, species, meshes' names and configuration.
     pub static_arrays: bool,
+    /// Most particles per frame (0 = all). A frame holding more is sent subsampled: every
+    /// `stride`-th particle, `stride = ceil(N / max_particles)`, named by its particle id (see
+    /// [`FrameHeader::stride`]). What lets a browser on a laptop follow a 10 M-particle run.
+    /// May be left out of a JSON subscription (0).
+    #[serde(default)]
+    pub max_particles: u64,
 }
 
 impl Default for Subscription {
@@ -56,6 +63,7 @@ impl Default for Subscription {
             positions: PositionEncoding::F32,
             max_rate_hz: 0.0,
             static_arrays: true,
+            max_particles: 0,
         }
     }
 }
@@ -205,17 +213,38 @@ pub struct StaticHeader {
 ///
 /// In a run whose particle set changes the frame holds only the live particles, and element `i`
 /// is the particle `particle_id[i]` (bit 7): a client that looks up species or radii in the
-/// static arrays subscribes to it and indexes them by id (`StaticData::per_element`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// static arrays subscribes to it and indexes them by id (`StaticData::per_element`). A
+/// subsampled frame (`stride` > 1) always carries `particle_id`, subscribed or not.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FrameHeader {
     pub epoch: u64,
     /// The segment's metadata, in its field order, ending in `removed_count` (particles removed
-    /// by outflow regions since t = 0) and `removed_mass` [kg]; `meta.fields` is what this
-    /// message carries.
+    /// by outflow regions since t = 0) and `removed_mass` [kg]; `meta.fields` and
+    /// `meta.particle_count` are what this message carries.
     pub meta: FrameMeta,
     pub positions: PositionEncoding,
     /// Quantisation box (meaningful with `Quantized16`): the world box of the static data when
     /// it is finite and non-empty, else the frame's bounding box.
     pub quant_min: [f32; 3],
     pub quant_max: [f32; 3],
+    /// 1: every particle of the frame. k > 1 (the subscription's `max_particles`): element `i`
+    /// is the frame's particle `k * i`, and `particle_id` names each element (the frame's own
+    /// ids, or `k * i` where the frame has none: its static entry).
+    pub stride: u64,
+    /// Particles of the frame in the segment (`meta.particle_count` when `stride` is 1).
+    pub frame_particles: u64,
+}
+
+impl Default for FrameHeader {
+    fn default() -> Self {
+        Self {
+            epoch: 0,
+            meta: FrameMeta::default(),
+            positions: PositionEncoding::default(),
+            quant_min: [0.0; 3],
+            quant_max: [0.0; 3],
+            stride: 1,
+            frame_particles: 0,
+        }
+    }
 }

@@ -167,6 +167,35 @@ fn browser_page_draws_particles_and_its_pause_button_pauses_the_solver() {
     solver.stop();
 }
 
+/// `?max=5000` on a 20,000-particle run: the forwarder sends every fourth particle (the page
+/// receives 5,000, not 20,000) and the HUD says what is drawn of the whole.
+#[test]
+fn browser_max_particles_is_applied_by_the_forwarder() {
+    chromium();
+    let name = unique_name("webmax");
+    let solver = FakeSolver::start(
+        &name,
+        SolverOptions {
+            particles: 20_000,
+            fields: FieldKind::Position.bit() | FieldKind::Velocity.bit(),
+            interval: Duration::from_millis(20),
+            reuse_positions: false,
+        },
+    );
+    let fw = ForwarderProcess::start(Path::new(env!("CARGO_BIN_EXE_forwarder")), &name, &[]);
+    let dir = TestDir::new("webmax");
+    let dom = dump_dom(&format!("http://{}/?max=5000&color=speed", fw.addr), &dir.0);
+    let attr = |k| data_attr(&dom, k).unwrap_or_default();
+    assert_eq!(
+        (attr("received"), attr("drawn"), attr("total")),
+        ("5000".into(), "5000".into(), "20000".into()),
+        "DOM:\n{dom}\nforwarder log:\n{}",
+        fw.log()
+    );
+    assert!(dom.contains("drawn of 20,000 (every 4th)"), "{dom}");
+    solver.stop();
+}
+
 /// A test directory of its own (Chromium profile, screenshots), removed on drop unless
 /// `FORWARDER_KEEP_SCREENSHOT` is set.
 struct TestDir(PathBuf);

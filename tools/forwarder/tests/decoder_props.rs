@@ -24,7 +24,8 @@ fn decode_all(body: &[u8]) {
     let _ = codec::decode_client_json(&String::from_utf8_lossy(body));
 }
 
-fn valid_frame_message(n: usize, quantised: bool) -> Vec<u8> {
+/// `max_particles` 0: the whole frame; else subsampled (with synthesised particle ids).
+fn valid_frame_message(n: usize, quantised: bool, max_particles: u64) -> Vec<u8> {
     let frame = Frame {
         meta: FrameMeta {
             seq: 3,
@@ -43,7 +44,7 @@ fn valid_frame_message(n: usize, quantised: bool) -> Vec<u8> {
     } else {
         PositionEncoding::F32
     };
-    let h = payload::frame_header(&frame, 1, u32::MAX, enc, None);
+    let h = payload::frame_header(&frame, 1, u32::MAX, enc, None, max_particles);
     let mut buf = codec::begin_tcp(&ServerMsg::Frame(h.clone()), 0);
     payload::write_frame_payload(&frame, &h, &mut buf);
     codec::finish_tcp(buf)
@@ -64,10 +65,10 @@ proptest! {
     }
 
     #[test]
-    fn corrupted_frames_never_panic(n in 0usize..64, quantised: bool,
+    fn corrupted_frames_never_panic(n in 0usize..64, quantised: bool, max_particles in 0u64..8,
                                     edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
                                     cut in any::<usize>()) {
-        let mut wire = valid_frame_message(n, quantised);
+        let mut wire = valid_frame_message(n, quantised, max_particles);
         for (at, v) in edits {
             let i = 4 + at % (wire.len() - 4);
             wire[i] = v;
@@ -94,14 +95,16 @@ proptest! {
 #[test]
 fn valid_frames_decode() {
     for quantised in [false, true] {
-        let wire = valid_frame_message(9, quantised);
-        let body = codec::read_message(&mut &wire[..], 1 << 20).expect("read");
-        let (msg, p) = codec::decode_server(&body).expect("decode");
-        let ServerMsg::Frame(h) = msg else {
-            panic!("not a frame")
-        };
-        let f = payload::read_frame(&h, p).expect("frame");
-        assert_eq!(f.positions.expect("positions").len(), 9);
-        assert_eq!(f.densities.expect("densities"), vec![1000.0; 9]);
+        for (max, len) in [(0, 9), (4, 3)] {
+            let wire = valid_frame_message(9, quantised, max);
+            let body = codec::read_message(&mut &wire[..], 1 << 20).expect("read");
+            let (msg, p) = codec::decode_server(&body).expect("decode");
+            let ServerMsg::Frame(h) = msg else {
+                panic!("not a frame")
+            };
+            let f = payload::read_frame(&h, p).expect("frame");
+            assert_eq!(f.positions.expect("positions").len(), len);
+            assert_eq!(f.densities.expect("densities"), vec![1000.0; len]);
+        }
     }
 }

@@ -143,6 +143,41 @@ fn frames_equal_the_segment_and_commands_round_trip() {
             );
         }
     }
+
+    // At most 300 of the 1000 particles: every fourth, exact, named by its id.
+    src.subscribe(Subscription {
+        fields: FieldKind::Position.bit() | FieldKind::Velocity.bit(),
+        max_particles: 300,
+        ..Subscription::default()
+    })
+    .expect("subscribe");
+    let deadline = Instant::now() + T;
+    let f = loop {
+        let f = next_frame(&mut src, seq);
+        seq = f.meta.seq;
+        if f.meta.particle_count < n as u64 {
+            break f;
+        }
+        assert!(Instant::now() < deadline, "max_particles not applied");
+    };
+    assert_eq!(f.meta.particle_count, 250);
+    let ids: Vec<u32> = (0..250).map(|i| 4 * i).collect();
+    assert_eq!(f.particle_ids.as_deref(), Some(&ids[..]));
+    let want_pos: Vec<_> = (0..n).step_by(4).map(|i| position(f.meta.seq, i)).collect();
+    let want_vel: Vec<_> = (0..n).step_by(4).map(|i| velocity(f.meta.seq, i)).collect();
+    assert!(same_bits(
+        f.positions.as_deref().expect("positions"),
+        &want_pos
+    ));
+    assert!(same_bits(
+        f.velocities.as_deref().expect("velocities"),
+        &want_vel
+    ));
+    // Species and radii by id, as for a run whose particle set changes.
+    let radii =
+        shm_protocol::StaticData::per_element(&statics.particle_radius, f.particle_ids.as_deref())
+            .expect("ids within the static arrays");
+    assert_eq!(radii.len(), 250);
     drop(src);
     solver.stop();
 }

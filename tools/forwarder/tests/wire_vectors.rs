@@ -115,6 +115,7 @@ fn client_messages() -> Vec<Value> {
         positions: PositionEncoding::Quantized16,
         max_rate_hz: 2.5,
         static_arrays: true,
+        max_particles: 200_000,
     };
     vec![
         client("hello_default", hello("", Subscription::default())),
@@ -169,8 +170,9 @@ fn frame_vector(
     frame: &Frame,
     enc: PositionEncoding,
     world: Option<([f64; 3], [f64; 3])>,
+    max_particles: u64,
 ) -> Value {
-    let h = payload::frame_header(frame, 7, u32::MAX, enc, world);
+    let h = payload::frame_header(frame, 7, u32::MAX, enc, world, max_particles);
     let msg = ServerMsg::Frame(h.clone());
     let mut wire = codec::begin_tcp(&msg, 0);
     payload::write_frame_payload(frame, &h, &mut wire);
@@ -452,18 +454,37 @@ fn server_messages() -> Vec<Value> {
             &full,
             PositionEncoding::F32,
             None,
+            0,
         ),
         frame_vector(
             "frame_quantized_bounding_box",
             &quantised,
             PositionEncoding::Quantized16,
             None,
+            0,
         ),
         frame_vector(
             "frame_quantized_world_box",
             &world_box_frame,
             PositionEncoding::Quantized16,
             Some(([0.0, 0.0, -0.1], [0.1, 0.1, 0.3])),
+            0,
+        ),
+        // At most 2 of 5 particles: every third, named by the sampled indices (no ids).
+        frame_vector(
+            "frame_subsampled_quantized",
+            &world_box_frame,
+            PositionEncoding::Quantized16,
+            Some(([0.0, 0.0, -0.1], [0.1, 0.1, 0.3])),
+            2,
+        ),
+        // A frame with its own ids, every second of 3: they keep those ids.
+        frame_vector(
+            "frame_subsampled_ids",
+            &full,
+            PositionEncoding::F32,
+            None,
+            2,
         ),
     ]
 }

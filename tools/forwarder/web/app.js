@@ -2,12 +2,13 @@
 // pass and the WebGL2 renderer to the page's controls and HUD.
 //
 // Query flags (all optional): token=T, rate=HZ (max_rate_hz), color=MODE, range=LO,HI,
-// max=N (max particles drawn), clip=AXIS,VALUE[,above], view=top, hide=S1,S2 (species ids).
+// max=N (max particles received and drawn), clip=AXIS,VALUE[,above], view=top, hide=S1,S2 (species ids).
 // Test/bench hooks, each doing what a user would: autopause=1 (presses Pause after the first
 // frame is drawn), typetoken=T (types T into the token form when it appears and presses
 // Connect), probe=X,Y,Z;... (writes the screen positions of these world points to
 // body[data-probes]), bench=S (counts frames drawn for S s, result in body[data-bench]).
-// The page reports its state on <body data-*>: renderer, state, frames, drawn, total, legend.
+// The page reports its state on <body data-*>: renderer, state, frames, drawn, total, received
+// (particles in the last frame message), legend.
 
 import { Camera } from "./camera.js";
 import { build, COLOR_BY, SPECIES_PALETTE } from "./colors.js";
@@ -55,7 +56,10 @@ function subscription() {
   const need = COLOR_BY[opts.colorBy][1];
   let fields = (1 << FIELD.position) | (1 << FIELD.particle_id);
   if (need !== null) fields |= 1 << need;
-  return { fields, positions: "Quantized16", max_rate_hz: rate, static_arrays: true };
+  // The forwarder sends at most maxParticles (every k-th, named by id): a 10 M-particle frame
+  // costs the network and this page what a 200 k one does.
+  return { fields, positions: "Quantized16", max_rate_hz: rate, static_arrays: true,
+    max_particles: opts.maxParticles };
 }
 
 function connect() {
@@ -124,7 +128,9 @@ function tick() {
     body.frames = framesDrawn;
     body.drawn = built.count;
     body.total = built.total;
+    body.received = frame.n;
     showLegend();
+    if (framesDrawn === 1) showHud(); // not "no frame yet" for up to a second
   }
   if (needDraw) {
     renderer.draw(camera);
@@ -247,7 +253,11 @@ $("clipaxis").onchange = $("clipvalue").onchange = $("clipkeep").onchange = () =
   rebuild();
 };
 $("maxp").value = opts.maxParticles;
-$("maxp").onchange = (e) => { opts.maxParticles = Math.max(1, Number(e.target.value) || 1); rebuild(); };
+$("maxp").onchange = (e) => {
+  opts.maxParticles = Math.max(1, Math.floor(Number(e.target.value)) || 1);
+  client.subscribe(subscription());
+  rebuild();
+};
 $("rate").value = rate;
 $("rate").onchange = (e) => { rate = Math.max(1, Number(e.target.value) || 30); client.subscribe(subscription()); };
 $("reset").onclick = () => { const [lo, hi] = worldBox(); camera.reset(lo, hi); needDraw = true; };

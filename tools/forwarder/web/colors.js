@@ -61,11 +61,14 @@ export function build(frame, st, opts) {
   const n = frame.n;
   const pos = frame.fields[FIELD.position];
   const frameIds = frame.fields[FIELD.particle_id] || null;
+  // The forwarder already sent every k-th particle (header.stride); a frame that arrives with
+  // more than maxParticles (sent before a smaller limit reached the forwarder) is thinned here.
   const stride = Math.max(1, Math.ceil(n / Math.max(1, opts.maxParticles)));
   const cap = Math.ceil(n / stride);
   const q = frame.quantised;
+  const h = frame.header;
   const out = {
-    total: n, stride, count: 0, quantised: q,
+    total: h.frame_particles ?? n, stride: (h.stride || 1) * stride, count: 0, quantised: q,
     pos: q ? new Uint16Array(3 * cap) : new Float32Array(3 * cap),
     radius: new Float32Array(cap), color: new Uint8Array(4 * cap),
     range: null, mode: opts.colorBy,
@@ -75,7 +78,7 @@ export function build(frame, st, opts) {
   const sSpecies = st && st.species, sRadius = st && st.radius, nStatic = sSpecies ? sSpecies.length : 0;
   const defaultRadius = st && st.header.species.length ? st.header.species[0].radius : 0.005;
   // Static index of element i: its particle id when the frame carries ids (LAYOUT.md, runs
-  // whose particle set changes), else i itself.
+  // whose particle set changes; every subsampled frame), else i itself.
   const staticIndex = frameIds ? (i) => frameIds[i] : (i) => i;
   const clip = opts.clip, hidden = opts.hidden;
   let mode = opts.colorBy;

@@ -1,7 +1,7 @@
 // WebSocket client of PROTOCOL.md ("WebSocket"): JSON to the server; binary messages from it,
 // `json_len: u32 LE`, the JSON of a ServerMsg padded to 4 bytes, then the raw payload.
 
-export const VERSION = 3;
+export const VERSION = 4;
 
 // Field bits (LAYOUT.md "Fields") and the bytes per element of each.
 export const FIELD = {

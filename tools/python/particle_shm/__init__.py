@@ -14,7 +14,7 @@ Written from ``shm-protocol/LAYOUT.md`` (ABI version 2)::
     seg.send("pause")                   # Outcome(done=True, message=...)
 
 The same API over the network, through a forwarder (``forwarder --attach run1 --listen ...``;
-``tools/forwarder/PROTOCOL.md``, version 3)::
+``tools/forwarder/PROTOCOL.md``, version 4)::
 
     seg = p.connect("gpu-server:7788", token="...", fields=("positions", "velocities"))
     f = seg.latest()                    # the newest frame received; the same Frame attributes

@@ -295,10 +295,12 @@ def _static(h, payload):
 class Received:
     """A decoded frame message: metadata, arrays, and the static data of its generation."""
 
-    __slots__ = ("epoch", "meta", "bodies", "arrays", "static")
+    __slots__ = ("epoch", "meta", "bodies", "arrays", "static", "stride", "frame_particles")
 
-    def __init__(self, epoch, meta, bodies, arrays, static):
+    def __init__(self, epoch, meta, bodies, arrays, static, stride=1, frame_particles=None):
         self.epoch, self.meta, self.bodies, self.arrays, self.static = epoch, meta, bodies, arrays, static
+        self.stride = stride
+        self.frame_particles = meta["particle_count"] if frame_particles is None else frame_particles
 
 
 class Link:
@@ -362,7 +364,9 @@ class Link:
             bodies, arrays = _wire.frame_arrays(h, payload)
             with self.cond:
                 static = self.statics.get((h["epoch"], h["meta"]["static_generation"]))
-                self.frame = Received(h["epoch"], h["meta"], bodies, arrays, static)
+                self.frame = Received(
+                    h["epoch"], h["meta"], bodies, arrays, static, h["stride"], h["frame_particles"]
+                )
                 self.frames += 1
                 self.bytes += size + 4
                 self.cond.notify_all()

@@ -1,4 +1,4 @@
-"""The forwarder's binary protocol, version 3 (tools/forwarder/PROTOCOL.md): message types as
+"""The forwarder's binary protocol, version 4 (tools/forwarder/PROTOCOL.md): message types as
 bincode schemas (transcribed from tools/forwarder/src/protocol.rs and shm-protocol's
 ``FrameMeta``, ``SolverStatus``, ``Command``, ``CommandOutcome``), the framing, and the frame
 and static payloads as numpy arrays.
@@ -32,7 +32,7 @@ from ._bincode import (
 )
 
 PROTOCOL_NAME = "particle-shm-forwarder"
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 # protocol.rs MAX_CLIENT_MESSAGE: the forwarder refuses longer client messages.
 MAX_CLIENT_MESSAGE = 64 * 1024
 # protocol.rs DEFAULT_MAX_SERVER_MESSAGE: 1 GiB holds every field of ~18 M particles.
@@ -50,6 +50,7 @@ SUBSCRIPTION = Struct(
     ("positions", POSITION_ENCODING),
     ("max_rate_hz", F32),
     ("static_arrays", BOOL),
+    ("max_particles", U64),
 )
 COMMAND = Enum(
     ("SetRefresh", Struct(("sim_seconds", Option(F64)), ("wall_ms", Option(U64)))),
@@ -132,6 +133,8 @@ FRAME_HEADER = Struct(
     ("positions", POSITION_ENCODING),
     ("quant_min", Array(F32, 3)),
     ("quant_max", Array(F32, 3)),
+    ("stride", U64),
+    ("frame_particles", U64),
 )
 COMMAND_OUTCOME = Enum(("Done", STR), ("Rejected", STR))
 COMMAND_FAILURE = Enum(*((s, None) for s in ("Timeout", "SolverGone", "NotAttached", "Busy", "Other")))
@@ -182,12 +185,13 @@ def command(id, timeout_ms, command_bytes):
     return frame(bytes(head) + command_bytes)
 
 
-def subscription(fields, quantized, max_rate_hz, static_arrays=True):
+def subscription(fields, quantized, max_rate_hz, static_arrays=True, max_particles=0):
     return {
         "fields": fields,
         "positions": "Quantized16" if quantized else "F32",
         "max_rate_hz": max_rate_hz,
         "static_arrays": static_arrays,
+        "max_particles": max_particles,
     }
 
 
@@ -234,6 +238,11 @@ def frame_arrays(h, payload):
     meta = h["meta"]
     if meta["fields"] & ~L.ALL_FIELDS_MASK:
         raise PayloadError(f"unknown field bits {meta['fields']:#x}")
+    stride, n = h["stride"], meta["particle_count"]
+    if stride == 0 or -(-h["frame_particles"] // stride) != n:
+        raise PayloadError(f"frame of {h['frame_particles']} particles sampled every {stride} cannot hold {n}")
+    if stride > 1 and not meta["fields"] & (1 << 7):
+        raise PayloadError("subsampled frame without particle ids")
     want = frame_payload_len(h)
     if want != len(payload):
         raise PayloadError(f"frame payload is {len(payload)} bytes, the header implies {want}")

@@ -1,5 +1,5 @@
 """A run seen through a forwarder: ``connect("host:port")`` speaks the forwarder's binary TCP
-protocol (tools/forwarder/PROTOCOL.md, version 3) with the standard library's sockets and numpy,
+protocol (tools/forwarder/PROTOCOL.md, version 4) with the standard library's sockets and numpy,
 and returns a ``RemoteSegment`` with the API of a local ``Segment``: ``latest(copy=...)``,
 ``wait_newer(seq, timeout)``, ``status()``, ``newest_seq``, ``static``, ``static_for``,
 ``send(command, timeout)``; frames are ``Frame`` objects with the same attributes.
@@ -55,6 +55,7 @@ def connect(
     timeout=5.0,
     max_message=_wire.DEFAULT_MAX_MESSAGE,
     client=None,
+    max_particles=0,
 ):
     """Connects to the forwarder at ``address`` (``"host:port"``, ``"[::1]:7788"``) and returns
     a ``RemoteSegment``.
@@ -73,18 +74,28 @@ def connect(
     - ``max_message``: largest message accepted, in bytes (1 GiB: every field of ~18 M
       particles); a larger one ends the connection with MessageTooLarge.
     - ``client``: the name the forwarder logs.
+    - ``max_particles``: most particles per frame (0: all). A larger frame arrives subsampled
+      by the forwarder: every k-th particle, ``k = ceil(N / max_particles)``, each named by its
+      id (``particle_ids``; ``species`` and ``radii`` follow them). The frame's ``stride`` is k
+      and ``frame_particle_count`` the whole frame's N. For a quick look at a 100 M-particle
+      run from a laptop.
 
     Raises ConnectFailed, ForwarderTimeout, TokenRejected, ProtocolMismatch, Refused or
     ProtocolError (all ForwarderError), or InvalidArgument for an argument out of range.
     """
-    return RemoteSegment(address, token, fields, max_rate_hz, positions, timeout, max_message, client)
+    return RemoteSegment(
+        address, token, fields, max_rate_hz, positions, timeout, max_message, client, max_particles
+    )
 
 
 class RemoteFrame(Frame):
     """A frame received from a forwarder: the attributes of a local ``Frame`` (``seq``,
     ``step``, ``sim_time``, ``positions``, ``particle_ids``, ``species``, ``radii``,
     ``removed_count``...) plus ``epoch`` (the forwarder's count of solver restarts; sequence
-    numbers restart with it). Only the subscribed fields are present (None otherwise).
+    numbers restart with it), ``stride`` (1, or k when the forwarder sent every k-th particle:
+    see ``connect(max_particles=...)``) and ``frame_particle_count`` (the particles of the
+    whole frame; ``particle_count`` is what this one holds). Only the subscribed fields are
+    present (None otherwise).
 
     The arrays belong to this client alone, so a frame stays valid (``valid()`` is always
     True). ``copy=False``: read-only arrays, shared by every ``latest()`` of the same frame;
@@ -94,6 +105,8 @@ class RemoteFrame(Frame):
         self._seg = seg
         self._static_at_arrival = received.static
         self.epoch = received.epoch
+        self.stride = received.stride
+        self.frame_particle_count = received.frame_particles
         meta = received.meta
         self.seq = meta["seq"]
         self.slot = meta["slot"]
@@ -128,7 +141,15 @@ class RemoteSegment:
     """A run seen through a forwarder (see ``connect``). ``name`` is the segment the forwarder
     follows, ``address`` the forwarder, ``server`` its name and version."""
 
-    def __init__(self, address, token, fields, max_rate_hz, positions, timeout, max_message, client):
+    def __init__(
+        self, address, token, fields, max_rate_hz, positions, timeout, max_message, client, max_particles=0
+    ):
+        if isinstance(max_particles, bool) or not isinstance(max_particles, numbers.Integral) or not (
+            0 <= max_particles <= 2**64 - 1
+        ):
+            raise InvalidArgument(
+                f"connect: max_particles must be 0 (every particle) or a positive integer, got {max_particles!r}"
+            )
         host, port = _conn.split_address(address)
         token = _conn.token_arg(token)
         mask = _conn.field_mask(fields)
@@ -153,7 +174,7 @@ class RemoteSegment:
         deadline = time.monotonic() + timeout
         sock = _conn.open_socket(host, port, address, timeout)
         try:
-            sub = _wire.subscription(mask, positions == "quantized16", rate)
+            sub = _wire.subscription(mask, positions == "quantized16", rate, max_particles=int(max_particles))
             _conn.send_hello(sock, _wire.hello(token, str(client)[:64], sub), deadline, address)
             welcome = _conn.handshake(sock, deadline, address)
         except BaseException:

@@ -173,6 +173,23 @@ class LiveRun(unittest.TestCase):
         err = np.abs(qf.positions - np.clip(lf.positions, lo, hi))
         self.assertTrue(np.all(err <= half_step), (err.max(axis=0), half_step))
 
+    def test_5b_max_particles_sends_every_kth_named_by_id(self):
+        lf = self.local.latest(copy=True)
+        n = lf.particle_count
+        k = 3
+        with p.connect(LIVE_ADDR, token=TOKEN, fields=FIELDS, max_particles=-(-n // k), timeout=T) as q:
+            sf = until("the subsampled frame", lambda: q.wait_newer(lf.seq - 1, 1.0))
+            self.assertEqual(sf.seq, lf.seq)
+            self.assertEqual((sf.stride, sf.frame_particle_count), (k, n))
+            self.assertEqual(sf.particle_count, len(range(0, n, k)))
+            np.testing.assert_array_equal(sf.particle_ids, lf.particle_ids[::k])
+            for name in FIELDS:
+                self.assertTrue(same_bits(getattr(sf, name), getattr(lf, name)[::k]), name)
+            np.testing.assert_array_equal(sf.species, lf.species[::k])
+            np.testing.assert_array_equal(sf.radii, lf.radii[::k])
+        with self.assertRaises(p.InvalidArgument):
+            p.connect(LIVE_ADDR, token=TOKEN, max_particles=-1, timeout=T)
+
     def test_6_wait_newer_times_out_while_paused(self):
         seq = self.seg.newest_seq
         t = time.monotonic()

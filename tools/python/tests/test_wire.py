@@ -90,7 +90,7 @@ class Messages(unittest.TestCase):
 
     def test_the_client_builds_the_same_hello_and_commands(self):
         h = BY_NAME["hello_token_quantized"]["value"]["Hello"]
-        sub = W.subscription(0x83, True, 2.5)
+        sub = W.subscription(0x83, True, 2.5, max_particles=200_000)
         self.assertEqual(W.hello("s3cret", "python test", sub), wire("hello_token_quantized"))
         self.assertEqual(sub, h["subscription"])
         texts = {
@@ -166,9 +166,24 @@ class Messages(unittest.TestCase):
         with self.assertRaises(W.PayloadError):
             W.frame_arrays(h, payload[:-1])
         huge = json.loads(json.dumps(h))
-        huge["meta"]["particle_count"] = 2**60
+        huge["meta"]["particle_count"] = huge["frame_particles"] = 2**60
         with self.assertRaises(W.PayloadError):
             W.frame_arrays(huge, payload)
+        # Subsampling the header does not add up to, or that names no particle.
+        a, b = socket.socketpair()
+        with a, b:
+            a.sendall(wire("frame_subsampled_ids"))
+            _, h, payload, _ = _conn.read_message(b, W.DEFAULT_MAX_MESSAGE, "pair")
+        self.assertEqual((h["stride"], h["frame_particles"], h["meta"]["particle_count"]), (2, 3, 2))
+        for key, value in (("stride", 0), ("stride", 3), ("frame_particles", 5)):
+            bad = json.loads(json.dumps(h))
+            bad[key] = value
+            with self.subTest(key=key, value=value), self.assertRaisesRegex(W.PayloadError, "sampled every"):
+                W.frame_arrays(bad, payload)
+        no_ids = json.loads(json.dumps(h))
+        no_ids["meta"]["fields"] &= ~(1 << 7)
+        with self.assertRaisesRegex(W.PayloadError, "without particle ids"):
+            W.frame_arrays(no_ids, payload)
         trailing = wire("welcome") + b"\x00"
         trailing = struct.pack("<I", len(trailing) - 4) + trailing[4:]
         with self.assertRaises(W.PayloadError):
@@ -311,13 +326,14 @@ class FakeForwarder(unittest.TestCase):
                     self.assertIsInstance(cm.exception, p.VersionMismatch)
                 fake.close()
                 self.assertEqual(fake.got[0]["Hello"]["token"], "abc")
-                self.assertEqual(fake.got[0]["Hello"]["version"], 3)
+                self.assertEqual(fake.got[0]["Hello"]["version"], W.PROTOCOL_VERSION)
 
     def test_a_welcome_of_another_version(self):
-        fake = self.serve(lambda conn, fake: (read_client_msg(conn), conn.sendall(welcome(4))))
+        other = W.PROTOCOL_VERSION + 1
+        fake = self.serve(lambda conn, fake: (read_client_msg(conn), conn.sendall(welcome(other))))
         with self.assertRaises(p.ProtocolMismatch) as cm:
             p.connect(fake.address, timeout=T)
-        self.assertEqual(cm.exception.server_version, 4)
+        self.assertEqual(cm.exception.server_version, other)
 
     def test_a_silent_peer_times_out(self):
         fake = self.serve(lambda conn, fake: fake.release.wait(T))

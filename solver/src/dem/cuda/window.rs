@@ -315,12 +315,7 @@ impl CudaSim {
             let mut b = self
                 .stream
                 .launch_builder(self.module.function(Kernel::ClassifyBand));
-            b.arg(&p)
-                .arg(&cur)
-                .arg(&x)
-                .arg(&start)
-                .arg(&bp)
-                .arg(&items);
+            b.arg(&p).arg(&cur).arg(&x).arg(&start).arg(&bp).arg(&items);
             let cfg = LaunchConfig {
                 grid_dim: (items.div_ceil(kernels::BAND_ITEMS).max(1), 1, 1),
                 block_dim: (256, 1, 1),

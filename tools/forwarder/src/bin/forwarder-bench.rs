@@ -74,6 +74,7 @@ fn client(
             positions: enc,
             max_rate_hz: 0.0,
             static_arrays: false,
+            max_particles: 0,
         },
     };
     s.write_all(&codec::encode_tcp(&hello))?;

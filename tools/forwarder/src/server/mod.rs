@@ -55,6 +55,7 @@ pub struct EncodingKey {
     pub fields: u32,
     pub positions: PositionEncoding,
     pub static_arrays: bool,
+    pub max_particles: u64,
 }
 
 /// Encoded messages shared by every client with the same [`EncodingKey`]: the first client

@@ -81,7 +81,14 @@ pub struct Peer {
 
 fn encode_frame(p: &Published, key: EncodingKey) -> Bytes {
     p.cache.get(key, || {
-        let h = payload::frame_header(&p.frame, p.epoch, key.fields, key.positions, p.world);
+        let h = payload::frame_header(
+            &p.frame,
+            p.epoch,
+            key.fields,
+            key.positions,
+            p.world,
+            key.max_particles,
+        );
         let hint = payload::frame_payload_len(
             h.meta.particle_count,
             h.meta.body_count as u64,
@@ -180,7 +187,11 @@ pub async fn run(
                 let id = (s.epoch, s.data.generation, sub.static_arrays);
                 if last_static != Some(id) {
                     last_static = Some(id);
-                    let key = key(&sink, &sub);
+                    // Static messages do not depend on the frame size limit.
+                    let key = EncodingKey {
+                        max_particles: 0,
+                        ..key(&sink, &sub)
+                    };
                     let bytes = tokio::task::spawn_blocking(move || encode_static(&s, key))
                         .await
                         .unwrap_or_default();
@@ -288,6 +299,7 @@ fn key(sink: &Sink, sub: &Subscription) -> EncodingKey {
         fields: sub.fields,
         positions: sub.positions,
         static_arrays: sub.static_arrays,
+        max_particles: sub.max_particles,
     }
 }
 
