@@ -104,10 +104,11 @@ pub enum Kernel {
     LayerCounts,
     Outflow,
     MeshFilter,
+    Energies,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 15] = [
+    pub const ALL: [Kernel; 16] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -123,6 +124,7 @@ impl Kernel {
         Kernel::LayerCounts,
         Kernel::Outflow,
         Kernel::MeshFilter,
+        Kernel::Energies,
     ];
 
     /// The `extern "C"` symbol.
@@ -143,6 +145,7 @@ impl Kernel {
             Kernel::LayerCounts => "dem_layer_counts",
             Kernel::Outflow => "dem_outflow",
             Kernel::MeshFilter => "dem_mesh_filter",
+            Kernel::Energies => "dem_energies",
         }
     }
 }

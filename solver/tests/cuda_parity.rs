@@ -8,7 +8,7 @@ use solver::decomp::Decomposition;
 use solver::dem::cuda::{self, CudaOptions, CudaSim, HistLayout};
 use solver::dem::state::SimState;
 use solver::exec::coordinator::Coordinator;
-use solver::exec::worker::FusedWorker;
+use solver::exec::worker::{Energies, FusedWorker};
 
 fn gpu_present() -> bool {
     if cuda::driver::driver_available().is_err() {
@@ -493,4 +493,105 @@ fn frame_arrays_from_the_gpu_equal_the_cpu() {
     assert_eq!(cpu.3, gpu.3, "forces");
     assert_eq!(cpu.4, gpu.4, "contact counts");
     println!("frame arrays: {n} particles, GPU f64 == CPU for all five fields");
+}
+
+/// `|a - b|` of each energy within `tol` times the sum of the four magnitudes of `b` (the
+/// potential energy can be far larger than the rest), and the elastic part within `tol_el` of
+/// itself (f32 forms the overlap in float, the CPU in double).
+fn assert_energies_close(label: &str, a: Energies, b: Energies, tol: f64, tol_el: f64) {
+    let scale = b.kinetic_translation.abs()
+        + b.kinetic_rotation.abs()
+        + b.potential.abs()
+        + b.elastic.abs();
+    let pairs = [
+        (
+            "kinetic (translation)",
+            a.kinetic_translation,
+            b.kinetic_translation,
+        ),
+        ("kinetic (rotation)", a.kinetic_rotation, b.kinetic_rotation),
+        ("potential", a.potential, b.potential),
+    ];
+    for (what, x, y) in pairs {
+        assert!(
+            (x - y).abs() <= tol * scale,
+            "{label}: {what} on the GPU {x:e}, on the CPU {y:e}"
+        );
+    }
+    assert!(
+        (a.elastic - b.elastic).abs() <= tol_el * b.elastic.abs() + tol * scale,
+        "{label}: elastic on the GPU {:e}, on the CPU {:e}",
+        a.elastic,
+        b.elastic
+    );
+}
+
+/// Energies computed on the device (issue 13) equal the CPU reference's bookkeeping of the same
+/// state (f64: to summation order; f32: the overlap in float) in a dense frictional pack in its
+/// box (linear and Hertz-Mindlin, springs built up) and in the rotating drum mesh (both
+/// integrators), and asking for them changes nothing: the run goes on with the same bits.
+#[test]
+fn device_energies_equal_the_cpu_reference_and_change_nothing() {
+    if !gpu_present() {
+        return;
+    }
+    let pack = |model| {
+        let pack = solver::bench_cases::dense_pack(4000, model);
+        let n = pack.positions.len();
+        let state = SimState::new(
+            0.0,
+            0,
+            vec![0; n],
+            pack.positions,
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+        );
+        (cuda::step_context(&pack.case).expect("case"), state)
+    };
+    use solver::bench_cases::BenchModel;
+    let cases = [
+        ("pack, linear + friction", pack(BenchModel::LinearFriction)),
+        ("pack, Hertz-Mindlin", pack(BenchModel::Hertz)),
+        ("drum, Euler", drum_parity_case(Integrator::SymplecticEuler)),
+        ("drum, Verlet", drum_parity_case(Integrator::VelocityVerlet)),
+    ];
+    for (name, (sc, state)) in cases {
+        let ctx = Arc::new(sc);
+        for double in [true, false] {
+            let label = format!("{name}, double {double}");
+            let opts = parity_opts(double);
+            let mut g = CudaBackend::new(ctx.clone(), state.clone(), &opts).expect("GPU");
+            g.advance(300).expect("steps");
+            let on_gpu = g.energies().expect("device energies");
+            let mid = g.export_state().unwrap();
+            let mut cpu = Coordinator::cpu(ctx.clone(), mid, &Decomposition::default()).unwrap();
+            let on_cpu = cpu.energies().expect("cpu energies");
+            assert!(on_cpu.elastic > 0.0, "{label}: contacts must store energy");
+            let (tol, tol_el) = if double {
+                (1e-12, 1e-12)
+            } else {
+                (1e-12, 1e-4)
+            };
+            assert_energies_close(&label, on_gpu, on_cpu, tol, tol_el);
+            // Twice in a row: the same bits.
+            assert_eq!(g.energies().unwrap(), on_gpu, "{label}: repeated");
+            g.advance(300).expect("steps");
+            let after = g.export_state().unwrap();
+            let mut plain = CudaBackend::new(ctx.clone(), state.clone(), &opts).expect("GPU");
+            plain.advance(600).expect("steps");
+            let want = plain.export_state().unwrap();
+            assert_eq!(
+                after.pos, want.pos,
+                "{label}: positions after asking for energies"
+            );
+            assert_eq!(after.vel, want.vel, "{label}: velocities");
+            assert_eq!(after.omega, want.omega, "{label}: angular velocities");
+            assert!(after.history == want.history, "{label}: history");
+            println!(
+                "{label}: GPU {on_gpu:?}\n{:>w$}CPU {on_cpu:?}; the run is unchanged",
+                "",
+                w = label.len() + 2
+            );
+        }
+    }
 }

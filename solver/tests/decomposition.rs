@@ -67,7 +67,7 @@ fn run(mut case: Case, d: Decomposition, steps: u64) -> (Vec<Vec<u32>>, SimState
 }
 
 fn check_all_cuts(name: &str, case: Case, axes: &[Axis], counts: &[u32], steps: u64) {
-    let (ref_frames, ref_state, ref_sim) = run(case.clone(), Decomposition::default(), steps);
+    let (ref_frames, ref_state, mut ref_sim) = run(case.clone(), Decomposition::default(), steps);
     assert!(
         ref_sim.stats().unwrap().contacts > 100,
         "{name}: the test must exercise contacts"
@@ -80,7 +80,7 @@ fn check_all_cuts(name: &str, case: Case, axes: &[Axis], counts: &[u32], steps: 
                 split_axis: Some(axis),
                 ..Default::default()
             };
-            let (frames, state, sim) = run(case.clone(), d, steps);
+            let (frames, state, mut sim) = run(case.clone(), d, steps);
             assert_eq!(sim.coordinator().plan().workers(), n as usize);
             let m = sim.coordinator().migrations();
             println!(

@@ -187,8 +187,12 @@ fn expected(a: &[f64], u: &[u32], o: &mut [f64], ou: &mut [u32]) {
         center: v3(a, 61),
     };
     put3(o, 67, body.wall_velocity(v3(a, 64)));
-    o[70] = 0.0;
-    o[71] = 0.0;
+    for (m, model) in [ContactModel::Linear, ContactModel::HertzMindlin]
+        .into_iter()
+        .enumerate()
+    {
+        o[70 + m] = physics::contact_elastic_energy(model, &pair, r1, delta, &ContactState { xi });
+    }
     ou[0] = state::wall_partner(u[0]);
     ou[1] = state::triangle_partner(u[1]);
     ou[2] = u32::from(state::is_particle_partner(u[2]));
@@ -218,6 +222,7 @@ fn output_name(i: usize) -> &'static str {
         61..=63 => "spin_kick",
         64..=66 => "drift",
         67..=69 => "wall_velocity",
+        70 | 71 => "contact_elastic_energy",
         _ => "padding",
     }
 }

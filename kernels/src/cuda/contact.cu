@@ -68,6 +68,14 @@ struct Accum {
     unsigned long long used;  // old history entries taken by this step's contacts
     unsigned cursor;          // old entry after the last one taken: where the next is expected
     unsigned old_count;       // entries of the old history row
+    static constexpr bool ENERGY = false;
+};
+
+// What dem_energies accumulates per particle: the same contacts, their elastic energy [J] (a
+// particle pair half on each side) instead of forces; nothing is written back.
+struct EnergyAccum : Accum {
+    double elastic;
+    static constexpr bool ENERGY = true;
 };
 
 #if DEM_FRICTION
@@ -149,11 +157,29 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
 // One contact of particle k with a partner (another particle, a wall or a mesh triangle; for a
 // triangle, [mesh_lo, mesh_hi) are the partner keys of its mesh, else empty). `row` is the
 // particle's last history row (in), `k` its slot (the new row, out).
+template <class Acc>
 __device__ __forceinline__ void apply_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
                                               unsigned row, unsigned k, const MaterialPair& pair, const ContactKinematics& kin,
                                               real arm, unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
-                                              Accum& acc) {
+                                              Acc& acc) {
     acc.contacts++;
+    if constexpr (Acc::ENERGY) {
+        // stages::compute_energies: the spring stored with this very partner (no mesh fallback).
+        ContactState st;
+#if DEM_FRICTION
+        st = find_history(p, in, row, partner, 0u, 0u, acc);
+#else
+        st.xi = zero3();
+#endif
+        (void)out;
+        (void)k;
+        (void)arm;
+        (void)mesh_lo;
+        (void)mesh_hi;
+        const double en = contact_elastic_energy(DEM_MODEL, pair, (double)kin.r_eff, (double)kin.delta, &st);
+        acc.elastic += is_particle_partner(partner) ? 0.5 * en : en;
+        return;
+    } else {
 #if DEM_FRICTION
     ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, acc);
     ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
@@ -165,10 +191,12 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
     (void)mesh_hi;
     (void)row;
     (void)k;
+    (void)partner;
     real delta_dot = dot3(kin.v_rel, kin.n);
     real fn_ = normal_force_only(DEM_MODEL, pair, kin.m_eff, kin.r_eff, kin.delta, delta_dot);
     acc.f = axpy3(acc.f, kin.n, -fn_);
 #endif
+    }
 }
 
 // Mesh contacts of particle k (cpu::contacts, section "Meshes"): the candidates of its cell in
@@ -181,10 +209,10 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
 // dem_mesh_filter found touching, in the same order: the outcome is the same).
 // Not inlined (only particles with candidates call it, the particle loop keeps its registers);
 // everything by value so that nothing of the caller's needs an address.
-template <class Cursor>
-__device__ __noinline__ Accum mesh_contacts(const DemParams p, const ParticleArrays in, ParticleArrays out,
-                                            unsigned row, unsigned k, const MeshArrays msh, Cursor cur, dvec3 pi,
-                                            const SpeciesProps sp, unsigned si, real3 vi, real3 wi, Accum acc) {
+template <class Cursor, class Acc>
+__device__ __noinline__ Acc mesh_contacts(const DemParams p, const ParticleArrays in, ParticleArrays out,
+                                          unsigned row, unsigned k, const MeshArrays msh, Cursor cur, dvec3 pi,
+                                          const SpeciesProps sp, unsigned si, real3 vi, real3 wi, Acc acc) {
     const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
     const double r = sp.radius;
     while (!bins_done(cur)) {
@@ -304,10 +332,11 @@ __device__ __forceinline__ bool overlaps(const DemParams& p, const ParticleArray
 }
 
 // The contact of particle k (slot, id id_i, species si) with the overlapping particle in slot j.
+template <class Acc>
 __device__ __forceinline__ void particle_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
                                                  unsigned row_i, unsigned k, unsigned id_i, unsigned si,
                                                  const SpeciesProps& sp, double pix, double piy, double piz,
-                                                 real3 vi, real3 wi, unsigned j, Accum& acc) {
+                                                 real3 vi, real3 wi, unsigned j, Acc& acc) {
     const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
     const unsigned sj = in.species ? in.species[j] : 0u;
     const double rsum = sp.radius + p.species[sj].radius;
@@ -341,12 +370,18 @@ __device__ __forceinline__ void particle_contact(const DemParams& p, const Parti
     apply_contact(p, in, out, row_i, k, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
 }
 
-extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide(const DemParams p, const ParticleArrays in,
-                                                              ParticleArrays out, const GridArrays g, DemDiag* diag,
-                                                              const MeshArrays msh) {
+// The body of dem_collide (Acc = Accum) and of dem_energies (Acc = EnergyAccum: the same
+// neighbour search and contacts, then per-block sums of the energies into partial[4 * block]
+// instead of the integration; `out` and `diag` are not touched).
+template <class Acc>
+__device__ __forceinline__ void collide_body(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
+                                             const GridArrays& g, DemDiag* diag, const MeshArrays& msh,
+                                             double* partial) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     bool active = k < p.n;
-    Accum acc;
+    Acc acc;
+    if constexpr (Acc::ENERGY) acc.elastic = 0.0;
+    double kin_t = 0.0, kin_r = 0.0, pot = 0.0;
     acc.f = zero3();
     acc.t = zero3();
     acc.contacts = 0;
@@ -362,7 +397,7 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
         const unsigned layer = cell_coord(in.pos[3 * k + a], p.origin[a], p.cell, p.dims[a]);
         // A removed particle (outflow) was sorted behind the live ones; its slot stays dead.
         if (layer < p.slab_lo || layer >= p.slab_hi || in.id[k] == DEM_DEAD) {
-            out.id[k] = DEM_DEAD;
+            if constexpr (!Acc::ENERGY) out.id[k] = DEM_DEAD;
             active = false;
         }
     }
@@ -484,6 +519,16 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
             }
         }
 #endif
+        if constexpr (Acc::ENERGY) {
+            // stages::compute_energies, in its arithmetic (double).
+            const double vx = vi.x, vy = vi.y, vz = vi.z;
+            kin_t = 0.5 * sp.mass * (vx * vx + vy * vy + vz * vz);
+#if DEM_ROTATION
+            const double wx = wi.x, wy = wi.y, wz = wi.z;
+            kin_r = 0.5 * sp.inertia * (wx * wx + wy * wy + wz * wz);
+#endif
+            pot = -sp.mass * (p.gravity[0] * pix + p.gravity[1] * piy + p.gravity[2] * piz);
+        } else {
         const real dt = (real)p.dt;
         const real3 g3 = make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
         real3 v = vi;
@@ -527,12 +572,53 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
 #endif
         if (!finite) atomicAdd(&diag->nonfinite, 1u);
         if (acc.overflow) atomicAdd(&diag->hist_overflow, acc.overflow);
+        }
     }
-    if (p.diag) {
-        // Warp sum first: one 64-bit atomic per warp.
-        unsigned c = __reduce_add_sync(0xffffffffu, acc.contacts);
-        if ((threadIdx.x & 31) == 0 && c) atomicAdd(&diag->contacts, (unsigned long long)c);
+    if constexpr (Acc::ENERGY) {
+        // Fixed order (thread 0 adds the block's values in thread order): the same sums run
+        // to run; the host adds the blocks in order.
+        (void)diag;
+        __shared__ double sums[4][COLLIDE_BLOCK];
+        sums[0][threadIdx.x] = kin_t;
+        sums[1][threadIdx.x] = kin_r;
+        sums[2][threadIdx.x] = pot;
+        sums[3][threadIdx.x] = acc.elastic;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int c = 0; c < 4; c++) {
+                double t = 0.0;
+                for (unsigned i = 0; i < blockDim.x; i++) t += sums[c][i];
+                partial[4 * blockIdx.x + c] = t;
+            }
+        }
+    } else {
+        (void)partial;
+        (void)kin_t;
+        (void)kin_r;
+        (void)pot;
+        if (p.diag) {
+            // Warp sum first: one 64-bit atomic per warp.
+            unsigned c = __reduce_add_sync(0xffffffffu, acc.contacts);
+            if ((threadIdx.x & 31) == 0 && c) atomicAdd(&diag->contacts, (unsigned long long)c);
+        }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide(const DemParams p, const ParticleArrays in,
+                                                              ParticleArrays out, const GridArrays g, DemDiag* diag,
+                                                              const MeshArrays msh) {
+    collide_body<Accum>(p, in, out, g, diag, msh, nullptr);
+}
+
+// Energies of the state at its current positions (stages::compute_energies), on the sorted
+// scratch copy `in` that a neighbour search has just gathered (the state itself is not
+// touched): per block of COLLIDE_BLOCK slots, partial[4 b ..] = kinetic (translation), kinetic
+// (rotation), potential (-m g . x) and elastic energy [J]. Launched with COLLIDE_BLOCK threads.
+extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, 1) dem_energies(const DemParams p, const ParticleArrays in,
+                                                                            const GridArrays g, const MeshArrays msh,
+                                                                            double* partial) {
+    ParticleArrays none = {};
+    collide_body<EnergyAccum>(p, in, none, g, nullptr, msh, partial);
 }
 
 // Velocity Verlet's opening half kick and drift (cpu::stages::half_kick, drift) with the forces

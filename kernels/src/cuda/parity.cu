@@ -114,8 +114,12 @@ extern "C" __global__ void physics_parity(const double* in, const unsigned* in_u
     o[67] = vw.x;
     o[68] = vw.y;
     o[69] = vw.z;
-    o[70] = 0.0;
-    o[71] = 0.0;
+    {
+        ContactState s;
+        s.xi = xi;
+        o[70] = contact_elastic_energy(0, pair, r1, delta, &s);
+        o[71] = contact_elastic_energy(1, pair, r1, delta, &s);
+    }
 
     ou[0] = wall_partner(au[0]);
     ou[1] = triangle_partner(au[1]);

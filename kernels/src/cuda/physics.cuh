@@ -68,6 +68,14 @@ __device__ __forceinline__ real mindlin_tangential_stiffness(real g_star, real r
     return real(8) * g_star * sqrt(r_eff * delta);
 }
 
+// physics::linear_spring_energy
+__device__ __forceinline__ double linear_spring_energy(double k, double x) { return 0.5 * k * x * x; }
+
+// physics::hertz_elastic_energy
+__device__ __forceinline__ double hertz_elastic_energy(double e_star, double r_eff, double delta) {
+    return 8.0 / 15.0 * e_star * sqrt(r_eff) * delta * delta * sqrt(delta);
+}
+
 // physics::hertz_damping_coefficient
 __device__ __forceinline__ real hertz_damping_coefficient(real stiffness, real m_eff, real beta) {
     return real(2) * sqrt(real(5.0 / 6.0)) * beta * sqrt(stiffness * m_eff);
@@ -143,6 +151,16 @@ __device__ __forceinline__ ContactForce contact_force(int model, const MaterialP
     out.force = axpy3(out.tangential, k.n, -fn_);
     out.normal = fn_;
     return out;
+}
+
+// physics::contact_elastic_energy (energy bookkeeping, in double whatever `real` is).
+__device__ __forceinline__ double contact_elastic_energy(int model, const MaterialPair& pair, double r_eff, double delta,
+                                                         const ContactState* state) {
+    const double x = state->xi.x, y = state->xi.y, z = state->xi.z;
+    const double xi2 = x * x + y * y + z * z;
+    if (model == 0) return linear_spring_energy(pair.kn, delta) + 0.5 * pair.kt * xi2;
+    return hertz_elastic_energy(pair.e_star, r_eff, delta) +
+           0.5 * (double)mindlin_tangential_stiffness((real)pair.g_star, (real)r_eff, (real)delta) * xi2;
 }
 
 // Normal force alone, for the frictionless specialisation (DEM_FRICTION == 0): the same value

@@ -551,12 +551,15 @@ fn collide_bytes(sim: &CudaSim, contacts: f64) -> f64 {
 
 fn bench(a: &Args) -> Result<()> {
     let t_setup = Instant::now();
-    let (mut sim, phi) = match a.phase.as_str() {
+    let (mut sim, phi, case) = match a.phase.as_str() {
         "dense" => {
             let (case, pos, phi) = dense(a.particles, &a.model)?;
-            (start_at(&case, &pos, &opts(a))?.0, phi)
+            (start_at(&case, &pos, &opts(a))?.0, phi, case)
         }
-        _ => (start(&falling(a.particles, &a.model)?, &opts(a))?.0, 0.0),
+        _ => {
+            let case = falling(a.particles, &a.model)?;
+            (start(&case, &opts(a))?.0, 0.0, case)
+        }
     };
     let n = sim.particle_count();
     println!(
@@ -581,6 +584,31 @@ fn bench(a: &Args) -> Result<()> {
     sim.steps(20)?;
     sim.set_profiling(false);
     let times = sim.stage_times().clone();
+    // Energies on the device (issue 13), against the way they were computed before: the state
+    // downloaded and the CPU reference's bookkeeping over it (16 threads on the GPU machine).
+    sim.synchronize()?;
+    let t = Instant::now();
+    let e = sim.energies()?;
+    let energies_ms = t.elapsed().as_secs_f64() * 1e3;
+    // The download path holds the whole state with its history on the host: not beyond 20 M.
+    let energies_host_ms = if n <= 20_000_000 {
+        let t = Instant::now();
+        let ctx = Arc::new(cuda::step_context(&case)?);
+        let on_host = Coordinator::cpu(ctx, sim.state()?, &Decomposition::default())?.energies()?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        println!(
+            "  energies: on the device {energies_ms:.1} ms, by download + CPU {ms:.1} ms; total {:.9e} J vs {:.9e} J",
+            e.total(),
+            on_host.total()
+        );
+        ms
+    } else {
+        println!(
+            "  energies: on the device {energies_ms:.1} ms, total {:.9e} J",
+            e.total()
+        );
+        f64::NAN
+    };
     let per_step: f64 = times.kernels.iter().map(|k| k.1).sum::<f64>() / times.steps.max(1) as f64;
     let collide_ms = times
         .kernels
@@ -628,6 +656,8 @@ fn bench(a: &Args) -> Result<()> {
                 num(collide_bytes(&sim, contacts)),
             ),
             ("collide_gb_per_s", num(bw)),
+            ("energies_device_ms", num(energies_ms)),
+            ("energies_download_cpu_ms", num(energies_host_ms)),
             ("sim_time_s", num(sim.time())),
             (
                 "kernel_variant",

@@ -846,8 +846,8 @@ impl Coordinator {
 
     /// Energies summed in id order (the same bits for any decomposition; collective: zero on
     /// ranks other than 0).
-    pub fn energies(&self) -> Result<Energies, StepError> {
-        let w = match &self.crew {
+    pub fn energies(&mut self) -> Result<Energies, StepError> {
+        let w = match &mut self.crew {
             Crew::Fused(w) => return w.energies(),
             Crew::Staged(w) => w,
         };

@@ -679,7 +679,7 @@ impl Simulation {
             vec3::to_f32(self.ctx.domain_max),
         )
     }
-    pub fn energies(&self) -> Result<Energies, StepError> {
+    pub fn energies(&mut self) -> Result<Energies, StepError> {
         self.coord.energies()
     }
     /// Stage timers since the last reset (the same names on every backend).

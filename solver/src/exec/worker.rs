@@ -295,8 +295,9 @@ pub trait FusedWorker: Send {
     fn timers(&self) -> StageTimers;
     fn reset_timers(&mut self);
     fn stats(&self) -> Result<BackendStats, StepError>;
-    /// Energies at the current state.
-    fn energies(&self) -> Result<Energies, StepError>;
+    /// Energies at the current state (`&mut`: a device backend runs a neighbour search of its
+    /// own into scratch buffers; the state is not changed).
+    fn energies(&mut self) -> Result<Energies, StepError>;
     /// One line about the compute device (name, memory in use per particle), if any.
     fn device_report(&self) -> Option<String> {
         None

@@ -230,18 +230,19 @@ impl FusedWorker for CudaBackend {
         ))
     }
 
-    /// Computed on the host by the CPU reference's bookkeeping over the downloaded state.
-    fn energies(&self) -> Result<Energies, StepError> {
-        energies_on_host(&self.ctx, self.export_state()?)
+    /// Computed on the device (`energies.rs`): the CPU reference's bookkeeping, no download.
+    fn energies(&mut self) -> Result<Energies, StepError> {
+        self.sim.energies().map_err(|e| self.device_failure(e))
     }
 }
 
-/// Energies of a downloaded state, by the CPU reference's bookkeeping (id order).
+/// Energies of a downloaded state, by the CPU reference's bookkeeping (id order): what a GPU
+/// group reports (each GPU holds only its slab and ghosts).
 pub(crate) fn energies_on_host(
     ctx: &Arc<StepContext>,
     state: SimState,
 ) -> Result<Energies, StepError> {
-    let coord = Coordinator::cpu(ctx.clone(), state, &Decomposition::default())
+    let mut coord = Coordinator::cpu(ctx.clone(), state, &Decomposition::default())
         .expect("one sub-domain always fits");
     coord.energies()
 }

@@ -102,6 +102,8 @@ pub(crate) fn compile_module(
     let t0 = std::time::Instant::now();
     let fmad = if double { Some(false) } else { None };
     let mut defines = defines;
+    // contact.cu uses `if constexpr` (NVRTC's default since CUDA 11; stated, not assumed).
+    defines.push("-std=c++17".to_string());
     // Extra NVRTC options for experiments and profiling (`-DSPH_LOCAL=0`, `-lineinfo`), so that
     // variants compare on one build; the parity tests never set it.
     if let Ok(extra) = std::env::var("PARTICLE_SHM_NVRTC_OPTIONS") {

@@ -13,6 +13,7 @@
 mod backend_impl;
 mod buffers;
 pub mod driver;
+mod energies;
 mod graph;
 mod mesh;
 mod multi;

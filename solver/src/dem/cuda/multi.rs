@@ -959,7 +959,7 @@ impl FusedWorker for CudaGroup {
         })
     }
 
-    fn energies(&self) -> Result<Energies, StepError> {
+    fn energies(&mut self) -> Result<Energies, StepError> {
         super::backend_impl::energies_on_host(&self.ctx, self.export_state()?)
     }
 

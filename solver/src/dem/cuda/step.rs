@@ -47,7 +47,7 @@ impl StageTimes {
 }
 
 /// Exchanges the contact-history buffers of two particle array sets.
-fn swap_history(a: &mut ParticleArrays, b: &mut ParticleArrays) {
+pub(crate) fn swap_history(a: &mut ParticleArrays, b: &mut ParticleArrays) {
     std::mem::swap(&mut a.hist_count, &mut b.hist_count);
     std::mem::swap(&mut a.hist, &mut b.hist);
 }
@@ -130,7 +130,7 @@ fn diag_failure(d: &DemDiag, hist_cap: u32, step: u64) -> Option<CudaError> {
 }
 
 /// Records events between launches when profiling or sampling.
-struct Marks {
+pub(crate) struct Marks {
     events: Vec<(&'static str, CudaEvent)>,
     on: bool,
     /// Events to reuse before creating new ones.
@@ -139,7 +139,7 @@ struct Marks {
 
 impl Marks {
     /// No timing (several GPUs time whole phases; a Verlet step stopped for inflow).
-    fn off() -> Marks {
+    pub(crate) fn off() -> Marks {
         Marks {
             events: Vec::new(),
             on: false,
@@ -258,6 +258,35 @@ impl CudaSim {
 
     /// Queues the launches of [`CudaSim::launch_step`] (directly, or into a graph capture).
     fn enqueue_step(&self, l: &StepLaunches, marks: &mut Marks) -> Result<(), CudaError> {
+        self.enqueue_search(l, marks)?;
+        let (pc, input, output, grid, diag, msh) = (l.pc, l.input, l.output, l.grid, l.diag, l.msh);
+        self.mark(marks, "collide")?;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Collide));
+        b.arg(&pc)
+            .arg(&input)
+            .arg(&output)
+            .arg(&grid)
+            .arg(&diag)
+            .arg(&msh);
+        // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads the
+        // scratch copy (in) written by the gather and the last step's history, writes slot k and
+        // history row k of the state (out) from thread k only; the two history buffers are
+        // distinct; the mesh arrays (uploaded on this stream before) are read only.
+        unsafe { b.launch(blocks(pc.n, kernels::COLLIDE_THREADS)) }
+            .map_err(|e| CudaError::driver("launching dem_collide", e))?;
+        Ok(())
+    }
+
+    /// The neighbour search of a step: hash, scan, scatter, per-cell id order, the gather of
+    /// the state into the scratch copy in cell order, and the mesh filter (what `dem_collide`
+    /// and `dem_energies` read).
+    pub(crate) fn enqueue_search(
+        &self,
+        l: &StepLaunches,
+        marks: &mut Marks,
+    ) -> Result<(), CudaError> {
         let (p, cur, tmp, grid) = (l.p, l.cur, l.tmp, l.grid);
         let n = p.n;
         let launch_err =
@@ -320,7 +349,7 @@ impl CudaSim {
         }
         .map_err(|e| CudaError::driver("clearing the cell counts", e))?;
 
-        let (pc, input, output, diag, msh) = (l.pc, l.input, l.output, l.diag, l.msh);
+        let (pc, input, msh) = (l.pc, l.input, l.msh);
         if msh.n_tris > 0 && msh.hit_mask != 0 {
             self.mark(marks, "mesh_filter")?;
             // Several threads per particle while the particles fill less than the GPU (a
@@ -340,22 +369,6 @@ impl CudaSim {
             unsafe { b.launch(blocks(pc.n * lanes, 128)) }
                 .map_err(launch_err(Kernel::MeshFilter))?;
         }
-        self.mark(marks, "collide")?;
-        let mut b = self
-            .stream
-            .launch_builder(self.module.function(Kernel::Collide));
-        b.arg(&pc)
-            .arg(&input)
-            .arg(&output)
-            .arg(&grid)
-            .arg(&diag)
-            .arg(&msh);
-        // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads the
-        // scratch copy (in) written by the gather and the last step's history, writes slot k and
-        // history row k of the state (out) from thread k only; the two history buffers are
-        // distinct; the mesh arrays (uploaded on this stream before) are read only.
-        unsafe { b.launch(blocks(pc.n, kernels::COLLIDE_THREADS)) }
-            .map_err(launch_err(Kernel::Collide))?;
         Ok(())
     }
 

@@ -1,0 +1,91 @@
+//! Energies of the state computed on the device (issue 13): the step's own neighbour search
+//! into the scratch copy, then `dem_energies`, which visits the contacts exactly as
+//! `dem_collide` does but sums kinetic, potential and elastic energy instead of integrating.
+//! Only 32 bytes per 128 particles come back; the state is not reordered or changed.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use kernels::Kernel;
+
+use super::graph::StepLaunches;
+use super::step::{swap_history, Marks};
+use super::{CudaError, CudaSim};
+use crate::exec::worker::Energies;
+
+impl CudaSim {
+    /// Energies at the current state (`cpu::stages::compute_energies` on the device: the same
+    /// contacts, the same formulas, meshes placed at the current time). Per particle the sums
+    /// are the CPU's; the total adds blocks of 128 slots of the cell order, each in thread order,
+    /// then the blocks in order (the same result run to run; the CPU adds in id order, so the
+    /// last bits may differ). One GPU only: a group computes its energies from a download.
+    pub fn energies(&mut self) -> Result<Energies, CudaError> {
+        if self.window.is_some() {
+            return Err(CudaError::Unsupported(
+                "device energies of one GPU of a group".into(),
+            ));
+        }
+        self.prepare_meshes(self.time)?;
+        let p = self.params;
+        if let Some(m) = self.meshes.as_mut() {
+            m.ensure_hit_mask(&self.stream, 2 * p.n as usize)?;
+        }
+        let st = &self.state;
+        let (cur, tmp, grid) = (st.cur, st.tmp, st.grid);
+        // The search gathers the state into the scratch copy; the collide's input reads the
+        // state's (newest) history, as in a step.
+        let (mut input, mut output) = (tmp, cur);
+        swap_history(&mut input, &mut output);
+        let l = StepLaunches {
+            p,
+            pc: p,
+            cur,
+            tmp,
+            grid,
+            cells: st.cells,
+            input,
+            output,
+            diag: st.diag,
+            msh: self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default(),
+            count_bytes: 4 * (st.cells as usize + 1),
+        };
+        self.enqueue_search(&l, &mut Marks::off())?;
+        let blocks = p.n.div_ceil(kernels::COLLIDE_THREADS).max(1);
+        let mut partial = self
+            .stream
+            .alloc_zeros::<f64>(4 * blocks as usize)
+            .map_err(|e| CudaError::driver("allocating the energy sums", e))?;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Energies));
+        b.arg(&p)
+            .arg(&input)
+            .arg(&grid)
+            .arg(&l.msh)
+            .arg(&mut partial);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (kernels::COLLIDE_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: dem_energies(DemParams, ParticleArrays in, GridArrays, MeshArrays, double*):
+        // reads the scratch copy the search just gathered (p.n slots), the state's history at
+        // each slot's row, the grid and the mesh arrays; block b writes partial[4b .. 4b + 4],
+        // which holds 4 * blocks doubles.
+        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_energies", e))?;
+        let sums = self
+            .stream
+            .clone_dtoh(&partial)
+            .map_err(|e| CudaError::driver("reading the energy sums", e))?;
+        let mut e = [0.0f64; 4];
+        for b in sums.chunks_exact(4) {
+            for c in 0..4 {
+                e[c] += b[c];
+            }
+        }
+        Ok(Energies {
+            kinetic_translation: e[0],
+            kinetic_rotation: e[1],
+            potential: e[2],
+            elastic: e[3],
+        })
+    }
+}
