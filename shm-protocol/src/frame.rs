@@ -59,6 +59,17 @@ pub struct Frame {
     pub particle_ids: Option<Vec<u32>>,
     /// [`crate::layout::ParticleKind`] of each particle.
     pub particle_kinds: Option<Vec<u32>>,
+    /// Set when this frame is a sample of a larger one (a forwarder client's `max_particles`):
+    /// every `stride`-th particle, named by `particle_ids`. `None` for a segment's frames.
+    pub sample: Option<FrameSample>,
+}
+
+/// How a [`Frame`] was sampled from the run's frame: element `i` is that frame's particle
+/// `stride * i`, and the whole frame held `of` particles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameSample {
+    pub stride: u64,
+    pub of: u64,
 }
 
 /// Reads the slot header and checks its counts against the capacities.
@@ -236,6 +247,7 @@ impl<'a> FrameView<'a> {
             }
         }
         out.meta = self.meta;
+        out.sample = None;
         out.bodies.clear();
         out.bodies.extend_from_slice(self.bodies());
         let want = |k: FieldKind| fields & k.bit() != 0;
@@ -290,6 +302,7 @@ impl<'a> FrameView<'a> {
             pressures: self.pressures().map(<[_]>::to_vec),
             particle_ids: self.particle_ids().map(<[_]>::to_vec),
             particle_kinds: self.particle_kinds().map(<[_]>::to_vec),
+            sample: None,
         }
     }
 }

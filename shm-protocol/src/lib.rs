@@ -23,7 +23,7 @@ pub mod sys;
 pub use command::{Command, CommandOutcome, ReceivedCommand, Ticket};
 pub use consumer::{Consumer, SolverStatus, WaitOutcome};
 pub use error::{AttachError, CommandError, CreateError, PublishError, ReadError};
-pub use frame::{Frame, FrameMeta, FrameView, FrameWriter};
+pub use frame::{Frame, FrameMeta, FrameSample, FrameView, FrameWriter};
 pub use layout::{
     BodyTransform, Capacities, FieldKind, SolverState, SpeciesRecord, ABI_VERSION, DEFAULT_FIELDS,
     LAYOUT_HASH,

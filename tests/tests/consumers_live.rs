@@ -169,6 +169,27 @@ fn viewer_and_analysis_follow_a_real_run_directly_and_through_the_forwarder() {
         .filter(|&i| remote_png.rgb[i] != late.rgb[i])
         .count();
     assert_eq!(differing, 0, "the forwarded frame draws the same particles");
+    // At most 250 of the 1,000 particles: the forwarder sends every 4th (the viewer asks it to),
+    // and they are the ones a local viewer draws with the same limit.
+    let local_250 = snapshot(
+        &["--attach", &name.0, "--max-particles", "250"],
+        &dir.join("local250.png"),
+    );
+    let remote_250 = snapshot(
+        &["--connect", &fwd.addr, "--max-particles", "250"],
+        &dir.join("remote250.png"),
+    );
+    let differing = (0..scene_px)
+        .filter(|&i| remote_250.rgb[i] != local_250.rgb[i])
+        .count();
+    assert_eq!(
+        differing, 0,
+        "the sampled frame draws the particles a local limit draws"
+    );
+    assert!(
+        local_250.particles().0 < late.particles().0,
+        "a quarter of the particles covers less of the image"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -93,7 +93,9 @@ struct Args {
     )]
     mesh_opacity: f32,
     /// Draw at most this many particles (every k-th beyond it). Default: all for images,
-    /// 2,000,000 in the window.
+    /// 2,000,000 in the window. With --connect the forwarder sends no more than that (every
+    /// k-th particle of a larger frame), so a 100 M-particle run is watchable over a laptop's
+    /// network.
     #[arg(long, value_name = "N")]
     max_particles: Option<usize>,
     /// Seconds to wait for the segment and its first frame (images only).
@@ -103,6 +105,9 @@ struct Args {
     #[arg(long, num_args = 2, value_names = ["SECONDS", "FILE"])]
     screenshot_after: Option<Vec<String>>,
 }
+
+/// Particles a window draws at most unless `--max-particles` says otherwise.
+const WINDOW_MAX_PARTICLES: usize = 2_000_000;
 
 fn parse_size(s: &str) -> Result<(usize, usize), String> {
     let (w, h) = s
@@ -130,7 +135,16 @@ fn run(args: Args) -> anyhow::Result<()> {
                 .map_err(|reason| anyhow::anyhow!("invalid segment name {name:?}: {reason}"))?;
             source::attach_opener(name)
         }
-        forwarder::SourceChoice::Forwarder { addr, token } => source::connect_opener(addr, token),
+        // A window draws at most 2 M by default: more need not cross the network either.
+        forwarder::SourceChoice::Forwarder { addr, token } => {
+            let images = args.snapshot.is_some() || args.every.is_some();
+            let most = match args.max_particles {
+                Some(m) => m as u64,
+                None if images => 0,
+                None => WINDOW_MAX_PARTICLES as u64,
+            };
+            source::connect_opener(addr, token, most)
+        }
     };
     let scene = SceneOptions {
         color_by: args.color_by,
@@ -177,7 +191,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         camera: args.camera,
         up: args.up,
         scene: SceneOptions {
-            max_particles: args.max_particles.unwrap_or(2_000_000),
+            max_particles: args.max_particles.unwrap_or(WINDOW_MAX_PARTICLES),
             ..scene
         },
         max_particles_explicit: args.max_particles.is_some(),

@@ -203,10 +203,11 @@ impl Scene {
             world,
             legend: coloring.legend,
             color_by,
-            total_particles: n,
+            // A frame the forwarder sampled (`--connect`): counts of the run's whole frame.
+            total_particles: frame.sample.map_or(n, |s| s.of as usize),
             boundary_particles: boundary_count,
             boundary: opts.boundary,
-            stride,
+            stride: stride * frame.sample.map_or(1, |s| s.stride as usize),
             note: match (el.problem, coloring.note) {
                 (Some(a), Some(b)) => Some(format!("{a}; {b}")),
                 (a, b) => a.or(b),
@@ -269,6 +270,35 @@ mod tests {
         let c = crate::color::species_color;
         assert_eq!(s.colors, [c(1), c(1), c(0)]);
         assert!(s.note.is_none(), "{:?}", s.note);
+    }
+
+    /// A frame the forwarder sampled (every 4th of 12 particles, named by id): drawn by id,
+    /// counted as the run's whole frame, the forwarder's stride times the scene's own.
+    #[test]
+    fn a_frame_sampled_by_the_forwarder_counts_the_whole_run() {
+        let st = StaticData {
+            particle_radius: (1..=12).map(|i| i as f32 / 64.0).collect(),
+            particle_species: vec![0; 12],
+            particle_ids: (0..12).collect(),
+            world_min: [0.0; 3],
+            world_max: [12.0; 3],
+            ..Default::default()
+        };
+        let frame = Frame {
+            positions: Some((0..3).map(|i| [4.0 * i as f32, 1.0, 1.0]).collect()),
+            particle_ids: Some(vec![0, 4, 8]),
+            sample: Some(shm_protocol::FrameSample { stride: 4, of: 12 }),
+            ..Default::default()
+        };
+        let s = Scene::build(&st, &frame, &SceneOptions::default());
+        assert_eq!((s.total_particles, s.stride, s.centers.len()), (12, 4, 3));
+        assert_eq!(s.radii, [1.0 / 64.0, 5.0 / 64.0, 9.0 / 64.0]);
+        let opts = SceneOptions {
+            max_particles: 2,
+            ..Default::default()
+        };
+        let s = Scene::build(&st, &frame, &opts);
+        assert_eq!((s.total_particles, s.stride, s.centers.len()), (12, 8, 2));
     }
 
     #[test]

@@ -51,8 +51,9 @@ pub fn attach_opener(name: String) -> Opener {
 /// An opener for a run served by a forwarder (`--connect HOST:PORT`): every field the viewer
 /// can colour by, at full precision, the particle ids of runs whose particle set changes
 /// (species and radii are looked up by them) and the particle kinds of SPH runs (boundary
-/// particles are hidden or dimmed by them).
-pub fn connect_opener(addr: String, token: Option<String>) -> Opener {
+/// particles are hidden or dimmed by them). At most `max_particles` per frame (0: all) cross
+/// the network: the forwarder sends every k-th particle of a larger frame (`Frame::sample`).
+pub fn connect_opener(addr: String, token: Option<String>, max_particles: u64) -> Opener {
     use shm_protocol::FieldKind;
     let fields = shm_protocol::DEFAULT_FIELDS
         | FieldKind::ContactCount.bit()
@@ -60,15 +61,36 @@ pub fn connect_opener(addr: String, token: Option<String>) -> Opener {
         | FieldKind::Pressure.bit()
         | FieldKind::ParticleId.bit()
         | FieldKind::ParticleKind.bit();
-    Arc::new(
-        move || match forwarder::RemoteSource::connect_fields(&addr, token.clone(), fields) {
+    Arc::new(move || {
+        match forwarder::RemoteSource::connect_with(
+            &addr,
+            connect_options(token.clone(), fields, max_particles),
+        ) {
             Ok(c) => Ok(Box::new(c) as Box<dyn FrameSource>),
             Err(e) => Err(OpenError {
                 retryable: matches!(e, forwarder::client::ConnectError::Connect { .. }),
                 message: e.to_string(),
             }),
+        }
+    })
+}
+
+/// What the viewer asks a forwarder for.
+fn connect_options(
+    token: Option<String>,
+    fields: u32,
+    max_particles: u64,
+) -> forwarder::ConnectOptions {
+    forwarder::ConnectOptions {
+        token,
+        subscription: forwarder::Subscription {
+            fields,
+            max_particles,
+            ..forwarder::Subscription::default()
         },
-    )
+        client_name: "viewer".into(),
+        ..forwarder::ConnectOptions::default()
+    }
 }
 
 /// One consistent picture of the run: a frame with the static data it belongs to.
@@ -377,5 +399,25 @@ impl Worker {
                 st.acks.drain(..excess);
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod connect_tests {
+    /// The limit reaches the forwarder's subscription (0: every particle).
+    #[test]
+    fn the_particle_limit_goes_into_the_subscription() {
+        let o = super::connect_options(Some("t".into()), 0b11, 2_000_000);
+        assert_eq!(
+            (o.subscription.max_particles, o.subscription.fields),
+            (2_000_000, 0b11)
+        );
+        assert_eq!(o.token.as_deref(), Some("t"));
+        assert_eq!(
+            super::connect_options(None, 1, 0)
+                .subscription
+                .max_particles,
+            0
+        );
     }
 }

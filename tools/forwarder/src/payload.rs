@@ -2,7 +2,9 @@
 //! `StaticData`, and reading them back with every size checked before use.
 
 use shm_protocol::layout::SpeciesMethod;
-use shm_protocol::{BodyTransform, FieldKind, Frame, MeshStatic, SpeciesRecord, StaticData};
+use shm_protocol::{
+    BodyTransform, FieldKind, Frame, FrameSample, MeshStatic, SpeciesRecord, StaticData,
+};
 
 use crate::codec::CodecError;
 use crate::protocol::{FrameHeader, PositionEncoding, StaticHeader, WireMesh, WireSpecies};
@@ -313,6 +315,10 @@ pub fn read_frame(h: &FrameHeader, payload: &[u8]) -> Result<Frame, CodecError> 
     let mut frame = Frame {
         meta: h.meta,
         bodies,
+        sample: (h.stride > 1).then_some(FrameSample {
+            stride: h.stride,
+            of: h.frame_particles,
+        }),
         ..Frame::default()
     };
     for f in FieldKind::ALL {
@@ -613,6 +619,7 @@ mod tests {
         let mut out = Vec::new();
         write_frame_payload(&f, &h, &mut out);
         let back = read_frame(&h, &out).unwrap();
+        assert_eq!(back.sample, Some(FrameSample { stride: 3, of: 10 }));
         let want: Vec<u32> = vec![0, 3, 6, 9];
         assert_eq!(back.particle_ids.as_deref(), Some(&want[..]));
         assert_eq!(back.contact_counts.as_deref(), Some(&want[..]));
@@ -665,6 +672,9 @@ mod tests {
             10,
         );
         assert_eq!((h.stride, h.meta.particle_count, h.meta.fields), (1, 10, 1));
+        let mut out = Vec::new();
+        write_frame_payload(&f, &h, &mut out);
+        assert_eq!(read_frame(&h, &out).unwrap().sample, None);
     }
 
     #[test]

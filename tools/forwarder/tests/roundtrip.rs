@@ -161,6 +161,13 @@ fn frames_equal_the_segment_and_commands_round_trip() {
         assert!(Instant::now() < deadline, "max_particles not applied");
     };
     assert_eq!(f.meta.particle_count, 250);
+    assert_eq!(
+        f.sample,
+        Some(shm_protocol::FrameSample {
+            stride: 4,
+            of: n as u64
+        })
+    );
     let ids: Vec<u32> = (0..250).map(|i| 4 * i).collect();
     assert_eq!(f.particle_ids.as_deref(), Some(&ids[..]));
     let want_pos: Vec<_> = (0..n).step_by(4).map(|i| position(f.meta.seq, i)).collect();

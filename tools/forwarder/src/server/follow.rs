@@ -137,6 +137,7 @@ fn copy_fields(v: &FrameView<'_>, wanted: u32) -> Frame {
             .particle_kinds()
             .filter(|_| want(FieldKind::ParticleKind))
             .map(<[_]>::to_vec),
+        sample: None,
     }
 }
 
