@@ -47,11 +47,17 @@ struct Args {
     graphs: bool,
     /// `case`: the case file.
     case: Option<String>,
+    /// `case --batch N`: steps per call, each call followed by the diagnostics check (a
+    /// synchronisation), as the solver's run loop does per batch; 0: 1,000 a call, unchecked.
+    batch: u64,
+    /// `--store-forces on`: forces and contact counts stored every step, as the solver's
+    /// backend does (for frames and snapshots).
+    store_forces: bool,
 }
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -72,6 +78,8 @@ fn parse() -> Result<Args> {
         axis: None,
         weak: false,
         graphs: true,
+        batch: 0,
+        store_forces: false,
         case: None,
     };
     while let Some(k) = it.next() {
@@ -105,6 +113,14 @@ fn parse() -> Result<Args> {
                 }
             }
             "--case" => a.case = Some(v),
+            "--batch" => a.batch = v.parse()?,
+            "--store-forces" => {
+                a.store_forces = match v.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => bail!("--store-forces takes on or off, not {v}"),
+                }
+            }
             "--devices" => {
                 a.devices = v
                     .split(',')
@@ -212,6 +228,7 @@ fn opts(a: &Args) -> CudaOptions {
         candidates: a.candidates,
         min_blocks: a.min_blocks,
         graphs: a.graphs,
+        store_forces: a.store_forces,
         ..Default::default()
     }
 }
@@ -745,8 +762,11 @@ fn case_run(a: &Args) -> Result<()> {
     let t0 = Instant::now();
     let mut done = 0;
     while done < a.steps {
-        let c = 1000.min(a.steps - done);
+        let c = (if a.batch > 0 { a.batch } else { 1000 }).min(a.steps - done);
         sim.steps(c)?;
+        if a.batch > 0 {
+            sim.check_diag()?;
+        }
         done += c;
     }
     sim.synchronize()?;
@@ -754,8 +774,10 @@ fn case_run(a: &Args) -> Result<()> {
     sim.check_diag()?;
     let sps = done as f64 / wall;
     println!(
-        "case {path}: N = {n}, {done} steps in {wall:.3} s: {sps:.0} steps/s (graphs {})",
-        if a.graphs { "on" } else { "off" }
+        "case {path}: N = {n}, {done} steps in {wall:.3} s: {sps:.0} steps/s (graphs {}, batch {}, forces stored {})",
+        if a.graphs { "on" } else { "off" },
+        a.batch,
+        a.store_forces
     );
     record(
         a,
@@ -765,6 +787,8 @@ fn case_run(a: &Args) -> Result<()> {
             ("particles", n.to_string()),
             ("phase", js("small-stepping")),
             ("graphs", a.graphs.to_string()),
+            ("batch", a.batch.to_string()),
+            ("store_forces", a.store_forces.to_string()),
             ("steps", done.to_string()),
             ("wall_s", num(wall)),
             ("steps_per_s", num(sps)),

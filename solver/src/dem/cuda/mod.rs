@@ -253,6 +253,11 @@ pub struct CudaSim {
     times: StageTimes,
     /// The timed step of the last batch, waiting for the device (see `step.rs`).
     sample: Option<step::Sample>,
+    /// When the last sample was taken: one at most every [`step::SAMPLE_EVERY`] (its step is
+    /// launched directly, not replayed as a graph).
+    last_sample: Option<std::time::Instant>,
+    /// Steps since the last sample that no sample stands for yet (the next one will).
+    unsampled: u64,
     /// Events of harvested samples, reused (no event is created per batch once warm).
     spare_events: Vec<cudarc::driver::CudaEvent>,
     publish: publish::PublishState,
@@ -369,6 +374,8 @@ impl CudaSim {
             end_time: f64::INFINITY,
             times: StageTimes::default(),
             sample: None,
+            last_sample: None,
+            unsampled: 0,
             spare_events: Vec::new(),
             publish: publish::PublishState::default(),
             device_name,

@@ -16,6 +16,11 @@ use super::params::{
 };
 use super::{CudaError, CudaSim};
 
+/// Shortest wall time between two timed (sampled) steps: a sampled step is launched kernel by
+/// kernel with events between them, which in a 10 k-particle case costs as much as several
+/// replayed steps; the stage times need a few samples a second, not one per batch.
+pub(crate) const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Particles up to which dem_mesh_filter runs [`kernels::MESH_FILTER_LANES`] threads per
 /// particle (about two resident waves of an H100's threads at 8 lanes).
 const MESH_FILTER_SMALL: u32 = 1 << 18;
@@ -505,10 +510,14 @@ impl CudaSim {
     pub fn steps(&mut self, count: u64) -> Result<(), CudaError> {
         self.harvest_sample()?;
         let profile = self.opts.profile;
-        let sampling = !profile && count > 0 && self.sample.is_none();
+        let sampling = !profile
+            && count > 0
+            && self.sample.is_none()
+            && self.last_sample.is_none_or(|t| t.elapsed() >= SAMPLE_EVERY);
         if !profile && !sampling {
-            if let Some(s) = &mut self.sample {
-                s.weight += count;
+            match &mut self.sample {
+                Some(s) => s.weight += count,
+                None => self.unsampled += count,
             }
         }
         for k in 0..count {
@@ -529,9 +538,10 @@ impl CudaSim {
             // Accumulated as the CPU does (the meshes are placed at this time: same bits).
             self.time += self.params.dt;
             if marks.on && !profile {
+                self.last_sample = Some(std::time::Instant::now());
                 self.sample = Some(Sample {
                     events: std::mem::take(&mut marks.events),
-                    weight: count,
+                    weight: count + std::mem::take(&mut self.unsampled),
                 });
             } else if marks.on {
                 marks
@@ -653,6 +663,7 @@ impl CudaSim {
 
     pub fn reset_stage_times(&mut self) {
         self.times = StageTimes::default();
+        self.unsampled = 0;
     }
 
     /// Turns per-kernel timing on or off.
