@@ -23,6 +23,12 @@ impl CudaSim {
                 "device energies of one GPU of a group".into(),
             ));
         }
+        if self.mid_step {
+            // Velocity Verlet stopped after its drift for inflow placement: not a state.
+            return Err(CudaError::Unsupported(
+                "energies in the middle of a step".into(),
+            ));
+        }
         self.prepare_meshes(self.time)?;
         let p = self.params;
         if let Some(m) = self.meshes.as_mut() {
