@@ -83,18 +83,7 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
     }
     // A dense FCC pack (12 contacts per particle from the first step) with the built-in
     // case's friction: the buffer of 2 overflows about six times per particle and step.
-    let pack =
-        solver::bench_cases::dense_pack(4000, solver::bench_cases::BenchModel::LinearFriction);
-    let n = pack.positions.len();
-    let state = SimState::new(
-        0.0,
-        0,
-        vec![0; n],
-        pack.positions,
-        vec![[0.0; 3]; n],
-        vec![[0.0; 3]; n],
-    );
-    let sc = cuda::step_context(&pack.case).expect("case");
+    let (sc, state) = dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
     let mut cpu = Coordinator::cpu(
         Arc::new(sc.clone()),
         state.clone(),
@@ -134,6 +123,21 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
         assert!(a.history == c.history, "{label}: contact history");
         println!("{label}: bit-identical to the CPU after 400 steps ({springs} springs)");
     }
+}
+
+/// A dense FCC pack of about 4,000 particles at rest (`bench_cases::dense_pack`) in `model`.
+fn dense_pack_at_rest(model: solver::bench_cases::BenchModel) -> (StepContext, SimState) {
+    let pack = solver::bench_cases::dense_pack(4000, model);
+    let n = pack.positions.len();
+    let state = SimState::new(
+        0.0,
+        0,
+        vec![0; n],
+        pack.positions,
+        vec![[0.0; 3]; n],
+        vec![[0.0; 3]; n],
+    );
+    (cuda::step_context(&pack.case).expect("case"), state)
 }
 
 /// Two runs give identical bits (no float atomics; per-cell order fixed by particle id).
@@ -535,19 +539,7 @@ fn device_energies_equal_the_cpu_reference_and_change_nothing() {
     if !gpu_present() {
         return;
     }
-    let pack = |model| {
-        let pack = solver::bench_cases::dense_pack(4000, model);
-        let n = pack.positions.len();
-        let state = SimState::new(
-            0.0,
-            0,
-            vec![0; n],
-            pack.positions,
-            vec![[0.0; 3]; n],
-            vec![[0.0; 3]; n],
-        );
-        (cuda::step_context(&pack.case).expect("case"), state)
-    };
+    let pack = dense_pack_at_rest;
     use solver::bench_cases::BenchModel;
     let cases = [
         ("pack, linear + friction", pack(BenchModel::LinearFriction)),

@@ -98,6 +98,44 @@ __device__ __forceinline__ int classify_slot(const DemParams& p, const ParticleA
     return lo ? 2 : (hi ? 3 : -1);
 }
 
+// The two passes shared by dem_classify and dem_classify_band. Pass 1 counts slot k's kind
+// `c` (0, 1: migrant down, up; 2, 3: ghost for the neighbour below, above; 4: kept ghost) in the
+// block's counters `cnt` (3 once more when the slot is a ghost for both sides, 5 when it stays).
+__device__ __forceinline__ void count_kind(unsigned* cnt, int c, bool kept, bool both) {
+    atomicAdd(&cnt[c], 1u);
+    if (both) atomicAdd(&cnt[3], 1u);
+    if (kept) atomicAdd(&cnt[5], 1u);
+}
+
+// Between the passes: the block's places in each kind's records (one global atomic per kind),
+// and its counters cleared for pass 2. Called by every thread of the block.
+__device__ __forceinline__ void reserve_places(ExchangeParams& x, unsigned* cnt, unsigned* base) {
+    __syncthreads();
+    if (threadIdx.x < 6) {
+        base[threadIdx.x] = cnt[threadIdx.x] ? atomicAdd(&x.counts[threadIdx.x], cnt[threadIdx.x]) : 0u;
+        cnt[threadIdx.x] = 0;
+    }
+    __syncthreads();
+}
+
+// Pass 2: slot k's records at the block's places (the order inside is arbitrary; the sort
+// restores (cell, id)).
+__device__ __forceinline__ void emit_records(const DemParams& p, const ParticleArrays& s, const ExchangeParams& x,
+                                             unsigned k, int c, bool both, const unsigned* base, unsigned* cnt) {
+    if (c == 4) return;
+    const unsigned rec_halo = (rec_words(false) + 8 + 7) / 8 * 8;
+    const unsigned j = base[c] + atomicAdd(&cnt[c], 1u);
+    if (c < 2) {
+        if (j < x.cap_mig) write_record(p, s, k, x.mig[c] + (size_t)j * x.rec_mig, true);
+    } else if (j < x.cap_halo) {
+        write_record(p, s, k, x.halo[c - 2] + (size_t)j * rec_halo, false);
+    }
+    if (both) {
+        const unsigned h = base[3] + atomicAdd(&cnt[3], 1u);
+        if (h < x.cap_halo) write_record(p, s, k, x.halo[1] + (size_t)h * rec_halo, false);
+    }
+}
+
 // Slots each block of dem_classify handles (kernels::CLASSIFY_CHUNK): its records take one
 // global atomic per kind and block, and their kinds fit in shared memory (4 KB). One atomic per record (on four counters) serialised the
 // kernel: ghosts are about one slot in a hundred at 25 M particles a GPU, spread over every row
@@ -117,36 +155,13 @@ extern "C" __global__ void dem_classify(const DemParams p, const ParticleArrays 
         bool kept, both;
         const int c = classify_slot(p, s, x, k, &kept, &both);
         kind[k - first] = (signed char)(c < 0 ? -1 : (c | (both ? 8 : 0)));
-        if (c < 0) continue;
-        atomicAdd(&cnt[c], 1u);
-        if (both) atomicAdd(&cnt[3], 1u);
-        if (kept) atomicAdd(&cnt[5], 1u);
+        if (c >= 0) count_kind(cnt, c, kept, both);
     }
-    __syncthreads();
-    if (threadIdx.x < 6) {
-        base[threadIdx.x] = cnt[threadIdx.x] ? atomicAdd(&x.counts[threadIdx.x], cnt[threadIdx.x]) : 0u;
-        cnt[threadIdx.x] = 0;
-    }
-    __syncthreads();
-    // Pass 2: the records, at this block's places (the order inside is arbitrary; the sort
-    // restores (cell, id)).
-    const unsigned rec_halo = (rec_words(false) + 8 + 7) / 8 * 8;
+    reserve_places(x, cnt, base);
+    // Pass 2: the records, at this block's places.
     for (unsigned k = first + threadIdx.x; k < last; k += blockDim.x) {
         const int v = kind[k - first];
-        if (v < 0) continue;
-        const int c = v & 7;
-        const bool both = (v & 8) != 0;
-        if (c == 4) continue;
-        const unsigned j = base[c] + atomicAdd(&cnt[c], 1u);
-        if (c < 2) {
-            if (j < x.cap_mig) write_record(p, s, k, x.mig[c] + (size_t)j * x.rec_mig, true);
-        } else if (j < x.cap_halo) {
-            write_record(p, s, k, x.halo[c - 2] + (size_t)j * rec_halo, false);
-        }
-        if (both) {
-            const unsigned h = base[3] + atomicAdd(&cnt[3], 1u);
-            if (h < x.cap_halo) write_record(p, s, k, x.halo[1] + (size_t)h * rec_halo, false);
-        }
+        if (v >= 0) emit_records(p, s, x, k, v & 7, (v & 8) != 0, base, cnt);
     }
 }
 
@@ -184,6 +199,28 @@ __device__ __forceinline__ void band_item(const DemParams& p, const unsigned* st
     }
 }
 
+// One pass of dem_classify_band over this thread's slots of the block's items [t0, t1): their
+// kinds counted (pass 1), or their records written (EMIT, pass 2). (A lambda would say it in
+// fewer lines, but NVRTC's JIT mode refuses unannotated ones.)
+template <bool EMIT>
+__device__ __forceinline__ void band_pass(const DemParams& p, const ParticleArrays& s, const ExchangeParams& x,
+                                          const unsigned* start, const BandParams& b, unsigned t0, unsigned t1,
+                                          unsigned* cnt, const unsigned* base) {
+    for (unsigned t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
+        unsigned first, last;
+        band_item(p, start, b, x.n, t, &first, &last);
+        for (unsigned k = first; k < last; k++) {
+            bool kept, both;
+            const int c = classify_slot(p, s, x, k, &kept, &both);
+            if (c < 0) continue;
+            if (EMIT)
+                emit_records(p, s, x, k, c, both, base, cnt);
+            else
+                count_kind(cnt, c, kept, both);
+        }
+    }
+}
+
 // dem_classify for a GPU whose slots are in the order of the last sort: only the particles of
 // the layers next to the bounds (where every migrant and ghost of this step lies: particles move
 // less than a cell per step, as the neighbour search assumes, and a bound moves one layer per
@@ -197,44 +234,9 @@ extern "C" __global__ void dem_classify_band(const DemParams p, const ParticleAr
     __syncthreads();
     const unsigned t0 = blockIdx.x * BAND_ITEMS;
     const unsigned t1 = min(t0 + BAND_ITEMS, items);
-    for (unsigned t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
-        unsigned first, last;
-        band_item(p, start, b, x.n, t, &first, &last);
-        for (unsigned k = first; k < last; k++) {
-            bool kept, both;
-            const int c = classify_slot(p, s, x, k, &kept, &both);
-            if (c < 0) continue;
-            atomicAdd(&cnt[c], 1u);
-            if (both) atomicAdd(&cnt[3], 1u);
-            if (kept) atomicAdd(&cnt[5], 1u);
-        }
-    }
-    __syncthreads();
-    if (threadIdx.x < 6) {
-        base[threadIdx.x] = cnt[threadIdx.x] ? atomicAdd(&x.counts[threadIdx.x], cnt[threadIdx.x]) : 0u;
-        cnt[threadIdx.x] = 0;
-    }
-    __syncthreads();
-    const unsigned rec_halo = (rec_words(false) + 8 + 7) / 8 * 8;
-    for (unsigned t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
-        unsigned first, last;
-        band_item(p, start, b, x.n, t, &first, &last);
-        for (unsigned k = first; k < last; k++) {
-            bool kept, both;
-            const int c = classify_slot(p, s, x, k, &kept, &both);
-            if (c < 0 || c == 4) continue;
-            const unsigned j = base[c] + atomicAdd(&cnt[c], 1u);
-            if (c < 2) {
-                if (j < x.cap_mig) write_record(p, s, k, x.mig[c] + (size_t)j * x.rec_mig, true);
-            } else if (j < x.cap_halo) {
-                write_record(p, s, k, x.halo[c - 2] + (size_t)j * rec_halo, false);
-            }
-            if (both) {
-                const unsigned h = base[3] + atomicAdd(&cnt[3], 1u);
-                if (h < x.cap_halo) write_record(p, s, k, x.halo[1] + (size_t)h * rec_halo, false);
-            }
-        }
-    }
+    band_pass<false>(p, s, x, start, b, t0, t1, cnt, base);
+    reserve_places(x, cnt, base);
+    band_pass<true>(p, s, x, start, b, t0, t1, cnt, base);
 }
 
 // Writes `count` received records into slots base.. of the state; a migrant's history goes to

@@ -606,19 +606,36 @@ mod tests {
         assert_eq!(json["Frame"]["meta"]["removed_mass"], 0.75);
     }
 
+    /// Encodes `f` for a client wanting `fields` (`Quantized16` positions with `world`, or f32
+    /// without) and at most `max` particles; returns the header and the frame read back.
+    fn sampled(
+        f: &Frame,
+        fields: u32,
+        world: Option<([f64; 3], [f64; 3])>,
+        max: u64,
+    ) -> (FrameHeader, Frame) {
+        let enc = if world.is_some() {
+            PositionEncoding::Quantized16
+        } else {
+            PositionEncoding::F32
+        };
+        let h = frame_header(f, 1, fields, enc, world, max);
+        let mut out = Vec::new();
+        write_frame_payload(f, &h, &mut out);
+        let back = read_frame(&h, &out).unwrap();
+        (h, back)
+    }
+
     /// `max_particles`: every k-th particle, named by its id; quantised positions sampled the
     /// same way; frames with their own ids keep them; a frame within the limit is whole.
     #[test]
     fn subsampled_frames_name_their_particles() {
         let f = frame(10);
-        let h = frame_header(&f, 1, u32::MAX, PositionEncoding::F32, None, 4);
+        let (h, back) = sampled(&f, u32::MAX, None, 4);
         assert_eq!(
             (h.stride, h.frame_particles, h.meta.particle_count),
             (3, 10, 4)
         );
-        let mut out = Vec::new();
-        write_frame_payload(&f, &h, &mut out);
-        let back = read_frame(&h, &out).unwrap();
         assert_eq!(back.sample, Some(FrameSample { stride: 3, of: 10 }));
         let want: Vec<u32> = vec![0, 3, 6, 9];
         assert_eq!(back.particle_ids.as_deref(), Some(&want[..]));
@@ -627,17 +644,7 @@ mod tests {
         assert_eq!(xs, [0.0, 3.0, 6.0, 9.0]);
 
         let world = Some(([0.0, 0.0, -2.0], [10.0, 1.0, 0.0]));
-        let h = frame_header(
-            &f,
-            1,
-            FieldKind::Position.bit(),
-            PositionEncoding::Quantized16,
-            world,
-            5,
-        );
-        let mut out = Vec::new();
-        write_frame_payload(&f, &h, &mut out);
-        let back = read_frame(&h, &out).unwrap();
+        let (h, back) = sampled(&f, FieldKind::Position.bit(), world, 5);
         let xs: Vec<f32> = back
             .positions
             .unwrap()
@@ -650,31 +657,12 @@ mod tests {
         let mut g = frame(5);
         g.particle_ids = Some(vec![40, 41, 42, 43, 44]);
         g.meta.fields |= FieldKind::ParticleId.bit();
-        let h = frame_header(
-            &g,
-            1,
-            FieldKind::Position.bit(),
-            PositionEncoding::F32,
-            None,
-            2,
-        );
-        let mut out = Vec::new();
-        write_frame_payload(&g, &h, &mut out);
-        let back = read_frame(&h, &out).unwrap();
+        let (_, back) = sampled(&g, FieldKind::Position.bit(), None, 2);
         assert_eq!(back.particle_ids.as_deref(), Some(&[40, 43][..]));
 
-        let h = frame_header(
-            &f,
-            1,
-            FieldKind::Position.bit(),
-            PositionEncoding::F32,
-            None,
-            10,
-        );
+        let (h, back) = sampled(&f, FieldKind::Position.bit(), None, 10);
         assert_eq!((h.stride, h.meta.particle_count, h.meta.fields), (1, 10, 1));
-        let mut out = Vec::new();
-        write_frame_payload(&f, &h, &mut out);
-        assert_eq!(read_frame(&h, &out).unwrap().sample, None);
+        assert_eq!(back.sample, None);
     }
 
     #[test]

@@ -28,6 +28,25 @@ fn next_frame(src: &mut RemoteSource, seq: u64) -> Frame {
     f
 }
 
+/// Changes the subscription and returns the first newer frame that shows it (`applied`).
+fn resubscribe(
+    src: &mut RemoteSource,
+    seq: &mut u64,
+    sub: Subscription,
+    applied: impl Fn(&Frame) -> bool,
+) -> Frame {
+    src.subscribe(sub).expect("subscribe");
+    let deadline = Instant::now() + T;
+    loop {
+        let f = next_frame(src, *seq);
+        *seq = f.meta.seq;
+        if applied(&f) {
+            return f;
+        }
+        assert!(Instant::now() < deadline, "subscription change not applied");
+    }
+}
+
 fn same_bits(a: &[[f32; 3]], b: &[[f32; 3]]) -> bool {
     bytemuck::cast_slice::<[f32; 3], u8>(a) == bytemuck::cast_slice::<[f32; 3], u8>(b)
 }
@@ -112,21 +131,16 @@ fn frames_equal_the_segment_and_commands_round_trip() {
     );
 
     // Fields and encoding chosen by the client: quantised positions, no velocities.
-    src.subscribe(Subscription {
-        fields: FieldKind::Position.bit(),
-        positions: PositionEncoding::Quantized16,
-        ..Subscription::default()
-    })
-    .expect("subscribe");
-    let deadline = Instant::now() + T;
-    let f = loop {
-        let f = next_frame(&mut src, seq);
-        seq = f.meta.seq;
-        if f.velocities.is_none() {
-            break f;
-        }
-        assert!(Instant::now() < deadline, "subscription change not applied");
-    };
+    let f = resubscribe(
+        &mut src,
+        &mut seq,
+        Subscription {
+            fields: FieldKind::Position.bit(),
+            positions: PositionEncoding::Quantized16,
+            ..Subscription::default()
+        },
+        |f| f.velocities.is_none(),
+    );
     let step = 1.0 / 65535.0;
     for (i, p) in f
         .positions
@@ -145,21 +159,16 @@ fn frames_equal_the_segment_and_commands_round_trip() {
     }
 
     // At most 300 of the 1000 particles: every fourth, exact, named by its id.
-    src.subscribe(Subscription {
-        fields: FieldKind::Position.bit() | FieldKind::Velocity.bit(),
-        max_particles: 300,
-        ..Subscription::default()
-    })
-    .expect("subscribe");
-    let deadline = Instant::now() + T;
-    let f = loop {
-        let f = next_frame(&mut src, seq);
-        seq = f.meta.seq;
-        if f.meta.particle_count < n as u64 {
-            break f;
-        }
-        assert!(Instant::now() < deadline, "max_particles not applied");
-    };
+    let f = resubscribe(
+        &mut src,
+        &mut seq,
+        Subscription {
+            fields: FieldKind::Position.bit() | FieldKind::Velocity.bit(),
+            max_particles: 300,
+            ..Subscription::default()
+        },
+        |f| f.meta.particle_count < n as u64,
+    );
     assert_eq!(f.meta.particle_count, 250);
     assert_eq!(
         f.sample,

@@ -6,8 +6,7 @@
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use kernels::Kernel;
 
-use super::graph::StepLaunches;
-use super::step::{swap_history, Marks};
+use super::step::Marks;
 use super::{CudaError, CudaSim};
 use crate::exec::worker::Energies;
 
@@ -31,28 +30,9 @@ impl CudaSim {
         }
         self.prepare_meshes(self.time)?;
         let p = self.params;
-        if let Some(m) = self.meshes.as_mut() {
-            m.ensure_hit_mask(&self.stream, 2 * p.n as usize)?;
-        }
-        let st = &self.state;
-        let (cur, tmp, grid) = (st.cur, st.tmp, st.grid);
-        // The search gathers the state into the scratch copy; the collide's input reads the
-        // state's (newest) history, as in a step.
-        let (mut input, mut output) = (tmp, cur);
-        swap_history(&mut input, &mut output);
-        let l = StepLaunches {
-            p,
-            pc: p,
-            cur,
-            tmp,
-            grid,
-            cells: st.cells,
-            input,
-            output,
-            diag: st.diag,
-            msh: self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default(),
-            count_bytes: 4 * (st.cells as usize + 1),
-        };
+        // The search gathers the state into the scratch copy; dem_energies reads it and the
+        // state's (newest) history, as a step's collide does.
+        let l = self.step_launches(p, p)?;
         self.enqueue_search(&l, &mut Marks::off())?;
         let blocks = p.n.div_ceil(kernels::COLLIDE_THREADS).max(1);
         let mut partial = self
@@ -63,8 +43,8 @@ impl CudaSim {
             .stream
             .launch_builder(self.module.function(Kernel::Energies));
         b.arg(&p)
-            .arg(&input)
-            .arg(&grid)
+            .arg(&l.input)
+            .arg(&l.grid)
             .arg(&l.msh)
             .arg(&mut partial);
         let cfg = LaunchConfig {

@@ -12,7 +12,7 @@ use kernels::Kernel;
 
 use super::graph::StepLaunches;
 use super::params::{
-    DemDiag, ParticleArrays, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE,
+    DemDiag, DemParams, ParticleArrays, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE,
 };
 use super::{CudaError, CudaSim};
 
@@ -52,7 +52,7 @@ impl StageTimes {
 }
 
 /// Exchanges the contact-history buffers of two particle array sets.
-pub(crate) fn swap_history(a: &mut ParticleArrays, b: &mut ParticleArrays) {
+fn swap_history(a: &mut ParticleArrays, b: &mut ParticleArrays) {
     std::mem::swap(&mut a.hist_count, &mut b.hist_count);
     std::mem::swap(&mut a.hist, &mut b.hist);
 }
@@ -207,37 +207,12 @@ impl CudaSim {
             // Verlet's extra force evaluation: the CPU counts only the step's own contacts.
             p.diag = 0;
         }
-        let st = &self.state;
-        let (cur, tmp, grid) = (st.cur, st.tmp, st.grid);
-        // The history is not reordered: the collide reads the last step's (the state's history
-        // buffers, at each particle's `row`) and writes the other pair in slot order, then the
-        // two are swapped so that the state's are again the newest.
-        let (mut input, mut output) = (tmp, cur);
-        swap_history(&mut input, &mut output);
         // With several GPUs only the live slots 0..live are collided (the dead ones were sorted
         // behind them).
         let live = self.window.as_ref().map_or(p.n, |w| w.live);
         let mut pc = p;
         pc.n = live;
-        if let Some(m) = self.meshes.as_mut() {
-            m.ensure_hit_mask(&self.stream, 2 * pc.n as usize)?;
-        }
-        let st = &self.state;
-        // grid.count holds cells + 1 counters (allocated once with the grid, buffers.rs).
-        let count_bytes = 4 * (st.cells as usize + 1);
-        let l = StepLaunches {
-            p,
-            pc,
-            cur,
-            tmp,
-            grid,
-            cells: st.cells,
-            input,
-            output,
-            diag: st.diag,
-            msh: self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default(),
-            count_bytes,
-        };
+        let l = self.step_launches(p, pc)?;
         // Several GPUs change their live slots every step (a graph per step would never be
         // replayed); timed steps need their events between the launches.
         if marks.on || self.window.is_some() || !self.opts.graphs {
@@ -259,6 +234,39 @@ impl CudaSim {
             w.sorted = live;
         }
         Ok(())
+    }
+
+    /// The arguments of a step's launches: search parameters `p`, collide parameters `pc`
+    /// (its live slots), the state, its scratch copy and the grid, and the mesh hit masks sized
+    /// for `pc.n`. The history is not reordered: the collide reads the last step's (the state's
+    /// history buffers, at each particle's `row`) and writes the other pair in slot order, then
+    /// the two are swapped so that the state's are again the newest.
+    pub(crate) fn step_launches(
+        &mut self,
+        p: DemParams,
+        pc: DemParams,
+    ) -> Result<StepLaunches, CudaError> {
+        if let Some(m) = self.meshes.as_mut() {
+            m.ensure_hit_mask(&self.stream, 2 * pc.n as usize)?;
+        }
+        let st = &self.state;
+        let (cur, tmp, grid) = (st.cur, st.tmp, st.grid);
+        let (mut input, mut output) = (tmp, cur);
+        swap_history(&mut input, &mut output);
+        Ok(StepLaunches {
+            p,
+            pc,
+            cur,
+            tmp,
+            grid,
+            cells: st.cells,
+            input,
+            output,
+            diag: st.diag,
+            msh: self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default(),
+            // grid.count holds cells + 1 counters (allocated once with the grid, buffers.rs).
+            count_bytes: 4 * (st.cells as usize + 1),
+        })
     }
 
     /// Queues the launches of [`CudaSim::launch_step`] (directly, or into a graph capture).
