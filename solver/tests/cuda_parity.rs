@@ -386,6 +386,13 @@ fn restart_parity(sc: StepContext, state: SimState, cpu_end: &SimState) {
     // The transform reported after a step is the one that step's contacts saw.
     second.advance(1).expect("step");
     cpu.advance(1).expect("step");
+    // The contacts of that step, from the GPU's per-particle counts (no state download).
+    assert_eq!(
+        second.stats().unwrap(),
+        cpu.stats().unwrap(),
+        "contacts and history overflows"
+    );
+    assert!(cpu.stats().unwrap().contacts > 0, "the case has contacts");
     assert_eq!(
         second.mesh_transforms(),
         cpu.mesh_transforms(),

@@ -765,6 +765,28 @@ pub(crate) fn download_ids(
     download(stream, st, st.cur.id, p.n as usize)
 }
 
+/// Contacts of the last step summed over the live slots (pairs twice, walls once), from the
+/// per-particle counts the collide stores; `None` when it stores none. 8 bytes a particle
+/// come back instead of the whole state.
+pub(crate) fn download_contact_sum(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+    p: &DemParams,
+) -> Result<Option<u64>, CudaError> {
+    if st.cur.contacts == 0 {
+        return Ok(None);
+    }
+    let ids = download_ids(stream, st, p)?;
+    let counts: Vec<u32> = download(stream, st, st.cur.contacts, p.n as usize)?;
+    Ok(Some(
+        ids.iter()
+            .zip(&counts)
+            .filter(|(&id, _)| id != DEAD)
+            .map(|(_, &c)| c as u64)
+            .sum(),
+    ))
+}
+
 /// The positions of slots `0..p.n`.
 pub(crate) fn download_positions(
     stream: &Arc<CudaStream>,

@@ -75,3 +75,11 @@ impl CudaSim {
         })
     }
 }
+
+impl CudaSim {
+    /// Contacts of the last step (pairs twice, walls once), summed from the per-particle counts
+    /// when the backend stores them (`CudaOptions::store_forces`), else `None`.
+    pub fn last_step_contacts(&self) -> Result<Option<u64>, CudaError> {
+        super::buffers::download_contact_sum(&self.stream, &self.state, &self.params)
+    }
+}
