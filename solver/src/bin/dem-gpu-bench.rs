@@ -55,6 +55,25 @@ struct Args {
     store_forces: bool,
 }
 
+/// The position, velocity and angular velocity arrays of a frame slot being written.
+fn kinematics_slots(w: &mut shm_protocol::FrameWriter<'_>) -> Result<[*mut [f32; 3]; 3]> {
+    use shm_protocol::FieldKind;
+    Ok([
+        w.field_ptr(FieldKind::Position)? as *mut [f32; 3],
+        w.field_ptr(FieldKind::Velocity)? as *mut [f32; 3],
+        w.field_ptr(FieldKind::AngularVelocity)? as *mut [f32; 3],
+    ])
+}
+
+/// The value of an `on|off` option.
+fn on_off(flag: &str, v: &str) -> Result<bool> {
+    match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => bail!("{flag} takes on or off, not {v}"),
+    }
+}
+
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
     let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--out FILE]")?;
@@ -105,22 +124,10 @@ fn parse() -> Result<Args> {
             }
             "--candidates" => a.candidates = v.parse()?,
             "--min-blocks" => a.min_blocks = v.parse()?,
-            "--graphs" => {
-                a.graphs = match v.as_str() {
-                    "on" => true,
-                    "off" => false,
-                    _ => bail!("--graphs takes on or off, not {v}"),
-                }
-            }
+            "--graphs" => a.graphs = on_off("--graphs", &v)?,
             "--case" => a.case = Some(v),
             "--batch" => a.batch = v.parse()?,
-            "--store-forces" => {
-                a.store_forces = match v.as_str() {
-                    "on" => true,
-                    "off" => false,
-                    _ => bail!("--store-forces takes on or off, not {v}"),
-                }
-            }
+            "--store-forces" => a.store_forces = on_off("--store-forces", &v)?,
             "--devices" => {
                 a.devices = v
                     .split(',')
@@ -153,13 +160,7 @@ fn parse() -> Result<Args> {
                     _ => bail!("--axis takes x, y or z, not {v}"),
                 })
             }
-            "--weak" => {
-                a.weak = match v.as_str() {
-                    "on" => true,
-                    "off" => false,
-                    _ => bail!("--weak takes on or off, not {v}"),
-                }
-            }
+            "--weak" => a.weak = on_off("--weak", &v)?,
             _ => bail!("unknown option {k}"),
         }
     }
@@ -839,11 +840,11 @@ fn publish(a: &Args) -> Result<()> {
             let mut w = publisher.begin_frame(n as u64)?;
             w.step = sim.step_index();
             w.sim_time = sim.time();
+            let [positions, velocities, angular_velocities] = kinematics_slots(&mut w)?;
             let target = cuda::FrameTarget {
-                positions: w.field_ptr(shm_protocol::FieldKind::Position)? as *mut [f32; 3],
-                velocities: w.field_ptr(shm_protocol::FieldKind::Velocity)? as *mut [f32; 3],
-                angular_velocities: w.field_ptr(shm_protocol::FieldKind::AngularVelocity)?
-                    as *mut [f32; 3],
+                positions,
+                velocities,
+                angular_velocities,
                 forces: std::ptr::null_mut(),
                 contact_counts: std::ptr::null_mut(),
             };
@@ -1147,12 +1148,12 @@ fn publish_group(a: &Args) -> Result<()> {
             let mut w = publisher.begin_frame(n as u64)?;
             w.step = done;
             w.sim_time = g.time();
+            let [positions, velocities, angular_velocities] = kinematics_slots(&mut w)?;
             let out = RawKinematics {
                 count: n,
-                positions: w.field_ptr(shm_protocol::FieldKind::Position)? as *mut [f32; 3],
-                velocities: w.field_ptr(shm_protocol::FieldKind::Velocity)? as *mut [f32; 3],
-                angular_velocities: w.field_ptr(shm_protocol::FieldKind::AngularVelocity)?
-                    as *mut [f32; 3],
+                positions,
+                velocities,
+                angular_velocities,
                 forces: std::ptr::null_mut(),
                 contact_counts: std::ptr::null_mut(),
             };
