@@ -10,6 +10,7 @@
 #   bench/gpu/x2_checks.sh sph     # SPH dam break at 20 M and 100 M, balancing off, slice, neighbour
 #   bench/gpu/x2_checks.sh rest    # what a short device budget allows, most wanted first, each
 #                                  # item skipped when it would not end within $BUDGET s (540)
+#   bench/gpu/x2_checks.sh rest2   # friction 100 M with more set-up time, then SPH, publication
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -95,5 +96,25 @@ rest)
     --seconds 5 --warmup 20 --out "$J"
   item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
   item 200 user_100m
+  ;;
+rest2)
+  # The second call of session 11: the frictional 100 M strong case with room for the group's
+  # set-up (the first try ran into mb's 240 s limit while the group was built), then SPH and
+  # publication, within $BUDGET s.
+  budget=${BUDGET:-540}
+  item() {
+    local est=$1; shift
+    if (( SECONDS + est > budget )); then echo "SKIPPED (budget) $*"; return; fi
+    "$@"
+  }
+  echo "+ dem-gpu-bench multi --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5"
+  t0=$SECONDS
+  timeout 400 dem-gpu-bench multi --particles 1e8 --model linear-friction --phase dense \
+    --relax 200 --steps 40 --warmup 5 --devices 0,1 --out "$J"
+  echo "RESULT multi rc=$? $((SECONDS - t0)) s"
+  item 200 timeout 230 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
+    --devices 0,1 --balance off,slice --out "$OUT/sph_group_x2.jsonl"
+  item 80 timeout 120 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --seconds 5 --warmup 20 --out "$J"
   ;;
 esac
