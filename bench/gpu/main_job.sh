@@ -25,7 +25,7 @@ import json, re, subprocess, sys
 log, t0, t1, rc, cmd = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 text = open(log).read()
 fin = re.search(r"finished after (\d+) steps in ([\d.]+) s \(([\d.]+) steps/s", text)
-mem = re.search(r"CUDA device (.+?): (\d+) particles, ([\d.]+) GiB of GPU memory \((\d+) B/particle\)", text)
+mem = re.search(r"CUDA device (.+?): (\d+) particles, ([\d.]+) GiB of GPU memory \((\d+) B/particle", text)
 gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
 print(json.dumps({
     "device": gpu,

@@ -183,6 +183,9 @@ pub struct ModuleConfig {
     /// `__launch_bounds__` minimum blocks of the collide kernel; 0: [`Self::collide_min_blocks`]'s
     /// measured default (other values are for sweeps).
     pub min_blocks: u32,
+    /// With friction: one contact-history buffer updated in place (half the history memory,
+    /// slower) instead of two (`DEM_HIST_IN_PLACE`, contact.cu).
+    pub hist_in_place: bool,
 }
 
 impl ModuleConfig {
@@ -223,6 +226,9 @@ impl ModuleConfig {
         }
         if self.double {
             d.push("-DDEM_DOUBLE".into());
+        }
+        if self.friction && self.hist_in_place {
+            d.push("-DDEM_HIST_IN_PLACE=1".into());
         }
         d
     }
@@ -383,8 +389,17 @@ mod tests {
             meshes: false,
             candidates: 24,
             min_blocks: 0,
+            hist_in_place: false,
         };
         let d = cfg.defines();
+        assert!(!d.iter().any(|x| x.starts_with("-DDEM_HIST_IN_PLACE")));
+        let in_place = ModuleConfig {
+            hist_in_place: true,
+            ..cfg
+        };
+        assert!(in_place
+            .defines()
+            .contains(&"-DDEM_HIST_IN_PLACE=1".to_string()));
         assert!(d.contains(&format!("-DCOLLIDE_BLOCK={COLLIDE_THREADS}")));
         assert!(d.contains(&"-DDEM_COMPACT=1".to_string()));
         assert!(d.contains(&"-DDEM_CANDIDATES=24".to_string()));

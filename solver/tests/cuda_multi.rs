@@ -30,7 +30,7 @@ fn gpu_present() -> bool {
 fn opts(double: bool) -> CudaOptions {
     CudaOptions {
         double,
-        ..Default::default()
+        ..cuda_options()
     }
 }
 

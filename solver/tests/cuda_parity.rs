@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use solver::case::Case;
 use solver::decomp::Decomposition;
-use solver::dem::cuda::{self, CudaOptions, CudaSim, HistLayout};
+use solver::dem::cuda::{self, CudaOptions, CudaSim, HistLayout, HistoryMode};
 use solver::dem::state::SimState;
 use solver::exec::coordinator::Coordinator;
 use solver::exec::worker::{Energies, FusedWorker};
@@ -101,21 +101,37 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
         springs > 1000,
         "the case must build up contact history ({springs} springs)"
     );
-    for (candidates, layout) in [
-        (0, HistLayout::SlotMajor),
-        (2, HistLayout::SlotMajor),
-        (cuda::DEFAULT_CANDIDATES, HistLayout::RowMajor),
-        (2, HistLayout::RowMajor),
+    for (candidates, layout, history) in [
+        (0, HistLayout::SlotMajor, HistoryMode::Double),
+        (2, HistLayout::SlotMajor, HistoryMode::Double),
+        (
+            cuda::DEFAULT_CANDIDATES,
+            HistLayout::RowMajor,
+            HistoryMode::Double,
+        ),
+        (2, HistLayout::RowMajor, HistoryMode::Double),
+        (
+            cuda::DEFAULT_CANDIDATES,
+            HistLayout::SlotMajor,
+            HistoryMode::InPlace,
+        ),
+        (0, HistLayout::SlotMajor, HistoryMode::InPlace),
+        (2, HistLayout::RowMajor, HistoryMode::InPlace),
     ] {
         let opts = CudaOptions {
             candidates,
             hist_layout: layout,
+            history,
             ..parity_opts(true)
         };
         let mut g = CudaSim::new(&sc, &state, &opts).expect("GPU f64");
+        assert_eq!(g.history_in_place(), history == HistoryMode::InPlace);
         g.steps(400).expect("gpu");
         let a = g.state().expect("state");
-        let label = format!("candidates {candidates}, {layout:?}");
+        let label = format!(
+            "candidates {candidates}, {layout:?}, history {}",
+            history.name()
+        );
         assert_eq!(a.pos, c.pos, "{label}: positions");
         assert_eq!(a.vel, c.vel, "{label}: velocities");
         assert_eq!(a.omega, c.omega, "{label}: angular velocities");
@@ -182,7 +198,7 @@ fn parity_opts(double: bool) -> CudaOptions {
         double,
         store_forces: true,
         check_every: 50,
-        ..Default::default()
+        ..common::cuda_options()
     }
 }
 

@@ -9,11 +9,17 @@
 // Mirrors the CPU worker's forces + integrate stages (solver/src/dem/cpu). Each particle keeps its
 // own contact history (tangential springs keyed by partner id), so a pair's spring is carried
 // twice, once by each side, and nothing is shared between threads. The per-step reorder does not
-// move the history: thread k reads its particle's last history at row in.row[k] (the slot it
-// had when that row was written, moved with the particle by dem_gather) and writes the new one
-// at row k of `out`, so reads are nearly coalesced (particles seldom change order) and writes
-// fully. `in` carries the last step's history buffers, `out` the other pair (the host swaps the
-// two after every collide).
+// move the history: in.row[k] is the row of the particle in slot k (moved with it by dem_gather).
+// Two layouts (DEM_HIST_IN_PLACE, chosen by the host from the memory the case needs):
+//   0  two history buffers: thread k reads its row of the last step's buffer and writes row k
+//      of the other (reads nearly coalesced, writes fully); the host swaps them after the
+//      collide. 2 x hist_cap entries per particle.
+//   1  one buffer: each particle owns its row for as long as it lives (the rows of all slots
+//      are a permutation, moved with the slots, so a slot that receives a particle finds a
+//      free row in it). Thread k copies its row's old entries into shared memory (hist_stage),
+//      looks them up there and writes the new ones over the row in place: only thread k
+//      touches the row. Half the history memory; slower (the stage lowers occupancy, rows
+//      drift from slot order as particles mix).
 //
 // Compile-time switches (set by the host from the case, one module per combination):
 //   DEM_MODEL     0 linear spring-dashpot, 1 Hertz-Mindlin (physics::ContactModel)
@@ -54,6 +60,9 @@
 #ifndef DEM_CANDIDATES
 #define DEM_CANDIDATES 16
 #endif
+#ifndef DEM_HIST_IN_PLACE
+#define DEM_HIST_IN_PLACE 0
+#endif
 
 // Lever arm from the centre to the contact point: the radius (cpu::contacts `lever`).
 __device__ __forceinline__ real contact_arm(real r, real /*delta*/) { return r; }
@@ -84,14 +93,49 @@ __device__ __forceinline__ unsigned hist_at(const DemParams& p, unsigned c, unsi
     return c * p.hist_sc + r * p.hist_sr;
 }
 
+#if DEM_HIST_IN_PLACE
+// The calling thread's copy of its old history row: entry c of thread t of the block at
+// [c * blockDim.x + t] of the dynamic shared memory (hist_cap * sizeof(HistEntry) * blockDim.x
+// bytes, set by the host at launch: collide_shared_bytes in dem/cuda/mod.rs).
+extern __shared__ __align__(16) unsigned char dem_dyn_shared[];
+__device__ __forceinline__ HistEntry& hist_stage(unsigned c) {
+    return reinterpret_cast<HistEntry*>(dem_dyn_shared)[c * blockDim.x + threadIdx.x];
+}
+#endif
+
+// Copies the old entries 0..m of row `row` into the thread's stage (in place: before the first
+// new entry is written over them).
+__device__ __forceinline__ void stage_history(const DemParams& p, const ParticleArrays& in, unsigned row, unsigned m) {
+#if DEM_HIST_IN_PLACE
+    for (unsigned c = 0; c < m; c++) hist_stage(c) = in.hist[hist_at(p, c, row)];
+#else
+    (void)p;
+    (void)in;
+    (void)row;
+    (void)m;
+#endif
+}
+
+// Old entry c of the particle's row: from the stage (in place) or the last step's buffer.
+__device__ __forceinline__ HistEntry old_entry(const DemParams& p, const ParticleArrays& in, unsigned row, unsigned c) {
+#if DEM_HIST_IN_PLACE
+    (void)p;
+    (void)in;
+    (void)row;
+    return hist_stage(c);
+#else
+    return in.hist[hist_at(p, c, row)];
+#endif
+}
+
 // stages::find_history: the entry of the particle's old history with the same partner, not yet
 // taken by an earlier contact of this step; for a mesh contact (partner keys [mesh_lo, mesh_hi)
 // are the triangles of its mesh) that moved to a neighbouring triangle, the first untaken entry
 // of the same mesh. Zero spring if none. Entries from 64 on are never marked taken (only mesh
 // cases need the mark; CudaSim::new limits their history to 64 entries).
-// The entry after the last one taken is tried first, as one packed load: contacts are visited in
-// the order the history was written in, so it is almost always the one. Partners are unique
-// within a history, so this finds the entry the scan finds.
+// The entry after the last one taken is tried first: contacts are visited in the order the
+// history was written in, so it is almost always the one. Partners are unique within a
+// history, so this finds the entry the scan finds.
 __device__ __forceinline__ ContactState find_history(const DemParams& p, const ParticleArrays& in, unsigned row,
                                                      unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
                                                      Accum& acc) {
@@ -100,7 +144,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     const unsigned m = acc.old_count;
     const unsigned c0 = acc.cursor;
     if (c0 < m && (c0 >= 64 || !((acc.used >> c0) & 1ull))) {
-        const HistEntry e = in.hist[hist_at(p, c0, row)];
+        const HistEntry e = old_entry(p, in, row, c0);
         if (e.partner == partner) {
             if (c0 < 64) acc.used |= 1ull << c0;
             s.xi = make_real3(e.x, e.y, e.z);
@@ -111,7 +155,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     unsigned found = DEM_PARTNER_NONE;
     for (unsigned c = 0; c < m; c++) {
         const bool free_ = c >= 64 || !((acc.used >> c) & 1ull);
-        if (free_ && in.hist[hist_at(p, c, row)].partner == partner) {
+        if (free_ && old_entry(p, in, row, c).partner == partner) {
             found = c;
             break;
         }
@@ -119,7 +163,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     if (found == DEM_PARTNER_NONE && mesh_lo < mesh_hi) {
         for (unsigned c = 0; c < m; c++) {
             const bool free_ = c >= 64 || !((acc.used >> c) & 1ull);
-            const unsigned q = in.hist[hist_at(p, c, row)].partner;
+            const unsigned q = old_entry(p, in, row, c).partner;
             if (free_ && q >= mesh_lo && q < mesh_hi) {
                 found = c;
                 break;
@@ -128,15 +172,24 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     }
     if (found != DEM_PARTNER_NONE) {
         if (found < 64) acc.used |= 1ull << found;
-        const HistEntry e = in.hist[hist_at(p, found, row)];
+        const HistEntry e = old_entry(p, in, row, found);
         s.xi = make_real3(e.x, e.y, e.z);
         acc.cursor = found + 1;
     }
     return s;
 }
 
-__device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays& out, unsigned row, Accum& acc,
-                                              unsigned partner, const ContactState& s) {
+// Writes the next new entry: row `row` (in place; the old entries are in the stage) or row
+// `k` of the other buffer.
+__device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays& out, unsigned row, unsigned k,
+                                              Accum& acc, unsigned partner, const ContactState& s) {
+#if DEM_HIST_IN_PLACE
+    (void)k;
+    const unsigned dst = row;
+#else
+    (void)row;
+    const unsigned dst = k;
+#endif
     if (acc.hist_out >= p.hist_cap) {
         acc.overflow++;  // the contact still acts; its spring is not kept (reported as an error)
         return;
@@ -149,14 +202,14 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
 #ifdef DEM_DOUBLE
     e.pad = 0;
 #endif
-    out.hist[hist_at(p, acc.hist_out, row)] = e;
+    out.hist[hist_at(p, acc.hist_out, dst)] = e;
     acc.hist_out++;
 }
 #endif
 
 // One contact of particle k with a partner (another particle, a wall or a mesh triangle; for a
 // triangle, [mesh_lo, mesh_hi) are the partner keys of its mesh, else empty). `row` is the
-// particle's last history row (in), `k` its slot (the new row, out).
+// particle's history row (where its old entries are), `k` its slot.
 template <class Acc>
 __device__ __forceinline__ void apply_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
                                               unsigned row, unsigned k, const MaterialPair& pair, const ContactKinematics& kin,
@@ -170,6 +223,8 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
         st = find_history(p, in, row, partner, 0u, 0u, acc);
 #else
         st.xi = zero3();
+        (void)in;
+        (void)row;
 #endif
         (void)out;
         (void)k;
@@ -183,10 +238,11 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
 #if DEM_FRICTION
     ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, acc);
     ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
-    store_history(p, out, k, acc, partner, st);
+    store_history(p, out, row, k, acc, partner, st);
     acc.f = add3(acc.f, cf.force);
     acc.t = add3(acc.t, add3(cross3(scale3(kin.n, arm), cf.tangential), cf.rolling_torque));
 #else
+    (void)in;
     (void)mesh_lo;
     (void)mesh_hi;
     (void)row;
@@ -390,6 +446,12 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
     acc.used = 0;
     acc.cursor = 0;
     acc.old_count = 0;
+    if constexpr (!Acc::ENERGY) {
+        // Every slot's row goes with its slot, live or dead, and those of the dead tail behind
+        // the collided slots too (p.n_rows): in place, the rows stay a permutation (with two
+        // buffers a live particle's new row is its slot, set below).
+        if (in.row && k < max(p.n, p.n_rows)) out.row[k] = in.row[k];
+    }
     if (active) {
         // A ghost (a neighbour GPU's particle, outside this GPU's slab) is read, not moved: its
         // slot of `out` is marked dead, which the next exchange drops.
@@ -423,6 +485,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         const unsigned z0 = cz > 0 ? cz - 1 : 0, z1 = min(cz + 1, p.dims[2] - 1);
 #if DEM_FRICTION
         acc.old_count = in.hist_count[row_i];
+        stage_history(p, in, row_i, acc.old_count);
 #endif
         // Particle-particle contacts in two passes: the neighbour cells are scanned for
         // overlapping partners (a cheap test), whose slots are buffered per thread in shared
@@ -567,8 +630,12 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         out.id[k] = id_i;
         if (in.species) out.species[k] = si;
 #if DEM_FRICTION
+#if DEM_HIST_IN_PLACE
+        out.hist_count[row_i] = acc.hist_out;
+#else
         out.hist_count[k] = acc.hist_out;
         out.row[k] = k;
+#endif
 #endif
         if (!finite) atomicAdd(&diag->nonfinite, 1u);
         if (acc.overflow) atomicAdd(&diag->hist_overflow, acc.overflow);

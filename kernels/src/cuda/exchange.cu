@@ -240,7 +240,7 @@ extern "C" __global__ void dem_classify_band(const DemParams p, const ParticleAr
 }
 
 // Writes `count` received records into slots base.. of the state; a migrant's history goes to
-// the history row of its new slot in the state's (newest) history buffers.
+// the history row its new slot carries.
 // `alive` (null but for inflow): the id's flag for frame ranks (publish.cu) is set.
 extern "C" __global__ void dem_unpack(const DemParams p, ParticleArrays s, const char* recs, unsigned count,
                                       unsigned base, unsigned full, unsigned rec_bytes, unsigned* alive) {
@@ -265,12 +265,19 @@ extern "C" __global__ void dem_unpack(const DemParams p, ParticleArrays s, const
     if (alive) alive[u[0]] = 1u;
     if (s.species) s.species[k] = u[1];
     if (full && s.contacts) s.contacts[k] = u[2];
-    if (s.row) s.row[k] = k;
     if (s.hist_count) {
+        // In place: the free row that the slot carries (rows are a permutation over all slots);
+        // two buffers: row k of the newest, free beyond the collided slots.
+#if DEM_HIST_IN_PLACE
+        const unsigned row = s.row[k];
+#else
+        const unsigned row = k;
+        s.row[k] = k;
+#endif
         const unsigned hc = full ? u[3] : 0u;
-        s.hist_count[k] = hc;
+        s.hist_count[row] = hc;
         const HistEntry* h = (const HistEntry*)(r + rec_hist_offset());
-        for (unsigned c = 0; c < hc; c++) s.hist[c * p.hist_sc + k * p.hist_sr] = h[c];
+        for (unsigned c = 0; c < hc; c++) s.hist[c * p.hist_sc + row * p.hist_sr] = h[c];
     }
 }
 

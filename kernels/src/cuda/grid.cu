@@ -6,19 +6,15 @@ __device__ __forceinline__ unsigned cell_index(const DemParams& p, unsigned x, u
     return x + p.dims[0] * (y + p.dims[1] * z);
 }
 
-// A GPU of a group (its slab is not the whole grid): the dead slots are dropped at this sort
-// (the step continues with the live ones only, solver/src/dem/cuda/step.rs), so they are not
-// counted nor placed. One GPU keeps its dead slots (outflow) behind the live ones.
-__device__ __forceinline__ bool windowed(const DemParams& p) {
-    return p.slab_lo > 0 || p.slab_hi < p.dims[p.split_axis];
-}
-
 // Hash every slot and count particles per cell; `rank` is the arrival order inside the cell.
-// Dead slots (DEM_DEAD) go to the extra bucket `cells` (count and start have cells + 1 entries).
-// On a GPU of a group a particle outside its slab and outside the ghost layers next to it is a
-// migrant that dem_classify packed for a neighbour: its slot dies here (exchange.cu); there the
-// dead bucket is not counted at all (after an exchange it holds the last step's ghosts and the
-// migrants, and one contended counter for them cost 0.25 ms a step at 25 M particles a GPU).
+// Dead slots (DEM_DEAD) go to the extra bucket `cells` (count and start have cells + 1 entries),
+// so the sort moves them behind every live particle and the permutation covers every slot: the
+// dead ones carry their history rows (free rows, contact.cu) to the slots that receive the next
+// particles. On a GPU of a group a particle outside its slab and outside the ghost layers next to
+// it is a migrant that dem_classify packed for a neighbour: its slot dies here (exchange.cu).
+// After an exchange the dead bucket holds the last step's ghosts and the migrants: their ranks
+// come from one atomic per warp (one contended counter per slot cost 0.25 ms a step at 25 M
+// particles a GPU). Their order varies run to run; only which free row a slot gets depends on it.
 extern "C" __global__ void dem_hash_count(const DemParams p, const ParticleArrays s, GridArrays g) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= p.n) return;
@@ -34,8 +30,19 @@ extern "C" __global__ void dem_hash_count(const DemParams p, const ParticleArray
         else
             c = cell_index(p, x, y, z);
     }
+    if (c == dead) {
+        // The dead threads of this warp that run here together take consecutive ranks.
+        const unsigned m = __activemask();
+        const unsigned lane = threadIdx.x & 31u;
+        const unsigned leader = __ffs(m) - 1;
+        unsigned base = 0;
+        if (lane == leader) base = atomicAdd(&g.count[dead], (unsigned)__popc(m));
+        base = __shfl_sync(m, base, leader);
+        g.rank[i] = base + __popc(m & ((1u << lane) - 1u));
+    } else {
+        g.rank[i] = atomicAdd(&g.count[c], 1u);
+    }
     g.cell[i] = c;
-    g.rank[i] = (c == dead && windowed(p)) ? 0u : atomicAdd(&g.count[c], 1u);
 }
 
 // Slot i goes to start[cell] + rank (arrival order, fixed next by dem_cell_sort).
@@ -43,7 +50,6 @@ extern "C" __global__ void dem_scatter(const DemParams p, GridArrays g) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= p.n) return;
     unsigned c = g.cell[i];
-    if (c == p.dims[0] * p.dims[1] * p.dims[2] && windowed(p)) return;
     g.perm[g.start[c] + g.rank[i]] = i;
 }
 
@@ -66,12 +72,18 @@ extern "C" __global__ void dem_cell_sort(const DemParams p, const ParticleArrays
     }
 }
 
-// Reorder: dst slot k takes src slot perm[k] (every array but the contact history, which stays
-// where it was written; `row` says where: contact.cu).
+// Reorder: dst slot k takes src slot perm[k] (every array but the contact history, which never
+// moves; `row` says where each particle's is: contact.cu).
+// Slots from p.n to p.n_rows (a group's dead tail, sorted behind its live slots) take only
+// their rows: free rows for the slots that receive the next particles.
 extern "C" __global__ void dem_gather(const DemParams p, const ParticleArrays src, ParticleArrays dst, const GridArrays g) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n) return;
+    if (k >= max(p.n, p.n_rows)) return;
     unsigned j = g.perm[k];
+    if (k >= p.n) {
+        if (src.row) dst.row[k] = src.row[j];
+        return;
+    }
     for (int a = 0; a < 3; a++) {
         dst.pos[3 * k + a] = src.pos[3 * j + a];
         dst.vel[3 * k + a] = src.vel[3 * j + a];

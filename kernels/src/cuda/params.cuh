@@ -40,7 +40,8 @@ struct DemParams {
     unsigned split_axis; // axis of the GPUs' slabs (0 x, 1 y, 2 z)
     unsigned slab_lo;    // this GPU's slab: cell layers [slab_lo, slab_hi) along split_axis; the
     unsigned slab_hi;    //   particles outside are ghosts, read only (one GPU: 0, dims[axis])
-    unsigned pad2;
+    unsigned n_rows;     // dem_collide carries the history rows of slots [0, max(n, n_rows)): the
+                         //   dead tail behind a group's live slots too
     const SpeciesProps* species;  // [n_species]
     const MaterialPair* pp;       // [n_species * n_species]
     const MaterialPair* pw;       // [n_species * n_walls]
@@ -62,21 +63,22 @@ struct __align__(16) HistEntry {
 };
 #endif
 
-// Particle state in storage (sorted) order. Two of these exist (current and next), swapped by
-// the host every step.
+// Particle state in storage (sorted) order. Two of these exist (the state and the scratch copy
+// the gather writes); they share one contact history (hist_count, hist), addressed by row.
 struct ParticleArrays {
     double* pos;             // [3n] positions [m]
     real* vel;               // [3n] velocities [m/s]
     real* omega;             // [3n] angular velocities [rad/s], null without rotation
     unsigned* id;            // [n] particle id
     unsigned* species;       // [n] species index, null with one species
-    unsigned* hist_count;    // [n] contacts in history row r, null without friction
+    unsigned* hist_count;    // [n] entries in history row r (by row, not slot), null without friction
     HistEntry* hist;         // [hist_cap * n] entries, entry c of row r at DemParams::hist_sc/sr
+                             //   (one buffer, the same in both sets: rows are never moved)
     real* force;             // [3n] contact force of the last step [N], null unless requested or Verlet
     unsigned* contacts;      // [n] contacts of the last step, null unless requested
     real* torque;            // [3n] contact torque of the last step [N m], velocity Verlet only
-    unsigned* row;           // [n] history row of the particle in slot k (its slot when the row was
-                             // written), null without friction
+    unsigned* row;           // [n] history row of the slot k's particle (a permutation of 0..n over
+                             // all slots, moved with the slots), null without friction
 };
 
 // Neighbour-search arrays.

@@ -30,6 +30,8 @@ struct Args {
     device: usize,
     seconds: f64,
     hist_layout: cuda::HistLayout,
+    /// `--history auto|double|in-place` (frictional contact history, CudaOptions::history).
+    history: cuda::HistoryMode,
     candidates: u32,
     min_blocks: u32,
     /// `multi`: the GPUs of the group (the same one twice: two slabs on one GPU).
@@ -76,7 +78,7 @@ fn on_off(flag: &str, v: &str) -> Result<bool> {
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -89,6 +91,7 @@ fn parse() -> Result<Args> {
         device: 0,
         seconds: 3.0,
         hist_layout: cuda::HistLayout::SlotMajor,
+        history: cuda::HistoryMode::Auto,
         candidates: cuda::DEFAULT_CANDIDATES,
         min_blocks: 0,
         devices: vec![0, 1],
@@ -121,6 +124,10 @@ fn parse() -> Result<Args> {
                     "row" => cuda::HistLayout::RowMajor,
                     _ => bail!("--hist-layout takes slot or row, not {v}"),
                 }
+            }
+            "--history" => {
+                a.history = cuda::HistoryMode::parse(&v)
+                    .with_context(|| format!("--history takes auto, double or in-place, not {v}"))?
             }
             "--candidates" => a.candidates = v.parse()?,
             "--min-blocks" => a.min_blocks = v.parse()?,
@@ -226,6 +233,7 @@ fn opts(a: &Args) -> CudaOptions {
         device: a.device,
         check_every: 5000,
         hist_layout: a.hist_layout,
+        history: a.history,
         candidates: a.candidates,
         min_blocks: a.min_blocks,
         graphs: a.graphs,
@@ -267,7 +275,13 @@ fn start(
     case: &Case,
     o: &CudaOptions,
 ) -> Result<(CudaSim, solver::dem::state::StepContext, SimState)> {
-    let state = generated_state(case)?;
+    let mut state = generated_state(case)?;
+    if state.pos.len() > 20_000_000 {
+        // A fresh start has no contact history, and beyond 20 M particles this bench never
+        // steps the CPU: the host does not keep 16 empty entries per particle (512 B, 95 GB
+        // at 185 M, more than the GPU machine's memory beside the rest of the state).
+        state.history = Vec::new();
+    }
     let sc = cuda::step_context(case)?;
     let sim = CudaSim::new(&sc, &state, o)?;
     Ok((sim, sc, state))
@@ -680,8 +694,13 @@ fn bench(a: &Args) -> Result<()> {
             (
                 "kernel_variant",
                 js(&format!(
-                    "{:?} history, candidates {}, min blocks {}",
+                    "{:?} history{}, candidates {}, min blocks {}",
                     a.hist_layout,
+                    if sim.history_in_place() {
+                        " in place"
+                    } else {
+                        ""
+                    },
                     a.candidates,
                     sim.module_config().collide_min_blocks()
                 )),

@@ -7,7 +7,7 @@ use solver::case::{
     SpeciesChoice, WallMaterial,
 };
 use solver::core::stl::Triangle;
-use solver::dem::cuda::{driver::driver_available, CudaOptions};
+use solver::dem::cuda::{driver::driver_available, CudaOptions, HistoryMode};
 use solver::exec::sim::BackendKind;
 use solver::{FrameInput, SimState, Simulation};
 
@@ -22,7 +22,7 @@ pub const BACKENDS_ENV: &str = "PARTICLE_SHM_TEST_BACKENDS";
 /// * [`BACKENDS_ENV`] restricts the list; naming `cuda` without a driver panics, so that a GPU
 ///   run cannot silently test only the CPU.
 pub fn backends() -> Vec<(String, BackendKind)> {
-    let cuda = || BackendKind::Cuda(CudaOptions::default());
+    let cuda = || BackendKind::Cuda(cuda_options());
     let requested = std::env::var(BACKENDS_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty());
@@ -51,7 +51,7 @@ pub fn backends() -> Vec<(String, BackendKind)> {
                             );
                         }
                         if name == "cuda2" {
-                            BackendKind::CudaGroup(CudaOptions::default(), test_devices())
+                            BackendKind::CudaGroup(cuda_options(), test_devices())
                         } else {
                             cuda()
                         }
@@ -79,6 +79,28 @@ pub fn backends() -> Vec<(String, BackendKind)> {
         }
     );
     list
+}
+
+/// How the CUDA tests keep a frictional contact history (`auto`, `double`, `in-place`; unset:
+/// auto, which is two buffers for every test case): the device suite runs the parity, group and
+/// validation tests once more with `in-place`.
+pub const HISTORY_ENV: &str = "PARTICLE_SHM_TEST_HISTORY";
+
+pub fn test_history() -> HistoryMode {
+    let v = std::env::var(HISTORY_ENV).unwrap_or_default();
+    if v.trim().is_empty() {
+        return HistoryMode::Auto;
+    }
+    HistoryMode::parse(v.trim())
+        .unwrap_or_else(|| panic!("{HISTORY_ENV}={v:?}: not auto, double or in-place"))
+}
+
+/// The CUDA backend's default options with the tests' history mode ([`HISTORY_ENV`]).
+pub fn cuda_options() -> CudaOptions {
+    CudaOptions {
+        history: test_history(),
+        ..CudaOptions::default()
+    }
 }
 
 /// GPUs a multi-GPU test runs on (`cuda2` in [`BACKENDS_ENV`], `cuda_multi`): a comma list,

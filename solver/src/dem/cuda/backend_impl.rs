@@ -226,8 +226,14 @@ impl FusedWorker for CudaBackend {
         } else {
             String::new()
         };
+        // The slower one-buffer history is chosen only when two buffers do not fit: say so.
+        let history = if self.sim.history_in_place() {
+            ", contact history in place"
+        } else {
+            ""
+        };
         Some(format!(
-            "CUDA device {}: {live} particles{room}, {:.2} GiB of GPU memory ({:.0} B/particle), kernels compiled in {:.2} s",
+            "CUDA device {}: {live} particles{room}, {:.2} GiB of GPU memory ({:.0} B/particle{history}), kernels compiled in {:.2} s",
             self.sim.device_name(),
             m.total() as f64 / (1u64 << 30) as f64,
             m.bytes_per_particle(),

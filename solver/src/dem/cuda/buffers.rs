@@ -118,10 +118,13 @@ struct Layout {
     friction: bool,
     multi_species: bool,
     cap: usize,
+    /// One history buffer updated in place (shared by both copies) instead of one per copy.
+    in_place: bool,
 }
 
 impl Layout {
-    /// Bytes of one copy of the particle state.
+    /// Bytes of one copy of the particle state (two exist: the state and the gather's scratch
+    /// copy).
     fn state_arrays(&self, n: usize) -> Vec<(&'static str, usize)> {
         let mut v = vec![("pos", 24 * n), ("vel", 3 * self.real * n), ("id", 4 * n)];
         if self.rotation {
@@ -132,10 +135,27 @@ impl Layout {
         }
         if self.friction {
             v.push(("row", 4 * n));
-            v.push(("hist_count", 4 * n));
-            v.push(("hist", hist_entry_bytes(self.real) * self.cap * n));
+            if !self.in_place {
+                v.extend(self.history(n));
+            }
         }
         v
+    }
+
+    /// Bytes of the one contact history that both copies share when it is updated in place
+    /// (contact.cu); none otherwise (each copy has its own: [`Self::state_arrays`]).
+    fn history_arrays(&self, n: usize) -> Vec<(&'static str, usize)> {
+        if !(self.friction && self.in_place) {
+            return Vec::new();
+        }
+        self.history(n)
+    }
+
+    fn history(&self, n: usize) -> Vec<(&'static str, usize)> {
+        vec![
+            ("hist_count", 4 * n),
+            ("hist", hist_entry_bytes(self.real) * self.cap * n),
+        ]
     }
 }
 
@@ -223,8 +243,8 @@ fn real_bytes(v: &[f64], real: usize) -> Vec<u8> {
     }
 }
 
-/// Device bytes a case needs: two copies of the particle state (state and gather scratch), the
-/// stored forces and contact counts, the neighbour grid (3 x u32 per particle, 2 x u32 per
+/// Device bytes a case needs: two copies of the particle state (state and gather scratch), with
+/// a contact history each or one shared (in place), the stored forces and contact counts, the neighbour grid (3 x u32 per particle, 2 x u32 per
 /// cell), the scan levels, the publication staging buffers (`publish::STAGING_BYTES_PER_PARTICLE`),
 /// the mesh filter's hit masks (16 B per particle with meshes) and the mesh triangles (9 x f64
 /// and a u32 mesh index each; the bins are covered by the margin of [`check_device_memory`]),
@@ -241,11 +261,13 @@ pub(crate) fn device_bytes_needed(
         friction: cfg.friction,
         multi_species: sc.species_radius.len() > 1,
         cap: opts.hist_cap as usize,
+        in_place: cfg.hist_in_place,
     };
     let n64 = n as u64;
     let real = lay.real as u64;
     // Per particle, so that no product of n can overflow before the final saturating one.
     let per_state: u64 = lay.state_arrays(1).iter().map(|a| a.1 as u64).sum();
+    let per_history: u64 = lay.history_arrays(1).iter().map(|a| a.1 as u64).sum();
     let verlet = sc.integrator == crate::case::Integrator::VelocityVerlet;
     let mut outputs = 0;
     if opts.store_forces {
@@ -261,6 +283,7 @@ pub(crate) fn device_bytes_needed(
     let mesh_masks = if sc.meshes.is_empty() { 0 } else { 16 };
     let per_particle = per_state
         .saturating_mul(2)
+        .saturating_add(per_history)
         .saturating_add(outputs + 12 + mesh_masks + super::publish::STAGING_BYTES_PER_PARTICLE);
     let cells = gpu_grid(sc).num_cells() as u64 + 1;
     let scan: u64 = {
@@ -328,6 +351,7 @@ pub(crate) fn upload(
         friction: cfg.friction,
         multi_species: sc.species_radius.len() > 1,
         cap: opts.hist_cap as usize,
+        in_place: cfg.hist_in_place,
     };
     let grid = gpu_grid(sc);
     let cells = grid.num_cells();
@@ -351,8 +375,20 @@ pub(crate) fn upload(
         },
         real_size: lay.real,
     };
+    let (mut hist_count, mut hist) = (0, 0);
+    for (name, bytes) in lay.history_arrays(n) {
+        let ptr = alloc(stream, &mut st, name, bytes)?;
+        match name {
+            "hist_count" => hist_count = ptr,
+            _ => hist = ptr,
+        }
+    }
     for copy in ["", "scratch."] {
-        let mut a = ParticleArrays::default();
+        let mut a = ParticleArrays {
+            hist_count,
+            hist,
+            ..Default::default()
+        };
         for (name, bytes) in lay.state_arrays(n) {
             let ptr = alloc(stream, &mut st, &format!("{copy}{name}"), bytes)?;
             match name {
@@ -447,7 +483,7 @@ pub(crate) fn upload(
         split_axis: grid.slab_axis as u32,
         slab_lo: 0,
         slab_hi: grid.dims[grid.slab_axis],
-        pad2: 0,
+        n_rows: 0,
         species: sp_ptr,
         pp: pp_ptr,
         pw: pw_ptr,
@@ -472,11 +508,14 @@ pub(crate) fn set_state(
     let real = st.real_size;
     let a = st.cur;
     // Ids are 0..n here (CudaSim::new checks it): slot = id at upload, and `dem_pack` writes
-    // frames at index id. Each particle's history row is its slot.
+    // frames at index id. Each slot's history row is the slot, for every slot of the capacity
+    // (a slot that later receives a particle brings its row), in both copies.
     upload_bytes(stream, st, a.id, as_bytes(&state.id))?;
     if a.row != 0 {
-        let rows: Vec<u32> = (0..n as u32).collect();
+        let rows: Vec<u32> = (0..st.memory.particles as u32).collect();
+        let tmp_row = st.tmp.row;
         upload_bytes(stream, st, a.row, as_bytes(&rows))?;
+        upload_bytes(stream, st, tmp_row, as_bytes(&rows))?;
     }
     if a.species != 0 {
         upload_bytes(stream, st, a.species, as_bytes(&state.species))?;
@@ -605,12 +644,14 @@ fn download_real(
     }
 }
 
-/// The device's contact history as downloaded after a step (or an upload), when each particle's
-/// history row is its slot: entry c of slot k at `c * strides.0 + k * strides.1`.
+/// The device's contact history as downloaded: entry c of the particle in slot k at
+/// `c * strides.0 + rows[k] * strides.1`.
 struct DeviceHistory<'a> {
     /// Particle id of each slot (n).
     ids: &'a [u32],
-    /// Entries of each slot (n).
+    /// History row of each slot (n).
+    rows: &'a [u32],
+    /// Entries of each row (at least every row in `rows`).
     count: &'a [u32],
     /// Device `HistEntry` bytes of every entry (hist_cap * n), decoded as they are written out
     /// (at 100 M particles decoding into arrays first took about 45 GB more).
@@ -635,8 +676,9 @@ fn history_to_portable(
         if id == DEAD {
             continue;
         }
-        for c in 0..h.count[k] as usize {
-            let e = c * h.strides.0 + k * h.strides.1;
+        let r = h.rows[k] as usize;
+        for c in 0..h.count[r] as usize {
+            let e = c * h.strides.0 + r * h.strides.1;
             out[index(id) * cap + c] = read_hist_entry(&h.bytes[e * eb..(e + 1) * eb], h.real);
         }
     }
@@ -724,12 +766,15 @@ pub(crate) fn download_into(
     if a.hist_count != 0 {
         let cap = p.hist_cap as usize;
         let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
-        let count: Vec<u32> = download(stream, st, a.hist_count, n)?;
-        // Entries up to the last used one of the last row (the arrays have `capacity` rows).
-        let entries = if n == 0 {
+        let rows: Vec<u32> = download(stream, st, a.row, n)?;
+        // A live slot's row may be any of the capacity's (rows move with the slots).
+        let nrows = rows.iter().map(|&r| r as usize + 1).max().unwrap_or(0);
+        let count: Vec<u32> = download(stream, st, a.hist_count, nrows)?;
+        // Entries up to the last one of the highest row in use.
+        let entries = if nrows == 0 {
             0
         } else {
-            (cap - 1) * sc + (n - 1) * sr + 1
+            (cap - 1) * sc + (nrows - 1) * sr + 1
         };
         let bytes: Vec<u8> =
             download(stream, st, a.hist, hist_entry_bytes(st.real_size) * entries)?;
@@ -740,6 +785,7 @@ pub(crate) fn download_into(
         history_to_portable(
             &DeviceHistory {
                 ids: &ids,
+                rows: &rows,
                 count: &count,
                 bytes: &bytes,
                 real: st.real_size,
@@ -845,8 +891,10 @@ mod tests {
                 }
             }
             let mut out = vec![HistEntry::NONE; n * cap];
+            let rows = [0u32, 1, 2];
             let h = DeviceHistory {
                 ids: &ids,
+                rows: &rows,
                 count: &count,
                 bytes: &pack_hist(&partner, &xi, 8),
                 real: 8,
@@ -860,6 +908,41 @@ mod tests {
             assert_eq!(out[2 * cap + 1].partner, PARTNER_NONE, "{layout:?}");
             assert_eq!(out[cap + 1].partner, 21, "{layout:?}");
         }
+    }
+
+    /// Rows are not slots once particles have moved: slot k's particle reads its entries from
+    /// row `rows[k]`, and the entry counts are by row.
+    #[test]
+    fn export_reads_each_slot_at_its_row() {
+        let (rows_n, cap) = (4usize, 2usize);
+        // Slots 0, 1, 2 hold ids 1, none (dead), 0 at rows 3, 0, 1; row 2 is free (its count
+        // is stale and must not be read).
+        let ids = [1u32, DEAD, 0];
+        let rows = [3u32, 0, 1];
+        let count = [2u32, 0, 1, 1];
+        let mut partner = vec![PARTNER_NONE; cap * rows_n];
+        let mut xi = vec![0f64; 3 * cap * rows_n];
+        for r in 0..rows_n {
+            for c in 0..count[r] as usize {
+                partner[c * rows_n + r] = (10 * r + c) as u32;
+                xi[3 * (c * rows_n + r)] = r as f64;
+            }
+        }
+        let mut out = vec![HistEntry::NONE; 2 * cap];
+        let h = DeviceHistory {
+            ids: &ids,
+            rows: &rows,
+            count: &count,
+            bytes: &pack_hist(&partner, &xi, 8),
+            real: 8,
+            strides: (rows_n, 1),
+        };
+        history_to_portable(&h, cap, &mut out, &|id| id as usize);
+        // Id 1 (slot 0) has row 3's one entry; id 0 (slot 2) row 1's none.
+        assert_eq!(out[cap].partner, 30);
+        assert_eq!(out[cap].xi[0], 3.0);
+        assert_eq!(out[cap + 1].partner, PARTNER_NONE);
+        assert_eq!(out[0].partner, PARTNER_NONE);
     }
 
     /// Two particles (slots swapped against ids) with 18 and 2 device entries of 20: the
@@ -878,8 +961,10 @@ mod tests {
             }
         }
         let mut out = vec![HistEntry::NONE; n * cap];
+        let rows = [0u32, 1];
         let h = DeviceHistory {
             ids: &ids,
+            rows: &rows,
             count: &count,
             bytes: &pack_hist(&partner, &xi, 8),
             real: 8,

@@ -50,12 +50,12 @@ impl CudaSim {
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (kernels::COLLIDE_THREADS, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: self.collide_shared,
         };
         // SAFETY: dem_energies(DemParams, ParticleArrays in, GridArrays, MeshArrays, double*):
-        // reads the scratch copy the search just gathered (p.n slots), the state's history at
-        // each slot's row, the grid and the mesh arrays; block b writes partial[4b .. 4b + 4],
-        // which holds 4 * blocks doubles.
+        // reads the scratch copy the search just gathered (p.n slots), the history at each
+        // slot's row (staged in the dynamic shared memory, as the collide does), the grid and
+        // the mesh arrays; block b writes partial[4b .. 4b + 4], which holds 4 * blocks doubles.
         unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_energies", e))?;
         let sums = self
             .stream

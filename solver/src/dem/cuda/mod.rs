@@ -195,6 +195,41 @@ pub struct CudaOptions {
     /// Replay each step's launches as a captured CUDA graph (one GPU; false launches every
     /// kernel, for comparison: `dem-gpu-bench --graphs off`).
     pub graphs: bool,
+    /// How the frictional contact history is kept ([`HistoryMode`]).
+    pub history: HistoryMode,
+}
+
+/// How the contact history of a frictional case is kept on the device (contact.cu).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HistoryMode {
+    /// Two buffers when the case fits with them, else one updated in place.
+    #[default]
+    Auto,
+    /// Two buffers (the new history written beside the old): fastest, 2 x `hist_cap` entries
+    /// per particle.
+    Double,
+    /// One buffer updated in place: `hist_cap` entries per particle (256 B less with f32
+    /// springs), the collide about a quarter slower.
+    InPlace,
+}
+
+impl HistoryMode {
+    /// `auto`, `double`, `in-place` (command-line spelling).
+    pub fn parse(s: &str) -> Option<HistoryMode> {
+        match s {
+            "auto" => Some(HistoryMode::Auto),
+            "double" => Some(HistoryMode::Double),
+            "in-place" => Some(HistoryMode::InPlace),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            HistoryMode::Auto => "auto",
+            HistoryMode::Double => "double",
+            HistoryMode::InPlace => "in-place",
+        }
+    }
 }
 
 /// Layout of the contact history on the device: entry c of history row r at `c * n + r`
@@ -233,6 +268,7 @@ impl Default for CudaOptions {
             inflow_room: 0,
             id_limit: 0,
             graphs: true,
+            history: HistoryMode::Auto,
         }
     }
 }
@@ -276,6 +312,41 @@ pub struct CudaSim {
     mid_step: bool,
     /// Captured graphs of the step's launches (`graph.rs`).
     graphs: graph::GraphCache,
+    /// Dynamic shared memory of `dem_collide` and `dem_energies` [bytes]: each thread's copy of
+    /// its old history row (`hist_cap` entries; 0 without friction).
+    collide_shared: u32,
+}
+
+/// Dynamic shared memory the collide needs per block: with the history in place, each of its
+/// `COLLIDE_THREADS` threads stages its old history row (`hist_cap` entries) there before it
+/// writes the new one over it (contact.cu). Refused with a reason when that and the kernels' static shared memory (the
+/// candidate buffer, the energy sums) exceed what the device grants one block.
+fn collide_shared_bytes(
+    ctx: &Arc<CudaContext>,
+    cfg: ModuleConfig,
+    opts: &CudaOptions,
+) -> Result<u32, CudaError> {
+    if !(cfg.friction && cfg.hist_in_place) {
+        return Ok(0);
+    }
+    let threads = kernels::COLLIDE_THREADS as u64;
+    let entry = buffers::hist_entry_bytes(if cfg.double { 8 } else { 4 }) as u64;
+    let stage = opts.hist_cap as u64 * entry * threads;
+    // dem_energies' per-thread sums (4 doubles) and the candidate slots (u32) are static.
+    let fixed = threads * (4 * 8 + 4 * cfg.candidates as u64);
+    let limit = ctx
+        .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(|e| CudaError::driver("querying the shared memory per block", e))? as u64;
+    if stage + fixed > limit {
+        return Err(CudaError::Unsupported(format!(
+            "a contact history of {} entries per particle: the collide stages a row per thread,              {} bytes per block of {threads} threads with its other buffers, and the device grants              {limit} (at most {} entries{})",
+            opts.hist_cap,
+            stage + fixed,
+            limit.saturating_sub(fixed) / (entry * threads),
+            if cfg.double { " in f64" } else { "" }
+        )));
+    }
+    Ok(stage as u32)
 }
 
 impl CudaSim {
@@ -338,7 +409,7 @@ impl CudaSim {
             ContactModel::Linear => 0,
             ContactModel::HertzMindlin => 1,
         };
-        let cfg = ModuleConfig {
+        let mut cfg = ModuleConfig {
             model,
             friction,
             rotation,
@@ -346,10 +417,35 @@ impl CudaSim {
             meshes: !sc.meshes.is_empty(),
             candidates: opts.candidates,
             min_blocks: opts.min_blocks,
+            hist_in_place: opts.history == HistoryMode::InPlace,
         };
-        // Before compiling (seconds) and allocating anything: does the case fit?
-        buffers::check_device_memory(&ctx, sc, capacity, cfg, opts)?;
+        // Before compiling (seconds) and allocating anything: does the case fit? With two
+        // history buffers if it can, else (auto) with one.
+        let fits = buffers::check_device_memory(&ctx, sc, capacity, cfg, opts);
+        if friction && opts.history == HistoryMode::Auto && fits.is_err() {
+            cfg.hist_in_place = true;
+            buffers::check_device_memory(&ctx, sc, capacity, cfg, opts)?;
+            tracing::info!(
+                "the contact history is kept in one buffer updated in place: the case does not \
+                 fit GPU {} with two (about a quarter slower)",
+                opts.device
+            );
+        } else {
+            fits?;
+        }
+        let collide_shared = collide_shared_bytes(&ctx, cfg, opts)?;
         let module = driver::load_module(&ctx, cfg)?;
+        if collide_shared > 0 {
+            for k in [kernels::Kernel::Collide, kernels::Kernel::Energies] {
+                module
+                    .function(k)
+                    .set_attribute(
+                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        collide_shared as i32,
+                    )
+                    .map_err(|e| CudaError::driver("sizing the collide's shared memory", e))?;
+            }
+        }
         let (mut state_bufs, params) = buffers::upload(&stream, sc, state, cfg, opts, capacity)?;
         let meshes = if sc.meshes.is_empty() {
             None
@@ -387,6 +483,7 @@ impl CudaSim {
             outflow: None,
             mid_step: false,
             graphs: graph::GraphCache::default(),
+            collide_shared,
         })
     }
 
@@ -410,6 +507,11 @@ impl CudaSim {
         let mut sim = CudaSim::new(&sc, &state, opts)?;
         sim.end_time = case.end_time;
         Ok((sim, sc, state))
+    }
+
+    /// Whether the contact history is one buffer updated in place ([`HistoryMode`]).
+    pub fn history_in_place(&self) -> bool {
+        self.cfg.friction && self.cfg.hist_in_place
     }
 
     /// Whether the case uses velocity Verlet (else symplectic Euler).

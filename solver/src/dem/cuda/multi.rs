@@ -16,7 +16,7 @@ use cudarc::driver::CudaEvent;
 use super::buffers::Buf;
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
 use super::window::{ExchangeCounts, Received};
-use super::{CudaError, CudaOptions, CudaSim, FrameTarget, HostRegistration};
+use super::{CudaError, CudaOptions, CudaSim, FrameTarget, HistoryMode, HostRegistration};
 use crate::core::geometry::BodyTransform;
 use crate::decomp::balance::{self, Balance, BALANCE_INTERVAL};
 use crate::decomp::{Axis, Plan};
@@ -146,39 +146,56 @@ impl CudaGroup {
             // forming) faster than one layer per balancing move follows it. Otherwise as many
             // slots as the GPU holds besides its exchange buffers and (GPU 0) the frame staging,
             // and at least its share with headroom; balancing never moves more load onto a GPU
-            // than its slots hold (`rebalance`).
-            let mut capacity = total + reserve;
-            let mut sim = match CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin) {
-                Ok(s) => s,
-                Err(CudaError::DoesNotFit {
-                    max_particles,
-                    bytes_per_particle,
-                    ..
-                }) => {
-                    let extra = exchange_bytes(&o, max_layer)
-                        + if w == 0 {
-                            total as u64 * super::publish::STAGING_BYTES_PER_PARTICLE
-                        } else {
-                            0
-                        };
-                    let fit = slots_that_fit(max_particles, extra, bytes_per_particle);
-                    let need = share_with_headroom(idx.len(), reserve);
-                    if fit < need {
-                        return Err(CudaError::GroupDoesNotFit {
-                            gpus: g,
-                            particles: n0,
-                            device,
-                            share: idx.len(),
-                            need,
-                            fit,
-                            bytes_per_particle,
-                            max_particles: group_max_particles(fit, g, reserve),
-                        });
+            // than its slots hold (`rebalance`). Two history buffers while the share fits with
+            // them, else (auto) one updated in place.
+            let sized = |history: HistoryMode| -> Result<(CudaSim, usize), CudaError> {
+                let o = CudaOptions {
+                    history,
+                    ..o.clone()
+                };
+                let capacity = total + reserve;
+                match CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin) {
+                    Ok(s) => Ok((s, capacity)),
+                    Err(CudaError::DoesNotFit {
+                        max_particles,
+                        bytes_per_particle,
+                        ..
+                    }) => {
+                        let extra = exchange_bytes(&o, max_layer)
+                            + if w == 0 {
+                                total as u64 * super::publish::STAGING_BYTES_PER_PARTICLE
+                            } else {
+                                0
+                            };
+                        let fit = slots_that_fit(max_particles, extra, bytes_per_particle);
+                        let need = share_with_headroom(idx.len(), reserve);
+                        if fit < need {
+                            return Err(CudaError::GroupDoesNotFit {
+                                gpus: g,
+                                particles: n0,
+                                device,
+                                share: idx.len(),
+                                need,
+                                fit,
+                                bytes_per_particle,
+                                max_particles: group_max_particles(fit, g, reserve),
+                            });
+                        }
+                        let capacity = fit.min(total + reserve);
+                        Ok((
+                            CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin)?,
+                            capacity,
+                        ))
                     }
-                    capacity = fit.min(total + reserve);
-                    CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin)?
+                    Err(e) => Err(e),
                 }
-                Err(e) => return Err(e),
+            };
+            let (mut sim, capacity) = match opts.history {
+                HistoryMode::Auto => match sized(HistoryMode::Double) {
+                    Err(CudaError::GroupDoesNotFit { .. }) => sized(HistoryMode::InPlace)?,
+                    r => r?,
+                },
+                h => sized(h)?,
             };
             sim.attach_window(axis, &plan.bounds, w, capacity, (2 * max_layer) as u32)?;
             if tracked {

@@ -50,7 +50,9 @@ pub struct DemParams {
     /// are ghosts (one GPU: the whole grid).
     pub slab_lo: u32,
     pub slab_hi: u32,
-    pub pad2: u32,
+    /// `dem_collide` carries the history rows of slots `0..max(n, n_rows)` (a group's dead
+    /// tail behind its live slots too; set per launch).
+    pub n_rows: u32,
     pub species: u64,
     pub pp: u64,
     pub pw: u64,

@@ -51,7 +51,7 @@ impl StageTimes {
     }
 }
 
-/// Exchanges the contact-history buffers of two particle array sets.
+/// Exchanges the contact-history buffers of two particle array sets (two-buffer history).
 fn swap_history(a: &mut ParticleArrays, b: &mut ParticleArrays) {
     std::mem::swap(&mut a.hist_count, &mut b.hist_count);
     std::mem::swap(&mut a.hist, &mut b.hist);
@@ -225,8 +225,10 @@ impl CudaSim {
             self.graphs = graphs;
             r?;
         }
-        let st = &mut self.state;
-        swap_history(&mut st.tmp, &mut st.cur);
+        if !self.history_in_place() {
+            let st = &mut self.state;
+            swap_history(&mut st.tmp, &mut st.cur);
+        }
         // The dead tail is gone: the next exchange appends behind the live slots.
         self.params.n = live;
         if let Some(w) = self.window.as_mut() {
@@ -237,10 +239,10 @@ impl CudaSim {
     }
 
     /// The arguments of a step's launches: search parameters `p`, collide parameters `pc`
-    /// (its live slots), the state, its scratch copy and the grid, and the mesh hit masks sized
-    /// for `pc.n`. The history is not reordered: the collide reads the last step's (the state's
-    /// history buffers, at each particle's `row`) and writes the other pair in slot order, then
-    /// the two are swapped so that the state's are again the newest.
+    /// (its live slots; it carries the history rows of all `p.n`), the state, its scratch copy
+    /// and the grid, and the mesh hit masks sized for `pc.n`. The history is not reordered: the
+    /// collide updates each particle's row in place, or (two buffers) reads the last step's
+    /// (the state's) and writes the other in slot order, swapped after the launch (contact.cu).
     pub(crate) fn step_launches(
         &mut self,
         p: DemParams,
@@ -252,7 +254,11 @@ impl CudaSim {
         let st = &self.state;
         let (cur, tmp, grid) = (st.cur, st.tmp, st.grid);
         let (mut input, mut output) = (tmp, cur);
-        swap_history(&mut input, &mut output);
+        if !self.history_in_place() {
+            swap_history(&mut input, &mut output);
+        }
+        let mut pc = pc;
+        pc.n_rows = p.n;
         Ok(StepLaunches {
             p,
             pc,
@@ -283,12 +289,16 @@ impl CudaSim {
             .arg(&grid)
             .arg(&diag)
             .arg(&msh);
+        let mut cfg = blocks(pc.n.max(pc.n_rows), kernels::COLLIDE_THREADS);
+        cfg.shared_mem_bytes = self.collide_shared;
         // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads the
-        // scratch copy (in) written by the gather and the last step's history, writes slot k and
-        // history row k of the state (out) from thread k only; the two history buffers are
-        // distinct; the mesh arrays (uploaded on this stream before) are read only.
-        unsafe { b.launch(blocks(pc.n, kernels::COLLIDE_THREADS)) }
-            .map_err(|e| CudaError::driver("launching dem_collide", e))?;
+        // scratch copy (in) written by the gather, writes slot k of the state (out) and one
+        // history row from thread k only: in place the row in.row[k] (rows are a permutation of
+        // the slots; the row's old entries are first copied into the thread's part of the
+        // dynamic shared memory, `collide_shared` bytes, set up for the kernel by CudaSim::new),
+        // else row k of the other history buffer (distinct from the one read); the mesh arrays
+        // (uploaded on this stream before) are read only.
+        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_collide", e))?;
         Ok(())
     }
 
@@ -339,14 +349,15 @@ impl CudaSim {
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Gather));
-        // Over the live slots: a GPU of a group drops its dead ones here (dem_hash_count did not
-        // place them); one GPU's live slots are all of them.
+        // Over the live slots: a GPU of a group drops its dead ones here, but for their
+        // history rows (slots pc.n..pc.n_rows); one GPU's live slots are all of them.
         let pc = l.pc;
         b.arg(&pc).arg(&cur).arg(&tmp).arg(&grid);
-        // SAFETY: dem_gather(DemParams, src, dst, GridArrays): perm[0..pc.n) holds distinct
-        // slots below n (the live ones, sorted first); src and dst are distinct allocations of
-        // the same layout.
-        unsafe { b.launch(blocks(pc.n, 256)) }.map_err(launch_err(Kernel::Gather))?;
+        // SAFETY: dem_gather(DemParams, src, dst, GridArrays): perm[0..n) is a permutation of
+        // the slots below n = max(pc.n, pc.n_rows) (the live ones sorted first, the dead behind
+        // them); src and dst are distinct allocations of the same layout.
+        unsafe { b.launch(blocks(pc.n.max(pc.n_rows), 256)) }
+            .map_err(launch_err(Kernel::Gather))?;
 
         crate::dem::cuda::driver::bind(&self.stream)?;
         // The counts must be zero for the next step's hash_count.
