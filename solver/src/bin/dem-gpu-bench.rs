@@ -275,13 +275,7 @@ fn start(
     case: &Case,
     o: &CudaOptions,
 ) -> Result<(CudaSim, solver::dem::state::StepContext, SimState)> {
-    let mut state = generated_state(case)?;
-    if state.pos.len() > 20_000_000 {
-        // A fresh start has no contact history, and beyond 20 M particles this bench never
-        // steps the CPU: the host does not keep 16 empty entries per particle (512 B, 95 GB
-        // at 185 M, more than the GPU machine's memory beside the rest of the state).
-        state.history = Vec::new();
-    }
+    let state = generated_state(case)?;
     let sc = cuda::step_context(case)?;
     let sim = CudaSim::new(&sc, &state, o)?;
     Ok((sim, sc, state))

@@ -80,7 +80,13 @@ pub fn distribute(state: SimState, grid: &Grid, plan: &Plan) -> Vec<ParticleBatc
         ..
     } = state;
     let mut dropped = 0usize;
-    for (k, chunk) in history.chunks_exact(history_cap).enumerate() {
+    for k in 0..id.len() {
+        // An empty history: no particle has a contact yet.
+        let chunk: &[HistEntry] = if history.is_empty() {
+            &[]
+        } else {
+            &history[k * history_cap..(k + 1) * history_cap]
+        };
         let b = &mut out[plan.owner(grid, pos[k])];
         b.id.push(id[k]);
         b.species.push(species[k]);

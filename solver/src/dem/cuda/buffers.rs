@@ -850,6 +850,28 @@ pub(crate) const DEAD: u32 = u32::MAX;
 mod tests {
     use super::*;
 
+    /// The portable history (`cap` slots per id) of a device history in f64.
+    fn export(
+        ids: &[u32],
+        rows: &[u32],
+        count: &[u32],
+        (partner, xi): (&[u32], &[f64]),
+        strides: (usize, usize),
+        cap: usize,
+    ) -> Vec<HistEntry> {
+        let mut out = vec![HistEntry::NONE; ids.len() * cap];
+        let h = DeviceHistory {
+            ids,
+            rows,
+            count,
+            bytes: &pack_hist(partner, xi, 8),
+            real: 8,
+            strides,
+        };
+        history_to_portable(&h, cap, &mut out, &|id| id as usize);
+        out
+    }
+
     /// Device history entries survive packing and unpacking in both precisions (f32 rounds the
     /// springs once, f64 keeps them), partners included.
     #[test]
@@ -890,17 +912,7 @@ mod tests {
                     xi[3 * (c * sc + k * sr) + 1] = c as f64 + 0.5;
                 }
             }
-            let mut out = vec![HistEntry::NONE; n * cap];
-            let rows = [0u32, 1, 2];
-            let h = DeviceHistory {
-                ids: &ids,
-                rows: &rows,
-                count: &count,
-                bytes: &pack_hist(&partner, &xi, 8),
-                real: 8,
-                strides: (sc, sr),
-            };
-            history_to_portable(&h, cap, &mut out, &|id| id as usize);
+            let out = export(&ids, &[0, 1, 2], &count, (&partner, &xi), (sc, sr), cap);
             // Particle 0 is slot 1 (4 entries), particle 2 is slot 0 (1 entry).
             assert_eq!(out[3].partner, 13, "{layout:?}");
             assert_eq!(out[3].xi[1], 3.5, "{layout:?}");
@@ -928,16 +940,7 @@ mod tests {
                 xi[3 * (c * rows_n + r)] = r as f64;
             }
         }
-        let mut out = vec![HistEntry::NONE; 2 * cap];
-        let h = DeviceHistory {
-            ids: &ids,
-            rows: &rows,
-            count: &count,
-            bytes: &pack_hist(&partner, &xi, 8),
-            real: 8,
-            strides: (rows_n, 1),
-        };
-        history_to_portable(&h, cap, &mut out, &|id| id as usize);
+        let out = export(&ids, &rows, &count, (&partner, &xi), (rows_n, 1), cap);
         // Id 1 (slot 0) has row 3's one entry; id 0 (slot 2) row 1's none.
         assert_eq!(out[cap].partner, 30);
         assert_eq!(out[cap].xi[0], 3.0);
@@ -960,17 +963,7 @@ mod tests {
                 xi[3 * (c * n + k)] = c as f64;
             }
         }
-        let mut out = vec![HistEntry::NONE; n * cap];
-        let rows = [0u32, 1];
-        let h = DeviceHistory {
-            ids: &ids,
-            rows: &rows,
-            count: &count,
-            bytes: &pack_hist(&partner, &xi, 8),
-            real: 8,
-            strides: (n, 1),
-        };
-        history_to_portable(&h, cap, &mut out, &|id| id as usize);
+        let out = export(&ids, &[0, 1], &count, (&partner, &xi), (n, 1), cap);
         // Slot 0 is particle 1: 18 entries, in order.
         let p1 = &out[cap..];
         assert!(p1[..18].iter().all(|e| e.partner != PARTNER_NONE));

@@ -871,7 +871,7 @@ fn subset(state: &SimState, idx: &[usize]) -> SimState {
     s.contacts = idx.iter().map(|&i| state.contacts[i]).collect();
     s.forces_valid = state.forces_valid;
     let cap = state.history_cap;
-    if state.history.len() == cap * state.pos.len() {
+    if !state.history.is_empty() && state.history.len() == cap * state.pos.len() {
         s.history_cap = cap;
         s.history = idx
             .iter()
