@@ -446,12 +446,14 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
     acc.used = 0;
     acc.cursor = 0;
     acc.old_count = 0;
+#if DEM_FRICTION && DEM_HIST_IN_PLACE
     if constexpr (!Acc::ENERGY) {
-        // Every slot's row goes with its slot, live or dead, and those of the dead tail behind
-        // the collided slots too (p.n_rows): in place, the rows stay a permutation (with two
-        // buffers a live particle's new row is its slot, set below).
-        if (in.row && k < max(p.n, p.n_rows)) out.row[k] = in.row[k];
+        // In place, every slot's row goes with its slot, live or dead, and those of the dead
+        // tail behind the collided slots too (p.n_rows): the rows stay a permutation. (With two
+        // buffers a live particle's new row is its slot, set below.)
+        if (k < max(p.n, p.n_rows)) out.row[k] = in.row[k];
     }
+#endif
     if (active) {
         // A ghost (a neighbour GPU's particle, outside this GPU's slab) is read, not moved: its
         // slot of `out` is marked dead, which the next exchange drops.

@@ -319,8 +319,9 @@ pub struct CudaSim {
 
 /// Dynamic shared memory the collide needs per block: with the history in place, each of its
 /// `COLLIDE_THREADS` threads stages its old history row (`hist_cap` entries) there before it
-/// writes the new one over it (contact.cu). Refused with a reason when that and the kernels' static shared memory (the
-/// candidate buffer, the energy sums) exceed what the device grants one block.
+/// writes the new one over it (contact.cu). Refused with a reason when that and the kernels'
+/// static shared memory (the candidate buffer, the energy sums) exceed what the device grants
+/// one block.
 fn collide_shared_bytes(
     ctx: &Arc<CudaContext>,
     cfg: ModuleConfig,
@@ -339,7 +340,9 @@ fn collide_shared_bytes(
         .map_err(|e| CudaError::driver("querying the shared memory per block", e))? as u64;
     if stage + fixed > limit {
         return Err(CudaError::Unsupported(format!(
-            "a contact history of {} entries per particle: the collide stages a row per thread,              {} bytes per block of {threads} threads with its other buffers, and the device grants              {limit} (at most {} entries{})",
+            "a contact history of {} entries per particle: the collide stages a row per thread, \
+             {} bytes per block of {threads} threads with its other buffers, and the device \
+             grants {limit} (at most {} entries{})",
             opts.hist_cap,
             stage + fixed,
             limit.saturating_sub(fixed) / (entry * threads),

@@ -239,7 +239,7 @@ impl CudaSim {
     }
 
     /// The arguments of a step's launches: search parameters `p`, collide parameters `pc`
-    /// (its live slots; it carries the history rows of all `p.n`), the state, its scratch copy
+    /// (its live slots; in place it carries the history rows of all `p.n`), the state, its scratch copy
     /// and the grid, and the mesh hit masks sized for `pc.n`. The history is not reordered: the
     /// collide updates each particle's row in place, or (two buffers) reads the last step's
     /// (the state's) and writes the other in slot order, swapped after the launch (contact.cu).
@@ -257,8 +257,10 @@ impl CudaSim {
         if !self.history_in_place() {
             swap_history(&mut input, &mut output);
         }
+        // In place, the collide and the gather carry the rows of the dead tail too (free rows
+        // for the next arrivals); with two buffers an arrival's row is its slot.
         let mut pc = pc;
-        pc.n_rows = p.n;
+        pc.n_rows = if self.history_in_place() { p.n } else { 0 };
         Ok(StepLaunches {
             p,
             pc,
