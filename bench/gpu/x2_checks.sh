@@ -11,6 +11,8 @@
 #   bench/gpu/x2_checks.sh rest    # what a short device budget allows, most wanted first, each
 #                                  # item skipped when it would not end within $BUDGET s (540)
 #   bench/gpu/x2_checks.sh rest2   # friction 100 M with more set-up time, then SPH, publication
+#   bench/gpu/x2_checks.sh next    # what session 11 left: balancing on a load that moves, SPH
+#                                  # balancing modes, weak scaling, publication, the user path
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -116,5 +118,25 @@ rest2)
     --devices 0,1 --balance off,slice --out "$OUT/sph_group_x2.jsonl"
   item 80 timeout 120 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
     --seconds 5 --warmup 20 --out "$J"
+  ;;
+next)
+  # What session 11 left for the x2 machine, most wanted first, within $BUDGET s (run
+  # bench/gpu/verify_unverified.sh first where branch sph-device-move has been merged).
+  budget=${BUDGET:-540}
+  item() {
+    local est=$1; shift
+    if (( SECONDS + est > budget )); then echo "SKIPPED (budget) $*"; return; fi
+    "$@"
+  }
+  # A load that moves: the falling box cut along z for 0.5 s simulated, while the bed forms in
+  # the lower slab (lb_speedup_2gpu; 2000 loose steps moved no bound in session 11).
+  item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
+    --warmup 10 --balance off,count,time
+  item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
+    --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
+  item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
+  item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --seconds 5 --warmup 20 --out "$J"
+  item 200 user_100m
   ;;
 esac
