@@ -705,3 +705,19 @@ impl Drop for CudaSim {
         let _ = &self.ctx;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::HistoryMode;
+
+    /// The command-line spellings of the history modes read back as themselves; anything else
+    /// is refused (dem-gpu-bench and the tests' PARTICLE_SHM_TEST_HISTORY report it).
+    #[test]
+    fn history_modes_parse_their_names() {
+        for m in [HistoryMode::Auto, HistoryMode::Double, HistoryMode::InPlace] {
+            assert_eq!(HistoryMode::parse(m.name()), Some(m));
+        }
+        assert_eq!(HistoryMode::parse("inplace"), None);
+        assert_eq!(HistoryMode::default(), HistoryMode::Auto);
+    }
+}
