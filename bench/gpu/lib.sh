@@ -8,3 +8,14 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=$BIN:$PATH
 exec > >(tee -a "$OUT/$1.log") 2>&1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# result NAME COMMAND...: runs COMMAND with its output in $OUT/NAME.out, prints the lines that
+# match $RESULT_PATTERN (the last $RESULT_LINES of them) and "RESULT NAME rc=...".
+RESULT_PATTERN=${RESULT_PATTERN:-"test result|panicked|FAILED|ERROR SUMMARY"}
+RESULT_LINES=${RESULT_LINES:-12}
+result() {
+  local name=$1; shift
+  "$@" > "$OUT/$name.out" 2>&1
+  local rc=$?
+  grep -E "$RESULT_PATTERN" "$OUT/$name.out" | tail -n "$RESULT_LINES"
+  echo "RESULT $name rc=$rc"
+}

@@ -9,14 +9,8 @@
 #    device energies and of the download + CPU path they replace.
 set -uo pipefail
 export OUT=${OUT:-bench/results/raw/session10}
+export RESULT_PATTERN="test result|panicked|FAILED|ERROR SUMMARY|energies|double (true|false)" RESULT_LINES=24
 source "$(dirname "$0")/lib.sh" session10_checks
-result() {
-  local name=$1; shift
-  "$@" > "$OUT/$name.out" 2>&1
-  local rc=$?
-  grep -E "test result|panicked|FAILED|ERROR SUMMARY|energies|double (true|false)" "$OUT/$name.out" | tail -n 24
-  echo "RESULT $name rc=$rc"
-}
 cd solver
 result physics_parity "$BIN/physics_parity" --nocapture
 result cuda_parity "$BIN/cuda_parity" --test-threads=1 --nocapture

@@ -12,13 +12,6 @@ set -uo pipefail
 what=${1:-tests}
 export OUT=${OUT:-bench/results/raw/session11}
 source "$(dirname "$0")/lib.sh" "session11_$what"
-result() {
-  local name=$1; shift
-  "$@" > "$OUT/$name.out" 2>&1
-  local rc=$?
-  grep -E "test result|panicked|FAILED|ERROR SUMMARY" "$OUT/$name.out" | tail -n 12
-  echo "RESULT $name rc=$rc"
-}
 J="$OUT/dem_gpu.jsonl"
 run() { echo "+ dem-gpu-bench $*"; dem-gpu-bench "$@" --out "$J" 2>&1 | grep -v "^ *[a-z_.0-9]*: [0-9.]* B/particle" | tail -n 4; }
 

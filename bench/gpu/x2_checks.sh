@@ -31,6 +31,13 @@ result() {
   tail -n 12 "$OUT/$name.out"
   echo "RESULT $name rc=$rc $(( $(date +%s) - t0 )) s"
 }
+# item ESTIMATED_SECONDS command...: runs it when it should end within $budget s (parts rest,
+# rest2, next).
+item() {
+  local est=$1; shift
+  if (( SECONDS + est > budget )); then echo "SKIPPED (budget) $*"; return; fi
+  "$@"
+}
 mb() { echo "+ dem-gpu-bench multi $*"; timeout 240 dem-gpu-bench multi "$@" --devices 0,1 --out "$J"; echo "RESULT multi rc=$?"; }
 # The built-in case at 100 M as a user runs it on both GPUs, with a viewer snapshot and analysis
 # attached to its segment while it runs, then a clean stop.
@@ -82,12 +89,6 @@ sph)
   ;;
 rest)
   budget=${BUDGET:-540}
-  # item ESTIMATED_SECONDS command...: runs it when it should end within the budget.
-  item() {
-    local est=$1; shift
-    if (( SECONDS + est > budget )); then echo "SKIPPED (budget) $*"; return; fi
-    "$@"
-  }
   item 170 mb --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5
   item 90 mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
   item 60 mb --particles 1e7 --model linear-friction --phase loose --axis z --steps 2000 --warmup 10 \
@@ -104,11 +105,6 @@ rest2)
   # set-up (the first try ran into mb's 240 s limit while the group was built), then SPH and
   # publication, within $BUDGET s.
   budget=${BUDGET:-540}
-  item() {
-    local est=$1; shift
-    if (( SECONDS + est > budget )); then echo "SKIPPED (budget) $*"; return; fi
-    "$@"
-  }
   echo "+ dem-gpu-bench multi --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5"
   t0=$SECONDS
   timeout 400 dem-gpu-bench multi --particles 1e8 --model linear-friction --phase dense \
@@ -123,11 +119,6 @@ next)
   # What session 11 left for the x2 machine, most wanted first, within $BUDGET s (run
   # bench/gpu/verify_unverified.sh first where branch sph-device-move has been merged).
   budget=${BUDGET:-540}
-  item() {
-    local est=$1; shift
-    if (( SECONDS + est > budget )); then echo "SKIPPED (budget) $*"; return; fi
-    "$@"
-  }
   # A load that moves: the falling box cut along z for 0.5 s simulated, while the bed forms in
   # the lower slab (lb_speedup_2gpu; 2000 loose steps moved no bound in session 11).
   item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
