@@ -116,8 +116,8 @@ rest2)
     --seconds 5 --warmup 20 --out "$J"
   ;;
 next)
-  # What session 11 left for the x2 machine, most wanted first, within $BUDGET s (run
-  # bench/gpu/verify_unverified.sh first where branch sph-device-move has been merged).
+  # What session 11 left for the x2 machine, most wanted first, within $BUDGET s (the SPH
+  # moves on the device and the warp-aggregated layer counts landed in session 12).
   budget=${BUDGET:-540}
   # A load that moves: the falling box cut along z for 0.5 s simulated, while the bed forms in
   # the lower slab (lb_speedup_2gpu; 2000 loose steps moved no bound in session 11).

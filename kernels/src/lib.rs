@@ -312,8 +312,8 @@ pub const SPH_KERNELS: [&str; 20] = [
     "sph_pack",
     "sph_classify",
     "sph_unpack",
-    "sph_pick",
-    "sph_place",
+    "sph_own_bound",
+    "sph_take",
     "sph_layer_count",
 ];
 

@@ -9,6 +9,16 @@ __device__ __forceinline__ unsigned cell_coord(double p, double origin, double c
     return (unsigned)c;
 }
 
+// Adds one to counts[layer] for every lane whose layer is not ~0u, with one atomic per distinct
+// layer in the warp: slots are in cell order, so a warp's lanes mostly share a layer, and one
+// atomic per particle would queue a whole layer's adds on one counter (about 7 ms per count at
+// 10 M particles, measured on two H200s). Every lane of the warp must call it (no early return).
+__device__ __forceinline__ void count_in_layer(unsigned* counts, unsigned layer) {
+    const unsigned same = __match_any_sync(0xffffffffu, layer);
+    const unsigned lane = threadIdx.x & 31u;
+    if (layer != ~0u && lane == (unsigned)(__ffs(same) - 1)) atomicAdd(&counts[layer], (unsigned)__popc(same));
+}
+
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 4
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)

@@ -284,6 +284,6 @@ extern "C" __global__ void dem_unpack(const DemParams p, ParticleArrays s, const
 // Owned particles per cell layer along the split axis (load balancing), added into `counts`.
 extern "C" __global__ void dem_layer_counts(const DemParams p, const ParticleArrays s, unsigned n, unsigned* counts) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n || s.id[k] == DEM_DEAD) return;
-    atomicAdd(&counts[slab_layer(p, s.pos, k)], 1u);
+    const bool live = k < n && s.id[k] != DEM_DEAD;
+    count_in_layer(counts, live ? slab_layer(p, s.pos, k) : ~0u);
 }

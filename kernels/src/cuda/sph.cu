@@ -566,22 +566,28 @@ extern "C" __global__ void sph_unpack(const SphParams p, const unsigned char* re
     keep[j] = 1;
 }
 
-// dst[k] = src[idx[k]]: boundary densities of the slab's edge layers into a send buffer.
-extern "C" __global__ void sph_pick(unsigned n, const real* src, const unsigned* idx, real* dst) {
+// Every GPU of a group holds every boundary particle in one (cell, id) order, so a slot names
+// the same particle on all of them. bown[k]: the slot's layer is one of this slab's.
+extern "C" __global__ void sph_own_bound(const SphParams p, unsigned nb, const double* bpos, unsigned char* bown) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < n) dst[k] = src[idx[k]];
+    if (k < nb) bown[k] = sph_owns(p, sph_layer(p, bpos + 3 * k)) ? 1 : 0;
 }
 
-// dst[idx[k]] = src[k]: received boundary densities into the slab's halo slots.
-extern "C" __global__ void sph_place(unsigned n, const real* src, const unsigned* idx, real* dst) {
+// dst[k] = src[k] for the boundary slots whose layer is in [lo, hi): densities of layers that
+// another GPU owns (its halo layer each exchange, the layers it gives up at a move), read from
+// that GPU's array over peer access.
+extern "C" __global__ void sph_take(const SphParams p, unsigned nb, const double* bpos, unsigned lo, unsigned hi,
+                                    const real* src, real* dst) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < n) dst[idx[k]] = src[k];
+    if (k >= nb) return;
+    const unsigned l = sph_layer(p, bpos + 3 * k);
+    if (l >= lo && l < hi) dst[k] = src[k];
 }
 
 // Owned fluid particles per layer along the split axis (the balancing's per-layer counts).
 extern "C" __global__ void sph_layer_count(const SphParams p, const double* pos, const unsigned char* own,
                                            unsigned* layers) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n || !own[k]) return;
-    atomicAdd(&layers[sph_layer(p, pos + 3 * k)], 1u);
+    const bool mine = k < p.n && own[k];
+    count_in_layer(layers, mine ? sph_layer(p, pos + 3 * k) : ~0u);
 }

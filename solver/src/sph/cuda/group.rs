@@ -4,13 +4,15 @@
 //! Before each of the two evaluations of a step, every slab keeps the fluid particles it owned
 //! at the last evaluation that lie, at this evaluation's positions, in its layers or in the one
 //! layer of halo on each side (the kernel support is one cell), and sends its neighbours those
-//! they need (state and half state, as records copied device to device). The boundary densities
-//! of the halo come from their owners the same way. Every slab then sorts its particles by
+//! they need (state and half state, as records copied device to device). Every GPU holds every
+//! boundary particle in one order (they never move); each reads the densities of its halo layers
+//! from their owners' arrays at the same slots (peer access). Every slab then sorts its particles by
 //! (cell, id) on the run's one grid, so that each owned particle sums exactly the neighbours, in
 //! exactly the order, of the one-GPU run: the f64 mode gives its bits on any number of GPUs
 //! and any cut. The time-step limits are minima over each slab's own particles, reduced on the
 //! host (a minimum is exact). Frames are packed by every slab into GPU 0's staging (peer
-//! writes, id order). The slab bounds follow the work (`decomp::balance`).
+//! writes, id order). The slab bounds follow the work (`decomp::balance`); a move is a few
+//! launches per GPU (ownership flags, the densities of the layers that changed hands), no host work.
 
 use std::sync::Arc;
 
@@ -62,9 +64,6 @@ pub struct SphGroup {
     axis: usize,
     bounds: Vec<u32>,
     kind: Vec<u32>,
-    /// Every boundary particle (id order) with its position: they never move.
-    bound_ids: Vec<u32>,
-    bound_pos: Vec<V3>,
     time: f64,
     step: u64,
     dt: f64,
@@ -118,7 +117,6 @@ impl SphGroup {
         let bound_ids: Vec<u32> = (0..state.pos.len() as u32)
             .filter(|&k| state.kind[k as usize] != KIND_FLUID)
             .collect();
-        let bound_pos: Vec<V3> = bound_ids.iter().map(|&k| state.pos[k as usize]).collect();
         let mut slabs = Vec::with_capacity(g);
         for w in 0..g {
             let (lo, hi) = (bounds[w], bounds[w + 1]);
@@ -145,7 +143,7 @@ impl SphGroup {
                     double: opts.double,
                 },
                 &fluid,
-                &[],
+                &bound_ids,
                 Some(setup),
                 (axis as u32, lo, hi),
             )?;
@@ -164,15 +162,13 @@ impl SphGroup {
                 Ok([e()?, e()?, e()?, e()?])
             })
             .collect::<Result<Vec<_>, CudaError>>()?;
-        let mut group = SphGroup {
+        Ok(SphGroup {
             c,
             slabs,
             devices: opts.devices,
             axis,
             bounds,
             kind: state.kind,
-            bound_ids,
-            bound_pos,
             time: state.time,
             step: state.step,
             dt,
@@ -187,78 +183,7 @@ impl SphGroup {
             migrations: 0,
             copy_done: FrameCopy::default(),
             registration: None,
-        };
-        let rho: Vec<f64> = group
-            .bound_ids
-            .iter()
-            .map(|&k| state.rho[k as usize])
-            .collect();
-        group.place_boundary(&rho)?;
-        Ok(group)
-    }
-
-    /// Gives every slab the boundary particles of its layers and halo (densities `rho`, one per
-    /// boundary particle in id order) and the halo lists between neighbours.
-    fn place_boundary(&mut self, rho: &[f64]) -> Result<(), CudaError> {
-        let grid = self.slabs[0].grid.clone();
-        let axis = self.axis;
-        let layers: Vec<u32> = self
-            .bound_pos
-            .iter()
-            .map(|&p| grid.cell_coords(p)[axis])
-            .collect();
-        for (w, s) in self.slabs.iter_mut().enumerate() {
-            let (lo, hi) = (self.bounds[w], self.bounds[w + 1]);
-            s.set_own_layers(lo, hi);
-            let pick: Vec<usize> = (0..self.bound_ids.len())
-                .filter(|&j| layers[j] + 1 >= lo && layers[j] < hi + 1)
-                .collect();
-            let ids: Vec<u32> = pick.iter().map(|&j| self.bound_ids[j]).collect();
-            let pos: Vec<V3> = pick.iter().map(|&j| self.bound_pos[j]).collect();
-            let r: Vec<f64> = pick.iter().map(|&j| rho[j]).collect();
-            s.set_slab_boundary(&ids, &pos, &r)?;
-        }
-        // Halo lists: slab w's halo layer next to neighbour v is owned by v.
-        let layer_of = |id: u32| -> u32 {
-            let j = self
-                .bound_ids
-                .binary_search(&id)
-                .expect("a boundary id of the run");
-            layers[j]
-        };
-        let g = self.slabs.len();
-        let mut send: Vec<[Vec<u32>; 2]> = vec![[Vec::new(), Vec::new()]; g];
-        let mut recv: Vec<[Vec<u32>; 2]> = vec![[Vec::new(), Vec::new()]; g];
-        // (Indexed: slab w's lists and its neighbour v's are filled together.)
-        #[allow(clippy::needless_range_loop)]
-        for w in 0..g {
-            for side in 0..2 {
-                let Some(v) = neighbour(w, side, g) else {
-                    continue;
-                };
-                let halo = if side == 0 {
-                    self.bounds[w] - 1
-                } else {
-                    self.bounds[w + 1]
-                };
-                let theirs: std::collections::HashMap<u32, u32> = self.slabs[v]
-                    .boundary_ids()
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &id)| (id, k as u32))
-                    .collect();
-                for (k, &id) in self.slabs[w].boundary_ids().iter().enumerate() {
-                    if layer_of(id) == halo {
-                        recv[w][side].push(k as u32);
-                        send[v][1 - side].push(theirs[&id]);
-                    }
-                }
-            }
-        }
-        for ((s, snd), rcv) in self.slabs.iter_mut().zip(send).zip(recv) {
-            s.set_boundary_halo(snd, rcv)?;
-        }
-        Ok(())
+        })
     }
 
     /// Where slab `w`'s particles go (sph.cu's SphSlab).
@@ -291,9 +216,7 @@ impl SphGroup {
         let g = self.slabs.len();
         for w in 0..g {
             let info = self.slab_info(w);
-            let s = &mut self.slabs[w];
-            s.queue_boundary_pick(half)?;
-            s.queue_classify(half, info)?;
+            self.slabs[w].queue_classify(half, info)?;
         }
         let mut counts = Vec::with_capacity(g);
         for w in 0..g {
@@ -326,7 +249,6 @@ impl SphGroup {
         }
         self.migrations += counts.iter().map(|c| (c[0] + c[1]) as u64).sum::<u64>();
         let rec = record_bytes(self.slabs[0].real);
-        let real = self.slabs[0].real;
         let mut copies = Vec::new();
         for (h, got_h) in got.iter().enumerate() {
             for (side, &n) in got_h.iter().enumerate() {
@@ -341,23 +263,35 @@ impl SphGroup {
                     src: from.send_ptr(1 - side),
                     bytes: n as usize * rec,
                 });
-                copies.push(PeerCopy {
-                    to: h,
-                    from: src,
-                    dst: dst.boundary_recv_ptr(side),
-                    src: from.boundary_send_ptr(1 - side),
-                    bytes: dst.boundary_recv_count(side) as usize * real,
-                });
             }
         }
         let gpus: Vec<_> = self.slabs.iter().map(|s| (&s.ctx, &s.stream)).collect();
         // SAFETY: every buffer is a live allocation holding the copy's bytes (the sender's
-        // counts fit its send buffer, make_room grew the receiver's, the boundary buffers were
-        // sized for these lists); every sender's classify and pick completed (read_counts
-        // waited for its stream).
+        // counts fit its send buffer, make_room grew the receiver's); every sender's classify
+        // completed (read_counts waited for its stream).
         unsafe { queue_peer_copies(&gpus, &copies) }?;
         for (h, s) in self.slabs.iter_mut().enumerate() {
-            s.queue_unpack(got[h], counts[h][2], half)?;
+            s.queue_unpack(got[h], counts[h][2])?;
+        }
+        // The boundary densities of each halo layer, from the GPU that owns it.
+        for h in 0..g {
+            for side in 0..2 {
+                let Some(v) = neighbour(h, side, g) else {
+                    continue;
+                };
+                // The layer next to the bound shared with v (a slab has at least three layers).
+                let layer = if side == 0 {
+                    self.bounds[h] - 1
+                } else {
+                    self.bounds[h + 1]
+                };
+                let src = self.slabs[v].boundary_rho_ptr(half);
+                // SAFETY: every GPU holds every boundary particle in the same slots; the owner's
+                // densities of this layer were written by its last half step, which completed
+                // (read_counts waited for its stream), and it writes them again only in its next
+                // half step, queued after this step's read_diag waited for every stream.
+                unsafe { self.slabs[h].queue_take(layer, layer + 1, src, half) }?;
+            }
         }
         Ok(())
     }
@@ -372,7 +306,8 @@ impl SphGroup {
     }
 
     /// Moves the slab bounds ([`balance::decide`]); the next exchange hands the fluid of moved
-    /// layers to its new GPU, and the boundary particles are placed again here.
+    /// layers to its new GPU; here every GPU flags the boundary particles it now owns and takes
+    /// the densities of the layers it now owns or borders from their previous owners.
     fn rebalance(&mut self) -> Result<(), CudaError> {
         if self.balance == Balance::Off {
             return Ok(());
@@ -404,18 +339,23 @@ impl SphGroup {
             to = ?new,
             "SPH slab bounds moved"
         );
-        let mut rho = vec![0.0; self.bound_ids.len()];
-        for s in &self.slabs {
-            for (id, r) in s.owned_boundary_rho()? {
-                let j = self
-                    .bound_ids
-                    .binary_search(&id)
-                    .expect("a boundary id of the run");
-                rho[j] = r;
+        let old = std::mem::replace(&mut self.bounds, new);
+        let g = self.slabs.len();
+        for w in 0..g {
+            let (lo, hi) = (self.bounds[w], self.bounds[w + 1]);
+            self.slabs[w].set_own_layers(lo, hi)?;
+            for v in (0..g).filter(|&v| v != w) {
+                // Layers w now owns or borders that v owned: v's densities of them are current.
+                let from = lo.saturating_sub(1).max(old[v]);
+                let to = (hi + 1).min(old[v + 1]);
+                let src = self.slabs[v].boundary_rho_ptr(false);
+                // SAFETY: same slots on every GPU; every stream is idle (read_diag waited for
+                // them); a GPU writes here only densities of layers it did not own, and reads
+                // only layers their previous owner did own, so no write meets a read; every
+                // stream passes these copies before the next step's read_counts returns.
+                unsafe { self.slabs[w].queue_take(from, to, src, false) }?;
             }
         }
-        self.bounds = new;
-        self.place_boundary(&rho)?;
         self.rebalances += 1;
         Ok(())
     }

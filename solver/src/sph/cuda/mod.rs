@@ -575,7 +575,7 @@ impl SphCuda {
         };
         sim.upload(state, fluid, bound, frame_n)?;
         if let Some(setup) = slab_setup {
-            sim.slab = Some(slab::Slab::new(&mut sim, &setup)?);
+            slab::Slab::attach(&mut sim, &setup)?;
         }
         sim.kind = state.kind.clone();
         Ok(sim)
@@ -736,14 +736,9 @@ impl SphCuda {
             .map_err(|e| CudaError::driver("uploading the SPH state", e))
     }
 
-    /// (Re)places the boundary particles `bound` (positions `pos` and densities `rho`, one per
+    /// Places the boundary particles `bound` (positions `pos` and densities `rho`, one per
     /// entry), sorted by (cell, id) on the host: they never move.
     fn upload_boundary(&mut self, bound: &[u32], pos: &[V3], rho: &[f64]) -> Result<(), CudaError> {
-        for ptr in [
-            self.bpos, self.brho, self.bhalf, self.bdrho, self.bid, self.bloc,
-        ] {
-            self.free(ptr);
-        }
         let (nb, r, cells) = (bound.len(), self.real, self.cells as usize);
         let mut list = CellList::default();
         list.build(&self.grid, pos, bound);
@@ -1025,11 +1020,7 @@ impl SphCuda {
         self.get(self.bpos, as_bytes_mut(&mut bpos))?;
         let brho = self.download_reals(self.brho, nb)?;
         let (own, bown) = match &self.slab {
-            Some(sl) => {
-                let mut own = vec![0u8; nf];
-                self.get(sl.own, &mut own)?;
-                (own, sl.bown_host.clone())
-            }
+            Some(_) => self.own_flags()?,
             None => (vec![1; nf], vec![1; nb]),
         };
         for (k, &id) in fid.iter().enumerate() {

@@ -1,13 +1,15 @@
 //! What one slab of a several-GPU SPH run adds to the one-GPU engine ([`super::SphCuda`]):
 //! ownership flags, the fluid records it sends to and receives from its neighbours before each
-//! evaluation of the rates, and the densities of the boundary particles in its halo. The group
-//! ([`super::group`]) drives the exchange; the kernels are sph_classify, sph_unpack, sph_pick,
-//! sph_place and sph_layer_count in sph.cu.
+//! evaluation of the rates, and the densities of the boundary particles in its halo. Every slab
+//! holds every boundary particle, in one (cell, id) order shared by all GPUs, so that a slot names
+//! the same particle everywhere: ownership is a flag set on the device from the layer, and the
+//! halo's densities are read from the owner's array at the same slots (peer access). The group
+//! ([`super::group`]) drives the exchange; the kernels are sph_classify, sph_unpack,
+//! sph_own_bound, sph_take and sph_layer_count in sph.cu.
 
 use cudarc::driver::DeviceRepr;
 
-use super::{as_bytes, as_bytes_mut, blocks, CudaError, SphCuda};
-use crate::core::vec3::V3;
+use super::{as_bytes_mut, blocks, CudaError, SphCuda};
 
 /// `SphSlab` of sph.cu: where a slab's particles go (see the kernel's comments).
 #[repr(C)]
@@ -55,9 +57,8 @@ pub(super) struct Slab {
     /// Per fluid slot: owned at the last evaluation (written by the rates); kept by the next sort.
     pub own: u64,
     pub keep: u64,
-    /// Per boundary slot: owned (on the device and here).
+    /// Per boundary slot: owned (sph_own_bound, set again when the bounds move).
     pub bown: u64,
-    pub bown_host: Vec<u8>,
     /// Fluid records to the left and right neighbours, and from them.
     send: [u64; 2],
     send_cap: u32,
@@ -67,19 +68,11 @@ pub(super) struct Slab {
     counts: u64,
     /// Owned fluid per layer of the split axis.
     layers: u64,
-    /// Boundary halo: the slots whose densities each neighbour needs and the buffer they go
-    /// through; the halo slots each neighbour fills and the buffer they arrive in.
-    bsend_idx: [u64; 2],
-    bsend: [u64; 2],
-    bsend_n: [u32; 2],
-    brecv_idx: [u64; 2],
-    brecv: [u64; 2],
-    brecv_n: [u32; 2],
 }
 
 impl Slab {
-    /// Allocates a slab's arrays on `sim` (whose first `sim.nf` fluid slots it owns).
-    pub fn new(sim: &mut SphCuda, setup: &SlabSetup) -> Result<Slab, CudaError> {
+    /// Gives `sim` (whose first `sim.nf` fluid slots it owns) a slab's arrays.
+    pub fn attach(sim: &mut SphCuda, setup: &SlabSetup) -> Result<(), CudaError> {
         let cap = sim.cap as usize;
         let send_cap = setup.send_cap();
         let rec = record_bytes(sim.real) * send_cap as usize;
@@ -87,8 +80,7 @@ impl Slab {
         let slab = Slab {
             own: sim.alloc("slab.own", cap)?,
             keep: sim.alloc("slab.keep", cap)?,
-            bown: 0,
-            bown_host: Vec::new(),
+            bown: sim.alloc("slab.boundary_own", sim.nb as usize)?,
             send: [
                 sim.alloc("slab.send_left", rec)?,
                 sim.alloc("slab.send_right", rec)?,
@@ -101,15 +93,12 @@ impl Slab {
             recv_cap: [send_cap; 2],
             counts: sim.alloc("slab.counts", 16)?,
             layers: sim.alloc("slab.layers", 4 * layers)?,
-            bsend_idx: [0; 2],
-            bsend: [0; 2],
-            bsend_n: [0; 2],
-            brecv_idx: [0; 2],
-            brecv: [0; 2],
-            brecv_n: [0; 2],
         };
         sim.put(slab.own, &vec![1u8; sim.nf as usize])?;
-        Ok(slab)
+        let (lo, hi) = (sim.p.own_lo, sim.p.own_hi);
+        sim.slab = Some(slab);
+        sim.set_own_layers(lo, hi)?;
+        Ok(())
     }
 }
 
@@ -122,101 +111,19 @@ impl SphCuda {
         self.slab.as_mut().expect("a slab of an SPH group")
     }
 
-    /// Sets the layers this slab owns.
-    pub(super) fn set_own_layers(&mut self, lo: u32, hi: u32) {
+    /// Sets the layers this slab owns and flags its boundary particles (queued).
+    pub(super) fn set_own_layers(&mut self, lo: u32, hi: u32) -> Result<(), CudaError> {
         self.p.own_lo = lo;
         self.p.own_hi = hi;
-    }
-
-    /// The boundary particles `ids` (positions `pos` and densities `rho` alike) of this slab's
-    /// layers and halo; those in its own layers are its own.
-    pub(super) fn set_slab_boundary(
-        &mut self,
-        ids: &[u32],
-        pos: &[V3],
-        rho: &[f64],
-    ) -> Result<(), CudaError> {
-        self.upload_boundary(ids, pos, rho)?;
-        let axis = self.p.axis as usize;
-        let (lo, hi) = (self.p.own_lo, self.p.own_hi);
-        // The sorted order of the upload, by id.
-        let at: std::collections::HashMap<u32, usize> =
-            ids.iter().enumerate().map(|(k, &id)| (id, k)).collect();
-        let bown: Vec<u8> = self
-            .bids
-            .iter()
-            .map(|id| {
-                let l = self.grid.cell_coords(pos[at[id]])[axis];
-                (lo..hi).contains(&l) as u8
-            })
-            .collect();
-        let old = self.slab().bown;
-        self.free(old);
-        let bown_ptr = self.alloc("slab.boundary_own", bown.len())?;
-        self.put(bown_ptr, &bown)?;
-        let sl = self.slab_mut();
-        sl.bown = bown_ptr;
-        sl.bown_host = bown;
-        Ok(())
-    }
-
-    /// The boundary halo: per side, the slots whose densities go to that neighbour and the
-    /// slots its densities fill here (in the neighbour's send order).
-    pub(super) fn set_boundary_halo(
-        &mut self,
-        send: [Vec<u32>; 2],
-        recv: [Vec<u32>; 2],
-    ) -> Result<(), CudaError> {
-        let r = self.real;
-        for side in 0..2 {
-            let sl = self.slab();
-            let old = [
-                sl.bsend_idx[side],
-                sl.bsend[side],
-                sl.brecv_idx[side],
-                sl.brecv[side],
-            ];
-            for p in old {
-                self.free(p);
-            }
-            let (ns, nr) = (send[side].len(), recv[side].len());
-            let si = self.alloc("slab.boundary_send_slots", 4 * ns)?;
-            let sb = self.alloc("slab.boundary_send", r * ns)?;
-            let ri = self.alloc("slab.boundary_recv_slots", 4 * nr)?;
-            let rb = self.alloc("slab.boundary_recv", r * nr)?;
-            self.put(si, as_bytes(&send[side]))?;
-            self.put(ri, as_bytes(&recv[side]))?;
-            let sl = self.slab_mut();
-            sl.bsend_idx[side] = si;
-            sl.bsend[side] = sb;
-            sl.bsend_n[side] = ns as u32;
-            sl.brecv_idx[side] = ri;
-            sl.brecv[side] = rb;
-            sl.brecv_n[side] = nr as u32;
+        let (p, nb, bown) = (self.p, self.nb, self.slab().bown);
+        if nb > 0 {
+            self.launch("sph_own_bound", blocks(nb), &[&p, &nb, &self.bpos, &bown])?;
         }
         Ok(())
     }
 
-    /// The boundary ids of this slab in slot order.
-    pub(super) fn boundary_ids(&self) -> &[u32] {
-        &self.bids
-    }
-
-    /// The densities of the owned boundary particles, as (id, density).
-    pub(super) fn owned_boundary_rho(&self) -> Result<Vec<(u32, f64)>, CudaError> {
-        let rho = self.download_reals(self.brho, self.nb as usize)?;
-        let sl = self.slab();
-        Ok(self
-            .bids
-            .iter()
-            .zip(rho)
-            .zip(&sl.bown_host)
-            .filter(|(_, &o)| o != 0)
-            .map(|((&id, r), _)| (id, r))
-            .collect())
-    }
-
-    fn boundary_rho_ptr(&self, half: bool) -> u64 {
+    /// The boundary densities of the state (`half` false) or of the half state.
+    pub(super) fn boundary_rho_ptr(&self, half: bool) -> u64 {
         if half {
             self.bhalf
         } else {
@@ -224,22 +131,29 @@ impl SphCuda {
         }
     }
 
-    /// Queues the boundary densities (of the state or the half state) each neighbour needs
-    /// into the send buffers.
-    pub(super) fn queue_boundary_pick(&self, half: bool) -> Result<(), CudaError> {
-        let src = self.boundary_rho_ptr(half);
-        let sl = self.slab();
-        for side in 0..2 {
-            let n = sl.bsend_n[side];
-            if n > 0 {
-                self.launch(
-                    "sph_pick",
-                    blocks(n),
-                    &[&n, &src, &sl.bsend_idx[side], &sl.bsend[side]],
-                )?;
-            }
+    /// Queues copying the boundary densities of the layers [lo, hi) from `src` (the same
+    /// array, state or half state, of the GPU that owns them: same slots) into this slab's.
+    ///
+    /// # Safety
+    /// `src` is a live array of `nb` reals readable from this context (peer access), not
+    /// written until this stream has passed the copy, and its layers [lo, hi) are current.
+    pub(super) unsafe fn queue_take(
+        &self,
+        lo: u32,
+        hi: u32,
+        src: u64,
+        half: bool,
+    ) -> Result<(), CudaError> {
+        let (p, nb) = (self.p, self.nb);
+        if nb == 0 || lo >= hi {
+            return Ok(());
         }
-        Ok(())
+        let dst = self.boundary_rho_ptr(half);
+        self.launch(
+            "sph_take",
+            blocks(nb),
+            &[&p, &nb, &self.bpos, &lo, &hi, &src, &dst],
+        )
     }
 
     /// Queues the classification of the fluid before an evaluation at the state's (or the half
@@ -435,35 +349,26 @@ impl SphCuda {
     pub(super) fn recv_ptr(&self, side: usize) -> u64 {
         self.slab().recv[side]
     }
-    pub(super) fn boundary_send_ptr(&self, side: usize) -> u64 {
-        self.slab().bsend[side]
-    }
-    pub(super) fn boundary_recv_ptr(&self, side: usize) -> u64 {
-        self.slab().brecv[side]
-    }
-    /// Boundary densities this slab receives from the neighbour on `side`.
-    pub(super) fn boundary_recv_count(&self, side: usize) -> u32 {
-        self.slab().brecv_n[side]
-    }
 
-    /// Particles this slab owns (fluid and boundary; downloads the fluid's flags).
-    pub(super) fn owned_count(&self) -> Result<usize, CudaError> {
+    /// The ownership flags of the fluid and boundary slots (downloads them).
+    pub(super) fn own_flags(&self) -> Result<(Vec<u8>, Vec<u8>), CudaError> {
         let sl = self.slab();
         let mut own = vec![0u8; self.nf as usize];
         self.get(sl.own, &mut own)?;
-        let b = sl.bown_host.iter().filter(|&&o| o != 0).count();
-        Ok(own.iter().filter(|&&o| o != 0).count() + b)
+        let mut bown = vec![0u8; self.nb as usize];
+        self.get(sl.bown, &mut bown)?;
+        Ok((own, bown))
     }
 
-    /// Queues the unpacking of the received records after the current slots and of the
-    /// received boundary densities into the halo slots; the next sort keeps `kept` local slots
-    /// and every received one.
-    pub(super) fn queue_unpack(
-        &mut self,
-        got: [u32; 2],
-        kept: u32,
-        half: bool,
-    ) -> Result<(), CudaError> {
+    /// Particles this slab owns (fluid and boundary; downloads the flags).
+    pub(super) fn owned_count(&self) -> Result<usize, CudaError> {
+        let (own, bown) = self.own_flags()?;
+        Ok(own.iter().chain(&bown).filter(|&&o| o != 0).count())
+    }
+
+    /// Queues the unpacking of the received records after the current slots; the next sort
+    /// keeps `kept` local slots and every received one.
+    pub(super) fn queue_unpack(&mut self, got: [u32; 2], kept: u32) -> Result<(), CudaError> {
         let sl = self.slab();
         let mut base = self.nf;
         for (side, &n) in got.iter().enumerate() {
@@ -476,17 +381,6 @@ impl SphCuda {
                 )?;
             }
             base += n;
-        }
-        let dst = self.boundary_rho_ptr(half);
-        for side in 0..2 {
-            let n = sl.brecv_n[side];
-            if n > 0 {
-                self.launch(
-                    "sph_place",
-                    blocks(n),
-                    &[&n, &sl.brecv[side], &sl.brecv_idx[side], &dst],
-                )?;
-            }
         }
         self.slots = base;
         self.next_nf = kept + got[0] + got[1];
