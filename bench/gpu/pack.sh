@@ -2,10 +2,14 @@
 # Builds the release binaries and the solver's test binaries here and packs them, stripped,
 # into gpu-carry/bins.tar.xz for bench/gpu/solver_checks.sh and run.sh on the GPU machine
 # (the device tool carries at most 64 MiB; unstripped binaries are 20-70 MB each).
+# PACK_MPI=1 builds the solver with MPI (the GPU ranks and mpi_ranks tests; needs Open MPI's
+# headers here, and libmpi.so.40 there: both machines have Open MPI 4.1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release --workspace --bins
-tests=$(cargo test --release -p solver --no-run --message-format=json 2>/dev/null \
+features=()
+[[ ${PACK_MPI:-0} == 1 ]] && features=(--features solver/mpi)
+cargo build --release --workspace --bins "${features[@]}"
+tests=$(cargo test --release -p solver "${features[@]}" --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)

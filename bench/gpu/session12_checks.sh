@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Session 12 (2026-11-24) on a GPU machine, from the repository root, after bench/gpu/pack.sh:
 #   bench/gpu/session12_checks.sh verify [DEVICES]
+#   bench/gpu/session12_checks.sh ranks [DEVICES]   # after PACK_MPI=1 bench/gpu/pack.sh: GPU ranks
+#     (mpirun, one GPU per rank; records through host memory): bits against one GPU, restarts,
+#     and steps/s of 2 ranks against the in-process group on the same GPUs
 # What changed: SPH slab moves on the device (every GPU holds every boundary particle in one
 # order; ownership flags and halo densities by layer, read from the owner over peer access;
 # no host placement), and per-layer counts with one atomic per distinct layer in a warp
@@ -29,5 +32,28 @@ if [[ $part == verify ]]; then
   echo "RESULT dem_multi rc=$?"
   result memcheck_sph timeout 200 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
     sph-gpu-bench --particles 2e5 --steps 40 --warmup 2 --frames 0 --devices "$devices" --balance slice
+fi
+if [[ $part == ranks ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  cd solver
+  result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 500 "$BIN/mpi_ranks" gpu_ranks --nocapture --test-threads 1
+  cd ..
+  # mpi_vs_inprocess: the same run (the built-in case, 1000 steps of N particles) on 2 ranks
+  # and in one process on the same devices; steps/s from the solver's own last line. The ranks
+  # also without frames (publication only at the start and the end), to separate the two.
+  for n in ${SIZES:-2000000}; do
+    echo "+ solver --backend cuda --devices $devices --particles $n --end-time 0.01 (one process)"
+    timeout 200 solver --backend cuda --devices "$devices" --particles "$n" --end-time 0.01 --progress-every 5 \
+      > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc_$n rc=$?"; grep -E "finished|per step" "$OUT/inproc_$n.out" | tail -n 2
+    for frames in on off; do
+      extra=(); [[ $frames == off ]] && extra=(--refresh-wall-ms 0 --refresh 1)
+      echo "+ mpirun -np 2 solver --backend cuda --devices $devices --particles $n --end-time 0.01 ${extra[*]}"
+      timeout 240 mpirun -np 2 --bind-to none solver --backend cuda --devices "$devices" --particles "$n" \
+        --end-time 0.01 --progress-every 5 "${extra[@]}" > "$OUT/ranks_${n}_frames_$frames.out" 2>&1
+      echo "RESULT ranks_${n}_frames_$frames rc=$?"
+      grep -E "finished|per step" "$OUT/ranks_${n}_frames_$frames.out" | tail -n 2
+    done
+  done
 fi
 echo "done: $part"

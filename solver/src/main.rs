@@ -60,7 +60,11 @@ fn main() -> ExitCode {
 /// from the launcher, is handled by rank 0's clean stop), so signals only get noted here.
 fn follow(ranks: solver::exec::sim::RankSet, cli: &Cli) -> Result<()> {
     set_up_process(cli)?;
-    app::ranks::follow(ranks)
+    let cuda = match app::sim::backend_kind(pick_backend(cli.backend)?, cli) {
+        solver::exec::sim::BackendKind::CudaRanks(opts, _) => Some(opts),
+        _ => None,
+    };
+    app::ranks::follow(ranks, cuda)
 }
 
 /// The CPU thread pool (`--threads`), and SIGINT/SIGTERM noted in the returned flag (the run
@@ -154,11 +158,16 @@ pub enum Backend {
 fn pick_backend(choice: BackendChoice) -> Result<Backend> {
     if let Some(r) = app::ranks::current() {
         return match choice {
-            BackendChoice::Cuda => bail!(
-                "--backend cuda over {} MPI ranks: one rank per GPU needs the multi-GPU worker, \
-                 which is not built yet; use --backend cpu (CPU sub-domains on every rank)",
-                r.comm.size()
-            ),
+            BackendChoice::Cuda => match app::gpu::cuda_driver_available() {
+                Ok(()) if app::sim::CUDA_AVAILABLE => {
+                    tracing::info!("{} MPI ranks: one GPU each", r.comm.size());
+                    Ok(Backend::Cuda)
+                }
+                Ok(()) => {
+                    bail!("--backend cuda: this build has no CUDA backend; use --backend cpu")
+                }
+                Err(why) => bail!("--backend cuda over MPI ranks: {why}; use --backend cpu"),
+            },
             BackendChoice::Auto => {
                 tracing::info!("{} MPI ranks: running on the CPU backend", r.comm.size());
                 Ok(Backend::Cpu)

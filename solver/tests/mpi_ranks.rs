@@ -24,7 +24,7 @@ fn mpirun(np: usize, args: &[&str]) -> Command {
         .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
         .env("RUST_LOG", "info")
         .args(["-np", &np.to_string()])
-        .arg(env!("CARGO_BIN_EXE_solver"))
+        .arg(support::solver_exe())
         .args(args)
         .args(["--threads", "1", "--progress-every", "1000"]);
     c
@@ -32,7 +32,7 @@ fn mpirun(np: usize, args: &[&str]) -> Command {
 
 /// The same run in one process.
 fn single(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_solver"));
+    let mut c = Command::new(support::solver_exe());
     c.env("RUST_LOG", "info")
         .args(args)
         .args(["--threads", "1", "--progress-every", "1000"]);
@@ -486,14 +486,22 @@ fn a_bad_case_on_rank_0_ends_every_rank_with_its_message() {
     );
 }
 
+/// Whether this machine runs the GPU tests (`PARTICLE_SHM_TEST_BACKENDS` names cuda).
+fn gpu_tests() -> bool {
+    std::env::var("PARTICLE_SHM_TEST_BACKENDS").is_ok_and(|b| b.contains("cuda"))
+}
+
 #[test]
-fn cuda_and_sph_are_refused_over_ranks() {
-    let (code, err) = run(
-        mpirun(2, &["--backend", "cuda", "--shm"]),
-        Duration::from_secs(30),
-    );
-    assert_ne!(code, Some(0));
-    assert!(err.contains("MPI ranks"), "{err}");
+fn cuda_without_a_gpu_and_sph_are_refused_over_ranks() {
+    if !gpu_tests() {
+        // No driver here: GPU ranks are refused with the reason, before any rank starts work.
+        let (code, err) = run(
+            mpirun(2, &["--backend", "cuda", "--shm"]),
+            Duration::from_secs(30),
+        );
+        assert_ne!(code, Some(0));
+        assert!(err.contains("--backend cuda over MPI ranks"), "{err}");
+    }
     let sph = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/dambreak.toml");
     let (code, err) = run(
         mpirun(
@@ -511,6 +519,114 @@ fn cuda_and_sph_are_refused_over_ranks() {
     assert_ne!(code, Some(0));
     assert!(
         err.contains("SPH case cannot run over 2 MPI ranks"),
+        "{err}"
+    );
+}
+
+/// One GPU per rank (`PARTICLE_SHM_TEST_BACKENDS=cuda`; the ranks share GPU 0 on a one-GPU
+/// machine, `PARTICLE_SHM_TEST_DEVICES=0,1` puts them on two): 2 and 3 ranks give the frame, VTK
+/// files and checkpoint of the same run on one GPU, bit for bit; the checkpoint restarts on one
+/// GPU and on 2 ranks with the same result; inflow and outflow are refused with a message.
+#[test]
+fn gpu_ranks_give_the_bits_of_one_gpu() {
+    if !gpu_tests() {
+        return;
+    }
+    let devices = std::env::var("PARTICLE_SHM_TEST_DEVICES").unwrap_or_else(|_| "0".into());
+    let dir = Scratch::new("gpu");
+    let mut reference: Option<(Frame, Files)> = None;
+    for np in [1usize, 2, 3] {
+        let seg = Seg::new(&format!("gpu{np}"));
+        let out = dir.path(&format!("np{np}"));
+        let a = [
+            "--backend",
+            "cuda",
+            "--devices",
+            &devices,
+            "--particles",
+            "30000",
+            "--end-time",
+            "0.05",
+            "--name-shm",
+            &seg.0,
+            "--keep-shm",
+            "--refresh-wall-ms",
+            "0",
+            "--output",
+            &out,
+        ];
+        // One process runs one GPU: the first of the list.
+        let one: Vec<&str> = a
+            .iter()
+            .map(|&x| if x == devices { "0" } else { x })
+            .collect();
+        let cmd = if np == 1 {
+            single(&one)
+        } else {
+            mpirun(np, &a)
+        };
+        let (code, err) = run(cmd, Duration::from_secs(300));
+        assert_eq!(code, Some(0), "{np} GPU ranks failed:\n{err}");
+        if np > 1 {
+            assert!(err.contains(&format!("on {np} MPI ranks")), "{err}");
+            assert!(err.contains("one GPU each"), "{err}");
+        }
+        let frame = newest_frame(&seg.0);
+        // The end state: the final checkpoint (a GPU writes output at the batch boundary
+        // after an output time, and its batches follow the wall clock, so only the last
+        // output is at the same step on any run).
+        let results: Files = files(Path::new(&out))
+            .into_iter()
+            .filter(|(n, _)| n == "checkpoint.bin")
+            .collect();
+        assert_eq!(results.len(), 1, "no final checkpoint in {out}");
+        match &reference {
+            None => reference = Some((frame, results)),
+            Some((f, r)) => {
+                assert_eq!(frame.meta.step, f.meta.step, "np {np}");
+                assert_eq!(frame.positions, f.positions, "np {np}: positions");
+                assert_eq!(frame.velocities, f.velocities, "np {np}: velocities");
+                assert_eq!(frame.contact_counts, f.contact_counts, "np {np}");
+                let names = |r: &Files| r.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+                assert_eq!(names(&results), names(r), "np {np}: result files");
+                for ((name, a), (_, b)) in results.iter().zip(r) {
+                    assert!(a == b, "np {np}: {name} differs from one GPU's");
+                }
+            }
+        }
+    }
+    // The 2-rank checkpoint continues on one GPU and on 2 ranks to the same frame.
+    let ck = dir.path("np2/checkpoint.bin");
+    let mut ends = Vec::new();
+    for np in [1usize, 2] {
+        let seg = Seg::new(&format!("gpur{np}"));
+        let a = [
+            "--backend",
+            "cuda",
+            "--restart",
+            &ck,
+            "--end-time",
+            "0.06",
+            "--name-shm",
+            &seg.0,
+            "--keep-shm",
+        ];
+        let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
+        let (code, err) = run(cmd, Duration::from_secs(300));
+        assert_eq!(code, Some(0), "restart on {np} failed:\n{err}");
+        ends.push(newest_frame(&seg.0));
+    }
+    assert_eq!(ends[0].meta.step, ends[1].meta.step);
+    assert_eq!(ends[0].positions, ends[1].positions, "restarts differ");
+    // Inflow and outflow regions stay in one process for now: a clear refusal.
+    let silo = quick_silo(&dir);
+    let (code, err) = run(
+        mpirun(2, &["--backend", "cuda", "--case", &silo, "--shm"]),
+        Duration::from_secs(120),
+    );
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("inflow and outflow regions on GPU ranks"),
         "{err}"
     );
 }

@@ -86,7 +86,18 @@ pub struct RunControl {
     /// The time step, the lower bound of the publication interval [s].
     dt: f64,
     last_wall_publish: Instant,
+    /// Host time the last frame took to publish (what the steps waited for it).
+    last_cost: Duration,
+    /// Whether the cost bound has been logged.
+    throttle_logged: bool,
 }
+
+/// Frames whose publication costs the steps more than this are spaced so that publishing
+/// takes at most [`PUBLISH_SHARE`] of the run (a frame of GPU ranks is gathered through host
+/// memory: 70 ms at 2 M particles on two ranks; below this cost the schedule stands as asked).
+const COSTLY_FRAME: Duration = Duration::from_millis(5);
+/// The most of the run's wall time costly frames may take.
+const PUBLISH_SHARE: f64 = 0.02;
 
 impl RunControl {
     pub fn new(refresh_sim: f64, refresh_wall_ms: u64, now_sim: f64, dt: f64) -> Self {
@@ -97,7 +108,19 @@ impl RunControl {
             stop: false,
             dt,
             last_wall_publish: Instant::now(),
+            last_cost: Duration::ZERO,
+            throttle_logged: false,
         }
+    }
+
+    /// The shortest wall time between frames that keeps costly frames under
+    /// [`PUBLISH_SHARE`] of the run (zero for cheap ones).
+    fn min_wall_gap(&self) -> Duration {
+        if self.last_cost <= COSTLY_FRAME {
+            return Duration::ZERO;
+        }
+        self.last_cost
+            .mul_f64((1.0 - PUBLISH_SHARE) / PUBLISH_SHARE)
     }
 
     /// Publication interval in simulated seconds.
@@ -108,16 +131,26 @@ impl RunControl {
 
     /// Whether a frame is due at simulated time `t`.
     pub fn publish_due(&self, t: f64) -> bool {
-        self.publish.is_due(t)
-            || self
-                .refresh_wall
-                .is_some_and(|w| self.last_wall_publish.elapsed() >= w)
+        let since = self.last_wall_publish.elapsed();
+        (self.publish.is_due(t) || self.refresh_wall.is_some_and(|w| since >= w))
+            && since >= self.min_wall_gap()
     }
 
-    /// Records a publication at simulated time `t`.
-    pub fn published(&mut self, t: f64) {
+    /// Records a publication at simulated time `t` that cost the steps `cost` of host time.
+    pub fn published(&mut self, t: f64, cost: Duration) {
         self.publish.advance_past(t);
         self.last_wall_publish = Instant::now();
+        self.last_cost = cost;
+        if !self.throttle_logged && cost > COSTLY_FRAME {
+            self.throttle_logged = true;
+            tracing::info!(
+                "a frame takes {:.0} ms to publish here: frames at most every {:.1} s, so that \
+                 publishing stays under {:.0} % of the run (`shmctl send NAME update` asks for one now)",
+                cost.as_secs_f64() * 1e3,
+                self.min_wall_gap().as_secs_f64(),
+                PUBLISH_SHARE * 100.0
+            );
+        }
     }
 
     /// Applies one command; returns the acknowledgement and what the loop must do.
@@ -202,7 +235,7 @@ mod tests {
         let mut c = RunControl::new(0.01, 0, 0.0, 1e-5);
         assert!(!c.publish_due(0.005));
         assert!(c.publish_due(0.01));
-        c.published(0.0100001);
+        c.published(0.0100001, Duration::ZERO);
         assert!(!c.publish_due(0.015));
         let (o, _) = c.apply(&refresh(0.001), 0.015, false);
         assert!(o.is_done());
@@ -215,6 +248,22 @@ mod tests {
         assert!(!c.paused);
         c.apply(&Command::Stop, 0.0, true);
         assert!(c.stop);
+    }
+
+    /// A frame that costs the steps 100 ms waits 4.9 s for the next (2 % of the run); cheap
+    /// ones keep the schedule as asked.
+    #[test]
+    fn costly_frames_are_spaced_to_two_percent() {
+        let mut c = RunControl::new(0.01, 100, 0.0, 1e-5);
+        c.published(0.0, Duration::from_millis(100));
+        assert_eq!(c.min_wall_gap(), Duration::from_millis(4900));
+        assert!(
+            !c.publish_due(0.05),
+            "due by simulated time, but too soon after a costly frame"
+        );
+        c.published(0.05, Duration::from_millis(1));
+        assert_eq!(c.min_wall_gap(), Duration::ZERO);
+        assert!(c.publish_due(0.06));
     }
 
     /// Regression (hardening issue, item 1): `refresh 1e-300` was acknowledged and then the
@@ -288,7 +337,7 @@ mod tests {
                 CommandOutcome::Rejected(why) => proptest::prop_assert!(!why.is_empty()),
             }
             let every = c.refresh_sim();
-            c.published(t + 3.5 * every);
+            c.published(t + 3.5 * every, Duration::ZERO);
             proptest::prop_assert!(!c.publish.is_due(t + 3.5 * every));
         }
     }

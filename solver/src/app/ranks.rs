@@ -121,6 +121,18 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// This process's rank among the ranks of its host, as the launcher says (Open MPI, Slurm,
+/// MPICH/Hydra), if it says.
+pub fn local_rank() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_LOCALID",
+        "MPI_LOCALRANKID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
 /// `sim` as the run loop should drive it: wrapped in a [`RankRoot`] on rank 0 of a run over
 /// several processes.
 pub fn port(sim: Box<dyn SimPort>) -> Box<dyn SimPort> {
@@ -266,11 +278,12 @@ impl SimPort for RankRoot {
 
 /// A rank other than 0: builds its part of the run from rank 0's start state and obeys rank
 /// 0's control messages until the run finishes. Returns an error when the run failed.
-pub fn follow(ranks: RankSet) -> Result<()> {
+/// `cuda`: this rank's GPU on a run over GPU ranks.
+pub fn follow(ranks: RankSet, cuda: Option<solver::dem::cuda::CudaOptions>) -> Result<()> {
     use solver::exec::sim::Simulation;
     use solver::exec::worker::RawKinematics;
     let comm = ranks.comm.clone();
-    let mut sim = Simulation::join_ranks(ranks)?;
+    let mut sim = Simulation::join_ranks(ranks, cuda)?;
     loop {
         let mut w = [0u64; 4];
         comm.broadcast_control(&mut w);

@@ -115,9 +115,11 @@ pub fn run(
         (sim.step_index(), Instant::now(), 0.0f64);
 
     publisher.set_state(SolverState::Running);
+    let t0 = Instant::now();
     publish_frame(sim, publisher, 0.0, &mut pending)?;
+    let cost = t0.elapsed();
     settle(sim, &mut pending, true)?;
-    ctl.published(sim.time());
+    ctl.published(sim.time(), cost);
     let batch = sim.preferred_batch().max(1);
     if let Some(dir) = &s.output {
         if s.output_every.is_some() {
@@ -167,9 +169,11 @@ pub fn run(
         }
         if publish_now {
             // Asked for by a client: the frame is visible before the acknowledgement.
+            let t0 = Instant::now();
             publish_frame(sim, publisher, steps_per_s, &mut pending)?;
+            let cost = t0.elapsed();
             settle(sim, &mut pending, true)?;
-            ctl.published(sim.time());
+            ctl.published(sim.time(), cost);
         }
         for (c, outcome) in &answers {
             publisher.acknowledge(c, outcome);
@@ -211,8 +215,10 @@ pub fn run(
             rate_since = Instant::now();
         }
         if ctl.publish_due(t) {
+            // The host time the steps wait for it (a GPU's copy runs on meanwhile).
+            let t0 = Instant::now();
             publish_frame(sim, publisher, steps_per_s, &mut pending)?;
-            ctl.published(t);
+            ctl.published(t, t0.elapsed());
         }
         if let Some(dir) = &s.output {
             if outputs.as_mut().is_some_and(|o| o.take_due(t)) {

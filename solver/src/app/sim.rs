@@ -32,7 +32,7 @@ const DEFAULT_PARTICLES_CUDA: u64 = 1_000_000;
 /// commands still take effect within a few milliseconds.
 const GPU_BATCH: u64 = 16;
 
-fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
+pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
     if backend == Backend::Cpu && cli.devices != super::cli::Devices::List(vec![0]) {
         tracing::warn!("--devices selects GPUs for --backend cuda; the CPU backend ignores it");
     }
@@ -44,6 +44,15 @@ fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
         Backend::Cuda => {
             // A driver failure is reported when the backend starts.
             let devices = cli.devices.resolve().unwrap_or_else(|_| vec![0]);
+            if let Some(ranks) = super::ranks::current() {
+                // One GPU per rank: the ranks of a host take its listed GPUs in turn.
+                let local = super::ranks::local_rank().unwrap_or(ranks.comm.rank());
+                let opts = CudaOptions {
+                    device: devices[local % devices.len()],
+                    ..CudaOptions::default()
+                };
+                return BackendKind::CudaRanks(opts, ranks);
+            }
             let opts = CudaOptions {
                 device: devices[0],
                 ..CudaOptions::default()

@@ -188,13 +188,23 @@ impl Comm for MpiComm {
             .all_to_all_into(&send_lens[..], &mut recv_lens[..]);
         let (sc, sd) = Self::partition(&send_lens, "exchange (send)");
         let (rc, rd) = Self::partition(&recv_lens, "exchange (receive)");
-        let send: Vec<u8> = sends.concat();
-        let mut recv = vec![0u8; recv_lens.iter().sum::<u64>() as usize];
+        // Both buffers are real allocations, at least a byte each: two empty Vecs share one
+        // dangling address, and Open MPI refuses a send buffer equal to the receive buffer
+        // (MPI_ERR_ARG; found with GPU ranks, whose record messages can be empty).
+        let send_n = send_lens.iter().sum::<u64>() as usize;
+        let recv_n = recv_lens.iter().sum::<u64>() as usize;
+        let mut send: Vec<u8> = Vec::with_capacity(send_n.max(1));
+        for s in sends {
+            send.extend_from_slice(&s);
+        }
+        send.resize(send_n.max(1), 0);
+        let mut recv = vec![0u8; recv_n.max(1)];
         {
             let s = Partition::new(&send[..], &sc[..], &sd[..]);
             let mut r = PartitionMut::new(&mut recv[..], &rc[..], &rd[..]);
             self.world.all_to_all_varcount_into(&s, &mut r);
         }
+        recv.truncate(recv_n);
         Self::split(recv, &rc, &rd)
     }
 

@@ -51,6 +51,8 @@ pub enum BackendKind {
     CudaGroup(crate::dem::cuda::CudaOptions, Vec<usize>),
     /// CPU workers spread over the processes (MPI ranks) of a run.
     CpuRanks(RankSet),
+    /// One GPU per process (MPI rank) of a run: this rank's options (its device).
+    CudaRanks(crate::dem::cuda::CudaOptions, RankSet),
 }
 
 /// The processes of a run over several ranks, as a [`BackendKind`] carries them.
@@ -125,7 +127,7 @@ pub fn host_bytes_per_particle(kind: &BackendKind) -> (u64, &'static str) {
             RUN_BYTES_PER_PARTICLE + crate::dem::cpu::HOST_BYTES_PER_PARTICLE,
             "a run on the CPU backend",
         ),
-        BackendKind::Cuda(_) | BackendKind::CudaGroup(..) => (
+        BackendKind::Cuda(_) | BackendKind::CudaGroup(..) | BackendKind::CudaRanks(..) => (
             RUN_BYTES_PER_PARTICLE + crate::dem::cuda::HOST_BYTES_PER_PARTICLE,
             "a run on the CUDA backend (host side)",
         ),
@@ -362,7 +364,9 @@ impl Simulation {
                 }
                 c
             }
-            BackendKind::Cuda(opts) | BackendKind::CudaGroup(opts, _) => {
+            BackendKind::Cuda(opts)
+            | BackendKind::CudaGroup(opts, _)
+            | BackendKind::CudaRanks(opts, _) => {
                 let devices = match kind {
                     BackendKind::CudaGroup(_, devices) => devices.clone(),
                     _ => vec![opts.device],
@@ -389,24 +393,43 @@ impl Simulation {
                     id_limit: if pending > 0 { id_count } else { 0 },
                     ..opts.clone()
                 };
-                let worker: Box<dyn super::worker::FusedWorker> = if devices.len() > 1 {
-                    Box::new(crate::dem::cuda::CudaGroup::new(
-                        ctx.clone(),
-                        &state,
-                        opts,
-                        &crate::dem::cuda::GroupOptions {
-                            devices,
-                            axis: d.split_axis,
-                            balance: d.balance,
-                        },
-                    )?)
-                } else {
-                    Box::new(crate::dem::cuda::CudaBackend::new(
-                        ctx.clone(),
-                        state,
-                        opts,
-                    )?)
-                };
+                let worker: Box<dyn super::worker::FusedWorker> =
+                    if let BackendKind::CudaRanks(_, ranks) = kind {
+                        ranks.send_start(&case, &ctx.meshes, &state).map_err(|e| {
+                            SimError::State {
+                                origin: origin.clone(),
+                                message: e.to_string(),
+                            }
+                        })?;
+                        Box::new(crate::dem::cuda::CudaRank::new(
+                            ctx.clone(),
+                            &state,
+                            opts,
+                            &crate::dem::cuda::RankOptions {
+                                comm: ranks.comm.clone(),
+                                device: opts.device,
+                                axis: d.split_axis,
+                                balance: d.balance,
+                            },
+                        )?)
+                    } else if devices.len() > 1 {
+                        Box::new(crate::dem::cuda::CudaGroup::new(
+                            ctx.clone(),
+                            &state,
+                            opts,
+                            &crate::dem::cuda::GroupOptions {
+                                devices,
+                                axis: d.split_axis,
+                                balance: d.balance,
+                            },
+                        )?)
+                    } else {
+                        Box::new(crate::dem::cuda::CudaBackend::new(
+                            ctx.clone(),
+                            state,
+                            opts,
+                        )?)
+                    };
                 let mut c =
                     Coordinator::fused(worker, &ids, step, crate::dem::cuda::gpu_grid(&ctx));
                 c.set_context(ctx.clone(), flow);
@@ -428,7 +451,11 @@ impl Simulation {
 
     /// Joins a run over several processes on a rank other than 0: waits for rank 0's start
     /// state (the case, meshes and particles it built or loaded) and builds this rank's part.
-    pub fn join_ranks(ranks: RankSet) -> Result<Self, SimError> {
+    /// `cuda`: this rank's GPU options when the run is on GPU ranks (else CPU workers).
+    pub fn join_ranks(
+        ranks: RankSet,
+        cuda: Option<crate::dem::cuda::CudaOptions>,
+    ) -> Result<Self, SimError> {
         let mut bytes = Vec::new();
         ranks.comm.broadcast(&mut bytes);
         ranks.started.store(true, Ordering::Relaxed);
@@ -446,13 +473,11 @@ impl Simulation {
                     message: e.to_string(),
                 },
             )?;
-        Self::assemble(
-            case,
-            meshes,
-            state,
-            Vec::new(),
-            &BackendKind::CpuRanks(ranks),
-        )
+        let kind = match cuda {
+            Some(opts) => BackendKind::CudaRanks(opts, ranks),
+            None => BackendKind::CpuRanks(ranks),
+        };
+        Self::assemble(case, meshes, state, Vec::new(), &kind)
     }
 
     /// Advances one time step.

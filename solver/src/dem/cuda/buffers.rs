@@ -701,19 +701,21 @@ pub(crate) fn download_state(
         vec![[0.0; 3]; p.n as usize],
         vec![[0.0; 3]; p.n as usize],
     );
-    download_into(stream, st, p, &mut s, &|id| id as usize)?;
+    download_into(stream, st, p, &mut s, &|id| id as usize, true)?;
     s.forces_valid = st.cur.force != 0 && step > 0;
     Ok(s)
 }
 
 /// Writes the live slots `0..p.n` of the state (dead ones skipped) into `s` at `index(id)`:
-/// kinematics, last forces and contact history (`s` gets the device's `hist_cap`).
+/// kinematics, last forces and, with `history`, the contact history (`s` gets the device's
+/// `hist_cap`).
 pub(crate) fn download_into(
     stream: &Arc<CudaStream>,
     st: &DeviceState,
     p: &DemParams,
     s: &mut SimState,
     index: &dyn Fn(u32) -> usize,
+    history: bool,
 ) -> Result<(), CudaError> {
     let n = p.n as usize;
     stream
@@ -763,7 +765,7 @@ pub(crate) fn download_into(
         s.torque[i] = v3(&torque, k);
         s.contacts[i] = contacts[k];
     }
-    if a.hist_count != 0 {
+    if history && a.hist_count != 0 {
         let cap = p.hist_cap as usize;
         let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
         let rows: Vec<u32> = download(stream, st, a.row, n)?;

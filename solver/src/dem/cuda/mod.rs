@@ -20,6 +20,7 @@ mod multi;
 mod outflow;
 pub mod params;
 mod publish;
+mod ranks;
 mod step;
 mod window;
 
@@ -37,6 +38,7 @@ pub use buffers::{gpu_grid, MemoryReport};
 pub(crate) use multi::{enable_peer_access, neighbour, queue_peer_copies, PeerCopy};
 pub use multi::{CudaGroup, GroupOptions};
 pub use publish::{register_host, FrameTarget, HostRegistration, PublishTicket};
+pub use ranks::{CudaRank, RankOptions};
 pub use step::StageTimes;
 pub(crate) use step::{exclusive_scan, scan_level_sizes};
 pub use window::ExchangeCounts;
@@ -134,6 +136,8 @@ pub enum CudaError {
     },
     #[error("GPUs {a} and {b} cannot access each other's memory (peer access): {message}")]
     NoPeerAccess { a: usize, b: usize, message: String },
+    #[error("another MPI rank failed (after step {step}); its output says why")]
+    OtherRank { step: u64 },
 }
 
 impl CudaError {
@@ -599,7 +603,14 @@ impl CudaSim {
                 vec![[0.0; 3]; n],
             );
             let index = |id: u32| ids.binary_search(&id).expect("a live id");
-            buffers::download_into(&self.stream, &self.state, &self.params, &mut s, &index)?;
+            buffers::download_into(
+                &self.stream,
+                &self.state,
+                &self.params,
+                &mut s,
+                &index,
+                true,
+            )?;
             s.forces_valid = self.state.cur.force != 0 && self.step_index > 0;
             s
         } else {

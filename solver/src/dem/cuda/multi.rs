@@ -116,88 +116,18 @@ impl CudaGroup {
                 "a GPU group of fewer than 2 GPUs".into(),
             ));
         }
-        let axis = group
-            .axis
-            .unwrap_or_else(|| Axis::longest(ctx.domain_min, ctx.domain_max))
-            .index();
-        let grid = ctx.grid(axis);
-        let plan = Plan::balanced(&grid, g as u32, &state.pos)
-            .map_err(|e| CudaError::Unsupported(format!("this split: {e}")))?;
-        let mut per_layer = vec![0u64; grid.dims[axis] as usize];
-        let mut owner = Vec::with_capacity(n0);
-        for &p in &state.pos {
-            let l = grid.cell_coords(p)[axis];
-            per_layer[l as usize] += 1;
-            owner.push(plan.owner_of_layer(l));
-        }
-        let max_layer = per_layer.iter().copied().max().unwrap_or(0) as usize;
-        let reserve = 4 * max_layer + 4096;
-        let spin = state.omega.iter().any(|w| *w != [0.0; 3]);
+        let split = Split::new(&ctx, state, group.axis, g)?;
+        let (axis, plan) = (split.axis, &split.plan);
         let mut sims = Vec::with_capacity(g);
         for (w, &device) in group.devices.iter().enumerate() {
-            let idx: Vec<usize> = (0..n0).filter(|&i| owner[i] == w).collect();
-            let sub = subset(state, &idx);
-            let o = CudaOptions {
-                device,
-                store_forces: true,
-                ..opts.clone()
-            };
-            // Room for every particle when it fits: the load may gather on one GPU (a bed
-            // forming) faster than one layer per balancing move follows it. Otherwise as many
-            // slots as the GPU holds besides its exchange buffers and (GPU 0) the frame staging,
-            // and at least its share with headroom; balancing never moves more load onto a GPU
-            // than its slots hold (`rebalance`). Two history buffers while the share fits with
-            // them, else (auto) one updated in place.
-            let sized = |history: HistoryMode| -> Result<(CudaSim, usize), CudaError> {
-                let o = CudaOptions {
-                    history,
-                    ..o.clone()
-                };
-                let capacity = total + reserve;
-                match CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin) {
-                    Ok(s) => Ok((s, capacity)),
-                    Err(CudaError::DoesNotFit {
-                        max_particles,
-                        bytes_per_particle,
-                        ..
-                    }) => {
-                        let extra = exchange_bytes(&o, max_layer)
-                            + if w == 0 {
-                                total as u64 * super::publish::STAGING_BYTES_PER_PARTICLE
-                            } else {
-                                0
-                            };
-                        let fit = slots_that_fit(max_particles, extra, bytes_per_particle);
-                        let need = share_with_headroom(idx.len(), reserve);
-                        if fit < need {
-                            return Err(CudaError::GroupDoesNotFit {
-                                gpus: g,
-                                particles: n0,
-                                device,
-                                share: idx.len(),
-                                need,
-                                fit,
-                                bytes_per_particle,
-                                max_particles: group_max_particles(fit, g, reserve),
-                            });
-                        }
-                        let capacity = fit.min(total + reserve);
-                        Ok((
-                            CudaSim::with_capacity(&ctx, &sub, &o, capacity, spin)?,
-                            capacity,
-                        ))
-                    }
-                    Err(e) => Err(e),
-                }
-            };
-            let (mut sim, capacity) = match opts.history {
-                HistoryMode::Auto => match sized(HistoryMode::Double) {
-                    Err(CudaError::GroupDoesNotFit { .. }) => sized(HistoryMode::InPlace)?,
-                    r => r?,
-                },
-                h => sized(h)?,
-            };
-            sim.attach_window(axis, &plan.bounds, w, capacity, (2 * max_layer) as u32)?;
+            let (mut sim, capacity, sub) = split.slab_sim(&ctx, state, opts, w, device, total)?;
+            sim.attach_window(
+                axis,
+                &plan.bounds,
+                w,
+                capacity,
+                (2 * split.max_layer) as u32,
+            )?;
             if tracked {
                 // GPU 0's alive flags cover every id of the run (frame ranks); the others set
                 // and clear theirs there (peer writes, set below).
@@ -225,7 +155,7 @@ impl CudaGroup {
         Ok(CudaGroup {
             devices: group.devices.clone(),
             axis,
-            bounds: plan.bounds,
+            bounds: split.plan.bounds,
             ctx,
             total,
             mid_step: false,
@@ -590,7 +520,7 @@ impl CudaGroup {
             vec![[0.0; 3]; n],
         );
         for sim in &self.sims {
-            sim.download_owned(&mut s, &index)?;
+            sim.download_owned(&mut s, &index, true)?;
         }
         s.history_overflows = self.sims.iter().map(|s| s.history_overflows()).sum();
         s.forces_valid = if self.verlet {
@@ -666,6 +596,129 @@ impl CudaGroup {
         }?;
         self.publish_done = Some(done);
         Ok(())
+    }
+}
+
+/// The first cut of a run over `g` GPUs (in one process or over MPI ranks): the split axis,
+/// slab bounds with about equal particle counts, and each particle's slab.
+pub(crate) struct Split {
+    pub axis: usize,
+    pub plan: Plan,
+    owner: Vec<usize>,
+    /// Particles of the fullest cell layer, and the halo reserve of a GPU's slots.
+    pub max_layer: usize,
+    reserve: usize,
+    spin: bool,
+}
+
+impl Split {
+    pub(crate) fn new(
+        ctx: &StepContext,
+        state: &SimState,
+        axis: Option<Axis>,
+        g: usize,
+    ) -> Result<Split, CudaError> {
+        let axis = axis
+            .unwrap_or_else(|| Axis::longest(ctx.domain_min, ctx.domain_max))
+            .index();
+        let grid = ctx.grid(axis);
+        let plan = Plan::balanced(&grid, g as u32, &state.pos)
+            .map_err(|e| CudaError::Unsupported(format!("this split: {e}")))?;
+        let mut per_layer = vec![0u64; grid.dims[axis] as usize];
+        let mut owner = Vec::with_capacity(state.pos.len());
+        for &p in &state.pos {
+            let l = grid.cell_coords(p)[axis];
+            per_layer[l as usize] += 1;
+            owner.push(plan.owner_of_layer(l));
+        }
+        let max_layer = per_layer.iter().copied().max().unwrap_or(0) as usize;
+        Ok(Split {
+            axis,
+            plan,
+            owner,
+            max_layer,
+            reserve: 4 * max_layer + 4096,
+            spin: state.omega.iter().any(|w| *w != [0.0; 3]),
+        })
+    }
+
+    /// GPU `w`'s sim on `device` with its particles of `state`, its slot capacity and its
+    /// particles as a state of their own (the window is not attached yet).
+    pub(crate) fn slab_sim(
+        &self,
+        ctx: &Arc<StepContext>,
+        state: &SimState,
+        opts: &CudaOptions,
+        w: usize,
+        device: usize,
+        total: usize,
+    ) -> Result<(CudaSim, usize, SimState), CudaError> {
+        let g = self.plan.bounds.len() - 1;
+        let n0 = state.pos.len();
+        let (reserve, max_layer, spin) = (self.reserve, self.max_layer, self.spin);
+        let idx: Vec<usize> = (0..n0).filter(|&i| self.owner[i] == w).collect();
+        let sub = subset(state, &idx);
+        let o = CudaOptions {
+            device,
+            store_forces: true,
+            ..opts.clone()
+        };
+        // Room for every particle when it fits: the load may gather on one GPU (a bed
+        // forming) faster than one layer per balancing move follows it. Otherwise as many
+        // slots as the GPU holds besides its exchange buffers and (GPU 0) the frame staging,
+        // and at least its share with headroom; balancing never moves more load onto a GPU
+        // than its slots hold (`rebalance`). Two history buffers while the share fits with
+        // them, else (auto) one updated in place.
+        let sized = |history: HistoryMode| -> Result<(CudaSim, usize), CudaError> {
+            let o = CudaOptions {
+                history,
+                ..o.clone()
+            };
+            let capacity = total + reserve;
+            match CudaSim::with_capacity(ctx, &sub, &o, capacity, spin) {
+                Ok(s) => Ok((s, capacity)),
+                Err(CudaError::DoesNotFit {
+                    max_particles,
+                    bytes_per_particle,
+                    ..
+                }) => {
+                    let extra = exchange_bytes(&o, max_layer)
+                        + if w == 0 {
+                            total as u64 * super::publish::STAGING_BYTES_PER_PARTICLE
+                        } else {
+                            0
+                        };
+                    let fit = slots_that_fit(max_particles, extra, bytes_per_particle);
+                    let need = share_with_headroom(idx.len(), reserve);
+                    if fit < need {
+                        return Err(CudaError::GroupDoesNotFit {
+                            gpus: g,
+                            particles: n0,
+                            device,
+                            share: idx.len(),
+                            need,
+                            fit,
+                            bytes_per_particle,
+                            max_particles: group_max_particles(fit, g, reserve),
+                        });
+                    }
+                    let capacity = fit.min(total + reserve);
+                    Ok((
+                        CudaSim::with_capacity(ctx, &sub, &o, capacity, spin)?,
+                        capacity,
+                    ))
+                }
+                Err(e) => Err(e),
+            }
+        };
+        let (sim, capacity) = match opts.history {
+            HistoryMode::Auto => match sized(HistoryMode::Double) {
+                Err(CudaError::GroupDoesNotFit { .. }) => sized(HistoryMode::InPlace)?,
+                r => r?,
+            },
+            h => sized(h)?,
+        };
+        Ok((sim, capacity, sub))
     }
 }
 

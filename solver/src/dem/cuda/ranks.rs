@@ -1,0 +1,731 @@
+//! One simulation over several processes with one GPU each (issue 15: `mpirun -np N solver
+//! --backend cuda`): rank r drives GPU slab r of the same cut as [`super::CudaGroup`] makes in one
+//! process, with the same kernels, the same window (classify, records, unpack) and the same
+//! balancing decisions; only the road of the records differs. Between ranks they go through host
+//! memory and MPI (one all-to-all per step carrying each rank's records to its neighbours), since
+//! two processes cannot open each other's device memory without NCCL or IPC handles.
+//!
+//! Every decision is made from data all ranks share (the exchange counts, the per-layer counts,
+//! the busy times are all-gathered; diagnostics are reduced), so every rank takes the same
+//! branch and calls the same collectives. States and snapshots are gathered on rank 0 (the others
+//! get empty ones); frames are posted to rank 0 without waiting for it, as CPU ranks do.
+//!
+//! Not yet: NCCL between ranks (records device to device), inflow and outflow regions (their
+//! alive flags live on GPU 0 of a group: refused with a message).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::CudaEvent;
+
+use super::multi::{neighbour, Split};
+use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
+use super::window::{ExchangeCounts, Received};
+use super::{CudaError, CudaOptions, CudaSim};
+use crate::core::geometry::BodyTransform;
+use crate::decomp::balance::{self, Balance, BALANCE_INTERVAL};
+use crate::decomp::Axis;
+use crate::dem::state::{HistEntry, SimState, StepContext};
+use crate::exec::comm::{decode, encode, Comm};
+use crate::exec::stages::{Stage, StageTimers};
+use crate::exec::worker::{
+    pack_kinematics, BackendStats, Energies, FusedWorker, IdIndex, KinematicsSlices, RawKinematics,
+    Snapshot, StepError,
+};
+
+/// How a run is spread over the ranks' GPUs.
+#[derive(Debug, Clone)]
+pub struct RankOptions {
+    pub comm: Arc<dyn Comm>,
+    /// This rank's device ordinal.
+    pub device: usize,
+    /// Split axis; default: the longest axis of the domain.
+    pub axis: Option<Axis>,
+    pub balance: Balance,
+}
+
+/// Rank 0's frame while the other ranks' particles are on their way.
+struct PendingFrame {
+    out: RawKinematics,
+    waiting: Vec<usize>,
+}
+
+// SAFETY: `out` points into memory the caller of begin_kinematics_copy keeps valid and
+// untouched until the frame is complete; only the worker that owns this frame writes through
+// it, from whichever one thread owns the worker at the time.
+unsafe impl Send for PendingFrame {}
+
+/// See the module documentation.
+pub struct CudaRank {
+    sim: CudaSim,
+    comm: Arc<dyn Comm>,
+    device: usize,
+    axis: usize,
+    bounds: Vec<u32>,
+    ctx: Arc<StepContext>,
+    /// Particles of the run (all ranks).
+    total: usize,
+    step: u64,
+    time: f64,
+    verlet: bool,
+    forces_valid: bool,
+    balance: Balance,
+    /// Device time of this GPU since the last balancing decision [s].
+    busy: f64,
+    rebalances: u64,
+    migrations: u64,
+    /// Device time of the neighbour search and collide [s] (events).
+    compute_s: f64,
+    /// Host time spent waiting for the other ranks' counts (the slowest rank's step shows
+    /// here), and moving the records through host memory and MPI [s].
+    wait_s: f64,
+    transfer_s: f64,
+    timed_steps: u64,
+    /// Two sets, alternating: a step's events (before the exchange, after it, after the
+    /// collide) are read during the next step.
+    events: [([CudaEvent; 3], bool); 2],
+    frame: Option<PendingFrame>,
+}
+
+fn err(step: u64, e: CudaError) -> StepError {
+    StepError::Device {
+        backend: "cuda",
+        step,
+        message: e.to_string(),
+    }
+}
+
+/// Copies `out.len()` bytes at device address `src` into `out` (waits for `stream`).
+fn download(sim: &CudaSim, src: u64, out: &mut [u8]) -> Result<(), CudaError> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    super::driver::bind(&sim.stream)?;
+    // SAFETY: `src` is a live device allocation of this sim holding at least `out.len()` bytes
+    // (a send buffer after the counts were read); the stream is synchronised before `out` is
+    // used or dropped.
+    unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, sim.stream.cu_stream()) }
+        .map_err(|e| CudaError::driver("copying records to the host", e))?;
+    sim.stream
+        .synchronize()
+        .map_err(|e| CudaError::driver("copying records to the host", e))
+}
+
+/// Copies `data` to device address `dst` (waits for `stream`).
+fn upload(sim: &CudaSim, dst: u64, data: &[u8]) -> Result<(), CudaError> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    super::driver::bind(&sim.stream)?;
+    // SAFETY: `dst` is a live device allocation of this sim holding at least `data.len()`
+    // bytes (make_room grew the receive buffers for these counts); the stream is synchronised
+    // before `data` is dropped.
+    unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, sim.stream.cu_stream()) }
+        .map_err(|e| CudaError::driver("copying records to the GPU", e))?;
+    sim.stream
+        .synchronize()
+        .map_err(|e| CudaError::driver("copying records to the GPU", e))
+}
+
+/// The exchange counts as words for the all-gather.
+fn count_words(c: &ExchangeCounts) -> [u32; 5] {
+    [c.mig[0], c.mig[1], c.halo[0], c.halo[1], c.skipped]
+}
+
+impl CudaRank {
+    /// This rank's part of `state` (the whole run, the same on every rank; ids 0..n) on its
+    /// GPU. Collective.
+    pub fn new(
+        ctx: Arc<StepContext>,
+        state: &SimState,
+        opts: &CudaOptions,
+        ranks: &RankOptions,
+    ) -> Result<CudaRank, CudaError> {
+        super::driver::driver_available()?;
+        if !ctx.outflows.is_empty() || opts.inflow_room > 0 {
+            return Err(CudaError::Unsupported(
+                "inflow and outflow regions on GPU ranks (run them on the GPUs of one host: \
+                 --devices 0,1 without mpirun, or on CPU ranks)"
+                    .into(),
+            ));
+        }
+        super::check_dense_ids(state)?;
+        let (g, w) = (ranks.comm.size(), ranks.comm.rank());
+        let total = state.pos.len();
+        let split = Split::new(&ctx, state, ranks.axis, g)?;
+        let built = split
+            .slab_sim(&ctx, state, opts, w, ranks.device, total)
+            .and_then(|(mut sim, capacity, _)| {
+                sim.attach_window(
+                    split.axis,
+                    &split.plan.bounds,
+                    w,
+                    capacity,
+                    (2 * split.max_layer) as u32,
+                )?;
+                Ok(sim)
+            });
+        // Every rank learns whether every rank could start (else they would wait for it).
+        let ok = ranks.comm.min_u64(built.is_ok() as u64);
+        let sim = built?;
+        if ok == 0 {
+            return Err(CudaError::OtherRank { step: state.step });
+        }
+        let new_ev = || -> Result<[CudaEvent; 3], CudaError> {
+            let e = || {
+                sim.ctx
+                    .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(|e| CudaError::driver("creating an event", e))
+            };
+            Ok([e()?, e()?, e()?])
+        };
+        let events = [(new_ev()?, false), (new_ev()?, false)];
+        tracing::info!(
+            "MPI rank {w} of {g} on GPU {}: slabs along {} at cell layers {:?}, {} particles here",
+            ranks.device,
+            ["x", "y", "z"][split.axis],
+            split.plan.bounds,
+            sim.params.n
+        );
+        Ok(CudaRank {
+            verlet: sim.verlet(),
+            sim,
+            comm: ranks.comm.clone(),
+            device: ranks.device,
+            axis: split.axis,
+            bounds: split.plan.bounds,
+            ctx,
+            total,
+            step: state.step,
+            time: state.time,
+            forces_valid: state.forces_valid,
+            balance: ranks.balance,
+            busy: 0.0,
+            rebalances: 0,
+            migrations: 0,
+            compute_s: 0.0,
+            wait_s: 0.0,
+            transfer_s: 0.0,
+            timed_steps: 0,
+            events,
+            frame: None,
+        })
+    }
+
+    fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    fn ranks(&self) -> usize {
+        self.comm.size()
+    }
+
+    /// Slab bounds in cell layers along the split axis.
+    pub fn bounds(&self) -> &[u32] {
+        &self.bounds
+    }
+
+    fn mark(&self, k: usize, which: usize) -> Result<(), CudaError> {
+        self.events[k].0[which]
+            .record(&self.sim.stream)
+            .map_err(|e| CudaError::driver("recording an event", e))
+    }
+
+    /// Reads the events of the step recorded in set `k` (complete: the stream passed them).
+    fn harvest(&mut self, k: usize) -> Result<(), CudaError> {
+        if !self.events[k].1 {
+            return Ok(());
+        }
+        let ev = &self.events[k].0;
+        let ms = |a: usize, b: usize| -> Result<f64, CudaError> {
+            Ok(ev[a]
+                .elapsed_ms(&ev[b])
+                .map_err(|e| CudaError::driver("reading an event", e))? as f64
+                * 1e-3)
+        };
+        let c = ms(1, 2)?;
+        self.compute_s += c;
+        self.busy += c;
+        self.timed_steps += 1;
+        self.events[k].1 = false;
+        Ok(())
+    }
+
+    /// Classify, move the records to the neighbour ranks, unpack (Verlet: after the opening
+    /// kick and drift). Collective.
+    fn exchange(&mut self, kick: bool, k: usize) -> Result<(), CudaError> {
+        self.mark(k, 0)?;
+        if kick {
+            self.sim.launch_kick_drift_unmarked()?;
+        }
+        self.sim.queue_classify()?;
+        let mut c = self.sim.read_counts()?;
+        while !self.sim.fits(&c)? {
+            self.sim.queue_classify()?;
+            c = self.sim.read_counts()?;
+        }
+        self.harvest(1 - k)?;
+        let t0 = std::time::Instant::now();
+        let all: Vec<[u32; 5]> = self
+            .comm
+            .all_gather(encode(&count_words(&c)))
+            .iter()
+            .map(|b| decode(b, "exchange counts"))
+            .collect();
+        self.wait_s += t0.elapsed().as_secs_f64();
+        let t0 = std::time::Instant::now();
+        let skipped: u32 = all.iter().map(|c| c[4]).sum();
+        if skipped > 0 {
+            return Err(CudaError::SlabSkipped {
+                count: skipped,
+                step: self.step,
+            });
+        }
+        let (g, h) = (self.ranks(), self.rank());
+        let got = Received {
+            mig: [
+                if h > 0 { all[h - 1][1] } else { 0 },
+                if h + 1 < g { all[h + 1][0] } else { 0 },
+            ],
+            halo: [
+                if h > 0 { all[h - 1][3] } else { 0 },
+                if h + 1 < g { all[h + 1][2] } else { 0 },
+            ],
+        };
+        self.migrations += all.iter().map(|c| (c[0] + c[1]) as u64).sum::<u64>();
+        self.sim.make_room(&got)?;
+        let (rec_mig, rec_halo) = self.sim.record_sizes();
+        let mut sends = vec![Vec::new(); g];
+        for side in 0..2 {
+            let Some(v) = neighbour(h, side, g) else {
+                continue;
+            };
+            let (nm, nh) = (
+                c.mig[side] as usize * rec_mig,
+                c.halo[side] as usize * rec_halo,
+            );
+            let mut bytes = vec![0u8; nm + nh];
+            let (m, gh) = bytes.split_at_mut(nm);
+            download(&self.sim, self.sim.send_ptr(false, side), m)?;
+            download(&self.sim, self.sim.send_ptr(true, side), gh)?;
+            sends[v] = bytes;
+        }
+        let recvd = self.comm.exchange(sends);
+        for side in 0..2 {
+            let Some(v) = neighbour(h, side, g) else {
+                continue;
+            };
+            let nm = got.mig[side] as usize * rec_mig;
+            let nh = got.halo[side] as usize * rec_halo;
+            let data = &recvd[v];
+            if data.len() != nm + nh {
+                return Err(CudaError::Unsupported(format!(
+                    "rank {v} sent {} bytes of records, its counts say {}",
+                    data.len(),
+                    nm + nh
+                )));
+            }
+            upload(&self.sim, self.sim.recv_ptr(false, side), &data[..nm])?;
+            upload(&self.sim, self.sim.recv_ptr(true, side), &data[nm..])?;
+        }
+        let transfer = t0.elapsed().as_secs_f64();
+        self.transfer_s += transfer;
+        self.busy += transfer;
+        self.sim.queue_unpack(&got, &c, 0)?;
+        self.mark(k, 1)
+    }
+
+    fn one_step(&mut self) -> Result<(), CudaError> {
+        let k = (self.step % 2) as usize;
+        let dt = self.sim.dt();
+        if !self.verlet {
+            self.sim.prepare_meshes(self.time)?;
+            self.exchange(false, k)?;
+            self.sim.launch_step_unmarked(INTEGRATE_EULER)?;
+        } else {
+            if !self.forces_valid {
+                self.sim.prepare_meshes(self.time)?;
+                self.exchange(false, k)?;
+                self.sim.launch_step_unmarked(INTEGRATE_NONE)?;
+                self.forces_valid = true;
+            }
+            self.sim.prepare_meshes(self.time + dt)?;
+            self.exchange(true, k)?;
+            self.sim.launch_step_unmarked(INTEGRATE_HALF_KICK)?;
+        }
+        self.mark(k, 2)?;
+        self.events[k].1 = true;
+        self.step += 1;
+        // Accumulated as one GPU and the CPU do (meshes are placed at this time: same bits).
+        self.time += dt;
+        self.sim.set_clock(self.step, self.time);
+        if self.step.is_multiple_of(BALANCE_INTERVAL) {
+            self.rebalance()?;
+        }
+        Ok(())
+    }
+
+    /// [`balance::decide`] on every rank from the same all-gathered inputs. Collective.
+    fn rebalance(&mut self) -> Result<(), CudaError> {
+        if self.balance == Balance::Off {
+            return Ok(());
+        }
+        let local = self.sim.layer_counts()?;
+        let mut per_layer = vec![0u64; local.len()];
+        for b in self.comm.all_gather(encode(&local)) {
+            for (a, c) in per_layer
+                .iter_mut()
+                .zip(decode::<Vec<u32>>(&b, "layer counts"))
+            {
+                *a += c as u64;
+            }
+        }
+        let capacity = self.sim.window().map_or(0, |w| w.capacity as u64);
+        let (busy, room): (Vec<f64>, Vec<u64>) = self
+            .comm
+            .all_gather(encode(&(self.busy, capacity)))
+            .iter()
+            .map(|b| decode::<(f64, u64)>(b, "busy times"))
+            .unzip();
+        self.busy = 0.0;
+        let decision = balance::decide(self.balance, &self.bounds, &per_layer, &busy, 1)
+            .filter(|new| balance::fits(new, &per_layer, &room));
+        if let Some(new) = decision {
+            tracing::debug!(
+                step = self.step,
+                by = self.balance.name(),
+                from = ?self.bounds,
+                to = ?new,
+                "GPU slab bounds moved"
+            );
+            self.bounds = new;
+            let bounds = self.bounds.clone();
+            self.sim.set_slab(&bounds, self.rank());
+            self.rebalances += 1;
+        }
+        Ok(())
+    }
+
+    /// The diagnostics of the steps since the last check, on every rank: fails everywhere
+    /// when any rank found a problem (the others with [`CudaError::OtherRank`]). Collective.
+    fn check_diag(&mut self) -> Result<(), CudaError> {
+        let r = self.sim.check_diag();
+        let ok = self.comm.min_u64(r.is_ok() as u64);
+        r?;
+        if ok == 0 {
+            return Err(CudaError::OtherRank { step: self.step });
+        }
+        Ok(())
+    }
+
+    /// This rank's particles as a state of their own (ids ascending; with their history when
+    /// `history`).
+    fn local_state(&self, history: bool) -> Result<SimState, CudaError> {
+        let mut ids = self.sim.live_ids()?;
+        ids.sort_unstable();
+        let n = ids.len();
+        let mut s = SimState::new(
+            self.time,
+            self.step,
+            vec![0; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+        );
+        let index = |id: u32| ids.binary_search(&id).expect("a live id of this rank");
+        self.sim.download_owned(&mut s, &index, history)?;
+        s.history_overflows = self.sim.history_overflows();
+        Ok(s)
+    }
+
+    /// The whole state in id order on rank 0, an empty one elsewhere. Collective.
+    fn state(&self) -> Result<SimState, CudaError> {
+        let local = self.local_state(true);
+        // Every rank takes part in the gather, even one whose download failed.
+        let mine = local.as_ref().map(encode).unwrap_or_default();
+        let parts = self
+            .comm
+            .gather(if self.rank() == 0 { Vec::new() } else { mine });
+        let local = local?;
+        if self.rank() != 0 {
+            return Ok(SimState::new(
+                self.time,
+                self.step,
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+            ));
+        }
+        let mut all = vec![local];
+        for (r, b) in parts.iter().enumerate().skip(1) {
+            if b.is_empty() {
+                return Err(CudaError::OtherRank { step: self.step });
+            }
+            all.push(decode::<SimState>(b, &format!("rank {r}'s particles")));
+        }
+        let mut s = merge_states(all, self.total);
+        s.forces_valid = if self.verlet {
+            self.forces_valid
+        } else {
+            self.step > 0
+        };
+        Ok(s)
+    }
+
+    /// Packs the frame parts of the other ranks that arrived (waiting for all with `wait`);
+    /// true when the frame is complete or none is pending.
+    fn take_frame_parts(&mut self, wait: bool) -> bool {
+        let Some(p) = self.frame.as_mut() else {
+            return true;
+        };
+        let index = IdIndex::Dense(self.total);
+        let mut still = Vec::new();
+        for &r in &p.waiting {
+            let got = if wait {
+                Some(self.comm.take_posted(r))
+            } else {
+                self.comm.try_take_posted(r)
+            };
+            let Some(bytes) = got else {
+                still.push(r);
+                continue;
+            };
+            let s: SimState = decode(&bytes, "a rank's frame part");
+            // SAFETY: begin_kinematics_copy's contract keeps `out` valid and untouched until
+            // the frame is complete; ranks own disjoint ids below `total`.
+            unsafe { pack_kinematics(kinematics_of(&s), &index, &p.out) };
+        }
+        p.waiting = still;
+        let done = p.waiting.is_empty();
+        if done {
+            self.frame = None;
+        }
+        done
+    }
+}
+
+fn kinematics_of(s: &SimState) -> KinematicsSlices<'_> {
+    KinematicsSlices {
+        ids: &s.id,
+        pos: &s.pos,
+        vel: &s.vel,
+        omega: &s.omega,
+        force: &s.force,
+        contacts: &s.contacts,
+    }
+}
+
+/// One state of `n` particles (ids 0..n) from the ranks' disjoint parts.
+fn merge_states(parts: Vec<SimState>, n: usize) -> SimState {
+    let first = &parts[0];
+    let mut s = SimState::new(
+        first.time,
+        first.step,
+        vec![0; n],
+        vec![[0.0; 3]; n],
+        vec![[0.0; 3]; n],
+        vec![[0.0; 3]; n],
+    );
+    let cap = parts
+        .iter()
+        .find(|p| !p.history.is_empty())
+        .map_or(0, |p| p.history_cap);
+    if cap > 0 {
+        s.history_cap = cap;
+        s.history = vec![HistEntry::NONE; cap * n];
+    }
+    s.history_overflows = parts.iter().map(|p| p.history_overflows).sum();
+    for p in &parts {
+        for (k, &id) in p.id.iter().enumerate() {
+            let i = id as usize;
+            s.id[i] = id;
+            s.species[i] = p.species[k];
+            s.pos[i] = p.pos[k];
+            s.vel[i] = p.vel[k];
+            s.omega[i] = p.omega[k];
+            s.force[i] = p.force[k];
+            s.torque[i] = p.torque[k];
+            s.contacts[i] = p.contacts[k];
+            if cap > 0 && !p.history.is_empty() {
+                s.history[i * cap..(i + 1) * cap]
+                    .copy_from_slice(&p.history[k * cap..(k + 1) * cap]);
+            }
+        }
+    }
+    s
+}
+
+impl FusedWorker for CudaRank {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn stable_dt(&self) -> f64 {
+        self.ctx.dt
+    }
+
+    fn advance(&mut self, n_steps: u64) -> Result<(), StepError> {
+        for _ in 0..n_steps {
+            self.one_step().map_err(|e| err(self.step, e))?;
+        }
+        self.check_diag().map_err(|e| err(self.step, e))
+    }
+
+    fn time(&self) -> f64 {
+        self.time
+    }
+
+    /// Collective: the kinematics on rank 0, empty elsewhere.
+    fn snapshot(&self) -> Result<Snapshot, StepError> {
+        Ok(self.export_state()?.into())
+    }
+
+    /// Collective: the whole state on rank 0, an empty one elsewhere.
+    fn export_state(&self) -> Result<SimState, StepError> {
+        self.state().map_err(|e| err(self.step, e))
+    }
+
+    fn mesh_transforms(&self) -> Vec<BodyTransform> {
+        self.sim.mesh_transforms()
+    }
+
+    fn timers(&self) -> StageTimers {
+        let mut t = StageTimers {
+            steps: self.timed_steps,
+            ..Default::default()
+        };
+        // exchange: the records' way through host memory and MPI; reduce: waiting for the
+        // other ranks at the counts' all-gather (their slower steps or frames show here).
+        t.add(Stage::Exchange, Duration::from_secs_f64(self.transfer_s));
+        t.add(Stage::Reduce, Duration::from_secs_f64(self.wait_s));
+        t.add(Stage::Forces, Duration::from_secs_f64(self.compute_s));
+        t
+    }
+
+    fn reset_timers(&mut self) {
+        self.compute_s = 0.0;
+        self.wait_s = 0.0;
+        self.transfer_s = 0.0;
+        self.timed_steps = 0;
+    }
+
+    /// Collective: the run's counters on rank 0, zero elsewhere.
+    fn stats(&self) -> Result<BackendStats, StepError> {
+        let s = self.export_state()?;
+        Ok(BackendStats {
+            history_overflows: s.history_overflows,
+            contacts: s.contacts.iter().map(|&c| c as u64).sum(),
+        })
+    }
+
+    /// Collective: the run's energies on rank 0, zero elsewhere.
+    fn energies(&mut self) -> Result<Energies, StepError> {
+        super::backend_impl::energies_on_host(&self.ctx, self.export_state()?)
+    }
+
+    fn loads(&self) -> Vec<usize> {
+        vec![self.sim.window().map_or(0, |w| w.owned as usize)]
+    }
+
+    fn rebalances(&self) -> u64 {
+        self.rebalances
+    }
+
+    fn device_report(&self) -> Option<String> {
+        let m = self.sim.memory();
+        let w = self.sim.window();
+        let bytes = m.total() + w.map_or(0, |w| w.bytes);
+        Some(format!(
+            "CUDA over {} MPI ranks, one GPU each ({}): {} particles split along {} at cell layers {:?}; \
+             rank {} on GPU {}: {} particles (room for {}), {:.2} GiB; records between ranks through host memory",
+            self.ranks(),
+            self.sim.device_name(),
+            self.total,
+            ["x", "y", "z"][self.axis],
+            self.bounds,
+            self.rank(),
+            self.device,
+            w.map_or(0, |w| w.owned),
+            w.map_or(0, |w| w.capacity),
+            bytes as f64 / (1u64 << 30) as f64
+        ))
+    }
+
+    /// Rank 0 writes its particles into `out` at once and the other ranks' as they arrive
+    /// ([`FusedWorker::kinematics_copy_done`]); the others post theirs and step on.
+    unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
+        let local = self.local_state(false).map_err(|e| err(self.step, e))?;
+        if self.rank() != 0 {
+            self.comm.post_to_root(encode(&local));
+            return Ok(false);
+        }
+        // A frame still pending is completed first: its parts must not land in this one.
+        self.take_frame_parts(true);
+        let index = IdIndex::Dense(self.total);
+        // SAFETY: the caller's contract (out.count writable elements per non-null pointer);
+        // this rank's ids are below `total` and disjoint from the other ranks'.
+        unsafe { pack_kinematics(kinematics_of(&local), &index, &out) };
+        self.frame = Some(PendingFrame {
+            out,
+            waiting: (1..self.ranks()).collect(),
+        });
+        Ok(!self.take_frame_parts(false))
+    }
+
+    fn kinematics_copy_done(&mut self) -> Result<bool, StepError> {
+        Ok(self.take_frame_parts(false))
+    }
+
+    fn wait_kinematics_copy(&mut self) -> Result<(), StepError> {
+        self.take_frame_parts(true);
+        Ok(())
+    }
+}
+
+impl Drop for CudaRank {
+    fn drop(&mut self) {
+        let _ = self.sim.stream.synchronize();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parts of two ranks merge into one id-ordered state, histories included.
+    #[test]
+    fn rank_parts_merge_by_id() {
+        let part = |ids: &[u32]| {
+            let n = ids.len();
+            let mut s = SimState::new(
+                1.0,
+                5,
+                vec![1; n],
+                ids.iter().map(|&i| [i as f64, 0.0, 0.0]).collect(),
+                vec![[0.0; 3]; n],
+                vec![[0.0; 3]; n],
+            );
+            s.id = ids.to_vec();
+            s.contacts = ids.to_vec();
+            s.history_cap = 2;
+            s.history = ids
+                .iter()
+                .flat_map(|&i| {
+                    let mut e = HistEntry::NONE;
+                    e.partner = i;
+                    [e, HistEntry::NONE]
+                })
+                .collect();
+            s.history_overflows = 1;
+            s
+        };
+        let s = merge_states(vec![part(&[1, 3]), part(&[0, 2])], 4);
+        assert_eq!(s.id, vec![0, 1, 2, 3]);
+        assert_eq!(s.contacts, vec![0, 1, 2, 3]);
+        assert_eq!(s.pos[3], [3.0, 0.0, 0.0]);
+        assert_eq!(s.history.len(), 8);
+        assert_eq!(s.history[2 * 2].partner, 2);
+        assert_eq!(s.history_overflows, 2);
+    }
+}
