@@ -76,6 +76,14 @@ r = pick(big, check="publish_group")
 t["publish_share_100m_2gpu"] = r and r["publish_share"]
 if not r:
     why["publish_share_100m_2gpu"] = "the 100 M publication run did not run within the session's device time"
+# Issue 15: the strong-scaling case over two MPI ranks (one GPU each) against one process.
+r = pick(big, check="mpi_vs_inprocess")
+t["mpi_vs_inprocess_2gpu"] = r and r["ratio"]
+if not r:
+    why["mpi_vs_inprocess_2gpu"] = (
+        "GPU ranks run (session 12: 2 and 3 ranks bit-identical to one GPU), but no two-GPU machine "
+        "was lent after they were built; on one H100 the two ranks time-share the GPU, which says "
+        "nothing of this key (bench/results/multi_gpu.md, 'GPU ranks')")
 t["why_null"] = why
 doc["two_gpu_records"] = {
     "machine": "nvidia-h200-x2: two NVIDIA H200 joined by NVLink (NV18), driver 580.159.04",

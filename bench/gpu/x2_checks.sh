@@ -13,6 +13,7 @@
 #   bench/gpu/x2_checks.sh rest2   # friction 100 M with more set-up time, then SPH, publication
 #   bench/gpu/x2_checks.sh next    # what session 11 left: balancing on a load that moves, SPH
 #                                  # balancing modes, weak scaling, publication, the user path
+#   bench/gpu/x2_checks.sh ranks   # GPU ranks (PACK_MPI=1 pack): tests, mpi_vs_inprocess_2gpu
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -56,6 +57,22 @@ user_100m() {
   shmctl send big stop
   wait $sp; echo "RESULT user_100m rc=$?"
   tail -n 8 "$OUT/user_100m.out"
+}
+# Issue 15's mpi_vs_inprocess_2gpu: the built-in case at N particles (default 1e8) for 200 steps
+# in one process on GPUs 0 and 1, then over two MPI ranks with one GPU each (records through host
+# memory), as users run both; the ratio of the solver's own steps/s goes to $J.
+mpi_vs_inprocess() {
+  local n=${1:-100000000} a b
+  local args=(--backend cuda --devices 0,1 --particles "$n" --end-time 0.002 --progress-every 10)
+  echo "+ solver ${args[*]}"
+  timeout 280 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
+  echo "+ mpirun -np 2 solver ${args[*]}"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 280 mpirun -np 2 --bind-to none \
+    solver "${args[@]}" > "$OUT/ranks_$n.out" 2>&1; echo "RESULT ranks rc=$?"
+  a=$(grep -o "finished after .* steps/s" "$OUT/inproc_$n.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
+  b=$(grep -o "finished after .* steps/s" "$OUT/ranks_$n.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
+  tail -n 3 "$OUT/ranks_$n.out"
+  [[ -n $a && -n $b ]] && python3 -c "import json,sys; a,b=float('$a'),float('$b'); print(json.dumps({'check':'mpi_vs_inprocess','particles':$n,'inprocess_steps_per_s':a,'ranks_steps_per_s':b,'ratio':b/a,'command':'mpirun -np 2 solver ${args[*]} (against: solver ${args[*]})'}))" | tee -a "$J"
 }
 case $part in
 tests)
@@ -129,5 +146,17 @@ next)
   item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
     --seconds 5 --warmup 20 --out "$J"
   item 200 user_100m
+  ;;
+ranks)
+  # Issue 15 on two GPUs (after PACK_MPI=1 bench/gpu/pack.sh): the GPU-rank tests with one GPU
+  # per rank, then mpi_vs_inprocess_2gpu.
+  # Both roads of the records: NCCL (the default with one GPU per rank) and host memory.
+  for wire in nccl host; do
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PARTICLE_SHM_TEST_BACKENDS=cuda \
+      PARTICLE_SHM_RANK_WIRE=$wire timeout 300 "$BIN/mpi_ranks" gpu_ranks --test-threads 1 \
+      > "$OUT/mpi_ranks_gpu_$wire.out" 2>&1
+    echo "RESULT mpi_ranks_gpu_$wire rc=$?"; grep -E "test result|panicked" "$OUT/mpi_ranks_gpu_$wire.out"
+  done
+  mpi_vs_inprocess "${N:-100000000}"
   ;;
 esac

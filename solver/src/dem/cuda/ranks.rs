@@ -1,17 +1,22 @@
 //! One simulation over several processes with one GPU each (issue 15: `mpirun -np N solver
 //! --backend cuda`): rank r drives GPU slab r of the same cut as [`super::CudaGroup`] makes in one
 //! process, with the same kernels, the same window (classify, records, unpack) and the same
-//! balancing decisions; only the road of the records differs. Between ranks they go through host
-//! memory and MPI (one all-to-all per step carrying each rank's records to its neighbours), since
-//! two processes cannot open each other's device memory without NCCL or IPC handles.
+//! balancing decisions; only the road of the records differs: two processes cannot open each
+//! other's device memory as one process's GPUs do, so the records go through host memory and MPI
+//! (one all-to-all per step carrying each rank's records to its neighbours) or through NCCL.
+//!
+//! Where NCCL's library loads and no two ranks of a host share a GPU (NCCL refuses that), the
+//! records go device to device through NCCL instead (`ncclSend`/`ncclRecv` on the rank's
+//! stream, the communicator bootstrapped by broadcasting rank 0's unique id over MPI);
+//! `PARTICLE_SHM_RANK_WIRE=host` keeps them on the host road.
 //!
 //! Every decision is made from data all ranks share (the exchange counts, the per-layer counts,
 //! the busy times are all-gathered; diagnostics are reduced), so every rank takes the same
 //! branch and calls the same collectives. States and snapshots are gathered on rank 0 (the others
 //! get empty ones); frames are posted to rank 0 without waiting for it, as CPU ranks do.
 //!
-//! Not yet: NCCL between ranks (records device to device), inflow and outflow regions (their
-//! alive flags live on GPU 0 of a group: refused with a message).
+//! Not yet: inflow and outflow regions (their alive flags live on GPU 0 of a group: refused
+//! with a message).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,8 +60,86 @@ struct PendingFrame {
 // it, from whichever one thread owns the worker at the time.
 unsafe impl Send for PendingFrame {}
 
+/// An NCCL communicator over the ranks' GPUs (issue 15: records device to device between
+/// processes), bootstrapped through MPI: rank 0's unique id is broadcast.
+struct Nccl(cudarc::nccl::sys::ncclComm_t);
+
+// SAFETY: an NCCL communicator may be used from any one thread at a time; the worker that
+// owns it is driven by one thread.
+unsafe impl Send for Nccl {}
+
+impl Drop for Nccl {
+    fn drop(&mut self) {
+        // SAFETY: a communicator made by comm_init_rank, destroyed once, after the stream that
+        // used it was synchronised (CudaRank's drop order: sim's stream first).
+        let _ = unsafe { cudarc::nccl::result::comm_destroy(self.0) };
+    }
+}
+
+/// Whether records should go through NCCL: `PARTICLE_SHM_RANK_WIRE` (`nccl`, `host`; default:
+/// NCCL where its library loads and no two ranks of a host share a GPU, which NCCL refuses).
+/// Collective: every rank gets the same answer.
+fn want_nccl(comm: &dyn Comm, device: usize) -> bool {
+    let asked = std::env::var("PARTICLE_SHM_RANK_WIRE").unwrap_or_default();
+    // SAFETY: a dlopen probe of libnccl; nothing is called.
+    let present = unsafe { cudarc::nccl::sys::is_culib_present() };
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let mine = (host.trim().to_string(), device);
+    let all: Vec<(String, usize)> = comm
+        .all_gather(encode(&mine))
+        .iter()
+        .map(|b| decode(b, "rank devices"))
+        .collect();
+    let mut seen = all.clone();
+    seen.sort();
+    seen.dedup();
+    let distinct = seen.len() == all.len();
+    let local = asked != "host" && present && distinct;
+    comm.min_u64(local as u64) == 1
+}
+
+impl Nccl {
+    /// Collective over the ranks of `comm`, with `sim`'s context current.
+    fn new(comm: &dyn Comm, sim: &CudaSim) -> Result<Nccl, CudaError> {
+        let nccl_err = |what: &str, e: cudarc::nccl::result::NcclError| {
+            CudaError::Unsupported(format!("NCCL between ranks: {what}: {e:?}"))
+        };
+        let mut id = vec![0u8; 128];
+        if comm.rank() == 0 {
+            let u = cudarc::nccl::result::get_uniqueid()
+                .map_err(|e| nccl_err("making the unique id", e))?;
+            for (b, c) in id.iter_mut().zip(u.internal) {
+                *b = c as u8;
+            }
+        }
+        comm.broadcast(&mut id);
+        let mut internal = [0 as std::ffi::c_char; 128];
+        for (c, b) in internal.iter_mut().zip(&id) {
+            *c = *b as std::ffi::c_char;
+        }
+        let uid = cudarc::nccl::sys::ncclUniqueId { internal };
+        super::driver::bind(&sim.stream)?;
+        let mut c: cudarc::nccl::sys::ncclComm_t = std::ptr::null_mut();
+        // SAFETY: `c` is written by the call; every rank calls it with the same id and its own
+        // rank, its GPU's context current.
+        unsafe {
+            cudarc::nccl::result::comm_init_rank(
+                &mut c,
+                comm.size() as std::ffi::c_int,
+                uid,
+                comm.rank() as std::ffi::c_int,
+            )
+        }
+        .map_err(|e| nccl_err("joining the communicator", e))?;
+        Ok(Nccl(c))
+    }
+}
+
 /// See the module documentation.
 pub struct CudaRank {
+    /// NCCL between the ranks' GPUs when they can use it, else records through host memory.
+    /// (Before `sim`: the communicator goes while the context lives.)
+    nccl: Option<Nccl>,
     sim: CudaSim,
     comm: Arc<dyn Comm>,
     device: usize,
@@ -180,6 +263,18 @@ impl CudaRank {
             Ok([e()?, e()?, e()?])
         };
         let events = [(new_ev()?, false), (new_ev()?, false)];
+        let nccl = if want_nccl(ranks.comm.as_ref(), ranks.device) {
+            let made = Nccl::new(ranks.comm.as_ref(), &sim);
+            // Every rank joins or none: a failure anywhere fails the start everywhere.
+            let ok = ranks.comm.min_u64(made.is_ok() as u64);
+            let made = made?;
+            if ok == 0 {
+                return Err(CudaError::OtherRank { step: state.step });
+            }
+            Some(made)
+        } else {
+            None
+        };
         tracing::info!(
             "MPI rank {w} of {g} on GPU {}: slabs along {} at cell layers {:?}, {} particles here",
             ranks.device,
@@ -188,6 +283,7 @@ impl CudaRank {
             sim.params.n
         );
         Ok(CudaRank {
+            nccl,
             verlet: sim.verlet(),
             sim,
             comm: ranks.comm.clone(),
@@ -294,6 +390,21 @@ impl CudaRank {
         };
         self.migrations += all.iter().map(|c| (c[0] + c[1]) as u64).sum::<u64>();
         self.sim.make_room(&got)?;
+        match &self.nccl {
+            Some(n) => self.records_by_nccl(n, &c, &got)?,
+            None => self.records_by_host(&c, &got)?,
+        }
+        let transfer = t0.elapsed().as_secs_f64();
+        self.transfer_s += transfer;
+        self.busy += transfer;
+        self.sim.queue_unpack(&got, &c, 0)?;
+        self.mark(k, 1)
+    }
+
+    /// The records of this step to and from the neighbour ranks through host memory and one
+    /// MPI all-to-all (waits for the copies).
+    fn records_by_host(&self, c: &ExchangeCounts, got: &Received) -> Result<(), CudaError> {
+        let (g, h) = (self.ranks(), self.rank());
         let (rec_mig, rec_halo) = self.sim.record_sizes();
         let mut sends = vec![Vec::new(); g];
         for side in 0..2 {
@@ -328,11 +439,71 @@ impl CudaRank {
             upload(&self.sim, self.sim.recv_ptr(false, side), &data[..nm])?;
             upload(&self.sim, self.sim.recv_ptr(true, side), &data[nm..])?;
         }
-        let transfer = t0.elapsed().as_secs_f64();
-        self.transfer_s += transfer;
-        self.busy += transfer;
-        self.sim.queue_unpack(&got, &c, 0)?;
-        self.mark(k, 1)
+        Ok(())
+    }
+
+    /// The records of this step to and from the neighbour ranks device to device through NCCL,
+    /// queued on the compute stream (the unpack after them waits for them on the stream).
+    fn records_by_nccl(
+        &self,
+        nccl: &Nccl,
+        c: &ExchangeCounts,
+        got: &Received,
+    ) -> Result<(), CudaError> {
+        use cudarc::nccl::{result, sys};
+        let (g, h) = (self.ranks(), self.rank());
+        let (rec_mig, rec_halo) = self.sim.record_sizes();
+        let fail = |e: result::NcclError| {
+            CudaError::Unsupported(format!("NCCL between ranks: moving the records: {e:?}"))
+        };
+        super::driver::bind(&self.sim.stream)?;
+        let stream = self.sim.stream.cu_stream() as sys::cudaStream_t;
+        result::group_start().map_err(fail)?;
+        for side in 0..2 {
+            let Some(v) = neighbour(h, side, g) else {
+                continue;
+            };
+            for (ghosts, out, into, rec) in [
+                (false, c.mig[side], got.mig[side], rec_mig),
+                (true, c.halo[side], got.halo[side], rec_halo),
+            ] {
+                // The neighbour's counts are the all-gathered ones: each send meets a receive
+                // of the same size (none when it is 0 on both sides).
+                if out > 0 {
+                    // SAFETY: the send buffer holds `out` records (the counts fit it, the
+                    // classify that wrote it completed); it is written again only by the next
+                    // classify, queued after this send on the same stream.
+                    unsafe {
+                        result::send(
+                            self.sim.send_ptr(ghosts, side) as *const std::ffi::c_void,
+                            out as usize * rec,
+                            sys::ncclDataType_t::ncclUint8,
+                            v as std::ffi::c_int,
+                            nccl.0,
+                            stream,
+                        )
+                    }
+                    .map_err(fail)?;
+                }
+                if into > 0 {
+                    // SAFETY: make_room grew the receive buffer for `into` records; the unpack
+                    // that reads it is queued after this receive on the same stream.
+                    unsafe {
+                        result::recv(
+                            self.sim.recv_ptr(ghosts, side) as *mut std::ffi::c_void,
+                            into as usize * rec,
+                            sys::ncclDataType_t::ncclUint8,
+                            v as std::ffi::c_int,
+                            nccl.0,
+                            stream,
+                        )
+                    }
+                    .map_err(fail)?;
+                }
+            }
+        }
+        result::group_end().map_err(fail)?;
+        Ok(())
     }
 
     fn one_step(&mut self) -> Result<(), CudaError> {
@@ -638,7 +809,7 @@ impl FusedWorker for CudaRank {
         let bytes = m.total() + w.map_or(0, |w| w.bytes);
         Some(format!(
             "CUDA over {} MPI ranks, one GPU each ({}): {} particles split along {} at cell layers {:?}; \
-             rank {} on GPU {}: {} particles (room for {}), {:.2} GiB; records between ranks through host memory",
+             rank {} on GPU {}: {} particles (room for {}), {:.2} GiB; records between ranks {}",
             self.ranks(),
             self.sim.device_name(),
             self.total,
@@ -648,7 +819,12 @@ impl FusedWorker for CudaRank {
             self.device,
             w.map_or(0, |w| w.owned),
             w.map_or(0, |w| w.capacity),
-            bytes as f64 / (1u64 << 30) as f64
+            bytes as f64 / (1u64 << 30) as f64,
+            if self.nccl.is_some() {
+                "through NCCL, device to device"
+            } else {
+                "through host memory and MPI"
+            }
         ))
     }
 
