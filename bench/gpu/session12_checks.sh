@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 12 (2026-11-24) on a GPU machine, from the repository root, after bench/gpu/pack.sh:
 #   bench/gpu/session12_checks.sh verify [DEVICES]
+#   bench/gpu/session12_checks.sh final [DEVICES]   # the device suites once more on the last build
 #   bench/gpu/session12_checks.sh ranks [DEVICES]   # after PACK_MPI=1 bench/gpu/pack.sh: GPU ranks
 #     (mpirun, one GPU per rank; records through host memory): bits against one GPU, restarts,
 #     and steps/s of 2 ranks against the in-process group on the same GPUs
@@ -32,6 +33,17 @@ if [[ $part == verify ]]; then
   echo "RESULT dem_multi rc=$?"
   result memcheck_sph timeout 200 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
     sph-gpu-bench --particles 2e5 --steps 40 --warmup 2 --frames 0 --devices "$devices" --balance slice
+fi
+if [[ $part == final ]]; then
+  cd solver
+  result cuda_multi timeout 250 "$BIN/cuda_multi" --test-threads 1
+  result cuda_parity timeout 200 "$BIN/cuda_parity" --test-threads 1
+  result sph_group timeout 200 "$BIN/sph_group" --test-threads 1
+  result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1
+  for t in process_features moving_geometry energy; do
+    result "validate_${t}_cuda2" env PARTICLE_SHM_TEST_BACKENDS=cuda2 timeout 200 "$BIN/$t" --test-threads 1
+  done
+  cd ..
 fi
 if [[ $part == ranks ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

@@ -104,15 +104,20 @@ impl Nccl {
         let nccl_err = |what: &str, e: cudarc::nccl::result::NcclError| {
             CudaError::Unsupported(format!("NCCL between ranks: {what}: {e:?}"))
         };
-        let mut id = vec![0u8; 128];
+        // Rank 0 broadcasts its id, or nothing when it has none: the others must not wait.
+        let mut id = Vec::new();
+        let mut made = Ok(());
         if comm.rank() == 0 {
-            let u = cudarc::nccl::result::get_uniqueid()
-                .map_err(|e| nccl_err("making the unique id", e))?;
-            for (b, c) in id.iter_mut().zip(u.internal) {
-                *b = c as u8;
+            match cudarc::nccl::result::get_uniqueid() {
+                Ok(u) => id = u.internal.iter().map(|&c| c as u8).collect(),
+                Err(e) => made = Err(nccl_err("making the unique id", e)),
             }
         }
         comm.broadcast(&mut id);
+        made?;
+        if id.len() != 128 {
+            return Err(CudaError::OtherRank { step: 0 });
+        }
         let mut internal = [0 as std::ffi::c_char; 128];
         for (c, b) in internal.iter_mut().zip(&id) {
             *c = *b as std::ffi::c_char;
