@@ -87,6 +87,32 @@ impl Comm for Solo {
     }
 }
 
+/// Rank 0: hands `take` the posts ([`Comm::post_to_root`]) of the ranks in `waiting` that have
+/// arrived (all of them, waiting for each, with `wait`) and keeps the others in `waiting`.
+/// True when none is left.
+pub fn take_posts(
+    comm: &dyn Comm,
+    waiting: &mut Vec<usize>,
+    wait: bool,
+    mut take: impl FnMut(Vec<u8>),
+) -> bool {
+    waiting.retain(|&r| {
+        let got = if wait {
+            Some(comm.take_posted(r))
+        } else {
+            comm.try_take_posted(r)
+        };
+        match got {
+            Some(bytes) => {
+                take(bytes);
+                false
+            }
+            None => true,
+        }
+    });
+    waiting.is_empty()
+}
+
 /// The contiguous block of `workers` global worker indices rank `rank` of `ranks` drives
 /// (the first `workers % ranks` ranks get one more).
 pub fn rank_workers(workers: usize, ranks: usize, rank: usize) -> std::ops::Range<usize> {

@@ -1045,17 +1045,8 @@ impl Coordinator {
         let Some(p) = self.pending_frame.as_mut() else {
             return true;
         };
-        let mut still = Vec::new();
-        for &r in &p.waiting {
-            let got = if wait {
-                Some(self.comm.take_posted(r))
-            } else {
-                self.comm.try_take_posted(r)
-            };
-            let Some(bytes) = got else {
-                still.push(r);
-                continue;
-            };
+        let (out, index) = (&p.out, &p.index);
+        let done = super::comm::take_posts(self.comm.as_ref(), &mut p.waiting, wait, |bytes| {
             for b in decode::<Vec<ParticleBatch>>(&bytes, "kinematics") {
                 let k = crate::exec::worker::KinematicsSlices {
                     ids: &b.id,
@@ -1067,11 +1058,9 @@ impl Coordinator {
                 };
                 // SAFETY: begin_kinematics_copy's contract keeps `out` valid and untouched
                 // until the frame is complete; the ranks' particles are disjoint.
-                unsafe { crate::exec::worker::pack_kinematics(k, &p.index, &p.out) };
+                unsafe { crate::exec::worker::pack_kinematics(k, index, out) };
             }
-        }
-        p.waiting = still;
-        let done = p.waiting.is_empty();
+        });
         if done {
             self.pending_frame = None;
         }

@@ -76,7 +76,7 @@ pub struct CudaGroup {
     host: Option<HostRegistration>,
 }
 
-fn err(step: u64, e: CudaError) -> StepError {
+pub(crate) fn err(step: u64, e: CudaError) -> StepError {
     StepError::Device {
         backend: "cuda",
         step,

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use cudarc::driver::CudaEvent;
 
-use super::multi::{neighbour, Split};
+use super::multi::{err, neighbour, Split};
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
 use super::window::{ExchangeCounts, Received};
 use super::{CudaError, CudaOptions, CudaSim};
@@ -31,7 +31,7 @@ use crate::core::geometry::BodyTransform;
 use crate::decomp::balance::{self, Balance, BALANCE_INTERVAL};
 use crate::decomp::Axis;
 use crate::dem::state::{HistEntry, SimState, StepContext};
-use crate::exec::comm::{decode, encode, Comm};
+use crate::exec::comm::{decode, encode, take_posts, Comm};
 use crate::exec::stages::{Stage, StageTimers};
 use crate::exec::worker::{
     pack_kinematics, BackendStats, Energies, FusedWorker, IdIndex, KinematicsSlices, RawKinematics,
@@ -173,14 +173,6 @@ pub struct CudaRank {
     /// collide) are read during the next step.
     events: [([CudaEvent; 3], bool); 2],
     frame: Option<PendingFrame>,
-}
-
-fn err(step: u64, e: CudaError) -> StepError {
-    StepError::Device {
-        backend: "cuda",
-        step,
-        message: e.to_string(),
-    }
 }
 
 /// Copies `out.len()` bytes at device address `src` into `out` (waits for `stream`).
@@ -656,24 +648,13 @@ impl CudaRank {
             return true;
         };
         let index = IdIndex::Dense(self.total);
-        let mut still = Vec::new();
-        for &r in &p.waiting {
-            let got = if wait {
-                Some(self.comm.take_posted(r))
-            } else {
-                self.comm.try_take_posted(r)
-            };
-            let Some(bytes) = got else {
-                still.push(r);
-                continue;
-            };
+        let out = &p.out;
+        let done = take_posts(self.comm.as_ref(), &mut p.waiting, wait, |bytes| {
             let s: SimState = decode(&bytes, "a rank's frame part");
             // SAFETY: begin_kinematics_copy's contract keeps `out` valid and untouched until
             // the frame is complete; ranks own disjoint ids below `total`.
-            unsafe { pack_kinematics(kinematics_of(&s), &index, &p.out) };
-        }
-        p.waiting = still;
-        let done = p.waiting.is_empty();
+            unsafe { pack_kinematics(kinematics_of(&s), &index, out) };
+        });
         if done {
             self.frame = None;
         }
