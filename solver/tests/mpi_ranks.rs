@@ -308,14 +308,29 @@ fn checkpoints_restart_on_any_rank_count() {
     }
 }
 
-/// Spawns a long run on `np` ranks into `seg` with stderr going to a file; returns the child
-/// and the log path once a frame beyond the first is out.
-fn long_run(np: usize, seg: &Seg, dir: &Scratch, extra: &[&str]) -> (Child, PathBuf) {
+/// The backends the rank-protocol tests run on: the CPU, and GPU ranks where the GPU tests run.
+fn rank_backends() -> Vec<&'static str> {
+    if gpu_tests() {
+        vec!["cpu", "cuda"]
+    } else {
+        vec!["cpu"]
+    }
+}
+
+/// Spawns a long run on `np` ranks of `backend` into `seg` with stderr going to a file; returns
+/// the child and the log path once a frame beyond the first is out.
+fn long_run(
+    np: usize,
+    seg: &Seg,
+    dir: &Scratch,
+    extra: &[&str],
+    backend: &str,
+) -> (Child, PathBuf) {
     let log = dir.0.join(format!("{}.log", seg.0));
     let file = std::fs::File::create(&log).expect("log");
     let mut args = vec![
         "--backend",
-        "cpu",
+        backend,
         "--particles",
         "3000",
         "--end-time",
@@ -364,9 +379,15 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitSta
 
 #[test]
 fn a_killed_rank_stops_the_run_and_the_segment_keeps_its_last_frame() {
-    let dir = Scratch::new("kill");
-    let seg = Seg::new("kill");
-    let (mut child, log) = long_run(2, &seg, &dir, &[]);
+    for backend in rank_backends() {
+        killed_rank(backend);
+    }
+}
+
+fn killed_rank(backend: &str) {
+    let dir = Scratch::new(&format!("kill{backend}"));
+    let seg = Seg::new(&format!("kill{backend}"));
+    let (mut child, log) = long_run(2, &seg, &dir, &[], backend);
     let text = std::fs::read_to_string(&log).expect("log");
     let pid: i32 = text
         .lines()
@@ -403,10 +424,16 @@ fn a_killed_rank_stops_the_run_and_the_segment_keeps_its_last_frame() {
 
 #[test]
 fn pause_checkpoint_and_stop_reach_every_rank() {
-    let dir = Scratch::new("cmd");
-    let seg = Seg::new("cmd");
+    for backend in rank_backends() {
+        commands_reach_every_rank(backend);
+    }
+}
+
+fn commands_reach_every_rank(backend: &str) {
+    let dir = Scratch::new(&format!("cmd{backend}"));
+    let seg = Seg::new(&format!("cmd{backend}"));
     let out = dir.path("out");
-    let (mut child, log) = long_run(3, &seg, &dir, &["--output", &out]);
+    let (mut child, log) = long_run(3, &seg, &dir, &["--output", &out], backend);
     let mut c = Consumer::attach(&seg.0).expect("attach");
     let t = Duration::from_secs(20);
     let done = |o: CommandOutcome| match o {
