@@ -27,7 +27,8 @@ pub enum BackendChoice {
     solver --load-shm run1                      resume from run1's last frame after a crash\n  \
     solver --restart out/checkpoint.bin         continue bit-for-bit from a checkpoint\n  \
     solver --name-shm run1 --backend cpu --subdomains 4 --split-axis x   4 CPU sub-domains\n  \
-    mpirun -np 4 solver --name-shm run1 --backend cpu --threads 2   4 MPI ranks (--features mpi)\n\n\
+    mpirun -np 4 solver --name-shm run1 --backend cpu --threads 2   4 MPI ranks (--features mpi)\n  \
+    mpirun -np 8 solver --name-shm run1 --backend cuda --devices all   one GPU per MPI rank\n\n\
     While it runs:  viewer --attach run1   |   shmctl info run1   |   shmctl send run1 pause"
 )]
 pub struct Cli {
@@ -72,7 +73,8 @@ pub struct Cli {
     pub balance: Option<solver::decomp::Balance>,
     /// GPUs for the CUDA backend: one index (`0`), a comma-separated list (`0,1`: one
     /// simulation split into slabs along --split-axis, one per GPU, exchanging boundary layers
-    /// device to device), or `all`. Results are the same on any number of GPUs.
+    /// device to device), or `all`. Under mpirun each rank takes one GPU: the list's entry at
+    /// its place among the ranks of its host. Results are the same on any number of GPUs.
     #[arg(long, default_value = "0", value_name = "LIST")]
     pub devices: Devices,
     /// CPU threads (default: all cores).
