@@ -169,7 +169,12 @@ fn pick_backend(choice: BackendChoice) -> Result<Backend> {
                 Err(why) => bail!("--backend cuda over MPI ranks: {why}; use --backend cpu"),
             },
             BackendChoice::Auto => {
-                tracing::info!("{} MPI ranks: running on the CPU backend", r.comm.size());
+                // Not the GPUs by default: every rank would have to agree, and ranks that
+                // outnumber a host's GPUs would share them.
+                tracing::info!(
+                    "{} MPI ranks: running on the CPU backend (--backend cuda: one GPU per rank)",
+                    r.comm.size()
+                );
                 Ok(Backend::Cpu)
             }
             BackendChoice::Cpu => Ok(Backend::Cpu),
