@@ -158,7 +158,8 @@ pub struct CudaRank {
     verlet: bool,
     forces_valid: bool,
     balance: Balance,
-    /// Device time of this GPU since the last balancing decision [s].
+    /// This rank's work since the last balancing decision: its GPU's compute (events) and the
+    /// host time its records took [s] (waiting for other ranks not counted).
     busy: f64,
     rebalances: u64,
     migrations: u64,
