@@ -701,21 +701,19 @@ pub(crate) fn download_state(
         vec![[0.0; 3]; p.n as usize],
         vec![[0.0; 3]; p.n as usize],
     );
-    download_into(stream, st, p, &mut s, &|id| id as usize, true)?;
+    download_into(stream, st, p, &mut s, &|id| id as usize)?;
     s.forces_valid = st.cur.force != 0 && step > 0;
     Ok(s)
 }
 
 /// Writes the live slots `0..p.n` of the state (dead ones skipped) into `s` at `index(id)`:
-/// kinematics, last forces and, with `history`, the contact history (`s` gets the device's
-/// `hist_cap`).
+/// kinematics, last forces and contact history (`s` gets the device's `hist_cap`).
 pub(crate) fn download_into(
     stream: &Arc<CudaStream>,
     st: &DeviceState,
     p: &DemParams,
     s: &mut SimState,
     index: &dyn Fn(u32) -> usize,
-    history: bool,
 ) -> Result<(), CudaError> {
     let n = p.n as usize;
     stream
@@ -765,7 +763,7 @@ pub(crate) fn download_into(
         s.torque[i] = v3(&torque, k);
         s.contacts[i] = contacts[k];
     }
-    if history && a.hist_count != 0 {
+    if a.hist_count != 0 {
         let cap = p.hist_cap as usize;
         let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
         let rows: Vec<u32> = download(stream, st, a.row, n)?;
@@ -843,6 +841,56 @@ pub(crate) fn download_positions(
 ) -> Result<Vec<V3>, CudaError> {
     let flat: Vec<f64> = download(stream, st, st.cur.pos, 3 * p.n as usize)?;
     Ok(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
+}
+
+/// What a frame shows of the live slots, in f32 as frames hold it: ids, then positions,
+/// velocities, spins and last contact forces, then contact counts (no species, torques or
+/// history: a GPU rank's part of a frame, about 56 bytes a particle).
+pub(crate) type FrameKinematics = (Vec<u32>, [Vec<[f32; 3]>; 4], Vec<u32>);
+
+/// [`FrameKinematics`] of slots `0..p.n`, dead ones skipped (synchronises).
+pub(crate) fn download_frame_kinematics(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+    p: &DemParams,
+) -> Result<FrameKinematics, CudaError> {
+    let n = p.n as usize;
+    let ids = download_ids(stream, st, p)?;
+    let live: Vec<usize> = (0..n).filter(|&k| ids[k] != DEAD).collect();
+    let vec3 = |ptr: u64, real: bool| -> Result<Vec<[f32; 3]>, CudaError> {
+        if ptr == 0 {
+            return Ok(vec![[0.0; 3]; live.len()]);
+        }
+        let flat: Vec<f64> = if real {
+            download_real(stream, st, ptr, 3 * n)?
+        } else {
+            download(stream, st, ptr, 3 * n)?
+        };
+        Ok(live
+            .iter()
+            .map(|&k| {
+                [
+                    flat[3 * k] as f32,
+                    flat[3 * k + 1] as f32,
+                    flat[3 * k + 2] as f32,
+                ]
+            })
+            .collect())
+    };
+    let a = st.cur;
+    let kin = [
+        vec3(a.pos, false)?,
+        vec3(a.vel, true)?,
+        vec3(a.omega, true)?,
+        vec3(a.force, true)?,
+    ];
+    let contacts = if a.contacts != 0 {
+        let c: Vec<u32> = download(stream, st, a.contacts, n)?;
+        live.iter().map(|&k| c[k]).collect()
+    } else {
+        vec![0; live.len()]
+    };
+    Ok((live.iter().map(|&k| ids[k]).collect(), kin, contacts))
 }
 
 /// `params.cuh`'s `DEM_DEAD`: the id of a slot without a particle.

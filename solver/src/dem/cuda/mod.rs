@@ -603,14 +603,7 @@ impl CudaSim {
                 vec![[0.0; 3]; n],
             );
             let index = |id: u32| ids.binary_search(&id).expect("a live id");
-            buffers::download_into(
-                &self.stream,
-                &self.state,
-                &self.params,
-                &mut s,
-                &index,
-                true,
-            )?;
+            buffers::download_into(&self.stream, &self.state, &self.params, &mut s, &index)?;
             s.forces_valid = self.state.cur.force != 0 && self.step_index > 0;
             s
         } else {

@@ -520,7 +520,7 @@ impl CudaGroup {
             vec![[0.0; 3]; n],
         );
         for sim in &self.sims {
-            sim.download_owned(&mut s, &index, true)?;
+            sim.download_owned(&mut s, &index)?;
         }
         s.history_overflows = self.sims.iter().map(|s| s.history_overflows()).sum();
         s.forces_valid = if self.verlet {

@@ -23,11 +23,13 @@ use std::time::Duration;
 
 use cudarc::driver::CudaEvent;
 
+use super::buffers::FrameKinematics;
 use super::multi::{err, neighbour, Split};
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
 use super::window::{ExchangeCounts, Received};
 use super::{CudaError, CudaOptions, CudaSim};
 use crate::core::geometry::BodyTransform;
+use crate::core::vec3::V3;
 use crate::decomp::balance::{self, Balance, BALANCE_INTERVAL};
 use crate::decomp::Axis;
 use crate::dem::state::{HistEntry, SimState, StepContext};
@@ -587,9 +589,8 @@ impl CudaRank {
         Ok(())
     }
 
-    /// This rank's particles as a state of their own (ids ascending; with their history when
-    /// `history`).
-    fn local_state(&self, history: bool) -> Result<SimState, CudaError> {
+    /// This rank's particles as a state of their own (ids ascending, with their history).
+    fn local_state(&self) -> Result<SimState, CudaError> {
         let mut ids = self.sim.live_ids()?;
         ids.sort_unstable();
         let n = ids.len();
@@ -602,14 +603,14 @@ impl CudaRank {
             vec![[0.0; 3]; n],
         );
         let index = |id: u32| ids.binary_search(&id).expect("a live id of this rank");
-        self.sim.download_owned(&mut s, &index, history)?;
+        self.sim.download_owned(&mut s, &index)?;
         s.history_overflows = self.sim.history_overflows();
         Ok(s)
     }
 
     /// The whole state in id order on rank 0, an empty one elsewhere. Collective.
     fn state(&self) -> Result<SimState, CudaError> {
-        let local = self.local_state(true);
+        let local = self.local_state();
         // Every rank takes part in the gather, even one whose download failed.
         let mine = local.as_ref().map(encode).unwrap_or_default();
         let parts = self
@@ -651,10 +652,10 @@ impl CudaRank {
         let index = IdIndex::Dense(self.total);
         let out = &p.out;
         let done = take_posts(self.comm.as_ref(), &mut p.waiting, wait, |bytes| {
-            let s: SimState = decode(&bytes, "a rank's frame part");
+            let part: FrameKinematics = decode(&bytes, "a rank's frame part");
             // SAFETY: begin_kinematics_copy's contract keeps `out` valid and untouched until
             // the frame is complete; ranks own disjoint ids below `total`.
-            unsafe { pack_kinematics(kinematics_of(&s), &index, out) };
+            unsafe { pack_part(&part, &index, out) };
         });
         if done {
             self.frame = None;
@@ -663,15 +664,28 @@ impl CudaRank {
     }
 }
 
-fn kinematics_of(s: &SimState) -> KinematicsSlices<'_> {
-    KinematicsSlices {
-        ids: &s.id,
-        pos: &s.pos,
-        vel: &s.vel,
-        omega: &s.omega,
-        force: &s.force,
-        contacts: &s.contacts,
-    }
+/// Writes a rank's frame part into `out` (f32 values round-trip through f64 exactly).
+///
+/// # Safety
+/// As [`pack_kinematics`].
+unsafe fn pack_part(part: &FrameKinematics, index: &IdIndex, out: &RawKinematics) {
+    let (ids, kin, contacts) = part;
+    let wide = |v: &[[f32; 3]]| -> Vec<V3> {
+        v.iter()
+            .map(|x| [x[0] as f64, x[1] as f64, x[2] as f64])
+            .collect()
+    };
+    let [pos, vel, omega, force] = [wide(&kin[0]), wide(&kin[1]), wide(&kin[2]), wide(&kin[3])];
+    let k = KinematicsSlices {
+        ids,
+        pos: &pos,
+        vel: &vel,
+        omega: &omega,
+        force: &force,
+        contacts,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { pack_kinematics(k, index, out) };
 }
 
 /// One state of `n` particles (ids 0..n) from the ranks' disjoint parts.
@@ -818,7 +832,12 @@ impl FusedWorker for CudaRank {
     /// Rank 0 writes its particles into `out` at once and the other ranks' as they arrive
     /// ([`FusedWorker::kinematics_copy_done`]); the others post theirs and step on.
     unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
-        let local = self.local_state(false).map_err(|e| err(self.step, e))?;
+        let local = super::buffers::download_frame_kinematics(
+            &self.sim.stream,
+            &self.sim.state,
+            &self.sim.params,
+        )
+        .map_err(|e| err(self.step, e))?;
         if self.rank() != 0 {
             self.comm.post_to_root(encode(&local));
             return Ok(false);
@@ -828,7 +847,7 @@ impl FusedWorker for CudaRank {
         let index = IdIndex::Dense(self.total);
         // SAFETY: the caller's contract (out.count writable elements per non-null pointer);
         // this rank's ids are below `total` and disjoint from the other ranks'.
-        unsafe { pack_kinematics(kinematics_of(&local), &index, &out) };
+        unsafe { pack_part(&local, &index, &out) };
         self.frame = Some(PendingFrame {
             out,
             waiting: (1..self.ranks()).collect(),

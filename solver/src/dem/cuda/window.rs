@@ -513,15 +513,13 @@ impl CudaSim {
             .collect())
     }
 
-    /// Writes the owned particles into `s` at `index(id)` (synchronises), with their contact
-    /// history when `history`.
+    /// Writes the owned particles into `s` at `index(id)` (synchronises).
     pub(crate) fn download_owned(
         &self,
         s: &mut crate::dem::state::SimState,
         index: &dyn Fn(u32) -> usize,
-        history: bool,
     ) -> Result<(), CudaError> {
-        super::buffers::download_into(&self.stream, &self.state, &self.params, s, index, history)
+        super::buffers::download_into(&self.stream, &self.state, &self.params, s, index)
     }
 
     /// The window, if this sim is one GPU of several.
