@@ -159,36 +159,31 @@ fn same_bits_on_every_rank_count(tag: &str, args: &[&str], dir: &Scratch) {
         );
         match &reference {
             None => reference = Some((frame, results)),
-            Some((f, r)) => {
-                let m = (&frame.meta, &f.meta);
-                assert_eq!(
-                    (m.0.step, m.0.sim_time),
-                    (m.1.step, m.1.sim_time),
-                    "{tag} np {np}"
-                );
-                assert_eq!(m.0.particle_count, m.1.particle_count, "{tag} np {np}");
-                assert_eq!(
-                    (m.0.removed_count, m.0.removed_mass),
-                    (m.1.removed_count, m.1.removed_mass),
-                    "{tag} np {np}"
-                );
-                assert_eq!(frame.positions, f.positions, "{tag} np {np}: positions");
-                assert_eq!(frame.velocities, f.velocities, "{tag} np {np}: velocities");
-                assert_eq!(
-                    frame.angular_velocities, f.angular_velocities,
-                    "{tag} np {np}"
-                );
-                assert_eq!(frame.contact_counts, f.contact_counts, "{tag} np {np}");
-                assert_eq!(frame.particle_ids, f.particle_ids, "{tag} np {np}: ids");
-                assert_eq!(frame.bodies, f.bodies, "{tag} np {np}: meshes");
-                let names =
-                    |r: &[(String, Vec<u8>)]| r.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
-                assert_eq!(names(&results), names(r), "{tag} np {np}: result files");
-                for ((name, a), (_, b)) in results.iter().zip(r) {
-                    assert!(a == b, "{tag} np {np}: {name} differs from one process's");
-                }
-            }
+            Some((f, r)) => same_end(&format!("{tag} np {np}"), (&frame, &results), (f, r)),
         }
+    }
+}
+
+/// A run's last frame and result files are bit for bit the reference's.
+fn same_end(what: &str, (frame, results): (&Frame, &Files), (f, r): (&Frame, &Files)) {
+    let m = (&frame.meta, &f.meta);
+    assert_eq!((m.0.step, m.0.sim_time), (m.1.step, m.1.sim_time), "{what}");
+    assert_eq!(m.0.particle_count, m.1.particle_count, "{what}");
+    assert_eq!(
+        (m.0.removed_count, m.0.removed_mass),
+        (m.1.removed_count, m.1.removed_mass),
+        "{what}"
+    );
+    assert_eq!(frame.positions, f.positions, "{what}: positions");
+    assert_eq!(frame.velocities, f.velocities, "{what}: velocities");
+    assert_eq!(frame.angular_velocities, f.angular_velocities, "{what}");
+    assert_eq!(frame.contact_counts, f.contact_counts, "{what}");
+    assert_eq!(frame.particle_ids, f.particle_ids, "{what}: ids");
+    assert_eq!(frame.bodies, f.bodies, "{what}: meshes");
+    let names = |r: &Files| r.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(results), names(r), "{what}: result files");
+    for ((name, a), (_, b)) in results.iter().zip(r) {
+        assert!(a == b, "{what}: {name} differs from the reference run's");
     }
 }
 
@@ -609,17 +604,7 @@ fn gpu_ranks_give_the_bits_of_one_gpu() {
         assert_eq!(results.len(), 1, "no final checkpoint in {out}");
         match &reference {
             None => reference = Some((frame, results)),
-            Some((f, r)) => {
-                assert_eq!(frame.meta.step, f.meta.step, "np {np}");
-                assert_eq!(frame.positions, f.positions, "np {np}: positions");
-                assert_eq!(frame.velocities, f.velocities, "np {np}: velocities");
-                assert_eq!(frame.contact_counts, f.contact_counts, "np {np}");
-                let names = |r: &Files| r.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
-                assert_eq!(names(&results), names(r), "np {np}: result files");
-                for ((name, a), (_, b)) in results.iter().zip(r) {
-                    assert!(a == b, "np {np}: {name} differs from one GPU's");
-                }
-            }
+            Some((f, r)) => same_end(&format!("{np} GPU ranks"), (&frame, &results), (f, r)),
         }
     }
     // The 2-rank checkpoint continues on one GPU and on 2 ranks to the same frame.
