@@ -92,12 +92,17 @@ fn want_nccl(comm: &dyn Comm, device: usize) -> bool {
         .iter()
         .map(|b| decode(b, "rank devices"))
         .collect();
-    let mut seen = all.clone();
+    let local = nccl_usable(&all, &asked, present);
+    comm.min_u64(local as u64) == 1
+}
+
+/// Whether this rank can take the NCCL road: not asked for the host one, the library loads,
+/// and no two ranks run on the same (host, GPU).
+fn nccl_usable(ranks: &[(String, usize)], asked: &str, present: bool) -> bool {
+    let mut seen = ranks.to_vec();
     seen.sort();
     seen.dedup();
-    let distinct = seen.len() == all.len();
-    let local = asked != "host" && present && distinct;
-    comm.min_u64(local as u64) == 1
+    asked != "host" && present && seen.len() == ranks.len()
 }
 
 impl Nccl {
@@ -874,6 +879,21 @@ impl Drop for CudaRank {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// NCCL only with a GPU per rank, its library, and not when the host road is asked for.
+    #[test]
+    fn the_nccl_road_needs_a_gpu_per_rank() {
+        let gpus = |v: &[(&str, usize)]| -> Vec<(String, usize)> {
+            v.iter().map(|&(h, d)| (h.to_string(), d)).collect()
+        };
+        let two = gpus(&[("a", 0), ("a", 1)]);
+        assert!(nccl_usable(&two, "", true));
+        assert!(nccl_usable(&two, "nccl", true));
+        assert!(!nccl_usable(&two, "host", true));
+        assert!(!nccl_usable(&two, "", false));
+        assert!(!nccl_usable(&gpus(&[("a", 0), ("a", 0)]), "", true));
+        assert!(nccl_usable(&gpus(&[("a", 0), ("b", 0)]), "", true));
+    }
 
     /// Parts of two ranks merge into one id-ordered state, histories included.
     #[test]
