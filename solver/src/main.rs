@@ -156,36 +156,29 @@ pub enum Backend {
 }
 
 fn pick_backend(choice: BackendChoice) -> Result<Backend> {
-    if let Some(r) = app::ranks::current() {
-        return match choice {
-            BackendChoice::Cuda => match app::gpu::cuda_driver_available() {
-                Ok(()) if app::sim::CUDA_AVAILABLE => {
-                    tracing::info!("{} MPI ranks: one GPU each", r.comm.size());
-                    Ok(Backend::Cuda)
-                }
-                Ok(()) => {
-                    bail!("--backend cuda: this build has no CUDA backend; use --backend cpu")
-                }
-                Err(why) => bail!("--backend cuda over MPI ranks: {why}; use --backend cpu"),
-            },
-            BackendChoice::Auto => {
-                // Not the GPUs by default: every rank would have to agree, and ranks that
-                // outnumber a host's GPUs would share them.
-                tracing::info!(
-                    "{} MPI ranks: running on the CPU backend (--backend cuda: one GPU per rank)",
-                    r.comm.size()
-                );
-                Ok(Backend::Cpu)
-            }
-            BackendChoice::Cpu => Ok(Backend::Cpu),
-        };
+    let ranks = app::ranks::current().map(|r| r.comm.size());
+    if let (Some(n), BackendChoice::Auto) = (ranks, choice) {
+        // Not the GPUs by default: every rank would have to agree, and ranks that outnumber a
+        // host's GPUs would share them.
+        tracing::info!(
+            "{n} MPI ranks: running on the CPU backend (--backend cuda: one GPU per rank)"
+        );
+        return Ok(Backend::Cpu);
     }
     match choice {
         BackendChoice::Cpu => Ok(Backend::Cpu),
         BackendChoice::Cuda => match app::gpu::cuda_driver_available() {
-            Ok(()) if app::sim::CUDA_AVAILABLE => Ok(Backend::Cuda),
+            Ok(()) if app::sim::CUDA_AVAILABLE => {
+                if let Some(n) = ranks {
+                    tracing::info!("{n} MPI ranks: one GPU each");
+                }
+                Ok(Backend::Cuda)
+            }
             Ok(()) => {
                 bail!("--backend cuda: this build has no CUDA backend yet; use --backend cpu")
+            }
+            Err(why) if ranks.is_some() => {
+                bail!("--backend cuda over MPI ranks: {why}; use --backend cpu")
             }
             Err(why) => bail!("--backend cuda: {why}; use --backend cpu or auto"),
         },

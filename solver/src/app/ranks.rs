@@ -91,7 +91,7 @@ pub fn init() -> Result<()> {
                     comm.rank(),
                     comm.size(),
                     std::process::id(),
-                    hostname()
+                    solver::exec::comm::hostname()
                 );
                 *RANKS.lock().unwrap_or_else(|e| e.into_inner()) =
                     Some(RankSet::new(Arc::new(comm)));
@@ -112,13 +112,6 @@ pub fn init() -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(feature = "mpi")]
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "?".into())
 }
 
 /// This process's rank among the ranks of its host, as the launcher says (Open MPI, Slurm,

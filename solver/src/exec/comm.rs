@@ -87,6 +87,13 @@ impl Comm for Solo {
     }
 }
 
+/// This host's name, to tell ranks on one host from ranks on others ("?" when unknown).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// Rank 0: hands `take` the posts ([`Comm::post_to_root`]) of the ranks in `waiting` that have
 /// arrived (all of them, waiting for each, with `wait`) and keeps the others in `waiting`.
 /// True when none is left.

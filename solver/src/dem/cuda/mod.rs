@@ -590,22 +590,7 @@ impl CudaSim {
     pub fn state(&self) -> Result<SimState, CudaError> {
         let mut s = if self.outflow.as_ref().is_some_and(|o| o.ranked) {
             // Ids with gaps (removed particles): the live ones, in order.
-            let mut ids = buffers::download_ids(&self.stream, &self.state, &self.params)?;
-            ids.retain(|&id| id != buffers::DEAD);
-            ids.sort_unstable();
-            let n = ids.len();
-            let mut s = SimState::new(
-                self.time,
-                self.step_index,
-                vec![0; n],
-                vec![[0.0; 3]; n],
-                vec![[0.0; 3]; n],
-                vec![[0.0; 3]; n],
-            );
-            let index = |id: u32| ids.binary_search(&id).expect("a live id");
-            buffers::download_into(&self.stream, &self.state, &self.params, &mut s, &index)?;
-            s.forces_valid = self.state.cur.force != 0 && self.step_index > 0;
-            s
+            self.live_state()?
         } else {
             buffers::download_state(
                 &self.stream,
@@ -619,6 +604,27 @@ impl CudaSim {
         if self.verlet() {
             s.forces_valid = self.forces_valid;
         }
+        Ok(s)
+    }
+
+    /// The live slots' particles as a state of their own, ids ascending, with their history
+    /// (synchronises; no overflow count).
+    pub(crate) fn live_state(&self) -> Result<SimState, CudaError> {
+        let mut ids = buffers::download_ids(&self.stream, &self.state, &self.params)?;
+        ids.retain(|&id| id != buffers::DEAD);
+        ids.sort_unstable();
+        let n = ids.len();
+        let mut s = SimState::new(
+            self.time,
+            self.step_index,
+            vec![0; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+        );
+        let index = |id: u32| ids.binary_search(&id).expect("a live id");
+        buffers::download_into(&self.stream, &self.state, &self.params, &mut s, &index)?;
+        s.forces_valid = self.state.cur.force != 0 && self.step_index > 0;
         Ok(s)
     }
 

@@ -85,8 +85,7 @@ fn want_nccl(comm: &dyn Comm, device: usize) -> bool {
     let asked = std::env::var("PARTICLE_SHM_RANK_WIRE").unwrap_or_default();
     // SAFETY: a dlopen probe of libnccl; nothing is called.
     let present = unsafe { cudarc::nccl::sys::is_culib_present() };
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let mine = (host.trim().to_string(), device);
+    let mine = (crate::exec::comm::hostname(), device);
     let all: Vec<(String, usize)> = comm
         .all_gather(encode(&mine))
         .iter()
@@ -596,19 +595,7 @@ impl CudaRank {
 
     /// This rank's particles as a state of their own (ids ascending, with their history).
     fn local_state(&self) -> Result<SimState, CudaError> {
-        let mut ids = self.sim.live_ids()?;
-        ids.sort_unstable();
-        let n = ids.len();
-        let mut s = SimState::new(
-            self.time,
-            self.step,
-            vec![0; n],
-            vec![[0.0; 3]; n],
-            vec![[0.0; 3]; n],
-            vec![[0.0; 3]; n],
-        );
-        let index = |id: u32| ids.binary_search(&id).expect("a live id of this rank");
-        self.sim.download_owned(&mut s, &index)?;
+        let mut s = self.sim.live_state()?;
         s.history_overflows = self.sim.history_overflows();
         Ok(s)
     }
