@@ -194,6 +194,19 @@ pub struct InflowProgress {
 }
 
 impl SimState {
+    /// `n` particles of species 0 at rest at the origin, ids 0..n: a state to be filled in
+    /// (downloads and merges write every particle).
+    pub fn zeroed(time: f64, step: u64, n: usize) -> Self {
+        SimState::new(
+            time,
+            step,
+            vec![0; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+            vec![[0.0; 3]; n],
+        )
+    }
+
     /// A state at rest-history with ids 0..n: given kinematics, no contact history, no forces.
     pub fn new(
         time: f64,

@@ -693,14 +693,7 @@ pub(crate) fn download_state(
     time: f64,
     step: u64,
 ) -> Result<SimState, CudaError> {
-    let mut s = SimState::new(
-        time,
-        step,
-        vec![0; p.n as usize],
-        vec![[0.0; 3]; p.n as usize],
-        vec![[0.0; 3]; p.n as usize],
-        vec![[0.0; 3]; p.n as usize],
-    );
+    let mut s = SimState::zeroed(time, step, p.n as usize);
     download_into(stream, st, p, &mut s, &|id| id as usize)?;
     s.forces_valid = st.cur.force != 0 && step > 0;
     Ok(s)

@@ -614,14 +614,7 @@ impl CudaSim {
         ids.retain(|&id| id != buffers::DEAD);
         ids.sort_unstable();
         let n = ids.len();
-        let mut s = SimState::new(
-            self.time,
-            self.step_index,
-            vec![0; n],
-            vec![[0.0; 3]; n],
-            vec![[0.0; 3]; n],
-            vec![[0.0; 3]; n],
-        );
+        let mut s = SimState::zeroed(self.time, self.step_index, n);
         let index = |id: u32| ids.binary_search(&id).expect("a live id");
         buffers::download_into(&self.stream, &self.state, &self.params, &mut s, &index)?;
         s.forces_valid = self.state.cur.force != 0 && self.step_index > 0;

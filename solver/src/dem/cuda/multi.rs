@@ -511,14 +511,7 @@ impl CudaGroup {
         ids.sort_unstable();
         let n = ids.len();
         let index = |id: u32| ids.binary_search(&id).expect("a live id");
-        let mut s = SimState::new(
-            self.time,
-            self.step,
-            vec![0; n],
-            vec![[0.0; 3]; n],
-            vec![[0.0; 3]; n],
-            vec![[0.0; 3]; n],
-        );
+        let mut s = SimState::zeroed(self.time, self.step, n);
         for sim in &self.sims {
             sim.download_owned(&mut s, &index)?;
         }

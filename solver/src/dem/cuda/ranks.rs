@@ -610,14 +610,7 @@ impl CudaRank {
             .gather(if self.rank() == 0 { Vec::new() } else { mine });
         let local = local?;
         if self.rank() != 0 {
-            return Ok(SimState::new(
-                self.time,
-                self.step,
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-            ));
+            return Ok(SimState::zeroed(self.time, self.step, 0));
         }
         let mut all = vec![local];
         for (r, b) in parts.iter().enumerate().skip(1) {
@@ -683,14 +676,7 @@ unsafe fn pack_part(part: &FrameKinematics, index: &IdIndex, out: &RawKinematics
 /// One state of `n` particles (ids 0..n) from the ranks' disjoint parts.
 fn merge_states(parts: Vec<SimState>, n: usize) -> SimState {
     let first = &parts[0];
-    let mut s = SimState::new(
-        first.time,
-        first.step,
-        vec![0; n],
-        vec![[0.0; 3]; n],
-        vec![[0.0; 3]; n],
-        vec![[0.0; 3]; n],
-    );
+    let mut s = SimState::zeroed(first.time, first.step, n);
     let cap = parts
         .iter()
         .find(|p| !p.history.is_empty())
