@@ -464,26 +464,21 @@ impl CudaGroup {
                 *a += b as u64;
             }
         }
-        let decision = balance::decide(self.balance, &self.bounds, &per_layer, &self.busy, 1)
-            .filter(|new| {
-                // Never more load on a GPU than its slots hold (with its ghosts and a layer's
-                // worth of arrivals): a run sized to the GPUs' memory keeps running.
-                let room: Vec<u64> = self
-                    .sims
-                    .iter()
-                    .map(|s| s.window().map_or(0, |w| w.capacity as u64))
-                    .collect();
-                balance::fits(new, &per_layer, &room)
-            });
+        let room: Vec<u64> = self
+            .sims
+            .iter()
+            .map(|s| s.window().map_or(0, |w| w.capacity as u64))
+            .collect();
+        let decision = move_bounds(
+            self.balance,
+            &self.bounds,
+            &per_layer,
+            &self.busy,
+            &room,
+            self.step,
+        );
         self.busy.iter_mut().for_each(|b| *b = 0.0);
         if let Some(new) = decision {
-            tracing::debug!(
-                step = self.step,
-                by = self.balance.name(),
-                from = ?self.bounds,
-                to = ?new,
-                "GPU slab bounds moved"
-            );
             self.bounds = new;
             let bounds = self.bounds.clone();
             for (w, s) in self.sims.iter_mut().enumerate() {
@@ -590,6 +585,24 @@ impl CudaGroup {
         self.publish_done = Some(done);
         Ok(())
     }
+}
+
+/// The balancing decision of a GPU group or of GPU ranks ([`balance::decide`], whole layers,
+/// from every GPU's per-layer counts and busy time), refused when it would put more load on a
+/// GPU than its `room` slots hold with its ghosts and a layer's arrivals (a run sized to the
+/// GPUs' memory keeps running). A move is logged at debug level.
+pub(crate) fn move_bounds(
+    how: Balance,
+    bounds: &[u32],
+    per_layer: &[u64],
+    busy: &[f64],
+    room: &[u64],
+    step: u64,
+) -> Option<Vec<u32>> {
+    let new = balance::decide(how, bounds, per_layer, busy, 1)
+        .filter(|new| balance::fits(new, per_layer, room))?;
+    tracing::debug!(step, by = how.name(), from = ?bounds, to = ?new, "GPU slab bounds moved");
+    Some(new)
 }
 
 /// The first cut of a run over `g` GPUs (in one process or over MPI ranks): the split axis,

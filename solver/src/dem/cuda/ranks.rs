@@ -24,13 +24,13 @@ use std::time::Duration;
 use cudarc::driver::CudaEvent;
 
 use super::buffers::FrameKinematics;
-use super::multi::{err, neighbour, Split};
+use super::multi::{err, move_bounds, neighbour, Split};
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
 use super::window::{ExchangeCounts, Received};
 use super::{CudaError, CudaOptions, CudaSim};
 use crate::core::geometry::BodyTransform;
 use crate::core::vec3::V3;
-use crate::decomp::balance::{self, Balance, BALANCE_INTERVAL};
+use crate::decomp::balance::{Balance, BALANCE_INTERVAL};
 use crate::decomp::Axis;
 use crate::dem::state::{HistEntry, SimState, StepContext};
 use crate::exec::comm::{decode, encode, take_posts, Comm};
@@ -563,16 +563,14 @@ impl CudaRank {
             .map(|b| decode::<(f64, u64)>(b, "busy times"))
             .unzip();
         self.busy = 0.0;
-        let decision = balance::decide(self.balance, &self.bounds, &per_layer, &busy, 1)
-            .filter(|new| balance::fits(new, &per_layer, &room));
-        if let Some(new) = decision {
-            tracing::debug!(
-                step = self.step,
-                by = self.balance.name(),
-                from = ?self.bounds,
-                to = ?new,
-                "GPU slab bounds moved"
-            );
+        if let Some(new) = move_bounds(
+            self.balance,
+            &self.bounds,
+            &per_layer,
+            &busy,
+            &room,
+            self.step,
+        ) {
             self.bounds = new;
             let bounds = self.bounds.clone();
             self.sim.set_slab(&bounds, self.rank());
