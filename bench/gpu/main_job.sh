@@ -5,7 +5,8 @@
 # wall_s (process start to exit, publication included), steps/s and GPU bytes per particle to
 # $OUT/main_job.jsonl; the solver's log is $OUT/main_job.out.
 #
-#   bench/gpu/main_job.sh
+#   bench/gpu/main_job.sh [EXTRA SOLVER ARGS]   (e.g. --skin 0: compare settings; the record's
+#   command names them, and the log is $OUT/main_job<args>.out)
 set -uo pipefail
 OUT=${OUT:-bench/results/raw}
 mkdir -p "$OUT"
@@ -14,13 +15,15 @@ if [ ! -x "$BIN/solver" ]; then
   rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
 fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-CMD="solver --name-shm run1"
+CMD="solver --name-shm run1${*:+ $*}"
+suffix=$(echo "$*" | tr -cs 'A-Za-z0-9.' '_')
+LOG="$OUT/main_job${suffix%_}.out"
 t0=$(date +%s.%N)
-"$BIN/solver" --name-shm run1 --progress-every 5 > "$OUT/main_job.out" 2>&1
+"$BIN/solver" --name-shm run1 --progress-every 5 "$@" > "$LOG" 2>&1
 rc=$?
 t1=$(date +%s.%N)
-tail -n 4 "$OUT/main_job.out"
-python3 - "$OUT/main_job.out" "$t0" "$t1" "$rc" "$CMD" >> "$OUT/main_job.jsonl" <<'PY'
+tail -n 5 "$LOG"
+python3 - "$LOG" "$t0" "$t1" "$rc" "$CMD" >> "$OUT/main_job.jsonl" <<'PY'
 import json, re, subprocess, sys
 log, t0, t1, rc, cmd = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 text = open(log).read()

@@ -27,9 +27,12 @@ fn gpu_present() -> bool {
     true
 }
 
+/// The one-GPU reference searches every step (no Verlet skin), as every GPU of a group does:
+/// then the bits are the same.
 fn opts(double: bool) -> CudaOptions {
     CudaOptions {
         double,
+        skin: 0.0,
         ..cuda_options()
     }
 }

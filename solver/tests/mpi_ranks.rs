@@ -576,6 +576,9 @@ fn gpu_ranks_give_the_bits_of_one_gpu() {
             "0",
             "--output",
             &out,
+            // One GPU searches every step, as ranks do: the same bits.
+            "--skin",
+            "0",
         ];
         // One process runs one GPU: the first of the list.
         let one: Vec<&str> = a
@@ -622,6 +625,8 @@ fn gpu_ranks_give_the_bits_of_one_gpu() {
             "--name-shm",
             &seg.0,
             "--keep-shm",
+            "--skin",
+            "0",
         ];
         let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
         let (code, err) = run(cmd, Duration::from_secs(300));

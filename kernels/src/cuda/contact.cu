@@ -387,6 +387,24 @@ __device__ __forceinline__ bool overlaps(const DemParams& p, const ParticleArray
     return !(dx * dx + dy * dy + dz * dz >= rsum * rsum);
 }
 
+// Verlet skin (solver/src/dem/cuda/skin.rs, same names): cells to search each way around a
+// particle's cell of the last search when particles have moved at most `moved` since: two
+// touching particles are less than reach apart now, so less than reach + 2 moved apart at that
+// search, and cells m apart hold every pair closer than m cells.
+__device__ __forceinline__ unsigned skin_search_cells(double reach, float moved, double cell) {
+    const double need = (reach + 2.0 * (double)moved) / cell;
+    // NaN (a non-finite state, which the diagnostics report): one cell.
+    if (!(need > 1.0)) return 1u;
+    return (unsigned)ceil(fmin(need, 1e6));
+}
+
+// Distance moved in one symplectic Euler drift (x += v dt), rounded up: 1e-3 relative covers the
+// float norm and the float sums of a path of up to a thousand steps.
+__device__ __forceinline__ float skin_path_step(real3 v, double dt) {
+    const float s = sqrtf((float)v.x * (float)v.x + (float)v.y * (float)v.y + (float)v.z * (float)v.z);
+    return s * (float)dt * 1.001f;
+}
+
 // The contact of particle k (slot, id id_i, species si) with the overlapping particle in slot j.
 template <class Acc>
 __device__ __forceinline__ void particle_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
@@ -435,6 +453,11 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
                                              double* partial) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     bool active = k < p.n;
+    // With a skin: the largest distance any particle has moved since the last search (a bound:
+    // other blocks of this launch may already have raised it, which only widens the search).
+    const unsigned skin_seen = g.dmax ? __ldcg(g.dmax) : 0u;
+    const float skin_moved = __uint_as_float(skin_seen);
+    float path = 0.0f;
     Acc acc;
     if constexpr (Acc::ENERGY) acc.elastic = 0.0;
     double kin_t = 0.0, kin_r = 0.0, pot = 0.0;
@@ -482,9 +505,21 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         const unsigned cx = cell_coord(pix, p.origin[0], p.cell, p.dims[0]);
         const unsigned cy = cell_coord(piy, p.origin[1], p.cell, p.dims[1]);
         const unsigned cz = cell_coord(piz, p.origin[2], p.cell, p.dims[2]);
-        const unsigned x0 = cx > 0 ? cx - 1 : 0, x1 = min(cx + 1, p.dims[0] - 1);
-        const unsigned y0 = cy > 0 ? cy - 1 : 0, y1 = min(cy + 1, p.dims[1] - 1);
-        const unsigned z0 = cz > 0 ? cz - 1 : 0, z1 = min(cz + 1, p.dims[2] - 1);
+        // The cells searched: m cells each way around the particle's cell, which with a skin is
+        // its cell at the last search (the slots are still in that search's order), and m covers
+        // the distance moved since (skin_search_cells); else its cell now and m = 1. Either way
+        // the contacts come in (cell of the search, id) order.
+        unsigned sx = cx, sy = cy, sz = cz, m = 1;
+        if (g.scell) {
+            const unsigned c = g.scell[k];
+            sx = c % p.dims[0];
+            sy = (c / p.dims[0]) % p.dims[1];
+            sz = c / (p.dims[0] * p.dims[1]);
+            m = skin_search_cells(p.reach, skin_moved, p.cell);
+        }
+        const unsigned x0 = sx > m ? sx - m : 0, x1 = min(sx + m, p.dims[0] - 1);
+        const unsigned y0 = sy > m ? sy - m : 0, y1 = min(sy + m, p.dims[1] - 1);
+        const unsigned z0 = sz > m ? sz - m : 0, z1 = min(sz + m, p.dims[2] - 1);
 #if DEM_FRICTION
         acc.old_count = in.hist_count[row_i];
         stage_history(p, in, row_i, acc.old_count);
@@ -608,6 +643,10 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #if DEM_ROTATION
             w = spin_kick(wi, acc.t, ii, dt);
 #endif
+            if (g.path) {
+                path = g.path[k] + skin_path_step(v, p.dt);
+                g.path[k] = path;
+            }
         } else if (p.integrate == DEM_INTEGRATE_HALF_KICK) {
             // Velocity Verlet's closing half kick, as cpu::stages::half_kick.
             const real h = (real)(0.5 * p.dt);
@@ -665,6 +704,12 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         (void)kin_t;
         (void)kin_r;
         (void)pot;
+        (void)skin_moved;
+        if (g.path) {
+            // The warp's largest path, one atomic per warp that exceeds what was seen.
+            const unsigned wmax = __reduce_max_sync(0xffffffffu, __float_as_uint(path));
+            if ((threadIdx.x & 31) == 0 && wmax > skin_seen) atomicMax(g.dmax, wmax);
+        }
         if (p.diag) {
             // Warp sum first: one 64-bit atomic per warp.
             unsigned c = __reduce_add_sync(0xffffffffu, acc.contacts);

@@ -93,4 +93,10 @@ extern "C" __global__ void dem_gather(const DemParams p, const ParticleArrays sr
     dst.id[k] = src.id[j];
     if (src.species) dst.species[k] = src.species[j];
     if (src.row) dst.row[k] = src.row[j];
+    if (g.scell) {
+        // A new search: every slot's cell is fresh and nothing has moved since.
+        g.scell[k] = g.cell[j];
+        g.path[k] = 0.0f;
+        if (k == 0) *g.dmax = 0u;
+    }
 }

@@ -45,6 +45,9 @@ struct DemParams {
     const SpeciesProps* species;  // [n_species]
     const MaterialPair* pp;       // [n_species * n_species]
     const MaterialPair* pw;       // [n_species * n_walls]
+    double reach;                 // largest particle contact distance, 2 r_max [m]: with a skin
+                                  //   the collide searches ceil((reach + 2 D) / cell) cells around
+                                  //   each particle's cell of the last search (GridArrays::dmax)
 };
 
 // One contact history entry: a tangential spring and its partner (state::wall_partner, ...),
@@ -88,6 +91,12 @@ struct GridArrays {
     unsigned* perm;   // [n] new slot k takes old slot perm[k]
     unsigned* count;  // [cells + 1] particles per cell, zero between steps
     unsigned* start;  // [cells + 1] exclusive scan of count
+    // Verlet skin (one GPU, symplectic Euler; null otherwise): the search runs every few steps,
+    // and in between the slots keep their order and cells (solver/src/dem/cuda/skin.rs).
+    unsigned* scell;  // [n] cell of slot k at the last search (written by the gather)
+    float* path;      // [n] distance slot k's particle has moved since then, rounded up [m]
+    unsigned* dmax;   // [1] float bits of an upper bound of the largest path (atomicMax of
+                      //   non-negative floats' bits, whose order is the floats' order)
 };
 
 // Diagnostics accumulated by the collide kernel (integers only: deterministic).

@@ -74,9 +74,19 @@ pub struct Cli {
     /// GPUs for the CUDA backend: one index (`0`), a comma-separated list (`0,1`: one
     /// simulation split into slabs along --split-axis, one per GPU, exchanging boundary layers
     /// device to device), or `all`. Under mpirun each rank takes one GPU: the list's entry at
-    /// its place among the ranks of its host. Results are the same on any number of GPUs.
+    /// its place among the ranks of its host. Results are the same on any number of GPUs (bit
+    /// for bit against one GPU run with --skin 0, which is how several GPUs search).
     #[arg(long, default_value = "0", value_name = "LIST")]
     pub devices: Devices,
+    /// DEM on one GPU: Verlet skin of the neighbour search, as a fraction of the largest
+    /// particle diameter. Cells are that much wider and the search (hash, sort, reorder) runs
+    /// only when some particle may have moved half the skin, instead of every step; contacts
+    /// are found exactly either way, summed in another order (last-bit differences). 0 searches
+    /// every step: the same bits as several GPUs, which always do. Off with velocity Verlet,
+    /// inflow and outflow.
+    #[arg(long, value_name = "FRACTION", default_value_t = solver::dem::cuda::DEFAULT_SKIN,
+          value_parser = parse_skin)]
+    pub skin: f64,
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -137,6 +147,19 @@ impl Cli {
             self.load_shm.clone()
         }
     }
+}
+
+/// `--skin`: a fraction of the diameter in [0, 1].
+fn parse_skin(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("expected a number such as 0.1, got {s:?}"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!(
+            "the skin is a fraction of the largest diameter, from 0 (search every step) to 1; got {v}"
+        ));
+    }
+    Ok(v)
 }
 
 /// `--devices`: GPU ordinals, or every GPU of the machine.

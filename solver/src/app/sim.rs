@@ -55,6 +55,7 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
             }
             let opts = CudaOptions {
                 device: devices[0],
+                skin: cli.skin,
                 ..CudaOptions::default()
             };
             if devices.len() > 1 {

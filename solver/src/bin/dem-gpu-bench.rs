@@ -55,6 +55,9 @@ struct Args {
     /// `--store-forces on`: forces and contact counts stored every step, as the solver's
     /// backend does (for frames and snapshots).
     store_forces: bool,
+    /// `--skin F`: the Verlet skin of one GPU's search as a fraction of the diameter (0: a
+    /// search every step).
+    skin: f64,
 }
 
 /// The position, velocity and angular velocity arrays of a frame slot being written.
@@ -78,7 +81,7 @@ fn on_off(flag: &str, v: &str) -> Result<bool> {
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -103,6 +106,7 @@ fn parse() -> Result<Args> {
         batch: 0,
         store_forces: false,
         case: None,
+        skin: cuda::DEFAULT_SKIN,
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -134,6 +138,7 @@ fn parse() -> Result<Args> {
             "--graphs" => a.graphs = on_off("--graphs", &v)?,
             "--case" => a.case = Some(v),
             "--batch" => a.batch = v.parse()?,
+            "--skin" => a.skin = v.parse()?,
             "--store-forces" => a.store_forces = on_off("--store-forces", &v)?,
             "--devices" => {
                 a.devices = v
@@ -238,6 +243,7 @@ fn opts(a: &Args) -> CudaOptions {
         min_blocks: a.min_blocks,
         graphs: a.graphs,
         store_forces: a.store_forces,
+        skin: a.skin,
         ..Default::default()
     }
 }
@@ -688,7 +694,7 @@ fn bench(a: &Args) -> Result<()> {
             (
                 "kernel_variant",
                 js(&format!(
-                    "{:?} history{}, candidates {}, min blocks {}",
+                    "{:?} history{}, candidates {}, min blocks {}, skin {}",
                     a.hist_layout,
                     if sim.history_in_place() {
                         " in place"
@@ -696,7 +702,8 @@ fn bench(a: &Args) -> Result<()> {
                         ""
                     },
                     a.candidates,
-                    sim.module_config().collide_min_blocks()
+                    sim.module_config().collide_min_blocks(),
+                    sim.skin_summary().unwrap_or_else(|| "off".into())
                 )),
             ),
         ],

@@ -125,6 +125,12 @@ impl StepContext {
     /// The run's global grid, linearised slowest along `slab_axis`: the domain extended to the
     /// meshes' vertices at t = 0, cells of the largest diameter, one border cell each side.
     pub fn grid(&self, slab_axis: usize) -> Grid {
+        self.grid_with_cell(slab_axis, (2.0 * self.max_radius()).max(1e-12))
+    }
+
+    /// [`StepContext::grid`] with cells of at least `min_cell` [m] (a GPU's Verlet skin widens
+    /// them).
+    pub fn grid_with_cell(&self, slab_axis: usize, min_cell: f64) -> Grid {
         let (mut lo, mut hi) = (self.domain_min, self.domain_max);
         for v in self
             .meshes
@@ -136,7 +142,7 @@ impl StepContext {
                 hi[a] = hi[a].max(v[a]);
             }
         }
-        Grid::new(lo, hi, (2.0 * self.max_radius()).max(1e-12), slab_axis)
+        Grid::new(lo, hi, min_cell, slab_axis)
     }
 }
 

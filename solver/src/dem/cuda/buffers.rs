@@ -165,6 +165,15 @@ pub fn gpu_grid(sc: &StepContext) -> Grid {
     sc.grid(2)
 }
 
+/// [`gpu_grid`] with cells widened by a Verlet skin of `skin` [m] (`skin.rs`; 0: the same grid).
+pub(crate) fn gpu_grid_skin(sc: &StepContext, skin: f64) -> Grid {
+    if skin > 0.0 {
+        sc.grid_with_cell(2, 2.0 * sc.max_radius() + skin)
+    } else {
+        gpu_grid(sc)
+    }
+}
+
 fn alloc(
     stream: &Arc<CudaStream>,
     state: &mut DeviceState,
@@ -281,11 +290,16 @@ pub(crate) fn device_bytes_needed(
     }
     // Mesh cases: dem_mesh_filter's two hit masks per slot (`GpuMeshes::ensure_hit_mask`).
     let mesh_masks = if sc.meshes.is_empty() { 0 } else { 16 };
+    // A skin's cell and path per slot.
+    let skin = super::skin::skin_width(sc, opts.skin, cfg.double);
+    let skin_arrays = if skin > 0.0 { 8 } else { 0 };
     let per_particle = per_state
         .saturating_mul(2)
         .saturating_add(per_history)
-        .saturating_add(outputs + 12 + mesh_masks + super::publish::STAGING_BYTES_PER_PARTICLE);
-    let cells = gpu_grid(sc).num_cells() as u64 + 1;
+        .saturating_add(
+            outputs + 12 + skin_arrays + mesh_masks + super::publish::STAGING_BYTES_PER_PARTICLE,
+        );
+    let cells = gpu_grid_skin(sc, skin).num_cells() as u64 + 1;
     let scan: u64 = {
         let (mut m, mut t) = (cells, 0u64);
         while m > 1 {
@@ -353,7 +367,8 @@ pub(crate) fn upload(
         cap: opts.hist_cap as usize,
         in_place: cfg.hist_in_place,
     };
-    let grid = gpu_grid(sc);
+    let skin = super::skin::skin_width(sc, opts.skin, cfg.double);
+    let grid = gpu_grid_skin(sc, skin);
     let cells = grid.num_cells();
     // Scan levels: tiles of 1024 elements, block sums scanned recursively.
     let level_sizes = super::step::scan_level_sizes(cells + 1);
@@ -424,6 +439,11 @@ pub(crate) fn upload(
     st.grid.perm = alloc(stream, &mut st, "grid.perm", 4 * n)?;
     st.grid.count = alloc(stream, &mut st, "grid.count", 4 * (cells + 1))?;
     st.grid.start = alloc(stream, &mut st, "grid.start", 4 * (cells + 1))?;
+    if skin > 0.0 {
+        st.grid.scell = alloc(stream, &mut st, "skin.cell", 4 * n)?;
+        st.grid.path = alloc(stream, &mut st, "skin.path", 4 * n)?;
+        st.grid.dmax = alloc(stream, &mut st, "skin.max", 4)?;
+    }
     for (l, &t) in level_sizes.iter().enumerate() {
         let sums = alloc(stream, &mut st, &format!("scan.sums{l}"), 4 * t)?;
         let scanned = alloc(stream, &mut st, &format!("scan.scanned{l}"), 4 * t)?;
@@ -487,6 +507,7 @@ pub(crate) fn upload(
         species: sp_ptr,
         pp: pp_ptr,
         pw: pw_ptr,
+        reach: 2.0 * sc.max_radius(),
     };
     set_state(stream, &mut st, &params, state)?;
     Ok((st, params))

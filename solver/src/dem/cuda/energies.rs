@@ -30,10 +30,21 @@ impl CudaSim {
         }
         self.prepare_meshes(self.time)?;
         let p = self.params;
-        // The search gathers the state into the scratch copy; dem_energies reads it and the
+        // With a skin between searches, dem_energies reads the state itself and walks the last
+        // search's cells, as the next step's collide will (the run is not touched); else a
+        // search gathers the state into the scratch copy, and dem_energies reads that and the
         // state's (newest) history, as a step's collide does.
-        let l = self.step_launches(p, p)?;
-        self.enqueue_search(&l, &mut Marks::off())?;
+        let between = self.skin.as_ref().is_some_and(|s| s.since.is_some());
+        let mut l = self.step_launches(p, p, !between)?;
+        if between {
+            self.enqueue_mesh_filter(&l, &mut Marks::off())?;
+        } else {
+            // Without the skin's arrays (the cells of now); the grid the skin's steps use is
+            // overwritten, so the next step searches.
+            (l.grid.scell, l.grid.path, l.grid.dmax) = (0, 0, 0);
+            self.enqueue_search(&l, &mut Marks::off())?;
+            self.skin_stale();
+        }
         let blocks = p.n.div_ceil(kernels::COLLIDE_THREADS).max(1);
         let mut partial = self
             .stream
@@ -53,7 +64,7 @@ impl CudaSim {
             shared_mem_bytes: self.collide_shared,
         };
         // SAFETY: dem_energies(DemParams, ParticleArrays in, GridArrays, MeshArrays, double*):
-        // reads the scratch copy the search just gathered (p.n slots), the history at each
+        // reads the scratch copy the search just gathered or the state (p.n slots), the history at each
         // slot's row (staged in the dynamic shared memory, as the collide does), the grid and
         // the mesh arrays; block b writes partial[4b .. 4b + 4], which holds 4 * blocks doubles.
         unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_energies", e))?;

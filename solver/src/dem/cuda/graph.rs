@@ -19,6 +19,9 @@ use super::CudaError;
 /// The host-side inputs of one step's neighbour search and collide launches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct StepLaunches {
+    /// Whether the step searches (false: a Verlet skin's step between searches, the collide
+    /// alone reading the state: `skin.rs`).
+    pub search: bool,
     /// Parameters of the search kernels (all slots).
     pub p: DemParams,
     /// Parameters of the collide (its live slots).
@@ -48,7 +51,8 @@ struct Graph {
 unsafe impl Send for Graph {}
 
 /// Graphs of the last few distinct steps (two history parities, and velocity Verlet's first
-/// force evaluation).
+/// force evaluation; with a skin, which copy holds the state and which the newest history, for
+/// steps with and without a search).
 #[derive(Default)]
 pub(crate) struct GraphCache {
     graphs: Vec<Graph>,
@@ -56,8 +60,9 @@ pub(crate) struct GraphCache {
     pub captured: u64,
 }
 
-/// Graphs kept: the two parities of the history buffers times two kinds of integration.
-const KEEP: usize = 4;
+/// Graphs kept: the two parities of the history buffers times two kinds of integration, or
+/// with a skin the four (state copy, history buffer) pairs with and without a search.
+const KEEP: usize = 8;
 
 impl GraphCache {
     /// Launches the cached graph of `key` on `stream`, or captures `enqueue` (which must queue the

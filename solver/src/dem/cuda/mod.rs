@@ -21,6 +21,7 @@ mod outflow;
 pub mod params;
 mod publish;
 mod ranks;
+mod skin;
 mod step;
 mod window;
 
@@ -39,6 +40,7 @@ pub(crate) use multi::{enable_peer_access, neighbour, queue_peer_copies, PeerCop
 pub use multi::{CudaGroup, GroupOptions};
 pub use publish::{register_host, FrameTarget, HostRegistration, PublishTicket};
 pub use ranks::{CudaRank, RankOptions};
+pub use skin::{skin_path_step, skin_search_cells, DEFAULT_SKIN};
 pub use step::StageTimes;
 pub(crate) use step::{exclusive_scan, scan_level_sizes};
 pub use window::ExchangeCounts;
@@ -201,6 +203,11 @@ pub struct CudaOptions {
     pub graphs: bool,
     /// How the frictional contact history is kept ([`HistoryMode`]).
     pub history: HistoryMode,
+    /// Verlet skin of the neighbour search as a fraction of the largest particle diameter
+    /// (`skin.rs`): the search runs every few steps instead of every step. 0: every step, the
+    /// setting under which one GPU's f32 bits equal a group's; ignored (0) in f64, with velocity
+    /// Verlet, and where the caller sets 0 (groups, ranks, inflow, outflow).
+    pub skin: f64,
 }
 
 /// How the contact history of a frictional case is kept on the device (contact.cu).
@@ -273,6 +280,7 @@ impl Default for CudaOptions {
             id_limit: 0,
             graphs: true,
             history: HistoryMode::Auto,
+            skin: skin::DEFAULT_SKIN,
         }
     }
 }
@@ -319,6 +327,8 @@ pub struct CudaSim {
     /// Dynamic shared memory of `dem_collide` and `dem_energies` [bytes]: each thread's copy of
     /// its old history row (`hist_cap` entries; 0 without friction).
     collide_shared: u32,
+    /// The Verlet skin's schedule (`skin.rs`; None: a search every step).
+    skin: Option<skin::Skin>,
 }
 
 /// Dynamic shared memory the collide needs per block: with the history in place, each of its
@@ -368,13 +378,29 @@ impl CudaSim {
     ) -> Result<CudaSim, CudaError> {
         check_dense_ids(state)?;
         let spin = state.omega.iter().any(|w| *w != [0.0; 3]);
-        Self::with_capacity(sc, state, opts, state.pos.len(), spin)
+        Self::build(sc, state, opts, state.pos.len(), spin)
     }
 
     /// [`CudaSim::new`] for one GPU of several: `state` holds its particles (any ids below
     /// 2^32 - 1, which frames index by), in arrays of `capacity` slots. `spin`: some particle
     /// of the whole run spins (every GPU of a run compiles the same kernels).
+    /// Slots change between steps there (migration, inflow, outflow), so the search runs every
+    /// step (no Verlet skin), on the grid of one GPU without a skin.
     pub(crate) fn with_capacity(
+        sc: &StepContext,
+        state: &SimState,
+        opts: &CudaOptions,
+        capacity: usize,
+        spin: bool,
+    ) -> Result<CudaSim, CudaError> {
+        let opts = CudaOptions {
+            skin: 0.0,
+            ..opts.clone()
+        };
+        Self::build(sc, state, &opts, capacity, spin)
+    }
+
+    fn build(
         sc: &StepContext,
         state: &SimState,
         opts: &CudaOptions,
@@ -458,7 +484,7 @@ impl CudaSim {
             None
         } else {
             let reach = sc.species_radius.iter().copied().fold(0.0, f64::max);
-            let grid = gpu_grid(sc);
+            let grid = buffers::gpu_grid_skin(sc, skin::skin_width(sc, opts.skin, opts.double));
             let m = GpuMeshes::new(&stream, &sc.meshes, &grid, reach, state.time)?;
             state_bufs.memory.arrays.push(("meshes".into(), m.bytes));
             Some(m)
@@ -491,6 +517,10 @@ impl CudaSim {
             mid_step: false,
             graphs: graph::GraphCache::default(),
             collide_shared,
+            skin: {
+                let w = skin::skin_width(sc, opts.skin, opts.double);
+                (w > 0.0).then(|| skin::Skin::new(w))
+            },
         })
     }
 
@@ -579,6 +609,8 @@ impl CudaSim {
     pub fn set_state(&mut self, state: &SimState) -> Result<(), CudaError> {
         self.synchronize()?;
         buffers::set_state(&self.stream, &mut self.state, &self.params, state)?;
+        // Slot = id now: the last search's cells are gone.
+        self.skin_stale();
         self.forces_valid = state.forces_valid;
         self.step_index = state.step;
         self.time = state.time;
@@ -702,6 +734,9 @@ pub fn step_context(case: &Case) -> Result<StepContext, CaseError> {
 
 impl Drop for CudaSim {
     fn drop(&mut self) {
+        if let Some(s) = self.skin.as_ref().filter(|s| s.steps > 0) {
+            tracing::info!("{}", s.summary());
+        }
         // Nothing may be freed while a kernel or copy still uses it.
         let _ = self.copy_stream.synchronize();
         let _ = self.stream.synchronize();

@@ -154,6 +154,8 @@ impl CudaSim {
             scan_bufs.push(scanned);
         }
         let ranked = ids.iter().enumerate().any(|(k, &id)| id as usize != k);
+        // Removals change the slots between searches: a search every step.
+        self.skin = None;
         self.outflow = Some(Outflows {
             regions: rbuf,
             n_regions: dev.len() as u32,

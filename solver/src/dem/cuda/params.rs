@@ -56,6 +56,8 @@ pub struct DemParams {
     pub species: u64,
     pub pp: u64,
     pub pw: u64,
+    /// Largest contact distance between two particles, 2 r_max [m] (`skin.rs`).
+    pub reach: f64,
 }
 
 /// `ParticleArrays`: one copy of the sorted particle state.
@@ -85,6 +87,11 @@ pub struct GridArrays {
     pub perm: u64,
     pub count: u64,
     pub start: u64,
+    /// Verlet skin (`skin.rs`; 0 without): cell of each slot at the last search (u32), the
+    /// distance moved since (f32), and the largest of those (one u32, float bits).
+    pub scell: u64,
+    pub path: u64,
+    pub dmax: u64,
 }
 
 /// `DemDiag`: integer diagnostics of the collide kernel.
@@ -131,9 +138,9 @@ pub struct MeshArrays {
 const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
 const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
 const _: () = assert!(std::mem::size_of::<MeshArrays>() == 80);
-const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8);
+const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8 + 8);
 const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
-const _: () = assert!(std::mem::size_of::<GridArrays>() == 40);
+const _: () = assert!(std::mem::size_of::<GridArrays>() == 64);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);
 const _: () = assert!(std::mem::size_of::<crate::dem::physics::MaterialPair>() == 56);
 

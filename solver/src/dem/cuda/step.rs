@@ -51,6 +51,14 @@ impl StageTimes {
     }
 }
 
+/// Swaps the particle state of two copies (history included), not the stored forces, which
+/// belong to the state whichever copy holds it.
+fn swap_state(a: &mut ParticleArrays, b: &mut ParticleArrays) {
+    let keep = (a.force, a.contacts, a.torque, b.force, b.contacts, b.torque);
+    std::mem::swap(a, b);
+    (a.force, a.contacts, a.torque, b.force, b.contacts, b.torque) = keep;
+}
+
 /// Exchanges the contact-history buffers of two particle array sets (two-buffer history).
 fn swap_history(a: &mut ParticleArrays, b: &mut ParticleArrays) {
     std::mem::swap(&mut a.hist_count, &mut b.hist_count);
@@ -212,7 +220,8 @@ impl CudaSim {
         let live = self.window.as_ref().map_or(p.n, |w| w.live);
         let mut pc = p;
         pc.n = live;
-        let l = self.step_launches(p, pc)?;
+        let search = self.skin_search()?;
+        let l = self.step_launches(p, pc, search)?;
         // Several GPUs change their live slots every step (a graph per step would never be
         // replayed); timed steps need their events between the launches.
         if marks.on || self.window.is_some() || !self.opts.graphs {
@@ -225,9 +234,16 @@ impl CudaSim {
             self.graphs = graphs;
             r?;
         }
-        if !self.history_in_place() {
-            let st = &mut self.state;
+        let in_place = self.history_in_place();
+        let st = &mut self.state;
+        if !search {
+            // The collide wrote the scratch copy in the same slot order: it is the state now.
+            swap_state(&mut st.tmp, &mut st.cur);
+        } else if !in_place {
             swap_history(&mut st.tmp, &mut st.cur);
+        }
+        if let Some(s) = self.skin.as_mut() {
+            s.stepped();
         }
         // The dead tail is gone: the next exchange appends behind the live slots.
         self.params.n = live;
@@ -243,18 +259,35 @@ impl CudaSim {
     /// and the grid, and the mesh hit masks sized for `pc.n`. The history is not reordered: the
     /// collide updates each particle's row in place, or (two buffers) reads the last step's
     /// (the state's) and writes the other in slot order, swapped after the launch (contact.cu).
+    /// Without a search (`search` false, a Verlet skin's step between searches) the collide
+    /// reads the state itself, in the last search's order, and writes the scratch copy, which
+    /// becomes the state (the stored forces stay with the state's arrays).
     pub(crate) fn step_launches(
         &mut self,
         p: DemParams,
         pc: DemParams,
+        search: bool,
     ) -> Result<StepLaunches, CudaError> {
         if let Some(m) = self.meshes.as_mut() {
             m.ensure_hit_mask(&self.stream, 2 * pc.n as usize)?;
         }
         let st = &self.state;
-        let (cur, tmp, grid) = (st.cur, st.tmp, st.grid);
-        let (mut input, mut output) = (tmp, cur);
-        if !self.history_in_place() {
+        let (cur, tmp, mut grid) = (st.cur, st.tmp, st.grid);
+        if self.skin.is_none() {
+            grid.scell = 0;
+            grid.path = 0;
+            grid.dmax = 0;
+        }
+        let (mut input, mut output) = if search {
+            (tmp, cur)
+        } else {
+            let mut out = tmp;
+            out.force = cur.force;
+            out.contacts = cur.contacts;
+            out.torque = cur.torque;
+            (cur, out)
+        };
+        if search && !self.history_in_place() {
             swap_history(&mut input, &mut output);
         }
         // In place, the collide and the gather carry the rows of the dead tail too (free rows
@@ -262,6 +295,7 @@ impl CudaSim {
         let mut pc = pc;
         pc.n_rows = if self.history_in_place() { p.n } else { 0 };
         Ok(StepLaunches {
+            search,
             p,
             pc,
             cur,
@@ -279,7 +313,11 @@ impl CudaSim {
 
     /// Queues the launches of [`CudaSim::launch_step`] (directly, or into a graph capture).
     fn enqueue_step(&self, l: &StepLaunches, marks: &mut Marks) -> Result<(), CudaError> {
-        self.enqueue_search(l, marks)?;
+        if l.search {
+            self.enqueue_search(l, marks)?;
+        } else {
+            self.enqueue_mesh_filter(l, marks)?;
+        }
         let (pc, input, output, grid, diag, msh) = (l.pc, l.input, l.output, l.grid, l.diag, l.msh);
         self.mark(marks, "collide")?;
         let mut b = self
@@ -374,7 +412,18 @@ impl CudaSim {
             )
         }
         .map_err(|e| CudaError::driver("clearing the cell counts", e))?;
+        self.enqueue_mesh_filter(l, marks)
+    }
 
+    /// The mesh filter of a step (meshes only): which of each particle's mesh candidates touch
+    /// it, at the collide input's positions.
+    pub(crate) fn enqueue_mesh_filter(
+        &self,
+        l: &StepLaunches,
+        marks: &mut Marks,
+    ) -> Result<(), CudaError> {
+        let launch_err =
+            |k: Kernel| move |e| CudaError::driver(&format!("launching {}", k.symbol()), e);
         let (pc, input, msh) = (l.pc, l.input, l.msh);
         if msh.n_tris > 0 && msh.hit_mask != 0 {
             self.mark(marks, "mesh_filter")?;

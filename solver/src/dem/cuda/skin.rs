@@ -1,0 +1,290 @@
+//! Verlet skin of one GPU's neighbour search (issue 13, the main job's speed).
+//!
+//! Without a skin every step hashes, sorts and gathers the whole state (about a third of a
+//! step of the built-in case). With a skin of width `s` the cells are `2 r_max + s` wide and the
+//! search runs only every `interval` steps; in between the slots keep that search's order and
+//! cells, and each particle's collide walks the cells around its cell of that search. Each slot
+//! accumulates the distance its particle moved since (`path`, rounded up), and the launch's
+//! largest path D bounds how far the cells can be off: two touching particles were less than
+//! `2 r_max + 2 D` apart at the search, so `skin_search_cells` cells each way hold them (one
+//! while 2 D <= s). The search is exact whatever the interval; the interval only decides
+//! the speed: the host reads D at each search and sets the next interval so that D stays
+//! below about 0.4 s ([`next_interval`]), a pure function of the state, so runs repeat bit for
+//! bit.
+//!
+//! Contacts still come in (cell, id) order, of the cells of the last search: the same contacts,
+//! summed in another order than a search every step, so the f32 results differ from a run
+//! without a skin in the last bits. Hence no skin where bits must equal another run: the f64
+//! parity mode (equal to the CPU), a GPU of a group and GPU ranks (equal to one GPU without a
+//! skin), velocity Verlet, inflow and outflow (slots change between steps).
+
+use crate::dem::state::StepContext;
+
+/// Default skin as a fraction of the largest particle diameter (`CudaOptions::skin`).
+pub const DEFAULT_SKIN: f64 = 0.1;
+
+/// Longest interval between two searches [steps].
+pub const MAX_INTERVAL: u32 = 1000;
+
+/// The part of the skin the host aims for at the end of an interval (the rest absorbs speed
+/// that grows during the interval; past half the skin the collide widens its search).
+const TARGET: f64 = 0.8;
+
+/// Cells to search each way around a particle's cell of the last search when every particle has
+/// moved at most `moved` [m] since (`reach` = 2 r_max, cells of edge `cell`). CUDA twin in
+/// contact.cu.
+pub fn skin_search_cells(reach: f64, moved: f32, cell: f64) -> u32 {
+    let need = (reach + 2.0 * moved as f64) / cell;
+    // NaN (a non-finite state, which the diagnostics report): one cell.
+    if need.is_nan() || need <= 1.0 {
+        return 1;
+    }
+    need.min(1e6).ceil() as u32
+}
+
+/// Distance moved in one symplectic Euler drift at velocity `v`, rounded up (CUDA twin in
+/// contact.cu: float norm, times dt, times 1.001).
+pub fn skin_path_step(v: [f32; 3], dt: f64) -> f32 {
+    let s = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
+    s * dt as f32 * 1.001
+}
+
+/// The next interval between searches: `moved` [m] is the largest path at the end of the last
+/// interval of `steps` steps, `half` half the skin width [m]. Aims at `TARGET` x half the
+/// skin at the last interval's rate, growing at most twofold per interval.
+pub fn next_interval(moved: f64, steps: u32, half: f64, prev: u32) -> u32 {
+    let cap = prev.max(1).saturating_mul(2).min(MAX_INTERVAL);
+    if steps == 0 {
+        return prev.clamp(1, MAX_INTERVAL);
+    }
+    let rate = moved / steps as f64;
+    if rate.is_nan() || rate < 0.0 {
+        // A non-finite state, which the diagnostics report.
+        return 1;
+    }
+    if rate == 0.0 {
+        return cap;
+    }
+    ((TARGET * half / rate).floor() as u32).clamp(1, cap)
+}
+
+/// Skin width [m] of a case on one GPU: `fraction` of the largest diameter, or 0 where the
+/// search must run every step (f64 parity mode, velocity Verlet).
+pub fn skin_width(sc: &StepContext, fraction: f64, double: bool) -> f64 {
+    let verlet = sc.integrator == crate::case::Integrator::VelocityVerlet;
+    if double || verlet || fraction.is_nan() || fraction <= 0.0 {
+        return 0.0;
+    }
+    fraction * 2.0 * sc.max_radius()
+}
+
+/// The host's side of the skin: when the next search runs, and what happened so far.
+#[derive(Debug, Clone)]
+pub(crate) struct Skin {
+    /// Width [m].
+    pub width: f64,
+    /// Steps between searches now.
+    pub interval: u32,
+    /// Steps since the last search (`None`: the cells are stale, e.g. after a state upload or
+    /// the energies' own search; the next step searches).
+    pub since: Option<u32>,
+    /// Searches and steps so far, and intervals whose particles moved more than half the skin
+    /// (the collide searched more cells then).
+    pub searches: u64,
+    pub steps: u64,
+    pub wide: u64,
+    /// Largest path seen at the end of an interval [m].
+    pub max_moved: f64,
+    /// A fixed interval instead of [`next_interval`]'s (tests: long intervals make the collide
+    /// search wider).
+    pub fixed: Option<u32>,
+}
+
+impl Skin {
+    pub fn new(width: f64) -> Skin {
+        Skin {
+            width,
+            interval: 1,
+            since: None,
+            searches: 0,
+            steps: 0,
+            wide: 0,
+            max_moved: 0.0,
+            fixed: None,
+        }
+    }
+
+    /// Whether the next step searches.
+    pub fn due(&self) -> bool {
+        self.since.is_none_or(|s| s >= self.interval)
+    }
+
+    /// A search ends the interval in which particles moved at most `moved` (None: the cells
+    /// were stale, not an interval).
+    pub fn searched(&mut self, moved: Option<f64>) {
+        if let (Some(m), Some(steps)) = (moved, self.since) {
+            if m > 0.5 * self.width {
+                self.wide += 1;
+            }
+            self.max_moved = self.max_moved.max(m);
+            self.interval = next_interval(m, steps, 0.5 * self.width, self.interval);
+        }
+        if let Some(k) = self.fixed {
+            self.interval = k.max(1);
+        }
+        self.since = Some(0);
+        self.searches += 1;
+    }
+
+    /// One step ran.
+    pub fn stepped(&mut self) {
+        if let Some(s) = self.since.as_mut() {
+            *s += 1;
+        }
+        self.steps += 1;
+    }
+
+    /// One line for the run's log.
+    pub fn summary(&self) -> String {
+        format!(
+            "neighbour search every {:.1} steps on average ({} searches in {} steps, skin {:.3e} m, \
+             largest move between searches {:.3e} m, {} intervals searched wider)",
+            self.steps as f64 / self.searches.max(1) as f64,
+            self.searches,
+            self.steps,
+            self.width,
+            self.max_moved,
+            self.wide
+        )
+    }
+}
+
+impl super::CudaSim {
+    /// Whether this step searches. At a search that ends an interval the largest distance moved
+    /// in it is read back (one synchronisation per search), which sets the next interval.
+    pub(crate) fn skin_search(&mut self) -> Result<bool, super::CudaError> {
+        let Some(s) = self.skin.as_ref() else {
+            return Ok(true);
+        };
+        if !s.due() {
+            return Ok(false);
+        }
+        let moved = match s.since {
+            Some(_) => Some(self.read_skin_moved()? as f64),
+            None => None,
+        };
+        if let Some(s) = self.skin.as_mut() {
+            s.searched(moved);
+        }
+        Ok(true)
+    }
+
+    /// The largest path since the last search (the collide's atomic maximum, `GridArrays::dmax`).
+    fn read_skin_moved(&self) -> Result<f32, super::CudaError> {
+        let ptr = self.state.grid.dmax;
+        let buf = &self
+            .state
+            .bufs
+            .iter()
+            .find(|b| b.1.ptr == ptr)
+            .expect("the skin's maximum is allocated with the skin")
+            .1
+            .slice;
+        let mut bytes = [0u8; 4];
+        self.stream
+            .memcpy_dtoh(&buf.slice(0..4), &mut bytes)
+            .map_err(|e| super::CudaError::driver("reading the skin's largest move", e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| super::CudaError::driver("reading the skin's largest move", e))?;
+        Ok(f32::from_bits(u32::from_ne_bytes(bytes)))
+    }
+
+    /// The cells are not the last search's any more (the state was replaced, or another search
+    /// reordered the grid): the next step searches.
+    pub(crate) fn skin_stale(&mut self) {
+        if let Some(s) = self.skin.as_mut() {
+            s.since = None;
+        }
+    }
+
+    /// How the skin's searches went so far (None without a skin).
+    pub fn skin_summary(&self) -> Option<String> {
+        self.skin.as_ref().map(Skin::summary)
+    }
+
+    /// Skin width [m] (0 without).
+    pub fn skin_width(&self) -> f64 {
+        self.skin.as_ref().map_or(0.0, |s| s.width)
+    }
+
+    /// (searches, steps, intervals searched wider) so far with a skin (None without).
+    pub fn skin_counts(&self) -> Option<(u64, u64, u64)> {
+        self.skin.as_ref().map(|s| (s.searches, s.steps, s.wide))
+    }
+
+    /// Searches every `k` steps from the next search on, whatever the particles do (tests of
+    /// the wider search; no effect without a skin).
+    #[doc(hidden)]
+    pub fn fix_skin_interval(&mut self, k: u32) {
+        if let Some(s) = self.skin.as_mut() {
+            s.fixed = Some(k.max(1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_cell_while_the_skin_covers_the_moves() {
+        // reach 1, skin 0.1: cells of 1.1.
+        assert_eq!(skin_search_cells(1.0, 0.0, 1.1), 1);
+        assert_eq!(skin_search_cells(1.0, 0.049, 1.1), 1);
+        assert_eq!(skin_search_cells(1.0, 0.06, 1.1), 2);
+        assert_eq!(skin_search_cells(1.0, 0.6, 1.1), 3);
+        assert_eq!(skin_search_cells(1.0, f32::NAN, 1.1), 1);
+        assert_eq!(skin_search_cells(1.0, f32::INFINITY, 1.1), 1_000_000);
+    }
+
+    #[test]
+    fn path_steps_round_up() {
+        let v = [3.0f32, 4.0, 0.0];
+        let d = skin_path_step(v, 1e-3);
+        assert!(d as f64 >= 5e-3 && (d as f64) < 5.01e-3);
+    }
+
+    #[test]
+    fn intervals_follow_the_rate_and_grow_at_most_twofold() {
+        // 10 steps moved 0.01 of a half skin of 0.1: rate 1e-3, target 0.08 -> 80, capped at 20.
+        assert_eq!(next_interval(0.01, 10, 0.1, 10), 20);
+        // Moved 0.09 in 10 steps: rate 9e-3 -> 8.
+        assert_eq!(next_interval(0.09, 10, 0.1, 10), 8);
+        // Moved more than the half skin: shorter.
+        assert_eq!(next_interval(0.5, 10, 0.1, 10), 1);
+        // At rest: doubles up to the cap.
+        assert_eq!(next_interval(0.0, 10, 0.1, 10), 20);
+        assert_eq!(next_interval(0.0, 10, 0.1, 900), MAX_INTERVAL);
+        assert_eq!(next_interval(f64::NAN, 10, 0.1, 10), 1);
+    }
+
+    #[test]
+    fn a_stale_search_is_not_an_interval() {
+        let mut s = Skin::new(0.2);
+        assert!(s.due());
+        s.searched(Some(1.0));
+        assert_eq!(s.interval, 1, "no interval had run");
+        s.stepped();
+        assert!(s.due());
+        s.searched(Some(0.0));
+        assert_eq!(s.interval, 2);
+        s.stepped();
+        assert!(!s.due());
+        s.stepped();
+        assert!(s.due());
+        s.searched(Some(0.5));
+        assert_eq!(s.wide, 1);
+        assert_eq!(s.interval, 1);
+    }
+}
