@@ -105,10 +105,11 @@ pub enum Kernel {
     Outflow,
     MeshFilter,
     Energies,
+    Neighbours,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 16] = [
+    pub const ALL: [Kernel; 17] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -125,6 +126,7 @@ impl Kernel {
         Kernel::Outflow,
         Kernel::MeshFilter,
         Kernel::Energies,
+        Kernel::Neighbours,
     ];
 
     /// The `extern "C"` symbol.
@@ -146,6 +148,7 @@ impl Kernel {
             Kernel::Outflow => "dem_outflow",
             Kernel::MeshFilter => "dem_mesh_filter",
             Kernel::Energies => "dem_energies",
+            Kernel::Neighbours => "dem_neighbours",
         }
     }
 }

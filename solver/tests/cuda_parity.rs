@@ -197,7 +197,8 @@ fn skin_steps_find_every_contact() {
         ("drum", drum.0, drum.1),
     ];
     for (name, sc, state) in &cases {
-        for fixed in [None, Some(40u32)] {
+        // Adaptive intervals with the Verlet list and with the cell walk; fixed long ones.
+        for (fixed, list) in [(None, true), (None, false), (Some(40u32), true)] {
             let skin = if fixed.is_some() {
                 1e-5
             } else {
@@ -208,11 +209,13 @@ fn skin_steps_find_every_contact() {
                 state,
                 &CudaOptions {
                     skin,
+                    neighbour_list: list,
                     ..Default::default()
                 },
             )
             .expect("GPU with a skin");
             assert!(a.skin_width() > 0.0, "{name}: no skin");
+            assert_eq!(a.has_neighbour_list(), list, "{name}: Verlet list");
             if let Some(k) = fixed {
                 a.fix_skin_interval(k);
             }
@@ -234,7 +237,7 @@ fn skin_steps_find_every_contact() {
                     b.count_contacts().expect("step"),
                 );
                 done = at + 1;
-                let label = format!("{name}, interval {fixed:?}, step {at}");
+                let label = format!("{name}, interval {fixed:?}, list {list}, step {at}");
                 touched |= cb > 0.0;
                 assert_eq!(ca, cb, "{label}: contacts per particle differ");
                 let (sa, sb) = (a.state().expect("state"), b.state().expect("state"));
@@ -243,7 +246,7 @@ fn skin_steps_find_every_contact() {
             }
             let (searches, steps, wide) = a.skin_counts().expect("skin counts");
             println!(
-                "{name}, interval {fixed:?}: {searches} searches in {steps} steps, {wide} wider; {}",
+                "{name}, interval {fixed:?}, list {list}: {searches} searches in {steps} steps, {wide} wider; {}",
                 a.skin_summary().unwrap_or_default()
             );
             // The falling box has none yet (the lattice falls freely): it checks that nothing

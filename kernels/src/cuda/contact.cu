@@ -537,16 +537,21 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         // loop made the kernel 2x slower), and the scan is a tight loop over one row range
         // (merging the row changes into it slowed the loose phase 1.7x).
         __shared__ unsigned cand[DEM_CANDIDATES][COLLIDE_BLOCK];
-        const unsigned ny = y1 - y0 + 1, rows = (z1 - z0 + 1) * ny;
+        // The Verlet list, while the particles moved less than it covers (m = 1): the slots the
+        // cell walk would meet that can touch, in the walk's order (one "row" of list entries).
+        const unsigned listed = (g.ncount && m == 1) ? g.ncount[k] : DEM_LIST_FULL;
+        const bool list = listed != DEM_LIST_FULL;
+        const unsigned ny = y1 - y0 + 1, rows = list ? 1u : (z1 - z0 + 1) * ny;
         unsigned r = 0;
         // Cells x0..x1 of a row are consecutive in the sorted order: one range.
-        unsigned j = g.start[cell_index(p, x0, y0, z0)];
-        unsigned e = g.start[cell_index(p, x1, y0, z0) + 1];
+        unsigned j = list ? 0u : g.start[cell_index(p, x0, y0, z0)];
+        unsigned e = list ? listed : g.start[cell_index(p, x1, y0, z0) + 1];
         do {
             unsigned nc = 0;
             for (;;) {
                 for (; j < e && nc < DEM_CANDIDATES; j++) {
-                    if (j != k && overlaps(p, in, j, pix, piy, piz, sp.radius)) cand[nc++][threadIdx.x] = j;
+                    const unsigned q = list ? g.nlist[(size_t)j * p.list_stride + k] : j;
+                    if (q != k && overlaps(p, in, q, pix, piy, piz, sp.radius)) cand[nc++][threadIdx.x] = q;
                 }
                 if (nc == DEM_CANDIDATES || ++r >= rows) break;
                 const unsigned y = y0 + r % ny, z = z0 + r / ny;
@@ -733,6 +738,40 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, 1) dem_energies(cons
                                                                             double* partial) {
     ParticleArrays none = {};
     collide_body<EnergyAccum>(p, in, none, g, nullptr, msh, partial);
+}
+
+// The Verlet list of every slot at a search (after the gather; `in` is the sorted state): the
+// slots j != k of the 3 x 3 x 3 cells around k's cell closer than r_k + r_j + (cell - reach), in
+// the collide's walk order (cells z, y, x ascending, slots ascending), at most list_cap of them
+// (more: DEM_LIST_FULL, and that slot's collide walks the cells). Two particles that touch later
+// were within r_k + r_j + 2 D at the search, so the list holds them while 2 D <= cell - reach,
+// which is when the collide uses it (skin_search_cells = 1).
+extern "C" __global__ void dem_neighbours(const DemParams p, const ParticleArrays in, const GridArrays g) {
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const double pix = in.pos[3 * k], piy = in.pos[3 * k + 1], piz = in.pos[3 * k + 2];
+    const double ri = p.species[in.species ? in.species[k] : 0u].radius;
+    const double margin = p.cell - p.reach;
+    const unsigned c = g.scell[k];
+    const unsigned sx = c % p.dims[0], sy = (c / p.dims[0]) % p.dims[1], sz = c / (p.dims[0] * p.dims[1]);
+    const unsigned x0 = sx > 0 ? sx - 1 : 0, x1 = min(sx + 1, p.dims[0] - 1);
+    const unsigned y0 = sy > 0 ? sy - 1 : 0, y1 = min(sy + 1, p.dims[1] - 1);
+    const unsigned z0 = sz > 0 ? sz - 1 : 0, z1 = min(sz + 1, p.dims[2] - 1);
+    unsigned n = 0;
+    for (unsigned z = z0; z <= z1; z++) {
+        for (unsigned y = y0; y <= y1; y++) {
+            const unsigned e = g.start[cell_index(p, x1, y, z) + 1];
+            for (unsigned j = g.start[cell_index(p, x0, y, z)]; j < e; j++) {
+                if (j == k) continue;
+                // overlaps() with the list's margin (and 1e-9 more for the rounding of the sums).
+                if (overlaps(p, in, j, pix, piy, piz, ri + margin * (1.0 + 1e-9))) {
+                    if (n < p.list_cap) g.nlist[(size_t)n * p.list_stride + k] = j;
+                    n++;
+                }
+            }
+        }
+    }
+    g.ncount[k] = n <= p.list_cap ? n : DEM_LIST_FULL;
 }
 
 // Velocity Verlet's opening half kick and drift (cpu::stages::half_kick, drift) with the forces

@@ -48,6 +48,8 @@ struct DemParams {
     double reach;                 // largest particle contact distance, 2 r_max [m]: with a skin
                                   //   the collide searches ceil((reach + 2 D) / cell) cells around
                                   //   each particle's cell of the last search (GridArrays::dmax)
+    unsigned list_cap;            // neighbour list entries per slot (GridArrays::nlist; 0: none)
+    unsigned list_stride;         // entry c of slot k at c * list_stride + k
 };
 
 // One contact history entry: a tangential spring and its partner (state::wall_partner, ...),
@@ -97,7 +99,14 @@ struct GridArrays {
     float* path;      // [n] distance slot k's particle has moved since then, rounded up [m]
     unsigned* dmax;   // [1] float bits of an upper bound of the largest path (atomicMax of
                       //   non-negative floats' bits, whose order is the floats' order)
+    // Verlet list (with a skin, when it fits; null otherwise): at each search, the slots within
+    // r_i + r_j + (cell - reach) of slot k, in the order the collide's cell walk meets them;
+    // between searches, while 2 D <= cell - reach, the collide walks the list instead of the cells.
+    unsigned* nlist;  // [list_cap * list_stride]
+    unsigned* ncount; // [n] entries of slot k, or DEM_LIST_FULL (the collide walks the cells)
 };
+
+#define DEM_LIST_FULL 0xFFFFFFFFu
 
 // Diagnostics accumulated by the collide kernel (integers only: deterministic).
 struct DemDiag {

@@ -58,6 +58,8 @@ struct Args {
     /// `--skin F`: the Verlet skin of one GPU's search as a fraction of the diameter (0: a
     /// search every step).
     skin: f64,
+    /// `--list on|off`: the skin's Verlet list.
+    list: bool,
 }
 
 /// The position, velocity and angular velocity arrays of a frame slot being written.
@@ -81,7 +83,7 @@ fn on_off(flag: &str, v: &str) -> Result<bool> {
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F] [--list on|off] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -107,6 +109,7 @@ fn parse() -> Result<Args> {
         store_forces: false,
         case: None,
         skin: cuda::DEFAULT_SKIN,
+        list: true,
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -139,6 +142,7 @@ fn parse() -> Result<Args> {
             "--case" => a.case = Some(v),
             "--batch" => a.batch = v.parse()?,
             "--skin" => a.skin = v.parse()?,
+            "--list" => a.list = on_off("--list", &v)?,
             "--store-forces" => a.store_forces = on_off("--store-forces", &v)?,
             "--devices" => {
                 a.devices = v
@@ -244,6 +248,7 @@ fn opts(a: &Args) -> CudaOptions {
         graphs: a.graphs,
         store_forces: a.store_forces,
         skin: a.skin,
+        neighbour_list: a.list,
         ..Default::default()
     }
 }
@@ -694,7 +699,7 @@ fn bench(a: &Args) -> Result<()> {
             (
                 "kernel_variant",
                 js(&format!(
-                    "{:?} history{}, candidates {}, min blocks {}, skin {}",
+                    "{:?} history{}, candidates {}, min blocks {}, Verlet list {}, skin {}",
                     a.hist_layout,
                     if sim.history_in_place() {
                         " in place"
@@ -703,6 +708,11 @@ fn bench(a: &Args) -> Result<()> {
                     },
                     a.candidates,
                     sim.module_config().collide_min_blocks(),
+                    if sim.has_neighbour_list() {
+                        "on"
+                    } else {
+                        "off"
+                    },
                     sim.skin_summary().unwrap_or_else(|| "off".into())
                 )),
             ),

@@ -121,7 +121,14 @@ impl FusedWorker for CudaBackend {
         };
         timers.add(
             Stage::Prepare,
-            ms(&["hash_count", "scan", "scatter", "cell_sort", "gather"]),
+            ms(&[
+                "hash_count",
+                "scan",
+                "scatter",
+                "cell_sort",
+                "gather",
+                "neighbours",
+            ]),
         );
         // The collide kernel integrates too (fused): its time is reported under `forces`.
         timers.add(Stage::Forces, ms(&["mesh_filter", "collide"]));
@@ -232,8 +239,21 @@ impl FusedWorker for CudaBackend {
         } else {
             ""
         };
+        // The skin changes the order of the force sums (last bits) against a search every step.
+        let skin = match self.sim.skin_width() {
+            w if w > 0.0 => format!(
+                ", Verlet skin {:.3} mm{}",
+                w * 1e3,
+                if self.sim.has_neighbour_list() {
+                    " with lists"
+                } else {
+                    ""
+                }
+            ),
+            _ => String::new(),
+        };
         Some(format!(
-            "CUDA device {}: {live} particles{room}, {:.2} GiB of GPU memory ({:.0} B/particle{history}), kernels compiled in {:.2} s",
+            "CUDA device {}: {live} particles{room}, {:.2} GiB of GPU memory ({:.0} B/particle{history}{skin}), kernels compiled in {:.2} s",
             self.sim.device_name(),
             m.total() as f64 / (1u64 << 30) as f64,
             m.bytes_per_particle(),

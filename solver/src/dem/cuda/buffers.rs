@@ -292,7 +292,11 @@ pub(crate) fn device_bytes_needed(
     let mesh_masks = if sc.meshes.is_empty() { 0 } else { 16 };
     // A skin's cell and path per slot.
     let skin = super::skin::skin_width(sc, opts.skin, cfg.double);
-    let skin_arrays = if skin > 0.0 { 8 } else { 0 };
+    let skin_arrays = match (skin > 0.0, opts.neighbour_list) {
+        (false, _) => 0,
+        (true, false) => 8,
+        (true, true) => 12 + 4 * super::skin::LIST_CAP as u64,
+    };
     let per_particle = per_state
         .saturating_mul(2)
         .saturating_add(per_history)
@@ -443,6 +447,11 @@ pub(crate) fn upload(
         st.grid.scell = alloc(stream, &mut st, "skin.cell", 4 * n)?;
         st.grid.path = alloc(stream, &mut st, "skin.path", 4 * n)?;
         st.grid.dmax = alloc(stream, &mut st, "skin.max", 4)?;
+        if opts.neighbour_list {
+            let cap = super::skin::LIST_CAP as usize;
+            st.grid.nlist = alloc(stream, &mut st, "skin.list", 4 * cap * n)?;
+            st.grid.ncount = alloc(stream, &mut st, "skin.list_count", 4 * n)?;
+        }
     }
     for (l, &t) in level_sizes.iter().enumerate() {
         let sums = alloc(stream, &mut st, &format!("scan.sums{l}"), 4 * t)?;
@@ -508,6 +517,12 @@ pub(crate) fn upload(
         pp: pp_ptr,
         pw: pw_ptr,
         reach: 2.0 * sc.max_radius(),
+        list_cap: if st.grid.nlist != 0 {
+            super::skin::LIST_CAP
+        } else {
+            0
+        },
+        list_stride: n as u32,
     };
     set_state(stream, &mut st, &params, state)?;
     Ok((st, params))

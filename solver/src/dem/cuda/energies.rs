@@ -41,7 +41,7 @@ impl CudaSim {
         } else {
             // Without the skin's arrays (the cells of now); the grid the skin's steps use is
             // overwritten, so the next step searches.
-            (l.grid.scell, l.grid.path, l.grid.dmax) = (0, 0, 0);
+            l.grid.without_skin();
             self.enqueue_search(&l, &mut Marks::off())?;
             self.skin_stale();
         }

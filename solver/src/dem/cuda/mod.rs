@@ -208,6 +208,9 @@ pub struct CudaOptions {
     /// setting under which one GPU's f32 bits equal a group's; ignored (0) in f64, with velocity
     /// Verlet, and where the caller sets 0 (groups, ranks, inflow, outflow).
     pub skin: f64,
+    /// With a skin: keep a Verlet list per particle (`skin::LIST_CAP` slots, 100 B/particle)
+    /// that the collide walks between searches instead of the cells, when the case fits with it.
+    pub neighbour_list: bool,
 }
 
 /// How the contact history of a frictional case is kept on the device (contact.cu).
@@ -281,6 +284,7 @@ impl Default for CudaOptions {
             graphs: true,
             history: HistoryMode::Auto,
             skin: skin::DEFAULT_SKIN,
+            neighbour_list: true,
         }
     }
 }
@@ -452,8 +456,25 @@ impl CudaSim {
             min_blocks: opts.min_blocks,
             hist_in_place: opts.history == HistoryMode::InPlace,
         };
-        // Before compiling (seconds) and allocating anything: does the case fit? With two
-        // history buffers if it can, else (auto) with one.
+        // Before compiling (seconds) and allocating anything: does the case fit? With the
+        // skin's Verlet list if it can (else the collide walks the cells between searches);
+        // with two history buffers if it can, else (auto) with one.
+        let mut listed;
+        let opts = if opts.neighbour_list
+            && skin::skin_width(sc, opts.skin, opts.double) > 0.0
+            && buffers::check_device_memory(&ctx, sc, capacity, cfg, opts).is_err()
+        {
+            listed = opts.clone();
+            listed.neighbour_list = false;
+            tracing::info!(
+                "no Verlet list: the case does not fit GPU {} with one (the collide walks the \
+                 cells between searches)",
+                opts.device
+            );
+            &listed
+        } else {
+            opts
+        };
         let fits = buffers::check_device_memory(&ctx, sc, capacity, cfg, opts);
         if friction && opts.history == HistoryMode::Auto && fits.is_err() {
             cfg.hist_in_place = true;

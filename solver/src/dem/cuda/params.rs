@@ -58,6 +58,9 @@ pub struct DemParams {
     pub pw: u64,
     /// Largest contact distance between two particles, 2 r_max [m] (`skin.rs`).
     pub reach: f64,
+    /// Verlet list entries per slot (0: none) and the stride of an entry index (`skin.rs`).
+    pub list_cap: u32,
+    pub list_stride: u32,
 }
 
 /// `ParticleArrays`: one copy of the sorted particle state.
@@ -92,6 +95,17 @@ pub struct GridArrays {
     pub scell: u64,
     pub path: u64,
     pub dmax: u64,
+    /// Verlet list (`skin.rs`; 0 without): `list_cap` slots per slot, slot-major, and each
+    /// slot's entry count (or `DEM_LIST_FULL`).
+    pub nlist: u64,
+    pub ncount: u64,
+}
+
+impl GridArrays {
+    /// The same grid for a search every step: no skin arrays, no Verlet list.
+    pub(crate) fn without_skin(&mut self) {
+        (self.scell, self.path, self.dmax, self.nlist, self.ncount) = (0, 0, 0, 0, 0);
+    }
 }
 
 /// `DemDiag`: integer diagnostics of the collide kernel.
@@ -138,9 +152,10 @@ pub struct MeshArrays {
 const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
 const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
 const _: () = assert!(std::mem::size_of::<MeshArrays>() == 80);
-const _: () = assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8 + 8);
+const _: () =
+    assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8 + 8 + 8);
 const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
-const _: () = assert!(std::mem::size_of::<GridArrays>() == 64);
+const _: () = assert!(std::mem::size_of::<GridArrays>() == 80);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);
 const _: () = assert!(std::mem::size_of::<crate::dem::physics::MaterialPair>() == 56);
 

@@ -274,9 +274,7 @@ impl CudaSim {
         let st = &self.state;
         let (cur, tmp, mut grid) = (st.cur, st.tmp, st.grid);
         if self.skin.is_none() {
-            grid.scell = 0;
-            grid.path = 0;
-            grid.dmax = 0;
+            grid.without_skin();
         }
         let (mut input, mut output) = if search {
             (tmp, cur)
@@ -412,6 +410,19 @@ impl CudaSim {
             )
         }
         .map_err(|e| CudaError::driver("clearing the cell counts", e))?;
+        if grid.nlist != 0 {
+            self.mark(marks, "neighbours")?;
+            let (pc, input) = (l.pc, l.input);
+            let mut b = self
+                .stream
+                .launch_builder(self.module.function(Kernel::Neighbours));
+            b.arg(&pc).arg(&input).arg(&grid);
+            // SAFETY: dem_neighbours(DemParams, ParticleArrays, GridArrays): reads the state
+            // just gathered and the grid; thread k writes its list entries
+            // nlist[c * list_stride + k] for c < list_cap (list_cap * list_stride entries
+            // allocated, list_stride = the slots) and ncount[k].
+            unsafe { b.launch(blocks(pc.n, 128)) }.map_err(launch_err(Kernel::Neighbours))?;
+        }
         self.enqueue_mesh_filter(l, marks)
     }
 
