@@ -329,9 +329,10 @@ impl CudaSim {
             .arg(&msh);
         let mut cfg = blocks(pc.n.max(pc.n_rows), kernels::COLLIDE_THREADS);
         cfg.shared_mem_bytes = self.collide_shared;
-        // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads the
-        // scratch copy (in) written by the gather, writes slot k of the state (out) and one
-        // history row from thread k only: in place the row in.row[k] (rows are a permutation of
+        // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads one
+        // copy of the state (in: the scratch copy the gather wrote, or between a skin's searches
+        // the state), writes slot k of the other (out; a distinct allocation), its skin path
+        // slot k and one atomic maximum, and one history row from thread k only: in place the row in.row[k] (rows are a permutation of
         // the slots; the row's old entries are first copied into the thread's part of the
         // dynamic shared memory, `collide_shared` bytes, set up for the kernel by CudaSim::new),
         // else row k of the other history buffer (distinct from the one read); the mesh arrays
