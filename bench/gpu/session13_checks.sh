@@ -19,18 +19,7 @@ small() {
   echo "+ $cmd"
   solver --case "bench/cases/$name.toml" --backend cuda --end-time "$t" --name-shm "$name" "$@" > "$OUT/small_$name$*.out" 2>&1
   tail -n 2 "$OUT/small_$name$*.out"
-  python3 - "$OUT/small_$name$*.out" "$cmd" "$name" >> "$OUT/small.jsonl" <<'PY'
-import json, re, sys
-text = open(sys.argv[1]).read()
-fin = re.search(r"finished after (\d+) steps in ([\d.]+) s \(([\d.]+) steps/s", text)
-n = re.search(r"INFO (\d+) particles", text)
-print(json.dumps({"case": sys.argv[3], "model": "linear-friction", "phase": "small",
-                  "particles": int(n.group(1)) if n else None,
-                  "steps": int(fin.group(1)) if fin else None,
-                  "stepping_s": float(fin.group(2)) if fin else None,
-                  "steps_per_s": float(fin.group(3)) if fin else None,
-                  "command": sys.argv[2]}))
-PY
+  python3 bench/gpu/small_record.py "$OUT/small_$name$*.out" "$cmd" "$name" >> "$OUT/small.jsonl"
 }
 if [[ $part == first ]]; then
   cd solver

@@ -290,7 +290,7 @@ pub(crate) fn device_bytes_needed(
     }
     // Mesh cases: dem_mesh_filter's two hit masks per slot (`GpuMeshes::ensure_hit_mask`).
     let mesh_masks = if sc.meshes.is_empty() { 0 } else { 16 };
-    // A skin's cell and path per slot.
+    // A skin's cell and path per slot, and its Verlet list (entries and count).
     let skin = super::skin::skin_width(sc, opts.skin, cfg.double);
     let skin_arrays = match (skin > 0.0, opts.neighbour_list) {
         (false, _) => 0,

@@ -64,9 +64,10 @@ impl CudaSim {
             shared_mem_bytes: self.collide_shared,
         };
         // SAFETY: dem_energies(DemParams, ParticleArrays in, GridArrays, MeshArrays, double*):
-        // reads the scratch copy the search just gathered or the state (p.n slots), the history at each
-        // slot's row (staged in the dynamic shared memory, as the collide does), the grid and
-        // the mesh arrays; block b writes partial[4b .. 4b + 4], which holds 4 * blocks doubles.
+        // reads the scratch copy the search just gathered, or the state (p.n slots), the
+        // history at each slot's row (staged in the dynamic shared memory, as the collide does),
+        // the grid and the mesh arrays; block b writes partial[4b .. 4b + 4], which holds
+        // 4 * blocks doubles.
         unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_energies", e))?;
         let sums = self
             .stream

@@ -459,23 +459,26 @@ impl CudaSim {
         // Before compiling (seconds) and allocating anything: does the case fit? With the
         // skin's Verlet list if it can (else the collide walks the cells between searches);
         // with two history buffers if it can, else (auto) with one.
-        let mut listed;
-        let opts = if opts.neighbour_list
+        let mut fits = buffers::check_device_memory(&ctx, sc, capacity, cfg, opts);
+        let no_list;
+        let opts = if fits.is_err()
+            && opts.neighbour_list
             && skin::skin_width(sc, opts.skin, opts.double) > 0.0
-            && buffers::check_device_memory(&ctx, sc, capacity, cfg, opts).is_err()
         {
-            listed = opts.clone();
-            listed.neighbour_list = false;
+            no_list = CudaOptions {
+                neighbour_list: false,
+                ..opts.clone()
+            };
+            fits = buffers::check_device_memory(&ctx, sc, capacity, cfg, &no_list);
             tracing::info!(
                 "no Verlet list: the case does not fit GPU {} with one (the collide walks the \
                  cells between searches)",
                 opts.device
             );
-            &listed
+            &no_list
         } else {
             opts
         };
-        let fits = buffers::check_device_memory(&ctx, sc, capacity, cfg, opts);
         if friction && opts.history == HistoryMode::Auto && fits.is_err() {
             cfg.hist_in_place = true;
             buffers::check_device_memory(&ctx, sc, capacity, cfg, opts)?;
