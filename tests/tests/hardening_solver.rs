@@ -402,6 +402,7 @@ fn every_numeric_option_gives_a_clear_error_or_runs() {
         "--checkpoint-every",
         "--progress-every",
         "--devices",
+        "--skin",
     ];
     let out = std::env::temp_dir().join(format!("pshm-fuzz-{}", std::process::id()));
     for flag in flags {
