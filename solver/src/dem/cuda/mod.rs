@@ -459,12 +459,12 @@ impl CudaSim {
         // Before compiling (seconds) and allocating anything: does the case fit? With the
         // skin's Verlet list if it can (else the collide walks the cells between searches);
         // with two history buffers if it can, else (auto) with one.
+        // The Verlet skin's width [m] (0: a search every step): the grid, the meshes' bins and
+        // the schedule below all follow it.
+        let skin_w = skin::skin_width(sc, opts.skin, opts.double);
         let mut fits = buffers::check_device_memory(&ctx, sc, capacity, cfg, opts);
         let no_list;
-        let opts = if fits.is_err()
-            && opts.neighbour_list
-            && skin::skin_width(sc, opts.skin, opts.double) > 0.0
-        {
+        let opts = if fits.is_err() && opts.neighbour_list && skin_w > 0.0 {
             no_list = CudaOptions {
                 neighbour_list: false,
                 ..opts.clone()
@@ -508,7 +508,7 @@ impl CudaSim {
             None
         } else {
             let reach = sc.species_radius.iter().copied().fold(0.0, f64::max);
-            let grid = buffers::gpu_grid_skin(sc, skin::skin_width(sc, opts.skin, opts.double));
+            let grid = buffers::gpu_grid_skin(sc, skin_w);
             let m = GpuMeshes::new(&stream, &sc.meshes, &grid, reach, state.time)?;
             state_bufs.memory.arrays.push(("meshes".into(), m.bytes));
             Some(m)
@@ -541,10 +541,7 @@ impl CudaSim {
             mid_step: false,
             graphs: graph::GraphCache::default(),
             collide_shared,
-            skin: {
-                let w = skin::skin_width(sc, opts.skin, opts.double);
-                (w > 0.0).then(|| skin::Skin::new(w))
-            },
+            skin: (skin_w > 0.0).then(|| skin::Skin::new(skin_w)),
         })
     }
 

@@ -154,8 +154,11 @@ impl CudaSim {
             scan_bufs.push(scanned);
         }
         let ranked = ids.iter().enumerate().any(|(k, &id)| id as usize != k);
-        // Removals change the slots between searches: a search every step.
-        self.skin = None;
+        // Removals change the slots between searches: with_capacity built it without a skin.
+        debug_assert!(
+            self.skin.is_none(),
+            "a run with outflow searches every step"
+        );
         self.outflow = Some(Outflows {
             regions: rbuf,
             n_regions: dev.len() as u32,

@@ -215,9 +215,8 @@ impl CudaSim {
         };
         self.params.split_axis = axis as u32;
         self.window = Some(w);
-        // Slots change every step on a GPU of several: a search every step (the group's
-        // options ask for no skin; this makes sure).
-        self.skin = None;
+        // Slots change every step on a GPU of several: with_capacity built it without a skin.
+        debug_assert!(self.skin.is_none(), "a GPU of several searches every step");
         self.set_slab(bounds, index);
         let r = records.max(256);
         self.grow_exchange(r, r, false)?;
