@@ -16,7 +16,11 @@ if [ ! -x "$BIN/solver" ]; then
 fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 CMD="solver --name-shm run1${*:+ $*}"
-suffix=$(echo "$*" | tr -cs 'A-Za-z0-9.' '_')
+# Kernel experiments (bench/gpu/session14_checks.sh) set these in the environment.
+for v in PARTICLE_SHM_NVRTC_OPTIONS PARTICLE_SHM_LIST_WALK; do
+  if [ -n "${!v:-}" ]; then CMD="$v='${!v}' $CMD"; fi
+done
+suffix=$(echo "$* ${PARTICLE_SHM_NVRTC_OPTIONS:-} ${PARTICLE_SHM_LIST_WALK:-}" | tr -cs 'A-Za-z0-9.' '_')
 LOG="$OUT/main_job${suffix%_}.out"
 t0=$(date +%s.%N)
 "$BIN/solver" --name-shm run1 --progress-every 5 "$@" > "$LOG" 2>&1
@@ -29,6 +33,23 @@ log, t0, t1, rc, cmd = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(
 text = open(log).read()
 fin = re.search(r"finished after (\d+) steps in ([\d.]+) s \(([\d.]+) steps/s", text)
 mem = re.search(r"CUDA device (.+?): (\d+) particles, ([\d.]+) GiB of GPU memory \((\d+) B/particle", text)
+# Where the seconds outside the stepping go: process start to the first log line, to the start
+# of the stepping ("... backend cuda" line), and from "finished" to the process's exit.
+import datetime
+def stamp(pattern):
+    m = re.search(r"^(\S+Z)\s+\S+\s+.*" + pattern, text, re.M)
+    if not m:
+        return None
+    return datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
+first = stamp("")
+begin = stamp(r"backend cuda")
+done = stamp(r"finished after")
+phases = {
+    "to_first_log_s": round(first - t0, 3) if first else None,
+    "to_stepping_s": round(begin - t0, 3) if begin else None,
+    "after_finish_s": round(t1 - done, 3) if done else None,
+}
+kern = re.search(r"(kernels (?:compiled|from the cache) in [\d.]+ s)", text)
 gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
 print(json.dumps({
     "device": gpu,
@@ -40,6 +61,8 @@ print(json.dumps({
     "stepping_s": float(fin.group(2)) if fin else None,
     "steps_per_s": round(int(fin.group(1)) / (t1 - t0), 1) if fin else None,
     "bytes_per_particle": int(mem.group(4)) if mem else None,
+    **phases,
+    "kernels": kern.group(1) if kern else None,
     "exit_code": rc,
     "command": cmd,
 }))

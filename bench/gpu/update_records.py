@@ -5,7 +5,8 @@
 
 A record replaces the one with the same (model, particles, phase, publication) key. Records of
 kernel variants other than the default (a command with --hist-layout row, --min-blocks, or
---candidates other than the default 16, --graphs off, --history, --skin, --list) go to bench/results/dem_gpu_variants.json instead, so
+--candidates other than the default 16, --graphs off, --history, --skin, --list, --list-walk,
+or a PARTICLE_SHM_* variable set before the command) go to bench/results/dem_gpu_variants.json instead, so
 that dem_gpu.json holds what a user of the default build gets."""
 import json, os, re, sys
 
@@ -19,6 +20,7 @@ def is_variant(cmd):
     m = re.search(r"--candidates (\d+)", cmd)
     return ("--hist-layout row" in cmd or "--min-blocks" in cmd or "--graphs off" in cmd
             or "--history " in cmd or "--skin " in cmd or "--list " in cmd
+            or "--list-walk " in cmd or cmd.startswith("PARTICLE_SHM_")
             or (m is not None and m.group(1) != DEFAULT_CANDIDATES))
 
 

@@ -189,7 +189,25 @@ pub struct ModuleConfig {
     /// With friction: one contact-history buffer updated in place (half the history memory,
     /// slower) instead of two (`DEM_HIST_IN_PLACE`, contact.cu).
     pub hist_in_place: bool,
+    /// How the collide walks a Verlet list: [`LIST_BUFFERED`], [`LIST_DIRECT`] or
+    /// [`LIST_BY_WARP`] (the default; the same contacts in the same order whichever).
+    pub list_walk: u32,
 }
+
+/// `-DDEM_MODULE_PART=` of the DEM module holding every kernel but `dem_energies` (contact.cu;
+/// the host compiles the two parts side by side; without the define a module holds both).
+pub const DEM_PART_STEP: u32 = 1;
+/// `-DDEM_MODULE_PART=` of the DEM module holding `dem_energies` (and the small kernels, but
+/// not `dem_collide`).
+pub const DEM_PART_ENERGIES: u32 = 2;
+
+/// The collide buffers a Verlet list's contacts before it evaluates them (as the cell walk does).
+pub const LIST_BUFFERED: u32 = 0;
+/// The collide evaluates a Verlet list's contacts as it meets them.
+pub const LIST_DIRECT: u32 = 1;
+/// Unbuffered where a warp's particles had about as many contacts as list entries last step
+/// (a dense bed), buffered elsewhere: measured best in both (issue 13, session 14).
+pub const LIST_BY_WARP: u32 = 2;
 
 impl ModuleConfig {
     /// Blocks of [`COLLIDE_THREADS`] the collide kernel is compiled to fit per SM
@@ -233,6 +251,7 @@ impl ModuleConfig {
         if self.friction && self.hist_in_place {
             d.push("-DDEM_HIST_IN_PLACE=1".into());
         }
+        d.push(format!("-DDEM_LIST_WALK={}", self.list_walk));
         d
     }
 }
@@ -393,8 +412,10 @@ mod tests {
             candidates: 24,
             min_blocks: 0,
             hist_in_place: false,
+            list_walk: LIST_BY_WARP,
         };
         let d = cfg.defines();
+        assert!(d.contains(&"-DDEM_LIST_WALK=2".to_string()));
         assert!(!d.iter().any(|x| x.starts_with("-DDEM_HIST_IN_PLACE")));
         let in_place = ModuleConfig {
             hist_in_place: true,

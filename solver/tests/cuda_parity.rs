@@ -170,6 +170,25 @@ fn cuda_runs_are_deterministic() {
         g.state().expect("state")
     };
     assert_eq!(run(), run());
+    // With the skin's schedule at work (the interval set from each search's largest move), in
+    // batches of several sizes as the solver runs them: the same searches and bits, twice.
+    let dense = dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
+    let drum = drum_parity_case(Integrator::SymplecticEuler);
+    for (name, sc, state) in [("dense pack", dense.0, dense.1), ("drum", drum.0, drum.1)] {
+        let run = || {
+            let mut g = CudaSim::new(&sc, &state, &CudaOptions::default()).expect("GPU");
+            for batch in [1u64, 7, 64, 300, 5, 423] {
+                g.steps(batch).expect("steps");
+            }
+            (g.state().expect("state"), g.skin_counts().expect("a skin"))
+        };
+        let (a, b) = (run(), run());
+        assert!(a.1 .0 > 3, "{name}: the skin searched {} times", a.1 .0);
+        assert_eq!(a.1, b.1, "{name}: searches, steps, wider intervals");
+        assert_eq!(a.0.pos, b.0.pos, "{name}: positions");
+        assert_eq!(a.0.vel, b.0.vel, "{name}: velocities");
+        assert!(a.0.history == b.0.history, "{name}: history");
+    }
 }
 
 /// With a Verlet skin the search runs every few steps and the collide walks the cells of the last
@@ -706,5 +725,118 @@ fn device_energies_equal_the_cpu_reference_and_change_nothing() {
                 w = label.len() + 2
             );
         }
+    }
+}
+
+/// Issue 13 (a run's first seconds): the DEM module comes from NVRTC the first time and from
+/// the disk cache the second, the same kernels; a damaged cache file is compiled again and
+/// replaced, never an error.
+#[test]
+fn kernels_come_from_the_disk_cache_the_second_time() {
+    if !gpu_present() {
+        return;
+    }
+    let ctx = cudarc::driver::CudaContext::new(0).expect("GPU 0");
+    let dir = std::env::temp_dir().join(format!("pshm-kernel-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let src = kernels::dem_module_source();
+    let cfg = kernels::ModuleConfig {
+        model: 0,
+        friction: true,
+        rotation: true,
+        double: false,
+        meshes: false,
+        candidates: 16,
+        min_blocks: 0,
+        hist_in_place: false,
+        list_walk: kernels::LIST_BY_WARP,
+    };
+    let compile = || {
+        let (m, t) = cuda::driver::compile_module_in(
+            &ctx,
+            &src,
+            cfg.defines(),
+            false,
+            "DEM",
+            Some(dir.as_path()),
+        )
+        .expect("module");
+        m.load_function("dem_collide").expect("the collide kernel");
+        t
+    };
+    let first = compile();
+    assert!(!first.cached && first.compile_s > 0.0, "{first:?}");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "one file per module");
+    let second = compile();
+    assert!(second.cached && second.compile_s == 0.0, "{second:?}");
+    println!("first: {}; second: {}", first.describe(), second.describe());
+    // A damaged file: compiled again and replaced.
+    let path = files[0].path();
+    let whole = std::fs::read(&path).unwrap();
+    let mut bad = whole.clone();
+    let last = bad.len() - 100;
+    bad[last..].iter_mut().for_each(|b| *b = 0xff);
+    std::fs::write(&path, &bad).unwrap();
+    let third = compile();
+    assert!(!third.cached, "a damaged CUBIN is not loaded: {third:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), whole, "the file is replaced");
+    assert!(compile().cached);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The collide's three ways of walking a Verlet list (buffered, unbuffered, chosen per warp)
+/// meet the same contacts in the same order: the same bits, in f32, over a dense frictional
+/// pack (where the warp vote goes unbuffered), a falling box (lists without contacts:
+/// buffered) and the rotating drum (both, by warp).
+#[test]
+fn list_walks_give_the_same_bits() {
+    if !gpu_present() {
+        return;
+    }
+    let (case, state) = falling_box_state(4000);
+    let dense = dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
+    let drum = drum_parity_case(Integrator::SymplecticEuler);
+    let cases = [
+        (
+            "falling box",
+            cuda::step_context(&case).expect("case"),
+            state,
+            1500u64,
+        ),
+        ("dense pack with friction", dense.0, dense.1, 400),
+        ("drum", drum.0, drum.1, 600),
+    ];
+    for (name, sc, state, steps) in &cases {
+        let run = |walk: u32| {
+            let mut g = CudaSim::new(
+                sc,
+                state,
+                &CudaOptions {
+                    list_walk: walk,
+                    store_forces: true,
+                    ..Default::default()
+                },
+            )
+            .expect("GPU");
+            assert!(g.has_neighbour_list(), "{name}: a Verlet list");
+            g.steps(*steps).expect("steps");
+            g.state().expect("state")
+        };
+        let want = run(kernels::LIST_BUFFERED);
+        // The falling box has none yet (its lists hold near neighbours that do not touch).
+        assert!(
+            *name == "falling box" || want.contacts.iter().any(|&c| c > 0),
+            "{name}: no contacts to compare"
+        );
+        for walk in [kernels::LIST_DIRECT, kernels::LIST_BY_WARP] {
+            let got = run(walk);
+            assert_eq!(got.pos, want.pos, "{name}, walk {walk}: positions");
+            assert_eq!(got.vel, want.vel, "{name}, walk {walk}: velocities");
+            assert_eq!(got.omega, want.omega, "{name}, walk {walk}: spins");
+            assert_eq!(got.force, want.force, "{name}, walk {walk}: forces");
+            assert!(got.history == want.history, "{name}, walk {walk}: history");
+        }
+        println!("{name}: {steps} steps, the three list walks give the same bits");
     }
 }

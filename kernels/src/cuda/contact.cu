@@ -63,6 +63,16 @@
 #ifndef DEM_HIST_IN_PLACE
 #define DEM_HIST_IN_PLACE 0
 #endif
+// How the collide walks a Verlet list (kernels::LIST_*): 0 buffered, 1 unbuffered, 2 chosen
+// per warp (see dem_collide).
+#ifndef DEM_LIST_WALK
+#define DEM_LIST_WALK 2
+#endif
+// DEM_LIST_WALK 2: unbuffered where each of the warp's particles had at least this share [%] of
+// its list's length in contacts last step.
+#ifndef DEM_LIST_VOTE_PCT
+#define DEM_LIST_VOTE_PCT 75u
+#endif
 
 // Lever arm from the centre to the contact point: the radius (cpu::contacts `lever`).
 __device__ __forceinline__ real contact_arm(real r, real /*delta*/) { return r; }
@@ -543,10 +553,36 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         const bool list = listed != DEM_LIST_FULL;
         const unsigned ny = y1 - y0 + 1, rows = list ? 1u : (z1 - z0 + 1) * ny;
         unsigned r = 0;
+#if DEM_LIST_WALK != 0
+        // The list walked unbuffered: each entry's contact evaluated as it is met. Where nearly
+        // every entry is a contact (a dense bed) the buffer only costs its stores and a second
+        // read of each partner; where few are, it keeps the warp's idle threads out of the
+        // contact code. DEM_LIST_WALK 1: always; 2: where each of the warp's particles had at
+        // least DEM_LIST_VOTE_PCT % of its list's length in contacts last step (its history
+        // count), by a vote of the warp. The same contacts in the same order either way: the
+        // same bits.
+        if (list) {
+#if DEM_LIST_WALK == 2 && DEM_FRICTION
+            const bool direct = __all_sync(__activemask(), 100u * acc.old_count >= DEM_LIST_VOTE_PCT * listed);
+#elif DEM_LIST_WALK == 2
+            const bool direct = false;
+#else
+            const bool direct = true;
+#endif
+            if (direct) {
+                for (unsigned c = 0; c < listed; c++) {
+                    const unsigned q = g.nlist[(size_t)c * p.list_stride + k];
+                    if (overlaps(p, in, q, pix, piy, piz, sp.radius))
+                        particle_contact(p, in, out, row_i, k, id_i, si, sp, pix, piy, piz, vi, wi, q, acc);
+                }
+                r = rows;
+            }
+        }
+#endif
         // Cells x0..x1 of a row are consecutive in the sorted order: one range.
         unsigned j = list ? 0u : g.start[cell_index(p, x0, y0, z0)];
         unsigned e = list ? listed : g.start[cell_index(p, x1, y0, z0) + 1];
-        do {
+        if (r < rows) do {
             unsigned nc = 0;
             for (;;) {
                 for (; j < e && nc < DEM_CANDIDATES; j++) {
@@ -723,12 +759,21 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
     }
 }
 
+// DEM_MODULE_PART (kernels::DEM_PART_*): 1 compiles dem_collide without dem_energies, 2
+// dem_energies without dem_collide (two modules compiled side by side); unset, both.
+#ifndef DEM_MODULE_PART
+#define DEM_MODULE_PART 0
+#endif
+
+#if DEM_MODULE_PART != 2
 extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide(const DemParams p, const ParticleArrays in,
                                                               ParticleArrays out, const GridArrays g, DemDiag* diag,
                                                               const MeshArrays msh) {
     collide_body<Accum>(p, in, out, g, diag, msh, nullptr);
 }
+#endif
 
+#if DEM_MODULE_PART != 1
 // Energies of the state at its current positions (stages::compute_energies), on the sorted
 // scratch copy `in` that a neighbour search has just gathered (the state itself is not
 // touched): per block of COLLIDE_BLOCK slots, partial[4 b ..] = kinetic (translation), kinetic
@@ -739,6 +784,7 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, 1) dem_energies(cons
     ParticleArrays none = {};
     collide_body<EnergyAccum>(p, in, none, g, nullptr, msh, partial);
 }
+#endif
 
 // The Verlet list of every slot at a search (after the gather; `in` is the sorted state): the
 // slots j != k of the 3 x 3 x 3 cells around k's cell closer than r_k + r_j + (cell - reach), in

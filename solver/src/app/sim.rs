@@ -56,6 +56,7 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
             let opts = CudaOptions {
                 device: devices[0],
                 skin: cli.skin,
+                list_walk: list_walk_from_env(),
                 ..CudaOptions::default()
             };
             if devices.len() > 1 {
@@ -64,6 +65,16 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
                 BackendKind::Cuda(opts)
             }
         }
+    }
+}
+
+/// `PARTICLE_SHM_LIST_WALK=buffered|direct|warp`: how the collide walks the Verlet list, for
+/// measurements of the main job (the same bits whichever; `kernels::LIST_BY_WARP` unset).
+fn list_walk_from_env() -> u32 {
+    match std::env::var("PARTICLE_SHM_LIST_WALK").as_deref() {
+        Ok("buffered") => kernels::LIST_BUFFERED,
+        Ok("direct") => kernels::LIST_DIRECT,
+        _ => kernels::LIST_BY_WARP,
     }
 }
 

@@ -52,14 +52,16 @@ struct Args {
     /// `case --batch N`: steps per call, each call followed by the diagnostics check (a
     /// synchronisation), as the solver's run loop does per batch; 0: 1,000 a call, unchecked.
     batch: u64,
-    /// `--store-forces on`: forces and contact counts stored every step, as the solver's
-    /// backend does (for frames and snapshots).
+    /// `--store-forces on`: forces and contact counts stored (on the last step of each call
+    /// of `steps`), as the solver's backend does (for frames and snapshots).
     store_forces: bool,
-    /// `--skin F`: the Verlet skin of one GPU's search as a fraction of the diameter (0: a
+    /// `--skin F|auto`: the Verlet skin of one GPU's search as a fraction of the diameter (0: a
     /// search every step).
     skin: f64,
     /// `--list on|off`: the skin's Verlet list.
     list: bool,
+    /// `--list-walk buffered|direct|warp`: how the collide walks the Verlet list.
+    list_walk: u32,
 }
 
 /// The position, velocity and angular velocity arrays of a frame slot being written.
@@ -83,7 +85,7 @@ fn on_off(flag: &str, v: &str) -> Result<bool> {
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F] [--list on|off] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -108,8 +110,9 @@ fn parse() -> Result<Args> {
         batch: 0,
         store_forces: false,
         case: None,
-        skin: cuda::DEFAULT_SKIN,
+        skin: cuda::SKIN_AUTO,
         list: true,
+        list_walk: kernels::LIST_BY_WARP,
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -141,8 +144,17 @@ fn parse() -> Result<Args> {
             "--graphs" => a.graphs = on_off("--graphs", &v)?,
             "--case" => a.case = Some(v),
             "--batch" => a.batch = v.parse()?,
+            "--skin" if v == "auto" => a.skin = cuda::SKIN_AUTO,
             "--skin" => a.skin = v.parse()?,
             "--list" => a.list = on_off("--list", &v)?,
+            "--list-walk" => {
+                a.list_walk = match v.as_str() {
+                    "buffered" => kernels::LIST_BUFFERED,
+                    "direct" => kernels::LIST_DIRECT,
+                    "warp" => kernels::LIST_BY_WARP,
+                    _ => bail!("--list-walk: buffered, direct or warp, not {v:?}"),
+                }
+            }
             "--store-forces" => a.store_forces = on_off("--store-forces", &v)?,
             "--devices" => {
                 a.devices = v
@@ -184,10 +196,17 @@ fn parse() -> Result<Args> {
 }
 
 fn command_line() -> String {
-    std::env::args()
+    let args = std::env::args()
         .map(|a| a.rsplit('/').next().unwrap_or(&a).to_string())
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    // Kernel experiments set NVRTC options through the environment: part of the command.
+    match std::env::var("PARTICLE_SHM_NVRTC_OPTIONS") {
+        Ok(o) if !o.trim().is_empty() => {
+            format!("PARTICLE_SHM_NVRTC_OPTIONS='{}' {args}", o.trim())
+        }
+        _ => args,
+    }
 }
 
 /// Appends one JSON record (already serialised fields) to --out.
@@ -249,6 +268,7 @@ fn opts(a: &Args) -> CudaOptions {
         store_forces: a.store_forces,
         skin: a.skin,
         neighbour_list: a.list,
+        list_walk: a.list_walk,
         ..Default::default()
     }
 }
@@ -312,6 +332,66 @@ fn timed_steps(sim: &mut CudaSim, steps: u64) -> Result<f64> {
     Ok(t0.elapsed().as_secs_f64())
 }
 
+/// NVRTC's time for the DEM module of `--model` (no disk cache; a define unique to each compile
+/// keeps NVIDIA's own caches out): the whole module, each of the two parts the solver compiles
+/// side by side, and the two parts on two threads, as the solver does.
+fn compile_times(a: &Args) -> Result<()> {
+    let model = bench_model(&a.model)?;
+    let friction = model != BenchModel::Linear;
+    let cfg = kernels::ModuleConfig {
+        model: u32::from(model == BenchModel::Hertz),
+        friction,
+        rotation: friction,
+        double: false,
+        meshes: false,
+        candidates: cuda::DEFAULT_CANDIDATES,
+        min_blocks: 0,
+        hist_in_place: false,
+        list_walk: kernels::LIST_BY_WARP,
+    };
+    let ctx = cudarc::driver::CudaContext::new(a.device)?;
+    let src = kernels::dem_module_source();
+    let probe = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let compile = |tag: &str, part: Option<u32>| -> Result<f64> {
+        let mut d = cfg.defines();
+        d.push(format!("-DDEM_COMPILE_PROBE={probe}{tag}"));
+        if let Some(p) = part {
+            d.push(format!("-DDEM_MODULE_PART={p}"));
+        }
+        let (_, t) = cuda::driver::compile_module_in(&ctx, &src, d, false, "DEM", None)?;
+        Ok(t.compile_s)
+    };
+    let whole = compile("0", None)?;
+    let step = compile("1", Some(kernels::DEM_PART_STEP))?;
+    let energies = compile("2", Some(kernels::DEM_PART_ENERGIES))?;
+    let t0 = Instant::now();
+    let (x, y) = std::thread::scope(|sc| {
+        let e = sc.spawn(|| compile("4", Some(kernels::DEM_PART_ENERGIES)));
+        (compile("3", Some(kernels::DEM_PART_STEP)), e.join())
+    });
+    x?;
+    y.map_err(|_| anyhow::anyhow!("compile thread panicked"))??;
+    let both = t0.elapsed().as_secs_f64();
+    println!(
+        "NVRTC, {}: whole module {whole:.2} s; step part {step:.2} s, energies part {energies:.2} s; both parts on two threads {both:.2} s",
+        a.model
+    );
+    record(
+        a,
+        &[
+            ("model", js(&a.model)),
+            ("phase", js("compile")),
+            ("whole_s", num(whole)),
+            ("step_part_s", num(step)),
+            ("energies_part_s", num(energies)),
+            ("parts_in_parallel_s", num(both)),
+        ],
+    )
+}
+
 fn smoke(a: &Args) -> Result<()> {
     let case = falling(a.particles.min(10_000), "linear-friction")?;
     let (mut sim, _, _) = start(
@@ -322,10 +402,10 @@ fn smoke(a: &Args) -> Result<()> {
         },
     )?;
     println!(
-        "device: {}; module {:?} compiled in {:.2} s",
+        "device: {}; module {:?}: {}",
         sim.device_name(),
         sim.module_config(),
-        sim.compile_seconds()
+        sim.module_timing().describe()
     );
     print!("{}", sim.memory().breakdown());
     sim.steps(100)?;
@@ -699,7 +779,7 @@ fn bench(a: &Args) -> Result<()> {
             (
                 "kernel_variant",
                 js(&format!(
-                    "{:?} history{}, candidates {}, min blocks {}, Verlet list {}, skin {}",
+                    "{:?} history{}, candidates {}, min blocks {}, Verlet list {} (walk {}), skin {}",
                     a.hist_layout,
                     if sim.history_in_place() {
                         " in place"
@@ -713,6 +793,9 @@ fn bench(a: &Args) -> Result<()> {
                     } else {
                         "off"
                     },
+                    ["buffered", "direct", "warp"]
+                        .get(a.list_walk as usize)
+                        .unwrap_or(&"?"),
                     sim.skin_summary().unwrap_or_else(|| "off".into())
                 )),
             ),
@@ -809,6 +892,24 @@ fn case_run(a: &Args) -> Result<()> {
         if a.graphs { "on" } else { "off" },
         a.batch,
         a.store_forces
+    );
+    if let Some(s) = sim.skin_summary() {
+        println!("  {s}");
+    }
+    // Each step timed with events and waited for, launched kernel by kernel: the device's time
+    // per step plus the gaps where it waited for the host's next launch (an upper bound of
+    // the device time; the gaps are what a graph removes).
+    sim.set_profiling(true);
+    sim.reset_stage_times();
+    sim.steps(500)?;
+    sim.set_profiling(false);
+    let times = sim.stage_times().clone();
+    let gpu_ms: f64 = times.kernels.iter().map(|k| k.1).sum::<f64>() / times.steps.max(1) as f64;
+    println!(
+        "  timed steps (kernel by kernel): {:.1} us each, against {:.1} us per step above ({})",
+        gpu_ms * 1e3,
+        1e6 / sps,
+        times.summary()
     );
     record(
         a,
@@ -1256,6 +1357,7 @@ fn main() -> std::process::ExitCode {
         }
         match a.cmd.as_str() {
             "smoke" => smoke(&a),
+            "compile" => compile_times(&a),
             "parity" => parity(&a),
             "determinism" => determinism(&a),
             "restitution" => restitution(&a),

@@ -186,6 +186,11 @@ impl Simulation {
         let (bytes, purpose) = host_bytes_per_particle(kind);
         case.check_host_memory(bytes, purpose)?;
         let meshes = case.load_meshes()?;
+        if let BackendKind::Cuda(opts) = kind {
+            // NVRTC (seconds on a machine's first run) works while the particles are placed.
+            let sc = StepContext::from_case(&case, Vec::new());
+            crate::dem::cuda::prefetch_kernels(&sc, !meshes.is_empty(), opts, &[opts.device]);
+        }
         let particles = case.generate_particles()?;
         case.check_initial_overlaps(&particles)?;
         let warnings: Vec<CaseWarning> = case

@@ -253,11 +253,11 @@ impl FusedWorker for CudaBackend {
             _ => String::new(),
         };
         Some(format!(
-            "CUDA device {}: {live} particles{room}, {:.2} GiB of GPU memory ({:.0} B/particle{history}{skin}), kernels compiled in {:.2} s",
+            "CUDA device {}: {live} particles{room}, {:.2} GiB of GPU memory ({:.0} B/particle{history}{skin}), {}",
             self.sim.device_name(),
             m.total() as f64 / (1u64 << 30) as f64,
             m.bytes_per_particle(),
-            self.sim.compile_seconds()
+            self.sim.module_timing().describe()
         ))
     }
 

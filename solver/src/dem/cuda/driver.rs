@@ -6,10 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::CompileOptions;
 use kernels::{Kernel, ModuleConfig};
 
-use super::CudaError;
+use super::{kernel_cache, CudaError};
 
 /// GPUs the driver reports (call [`driver_available`] first).
 pub fn device_count() -> Result<usize, CudaError> {
@@ -73,10 +72,10 @@ pub(crate) unsafe fn open_device(device: usize) -> Result<OpenDevice, CudaError>
 
 /// The compiled DEM module of one device and configuration, with its kernels looked up.
 pub struct DemModule {
-    _module: Arc<CudaModule>,
+    _modules: [Arc<CudaModule>; 2],
     functions: HashMap<Kernel, CudaFunction>,
-    /// NVRTC compile time [s] (0 when taken from the cache).
-    pub compile_s: f64,
+    /// How the module was compiled or loaded.
+    pub timing: ModuleTiming,
 }
 
 impl DemModule {
@@ -85,82 +84,232 @@ impl DemModule {
     }
 }
 
+/// How a module came to be: compiled now, or loaded from the disk cache
+/// (`kernel_cache.rs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModuleTiming {
+    /// NVRTC compile time [s] (0 when loaded from the cache).
+    pub compile_s: f64,
+    /// Loading the machine code into the context [s].
+    pub load_s: f64,
+    /// Whether the machine code came from the disk cache.
+    pub cached: bool,
+}
+
+impl ModuleTiming {
+    /// "kernels compiled in 1.21 s" or "kernels from the cache in 0.02 s", for start logs.
+    pub fn describe(&self) -> String {
+        if self.cached {
+            format!("kernels from the cache in {:.2} s", self.load_s)
+        } else {
+            format!("kernels compiled in {:.2} s", self.compile_s + self.load_s)
+        }
+    }
+}
+
+/// NVRTC's option to optimise functions in parallel on every core.
+const SPLIT_COMPILE: &str = "--split-compile=0";
+
+/// The driver's CUDA version (e.g. 13000), part of the kernel cache's key.
+fn driver_version() -> i32 {
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: cuDriverGetVersion writes one int; the driver library is loaded (the caller
+    // holds a context).
+    let r = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+    if r == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+        v
+    } else {
+        0
+    }
+}
+
 /// Compiles `source` with NVRTC for `ctx`'s device with the `-D` options `defines` and loads
 /// it; `double` is the parity mode (no fused multiply-add, so that every product is rounded as
-/// the CPU rounds it). Returns the module and the compile time [s]; `what` names it in errors.
+/// the CPU rounds it). NVRTC builds the device's machine code (a CUBIN), which is loaded as is
+/// and kept in the disk cache, from which a later run with the same key loads it without
+/// NVRTC (`kernel_cache.rs`). `what` names the module in errors.
 pub(crate) fn compile_module(
     ctx: &Arc<CudaContext>,
     source: &str,
     defines: Vec<String>,
     double: bool,
     what: &str,
-) -> Result<(Arc<CudaModule>, f64), CudaError> {
+) -> Result<(Arc<CudaModule>, ModuleTiming), CudaError> {
+    let dir = kernel_cache::cache_dir();
+    compile_module_in(ctx, source, defines, double, what, dir.as_deref())
+}
+
+/// [`compile_module`] with the disk cache in `dir` (None: no disk cache).
+pub fn compile_module_in(
+    ctx: &Arc<CudaContext>,
+    source: &str,
+    defines: Vec<String>,
+    double: bool,
+    what: &str,
+    dir: Option<&std::path::Path>,
+) -> Result<(Arc<CudaModule>, ModuleTiming), CudaError> {
     let (major, minor) = ctx
         .compute_capability()
         .map_err(|e| CudaError::driver("reading the compute capability", e))?;
-    let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
-    let t0 = std::time::Instant::now();
-    let fmad = if double { Some(false) } else { None };
-    let mut defines = defines;
+    let arch = format!("sm_{major}{minor}");
+    let mut options = Vec::new();
+    if double {
+        options.push("--fmad=false".to_string());
+    }
+    options.push(format!("--gpu-architecture={arch}"));
+    options.extend(defines);
     // contact.cu uses `if constexpr` (NVRTC's default since CUDA 11; stated, not assumed).
-    defines.push("-std=c++17".to_string());
+    options.push("-std=c++17".to_string());
+    // NVRTC optimises the kernels on all cores (CUDA 12.1 and later; dropped below for one that
+    // does not know the option): a machine's first main job compiled in 1.2 s instead of 1.7
+    // (H100, session 14). Only the compile's speed changes.
+    options.push(SPLIT_COMPILE.to_string());
     // Extra NVRTC options for experiments and profiling (`-DSPH_LOCAL=0`, `-lineinfo`), so that
     // variants compare on one build; the parity tests never set it.
     if let Ok(extra) = std::env::var("PARTICLE_SHM_NVRTC_OPTIONS") {
-        defines.extend(extra.split_whitespace().map(str::to_string));
+        options.extend(extra.split_whitespace().map(str::to_string));
     }
-    let opts = CompileOptions {
-        arch: Some(arch),
-        options: defines,
-        fmad,
-        ..Default::default()
+    let key = kernel_cache::cache_key(&arch, driver_version(), &options, source);
+    if let Some(cubin) = dir.and_then(|d| kernel_cache::load(d, &key)) {
+        let t0 = std::time::Instant::now();
+        match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin)) {
+            Ok(module) => {
+                let timing = ModuleTiming {
+                    compile_s: 0.0,
+                    load_s: t0.elapsed().as_secs_f64(),
+                    cached: true,
+                };
+                return Ok((module, timing));
+            }
+            // A cached file the driver refuses is compiled again and replaced.
+            Err(e) => tracing::debug!("{what} kernels in the cache not loadable ({e}): compiling"),
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let cubin = match kernel_cache::compile_cubin(source, &options, what) {
+        // An NVRTC older than 12.1 refuses the option: compiled without it.
+        Err(CudaError::Compile(m)) if m.contains("INVALID_OPTION") => {
+            options.retain(|o| o != SPLIT_COMPILE);
+            kernel_cache::compile_cubin(source, &options, what)?
+        }
+        other => other?,
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts)
-        .map_err(|e| CudaError::Compile(format!("{what}: {e:?}")))?;
     let compile_s = t0.elapsed().as_secs_f64();
+    let t1 = std::time::Instant::now();
     let module = ctx
-        .load_module(ptx)
+        .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.clone()))
         .map_err(|e| CudaError::driver(&format!("loading the {what} module"), e))?;
-    Ok((module, compile_s))
+    let load_s = t1.elapsed().as_secs_f64();
+    if let Some(d) = dir {
+        if let Err(e) = kernel_cache::store(d, &key, &cubin) {
+            tracing::debug!("{what} kernels not kept in the cache {}: {e}", d.display());
+        }
+    }
+    Ok((
+        module,
+        ModuleTiming {
+            compile_s,
+            load_s,
+            cached: false,
+        },
+    ))
 }
 
 type ModuleKey = (usize, ModuleConfig);
 
-fn cache() -> &'static Mutex<HashMap<ModuleKey, Arc<DemModule>>> {
-    static CACHE: OnceLock<Mutex<HashMap<ModuleKey, Arc<DemModule>>>> = OnceLock::new();
+/// A module of the process-wide cache: empty until compiled; its lock is held while it
+/// compiles, so a second caller (the start of a run, while a prefetch compiles) waits for it
+/// instead of compiling it again.
+type ModuleSlot = Arc<Mutex<Option<Arc<DemModule>>>>;
+
+fn cache() -> &'static Mutex<HashMap<ModuleKey, ModuleSlot>> {
+    static CACHE: OnceLock<Mutex<HashMap<ModuleKey, ModuleSlot>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 /// Compiles (once per process) and loads the DEM module for `ctx`'s device.
 pub fn load_module(ctx: &Arc<CudaContext>, cfg: ModuleConfig) -> Result<Arc<DemModule>, CudaError> {
     let key = (ctx.ordinal(), cfg);
-    if let Some(m) = cache().lock().map_err(|_| CudaError::Poisoned)?.get(&key) {
+    let slot = cache()
+        .lock()
+        .map_err(|_| CudaError::Poisoned)?
+        .entry(key)
+        .or_default()
+        .clone();
+    let mut ready = slot.lock().map_err(|_| CudaError::Poisoned)?;
+    if let Some(m) = ready.as_ref() {
         return Ok(m.clone());
     }
-    let (module, compile_s) = compile_module(
-        ctx,
-        &kernels::dem_module_source(),
-        cfg.defines(),
-        cfg.double,
-        "DEM",
-    )?;
+    // Two modules compiled side by side (NVRTC is thread-safe): the collide and everything
+    // else, and the energies, which are the collide's body a second time. A machine's first
+    // run waits for the longer of the two instead of their sum.
+    let source = kernels::dem_module_source();
+    let compile_part = |part: u32| {
+        let mut defines = cfg.defines();
+        defines.push(format!("-DDEM_MODULE_PART={part}"));
+        compile_module(ctx, &source, defines, cfg.double, "DEM")
+    };
+    let (step_part, energies_part) = std::thread::scope(|s| {
+        let energies = s.spawn(|| compile_part(kernels::DEM_PART_ENERGIES));
+        let step = compile_part(kernels::DEM_PART_STEP);
+        let energies = energies.join().unwrap_or_else(|_| {
+            Err(CudaError::Compile(
+                "DEM: the compile thread panicked".into(),
+            ))
+        });
+        (step, energies)
+    });
+    let (module, t1) = step_part?;
+    let (energies_module, t2) = energies_part?;
     let mut functions = HashMap::new();
     for k in Kernel::ALL {
-        let f = module
+        let m = if k == Kernel::Energies {
+            &energies_module
+        } else {
+            &module
+        };
+        let f = m
             .load_function(k.symbol())
             .map_err(|e| CudaError::driver(k.symbol(), e))?;
         functions.insert(k, f);
     }
+    let timing = ModuleTiming {
+        compile_s: t1.compile_s.max(t2.compile_s),
+        load_s: t1.load_s + t2.load_s,
+        cached: t1.cached && t2.cached,
+    };
     let m = Arc::new(DemModule {
-        _module: module,
+        _modules: [module, energies_module],
         functions,
-        compile_s,
+        timing,
     });
-    cache()
-        .lock()
-        .map_err(|_| CudaError::Poisoned)?
-        .insert(key, m.clone());
+    *ready = Some(m.clone());
     Ok(m)
+}
+
+/// Starts compiling the DEM module `cfg` for each of `devices` on a thread of its own, so that
+/// NVRTC (seconds on a machine's first run) works while the host places the particles; the
+/// run's [`load_module`] then finds it, or waits for it. Does nothing without a driver; a
+/// failure here is left for the run's own compile to report.
+pub fn prefetch_module(devices: &[usize], cfg: ModuleConfig) {
+    if driver_available().is_err() {
+        return;
+    }
+    for &device in devices {
+        let spawned = std::thread::Builder::new()
+            .name(format!("kernels-gpu{device}"))
+            .spawn(move || {
+                let loaded = CudaContext::new(device)
+                    .map_err(|e| CudaError::driver("opening the GPU", e))
+                    .and_then(|ctx| load_module(&ctx, cfg));
+                if let Err(e) = loaded {
+                    tracing::debug!("compiling the kernels ahead for GPU {device}: {e}");
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::debug!("no thread to compile the kernels ahead: {e}");
+        }
+    }
 }
 
 /// Makes `stream`'s context current on this thread before a raw driver call (`result::` or

@@ -61,8 +61,9 @@ pub(crate) struct GraphCache {
 }
 
 /// Graphs kept: the two parities of the history buffers times two kinds of integration, or
-/// with a skin the four (state copy, history buffer) pairs with and without a search.
-const KEEP: usize = 8;
+/// with a skin the four (state copy, history buffer) pairs with and without a search; each
+/// with and without the stores of forces (only the last step of a batch stores them).
+const KEEP: usize = 16;
 
 impl GraphCache {
     /// Launches the cached graph of `key` on `stream`, or captures `enqueue` (which must queue the

@@ -15,6 +15,7 @@ mod buffers;
 pub mod driver;
 mod energies;
 mod graph;
+pub mod kernel_cache;
 mod mesh;
 mod multi;
 mod outflow;
@@ -40,7 +41,7 @@ pub(crate) use multi::{enable_peer_access, neighbour, queue_peer_copies, PeerCop
 pub use multi::{CudaGroup, GroupOptions};
 pub use publish::{register_host, FrameTarget, HostRegistration, PublishTicket};
 pub use ranks::{CudaRank, RankOptions};
-pub use skin::{skin_path_step, skin_search_cells, DEFAULT_SKIN};
+pub use skin::{auto_skin, skin_path_step, skin_search_cells, DEFAULT_SKIN, SKIN_AUTO};
 pub use step::StageTimes;
 pub(crate) use step::{exclusive_scan, scan_level_sizes};
 pub use window::ExchangeCounts;
@@ -204,13 +205,18 @@ pub struct CudaOptions {
     /// How the frictional contact history is kept ([`HistoryMode`]).
     pub history: HistoryMode,
     /// Verlet skin of the neighbour search as a fraction of the largest particle diameter
-    /// (`skin.rs`): the search runs every few steps instead of every step. 0: every step, the
+    /// (`skin.rs`): the search runs every few steps instead of every step. [`SKIN_AUTO`] (the
+    /// default): [`auto_skin`] of the case's particles (slots reserved included). 0: every step, the
     /// setting under which one GPU's f32 bits equal a group's; ignored (0) in f64, with velocity
     /// Verlet, and where the caller sets 0 (groups, ranks, inflow, outflow).
     pub skin: f64,
     /// With a skin: keep a Verlet list per particle (`skin::LIST_CAP` slots, 100 B/particle)
     /// that the collide walks between searches instead of the cells, when the case fits with it.
     pub neighbour_list: bool,
+    /// How the collide walks the Verlet list ([`kernels::LIST_BY_WARP`], the default, or
+    /// always buffered / unbuffered, for comparisons: `dem-gpu-bench --list-walk`). The same
+    /// contacts in the same order, hence the same bits, whichever.
+    pub list_walk: u32,
 }
 
 /// How the contact history of a frictional case is kept on the device (contact.cu).
@@ -283,8 +289,9 @@ impl Default for CudaOptions {
             id_limit: 0,
             graphs: true,
             history: HistoryMode::Auto,
-            skin: skin::DEFAULT_SKIN,
+            skin: skin::SKIN_AUTO,
             neighbour_list: true,
+            list_walk: kernels::LIST_BY_WARP,
         }
     }
 }
@@ -328,6 +335,11 @@ pub struct CudaSim {
     mid_step: bool,
     /// Captured graphs of the step's launches (`graph.rs`).
     graphs: graph::GraphCache,
+    /// Set by [`CudaSim::steps`] on all but the last step of a call: the collide does not
+    /// store the per-particle forces, torques and contact counts, which only the state after
+    /// the call shows (frames, downloads); velocity Verlet, which integrates with them, always
+    /// stores.
+    skip_stores: bool,
     /// Dynamic shared memory of `dem_collide` and `dem_energies` [bytes]: each thread's copy of
     /// its old history row (`hist_cap` entries; 0 without friction).
     collide_shared: u32,
@@ -368,6 +380,40 @@ fn collide_shared_bytes(
         )));
     }
     Ok(stage as u32)
+}
+
+/// The kernels a case needs on one GPU with `opts` (`spin`: particles that start spinning
+/// without friction); the memory check may still turn the history in place.
+pub(crate) fn module_config(sc: &StepContext, opts: &CudaOptions, spin: bool) -> ModuleConfig {
+    let friction = sc
+        .table
+        .pp
+        .iter()
+        .chain(&sc.table.pw)
+        .any(|p| p.mu_s > 0.0 || p.mu_r > 0.0);
+    ModuleConfig {
+        model: match sc.model {
+            ContactModel::Linear => 0,
+            ContactModel::HertzMindlin => 1,
+        },
+        friction,
+        rotation: friction || spin,
+        double: opts.double,
+        meshes: !sc.meshes.is_empty(),
+        candidates: opts.candidates,
+        min_blocks: opts.min_blocks,
+        hist_in_place: opts.history == HistoryMode::InPlace,
+        list_walk: opts.list_walk,
+    }
+}
+
+/// Compiles the DEM module a case will need on `devices` ahead, on threads of their own, while
+/// the host places the particles (`driver::prefetch_module`); `meshes`: the case has meshes
+/// (`sc` may be built without them).
+pub fn prefetch_kernels(sc: &StepContext, meshes: bool, opts: &CudaOptions, devices: &[usize]) {
+    let mut cfg = module_config(sc, opts, false);
+    cfg.meshes = meshes;
+    driver::prefetch_module(devices, cfg);
 }
 
 impl CudaSim {
@@ -413,6 +459,16 @@ impl CudaSim {
     ) -> Result<CudaSim, CudaError> {
         driver::driver_available()?;
         let n = state.pos.len();
+        let resolved;
+        let opts = if opts.skin < 0.0 {
+            resolved = CudaOptions {
+                skin: skin::auto_skin(capacity.max(n)),
+                ..opts.clone()
+            };
+            &resolved
+        } else {
+            opts
+        };
         if n as u64 > crate::dem::state::MAX_PARTICLE_ID as u64 + 1 {
             return Err(CudaError::TooManyParticles(
                 n,
@@ -435,27 +491,8 @@ impl CudaSim {
             stream,
             copy_stream,
         } = unsafe { driver::open_device(opts.device) }?;
-        let friction = sc
-            .table
-            .pp
-            .iter()
-            .chain(&sc.table.pw)
-            .any(|p| p.mu_s > 0.0 || p.mu_r > 0.0);
-        let rotation = friction || spin;
-        let model = match sc.model {
-            ContactModel::Linear => 0,
-            ContactModel::HertzMindlin => 1,
-        };
-        let mut cfg = ModuleConfig {
-            model,
-            friction,
-            rotation,
-            double: opts.double,
-            meshes: !sc.meshes.is_empty(),
-            candidates: opts.candidates,
-            min_blocks: opts.min_blocks,
-            hist_in_place: opts.history == HistoryMode::InPlace,
-        };
+        let mut cfg = module_config(sc, opts, spin);
+        let friction = cfg.friction;
         // Before compiling (seconds) and allocating anything: does the case fit? With the
         // skin's Verlet list if it can (else the collide walks the cells between searches);
         // with two history buffers if it can, else (auto) with one.
@@ -540,6 +577,7 @@ impl CudaSim {
             outflow: None,
             mid_step: false,
             graphs: graph::GraphCache::default(),
+            skip_stores: false,
             collide_shared,
             skin: (skin_w > 0.0).then(|| skin::Skin::new(skin_w)),
         })
@@ -587,9 +625,14 @@ impl CudaSim {
         self.cfg
     }
 
-    /// NVRTC compile time of this sim's module [s] (0 when it came from the cache).
+    /// NVRTC compile time of this sim's module [s] (0 when it came from the disk cache).
     pub fn compile_seconds(&self) -> f64 {
-        self.module.compile_s
+        self.module.timing.compile_s
+    }
+
+    /// How this sim's module was compiled or loaded.
+    pub fn module_timing(&self) -> driver::ModuleTiming {
+        self.module.timing
     }
 
     /// GPU memory in use, by array, and per particle.

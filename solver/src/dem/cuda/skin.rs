@@ -20,11 +20,34 @@
 
 use crate::dem::state::StepContext;
 
-/// Default skin as a fraction of the largest particle diameter (`CudaOptions::skin`).
+/// Skin of large cases as a fraction of the largest particle diameter ([`auto_skin`] from
+/// [`AUTO_SKIN_FROM`] particles up).
 pub const DEFAULT_SKIN: f64 = 0.1;
 
+/// `CudaOptions::skin` that asks for [`auto_skin`] of the case's particle count (the default).
+pub const SKIN_AUTO: f64 = -1.0;
+
+/// Particles from which [`auto_skin`] is [`DEFAULT_SKIN`].
+pub const AUTO_SKIN_FROM: usize = 500_000;
+
+/// Largest skin [`auto_skin`] chooses.
+pub const AUTO_SKIN_MAX: f64 = 0.5;
+
+/// The default skin of a case of `particles`: 0.1 diameters from 500,000 particles up (the
+/// main job's best: 28.3 s at 0.1 against 29.2 at 0.2, session 13), growing as
+/// `0.1 sqrt(500,000 / N)` below, up to 0.5 (about 10,000 particles). A small case's step is
+/// bound by launch latency: a search costs seven launches and a synchronisation whatever its
+/// size, while a wider list costs little (H100, session 14: the 10 k drum 14,645 steps/s at 0.1,
+/// 17,255 at 0.5; the 70 k silo 16,531 at 0.1, 17,636-17,781 from 0.2 to 0.5).
+pub fn auto_skin(particles: usize) -> f64 {
+    let n = particles.max(1) as f64;
+    (DEFAULT_SKIN * (AUTO_SKIN_FROM as f64 / n).sqrt()).clamp(DEFAULT_SKIN, AUTO_SKIN_MAX)
+}
+
 /// Verlet list entries per particle: the neighbours within 1.1 diameters of a dense
-/// monodisperse bed (12 to about 18) with a margin; a particle with more walks the cells.
+/// monodisperse bed (12 to about 18), and within 1.5 (the widest automatic skin: 18 in a
+/// close-packed lattice, 16-17 in a random dense pack), with a margin; a particle with more
+/// walks the cells.
 pub const LIST_CAP: u32 = 24;
 
 /// Longest interval between two searches [steps].
@@ -123,21 +146,27 @@ impl Skin {
         self.since.is_none_or(|s| s >= self.interval)
     }
 
-    /// A search ends the interval in which particles moved at most `moved` (None: the cells
-    /// were stale, not an interval).
-    pub fn searched(&mut self, moved: Option<f64>) {
-        if let (Some(m), Some(steps)) = (moved, self.since) {
-            if m > 0.5 * self.width {
-                self.wide += 1;
-            }
-            self.max_moved = self.max_moved.max(m);
-            self.interval = next_interval(m, steps, 0.5 * self.width, self.interval);
-        }
+    /// A search starts an interval (the one it ends, if any, is accounted by
+    /// [`Skin::interval_ended`]).
+    pub fn searched(&mut self) {
         if let Some(k) = self.fixed {
             self.interval = k.max(1);
         }
         self.since = Some(0);
         self.searches += 1;
+    }
+
+    /// The interval of `steps` steps that the last search ended had its particles move at most
+    /// `moved` [m]: sets the interval that search started.
+    pub fn interval_ended(&mut self, moved: f64, steps: u32) {
+        if moved > 0.5 * self.width {
+            self.wide += 1;
+        }
+        self.max_moved = self.max_moved.max(moved);
+        self.interval = next_interval(moved, steps, 0.5 * self.width, self.interval);
+        if let Some(k) = self.fixed {
+            self.interval = k.max(1);
+        }
     }
 
     /// One step ran.
@@ -166,6 +195,8 @@ impl Skin {
 impl super::CudaSim {
     /// Whether this step searches. At a search that ends an interval the largest distance moved
     /// in it is read back (one synchronisation per search), which sets the next interval.
+    /// (Reading it one step later, while the device runs the search, gave the same schedule
+    /// and no measurable speed: session 14, `raw/session14/sixth/`.)
     pub(crate) fn skin_search(&mut self) -> Result<bool, super::CudaError> {
         let Some(s) = self.skin.as_ref() else {
             return Ok(true);
@@ -173,12 +204,15 @@ impl super::CudaSim {
         if !s.due() {
             return Ok(false);
         }
-        let moved = match s.since {
-            Some(_) => Some(self.read_skin_moved()? as f64),
+        let ended = match s.since {
+            Some(steps) => Some((self.read_skin_moved()? as f64, steps)),
             None => None,
         };
         if let Some(s) = self.skin.as_mut() {
-            s.searched(moved);
+            s.searched();
+            if let Some((moved, steps)) = ended {
+                s.interval_ended(moved, steps);
+            }
         }
         Ok(true)
     }
@@ -247,6 +281,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_automatic_skin_widens_for_small_cases_only() {
+        assert_eq!(auto_skin(100_000_000), DEFAULT_SKIN);
+        assert_eq!(auto_skin(1_000_000), DEFAULT_SKIN);
+        assert_eq!(auto_skin(AUTO_SKIN_FROM), DEFAULT_SKIN);
+        let silo = auto_skin(70_000);
+        assert!((0.25..0.3).contains(&silo), "{silo}");
+        assert_eq!(auto_skin(10_000), AUTO_SKIN_MAX);
+        assert_eq!(auto_skin(1), AUTO_SKIN_MAX);
+        assert_eq!(auto_skin(0), AUTO_SKIN_MAX);
+        // Monotone: fewer particles, never a narrower skin.
+        let mut last = 0.0;
+        for n in (1..200).rev().map(|k| k * 5_000) {
+            let s = auto_skin(n);
+            assert!(s >= last, "{n}: {s} < {last}");
+            last = s;
+        }
+    }
+
+    #[test]
     fn one_cell_while_the_skin_covers_the_moves() {
         // reach 1, skin 0.1: cells of 1.1.
         assert_eq!(skin_search_cells(1.0, 0.0, 1.1), 1);
@@ -282,18 +335,31 @@ mod tests {
     fn a_stale_search_is_not_an_interval() {
         let mut s = Skin::new(0.2);
         assert!(s.due());
-        s.searched(Some(1.0));
+        assert_eq!(s.since, None);
+        s.searched();
         assert_eq!(s.interval, 1, "no interval had run");
         s.stepped();
         assert!(s.due());
-        s.searched(Some(0.0));
+        // The search ends an interval of one step; its move arrives after the search began.
+        let steps = s.since.expect("an interval ran");
+        s.searched();
+        s.interval_ended(0.0, steps);
         assert_eq!(s.interval, 2);
         s.stepped();
         assert!(!s.due());
         s.stepped();
         assert!(s.due());
-        s.searched(Some(0.5));
+        let steps = s.since.expect("an interval ran");
+        s.searched();
+        s.interval_ended(0.5, steps);
         assert_eq!(s.wide, 1);
         assert_eq!(s.interval, 1);
+        assert_eq!(s.searches, 3);
+        // A fixed interval wins over the moves.
+        s.fixed = Some(7);
+        s.stepped();
+        s.searched();
+        s.interval_ended(0.0, 1);
+        assert_eq!(s.interval, 7);
     }
 }

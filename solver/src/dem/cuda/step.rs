@@ -221,7 +221,14 @@ impl CudaSim {
         let mut pc = p;
         pc.n = live;
         let search = self.skin_search()?;
-        let l = self.step_launches(p, pc, search)?;
+        let mut l = self.step_launches(p, pc, search)?;
+        if self.skip_stores && integrate == INTEGRATE_EULER {
+            // Nobody reads this step's forces (another step of the call follows): 28 bytes per
+            // particle not written (the arrays keep the state's, as the launch's output only).
+            l.output.force = 0;
+            l.output.torque = 0;
+            l.output.contacts = 0;
+        }
         // Several GPUs change their live slots every step (a graph per step would never be
         // replayed); timed steps need their events between the launches.
         if marks.on || self.window.is_some() || !self.opts.graphs {
@@ -602,7 +609,16 @@ impl CudaSim {
                 None => self.unsampled += count,
             }
         }
+        let queued = self.queue_steps(count, profile, sampling);
+        // Whatever happened, the next launch stores its forces unless told otherwise.
+        self.skip_stores = false;
+        queued
+    }
+
+    /// The loop of [`CudaSim::steps`].
+    fn queue_steps(&mut self, count: u64, profile: bool, sampling: bool) -> Result<(), CudaError> {
         for k in 0..count {
+            self.skip_stores = k + 1 < count;
             let on = profile || (sampling && k == 0);
             let mut marks = Marks {
                 events: Vec::new(),

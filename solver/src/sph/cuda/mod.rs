@@ -162,9 +162,9 @@ fn load_module(
         vec!["--use_fast_math".to_string()]
     };
     defines.extend(constants);
-    let (module, compile_s) =
+    let (module, timing) =
         driver::compile_module(ctx, &kernels::sph_module_source(), defines, double, "SPH")?;
-    tracing::debug!("SPH kernels compiled in {compile_s:.2} s");
+    tracing::debug!("SPH {}", timing.describe());
     let mut functions = HashMap::new();
     for name in kernels::SPH_KERNELS {
         let f = module
