@@ -332,9 +332,12 @@ fn timed_steps(sim: &mut CudaSim, steps: u64) -> Result<f64> {
     Ok(t0.elapsed().as_secs_f64())
 }
 
-/// NVRTC's time for the DEM module of `--model` (no disk cache; a define unique to each compile
-/// keeps NVIDIA's own caches out): the whole module, each of the two parts the solver compiles
-/// side by side, and the two parts on two threads, as the solver does.
+/// NVRTC's time for the DEM module of `--model` (no disk cache): the whole module, each of the
+/// two parts the solver compiles side by side, and the two parts on two threads, as the solver
+/// does. NVIDIA keeps the machine code of each kernel it compiled under `~/.nv/ComputeCache`
+/// and a define the code does not use does not change it: only the first compile of a kernel
+/// on a machine (or after that directory is removed) is a real one; the parts that follow the
+/// whole module come from that cache (session 14, `raw/session14/fifth/`).
 fn compile_times(a: &Args) -> Result<()> {
     let model = bench_model(&a.model)?;
     let friction = model != BenchModel::Linear;

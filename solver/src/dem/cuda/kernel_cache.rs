@@ -111,12 +111,15 @@ pub fn store(dir: &Path, key: &[u8], cubin: &[u8]) -> std::io::Result<()> {
         .mode(0o700)
         .create(dir)?;
     let path = file_for(dir, key);
+    // Unique per process and call: two threads (GPUs of a group) may store the same module.
+    static STORES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = dir.join(format!(
-        ".{}.{}.tmp",
+        ".{}.{}.{}.tmp",
         path.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        std::process::id()
+        std::process::id(),
+        STORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
@@ -225,6 +228,22 @@ mod tests {
         // No temporary file is left behind.
         let names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
         assert_eq!(names.len(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn threads_storing_one_module_leave_one_whole_file() {
+        let dir = tmpdir("threads");
+        let key = cache_key("sm_90", 13000, &[], "same source");
+        let cubin: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| store(&dir, &key, &cubin).expect("store"));
+            }
+        });
+        assert_eq!(load(&dir, &key).as_deref(), Some(cubin.as_slice()));
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "no temporary file left");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
