@@ -19,3 +19,16 @@ result() {
   grep -E "$RESULT_PATTERN" "$OUT/$name.out" | tail -n "$RESULT_LINES"
   echo "RESULT $name rc=$rc"
 }
+# run ARGS...: dem-gpu-bench ARGS with its JSON record appended to $J (set by the script),
+# printing the last lines of its report (the memory breakdown left out).
+run() { echo "+ dem-gpu-bench $*"; timeout 300 dem-gpu-bench "$@" --out "$J" 2>&1 | grep -v "^ *[a-z_.0-9]*: [0-9.]* B/particle" | tail -n 4; }
+# small CASE END_TIME [SOLVER ARGS...]: a lab-scale case of bench/cases/ as users run it, its log
+# in $OUT and its record ("phase": "small") appended to $OUT/small.jsonl.
+small() {
+  local name=$1 t=$2; shift 2
+  local cmd="solver --case bench/cases/$name.toml --backend cuda --end-time $t --name-shm $name${*:+ $*}"
+  echo "+ $cmd"
+  solver --case "bench/cases/$name.toml" --backend cuda --end-time "$t" --name-shm "$name" "$@" > "$OUT/small_$name$*.out" 2>&1
+  tail -n 2 "$OUT/small_$name$*.out"
+  python3 bench/gpu/small_record.py "$OUT/small_$name$*.out" "$cmd" "$name" >> "$OUT/small.jsonl"
+}

@@ -12,15 +12,6 @@ part=${1:-first}
 export OUT=${OUT:-bench/results/raw/session13}
 source "$(dirname "$0")/lib.sh" "session13_${part}"
 J="$OUT/dem_gpu.jsonl"
-run() { echo "+ dem-gpu-bench $*"; timeout 300 dem-gpu-bench "$@" --out "$J" 2>&1 | grep -v "^ *[a-z_.0-9]*: [0-9.]* B/particle" | tail -n 3; }
-small() {
-  local name=$1 t=$2; shift 2
-  local cmd="solver --case bench/cases/$name.toml --backend cuda --end-time $t --name-shm $name${*:+ $*}"
-  echo "+ $cmd"
-  solver --case "bench/cases/$name.toml" --backend cuda --end-time "$t" --name-shm "$name" "$@" > "$OUT/small_$name$*.out" 2>&1
-  tail -n 2 "$OUT/small_$name$*.out"
-  python3 bench/gpu/small_record.py "$OUT/small_$name$*.out" "$cmd" "$name" >> "$OUT/small.jsonl"
-}
 if [[ $part == first ]]; then
   cd solver
   result cuda_parity_skin timeout 200 "$BIN/cuda_parity" skin_steps --nocapture --test-threads 1

@@ -20,15 +20,6 @@ part=${1:-first}
 export OUT=${OUT:-bench/results/raw/session14}
 source "$(dirname "$0")/lib.sh" "session14_${part}"
 J="$OUT/dem_gpu.jsonl"
-run() { echo "+ dem-gpu-bench $*"; timeout 300 dem-gpu-bench "$@" --out "$J" 2>&1 | grep -v "^ *[a-z_.0-9]*: [0-9.]* B/particle" | tail -n 4; }
-small() {
-  local name=$1 t=$2; shift 2
-  local cmd="solver --case bench/cases/$name.toml --backend cuda --end-time $t --name-shm $name${*:+ $*}"
-  echo "+ $cmd"
-  solver --case "bench/cases/$name.toml" --backend cuda --end-time "$t" --name-shm "$name" "$@" > "$OUT/small_$name$*.out" 2>&1
-  tail -n 2 "$OUT/small_$name$*.out"
-  python3 bench/gpu/small_record.py "$OUT/small_$name$*.out" "$cmd" "$name" >> "$OUT/small.jsonl"
-}
 # Empties the page cache (a machine's first run reads the binary, the driver and NVRTC from
 # disk) where the kernel allows it.
 drop() {

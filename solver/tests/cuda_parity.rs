@@ -191,6 +191,23 @@ fn cuda_runs_are_deterministic() {
     }
 }
 
+/// The cases of the skin tests: a falling box (lists without contacts), a dense frictional
+/// pack (every list entry a contact) and the rotating drum with its mesh.
+fn skin_cases() -> [(&'static str, StepContext, SimState); 3] {
+    let (case, state) = falling_box_state(4000);
+    let dense = dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
+    let drum = drum_parity_case(Integrator::SymplecticEuler);
+    [
+        (
+            "falling box",
+            cuda::step_context(&case).expect("case"),
+            state,
+        ),
+        ("dense pack with friction", dense.0, dense.1),
+        ("drum", drum.0, drum.1),
+    ]
+}
+
 /// With a Verlet skin the search runs every few steps and the collide walks the cells of the last
 /// search, widened when particles moved more than half the skin: it must find exactly the contacts
 /// a fresh search finds. At several steps of a skin run (between searches), its state is loaded
@@ -203,19 +220,7 @@ fn skin_steps_find_every_contact() {
     if !gpu_present() {
         return;
     }
-    let (case, state) = falling_box_state(4000);
-    let dense = dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
-    let drum = drum_parity_case(Integrator::SymplecticEuler);
-    let cases = [
-        (
-            "falling box",
-            cuda::step_context(&case).expect("case"),
-            state,
-        ),
-        ("dense pack with friction", dense.0, dense.1),
-        ("drum", drum.0, drum.1),
-    ];
-    for (name, sc, state) in &cases {
+    for (name, sc, state) in &skin_cases() {
         // Adaptive intervals with the Verlet list and with the cell walk; fixed long ones.
         for (fixed, list) in [(None, true), (None, false), (Some(40u32), true)] {
             let skin = if fixed.is_some() {
@@ -794,20 +799,7 @@ fn list_walks_give_the_same_bits() {
     if !gpu_present() {
         return;
     }
-    let (case, state) = falling_box_state(4000);
-    let dense = dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
-    let drum = drum_parity_case(Integrator::SymplecticEuler);
-    let cases = [
-        (
-            "falling box",
-            cuda::step_context(&case).expect("case"),
-            state,
-            1500u64,
-        ),
-        ("dense pack with friction", dense.0, dense.1, 400),
-        ("drum", drum.0, drum.1, 600),
-    ];
-    for (name, sc, state, steps) in &cases {
+    for ((name, sc, state), steps) in skin_cases().iter().zip([1500u64, 400, 600]) {
         let run = |walk: u32| {
             let mut g = CudaSim::new(
                 sc,
@@ -820,7 +812,7 @@ fn list_walks_give_the_same_bits() {
             )
             .expect("GPU");
             assert!(g.has_neighbour_list(), "{name}: a Verlet list");
-            g.steps(*steps).expect("steps");
+            g.steps(steps).expect("steps");
             g.state().expect("state")
         };
         let want = run(kernels::LIST_BUFFERED);
