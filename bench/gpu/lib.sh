@@ -27,10 +27,6 @@ run() { echo "+ dem-gpu-bench $*"; timeout 300 dem-gpu-bench "$@" --out "$J" 2>&
 small() {
   local name=$1 t=$2; shift 2
   local cmd="solver --case bench/cases/$name.toml --backend cuda --end-time $t --name-shm $name${*:+ $*}"
-  # Experiments set these in the environment: part of the command.
-  for v in PARTICLE_SHM_COLLIDE_BLOCK PARTICLE_SHM_LIST_WALK PARTICLE_SHM_NVRTC_OPTIONS; do
-    if [ -n "${!v:-}" ]; then cmd="$v='${!v}' $cmd"; fi
-  done
   echo "+ $cmd"
   solver --case "bench/cases/$name.toml" --backend cuda --end-time "$t" --name-shm "$name" "$@" > "$OUT/small_$name$*.out" 2>&1
   tail -n 2 "$OUT/small_$name$*.out"

@@ -17,7 +17,7 @@ fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 CMD="solver --name-shm run1${*:+ $*}"
 # Kernel experiments (bench/gpu/session14_checks.sh) set these in the environment.
-for v in PARTICLE_SHM_NVRTC_OPTIONS PARTICLE_SHM_LIST_WALK PARTICLE_SHM_COLLIDE_BLOCK; do
+for v in PARTICLE_SHM_NVRTC_OPTIONS PARTICLE_SHM_LIST_WALK; do
   if [ -n "${!v:-}" ]; then CMD="$v='${!v}' $CMD"; fi
 done
 suffix=$(echo "$* ${PARTICLE_SHM_NVRTC_OPTIONS:-} ${PARTICLE_SHM_LIST_WALK:-}" | tr -cs 'A-Za-z0-9.' '_')

@@ -12,7 +12,6 @@
 #                                        # threshold against buffered
 #   bench/gpu/session14_checks.sh fifth  # the module in two parts compiled side by side
 #   bench/gpu/session14_checks.sh bench  # the records of dem_gpu.json on the final build
-#   bench/gpu/session14_checks.sh seventh # the collide's block size for small cases
 #   bench/gpu/session14_checks.sh sixth  # schedule, small cases and main job (it measured the
 #                                        # skin read a step later, since dropped)
 # Records (dem-gpu-bench JSON lines and main_job.jsonl) and logs under $OUT.
@@ -145,22 +144,6 @@ if [[ $part == sixth ]]; then
   done
   cd ..
   run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200
-fi
-if [[ $part == seventh ]]; then
-  # The collide's block size for small cases: 128, 64 (the new default below 50,000
-  # particles), 32; as users run them and stepping alone; the tests.
-  for b in 128 64 32 128 64; do
-    for s in drum_10k:1.0 silo_70k:0.5; do PARTICLE_SHM_COLLIDE_BLOCK=$b small "${s%%:*}" "${s##*:}"; done
-  done
-  for b in 128 64 32; do
-    run case --case bench/cases/drum_10k.toml --warmup 2000 --steps 10000 --collide-block $b
-  done
-  cd solver
-  result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
-  for t in energy moving_geometry process_features; do
-    result "validate_$t" env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 "$BIN/$t" --test-threads 1
-  done
-  cd ..
 fi
 if [[ $part == bench ]]; then
   # The final build: the machine's first main job and a second, the records, the device suite.

@@ -163,8 +163,7 @@ pub const MESH_FILTER_LANES: u32 = 8;
 pub const CLASSIFY_CHUNK: u32 = 4096;
 /// Work items each block of `dem_classify_band` handles (`BAND_ITEMS` in exchange.cu).
 pub const BAND_ITEMS: u32 = 1024;
-/// Block size `dem_collide` is compiled for by default (`__launch_bounds__` in contact.cu);
-/// [`ModuleConfig::collide_block`] may say 64 or 32 (small cases).
+/// Block size `dem_collide` is compiled for (`__launch_bounds__` in contact.cu).
 pub const COLLIDE_THREADS: u32 = 128;
 
 /// Compile-time specialisation of the DEM module.
@@ -193,9 +192,6 @@ pub struct ModuleConfig {
     /// How the collide walks a Verlet list: [`LIST_BUFFERED`], [`LIST_DIRECT`] or
     /// [`LIST_BY_WARP`] (the default; the same contacts in the same order whichever).
     pub list_walk: u32,
-    /// Threads per block of the collide and the energies (32, 64 or 128; 0: [`COLLIDE_THREADS`]).
-    /// Each thread's results do not depend on it (the energies' per-block sums do, to rounding).
-    pub collide_block: u32,
 }
 
 /// `-DDEM_MODULE_PART=` of the DEM module holding every kernel but `dem_energies` (contact.cu;
@@ -222,18 +218,10 @@ impl ModuleConfig {
     pub fn collide_min_blocks(&self) -> u32 {
         if self.min_blocks > 0 {
             self.min_blocks
+        } else if self.friction {
+            6
         } else {
-            // The measured occupancy in threads, in blocks of this module's size.
-            let per_128 = if self.friction { 6 } else { 10 };
-            per_128 * COLLIDE_THREADS / self.collide_threads()
-        }
-    }
-
-    /// Threads per block of the collide and the energies.
-    pub fn collide_threads(&self) -> u32 {
-        match self.collide_block {
-            32 | 64 => self.collide_block,
-            _ => COLLIDE_THREADS,
+            10
         }
     }
 
@@ -252,7 +240,7 @@ impl ModuleConfig {
             "-DDEM_COLLIDE_MIN_BLOCKS={}",
             self.collide_min_blocks()
         ));
-        d.push(format!("-DCOLLIDE_BLOCK={}", self.collide_threads()));
+        d.push(format!("-DCOLLIDE_BLOCK={COLLIDE_THREADS}"));
         d.push(format!("-DDEM_COMPACT={}", u32::from(self.candidates > 0)));
         if self.candidates > 0 {
             d.push(format!("-DDEM_CANDIDATES={}", self.candidates));
@@ -425,17 +413,8 @@ mod tests {
             min_blocks: 0,
             hist_in_place: false,
             list_walk: LIST_BY_WARP,
-            collide_block: 0,
         };
         let d = cfg.defines();
-        let small = ModuleConfig {
-            collide_block: 64,
-            ..cfg
-        };
-        assert!(small.defines().contains(&"-DCOLLIDE_BLOCK=64".to_string()));
-        assert!(small
-            .defines()
-            .contains(&"-DDEM_COLLIDE_MIN_BLOCKS=12".to_string()));
         assert!(d.contains(&"-DDEM_LIST_WALK=2".to_string()));
         assert!(!d.iter().any(|x| x.starts_with("-DDEM_HIST_IN_PLACE")));
         let in_place = ModuleConfig {

@@ -755,7 +755,6 @@ fn kernels_come_from_the_disk_cache_the_second_time() {
         min_blocks: 0,
         hist_in_place: false,
         list_walk: kernels::LIST_BY_WARP,
-        collide_block: 0,
     };
     let compile = || {
         let (m, t) = cuda::driver::compile_module_in(
@@ -792,8 +791,7 @@ fn kernels_come_from_the_disk_cache_the_second_time() {
 }
 
 /// The collide's three ways of walking a Verlet list (buffered, unbuffered, chosen per warp)
-/// meet the same contacts in the same order, and its block size changes no thread's work: the
-/// same bits, in f32, over a dense frictional
+/// meet the same contacts in the same order: the same bits, in f32, over a dense frictional
 /// pack (where the warp vote goes unbuffered), a falling box (lists without contacts:
 /// buffered) and the rotating drum (both, by warp).
 #[test]
@@ -802,49 +800,35 @@ fn list_walks_give_the_same_bits() {
         return;
     }
     for ((name, sc, state), steps) in skin_cases().iter().zip([1500u64, 400, 600]) {
-        let run = |walk: u32, block: u32| {
+        let run = |walk: u32| {
             let mut g = CudaSim::new(
                 sc,
                 state,
                 &CudaOptions {
                     list_walk: walk,
-                    collide_block: block,
                     store_forces: true,
                     ..Default::default()
                 },
             )
             .expect("GPU");
             assert!(g.has_neighbour_list(), "{name}: a Verlet list");
-            assert_eq!(
-                g.module_config().collide_threads(),
-                if block == 0 { 64 } else { block }
-            );
             g.steps(steps).expect("steps");
             g.state().expect("state")
         };
-        let want = run(kernels::LIST_BUFFERED, 128);
+        let want = run(kernels::LIST_BUFFERED);
         // The falling box has none yet (its lists hold near neighbours that do not touch).
         assert!(
             *name == "falling box" || want.contacts.iter().any(|&c| c > 0),
             "{name}: no contacts to compare"
         );
-        // The collide's block size (64 by default for these small cases) changes nothing either.
-        for (walk, block) in [
-            (kernels::LIST_DIRECT, 128),
-            (kernels::LIST_BY_WARP, 128),
-            (kernels::LIST_BY_WARP, 0),
-            (kernels::LIST_BY_WARP, 32),
-        ] {
-            let got = run(walk, block);
-            let label = format!("{name}, walk {walk}, block {block}");
-            assert_eq!(got.pos, want.pos, "{label}: positions");
-            assert_eq!(got.vel, want.vel, "{label}: velocities");
-            assert_eq!(got.omega, want.omega, "{label}: spins");
-            assert_eq!(got.force, want.force, "{label}: forces");
-            assert!(got.history == want.history, "{label}: history");
+        for walk in [kernels::LIST_DIRECT, kernels::LIST_BY_WARP] {
+            let got = run(walk);
+            assert_eq!(got.pos, want.pos, "{name}, walk {walk}: positions");
+            assert_eq!(got.vel, want.vel, "{name}, walk {walk}: velocities");
+            assert_eq!(got.omega, want.omega, "{name}, walk {walk}: spins");
+            assert_eq!(got.force, want.force, "{name}, walk {walk}: forces");
+            assert!(got.history == want.history, "{name}, walk {walk}: history");
         }
-        println!(
-            "{name}: {steps} steps, the three list walks and three block sizes give the same bits"
-        );
+        println!("{name}: {steps} steps, the three list walks give the same bits");
     }
 }

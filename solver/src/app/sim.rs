@@ -57,7 +57,6 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
                 device: devices[0],
                 skin: cli.skin,
                 list_walk: list_walk_from_env(),
-                collide_block: collide_block_from_env(),
                 ..CudaOptions::default()
             };
             if devices.len() > 1 {
@@ -76,17 +75,6 @@ fn list_walk_from_env() -> u32 {
         Ok("buffered") => kernels::LIST_BUFFERED,
         Ok("direct") => kernels::LIST_DIRECT,
         _ => kernels::LIST_BY_WARP,
-    }
-}
-
-/// `PARTICLE_SHM_COLLIDE_BLOCK=32|64|128`: the collide's block size, for measurements (the same
-/// bits whichever; unset: by the case's size, `dem::cuda::collide_block_for`).
-fn collide_block_from_env() -> u32 {
-    match std::env::var("PARTICLE_SHM_COLLIDE_BLOCK").as_deref() {
-        Ok("32") => 32,
-        Ok("64") => 64,
-        Ok("128") => 128,
-        _ => 0,
     }
 }
 

@@ -62,8 +62,6 @@ struct Args {
     list: bool,
     /// `--list-walk buffered|direct|warp`: how the collide walks the Verlet list.
     list_walk: u32,
-    /// `--collide-block 32|64|128|auto`: threads per block of the collide (0: auto).
-    collide_block: u32,
 }
 
 /// The position, velocity and angular velocity arrays of a frame slot being written.
@@ -87,7 +85,7 @@ fn on_off(flag: &str, v: &str) -> Result<bool> {
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--collide-block 32|64|128|auto] [--out FILE]")?;
+    let cmd = it.next().context("usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--out FILE]")?;
     let mut a = Args {
         cmd,
         particles: 1_000_000,
@@ -115,7 +113,6 @@ fn parse() -> Result<Args> {
         skin: cuda::SKIN_AUTO,
         list: true,
         list_walk: kernels::LIST_BY_WARP,
-        collide_block: 0,
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -150,13 +147,6 @@ fn parse() -> Result<Args> {
             "--skin" if v == "auto" => a.skin = cuda::SKIN_AUTO,
             "--skin" => a.skin = v.parse()?,
             "--list" => a.list = on_off("--list", &v)?,
-            "--collide-block" => {
-                a.collide_block = match v.as_str() {
-                    "auto" => 0,
-                    "32" | "64" | "128" => v.parse()?,
-                    _ => bail!("--collide-block: 32, 64, 128 or auto, not {v:?}"),
-                }
-            }
             "--list-walk" => {
                 a.list_walk = match v.as_str() {
                     "buffered" => kernels::LIST_BUFFERED,
@@ -279,7 +269,6 @@ fn opts(a: &Args) -> CudaOptions {
         skin: a.skin,
         neighbour_list: a.list,
         list_walk: a.list_walk,
-        collide_block: a.collide_block,
         ..Default::default()
     }
 }
@@ -362,7 +351,6 @@ fn compile_times(a: &Args) -> Result<()> {
         min_blocks: 0,
         hist_in_place: false,
         list_walk: kernels::LIST_BY_WARP,
-        collide_block: 0,
     };
     let ctx = cudarc::driver::CudaContext::new(a.device)?;
     let src = kernels::dem_module_source();

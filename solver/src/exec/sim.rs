@@ -189,15 +189,7 @@ impl Simulation {
         if let BackendKind::Cuda(opts) = kind {
             // NVRTC (seconds on a machine's first run) works while the particles are placed.
             let sc = StepContext::from_case(&case, Vec::new());
-            let planned = case.source_counts().iter().sum::<u64>();
-            let planned = usize::try_from(planned).unwrap_or(usize::MAX);
-            crate::dem::cuda::prefetch_kernels(
-                &sc,
-                !meshes.is_empty(),
-                opts,
-                &[opts.device],
-                planned,
-            );
+            crate::dem::cuda::prefetch_kernels(&sc, !meshes.is_empty(), opts, &[opts.device]);
         }
         let particles = case.generate_particles()?;
         case.check_initial_overlaps(&particles)?;

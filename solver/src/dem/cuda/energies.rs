@@ -45,8 +45,7 @@ impl CudaSim {
             self.enqueue_search(&l, &mut Marks::off())?;
             self.skin_stale();
         }
-        let threads = self.cfg.collide_threads();
-        let blocks = p.n.div_ceil(threads).max(1);
+        let blocks = p.n.div_ceil(kernels::COLLIDE_THREADS).max(1);
         let mut partial = self
             .stream
             .alloc_zeros::<f64>(4 * blocks as usize)
@@ -61,7 +60,7 @@ impl CudaSim {
             .arg(&mut partial);
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
-            block_dim: (threads, 1, 1),
+            block_dim: (kernels::COLLIDE_THREADS, 1, 1),
             shared_mem_bytes: self.collide_shared,
         };
         // SAFETY: dem_energies(DemParams, ParticleArrays in, GridArrays, MeshArrays, double*):

@@ -217,24 +217,7 @@ pub struct CudaOptions {
     /// always buffered / unbuffered, for comparisons: `dem-gpu-bench --list-walk`). The same
     /// contacts in the same order, hence the same bits, whichever.
     pub list_walk: u32,
-    /// Threads per block of the collide: 32, 64 or 128, or 0 for [`collide_block_for`] of the
-    /// case (`dem-gpu-bench --collide-block`). The same bits whichever.
-    pub collide_block: u32,
 }
-
-/// The collide's block size for `particles` slots: 64 below [`SMALL_COLLIDE_BLOCK_BELOW`]
-/// particles, where blocks of 128 would leave SMs idle (10,000 particles fill 79 of an H100's
-/// 132), else [`kernels::COLLIDE_THREADS`].
-pub fn collide_block_for(particles: usize) -> u32 {
-    if particles < SMALL_COLLIDE_BLOCK_BELOW {
-        64
-    } else {
-        kernels::COLLIDE_THREADS
-    }
-}
-
-/// See [`collide_block_for`].
-pub const SMALL_COLLIDE_BLOCK_BELOW: usize = 50_000;
 
 /// How the contact history of a frictional case is kept on the device (contact.cu).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -309,7 +292,6 @@ impl Default for CudaOptions {
             skin: skin::SKIN_AUTO,
             neighbour_list: true,
             list_walk: kernels::LIST_BY_WARP,
-            collide_block: 0,
         }
     }
 }
@@ -366,7 +348,7 @@ pub struct CudaSim {
 }
 
 /// Dynamic shared memory the collide needs per block: with the history in place, each of its
-/// `cfg.collide_threads()` threads stages its old history row (`hist_cap` entries) there before it
+/// `COLLIDE_THREADS` threads stages its old history row (`hist_cap` entries) there before it
 /// writes the new one over it (contact.cu). Refused with a reason when that and the kernels'
 /// static shared memory (the candidate buffer, the energy sums) exceed what the device grants
 /// one block.
@@ -378,7 +360,7 @@ fn collide_shared_bytes(
     if !(cfg.friction && cfg.hist_in_place) {
         return Ok(0);
     }
-    let threads = cfg.collide_threads() as u64;
+    let threads = kernels::COLLIDE_THREADS as u64;
     let entry = buffers::hist_entry_bytes(if cfg.double { 8 } else { 4 }) as u64;
     let stage = opts.hist_cap as u64 * entry * threads;
     // dem_energies' per-thread sums (4 doubles) and the candidate slots (u32) are static.
@@ -422,25 +404,15 @@ pub(crate) fn module_config(sc: &StepContext, opts: &CudaOptions, spin: bool) ->
         min_blocks: opts.min_blocks,
         hist_in_place: opts.history == HistoryMode::InPlace,
         list_walk: opts.list_walk,
-        collide_block: opts.collide_block,
     }
 }
 
-/// Compiles the DEM module a case of `particles` will need on `devices` ahead, on threads of
-/// their own, while the host places the particles (`driver::prefetch_module`); `meshes`: the
-/// case has meshes (`sc` may be built without them).
-pub fn prefetch_kernels(
-    sc: &StepContext,
-    meshes: bool,
-    opts: &CudaOptions,
-    devices: &[usize],
-    particles: usize,
-) {
+/// Compiles the DEM module a case will need on `devices` ahead, on threads of their own, while
+/// the host places the particles (`driver::prefetch_module`); `meshes`: the case has meshes
+/// (`sc` may be built without them).
+pub fn prefetch_kernels(sc: &StepContext, meshes: bool, opts: &CudaOptions, devices: &[usize]) {
     let mut cfg = module_config(sc, opts, false);
     cfg.meshes = meshes;
-    if cfg.collide_block == 0 {
-        cfg.collide_block = collide_block_for(particles);
-    }
     driver::prefetch_module(devices, cfg);
 }
 
@@ -487,21 +459,16 @@ impl CudaSim {
     ) -> Result<CudaSim, CudaError> {
         driver::driver_available()?;
         let n = state.pos.len();
-        // The automatic choices of the case's size: the skin and the collide's block.
-        let resolved = CudaOptions {
-            skin: if opts.skin < 0.0 {
-                skin::auto_skin(capacity.max(n))
-            } else {
-                opts.skin
-            },
-            collide_block: if opts.collide_block == 0 {
-                collide_block_for(capacity.max(n))
-            } else {
-                opts.collide_block
-            },
-            ..opts.clone()
+        let resolved;
+        let opts = if opts.skin < 0.0 {
+            resolved = CudaOptions {
+                skin: skin::auto_skin(capacity.max(n)),
+                ..opts.clone()
+            };
+            &resolved
+        } else {
+            opts
         };
-        let opts = &resolved;
         if n as u64 > crate::dem::state::MAX_PARTICLE_ID as u64 + 1 {
             return Err(CudaError::TooManyParticles(
                 n,

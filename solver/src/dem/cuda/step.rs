@@ -334,7 +334,7 @@ impl CudaSim {
             .arg(&grid)
             .arg(&diag)
             .arg(&msh);
-        let mut cfg = blocks(pc.n.max(pc.n_rows), self.cfg.collide_threads());
+        let mut cfg = blocks(pc.n.max(pc.n_rows), kernels::COLLIDE_THREADS);
         cfg.shared_mem_bytes = self.collide_shared;
         // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads one
         // copy of the state (in: the scratch copy the gather wrote, or between a skin's searches
