@@ -12,6 +12,7 @@
 #                                        # threshold against buffered
 #   bench/gpu/session14_checks.sh fifth  # the module in two parts compiled side by side
 #   bench/gpu/session14_checks.sh bench  # the records of dem_gpu.json on the final build
+#   bench/gpu/session14_checks.sh big    # the 100 M dense records with friction
 #   bench/gpu/session14_checks.sh sixth  # schedule, small cases and main job (it measured the
 #                                        # skin read a step later, since dropped)
 # Records (dem-gpu-bench JSON lines and main_job.jsonl) and logs under $OUT.
@@ -144,6 +145,12 @@ if [[ $part == sixth ]]; then
   done
   cd ..
   run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200
+fi
+if [[ $part == big ]]; then
+  # The 100 M dense records with friction on the final build.
+  for m in linear-friction hertz; do
+    run bench --particles 1e8 --model $m --phase dense --relax 500 --steps 50 --warmup 5 || echo "100M $m did not run"
+  done
 fi
 if [[ $part == bench ]]; then
   # The final build: the machine's first main job and a second, the records, the device suite.
