@@ -185,10 +185,18 @@ fn cuda_runs_are_deterministic() {
         let (a, b) = (run(), run());
         assert!(a.1 .0 > 3, "{name}: the skin searched {} times", a.1 .0);
         assert_eq!(a.1, b.1, "{name}: searches, steps, wider intervals");
-        assert_eq!(a.0.pos, b.0.pos, "{name}: positions");
-        assert_eq!(a.0.vel, b.0.vel, "{name}: velocities");
-        assert!(a.0.history == b.0.history, "{name}: history");
+        assert_same_bits(name, &a.0, &b.0);
     }
+}
+
+/// Two GPU runs that must agree bit for bit: positions, velocities, spins, stored forces and
+/// contact histories.
+fn assert_same_bits(label: &str, got: &SimState, want: &SimState) {
+    assert_eq!(got.pos, want.pos, "{label}: positions");
+    assert_eq!(got.vel, want.vel, "{label}: velocities");
+    assert_eq!(got.omega, want.omega, "{label}: angular velocities");
+    assert_eq!(got.force, want.force, "{label}: forces");
+    assert!(got.history == want.history, "{label}: history");
 }
 
 /// The cases of the skin tests: a falling box (lists without contacts), a dense frictional
@@ -495,10 +503,7 @@ fn graph_replay_matches_direct_launches() {
                 (1..=most).contains(&captured),
                 "{label}: {captured} graphs captured for 600 steps"
             );
-            assert_eq!(direct.pos, replayed.pos, "{label}: positions");
-            assert_eq!(direct.vel, replayed.vel, "{label}: velocities");
-            assert_eq!(direct.omega, replayed.omega, "{label}: angular velocities");
-            assert!(direct.history == replayed.history, "{label}: history");
+            assert_same_bits(&label, &replayed, &direct);
             println!("{label}: graphs replayed ({captured} captured for 600 steps), same bits");
         }
     }
@@ -822,12 +827,7 @@ fn list_walks_give_the_same_bits() {
             "{name}: no contacts to compare"
         );
         for walk in [kernels::LIST_DIRECT, kernels::LIST_BY_WARP] {
-            let got = run(walk);
-            assert_eq!(got.pos, want.pos, "{name}, walk {walk}: positions");
-            assert_eq!(got.vel, want.vel, "{name}, walk {walk}: velocities");
-            assert_eq!(got.omega, want.omega, "{name}, walk {walk}: spins");
-            assert_eq!(got.force, want.force, "{name}, walk {walk}: forces");
-            assert!(got.history == want.history, "{name}, walk {walk}: history");
+            assert_same_bits(&format!("{name}, walk {walk}"), &run(walk), &want);
         }
         println!("{name}: {steps} steps, the three list walks give the same bits");
     }

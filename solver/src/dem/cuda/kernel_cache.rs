@@ -291,9 +291,8 @@ mod tests {
             }
         };
         static HOME: [(&str, &str); 1] = [("HOME", "/home/u")];
-        let home = &HOME;
         assert_eq!(
-            cache_dir_from(env(home)),
+            cache_dir_from(env(&HOME)),
             Some(PathBuf::from("/home/u/.cache/particle-shm/kernels"))
         );
         static XDG: [(&str, &str); 2] = [("HOME", "/home/u"), ("XDG_CACHE_HOME", "/c")];
@@ -301,13 +300,13 @@ mod tests {
             cache_dir_from(env(&XDG)),
             Some(PathBuf::from("/c/particle-shm/kernels"))
         );
-        for off in ["off", "0", ""] {
-            let pairs: &'static [(&str, &str)] = match off {
-                "off" => &[("HOME", "/h"), ("PARTICLE_SHM_KERNEL_CACHE", "off")],
-                "0" => &[("HOME", "/h"), ("PARTICLE_SHM_KERNEL_CACHE", "0")],
-                _ => &[("HOME", "/h"), ("PARTICLE_SHM_KERNEL_CACHE", "")],
-            };
-            assert_eq!(cache_dir_from(env(pairs)), None, "{off:?}");
+        static OFF: [[(&str, &str); 2]; 3] = [
+            [("HOME", "/h"), ("PARTICLE_SHM_KERNEL_CACHE", "off")],
+            [("HOME", "/h"), ("PARTICLE_SHM_KERNEL_CACHE", "0")],
+            [("HOME", "/h"), ("PARTICLE_SHM_KERNEL_CACHE", "")],
+        ];
+        for pairs in &OFF {
+            assert_eq!(cache_dir_from(env(pairs)), None, "{pairs:?}");
         }
         static MOVED: [(&str, &str); 2] = [("HOME", "/h"), ("PARTICLE_SHM_KERNEL_CACHE", "/tmp/k")];
         assert_eq!(cache_dir_from(env(&MOVED)), Some(PathBuf::from("/tmp/k")));

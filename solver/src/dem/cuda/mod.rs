@@ -186,7 +186,8 @@ pub struct CudaOptions {
     /// every batch. Each check synchronises.
     pub check_every: u64,
     /// Keep the last step's contact force and contact count per particle (+16 B/particle), for
-    /// snapshots, VTK output and the force field of frames.
+    /// snapshots, VTK output and the force field of frames: written on the last step of each
+    /// call of [`CudaSim::steps`], which is when they are read.
     pub store_forces: bool,
     /// Where history entry c of a particle's row lives ([`HistLayout`]).
     pub hist_layout: HistLayout,
