@@ -128,6 +128,23 @@ impl Grid {
     }
 }
 
+impl Grid {
+    /// The cells within `reach` cells of cell coordinates `c` along every axis (the
+    /// (2 reach + 1)^3 cells around it, fewer at the border), in the order of
+    /// [`Grid::neighbour_cells`] (z, then y, then x ascending), into `out` (cleared first).
+    pub fn neighbour_cells_within(&self, c: [u32; 3], reach: u32, out: &mut Vec<u32>) {
+        out.clear();
+        let span = |a: usize| c[a].saturating_sub(reach)..=(c[a] + reach).min(self.dims[a] - 1);
+        for z in span(2) {
+            for y in span(1) {
+                for x in span(0) {
+                    out.push(self.cell_index([x, y, z]));
+                }
+            }
+        }
+    }
+}
+
 /// Particles sorted by cell over a window of the grid (a contiguous cell range): the `prepare`
 /// stage's output.
 #[derive(Debug, Clone, Default)]

@@ -5,10 +5,11 @@
 //! an SPH case (its own file type for now) and places fluid and dynamic boundary particles;
 //! [`cpu`] is the CPU reference solver and [`cuda`] its GPU twin on one device (bit-identical in
 //! f64), also split over several GPUs ([`cuda::SphGroup`], the same bits); [`checkpoint`] serves
-//! all. Not yet on the coordinator (no CPU sub-domains or MPI ranks).
+//! all; [`probe`] reads pressure at a point as the `analysis` tool does. Not yet on the coordinator (no CPU sub-domains or MPI ranks).
 
 pub mod checkpoint;
 pub mod cpu;
 pub mod cuda;
 pub mod physics;
+pub mod probe;
 pub mod setup;

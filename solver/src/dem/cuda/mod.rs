@@ -128,8 +128,8 @@ pub enum CudaError {
     #[error("{count} particles crossed a whole neighbour GPU's slab in one step (after step {step}); the time step is probably too large")]
     SlabSkipped { count: u32, step: u64 },
     #[error(
-        "{gpus} GPUs need at least {min} cell layers each along {axis}, and the domain has {layers}: \
-         use fewer GPUs (or split along a longer axis)"
+        "{gpus} GPUs need at least {min} layers each along {axis} (a layer: one cell for DEM, the \
+         kernel support for SPH), and the domain has {layers}: use fewer GPUs (or split along a longer axis)"
     )]
     TooFewLayers {
         gpus: usize,

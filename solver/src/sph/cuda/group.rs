@@ -3,8 +3,8 @@
 //!
 //! Before each of the two evaluations of a step, every slab keeps the fluid particles it owned
 //! at the last evaluation that lie, at this evaluation's positions, in its layers or in the one
-//! layer of halo on each side (the kernel support is one cell), and sends its neighbours those
-//! they need (state and half state, as records copied device to device). Every GPU holds every
+//! layer of halo on each side (a layer is as thick as the kernel support, `cpu::sph_layers`),
+//! and sends its neighbours those they need (state and half state, as records copied device to device). Every GPU holds every
 //! boundary particle in one order (they never move); each reads the densities of its halo layers
 //! from their owners' arrays at the same slots (peer access). Every slab then sorts its particles by
 //! (cell, id) on the run's one grid, so that each owned particle sums exactly the neighbours, in
@@ -24,7 +24,7 @@ use crate::core::vec3::V3;
 use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, queue_peer_copies, HostRegistration, MemoryReport, PeerCopy};
-use crate::sph::cpu::{next_time_step, sph_grid, SphState};
+use crate::sph::cpu::{next_time_step, sph_grid, sph_layer_of, sph_layers, sph_reach, SphState};
 use crate::sph::setup::{SphConstants, KIND_FLUID};
 
 /// Fewest cell layers per slab: a particle moves less than a layer per half step and a bound
@@ -98,7 +98,8 @@ impl SphGroup {
             Some(a) => a.index(),
             None => (0..3).max_by_key(|&a| (grid.dims[a], 3 - a)).unwrap_or(0),
         };
-        let layers = grid.dims[axis];
+        let reach = sph_reach(&c, &grid);
+        let layers = sph_layers(&grid, axis, reach);
         if layers < MIN_SLAB_LAYERS * g as u32 {
             return Err(CudaError::TooFewLayers {
                 gpus: g,
@@ -107,7 +108,7 @@ impl SphGroup {
                 axis: ["x", "y", "z"][axis],
             });
         }
-        let layer_of = |p: V3| grid.cell_coords(p)[axis];
+        let layer_of = |p: V3| sph_layer_of(&grid, p, axis, reach);
         // First cut: equal particle counts (fluid and boundary alike).
         let mut per_layer = vec![0u64; layers as usize];
         for &p in &state.pos {

@@ -58,7 +58,8 @@ pub struct KernelParams {
     pub axis: u32,
     pub own_lo: u32,
     pub own_hi: u32,
-    pub pad: u32,
+    /// Cells a neighbour may lie away along an axis (`cpu::sph_reach`; also `SPH_REACH`).
+    pub reach: u32,
 }
 
 /// `SphArrays` of sph.cu: one copy of the fluid state (device addresses; `id` may be 0).
@@ -127,6 +128,7 @@ fn pair_constants(p: &KernelParams) -> Vec<String> {
     let mut d = vec![
         format!("-DSPH_KERNEL={}", p.kernel),
         format!("-DSPH_DIFFUSION={}", p.diffusion),
+        format!("-DSPH_REACH={}", p.reach),
     ];
     let values = [
         ("SPH_H", p.h),
@@ -520,9 +522,11 @@ impl SphCuda {
             axis: own.0,
             own_lo: own.1,
             own_hi: own.2,
-            pad: 0,
+            reach: super::cpu::sph_reach(&c, &grid),
         };
-        p.own_hi = p.own_hi.min(grid.dims[p.axis as usize]);
+        p.own_hi = p
+            .own_hi
+            .min(super::cpu::sph_layers(&grid, p.axis as usize, p.reach));
         let module = load_module(&ctx, opts.double, pair_constants(&p))?;
         let mut sim = SphCuda {
             c,
@@ -579,6 +583,11 @@ impl SphCuda {
         }
         sim.kind = state.kind.clone();
         Ok(sim)
+    }
+
+    /// Slab layers along the split axis (`cpu::sph_layers`).
+    fn layers(&self) -> u32 {
+        super::cpu::sph_layers(&self.grid, self.p.axis as usize, self.p.reach)
     }
 
     fn alloc(&mut self, name: &str, bytes: usize) -> Result<u64, CudaError> {

@@ -76,7 +76,7 @@ impl Slab {
         let cap = sim.cap as usize;
         let send_cap = setup.send_cap();
         let rec = record_bytes(sim.real) * send_cap as usize;
-        let layers = sim.grid.dims[sim.p.axis as usize] as usize;
+        let layers = sim.layers() as usize;
         let slab = Slab {
             own: sim.alloc("slab.own", cap)?,
             keep: sim.alloc("slab.keep", cap)?,
@@ -390,7 +390,7 @@ impl SphCuda {
     /// Owned fluid particles per layer of the split axis (waits for the stream).
     pub(super) fn layer_counts(&self) -> Result<Vec<u32>, CudaError> {
         let sl = self.slab();
-        let n = self.grid.dims[self.p.axis as usize] as usize;
+        let n = self.layers() as usize;
         self.zero(sl.layers, 4 * n)?;
         let p = self.p;
         self.launch(

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Session 15 (2026-11-24) on one GPU, from the repository root, after bench/gpu/pack.sh
+# (issue 17: SPHERIC Test 2's P2 read as the analysis tool reads a probe; SPH cells of h).
+#   bench/gpu/session15_checks.sh spheric   # sph_spheric at the default 7.5 mm (2.7 M
+#                                           # particles) and at 6 mm (4.8 M), both to 0.5 s
+#   bench/gpu/session15_checks.sh alpha     # the same at 7.5 mm with alpha 0.01 and 0.05
+#   bench/gpu/session15_checks.sh cells     # cells of 2h / m for m = $CELLS (default 1 2): bench
+#                                           # and f64 parity; the row walk against the cell walk
+#   bench/gpu/session15_checks.sh sph       # the SPH suites, user path and records (cells of h)
+#   bench/gpu/session15_checks.sh validate  # sph_spheric as committed (7.5 mm, to 1.0 s)
+# Logs under $OUT.
+set -uo pipefail
+part=${1:-spheric}
+export OUT=${OUT:-bench/results/raw/session15}
+source "$(dirname "$0")/lib.sh" "session15_${part}"
+RESULT_PATTERN="test result|panicked|FAILED|P2:|H4 at|H2 at|particles|steps to"
+RESULT_LINES=20
+export PARTICLE_SHM_TEST_BACKENDS=cuda
+if [[ $part == spheric ]]; then
+  cd solver
+  PARTICLE_SHM_SPHERIC_END=0.5 result spheric_7p5mm_to_0p5 timeout 250 "$BIN/sph_spheric" spheric_test2_dam_break --nocapture
+  PARTICLE_SHM_SPHERIC_DP=0.006 PARTICLE_SHM_SPHERIC_END=0.5 result spheric_6mm_to_0p5 timeout 330 "$BIN/sph_spheric" spheric_test2_dam_break --nocapture
+  cd ..
+fi
+if [[ $part == validate ]]; then
+  cd solver
+  result spheric "$BIN/sph_spheric" spheric_test2_dam_break --nocapture
+  cd ..
+fi
+if [[ $part == alpha ]]; then
+  # The artificial viscosity's effect on the arrival (DualSPHysics advises alpha = 0.01 for
+  # nearly irrotational flows; its dam-break example, like dambreak.toml, uses 0.1).
+  cd solver
+  for a in 0.01 0.05; do
+    PARTICLE_SHM_SPHERIC_ALPHA=$a PARTICLE_SHM_SPHERIC_END=0.5 result spheric_7p5mm_alpha$a timeout 250 "$BIN/sph_spheric" spheric_test2_dam_break --nocapture
+  done
+  cd ..
+fi
+if [[ $part == cells ]]; then
+  # Cells of 2h / m (PARTICLE_SHM_SPH_CELLS = m; a particle walks the (2m + 1)^3 cells around
+  # its own): 10 M and 1 M dam break, then the f64 parity with the CPU (sph_cuda) at m = 2, and
+  # the slab suite. The raw output in raw/session15/cells_* also compared the float walk by
+  # rows with a loop per cell (-DSPH_ROW_WALK=0|1), before the row walk became the only one
+  # (the option is gone: ROWS only repeats the run now).
+  for m in ${CELLS:-1 2}; do
+    for rw in ${ROWS:-1}; do
+      echo "== PARTICLE_SHM_SPH_CELLS=$m PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_ROW_WALK=$rw"
+      PARTICLE_SHM_SPH_CELLS=$m PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_ROW_WALK=$rw timeout 150 sph-gpu-bench \
+        --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --out "$OUT/sph_cells.jsonl" > "$OUT/sph_cells_${m}_$rw.out" 2>&1
+      grep -E "ms/step" "$OUT/sph_cells_${m}_$rw.out"
+    done
+  done
+  [[ -n ${BENCH_ONLY:-} ]] && exit 0
+  cd solver
+  PARTICLE_SHM_SPH_CELLS=2 result sph_cuda_cells2 timeout 200 "$BIN/sph_cuda" --test-threads 1
+  result sph_group timeout 200 "$BIN/sph_group" --test-threads 1
+  cd ..
+fi
+if [[ $part == sph ]]; then
+  # Cells of h (m = 2, the new default): the SPH GPU suites, the user path, the records.
+  cd solver
+  result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1
+  result sph_group timeout 200 "$BIN/sph_group" --test-threads 1
+  result sph_physics_parity timeout 200 "$BIN/sph_physics_parity"
+  PARTICLE_SHM_SPH_CELLS=1 result sph_cuda_cells1 timeout 200 "$BIN/sph_cuda" --test-threads 1
+  cd ..
+  d=$(mktemp -d)
+  result user_run timeout 200 solver --backend cuda --case solver/cases/dambreak.toml --end-time 0.3 \
+    --name-shm sph1 --keep-shm --output "$d" --output-every 0.1 --checkpoint-every 0.15 --progress-every 5
+  tail -n 3 "$OUT/user_run.out"
+  ls "$d" | head -20
+  analysis --attach sph1 --once --json --gauge 2.638,0.5 --probe 0.9285,0.471,0.061 | cut -c1-600
+  echo "RESULT analysis rc=$?"
+  shmctl clean >/dev/null 2>&1; rm -f /dev/shm/sph1
+  ck=$(ls "$d"/checkpoint*.bin 2>/dev/null | head -1)
+  result restart timeout 200 solver --backend cuda --restart "$ck" --end-time 0.35 --progress-every 5
+  tail -n 2 "$OUT/restart.out"
+  rm -rf "$d"
+  RESULT_PATTERN="ms/step"
+  result bench_1m_10m timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 --frames 5 \
+    --out "$OUT/sph_gpu.jsonl"
+  result bench_100m timeout 200 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
+    --out "$OUT/sph_gpu.jsonl"
+fi
