@@ -82,3 +82,15 @@ if [[ $part == sph ]]; then
   result bench_100m timeout 200 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
     --out "$OUT/sph_gpu.jsonl"
 fi
+if [[ $part == chunk ]]; then
+  # EXPERIMENT: the float walk tests SPH_CHUNK candidates, then runs the pair code for those
+  # inside the support (the same pairs in the same order: the simulated time after the timed
+  # steps must come out equal to the bit).
+  for k in ${CHUNKS:-1 4 8 2}; do
+    echo "== PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_CHUNK=$k"
+    PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_CHUNK=$k timeout 150 sph-gpu-bench --particles 1e6,1e7 --steps 100 \
+      --warmup 10 --frames 0 --out "$OUT/sph_chunk_$k.jsonl" > "$OUT/sph_chunk_$k.out" 2>&1
+    grep -E "ms/step" "$OUT/sph_chunk_$k.out"
+    python3 -c "import json,sys; [print(r['particles'], repr(r['sim_time_s'])) for r in map(json.loads, open(sys.argv[1]))]" "$OUT/sph_chunk_$k.jsonl"
+  done
+fi
