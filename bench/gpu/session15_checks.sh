@@ -83,9 +83,11 @@ if [[ $part == sph ]]; then
     --out "$OUT/sph_gpu.jsonl"
 fi
 if [[ $part == chunk ]]; then
-  # EXPERIMENT: the float walk tests SPH_CHUNK candidates, then runs the pair code for those
-  # inside the support (the same pairs in the same order: the simulated time after the timed
-  # steps must come out equal to the bit).
+  # EXPERIMENT, dropped: the float walk tests SPH_CHUNK candidates, then runs the pair code for
+  # those inside the support (the same pairs in the same order). The option existed only in
+  # commit 0d0f27c (reverted after it: 10 M 31.65 ms/step one at a time, 38.2 / 41.3 / 53.4
+  # with chunks of 2 / 4 / 8; raw/session15/chunk_dropped/); on later builds every run here is
+  # the same code.
   for k in ${CHUNKS:-1 4 8 2}; do
     echo "== PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_CHUNK=$k"
     PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_CHUNK=$k timeout 150 sph-gpu-bench --particles 1e6,1e7 --steps 100 \

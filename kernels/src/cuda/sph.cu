@@ -165,9 +165,6 @@ struct SphSums {
 #elif !defined(SPH_LOCAL)
 #define SPH_LOCAL 1
 #endif
-#ifndef SPH_CHUNK
-#define SPH_CHUNK 1
-#endif
 
 // Position x relative to the lower corner of its cell (cell_coord's clamped cell), in float.
 __device__ __forceinline__ float sph_local_coord(double x, double origin, double cell, unsigned dim) {
@@ -340,47 +337,6 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
             unsigned x = x0, next = start[row + x0 + 1];
             float ax = i.lx - (float)((int)x0 - (int)i.cx) * cellf;
             const unsigned e = start[row + x1 + 1];
-#if SPH_CHUNK > 1
-            // EXPERIMENT: SPH_CHUNK candidates tested first, then the pair code once per
-            // candidate inside the support, in order (the same pairs in the same order as one
-            // at a time): a warp then runs the pair code max-over-threads-of-hits times per
-            // chunk instead of about once per candidate.
-            for (unsigned jb = start[row + x0]; jb < e; jb += SPH_CHUNK) {
-                float4 q[SPH_CHUNK];
-                float qa[SPH_CHUNK];
-                unsigned hits = 0;
-#pragma unroll
-                for (int t = 0; t < SPH_CHUNK; t++) {
-                    const unsigned j = jb + t;
-                    if (j < e) {
-                        while (j >= next) {
-                            x++;
-                            next = start[row + x + 1];
-                            ax = i.lx - (float)((int)x - (int)i.cx) * cellf;
-                        }
-                        q[t] = loc[j];
-                        qa[t] = ax;
-                        const real3 r = make_real3(ax - q[t].x, ay - q[t].y, az - q[t].z);
-                        if (j != self_k && !(norm23(r) > reject2)) hits |= 1u << t;
-                    }
-                }
-                while (hits) {
-                    const int t = __ffs(hits) - 1;
-                    hits &= hits - 1;
-                    float4 b = q[0];
-                    float a = qa[0];
-#pragma unroll
-                    for (int u = 1; u < SPH_CHUNK; u++) {
-                        if (u == t) {
-                            b = q[u];
-                            a = qa[u];
-                        }
-                    }
-                    sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(a - b.x, ay - b.y, az - b.z), b.w, vel,
-                                                   kin, jb + t, reject2, s);
-                }
-            }
-#else
             for (unsigned j = start[row + x0]; j < e; j++) {
                 while (j >= next) {
                     x++;
@@ -392,7 +348,6 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(ax - q.x, ay - q.y, az - q.z), q.w,
                                                vel, kin, j, reject2, s);
             }
-#endif
 #else
             // The row's cells are consecutive in the sorted order: one range.
             const unsigned e = start[row + x1 + 1];
