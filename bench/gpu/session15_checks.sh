@@ -8,6 +8,8 @@
 #                                           # and f64 parity; the row walk against the cell walk
 #   bench/gpu/session15_checks.sh sph       # the SPH suites, user path and records (cells of h)
 #   bench/gpu/session15_checks.sh validate  # sph_spheric as committed (7.5 mm, to 1.0 s)
+#   bench/gpu/session15_checks.sh chunk     # (dropped experiment, see its part)
+#   bench/gpu/session15_checks.sh ncu       # kernel times of the 10 M step; the rates kernels
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-spheric}
@@ -95,4 +97,20 @@ if [[ $part == chunk ]]; then
     grep -E "ms/step" "$OUT/sph_chunk_$k.out"
     python3 -c "import json,sys; [print(r['particles'], repr(r['sim_time_s'])) for r in map(json.loads, open(sys.argv[1]))]" "$OUT/sph_chunk_$k.jsonl"
   done
+fi
+if [[ $part == ncu ]]; then
+  # Where an SPH step's time goes now (cells of h), 10 M dam break: every kernel's duration
+  # over 4 steps after 30 (ncu_summary.py), then the rates kernels' profile.
+  NCU=/opt/nvidia/nsight-compute/2025.3.1/ncu
+  $NCU --clock-control none --cache-control none --launch-skip 600 --launch-count 120 --csv --page raw \
+    --metrics gpu__time_duration.sum sph-gpu-bench --particles 1e7 --steps 8 --warmup 30 --frames 0 \
+    > "$OUT/ncu_times.csv" 2> "$OUT/ncu_times.err"
+  python3 bench/gpu/ncu_summary.py "$OUT/ncu_times.csv"
+  $NCU --clock-control none --cache-control none --kernel-name regex:sph_rates \
+    --launch-skip 40 --launch-count 2 --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section WarpStateStats --section InstructionStats \
+    --metrics smsp__thread_inst_executed_per_inst_executed.ratio,gpu__time_duration.sum \
+    sph-gpu-bench --particles 1e6 --steps 10 --warmup 20 --frames 0 > "$OUT/ncu_rates.txt" 2>&1
+  grep -E "sph_rates|Duration|Registers Per|Achieved Occupancy|Avg. Active Threads|Warp Cycles Per Issued|Compute \(SM\) Throughput|Memory Throughput|Executed Instructions  |thread_inst" \
+    "$OUT/ncu_rates.txt" | head -40
 fi
