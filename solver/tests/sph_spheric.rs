@@ -114,9 +114,9 @@ fn spheric_case(dp: f64, end: f64) -> SphCase {
 /// cores): the front reaches the obstacle's face (x = 0.8245 m) within 0.15 s of the measured
 /// P2 impact (0.410 s), and H4 is within 25 % of the experiment at 0.366 and 0.5 s. Measured:
 /// the front arrives at 0.552 s, 0.142 s late (at 5 cm the dynamic boundary layers of the floor
-/// hold it back; at 7.5 mm on the GPU the P2 impact is 0.023 s late), H4 +3.0 % and +4.4 %. The run is
-/// deterministic, so the wide arrival bound only catches a change of the physics; the device test
-/// holds the experiment's 0.02 s.
+/// hold it back; at 7.5 mm on the GPU the P2 impact is 0.023 s late), H4 +3.0 % and +4.4 %
+/// (2 minutes on 2 cores). The run is deterministic, so the wide arrival bound only catches a
+/// change of the physics; the device test holds the experiment's 0.02 s.
 #[test]
 fn spheric_test2_coarse_on_the_cpu() {
     if std::env::var("PARTICLE_SHM_TEST_SUBDOMAINS").is_ok_and(|v| !v.trim().is_empty()) {
