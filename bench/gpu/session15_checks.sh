@@ -10,6 +10,7 @@
 #   bench/gpu/session15_checks.sh validate  # sph_spheric as committed (7.5 mm, to 1.0 s)
 #   bench/gpu/session15_checks.sh chunk     # (dropped experiment, see its part)
 #   bench/gpu/session15_checks.sh ncu       # kernel times of the 10 M step; the rates kernels
+#   bench/gpu/session15_checks.sh pub       # the publication share at 1 M, again
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-spheric}
@@ -113,4 +114,13 @@ if [[ $part == ncu ]]; then
     sph-gpu-bench --particles 1e6 --steps 10 --warmup 20 --frames 0 > "$OUT/ncu_rates.txt" 2>&1
   grep -E "sph_rates|Duration|Registers Per|Achieved Occupancy|Avg. Active Threads|Warp Cycles Per Issued|Compute \(SM\) Throughput|Memory Throughput|Executed Instructions  |thread_inst" \
     "$OUT/ncu_rates.txt" | head -40
+fi
+if [[ $part == pub ]]; then
+  # The publication share at 1 M (2.2 % in part sph, 0.02 % in session 8): three runs with
+  # cells of h, one with cells of 2h.
+  for m in 2 2 2 1; do
+    echo "== PARTICLE_SHM_SPH_CELLS=$m"
+    PARTICLE_SHM_SPH_CELLS=$m timeout 100 sph-gpu-bench --particles 1e6 --steps 200 --warmup 20 --frames 5 \
+      --out "$OUT/sph_pub.jsonl" 2>&1 | grep -E "ms/step"
+  done
 fi
