@@ -117,7 +117,9 @@ if [[ $part == ncu ]]; then
 fi
 if [[ $part == pub ]]; then
   # The publication share at 1 M (2.2 % in part sph, 0.02 % in session 8): three runs with
-  # cells of h, one with cells of 2h.
+  # cells of h, one with cells of 2h (raw/session15/pub: the frames against the steps before
+  # them; pub_bracketed: since sph-gpu-bench compares them with the mean of the steps before
+  # and after).
   for m in 2 2 2 1; do
     echo "== PARTICLE_SHM_SPH_CELLS=$m"
     PARTICLE_SHM_SPH_CELLS=$m timeout 100 sph-gpu-bench --particles 1e6 --steps 200 --warmup 20 --frames 5 \
