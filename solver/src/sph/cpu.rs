@@ -68,11 +68,15 @@ pub fn sph_grid(c: &SphConstants, pos: &[V3], kind: &[u32]) -> Grid {
 /// for each, but the sums' order, hence the f32 and f64 bits of a run, depend on it.
 pub fn cells_per_support() -> u32 {
     static M: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *M.get_or_init(|| {
-        std::env::var("PARTICLE_SHM_SPH_CELLS")
-            .ok()
-            .and_then(|v| v.trim().parse::<u32>().ok())
-            .map_or(2, |m| m.clamp(1, 3))
+    *M.get_or_init(|| match std::env::var("PARTICLE_SHM_SPH_CELLS") {
+        Err(_) => 2,
+        Ok(v) => match v.trim().parse::<u32>() {
+            Ok(m @ 1..=3) => m,
+            _ => {
+                tracing::warn!("PARTICLE_SHM_SPH_CELLS={v:?} is not 1, 2 or 3: using 2");
+                2
+            }
+        },
     })
 }
 
