@@ -11,6 +11,7 @@
 #   bench/gpu/session15_checks.sh chunk     # (dropped experiment, see its part)
 #   bench/gpu/session15_checks.sh ncu       # kernel times of the 10 M step; the rates kernels
 #   bench/gpu/session15_checks.sh pub       # the publication share at 1 M, again
+#   bench/gpu/session15_checks.sh wall      # SPHERIC to 0.5 s with wall viscosity factors 0, 0.5
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-spheric}
@@ -126,3 +127,17 @@ if [[ $part == pub ]]; then
       --out "$OUT/sph_pub.jsonl" 2>&1 | grep -E "ms/step"
   done
 fi
+if [[ $part == wall ]]; then
+  # The artificial viscosity between fluid and walls (viscosity_boundary_factor, alpha 0.1):
+  # SPHERIC Test 2 to 0.5 s with factors 0 and 0.5; the f64 parity with a factor of 0.5.
+  cd solver
+  result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1
+  for f in 0.0 0.5; do
+    PARTICLE_SHM_SPHERIC_BOUNDARY_FACTOR=$f PARTICLE_SHM_SPHERIC_END=0.5 result spheric_7p5mm_wall$f timeout 250 "$BIN/sph_spheric" spheric_test2_dam_break --nocapture
+  done
+  cd ..
+fi
+# By hand after part wall (raw/session15/wall/spheric_7p5mm_wall0_to_1s.out), from the
+# repository root on the GPU machine:
+#   source bench/gpu/lib.sh wall_full; cd solver; PARTICLE_SHM_TEST_BACKENDS=cuda \
+#     PARTICLE_SHM_SPHERIC_BOUNDARY_FACTOR=0 $BIN/sph_spheric spheric_test2_dam_break --nocapture

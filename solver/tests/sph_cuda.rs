@@ -14,7 +14,8 @@ use solver::sph::setup::KIND_FLUID;
 use sph::{assert_same_bits, column, column_text, gpu, DOUBLE};
 
 /// f64 GPU = CPU bit for bit, step by step (the time step too), for the Wendland and cubic
-/// spline kernels and each density diffusion; and the packed frame is the CPU state in f32.
+/// spline kernels, each density diffusion and a boundary viscosity of its own; and the packed
+/// frame is the CPU state in f32.
 #[test]
 fn f64_gpu_steps_have_the_cpu_bits() {
     if !gpu() {
@@ -24,6 +25,7 @@ fn f64_gpu_steps_have_the_cpu_bits() {
         "",
         "kernel = \"cubic_spline\"\ndiffusion = \"molteni\"",
         "diffusion = \"none\"\nviscosity = 0.02",
+        "viscosity_boundary_factor = 0.5",
     ] {
         let case = column(extra);
         let c = case.constants().unwrap();

@@ -10,8 +10,8 @@
 //! The full test is device only (minutes on an H100): runs when `PARTICLE_SHM_TEST_BACKENDS` names `cuda` and a
 //! GPU is present, otherwise prints why it is skipped. `PARTICLE_SHM_SPHERIC_DP` (m, default
 //! 0.0075: 2.7 M particles), `PARTICLE_SHM_SPHERIC_END` (s, default 1.0; 2.0 adds the last
-//! H4 point) and `PARTICLE_SHM_SPHERIC_ALPHA` (the artificial viscosity, default the case's)
-//! change the run; the particle-count bound holds only at the default spacing or finer.
+//! H4 point), `PARTICLE_SHM_SPHERIC_ALPHA` (the artificial viscosity, default the case's) and
+//! `PARTICLE_SHM_SPHERIC_BOUNDARY_FACTOR` (its factor between fluid and walls) change the run; the particle-count bound holds only at the default spacing or finer.
 //!
 //! P2 is read 1.5 h in front of the face (DualSPHysics' advice for probes near a boundary), as
 //! the `analysis` tool's `--probe` reads it (`solver::sph::probe`: the kernel average of the
@@ -181,12 +181,16 @@ fn spheric_test2_dam_break_against_the_experiment() {
     let end = env_f64("PARTICLE_SHM_SPHERIC_END", 1.0);
     let mut case = spheric_case(dp, end);
     case.sph.viscosity = env_f64("PARTICLE_SHM_SPHERIC_ALPHA", case.sph.viscosity);
+    case.sph.viscosity_boundary_factor = env_f64(
+        "PARTICLE_SHM_SPHERIC_BOUNDARY_FACTOR",
+        case.sph.viscosity_boundary_factor,
+    );
     let c = case.constants().unwrap();
     let p = case.particles(&c);
     let n = p.kind.len();
     println!(
-        "dp = {dp} m, h = {:.4} m, c0 = {:.2} m/s, alpha = {}: {n} particles",
-        c.h, c.c0, c.alpha
+        "dp = {dp} m, h = {:.4} m, c0 = {:.2} m/s, alpha = {} (walls {}): {n} particles",
+        c.h, c.c0, c.alpha, c.alpha_boundary
     );
     if dp <= 0.0075 {
         assert!(n >= 2_000_000, "{n} particles, the validation wants 2 M");

@@ -83,12 +83,13 @@ fn hydrostatic_tank_pressure_at_depth() {
 /// (1996) up to T = 3. Measured at this resolution with the default alpha = 0.1: -4.5 % at
 /// T = 0.8, +1.2 % at 1.2, then lagging to -8.3 % at T = 3 (coarse particles and the side walls
 /// of the 4-dp-thick slice slow the front); alpha = 0.01 led by +10 to +12 %.
-#[test]
-fn water_column_collapse_surge_front() {
-    if decomposed_pass() {
-        return;
-    }
-    let a: f64 = 0.1;
+/// Side of the square water column of the collapse tests [m].
+const COLUMN_A: f64 = 0.1;
+
+/// The collapse of a square column of side `COLUMN_A` (dp = 1 cm, a slice 4 particles thick)
+/// in a tank 6 a long, with `sph_extra` added to `[sph]`.
+fn column_sim(sph_extra: &str) -> SphSim {
+    let a = COLUMN_A;
     let case = tank_case(&format!(
         r#"
 [domain]
@@ -96,6 +97,7 @@ min = [0.0, 0.0, 0.0]
 max = [{}, 0.04, {}]
 [sph]
 spacing = 0.01
+{sph_extra}
 [[fluid]]
 min = [0.0, 0.0, 0.0]
 max = [{a}, 0.04, {}]
@@ -106,16 +108,28 @@ max = [{a}, 0.04, {}]
     ));
     let c = case.constants().unwrap();
     let p = case.particles(&c);
-    let mut sim = SphSim::new(c.clone(), p);
+    SphSim::new(c, p)
+}
+
+/// The leading edge of the fluid along x [m].
+fn surge_front(sim: &SphSim) -> f64 {
+    let s = &sim.s;
+    (0..s.pos.len())
+        .filter(|&k| s.kind[k] == KIND_FLUID)
+        .map(|k| s.pos[k][0])
+        .fold(f64::NEG_INFINITY, f64::max)
+        + 0.5 * sim.c.dp
+}
+
+#[test]
+fn water_column_collapse_surge_front() {
+    if decomposed_pass() {
+        return;
+    }
+    let a = COLUMN_A;
+    let mut sim = column_sim("");
     let t_of = |big_t: f64| big_t / (2.0 * 9.81 / a).sqrt();
-    let front = |sim: &SphSim| {
-        let s = &sim.s;
-        (0..s.pos.len())
-            .filter(|&k| s.kind[k] == KIND_FLUID)
-            .map(|k| s.pos[k][0])
-            .fold(f64::NEG_INFINITY, f64::max)
-            + 0.5 * c.dp
-    };
+    let front = surge_front;
     // (T, Z): Martin & Moyce; Koshizuka & Oka.
     let mm = [(1.219, 1.474), (1.997, 2.292), (2.547, 2.995)];
     let ko = [(1.153, 1.505), (1.935, 2.241), (2.719, 3.003)];
@@ -146,6 +160,32 @@ max = [{a}, 0.04, {}]
     assert!(worst < 0.10, "surge front off by {:.1} %", 100.0 * worst);
 }
 
+/// `viscosity_boundary_factor` scales the artificial viscosity between fluid and walls only:
+/// with 0 the surge along the floor meets no viscous drag from it and runs ahead of the run
+/// with 1 (the same column to T = 1.6, about 1,000 steps each).
+#[test]
+fn boundary_viscosity_factor_lets_the_surge_run_faster() {
+    if decomposed_pass() {
+        return;
+    }
+    let t = 1.6 / (2.0 * 9.81 / COLUMN_A).sqrt();
+    let mut front = [0.0; 2];
+    for (k, factor) in [1.0, 0.0].into_iter().enumerate() {
+        let mut sim = column_sim(&format!("viscosity_boundary_factor = {factor:?}"));
+        assert_eq!(sim.c.alpha_boundary, sim.c.alpha * factor);
+        sim.run_to(t);
+        front[k] = surge_front(&sim);
+        println!("factor {factor}: front at {:.4} m", front[k]);
+    }
+    // At least a tenth of the spacing ahead.
+    assert!(
+        front[1] > front[0] + 1e-3,
+        "front {:.4} m with no wall viscosity, {:.4} m with it",
+        front[1],
+        front[0]
+    );
+}
+
 /// Bad input gets a clear error naming the key.
 #[test]
 fn absurd_sph_cases_are_refused_by_name() {
@@ -169,6 +209,10 @@ fn absurd_sph_cases_are_refused_by_name() {
         m.contains("fluid[0]") && m.contains("inside the tank"),
         "{m}"
     );
+    let m = msg(&format!(
+        "{tank}[sph]\nspacing = 0.02\nviscosity_boundary_factor = -1.0\n[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.1, 0.2]\n"
+    ));
+    assert!(m.contains("sph.viscosity_boundary_factor"), "{m}");
     let e = SphCase::from_toml_str("method = \"sph\"\ndt = 1e-3\nend_time = 1.0\nbogus = 1\n")
         .unwrap_err()
         .to_string();

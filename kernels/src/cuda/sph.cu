@@ -224,9 +224,10 @@ __device__ __forceinline__ SphSums sph_sums_zero() {
 }
 
 // The case's constants in the pair code are the module's too: sph/cuda/mod.rs defines SPH_H,
-// SPH_RHO0, SPH_B, SPH_C0, SPH_MASS, SPH_ALPHA, SPH_DELTA and SPH_GX, SPH_GY, SPH_GZ with the
-// values of SphParams (Rust's shortest decimals, which parse back to the same doubles), so that
-// they fold into the arithmetic instead of occupying registers.
+// SPH_RHO0, SPH_B, SPH_C0, SPH_MASS, SPH_ALPHA, SPH_ALPHA_BOUND (fluid-boundary pairs),
+// SPH_DELTA and SPH_GX, SPH_GY, SPH_GZ with the values of SphParams and SphConstants (Rust's
+// shortest decimals, which parse back to the same doubles), so that they fold into the
+// arithmetic instead of occupying registers.
 #ifndef SPH_H
 #error "the case's constants (SPH_H, SPH_RHO0, ...) must be defined"
 #endif
@@ -300,7 +301,7 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
                                      : diffusion_fourtakas(dparams, f, pair);
     }
     if (FLUID_I) {
-        const real pi = artificial_viscosity((real)(SPH_ALPHA), h, pair);
+        const real pi = artificial_viscosity(FLUID_J ? (real)(SPH_ALPHA) : (real)(SPH_ALPHA_BOUND), h, pair);
         s.acc = add3(s.acc, momentum_pair(f, pair, pi));
         s.mu_max = fmax(s.mu_max, viscous_rate(h, pair.v_ij, r_ij));
     }

@@ -272,7 +272,8 @@ impl SphSim {
                                 };
                             }
                             if fluid_i {
-                                let pi = physics::artificial_viscosity(c.alpha, c.h, &pair);
+                                let alpha = if fluid_j { c.alpha } else { c.alpha_boundary };
+                                let pi = physics::artificial_viscosity(alpha, c.h, &pair);
                                 acc = vec3::add(acc, physics::momentum_pair(f, &pair, pi));
                                 mu_max = mu_max.max(physics::viscous_rate(c.h, pair.v_ij, r_ij));
                             }

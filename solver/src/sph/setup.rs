@@ -52,6 +52,9 @@ fn d_alpha() -> f64 {
 fn d_delta() -> f64 {
     0.1
 }
+fn d_one() -> f64 {
+    1.0
+}
 fn d_cfl() -> f64 {
     0.2
 }
@@ -80,6 +83,10 @@ pub struct SphParams {
     /// dam-break and still-water examples).
     #[serde(default = "d_alpha")]
     pub viscosity: f64,
+    /// The artificial viscosity between fluid and boundary particles is `viscosity` times this
+    /// (`ViscoBoundFactor`, default 1): below 1 the walls drag less on the fluid along them.
+    #[serde(default = "d_one")]
+    pub viscosity_boundary_factor: f64,
     #[serde(default)]
     pub diffusion: Diffusion,
     /// delta of the density diffusion (default 0.1).
@@ -161,6 +168,8 @@ pub struct SphConstants {
     /// Particle mass rho0 dp^3 [kg].
     pub mass: f64,
     pub alpha: f64,
+    /// Artificial viscosity of fluid-boundary pairs, alpha x `viscosity_boundary_factor`.
+    pub alpha_boundary: f64,
     pub diffusion: Diffusion,
     pub delta: f64,
     pub cfl: f64,
@@ -219,6 +228,12 @@ impl SphCase {
             ("sph.rho0", p.rho0, 1e-3, 1e5),
             ("sph.coef_sound", p.coef_sound, 1.0, 1e3),
             ("sph.viscosity", p.viscosity, 0.0, 10.0),
+            (
+                "sph.viscosity_boundary_factor",
+                p.viscosity_boundary_factor,
+                0.0,
+                10.0,
+            ),
             ("sph.delta", p.delta, 0.0, 1.0),
             ("sph.cfl", p.cfl, 1e-3, 1.0),
             ("dt", self.dt, 1e-12, 1.0),
@@ -298,6 +313,7 @@ impl SphCase {
             b: physics::tait_b(p.rho0, c0),
             mass: p.rho0 * p.spacing.powi(3),
             alpha: p.viscosity,
+            alpha_boundary: p.viscosity * p.viscosity_boundary_factor,
             diffusion: p.diffusion,
             delta: p.delta,
             cfl: p.cfl,

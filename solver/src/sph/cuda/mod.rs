@@ -121,10 +121,10 @@ fn modules() -> &'static Mutex<HashMap<ModuleKey, Arc<SphModule>>> {
 
 /// The `-D` options that make the case's constants those of the pair code in sph.cu: the kernel
 /// and the diffusion (as run-time branches they cost 12 % of the step at 10 M), and h, rho0, B,
-/// c0, the particle mass, alpha, delta and gravity (folded into the arithmetic instead of held in
-/// registers). `{:?}` writes the shortest decimal that parses back to the same f64, so the parity
+/// c0, the particle mass, alpha (and `alpha_boundary`, fluid-boundary pairs), delta and gravity
+/// (folded into the arithmetic instead of held in registers). `{:?}` writes the shortest decimal that parses back to the same f64, so the parity
 /// mode keeps its bits.
-fn pair_constants(p: &KernelParams) -> Vec<String> {
+fn pair_constants(p: &KernelParams, alpha_boundary: f64) -> Vec<String> {
     let mut d = vec![
         format!("-DSPH_KERNEL={}", p.kernel),
         format!("-DSPH_DIFFUSION={}", p.diffusion),
@@ -137,6 +137,7 @@ fn pair_constants(p: &KernelParams) -> Vec<String> {
         ("SPH_C0", p.c0),
         ("SPH_MASS", p.mass),
         ("SPH_ALPHA", p.alpha),
+        ("SPH_ALPHA_BOUND", alpha_boundary),
         ("SPH_DELTA", p.delta),
         ("SPH_GX", p.gravity[0]),
         ("SPH_GY", p.gravity[1]),
@@ -527,7 +528,7 @@ impl SphCuda {
         p.own_hi = p
             .own_hi
             .min(super::cpu::sph_layers(&grid, p.axis as usize, p.reach));
-        let module = load_module(&ctx, opts.double, pair_constants(&p))?;
+        let module = load_module(&ctx, opts.double, pair_constants(&p, c.alpha_boundary))?;
         let mut sim = SphCuda {
             c,
             ctx,
