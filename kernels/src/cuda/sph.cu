@@ -309,9 +309,9 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
 
 // The pair sums of one particle over the sorted particles of the cells within SPH_REACH of its own
 // ((2 SPH_REACH + 1)^3, cells of 2h / SPH_REACH; one call per list: fluid, then boundary), in the
-// CPU's order: cells z, then y, then x ascending, by id within a cell. `self_k`: the particle's own slot in this list (skipped), or ~0u. `loc`: the
-// list's sph_localize output (float mode; `kin` for the fluid), `pos`: its f64 positions (parity
-// mode).
+// CPU's order: cells z, then y, then x ascending, by id within a cell. `self_k`: the particle's
+// own slot in this list (skipped), or ~0u. `loc`: the list's sph_localize output (float mode;
+// `kin` for the fluid), `pos`: its f64 positions (parity mode).
 template <bool FLUID_I, bool FLUID_J>
 __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, const double* pos,
                                              const float4* loc, const float4* kin, const real* vel,

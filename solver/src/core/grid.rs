@@ -126,9 +126,7 @@ impl Grid {
         }
         n
     }
-}
 
-impl Grid {
     /// The cells within `reach` cells of cell coordinates `c` along every axis (the
     /// (2 reach + 1)^3 cells around it, fewer at the border), in the order of
     /// [`Grid::neighbour_cells`] (z, then y, then x ascending), into `out` (cleared first).
@@ -241,6 +239,23 @@ impl CellList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cells_within_a_reach_extend_the_27_neighbours_in_their_order() {
+        let g = Grid::new([0.0; 3], [1.0; 3], 0.1, 2);
+        let mut within = Vec::new();
+        let mut around = [0u32; 27];
+        for c in [[0, 0, 0], [5, 6, 7], [11, 11, 11], [0, 11, 3]] {
+            let n = g.neighbour_cells(c, &mut around);
+            g.neighbour_cells_within(c, 1, &mut within);
+            assert_eq!(within, around[..n].to_vec());
+        }
+        g.neighbour_cells_within([5, 6, 7], 2, &mut within);
+        assert_eq!(within.len(), 125);
+        assert!(within.windows(2).all(|w| w[0] < w[1]), "z, y, x ascending");
+        g.neighbour_cells_within([0, 1, 11], 2, &mut within);
+        assert_eq!(within.len(), 3 * 4 * 3, "clamped at the border");
+    }
 
     #[test]
     fn sort_and_ranges() {

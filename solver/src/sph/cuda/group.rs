@@ -4,9 +4,9 @@
 //! Before each of the two evaluations of a step, every slab keeps the fluid particles it owned
 //! at the last evaluation that lie, at this evaluation's positions, in its layers or in the one
 //! layer of halo on each side (a layer is as thick as the kernel support, `cpu::sph_layers`),
-//! and sends its neighbours those they need (state and half state, as records copied device to device). Every GPU holds every
-//! boundary particle in one order (they never move); each reads the densities of its halo layers
-//! from their owners' arrays at the same slots (peer access). Every slab then sorts its particles by
+//! and sends its neighbours those they need (state and half state, as records copied device to
+//! device). Every GPU holds every boundary particle in one order (they never move); each reads
+//! the densities of its halo layers from their owners' arrays at the same slots (peer access). Every slab then sorts its particles by
 //! (cell, id) on the run's one grid, so that each owned particle sums exactly the neighbours, in
 //! exactly the order, of the one-GPU run: the f64 mode gives its bits on any number of GPUs
 //! and any cut. The time-step limits are minima over each slab's own particles, reduced on the

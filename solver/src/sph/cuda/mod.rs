@@ -122,8 +122,9 @@ fn modules() -> &'static Mutex<HashMap<ModuleKey, Arc<SphModule>>> {
 /// The `-D` options that make the case's constants those of the pair code in sph.cu: the kernel
 /// and the diffusion (as run-time branches they cost 12 % of the step at 10 M), and h, rho0, B,
 /// c0, the particle mass, alpha (and `alpha_boundary`, fluid-boundary pairs), delta and gravity
-/// (folded into the arithmetic instead of held in registers). `{:?}` writes the shortest decimal that parses back to the same f64, so the parity
-/// mode keeps its bits.
+/// (folded into the arithmetic instead of held in registers); and the cells a neighbour may lie
+/// away (`SPH_REACH`). `{:?}` writes the shortest decimal that parses back to the same f64, so
+/// the parity mode keeps its bits.
 fn pair_constants(p: &KernelParams, alpha_boundary: f64) -> Vec<String> {
     let mut d = vec![
         format!("-DSPH_KERNEL={}", p.kernel),
