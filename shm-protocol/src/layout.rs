@@ -329,9 +329,11 @@ pub enum SpeciesMethod {
     /// Poisson's ratio, restitution, sliding and rolling friction coefficients, normal
     /// stiffness [N/m] (0 when derived from the modulus).
     Dem = 1,
-    /// SPH fluid: speed of sound [m/s], dynamic viscosity [Pa s], smoothing length [m].
+    /// SPH fluid: speed of sound [m/s], Monaghan's artificial-viscosity alpha [-], smoothing
+    /// length [m].
     SphFluid = 2,
-    /// SPH boundary particles: the same parameters as the fluid they bound.
+    /// SPH boundary particles: the same parameters as the fluid they bound, the viscosity being
+    /// the alpha of fluid-boundary pairs.
     SphBoundary = 3,
 }
 

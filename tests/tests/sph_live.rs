@@ -13,7 +13,9 @@ fn an_sph_case_publishes_density_pressure_and_kind() {
     let dir = std::env::temp_dir().join(format!("pshm-sph-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let case = dir.join("tank.toml");
-    std::fs::write(&case, e2e_tests::sph_tank_case(0.05)).unwrap();
+    let text = e2e_tests::sph_tank_case(0.05)
+        .replace("[sph]\n", "[sph]\nviscosity_boundary_factor = 0.5\n");
+    std::fs::write(&case, text).unwrap();
     let case_arg = case.to_string_lossy().to_string();
     let out = dir.join("vtk");
     let out_arg = out.to_string_lossy().to_string();
@@ -42,6 +44,10 @@ fn an_sph_case_publishes_density_pressure_and_kind() {
             Some(SpeciesMethod::SphBoundary)
         ]
     );
+    // Parameters: sound speed, viscosity (the boundary's: alpha of fluid-boundary pairs),
+    // smoothing length.
+    let alphas: Vec<f64> = stat.species.iter().map(|s| s.params[1]).collect();
+    assert_eq!(alphas, vec![0.1, 0.1 * 0.5]);
     let f = c.read_newest().expect("read").expect("a frame");
     assert!(
         (f.meta.sim_time - 0.05).abs() < 1e-9,

@@ -461,9 +461,14 @@ impl SimPort for SphRunner {
 
     fn static_data(&self) -> StaticData {
         let c = self.sim.c();
+        // The boundary's viscosity is the alpha of fluid-boundary pairs.
         let record = |name: &str, method: SpeciesMethod| {
+            let alpha = match method {
+                SpeciesMethod::SphBoundary => c.alpha_boundary,
+                _ => c.alpha,
+            };
             let mut params = [0.0; SPECIES_PARAMS];
-            params[..3].copy_from_slice(&[c.c0, c.alpha, c.h]);
+            params[..3].copy_from_slice(&[c.c0, alpha, c.h]);
             SpeciesRecord {
                 name: shm_protocol::static_data::encode_name(name),
                 method: method as u32,
