@@ -5,7 +5,7 @@
 #     shared scan moved to cells.cu), and the user path: dambreak.toml on the GPU with VTK output,
 #     a checkpoint, a restart on the GPU, and analysis reading the segment;
 #   part "bench": sph-gpu-bench at 1 M and 10 M particles (200 timed steps) and 100 M (20);
-#   part "spheric": the SPHERIC Test 2 validation at 2.3 M particles (sph_spheric.rs).
+#   part "spheric": the SPHERIC Test 2 validation at 2.7 M particles (sph_spheric.rs).
 set -uo pipefail
 part=${1:-tests}
 source "$(dirname "$0")/lib.sh" "sph_checks_$part"
