@@ -12,6 +12,7 @@
 #   bench/gpu/session15_checks.sh ncu       # kernel times of the 10 M step; the rates kernels
 #   bench/gpu/session15_checks.sh pub       # the publication share at 1 M, again
 #   bench/gpu/session15_checks.sh wall      # SPHERIC to 0.5 s with wall viscosity factors 0, 0.5
+#   bench/gpu/session15_checks.sh final     # the final tree: SPH GPU suites, the 10 M record
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-spheric}
@@ -141,3 +142,12 @@ fi
 # repository root on the GPU machine:
 #   source bench/gpu/lib.sh wall_full; cd solver; PARTICLE_SHM_TEST_BACKENDS=cuda \
 #     PARTICLE_SHM_SPHERIC_BOUNDARY_FACTOR=0 $BIN/sph_spheric spheric_test2_dam_break --nocapture
+if [[ $part == final ]]; then
+  # The final tree: the SPH GPU suites and the 10 M record once more.
+  cd solver
+  result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1
+  result sph_group timeout 200 "$BIN/sph_group" --test-threads 1
+  result sph_physics_parity timeout 200 "$BIN/sph_physics_parity"
+  cd ..
+  sph-gpu-bench --particles 1e7 --steps 200 --warmup 20 --frames 5 --out "$OUT/sph_gpu_final.jsonl" | grep ms/step
+fi
