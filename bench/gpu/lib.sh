@@ -2,6 +2,8 @@
 # bench/gpu/pack.sh carried, puts them first on PATH, and logs everything to $OUT/$1.log.
 OUT=${OUT:-bench/results/raw}
 mkdir -p "$OUT"
+# Absolute, so that parts which change into solver/ (the test binaries) still write there.
+OUT=$(realpath "$OUT")
 BIN=/tmp/pshm-bin
 rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -31,4 +33,37 @@ small() {
   solver --case "bench/cases/$name.toml" --backend cuda --end-time "$t" --name-shm "$name" "$@" > "$OUT/small_$name$*.out" 2>&1
   tail -n 2 "$OUT/small_$name$*.out"
   python3 bench/gpu/small_record.py "$OUT/small_$name$*.out" "$cmd" "$name" >> "$OUT/small.jsonl"
+}
+# sph_suites: the SPH GPU test suites (f64 parity with the CPU, slabs against one GPU, the
+# physics twins), run from solver/.
+sph_suites() {
+  pushd solver >/dev/null || return
+  result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1
+  result sph_group timeout 200 "$BIN/sph_group" --test-threads 1
+  result sph_physics_parity timeout 200 "$BIN/sph_physics_parity"
+  popd >/dev/null || return
+}
+# sph_user_path: an SPH run as a user starts it: dambreak.toml on the GPU with VTK output and
+# checkpoints, `analysis` reading the SPHERIC gauges and P2 (1.5 h off the obstacle at dp =
+# 4 cm) from the kept segment, and a restart from the first checkpoint.
+sph_user_path() {
+  local d ck
+  d=$(mktemp -d)
+  result user_run timeout 300 solver --backend cuda --case solver/cases/dambreak.toml --end-time 0.3 \
+    --name-shm sph1 --keep-shm --output "$d" --output-every 0.1 --checkpoint-every 0.15 --progress-every 5
+  ls "$d" | head -20
+  analysis --attach sph1 --once --json --gauge 2.638,0.5 --probe 0.9285,0.471,0.061 | cut -c1-600
+  echo "RESULT analysis rc=${PIPESTATUS[0]}"
+  shmctl clean >/dev/null 2>&1; rm -f /dev/shm/sph1
+  ck=$(ls "$d"/checkpoint*.bin 2>/dev/null | head -1)
+  result restart timeout 300 solver --backend cuda --restart "$ck" --end-time 0.35 --progress-every 5
+  rm -rf "$d"
+}
+# sph_records: the records of bench/results/sph_gpu.json (1 M and 10 M, then 100 M) appended to
+# $OUT/sph_gpu.jsonl.
+sph_records() {
+  result bench_1m_10m timeout 280 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 --frames 5 \
+    --out "$OUT/sph_gpu.jsonl"
+  result bench_100m timeout 280 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
+    --out "$OUT/sph_gpu.jsonl"
 }

@@ -62,30 +62,13 @@ if [[ $part == cells ]]; then
   cd ..
 fi
 if [[ $part == sph ]]; then
-  # Cells of h (m = 2, the new default): the SPH GPU suites, the user path, the records.
-  cd solver
-  result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1
-  result sph_group timeout 200 "$BIN/sph_group" --test-threads 1
-  result sph_physics_parity timeout 200 "$BIN/sph_physics_parity"
-  PARTICLE_SHM_SPH_CELLS=1 result sph_cuda_cells1 timeout 200 "$BIN/sph_cuda" --test-threads 1
-  cd ..
-  d=$(mktemp -d)
-  result user_run timeout 200 solver --backend cuda --case solver/cases/dambreak.toml --end-time 0.3 \
-    --name-shm sph1 --keep-shm --output "$d" --output-every 0.1 --checkpoint-every 0.15 --progress-every 5
-  tail -n 3 "$OUT/user_run.out"
-  ls "$d" | head -20
-  analysis --attach sph1 --once --json --gauge 2.638,0.5 --probe 0.9285,0.471,0.061 | cut -c1-600
-  echo "RESULT analysis rc=$?"
-  shmctl clean >/dev/null 2>&1; rm -f /dev/shm/sph1
-  ck=$(ls "$d"/checkpoint*.bin 2>/dev/null | head -1)
-  result restart timeout 200 solver --backend cuda --restart "$ck" --end-time 0.35 --progress-every 5
-  tail -n 2 "$OUT/restart.out"
-  rm -rf "$d"
-  RESULT_PATTERN="ms/step"
-  result bench_1m_10m timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 --frames 5 \
-    --out "$OUT/sph_gpu.jsonl"
-  result bench_100m timeout 200 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
-    --out "$OUT/sph_gpu.jsonl"
+  # Cells of h (m = 2, the new default): the SPH GPU suites (also at m = 1), the user path,
+  # the records (since run, sph_user_path reports the analysis' own exit status and
+  # sph-gpu-bench measures publication against the steps before and after the frames).
+  sph_suites
+  (cd solver && PARTICLE_SHM_SPH_CELLS=1 result sph_cuda_cells1 timeout 200 "$BIN/sph_cuda" --test-threads 1)
+  sph_user_path
+  RESULT_PATTERN="ms/step" sph_records
 fi
 if [[ $part == chunk ]]; then
   # EXPERIMENT, dropped: the float walk tests SPH_CHUNK candidates, then runs the pair code for
@@ -144,10 +127,6 @@ fi
 #     PARTICLE_SHM_SPHERIC_BOUNDARY_FACTOR=0 $BIN/sph_spheric spheric_test2_dam_break --nocapture
 if [[ $part == final ]]; then
   # The final tree: the SPH GPU suites and the 10 M record once more.
-  cd solver
-  result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1
-  result sph_group timeout 200 "$BIN/sph_group" --test-threads 1
-  result sph_physics_parity timeout 200 "$BIN/sph_physics_parity"
-  cd ..
+  sph_suites
   sph-gpu-bench --particles 1e7 --steps 200 --warmup 20 --frames 5 --out "$OUT/sph_gpu_final.jsonl" | grep ms/step
 fi

@@ -16,22 +16,10 @@ tests)
   result sph_physics_parity "$BIN/sph_physics_parity" --nocapture
   result physics_parity "$BIN/physics_parity"
   result cuda_parity "$BIN/cuda_parity"
-  d=$(mktemp -d)
-  result user_run timeout 300 solver --backend cuda --case solver/cases/dambreak.toml --end-time 0.3 \
-    --name-shm sph1 --keep-shm --output "$d" --output-every 0.1 --checkpoint-every 0.15 --progress-every 5
-  ls "$d" | head -20
-  analysis --attach sph1 --once --json --gauge 2.638,0.5 --probe 0.8445,0.471,0.061 | cut -c1-600
-  echo "RESULT analysis rc=$?"
-  shmctl clean >/dev/null 2>&1; rm -f /dev/shm/sph1
-  ck=$(ls "$d"/checkpoint*.bin 2>/dev/null | head -1)
-  result restart timeout 300 solver --backend cuda --restart "$ck" --end-time 0.35 --progress-every 5
-  rm -rf "$d"
+  sph_user_path
   ;;
 bench)
-  result bench_1m_10m timeout 280 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 --frames 5 \
-    --out "$OUT/sph_gpu.jsonl"
-  result bench_100m timeout 280 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
-    --out "$OUT/sph_gpu.jsonl"
+  sph_records
   ;;
 spheric)
   PARTICLE_SHM_TEST_BACKENDS=cuda result spheric "$BIN/sph_spheric" --nocapture
