@@ -307,11 +307,27 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
     }
 }
 
+// Distance along one axis from a particle at `l` (relative to its own cell's lower corner) to the
+// cells `d` cells away (the twin of Grid::cell_gap): 0 for its own. Clamped particles (outside the
+// grid, in an edge cell) keep their true offset, so the gap to a nearer cell is still a lower bound.
+__device__ __forceinline__ float sph_cell_gap(float l, int d, float cell) {
+    return d > 0 ? fmaxf((float)d * cell - l, 0.0f) : d < 0 ? fmaxf(l - (float)(d + 1) * cell, 0.0f) : 0.0f;
+}
+
+// The support with a margin for the walk's float arithmetic (SPH_WALK_MARGIN in cpu.rs is the
+// CPU's): a cell farther than this from the particle holds no particle closer than 2h.
+#define SPH_WALK_MARGIN 1.001f
+
 // The pair sums of one particle over the sorted particles of the cells within SPH_REACH of its own
 // ((2 SPH_REACH + 1)^3, cells of 2h / SPH_REACH; one call per list: fluid, then boundary), in the
-// CPU's order: cells z, then y, then x ascending, by id within a cell. `self_k`: the particle's
-// own slot in this list (skipped), or ~0u. `loc`: the list's sph_localize output (float mode;
-// `kin` for the fluid), `pos`: its f64 positions (parity mode).
+// CPU's order: cells z, then y, then x ascending, by id within a cell. Cells whose box lies
+// farther than the support (with a margin) are skipped, as Grid::neighbour_cells_near skips them:
+// whole planes and rows by their gap in z and y, and each row's cells to those within the
+// support's half-chord at that gap. They hold only pairs that the test r < 2h rejects, so the
+// sums and their order are the same; the candidates are 10.5 instead of 15.6 supports cubed
+// (cells of h). `self_k`: the particle's own slot in this list (skipped), or ~0u. `loc`: the
+// list's sph_localize output (float mode; `kin` for the fluid), `pos`: its f64 positions (parity
+// mode).
 template <bool FLUID_I, bool FLUID_J>
 __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, const double* pos,
                                              const float4* loc, const float4* kin, const real* vel,
@@ -320,29 +336,43 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
     const real two_h = real(2) * (real)(SPH_H);
     const real reject2 = two_h * two_h * real(1.0001);
     const DiffusionParams dparams = sph_diffusion_params(p);
-    const unsigned R = SPH_REACH;
-    const unsigned x0 = i.cx > R ? i.cx - R : 0, x1 = min(i.cx + R, p.dims[0] - 1);
-    const unsigned y0 = i.cy > R ? i.cy - R : 0, y1 = min(i.cy + R, p.dims[1] - 1);
-    const unsigned z0 = i.cz > R ? i.cz - R : 0, z1 = min(i.cz + R, p.dims[2] - 1);
-    for (unsigned z = z0; z <= z1; z++) {
-        for (unsigned y = y0; y <= y1; y++) {
-            const unsigned row = sph_cell_index(p, 0, y, z);
+    const int R = SPH_REACH;
+    const float cellf = (float)p.cell, inv_cell = 1.0f / cellf;
+    const float near = (float)(2.0 * SPH_H) * SPH_WALK_MARGIN, near2 = near * near;
+    const int cx = (int)i.cx, cy = (int)i.cy, cz = (int)i.cz;
+    const int x0 = max(cx - R, 0), x1 = min(cx + R, (int)p.dims[0] - 1);
+    const int y0 = max(cy - R, 0), y1 = min(cy + R, (int)p.dims[1] - 1);
+    const int z0 = max(cz - R, 0), z1 = min(cz + R, (int)p.dims[2] - 1);
+    for (int z = z0; z <= z1; z++) {
+        const float gz = sph_cell_gap(i.lz, z - cz, cellf);
+        const float gz2 = gz * gz;
+        if (gz2 >= near2) continue;
+        for (int y = y0; y <= y1; y++) {
+            const float gy = sph_cell_gap(i.ly, y - cy, cellf);
+            const float g2 = gy * gy + gz2;
+            if (g2 >= near2) continue;
+            // The cells of the row within the half-chord e of the particle along x, its own cell
+            // always (a particle outside the grid has lx beyond [0, cell)).
+            const float e = sqrtf(near2 - g2);
+            const int xa = min(max(cx + (int)floorf((i.lx - e) * inv_cell), x0), cx);
+            const int xb = max(min(cx + (int)floorf((i.lx + e) * inv_cell), x1), cx);
+            const unsigned row = sph_cell_index(p, 0, (unsigned)y, (unsigned)z);
 #if SPH_LOCAL
             // l_i minus the offset of j's cell corner from i's: r_ij = a - l_j.
-            const float cellf = (float)p.cell;
-            const float ay = i.ly - (float)((int)y - (int)i.cy) * cellf;
-            const float az = i.lz - (float)((int)z - (int)i.cz) * cellf;
+            const float ay = i.ly - (float)(y - cy) * cellf;
+            const float az = i.lz - (float)(z - cz) * cellf;
             // The row's cells as one range (consecutive in the sorted order), the candidate's cell
             // tracked for its corner's offset: 1.6 % slower than a loop per cell with cells of 2h
             // at 1 M, 1 % faster with cells of h and 25 % with cells of 2h / 3 (10 M).
-            unsigned x = x0, next = start[row + x0 + 1];
-            float ax = i.lx - (float)((int)x0 - (int)i.cx) * cellf;
-            const unsigned e = start[row + x1 + 1];
-            for (unsigned j = start[row + x0]; j < e; j++) {
+            int x = xa;
+            unsigned next = start[row + xa + 1];
+            float ax = i.lx - (float)(xa - cx) * cellf;
+            const unsigned e_end = start[row + xb + 1];
+            for (unsigned j = start[row + xa]; j < e_end; j++) {
                 while (j >= next) {
                     x++;
                     next = start[row + x + 1];
-                    ax = i.lx - (float)((int)x - (int)i.cx) * cellf;
+                    ax = i.lx - (float)(x - cx) * cellf;
                 }
                 if (j == self_k) continue;
                 const float4 q = loc[j];
@@ -351,8 +381,8 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
             }
 #else
             // The row's cells are consecutive in the sorted order: one range.
-            const unsigned e = start[row + x1 + 1];
-            for (unsigned j = start[row + x0]; j < e; j++) {
+            const unsigned e_end = start[row + xb + 1];
+            for (unsigned j = start[row + xa]; j < e_end; j++) {
                 if (j == self_k) continue;
                 sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, dload3(pos + 3 * j))), rho[j],
                                                vel, kin, j, reject2, s);

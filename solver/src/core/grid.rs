@@ -141,6 +141,57 @@ impl Grid {
             }
         }
     }
+
+    /// The cells of [`Self::neighbour_cells_within`] around `p`'s cell whose box lies closer
+    /// than `radius` to `p`, in the same order, as rows along x: `(first, last)` cell indices,
+    /// the cells `first..=last` consecutive in the linear index (x must be the fastest axis: a
+    /// slab axis of y or z). The twin of the row walk of `sph_sum_list` in sph.cu. A particle
+    /// outside the grid, counted in an edge cell, keeps its true offset from that cell, so a gap
+    /// is still a lower bound on the distance to any particle of the cell.
+    pub fn neighbour_rows_near(&self, p: V3, reach: u32, radius: f64, out: &mut Vec<(u32, u32)>) {
+        debug_assert_eq!(self.stride[0], 1, "rows along x need x fastest");
+        out.clear();
+        let c = self.cell_coords(p);
+        // p relative to the lower corner of its cell, per axis.
+        let l: [f64; 3] =
+            std::array::from_fn(|a| p[a] - (self.origin[a] + c[a] as f64 * self.cell));
+        let gap = |a: usize, x: u32| -> f64 {
+            let g = match x.cmp(&c[a]) {
+                std::cmp::Ordering::Greater => (x - c[a]) as f64 * self.cell - l[a],
+                std::cmp::Ordering::Less => l[a] + (c[a] - x - 1) as f64 * self.cell,
+                std::cmp::Ordering::Equal => 0.0,
+            };
+            g.max(0.0)
+        };
+        let r2 = radius * radius;
+        let span = |a: usize| c[a].saturating_sub(reach)..=(c[a] + reach).min(self.dims[a] - 1);
+        let (x0, x1) = (*span(0).start(), *span(0).end());
+        for z in span(2) {
+            let gz2 = gap(2, z).powi(2);
+            if gz2 >= r2 {
+                continue;
+            }
+            for y in span(1) {
+                let g2 = gap(1, y).powi(2) + gz2;
+                if g2 >= r2 {
+                    continue;
+                }
+                // The row's cells closer than `radius`: its own cell, then outwards while the
+                // gap along x stays small enough (it grows away from c[0]: one range).
+                let (mut first, mut last) = (c[0], c[0]);
+                while first > x0 && gap(0, first - 1).powi(2) + g2 < r2 {
+                    first -= 1;
+                }
+                while last < x1 && gap(0, last + 1).powi(2) + g2 < r2 {
+                    last += 1;
+                }
+                out.push((
+                    self.cell_index([first, y, z]),
+                    self.cell_index([last, y, z]),
+                ));
+            }
+        }
+    }
 }
 
 /// Particles sorted by cell over a window of the grid (a contiguous cell range): the `prepare`
@@ -255,6 +306,40 @@ mod tests {
         assert!(within.windows(2).all(|w| w[0] < w[1]), "z, y, x ascending");
         g.neighbour_cells_within([0, 1, 11], 2, &mut within);
         assert_eq!(within.len(), 3 * 4 * 3, "clamped at the border");
+    }
+
+    #[test]
+    fn rows_near_a_point_keep_every_close_point_and_the_order() {
+        // Cells of 0.1 and a support of 0.2 (reach 2), as an SPH grid with cells of h.
+        let g = Grid::new([0.0; 3], [1.0; 3], 0.1, 2);
+        let (radius, reach) = (0.2, 2);
+        let mut rng = crate::core::rng::SplitMix64::new(7);
+        let (mut within, mut rows) = (Vec::new(), Vec::new());
+        let (mut walked, mut all) = (0usize, 0usize);
+        for _ in 0..2000 {
+            // Points inside and outside the grid (an edge cell counts those).
+            let p: V3 = std::array::from_fn(|_| rng.next_f64() * 1.4 - 0.2);
+            g.neighbour_cells_within(g.cell_coords(p), reach, &mut within);
+            g.neighbour_rows_near(p, reach, radius, &mut rows);
+            let near: Vec<u32> = rows.iter().flat_map(|&(a, b)| a..=b).collect();
+            let mut it = within.iter();
+            assert!(
+                near.iter().all(|c| it.any(|w| w == c)),
+                "a subsequence of the window, in its order"
+            );
+            (walked, all) = (walked + near.len(), all + within.len());
+            for _ in 0..50 {
+                let q: V3 = std::array::from_fn(|a| p[a] + (rng.next_f64() * 2.0 - 1.0) * radius);
+                if crate::core::vec3::norm(crate::core::vec3::sub(p, q)) < radius {
+                    let cq = g.hash(q);
+                    assert!(near.contains(&cq), "{q:?} near {p:?} in a skipped cell");
+                }
+            }
+        }
+        assert!(
+            walked * 10 < all * 8,
+            "{walked} of {all} cells walked: nothing skipped"
+        );
     }
 
     #[test]

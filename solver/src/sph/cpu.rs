@@ -59,26 +59,32 @@ pub fn sph_grid(c: &SphConstants, pos: &[V3], kind: &[u32]) -> Grid {
 }
 
 /// Cells per kernel support along an axis, m: cells of 2h / m, and a particle's neighbours lie in
-/// the (2 m + 1)^3 cells around its own. m = 2 by default: 1.4x faster on the GPU than cells of
-/// 2h (10 M dam break on an H100, 44.7 -> 32.0 ms per step, +8 B/particle for the cell
-/// arrays): the candidates are 125 h^3 of space instead of 216 h^3, and a warp's threads
-/// run the pair code together more often. m = 3 was another 8 % faster on the GPU but a third
-/// slower on the CPU (the reference walks every cell) and +20 B/particle. `PARTICLE_SHM_SPH_CELLS`
-/// (1 to 3) sets it for comparisons; CPU and GPU read the same value, so the f64 parity holds
-/// for each, but the sums' order, hence the f32 and f64 bits of a run, depend on it.
+/// the (2 m + 1)^3 cells around its own, of which it walks those whose box is closer than the
+/// support ([`Grid::neighbour_rows_near`]). m = 3 by default: on the GPU (10 M dam break, H100)
+/// 45.2 ms per step with m = 1, 30.5 with m = 2, 26.2 with m = 3, because fewer candidates
+/// outside the support mean fewer passes of a warp through the pair code; it costs
+/// +20 B/particle for the cell arrays, and small CPU cases a quarter more time (a row's
+/// bookkeeping per particle: the quasi-2D water column 28 -> 36 s on 2 cores; the 58 k dam
+/// break the same). `PARTICLE_SHM_SPH_CELLS` (1 to 4) sets it for comparisons; CPU and GPU read
+/// the same value, so the f64 parity holds for each, but the sums' order, hence the f32 and f64
+/// bits of a run, depend on it.
 pub fn cells_per_support() -> u32 {
     static M: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     *M.get_or_init(|| match std::env::var("PARTICLE_SHM_SPH_CELLS") {
-        Err(_) => 2,
+        Err(_) => 3,
         Ok(v) => match v.trim().parse::<u32>() {
-            Ok(m @ 1..=3) => m,
+            Ok(m @ 1..=4) => m,
             _ => {
-                tracing::warn!("PARTICLE_SHM_SPH_CELLS={v:?} is not 1, 2 or 3: using 2");
-                2
+                tracing::warn!("PARTICLE_SHM_SPH_CELLS={v:?} is not 1, 2, 3 or 4: using 3");
+                3
             }
         },
     })
 }
+
+/// The support with a margin for the rounding of the cell walk (`SPH_WALK_MARGIN` in sph.cu): a
+/// cell whose box lies farther than `2 h SPH_WALK_MARGIN` from a particle is not walked.
+pub const SPH_WALK_MARGIN: f64 = 1.001;
 
 /// Cells a particle's neighbours may lie away from its own along an axis on `grid`: the support
 /// 2h over the cell size, rounded up (the grid may have enlarged its cells).
@@ -118,12 +124,69 @@ pub struct SphSim {
     fluid_cells: CellList,
     /// Boundary particles by cell (they do not move: built once; entries index `bound`).
     bound_cells: CellList,
+    /// The values pairs read, in the cells' order (refilled at every evaluation).
+    fluid_sorted: SortedParticles,
+    bound_sorted: SortedParticles,
     /// Ids of the fluid and of the boundary particles, ascending.
     fluid: Vec<u32>,
     bound: Vec<u32>,
     /// The step the next step takes [s].
     dt: f64,
     diffusion: DiffusionParams,
+}
+
+/// The arrays of every particle (index order) that a pair reads.
+struct Particles<'a> {
+    pos: &'a [V3],
+    vel: &'a [V3],
+    rho: &'a [f64],
+    pr: &'a [f64],
+    cs: &'a [f64],
+}
+
+/// One list's particles (fluid or boundary) in (cell, id) order with copies of what a pair reads,
+/// so that a row of cells is one run of memory: `start[c]..start[c + 1]` are cell c's entries
+/// (`start` has a cell more), `index` their particle indices.
+#[derive(Debug, Default)]
+struct SortedParticles {
+    start: Vec<u32>,
+    index: Vec<u32>,
+    pos: Vec<V3>,
+    vel: Vec<V3>,
+    rho: Vec<f64>,
+    pr: Vec<f64>,
+    cs: Vec<f64>,
+}
+
+impl SortedParticles {
+    /// The particles of `cells` (built over the whole grid of `num_cells` cells, entries
+    /// indexing `ids`), from `all`.
+    fn fill(&mut self, cells: &CellList, ids: &[u32], num_cells: usize, all: &Particles) {
+        self.start.clear();
+        self.start.resize(num_cells + 1, 0);
+        for &c in &cells.sorted_cell {
+            self.start[c as usize + 1] += 1;
+        }
+        for c in 0..num_cells {
+            self.start[c + 1] += self.start[c];
+        }
+        self.index.clear();
+        self.index
+            .extend(cells.sorted.iter().map(|&slot| ids[slot as usize]));
+        let gather = |out: &mut Vec<_>, from: &[_]| {
+            out.clear();
+            out.extend(self.index.iter().map(|&j| from[j as usize]));
+        };
+        gather(&mut self.pos, all.pos);
+        gather(&mut self.vel, all.vel);
+        let gather = |out: &mut Vec<f64>, from: &[f64]| {
+            out.clear();
+            out.extend(self.index.iter().map(|&j| from[j as usize]));
+        };
+        gather(&mut self.rho, all.rho);
+        gather(&mut self.pr, all.pr);
+        gather(&mut self.cs, all.cs);
+    }
 }
 
 /// Rates of every particle and the time-step limits they imply.
@@ -169,6 +232,8 @@ impl SphSim {
             grid,
             fluid_cells: CellList::default(),
             bound_cells,
+            fluid_sorted: SortedParticles::default(),
+            bound_sorted: SortedParticles::default(),
             fluid,
             bound,
             dt,
@@ -219,43 +284,57 @@ impl SphSim {
                 )
             })
             .unzip();
-        let (fluid, bound) = (&self.fluid, &self.bound);
-        let lists = [(&self.fluid_cells, fluid), (&self.bound_cells, bound)];
+        let all = Particles {
+            pos,
+            vel,
+            rho,
+            pr: &pr,
+            cs: &cs,
+        };
+        let cells = grid.num_cells();
+        self.fluid_sorted
+            .fill(&self.fluid_cells, &self.fluid, cells, &all);
+        self.bound_sorted
+            .fill(&self.bound_cells, &self.bound, cells, &all);
+        let lists = [&self.fluid_sorted, &self.bound_sorted];
         let dparams = &self.diffusion;
+        // Cells beyond the support hold no pair the test r < 2h keeps: skipped, the order of
+        // the rest unchanged (sph.cu walks the same rows).
+        let near = 2.0 * c.h * SPH_WALK_MARGIN;
         let out: Vec<(FluidRates, f64, f64)> = (0..pos.len())
             .into_par_iter()
-            .map_init(Vec::new, |around, i| {
+            .map_init(Vec::new, |rows, i| {
                 let mut acc = [0.0; 3];
                 let mut drho = 0.0;
                 let mut mu_max: f64 = 0.0;
                 let (rho_i, p_i, c_i) = (rho[i], pr[i], cs[i]);
                 let fluid_i = kind[i] == KIND_FLUID;
-                grid.neighbour_cells_within(grid.cell_coords(pos[i]), reach, around);
+                grid.neighbour_rows_near(pos[i], reach, near, rows);
                 // Boundary particles see fluid only.
                 let used = if fluid_i { &lists[..] } else { &lists[..1] };
-                for &(cells, ids) in used {
-                    for &cell in around.iter() {
-                        for &slot in &cells.sorted[cells.cell_range(cell)] {
-                            let j = ids[slot as usize] as usize;
-                            if j == i {
+                for (l, list) in used.iter().enumerate() {
+                    let fluid_j = l == 0;
+                    for &(first, last) in rows.iter() {
+                        let range = list.start[first as usize]..list.start[last as usize + 1];
+                        for k in range.map(|k| k as usize) {
+                            if list.index[k] as usize == i {
                                 continue;
                             }
-                            let r_ij = vec3::sub(pos[i], pos[j]);
+                            let r_ij = vec3::sub(pos[i], list.pos[k]);
                             let r = vec3::norm(r_ij);
                             if r >= 2.0 * c.h {
                                 continue;
                             }
-                            let fluid_j = kind[j] == KIND_FLUID;
                             let f = physics::kernel_grad_factor(c.kernel, r, c.h);
                             let pair = SphPair {
                                 r_ij,
-                                v_ij: vec3::sub(vel[i], vel[j]),
+                                v_ij: vec3::sub(vel[i], list.vel[k]),
                                 rho_i,
-                                rho_j: rho[j],
+                                rho_j: list.rho[k],
                                 p_i,
-                                p_j: pr[j],
+                                p_j: list.pr[k],
                                 c_i,
-                                c_j: cs[j],
+                                c_j: list.cs[k],
                                 m_j: c.mass,
                             };
                             drho += physics::continuity_pair(f, &pair);
