@@ -8,6 +8,10 @@
 #                                         # suites, the records (1 M, 10 M, 100 M)
 #   bench/gpu/session16_checks.sh validate  # sph_spheric as committed (7.5 mm, to 1.0 s), the user
 #                                           # path
+#   bench/gpu/session16_checks.sh buffer  # EXPERIMENT, dropped: the pair buffer, SPH_BUFFER = $BUFS
+#                                         # (default 8 0 4 16) at 1 M and 10 M, the SPH suites
+#                                         # (the option exists only in the commit that added
+#                                         # this part; the next commit reverts it)
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-trim}
@@ -43,4 +47,14 @@ fi
 if [[ $part == validate ]]; then
   (cd solver && result spheric "$BIN/sph_spheric" spheric_test2_dam_break --nocapture)
   sph_user_path
+fi
+if [[ $part == buffer ]]; then
+  for b in ${BUFS:-8 0 4 16}; do
+    echo "== PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_BUFFER=$b"
+    PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_BUFFER=$b timeout 150 sph-gpu-bench --particles 1e6,1e7 --steps 100 \
+      --warmup 10 --frames 0 --out "$OUT/sph_buffer.jsonl" > "$OUT/sph_buffer_$b.out" 2>&1
+    grep -E "ms/step|error|Error" "$OUT/sph_buffer_$b.out" | head -5
+  done
+  [[ -n ${BENCH_ONLY:-} ]] && exit 0
+  sph_suites
 fi
