@@ -10,8 +10,8 @@
 #                                           # path
 #   bench/gpu/session16_checks.sh buffer  # EXPERIMENT, dropped: the pair buffer, SPH_BUFFER = $BUFS
 #                                         # (default 8 0 4 16) at 1 M and 10 M, the SPH suites
-#                                         # (the option exists only in the commit that added
-#                                         # this part; the next commit reverts it)
+#                                         # (the option existed only in commit dba26c1, reverted
+#                                         # after it: on later builds every run is the same code)
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-trim}

@@ -318,100 +318,16 @@ __device__ __forceinline__ float sph_cell_gap(float l, int d, float cell) {
 // CPU's): a cell farther than this from the particle holds no particle closer than 2h.
 #define SPH_WALK_MARGIN 1.001f
 
-// The walk buffers the candidates inside the support before it evaluates them: SPH_BUFFER
-// entries per thread in shared memory (0: each candidate evaluated as it is met). A warp runs
-// the pair code whenever any of its threads has a pair at hand; met one at a time, about half of
-// a thread's candidates are pairs, so the warp ran the pair code at nearly every candidate with
-// half of its threads idle. Buffered, it runs it once per buffered pair of the fullest thread.
-// The same pairs in the same order, so the same sums (DEM's collide does the same: contact.cu).
-#ifndef SPH_BUFFER
-#define SPH_BUFFER 8
-#endif
-#ifndef SPH_THREADS
-#error "SPH_THREADS (the launches' block size, THREADS in sph/cuda/mod.rs) must be defined"
-#endif
-#if SPH_BUFFER > 0
-// Entry k of thread t at [k * SPH_THREADS + t]: r_ij (float mode) and the candidate's slot.
-__shared__ float4 sph_pair_buffer[SPH_BUFFER * SPH_THREADS];
-#endif
-
-// Where the walk of one list stands: its row (z, y), the candidate j of that row's range [j, end),
-// the cell x of j (its range ends at `next`) and, in float mode, i's position less the corner
-// offset of j's cell (r_ij = a - l_j).
-struct SphWalk {
-    int z, y;
-    float gz2;
-    unsigned row, j, end, next;
-    int x;
-    float ax, ay, az;
-};
-
-// The rows and cells a particle walks: the cells within SPH_REACH of its own ((2 SPH_REACH + 1)^3,
-// cells of 2h / SPH_REACH) whose box lies closer than the support (with a margin), as
-// Grid::neighbour_rows_near walks them: whole planes and rows skipped by their gap in z and y, a
-// row's cells cut to those within the support's half-chord at that gap. They hold only pairs
-// that the test r < 2h rejects, so the sums and their order are the same as over every cell;
-// the candidates are 8.0 instead of 12.7 supports cubed with cells of 2h/3.
-struct SphRows {
-    int cx, cy, cz, x0, x1, y0, y1, z0, z1;
-    float cellf, inv_cell, near2;
-};
-
-__device__ __forceinline__ SphRows sph_rows(const SphParams& p, const SphI& i) {
-    SphRows w;
-    const int R = SPH_REACH;
-    w.cellf = (float)p.cell;
-    w.inv_cell = 1.0f / w.cellf;
-    const float near = (float)(2.0 * SPH_H) * SPH_WALK_MARGIN;
-    w.near2 = near * near;
-    w.cx = (int)i.cx, w.cy = (int)i.cy, w.cz = (int)i.cz;
-    w.x0 = max(w.cx - R, 0), w.x1 = min(w.cx + R, (int)p.dims[0] - 1);
-    w.y0 = max(w.cy - R, 0), w.y1 = min(w.cy + R, (int)p.dims[1] - 1);
-    w.z0 = max(w.cz - R, 0), w.z1 = min(w.cz + R, (int)p.dims[2] - 1);
-    return w;
-}
-
-// Moves `c` to the next row of the walk after (c.z, c.y) (start with c.z = z0, c.y = y0 - 1 and
-// c.gz2 of z0) and sets up its range; false when there is none.
-__device__ __forceinline__ bool sph_next_row(const SphParams& p, const SphI& i, const SphRows& w,
-                                             const unsigned* start, SphWalk& c) {
-    for (;;) {
-        if (++c.y > w.y1) {
-            if (++c.z > w.z1) return false;
-            c.y = w.y0;
-            const float gz = sph_cell_gap(i.lz, c.z - w.cz, w.cellf);
-            c.gz2 = gz * gz;
-        }
-        if (c.gz2 >= w.near2) {
-            c.y = w.y1;  // the whole plane is out of reach
-            continue;
-        }
-        const float gy = sph_cell_gap(i.ly, c.y - w.cy, w.cellf);
-        const float g2 = gy * gy + c.gz2;
-        if (g2 >= w.near2) continue;
-        // The row's cells within the half-chord e of the particle along x, its own cell always
-        // (a particle outside the grid has lx beyond [0, cell)).
-        const float e = sqrtf(w.near2 - g2);
-        const int xa = min(max(w.cx + (int)floorf((i.lx - e) * w.inv_cell), w.x0), w.cx);
-        const int xb = max(min(w.cx + (int)floorf((i.lx + e) * w.inv_cell), w.x1), w.cx);
-        c.row = sph_cell_index(p, 0, (unsigned)c.y, (unsigned)c.z);
-        c.j = start[c.row + xa];
-        c.end = start[c.row + xb + 1];
-        c.x = xa;
-        c.next = start[c.row + xa + 1];
-        c.ax = i.lx - (float)(xa - w.cx) * w.cellf;
-        c.ay = i.ly - (float)(c.y - w.cy) * w.cellf;
-        c.az = i.lz - (float)(c.z - w.cz) * w.cellf;
-        return true;
-    }
-}
-
-// The pair sums of one particle over the sorted particles of the cells of sph_rows (one call per
-// list: fluid, then boundary), in the CPU's order: cells z, then y, then x ascending (a row's
-// cells are consecutive in the sorted order: one range, the candidate's cell tracked for its
-// corner's offset), by id within a cell. `self_k`: the particle's own slot in this list
-// (skipped), or ~0u. `loc`: the list's sph_localize output (float mode; `kin` for the fluid),
-// `pos`: its f64 positions (parity mode: r_ij from them, as the CPU forms it).
+// The pair sums of one particle over the sorted particles of the cells within SPH_REACH of its own
+// ((2 SPH_REACH + 1)^3, cells of 2h / SPH_REACH; one call per list: fluid, then boundary), in the
+// CPU's order: cells z, then y, then x ascending, by id within a cell. Cells whose box lies
+// farther than the support (with a margin) are skipped, as Grid::neighbour_cells_near skips them:
+// whole planes and rows by their gap in z and y, and each row's cells to those within the
+// support's half-chord at that gap. They hold only pairs that the test r < 2h rejects, so the
+// sums and their order are the same; the candidates are 10.5 instead of 15.6 supports cubed
+// (cells of h). `self_k`: the particle's own slot in this list (skipped), or ~0u. `loc`: the
+// list's sph_localize output (float mode; `kin` for the fluid), `pos`: its f64 positions (parity
+// mode).
 template <bool FLUID_I, bool FLUID_J>
 __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, const double* pos,
                                              const float4* loc, const float4* kin, const real* vel,
@@ -420,64 +336,59 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
     const real two_h = real(2) * (real)(SPH_H);
     const real reject2 = two_h * two_h * real(1.0001);
     const DiffusionParams dparams = sph_diffusion_params(p);
-    const SphRows w = sph_rows(p, i);
-    SphWalk c;
-    c.z = w.z0;
-    c.y = w.y0 - 1;
-    {
-        const float gz = sph_cell_gap(i.lz, w.z0 - w.cz, w.cellf);
-        c.gz2 = gz * gz;
-    }
-    c.j = c.end = 0;
-    bool more = true;
-    while (more) {
-#if SPH_BUFFER > 0
-        unsigned n = 0;
-        while (n < SPH_BUFFER) {
-#endif
-            if (c.j >= c.end) {
-                more = sph_next_row(p, i, w, start, c);
-                if (!more) break;
-                continue;
+    const int R = SPH_REACH;
+    const float cellf = (float)p.cell, inv_cell = 1.0f / cellf;
+    const float near = (float)(2.0 * SPH_H) * SPH_WALK_MARGIN, near2 = near * near;
+    const int cx = (int)i.cx, cy = (int)i.cy, cz = (int)i.cz;
+    const int x0 = max(cx - R, 0), x1 = min(cx + R, (int)p.dims[0] - 1);
+    const int y0 = max(cy - R, 0), y1 = min(cy + R, (int)p.dims[1] - 1);
+    const int z0 = max(cz - R, 0), z1 = min(cz + R, (int)p.dims[2] - 1);
+    for (int z = z0; z <= z1; z++) {
+        const float gz = sph_cell_gap(i.lz, z - cz, cellf);
+        const float gz2 = gz * gz;
+        if (gz2 >= near2) continue;
+        for (int y = y0; y <= y1; y++) {
+            const float gy = sph_cell_gap(i.ly, y - cy, cellf);
+            const float g2 = gy * gy + gz2;
+            if (g2 >= near2) continue;
+            // The cells of the row within the half-chord e of the particle along x, its own cell
+            // always (a particle outside the grid has lx beyond [0, cell)).
+            const float e = sqrtf(near2 - g2);
+            const int xa = min(max(cx + (int)floorf((i.lx - e) * inv_cell), x0), cx);
+            const int xb = max(min(cx + (int)floorf((i.lx + e) * inv_cell), x1), cx);
+            const unsigned row = sph_cell_index(p, 0, (unsigned)y, (unsigned)z);
+#if SPH_LOCAL
+            // l_i minus the offset of j's cell corner from i's: r_ij = a - l_j.
+            const float ay = i.ly - (float)(y - cy) * cellf;
+            const float az = i.lz - (float)(z - cz) * cellf;
+            // The row's cells as one range (consecutive in the sorted order), the candidate's cell
+            // tracked for its corner's offset: 1.6 % slower than a loop per cell with cells of 2h
+            // at 1 M, 1 % faster with cells of h and 25 % with cells of 2h / 3 (10 M).
+            int x = xa;
+            unsigned next = start[row + xa + 1];
+            float ax = i.lx - (float)(xa - cx) * cellf;
+            const unsigned e_end = start[row + xb + 1];
+            for (unsigned j = start[row + xa]; j < e_end; j++) {
+                while (j >= next) {
+                    x++;
+                    next = start[row + x + 1];
+                    ax = i.lx - (float)(x - cx) * cellf;
+                }
+                if (j == self_k) continue;
+                const float4 q = loc[j];
+                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(ax - q.x, ay - q.y, az - q.z), q.w,
+                                               vel, kin, j, reject2, s);
             }
-            const unsigned j = c.j++;
-#if SPH_LOCAL
-            while (j >= c.next) {
-                c.x++;
-                c.next = start[c.row + c.x + 1];
-                c.ax = i.lx - (float)(c.x - w.cx) * w.cellf;
+#else
+            // The row's cells are consecutive in the sorted order: one range.
+            const unsigned e_end = start[row + xb + 1];
+            for (unsigned j = start[row + xa]; j < e_end; j++) {
+                if (j == self_k) continue;
+                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, dload3(pos + 3 * j))), rho[j],
+                                               vel, kin, j, reject2, s);
             }
-            if (j == self_k) continue;
-            const float4 q = loc[j];
-            const real3 r_ij = make_real3(c.ax - q.x, c.ay - q.y, c.az - q.z);
-#else
-            if (j == self_k) continue;
-            const real3 r_ij = to_real3(dsub3(i.x, dload3(pos + 3 * j)));
-#endif
-#if SPH_BUFFER > 0
-            if (norm23(r_ij) > reject2) continue;
-            sph_pair_buffer[n * SPH_THREADS + threadIdx.x] =
-                make_float4((float)r_ij.x, (float)r_ij.y, (float)r_ij.z, __uint_as_float(j));
-            n++;
-        }
-        for (unsigned k = 0; k < n; k++) {
-            const float4 b = sph_pair_buffer[k * SPH_THREADS + threadIdx.x];
-            const unsigned j = __float_as_uint(b.w);
-#if SPH_LOCAL
-            sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(b.x, b.y, b.z), loc[j].w, vel, kin, j,
-                                           reject2, s);
-#else
-            sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, dload3(pos + 3 * j))), rho[j], vel,
-                                           kin, j, reject2, s);
 #endif
         }
-#else
-#if SPH_LOCAL
-        sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, r_ij, q.w, vel, kin, j, reject2, s);
-#else
-        sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, r_ij, rho[j], vel, kin, j, reject2, s);
-#endif
-#endif
     }
 }
 

@@ -130,8 +130,6 @@ fn pair_constants(p: &KernelParams, alpha_boundary: f64) -> Vec<String> {
         format!("-DSPH_KERNEL={}", p.kernel),
         format!("-DSPH_DIFFUSION={}", p.diffusion),
         format!("-DSPH_REACH={}", p.reach),
-        // The block size of every launch (the pair buffer's stride).
-        format!("-DSPH_THREADS={THREADS}"),
     ];
     let values = [
         ("SPH_H", p.h),
