@@ -29,6 +29,9 @@ fn fast_axes(slab_axis: usize) -> (usize, usize) {
     }
 }
 
+/// The largest reach [`Grid::neighbour_rows_near`] takes (cells per side of a particle's own).
+pub const MAX_REACH: u32 = 8;
+
 /// A uniform grid over an axis-aligned box. Positions outside the box are clamped into the border
 /// cells; clamping is monotone, so two touching particles always land in the same or adjacent
 /// cells and the search stays exact (only slower for escaped particles).
@@ -152,43 +155,51 @@ impl Grid {
         debug_assert_eq!(self.stride[0], 1, "rows along x need x fastest");
         out.clear();
         let c = self.cell_coords(p);
-        // p relative to the lower corner of its cell, per axis.
-        let l: [f64; 3] =
-            std::array::from_fn(|a| p[a] - (self.origin[a] + c[a] as f64 * self.cell));
-        let gap = |a: usize, x: u32| -> f64 {
-            let g = match x.cmp(&c[a]) {
-                std::cmp::Ordering::Greater => (x - c[a]) as f64 * self.cell - l[a],
-                std::cmp::Ordering::Less => l[a] + (c[a] - x - 1) as f64 * self.cell,
-                std::cmp::Ordering::Equal => 0.0,
-            };
-            g.max(0.0)
-        };
         let r2 = radius * radius;
-        let span = |a: usize| c[a].saturating_sub(reach)..=(c[a] + reach).min(self.dims[a] - 1);
-        let (x0, x1) = (*span(0).start(), *span(0).end());
-        for z in span(2) {
-            let gz2 = gap(2, z).powi(2);
+        // Per axis: the window's first cell and the squared gap from p to each of its cells
+        // (p's offset from the lower corner of its own cell is `l`; a particle outside the grid
+        // keeps its true offset from its edge cell).
+        const MAX: usize = 2 * MAX_REACH as usize + 1;
+        let mut lo = [0u32; 3];
+        let mut len = [0usize; 3];
+        let mut g2 = [[0.0f64; MAX]; 3];
+        for a in 0..3 {
+            let l = p[a] - (self.origin[a] + c[a] as f64 * self.cell);
+            lo[a] = c[a].saturating_sub(reach);
+            let hi = (c[a] + reach).min(self.dims[a] - 1);
+            len[a] = (hi - lo[a] + 1) as usize;
+            assert!(len[a] <= MAX, "reach {reach} above {MAX_REACH}");
+            for (k, g) in g2[a][..len[a]].iter_mut().enumerate() {
+                let x = lo[a] + k as u32;
+                let gap = match x.cmp(&c[a]) {
+                    std::cmp::Ordering::Greater => (x - c[a]) as f64 * self.cell - l,
+                    std::cmp::Ordering::Less => l + (c[a] - x - 1) as f64 * self.cell,
+                    std::cmp::Ordering::Equal => 0.0,
+                };
+                *g = gap.max(0.0).powi(2);
+            }
+        }
+        let own_x = (c[0] - lo[0]) as usize;
+        for (kz, &gz2) in g2[2][..len[2]].iter().enumerate() {
             if gz2 >= r2 {
                 continue;
             }
-            for y in span(1) {
-                let g2 = gap(1, y).powi(2) + gz2;
-                if g2 >= r2 {
+            for (ky, &gy2) in g2[1][..len[1]].iter().enumerate() {
+                let g = gy2 + gz2;
+                if g >= r2 {
                     continue;
                 }
                 // The row's cells closer than `radius`: its own cell, then outwards while the
                 // gap along x stays small enough (it grows away from c[0]: one range).
-                let (mut first, mut last) = (c[0], c[0]);
-                while first > x0 && gap(0, first - 1).powi(2) + g2 < r2 {
+                let (mut first, mut last) = (own_x, own_x);
+                while first > 0 && g2[0][first - 1] + g < r2 {
                     first -= 1;
                 }
-                while last < x1 && gap(0, last + 1).powi(2) + g2 < r2 {
+                while last + 1 < len[0] && g2[0][last + 1] + g < r2 {
                     last += 1;
                 }
-                out.push((
-                    self.cell_index([first, y, z]),
-                    self.cell_index([last, y, z]),
-                ));
+                let row = self.cell_index([0, lo[1] + ky as u32, lo[2] + kz as u32]);
+                out.push((row + lo[0] + first as u32, row + lo[0] + last as u32));
             }
         }
     }

@@ -63,9 +63,10 @@ pub fn sph_grid(c: &SphConstants, pos: &[V3], kind: &[u32]) -> Grid {
 /// support ([`Grid::neighbour_rows_near`]). m = 3 by default: on the GPU (10 M dam break, H100)
 /// 45.2 ms per step with m = 1, 30.5 with m = 2, 26.2 with m = 3, because fewer candidates
 /// outside the support mean fewer passes of a warp through the pair code; it costs
-/// +20 B/particle for the cell arrays, and small CPU cases a quarter more time (a row's
-/// bookkeeping per particle: the quasi-2D water column 28 -> 36 s on 2 cores; the 58 k dam
-/// break the same). `PARTICLE_SHM_SPH_CELLS` (1 to 4) sets it for comparisons; CPU and GPU read
+/// +20 B/particle for the cell arrays, and small CPU cases about an eighth more time than m = 2
+/// (a row's bookkeeping per particle: the quasi-2D water column 24.0 s against 27.3 s on 2
+/// cores; the 58 k dam break the same). `PARTICLE_SHM_SPH_CELLS` (1 to 4) sets it for
+/// comparisons; CPU and GPU read
 /// the same value, so the f64 parity holds for each, but the sums' order, hence the f32 and f64
 /// bits of a run, depend on it.
 pub fn cells_per_support() -> u32 {
