@@ -12,6 +12,8 @@
 #                                         # (default 8 0 4 16) at 1 M and 10 M, the SPH suites
 #                                         # (the option existed only in commit dba26c1, reverted
 #                                         # after it: on later builds every run is the same code)
+#   bench/gpu/session16_checks.sh final   # the final tree: the SPH GPU suites and the SPH
+#                                         # validation tests on the GPU
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-trim}
@@ -57,4 +59,8 @@ if [[ $part == buffer ]]; then
   done
   [[ -n ${BENCH_ONLY:-} ]] && exit 0
   sph_suites
+fi
+if [[ $part == final ]]; then
+  sph_suites
+  (cd solver && result sph_validation timeout 400 "$BIN/sph_validation" --test-threads 1)
 fi
