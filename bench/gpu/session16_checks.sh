@@ -14,12 +14,17 @@
 #                                         # after it: on later builds every run is the same code)
 #   bench/gpu/session16_checks.sh final   # the final tree: the SPH GPU suites and the SPH
 #                                         # validation tests on the GPU
+#   bench/gpu/session16_checks.sh mesh    # moving meshes uploaded from page-locked staging: the
+#                                         # drum and the silo as users run them, alternating
+#                                         # with the build before it (gpu-carry/solver_old,
+#                                         # carried beside bins.tar.xz), three times each; the
+#                                         # DEM parity and moving-geometry tests; memcheck
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-trim}
 export OUT=${OUT:-bench/results/raw/session16}
 source "$(dirname "$0")/lib.sh" "session16_${part}"
-RESULT_PATTERN="test result|panicked|FAILED|P2:|H4 at|H2 at|particles|steps to"
+RESULT_PATTERN="test result|panicked|FAILED|P2:|H4 at|H2 at|particles|steps to|ERROR SUMMARY"
 RESULT_LINES=20
 export PARTICLE_SHM_TEST_BACKENDS=cuda
 if [[ $part == trim ]]; then
@@ -63,4 +68,21 @@ fi
 if [[ $part == final ]]; then
   sph_suites
   (cd solver && result sph_validation timeout 400 "$BIN/sph_validation" --test-threads 1)
+fi
+if [[ $part == mesh ]]; then
+  old=$PWD/gpu-carry/solver_old
+  for i in 1 2 3; do
+    for s in drum_10k:1.0 silo_70k:0.5; do
+      name=${s%%:*} t=${s##*:}
+      echo "+ (build before) solver --case bench/cases/$name.toml --backend cuda --end-time $t"
+      "$old" --case "bench/cases/$name.toml" --backend cuda --end-time "$t" --name-shm "old_$name" 2>&1 | grep finished
+      small "$name" "$t"
+    done
+  done
+  cd solver
+  result cuda_parity timeout 400 "$BIN/cuda_parity" --test-threads 1
+  result moving_geometry timeout 300 "$BIN/moving_geometry" --test-threads 1
+  cd ..
+  result memcheck_drum timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    dem-gpu-bench case --case bench/cases/drum_10k.toml --warmup 0 --steps 300
 fi

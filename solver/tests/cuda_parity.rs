@@ -497,8 +497,10 @@ fn graph_replay_matches_direct_launches() {
             assert_eq!(none, 0, "{label}: graphs off captures nothing");
             // A graph per step shape: two history parities, or with a Verlet skin (f32) the
             // four (state copy, history buffer) pairs with and without a search; again after
-            // each rebinning of the rotating mesh.
-            let most = if double { 40 } else { 120 };
+            // each rebinning of the rotating mesh, which since session 16 comes every half skin
+            // of mesh motion (the next bins are made ahead on a thread: mesh.rs), twice as often
+            // as before (54 captures in f64, 76 in f32, against 600 steps).
+            let most = if double { 80 } else { 120 };
             assert!(
                 (1..=most).contains(&captured),
                 "{label}: {captured} graphs captured for 600 steps"

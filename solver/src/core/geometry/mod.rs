@@ -4,7 +4,7 @@ mod mesh;
 mod motion;
 mod triangle;
 
-pub use mesh::{Mesh, MeshWorld};
+pub use mesh::{Mesh, MeshWorld, MovingBins};
 pub use motion::{axis_angle_matrix, BodyTransform, Motion, Segment, IDENTITY};
 pub use triangle::{closest_point_on_triangle, triangle_area, TriRegion};
 
