@@ -14,7 +14,8 @@
 #                                         # after it: on later builds every run is the same code)
 #   bench/gpu/session16_checks.sh final   # the final tree: the SPH GPU suites and the SPH
 #                                         # validation tests on the GPU
-#   bench/gpu/session16_checks.sh mesh    # moving meshes uploaded from page-locked staging: the
+#   bench/gpu/session16_checks.sh mesh    # the moving mesh's next bins made ahead on a thread
+#                                         # (first run: page-locked uploads, dropped): the
 #                                         # drum and the silo as users run them, alternating
 #                                         # with the build before it (gpu-carry/solver_old,
 #                                         # carried beside bins.tar.xz), three times each; the

@@ -1,10 +1,11 @@
 //! Triangle meshes of the CUDA backend. The host places the meshes at the step's time and bins
 //! their triangles into the GPU grid with the CPU's own `geometry::MeshWorld` (fixed meshes
 //! once, moving meshes with a skin of half a cell, rebinned when a vertex moved farther than the
-//! skin); the device gets the world triangles of the moving meshes and their velocity fields
-//! every step, and the bins when they change. The collide kernel walks the bins of its
-//! particle's cell (binary search), see `mesh.cuh`. Candidate lists only need to be sorted
-//! supersets of the touching triangles, so the contacts do not depend on when rebinning happened.
+//! skin, the next bins made ahead on another thread: `GpuMeshes::rebin`); the device gets the
+//! world triangles of the moving meshes and their velocity fields every step, and the bins when
+//! they change. The collide kernel walks the bins of its particle's cell (binary search), see
+//! `mesh.cuh`. Candidate lists only need to be sorted supersets of the touching triangles, so
+//! the contacts do not depend on when rebinning happened.
 
 use std::sync::Arc;
 
