@@ -66,9 +66,8 @@ pub fn sph_grid(c: &SphConstants, pos: &[V3], kind: &[u32]) -> Grid {
 /// +20 B/particle for the cell arrays, and small CPU cases about an eighth more time than m = 2
 /// (a row's bookkeeping per particle: the quasi-2D water column 24.0 s against 27.3 s on 2
 /// cores; the 58 k dam break the same). `PARTICLE_SHM_SPH_CELLS` (1 to 4) sets it for
-/// comparisons; CPU and GPU read
-/// the same value, so the f64 parity holds for each, but the sums' order, hence the f32 and f64
-/// bits of a run, depend on it.
+/// comparisons; CPU and GPU read the same value, so the f64 parity holds for each, but the sums'
+/// order, hence the f32 and f64 bits of a run, depend on it.
 pub fn cells_per_support() -> u32 {
     static M: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     *M.get_or_init(|| match std::env::var("PARTICLE_SHM_SPH_CELLS") {
