@@ -308,9 +308,9 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
 }
 
 // Distance along one axis from a particle at `l` (relative to its own cell's lower corner) to the
-// cells `d` cells away (the twin of Grid::cell_gap): 0 for its own. Clamped particles (outside the
+// cells `d` cells away (the twin of cell_gap in solver/src/core/grid.rs, in float): 0 for its own. Clamped particles (outside the
 // grid, in an edge cell) keep their true offset, so the gap to a nearer cell is still a lower bound.
-__device__ __forceinline__ float sph_cell_gap(float l, int d, float cell) {
+__device__ __forceinline__ float cell_gap(float l, int d, float cell) {
     return d > 0 ? fmaxf((float)d * cell - l, 0.0f) : d < 0 ? fmaxf(l - (float)(d + 1) * cell, 0.0f) : 0.0f;
 }
 
@@ -344,11 +344,11 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
     const int y0 = max(cy - R, 0), y1 = min(cy + R, (int)p.dims[1] - 1);
     const int z0 = max(cz - R, 0), z1 = min(cz + R, (int)p.dims[2] - 1);
     for (int z = z0; z <= z1; z++) {
-        const float gz = sph_cell_gap(i.lz, z - cz, cellf);
+        const float gz = cell_gap(i.lz, z - cz, cellf);
         const float gz2 = gz * gz;
         if (gz2 >= near2) continue;
         for (int y = y0; y <= y1; y++) {
-            const float gy = sph_cell_gap(i.ly, y - cy, cellf);
+            const float gy = cell_gap(i.ly, y - cy, cellf);
             const float g2 = gy * gy + gz2;
             if (g2 >= near2) continue;
             // The cells of the row within the half-chord e of the particle along x, its own cell

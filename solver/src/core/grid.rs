@@ -29,6 +29,22 @@ fn fast_axes(slab_axis: usize) -> (usize, usize) {
     }
 }
 
+/// The distance along one axis from a point at offset `l` from the lower corner of its own cell
+/// to the cells `d` cells away, of edge `cell`: 0 for its own cell (the twin of `cell_gap` in
+/// sph.cu). A point outside the grid, counted in an edge cell, keeps its true offset, so the gap
+/// is still a lower bound on the distance to any point of the other cell.
+#[inline]
+pub fn cell_gap(l: f64, d: i64, cell: f64) -> f64 {
+    let g = if d > 0 {
+        d as f64 * cell - l
+    } else if d < 0 {
+        l - (d + 1) as f64 * cell
+    } else {
+        0.0
+    };
+    g.max(0.0)
+}
+
 /// The largest reach [`Grid::neighbour_rows_near`] takes (cells per side of a particle's own).
 pub const MAX_REACH: u32 = 8;
 
@@ -132,7 +148,9 @@ impl Grid {
 
     /// The cells within `reach` cells of cell coordinates `c` along every axis (the
     /// (2 reach + 1)^3 cells around it, fewer at the border), in the order of
-    /// [`Grid::neighbour_cells`] (z, then y, then x ascending), into `out` (cleared first).
+    /// [`Grid::neighbour_cells`] (z, then y, then x ascending), into `out` (cleared first). The
+    /// reference of the tests of [`Grid::neighbour_rows_near`], which the SPH walks use.
+    #[cfg(test)]
     pub fn neighbour_cells_within(&self, c: [u32; 3], reach: u32, out: &mut Vec<u32>) {
         out.clear();
         let span = |a: usize| c[a].saturating_sub(reach)..=(c[a] + reach).min(self.dims[a] - 1);
@@ -145,8 +163,9 @@ impl Grid {
         }
     }
 
-    /// The cells of [`Self::neighbour_cells_within`] around `p`'s cell whose box lies closer
-    /// than `radius` to `p`, in the same order, as rows along x: `(first, last)` cell indices,
+    /// The cells within `reach` cells of `p`'s cell along every axis whose box lies closer than
+    /// `radius` to `p`, in the order of [`Grid::neighbour_cells`] (z, then y, then x
+    /// ascending), as rows along x: `(first, last)` cell indices,
     /// the cells `first..=last` consecutive in the linear index (x must be the fastest axis: a
     /// slab axis of y or z). The twin of the row walk of `sph_sum_list` in sph.cu. A particle
     /// outside the grid, counted in an edge cell, keeps its true offset from that cell, so a gap
@@ -170,13 +189,8 @@ impl Grid {
             len[a] = (hi - lo[a] + 1) as usize;
             assert!(len[a] <= MAX, "reach {reach} above {MAX_REACH}");
             for (k, g) in g2[a][..len[a]].iter_mut().enumerate() {
-                let x = lo[a] + k as u32;
-                let gap = match x.cmp(&c[a]) {
-                    std::cmp::Ordering::Greater => (x - c[a]) as f64 * self.cell - l,
-                    std::cmp::Ordering::Less => l + (c[a] - x - 1) as f64 * self.cell,
-                    std::cmp::Ordering::Equal => 0.0,
-                };
-                *g = gap.max(0.0).powi(2);
+                let d = (lo[a] + k as u32) as i64 - c[a] as i64;
+                *g = cell_gap(l, d, self.cell).powi(2);
             }
         }
         let own_x = (c[0] - lo[0]) as usize;
