@@ -308,8 +308,9 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
 }
 
 // Distance along one axis from a particle at `l` (relative to its own cell's lower corner) to the
-// cells `d` cells away (the twin of cell_gap in solver/src/core/grid.rs, in float): 0 for its own. Clamped particles (outside the
-// grid, in an edge cell) keep their true offset, so the gap to a nearer cell is still a lower bound.
+// cells `d` cells away (the twin of cell_gap in solver/src/core/grid.rs, in float): 0 for its
+// own. Clamped particles (outside the grid, in an edge cell) keep their true offset, so the gap
+// to a nearer cell is still a lower bound.
 __device__ __forceinline__ float cell_gap(float l, int d, float cell) {
     return d > 0 ? fmaxf((float)d * cell - l, 0.0f) : d < 0 ? fmaxf(l - (float)(d + 1) * cell, 0.0f) : 0.0f;
 }
@@ -321,11 +322,11 @@ __device__ __forceinline__ float cell_gap(float l, int d, float cell) {
 // The pair sums of one particle over the sorted particles of the cells within SPH_REACH of its own
 // ((2 SPH_REACH + 1)^3, cells of 2h / SPH_REACH; one call per list: fluid, then boundary), in the
 // CPU's order: cells z, then y, then x ascending, by id within a cell. Cells whose box lies
-// farther than the support (with a margin) are skipped, as Grid::neighbour_cells_near skips them:
+// farther than the support (with a margin) are skipped, as Grid::neighbour_rows_near skips them:
 // whole planes and rows by their gap in z and y, and each row's cells to those within the
 // support's half-chord at that gap. They hold only pairs that the test r < 2h rejects, so the
-// sums and their order are the same; the candidates are 10.5 instead of 15.6 supports cubed
-// (cells of h). `self_k`: the particle's own slot in this list (skipped), or ~0u. `loc`: the
+// sums and their order are the same; the candidates are 8.0 instead of 12.7 supports cubed with
+// cells of 2h/3 (10.5 instead of 15.6 with cells of h). `self_k`: the particle's own slot in this list (skipped), or ~0u. `loc`: the
 // list's sph_localize output (float mode; `kin` for the fluid), `pos`: its f64 positions (parity
 // mode).
 template <bool FLUID_I, bool FLUID_J>
