@@ -87,6 +87,10 @@ struct Accum {
     unsigned long long used;  // old history entries taken by this step's contacts
     unsigned cursor;          // old entry after the last one taken: where the next is expected
     unsigned old_count;       // entries of the old history row
+#if DEM_FRICTION
+    HistEntry ahead;          // old entry `cursor` (if below old_count), loaded when the cursor
+                              // moved: its load overlaps the next partner's loads
+#endif
     static constexpr bool ENERGY = false;
 };
 
@@ -138,6 +142,16 @@ __device__ __forceinline__ HistEntry old_entry(const DemParams& p, const Particl
 #endif
 }
 
+// Sets the cursor of find_history to old entry c and loads that entry now (acc.ahead): the load
+// of the history row, from memory with two buffers, then overlaps the next contact's loads of
+// its partner instead of following them (the two were the collide's longest waits in a dense
+// bed). Only where the loads happen changes, not what is read.
+__device__ __forceinline__ void move_cursor(const DemParams& p, const ParticleArrays& in, unsigned row, unsigned c,
+                                            Accum& acc) {
+    acc.cursor = c;
+    if (c < acc.old_count) acc.ahead = old_entry(p, in, row, c);
+}
+
 // stages::find_history: the entry of the particle's old history with the same partner, not yet
 // taken by an earlier contact of this step; for a mesh contact (partner keys [mesh_lo, mesh_hi)
 // are the triangles of its mesh) that moved to a neighbouring triangle, the first untaken entry
@@ -154,11 +168,11 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     const unsigned m = acc.old_count;
     const unsigned c0 = acc.cursor;
     if (c0 < m && (c0 >= 64 || !((acc.used >> c0) & 1ull))) {
-        const HistEntry e = old_entry(p, in, row, c0);
+        const HistEntry e = acc.ahead;
         if (e.partner == partner) {
             if (c0 < 64) acc.used |= 1ull << c0;
             s.xi = make_real3(e.x, e.y, e.z);
-            acc.cursor = c0 + 1;
+            move_cursor(p, in, row, c0 + 1, acc);
             return s;
         }
     }
@@ -184,7 +198,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
         if (found < 64) acc.used |= 1ull << found;
         const HistEntry e = old_entry(p, in, row, found);
         s.xi = make_real3(e.x, e.y, e.z);
-        acc.cursor = found + 1;
+        move_cursor(p, in, row, found + 1, acc);
     }
     return s;
 }
@@ -533,6 +547,8 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #if DEM_FRICTION
         acc.old_count = in.hist_count[row_i];
         stage_history(p, in, row_i, acc.old_count);
+        acc.ahead.partner = DEM_PARTNER_NONE;
+        move_cursor(p, in, row_i, 0u, acc);
 #endif
         // Particle-particle contacts in two passes: the neighbour cells are scanned for
         // overlapping partners (a cheap test), whose slots are buffered per thread in shared
@@ -570,8 +586,12 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
             const bool direct = true;
 #endif
             if (direct) {
+                // Entry c + 1 is loaded before contact c is worked out (its load, from memory,
+                // was the wait at the top of each pass).
+                unsigned q_next = listed ? g.nlist[k] : 0u;
                 for (unsigned c = 0; c < listed; c++) {
-                    const unsigned q = g.nlist[(size_t)c * p.list_stride + k];
+                    const unsigned q = q_next;
+                    if (c + 1 < listed) q_next = g.nlist[(size_t)(c + 1) * p.list_stride + k];
                     if (overlaps(p, in, q, pix, piy, piz, sp.radius))
                         particle_contact(p, in, out, row_i, k, id_i, si, sp, pix, piy, piz, vi, wi, q, acc);
                 }
