@@ -10,7 +10,8 @@
 set -uo pipefail
 OUT=${OUT:-bench/results/raw}
 mkdir -p "$OUT"
-BIN=/tmp/pshm-bin
+# MAIN_JOB_BIN: a directory holding another build's solver (A/B comparisons).
+BIN=${MAIN_JOB_BIN:-/tmp/pshm-bin}
 if [ ! -x "$BIN/solver" ]; then
   rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf gpu-carry/bins.tar.xz -C "$BIN"
 fi

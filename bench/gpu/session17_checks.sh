@@ -10,6 +10,37 @@
 #                                       # before (gpu-carry/bins_old.tar.xz), alternating: 10 M
 #                                       # dense linear with friction and Hertz, twice each; the
 #                                       # main job; the DEM parity suite
+#   bench/gpu/session17_checks.sh ab2   # the next partner also fetched into the cache ahead
+#                                       # against the build of part ab (gpu-carry/bins_a.tar.xz),
+#                                       # alternating, 10 M dense linear with friction and Hertz;
+#                                       # then the new build with the collide's launch bound at 5
+#                                       # and 7 blocks (6 the default); the DEM parity suite
+#   bench/gpu/session17_checks.sh big   # the 100 M dense records with friction (as session 14)
+#   bench/gpu/session17_checks.sh ab3   # the expected history entry loaded at one unconditional
+#                                       # site, and one-species cases compiled without species
+#                                       # loads, against the build of part ab (bins_a.tar.xz),
+#                                       # alternating as in ab2; the main job; cuda_parity and
+#                                       # cuda_multi (they failed: species_of was defined
+#                                       # after the mesh filter that calls it, so every mesh
+#                                       # module, and every test module, failed to compile)
+#   bench/gpu/session17_checks.sh ahead # the entry ahead reloaded after every contact (the
+#                                       # default) or only when the cursor moved
+#                                       # (-DDEM_AHEAD_ALWAYS=0), alternating: the main job twice
+#                                       # each, 10 M dense linear with friction once each
+#   bench/gpu/session17_checks.sh ab5   # one species: a partner's properties from the table's
+#                                       # first row instead of the particle's own registers,
+#                                       # against that build (gpu-carry/bins_b.tar.xz),
+#                                       # alternating: the main job twice each, 10 M dense
+#                                       # linear with friction and Hertz once each
+#   bench/gpu/session17_checks.sh final # the final build's records: the machine's first main job
+#                                       # (caches removed) and a second, the drum and the silo,
+#                                       # 10 M dense (linear and Hertz with friction,
+#                                       # frictionless), 100 M dense with friction
+#   bench/gpu/session17_checks.sh suite # the final build's device suite: the parity suites and
+#                                       # the validation tests on the GPU
+#   bench/gpu/session17_checks.sh ab4   # the fixed ab3 build: the main job against the build
+#                                       # of part ab, alternating, twice each; cuda_parity and
+#                                       # cuda_multi
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-ncu}
@@ -52,4 +83,130 @@ if [[ $part == ab ]]; then
   cd solver
   RESULT_PATTERN="test result|panicked|FAILED" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
   cd ..
+fi
+if [[ $part == ab2 ]]; then
+  A=/tmp/pshm-a
+  rm -rf "$A" && mkdir -p "$A" && tar -xJf gpu-carry/bins_a.tar.xz -C "$A"
+  J="$OUT/ab2.jsonl"
+  for round in 1 2; do
+    for v in a new; do
+      for model in linear-friction hertz; do
+        b=dem-gpu-bench; [[ $v == a ]] && b=$A/dem-gpu-bench
+        echo "== $v $model (round $round)"
+        timeout 300 $b bench --particles 1e7 --model $model --phase dense --relax 2000 --steps 200 \
+          --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+      done
+    done
+  done
+  for blocks in 5 7; do
+    echo "== new linear-friction --min-blocks $blocks"
+    timeout 300 dem-gpu-bench bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 \
+      --min-blocks $blocks --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+  done
+  cd solver
+  RESULT_PATTERN="test result|panicked|FAILED" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  cd ..
+fi
+if [[ $part == big ]]; then
+  J="$OUT/big.jsonl"
+  for m in linear-friction hertz; do
+    run bench --particles 1e8 --model $m --phase dense --relax 500 --steps 50 --warmup 5 || echo "100M $m did not run"
+  done
+fi
+if [[ $part == ab3 ]]; then
+  A=/tmp/pshm-a
+  rm -rf "$A" && mkdir -p "$A" && tar -xJf gpu-carry/bins_a.tar.xz -C "$A"
+  J="$OUT/ab3.jsonl"
+  for round in 1 2; do
+    for v in a new; do
+      for model in linear-friction hertz; do
+        b=dem-gpu-bench; [[ $v == a ]] && b=$A/dem-gpu-bench
+        echo "== $v $model (round $round)"
+        timeout 300 $b bench --particles 1e7 --model $model --phase dense --relax 2000 --steps 200 \
+          --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+      done
+    done
+  done
+  OUT="$OUT/main_job" bash bench/gpu/main_job.sh
+  cd solver
+  RESULT_PATTERN="test result|panicked|FAILED|in contact" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  RESULT_PATTERN="test result|panicked|FAILED" result cuda_multi timeout 300 "$BIN/cuda_multi" --test-threads 1
+  cd ..
+fi
+if [[ $part == ab4 ]]; then
+  A=/tmp/pshm-a
+  rm -rf "$A" && mkdir -p "$A" && tar -xJf gpu-carry/bins_a.tar.xz -C "$A"
+  for round in 1 2; do
+    echo "== main job, build of part ab (round $round)"
+    OUT="$OUT/main_job_a" MAIN_JOB_BIN=$A bash bench/gpu/main_job.sh | tail -n 1
+    echo "== main job, new build (round $round)"
+    OUT="$OUT/main_job_new" bash bench/gpu/main_job.sh | tail -n 1
+  done
+  cd solver
+  RESULT_PATTERN="test result|panicked|FAILED|in contact" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  RESULT_PATTERN="test result|panicked|FAILED" result cuda_multi timeout 300 "$BIN/cuda_multi" --test-threads 1
+  cd ..
+fi
+if [[ $part == ahead ]]; then
+  J="$OUT/ahead.jsonl"
+  for round in 1 2; do
+    for v in 1 0; do
+      echo "== DEM_AHEAD_ALWAYS=$v (round $round)"
+      PARTICLE_SHM_NVRTC_OPTIONS="-DDEM_AHEAD_ALWAYS=$v" OUT="$OUT/main_job_ahead$v" bash bench/gpu/main_job.sh | tail -n 1
+      if [[ $round == 1 ]]; then
+        PARTICLE_SHM_NVRTC_OPTIONS="-DDEM_AHEAD_ALWAYS=$v" timeout 300 dem-gpu-bench bench --particles 1e7 \
+          --model linear-friction --phase dense --relax 2000 --steps 200 --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+      fi
+    done
+  done
+fi
+if [[ $part == ab5 ]]; then
+  B=/tmp/pshm-b
+  rm -rf "$B" && mkdir -p "$B" && tar -xJf gpu-carry/bins_b.tar.xz -C "$B"
+  J="$OUT/ab5.jsonl"
+  for round in 1 2; do
+    for v in b new; do
+      echo "== $v (round $round)"
+      if [[ $v == b ]]; then
+        OUT="$OUT/main_job_b" MAIN_JOB_BIN=$B bash bench/gpu/main_job.sh | tail -n 1
+      else
+        OUT="$OUT/main_job_new5" bash bench/gpu/main_job.sh | tail -n 1
+      fi
+      if [[ $round == 1 ]]; then
+        b=dem-gpu-bench; [[ $v == b ]] && b=$B/dem-gpu-bench
+        for model in linear-friction hertz; do
+          timeout 300 $b bench --particles 1e7 --model $model --phase dense --relax 2000 --steps 200 \
+            --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+        done
+      fi
+    done
+  done
+fi
+if [[ $part == final ]]; then
+  J="$OUT/dem_gpu.jsonl"
+  rm -rf "$HOME/.cache/particle-shm" "$HOME/.nv/ComputeCache"
+  echo "== main job, the machine's first run"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  echo "== main job, again"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  for s in drum_10k:1.0 silo_70k:0.5; do small "${s%%:*}" "${s##*:}"; done
+  for m in linear-friction hertz; do
+    run bench --particles 1e7 --model $m --phase dense --relax 2000 --steps 200
+  done
+  run bench --particles 1e7 --model linear --phase dense --relax 2000 --steps 300
+  for m in linear-friction hertz; do
+    run bench --particles 1e8 --model $m --phase dense --relax 500 --steps 50 --warmup 5 || echo "100M $m did not run"
+  done
+fi
+if [[ $part == suite ]]; then
+  cd solver
+  result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
+  result physics_parity timeout 100 "$BIN/physics_parity"
+  for t in impact_linear impact_hertz energy incline packing moving_geometry process_features; do
+    result "validate_$t" env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 "$BIN/$t" --test-threads 1
+  done
+  cd ..
+fi
+if [[ $part == final || $part == suite ]]; then
+  # At most 8 files come back from the device: the logs travel as one archive.
+  (cd "$OUT" && tar -czf "/tmp/outs_$part.tar.gz" --exclude "*.tar.gz" --exclude "*.log" . && mv "/tmp/outs_$part.tar.gz" . ; find . -type f ! -name "*.tar.gz" ! -name "*.log" ! -name "*.jsonl" -delete)
 fi

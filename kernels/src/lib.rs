@@ -192,6 +192,9 @@ pub struct ModuleConfig {
     /// How the collide walks a Verlet list: [`LIST_BUFFERED`], [`LIST_DIRECT`] or
     /// [`LIST_BY_WARP`] (the default; the same contacts in the same order whichever).
     pub list_walk: u32,
+    /// The case has one species (`DEM_ONE_SPECIES`): a partner's properties are the particle's
+    /// own, without the species and table loads of each contact.
+    pub one_species: bool,
 }
 
 /// `-DDEM_MODULE_PART=` of the DEM module holding every kernel but `dem_energies` (contact.cu;
@@ -252,6 +255,7 @@ impl ModuleConfig {
             d.push("-DDEM_HIST_IN_PLACE=1".into());
         }
         d.push(format!("-DDEM_LIST_WALK={}", self.list_walk));
+        d.push(format!("-DDEM_ONE_SPECIES={}", u32::from(self.one_species)));
         d
     }
 }
@@ -413,9 +417,16 @@ mod tests {
             min_blocks: 0,
             hist_in_place: false,
             list_walk: LIST_BY_WARP,
+            one_species: true,
         };
         let d = cfg.defines();
         assert!(d.contains(&"-DDEM_LIST_WALK=2".to_string()));
+        assert!(d.contains(&"-DDEM_ONE_SPECIES=1".to_string()));
+        let mixed = ModuleConfig {
+            one_species: false,
+            ..cfg
+        };
+        assert!(mixed.defines().contains(&"-DDEM_ONE_SPECIES=0".to_string()));
         assert!(!d.iter().any(|x| x.starts_with("-DDEM_HIST_IN_PLACE")));
         let in_place = ModuleConfig {
             hist_in_place: true,

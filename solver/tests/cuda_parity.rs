@@ -72,6 +72,69 @@ fn cuda_matches_cpu_on_the_falling_box() {
     assert!(worst < 1e-5, "f32 relative difference {worst:e}");
 }
 
+/// With two species the collide reads each partner's species (a one-species case compiles
+/// that away, `ModuleConfig::one_species`): the built-in case with every third sphere of a
+/// smaller, denser second species is bit-identical to the CPU in f64 (springs included), and the
+/// one-species build is the one the built-in case gets.
+#[test]
+fn two_species_match_the_cpu_bit_for_bit() {
+    if !gpu_present() {
+        return;
+    }
+    let (mut case, _) = falling_box_state(4000);
+    let one = cuda::step_context(&case).expect("case");
+    let g1 = CudaSim::new(&one, &initial_state(&case), &parity_opts(true)).expect("GPU f64");
+    assert!(
+        g1.module_config().one_species,
+        "the built-in case has one species"
+    );
+    let mut small = case.species[0].clone();
+    small.name = "small".into();
+    small.radius *= 0.8;
+    small.density *= 1.5;
+    case.species.push(small);
+    let mut state = initial_state(&case);
+    for (i, s) in state.species.iter_mut().enumerate() {
+        if i % 3 == 0 {
+            *s = 1;
+        }
+    }
+    // Random velocities of 4 m/s (a fixed LCG): neighbours 12 mm apart meet within the 300
+    // steps (3 ms), so contacts of both species pairs are formed and carried.
+    let mut seed = 12345u64;
+    let mut unit = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    };
+    for v in state.vel.iter_mut() {
+        *v = [4.0 * unit(), 4.0 * unit(), 4.0 * unit()];
+    }
+    let sc = cuda::step_context(&case).expect("case");
+    let mut cpu = Coordinator::cpu(
+        Arc::new(sc.clone()),
+        state.clone(),
+        &Decomposition::default(),
+    )
+    .expect("plan");
+    let mut g = CudaSim::new(&sc, &state, &parity_opts(true)).expect("GPU f64");
+    assert!(!g.module_config().one_species);
+    cpu.advance(300).expect("cpu");
+    g.steps(300).expect("gpu");
+    let (c, a) = (cpu.export_state().unwrap(), g.state().expect("state"));
+    let touching = c.contacts.iter().filter(|&&n| n > 0).count();
+    assert!(
+        touching > 200,
+        "the spheres must touch within 300 steps ({touching} in contact)"
+    );
+    assert_eq!(a.pos, c.pos, "positions");
+    assert_eq!(a.vel, c.vel, "velocities");
+    assert_eq!(a.omega, c.omega, "angular velocities");
+    assert_eq!(a.contacts, c.contacts, "contact counts");
+    assert!(a.history == c.history, "contact history");
+}
+
 /// The collide kernel's variants (contacts evaluated as found or buffered, with a buffer of 2
 /// that makes it resume its neighbour scan many times per particle; history slot-major or
 /// row-major) all reproduce the CPU bit for bit in f64 mode, springs included, on the built-in
@@ -762,6 +825,7 @@ fn kernels_come_from_the_disk_cache_the_second_time() {
         min_blocks: 0,
         hist_in_place: false,
         list_walk: kernels::LIST_BY_WARP,
+        one_species: true,
     };
     let compile = || {
         let (m, t) = cuda::driver::compile_module_in(

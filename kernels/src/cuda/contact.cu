@@ -63,6 +63,16 @@
 #ifndef DEM_HIST_IN_PLACE
 #define DEM_HIST_IN_PLACE 0
 #endif
+// DEM_AHEAD_ALWAYS 1: find_history reloads its entry ahead after every contact (see there);
+// 0: only when the cursor moved (for comparisons, PARTICLE_SHM_NVRTC_OPTIONS).
+#ifndef DEM_AHEAD_ALWAYS
+#define DEM_AHEAD_ALWAYS 1
+#endif
+// DEM_ONE_SPECIES 1: the case has one species (every species index is 0; the state has no
+// species array).
+#ifndef DEM_ONE_SPECIES
+#define DEM_ONE_SPECIES 0
+#endif
 // How the collide walks a Verlet list (kernels::LIST_*): 0 buffered, 1 unbuffered, 2 chosen
 // per warp (see dem_collide).
 #ifndef DEM_LIST_WALK
@@ -73,6 +83,19 @@
 #ifndef DEM_LIST_VOTE_PCT
 #define DEM_LIST_VOTE_PCT 75u
 #endif
+
+// The species of slot j: with one species (DEM_ONE_SPECIES) 0 without a load, and a partner's
+// properties are read from the table's first row, an address known before the partner is (the
+// species load and the table load after it were two waits of each contact).
+__device__ __forceinline__ unsigned species_of(const ParticleArrays& a, unsigned j) {
+#if DEM_ONE_SPECIES
+    (void)a;
+    (void)j;
+    return 0u;
+#else
+    return a.species ? a.species[j] : 0u;
+#endif
+}
 
 // Lever arm from the centre to the contact point: the radius (cpu::contacts `lever`).
 __device__ __forceinline__ real contact_arm(real r, real /*delta*/) { return r; }
@@ -88,8 +111,8 @@ struct Accum {
     unsigned cursor;          // old entry after the last one taken: where the next is expected
     unsigned old_count;       // entries of the old history row
 #if DEM_FRICTION
-    HistEntry ahead;          // old entry `cursor` (if below old_count), loaded when the cursor
-                              // moved: its load overlaps the next partner's loads
+    HistEntry ahead;          // old entry `cursor` (meaningful below old_count), loaded ahead
+                              // by find_history
 #endif
     static constexpr bool ENERGY = false;
 };
@@ -142,24 +165,19 @@ __device__ __forceinline__ HistEntry old_entry(const DemParams& p, const Particl
 #endif
 }
 
-// Sets the cursor of find_history to old entry c and loads that entry now (acc.ahead): the load
-// of the history row, from memory with two buffers, then overlaps the next contact's loads of
-// its partner instead of following them (the two were the collide's longest waits in a dense
-// bed). Only where the loads happen changes, not what is read.
-__device__ __forceinline__ void move_cursor(const DemParams& p, const ParticleArrays& in, unsigned row, unsigned c,
-                                            Accum& acc) {
-    acc.cursor = c;
-    if (c < acc.old_count) acc.ahead = old_entry(p, in, row, c);
-}
-
 // stages::find_history: the entry of the particle's old history with the same partner, not yet
 // taken by an earlier contact of this step; for a mesh contact (partner keys [mesh_lo, mesh_hi)
 // are the triangles of its mesh) that moved to a neighbouring triangle, the first untaken entry
 // of the same mesh. Zero spring if none. Entries from 64 on are never marked taken (only mesh
 // cases need the mark; CudaSim::new limits their history to 64 entries).
-// The entry after the last one taken is tried first: contacts are visited in the order the
-// history was written in, so it is almost always the one. Partners are unique within a
-// history, so this finds the entry the scan finds.
+// The entry after the last one taken (the cursor) is tried first: contacts are visited in the
+// order the history was written in, so it is almost always the one. Partners are unique within
+// a history, so this finds the entry the scan finds. That entry is loaded ahead, at the end of
+// the contact before (acc.ahead): with two buffers its load from memory then overlaps the next
+// partner's loads instead of following them (the two were the dense collide's longest waits).
+// The load is unconditional and has one site, so that it lands in acc.ahead's own registers (a
+// conditional one was merged by a register move that waited for it); past the row's end it
+// reads an entry of the row that the test c0 < m never lets count.
 __device__ __forceinline__ ContactState find_history(const DemParams& p, const ParticleArrays& in, unsigned row,
                                                      unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
                                                      Accum& acc) {
@@ -167,39 +185,42 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     s.xi = zero3();
     const unsigned m = acc.old_count;
     const unsigned c0 = acc.cursor;
-    if (c0 < m && (c0 >= 64 || !((acc.used >> c0) & 1ull))) {
-        const HistEntry e = acc.ahead;
-        if (e.partner == partner) {
-            if (c0 < 64) acc.used |= 1ull << c0;
-            s.xi = make_real3(e.x, e.y, e.z);
-            move_cursor(p, in, row, c0 + 1, acc);
-            return s;
-        }
-    }
     unsigned found = DEM_PARTNER_NONE;
-    for (unsigned c = 0; c < m; c++) {
-        const bool free_ = c >= 64 || !((acc.used >> c) & 1ull);
-        if (free_ && old_entry(p, in, row, c).partner == partner) {
-            found = c;
-            break;
-        }
-    }
-    if (found == DEM_PARTNER_NONE && mesh_lo < mesh_hi) {
+    if (c0 < m && (c0 >= 64 || !((acc.used >> c0) & 1ull)) && acc.ahead.partner == partner) {
+        found = c0;
+        s.xi = make_real3(acc.ahead.x, acc.ahead.y, acc.ahead.z);
+    } else {
         for (unsigned c = 0; c < m; c++) {
             const bool free_ = c >= 64 || !((acc.used >> c) & 1ull);
-            const unsigned q = old_entry(p, in, row, c).partner;
-            if (free_ && q >= mesh_lo && q < mesh_hi) {
+            if (free_ && old_entry(p, in, row, c).partner == partner) {
                 found = c;
                 break;
             }
         }
+        if (found == DEM_PARTNER_NONE && mesh_lo < mesh_hi) {
+            for (unsigned c = 0; c < m; c++) {
+                const bool free_ = c >= 64 || !((acc.used >> c) & 1ull);
+                const unsigned q = old_entry(p, in, row, c).partner;
+                if (free_ && q >= mesh_lo && q < mesh_hi) {
+                    found = c;
+                    break;
+                }
+            }
+        }
+        if (found != DEM_PARTNER_NONE) {
+            const HistEntry e = old_entry(p, in, row, found);
+            s.xi = make_real3(e.x, e.y, e.z);
+        }
     }
     if (found != DEM_PARTNER_NONE) {
         if (found < 64) acc.used |= 1ull << found;
-        const HistEntry e = old_entry(p, in, row, found);
-        s.xi = make_real3(e.x, e.y, e.z);
-        move_cursor(p, in, row, found + 1, acc);
+        acc.cursor = found + 1;
     }
+#if DEM_AHEAD_ALWAYS
+    acc.ahead = old_entry(p, in, row, min(acc.cursor, p.hist_cap - 1u));
+#else
+    if (found != DEM_PARTNER_NONE) acc.ahead = old_entry(p, in, row, min(acc.cursor, p.hist_cap - 1u));
+#endif
     return s;
 }
 
@@ -363,7 +384,7 @@ extern "C" __global__ void dem_mesh_filter(const DemParams p, const ParticleArra
     unsigned long long fm = 0, mm = 0;
     if (k < p.n && in.id[k] != DEM_DEAD) {
         const double pix = in.pos[3 * k], piy = in.pos[3 * k + 1], piz = in.pos[3 * k + 2];
-        const unsigned si = in.species ? in.species[k] : 0u;
+        const unsigned si = species_of(in, k);
         const double r = p.species[si].radius;
         const unsigned cx = cell_coord(pix, p.origin[0], p.cell, p.dims[0]);
         const unsigned cy = cell_coord(piy, p.origin[1], p.cell, p.dims[1]);
@@ -405,8 +426,12 @@ extern "C" __global__ void dem_mesh_filter(const DemParams p, const ParticleArra
 // contact below, in the same arithmetic; a NaN distance counts as overlapping, as it did).
 __device__ __forceinline__ bool overlaps(const DemParams& p, const ParticleArrays& in, unsigned j, double pix,
                                          double piy, double piz, double r) {
-    const unsigned sj = in.species ? in.species[j] : 0u;
+#if DEM_ONE_SPECIES
+    const double rsum = r + p.species[0].radius;
+#else
+    const unsigned sj = species_of(in, j);
     const double rsum = r + p.species[sj].radius;
+#endif
     const double dx = in.pos[3 * j] - pix, dy = in.pos[3 * j + 1] - piy, dz = in.pos[3 * j + 2] - piz;
     return !(dx * dx + dy * dy + dz * dz >= rsum * rsum);
 }
@@ -436,12 +461,17 @@ __device__ __forceinline__ void particle_contact(const DemParams& p, const Parti
                                                  const SpeciesProps& sp, double pix, double piy, double piz,
                                                  real3 vi, real3 wi, unsigned j, Acc& acc) {
     const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
-    const unsigned sj = in.species ? in.species[j] : 0u;
-    const double rsum = sp.radius + p.species[sj].radius;
+    const unsigned sj = species_of(in, j);
+#if DEM_ONE_SPECIES
+    const SpeciesProps& sq = p.species[0];
+#else
+    const SpeciesProps& sq = p.species[sj];
+#endif
+    const double rsum = sp.radius + sq.radius;
     const double dx = in.pos[3 * j] - pix, dy = in.pos[3 * j + 1] - piy, dz = in.pos[3 * j + 2] - piz;
     const double d2 = dx * dx + dy * dy + dz * dz;
     const real dist = (real)sqrt(d2);
-    const real rj = (real)p.species[sj].radius;
+    const real rj = (real)sq.radius;
     ContactKinematics kin;
     if (dist > real(0)) {
         kin.n = scale3(make_real3((real)dx, (real)dy, (real)dz), real(1) / dist);
@@ -456,7 +486,7 @@ __device__ __forceinline__ void particle_contact(const DemParams& p, const Parti
     const real3 wj = load3(in.omega, j);
     kin.v_rel = particle_contact_velocity(vi, wi, ri, vj, wj, rj, kin.n);
     kin.omega_rel = sub3(wi, wj);
-    kin.i_eff = effective_inertia(ii, (real)p.species[sj].inertia);
+    kin.i_eff = effective_inertia(ii, (real)sq.inertia);
 #else
     (void)wi;
     kin.v_rel = sub3(vi, vj);
@@ -464,7 +494,7 @@ __device__ __forceinline__ void particle_contact(const DemParams& p, const Parti
     kin.i_eff = ii;
 #endif
     kin.r_eff = effective_radius(ri, rj);
-    kin.m_eff = effective_mass(mi, (real)p.species[sj].mass);
+    kin.m_eff = effective_mass(mi, (real)sq.mass);
     apply_contact(p, in, out, row_i, k, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
 }
 
@@ -520,7 +550,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #else
         const real3 wi = zero3();
 #endif
-        const unsigned si = in.species ? in.species[k] : 0u;
+        const unsigned si = species_of(in, k);
         const SpeciesProps sp = p.species[si];
         const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
         const unsigned id_i = in.id[k];
@@ -547,8 +577,8 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #if DEM_FRICTION
         acc.old_count = in.hist_count[row_i];
         stage_history(p, in, row_i, acc.old_count);
-        acc.ahead.partner = DEM_PARTNER_NONE;
-        move_cursor(p, in, row_i, 0u, acc);
+        // CudaSim::new requires hist_cap >= 1 with friction.
+        acc.ahead = old_entry(p, in, row_i, 0u);
 #endif
         // Particle-particle contacts in two passes: the neighbour cells are scanned for
         // overlapping partners (a cheap test), whose slots are buffered per thread in shared
@@ -816,7 +846,7 @@ extern "C" __global__ void dem_neighbours(const DemParams p, const ParticleArray
     const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     const double pix = in.pos[3 * k], piy = in.pos[3 * k + 1], piz = in.pos[3 * k + 2];
-    const double ri = p.species[in.species ? in.species[k] : 0u].radius;
+    const double ri = p.species[species_of(in, k)].radius;
     const double margin = p.cell - p.reach;
     const unsigned c = g.scell[k];
     const unsigned sx = c % p.dims[0], sy = (c / p.dims[0]) % p.dims[1], sz = c / (p.dims[0] * p.dims[1]);
@@ -845,7 +875,7 @@ extern "C" __global__ void dem_neighbours(const DemParams p, const ParticleArray
 extern "C" __global__ void dem_kick_drift(const DemParams p, ParticleArrays s) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n || s.id[k] == DEM_DEAD) return;
-    const unsigned si = s.species ? s.species[k] : 0u;
+    const unsigned si = species_of(s, k);
     const SpeciesProps sp = p.species[si];
     const real mi = (real)sp.mass;
     const real h = (real)(0.5 * p.dt);

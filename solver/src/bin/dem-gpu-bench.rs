@@ -351,6 +351,7 @@ fn compile_times(a: &Args) -> Result<()> {
         min_blocks: 0,
         hist_in_place: false,
         list_walk: kernels::LIST_BY_WARP,
+        one_species: true,
     };
     let ctx = cudarc::driver::CudaContext::new(a.device)?;
     let src = kernels::dem_module_source();

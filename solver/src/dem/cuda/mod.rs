@@ -405,6 +405,7 @@ pub(crate) fn module_config(sc: &StepContext, opts: &CudaOptions, spin: bool) ->
         min_blocks: opts.min_blocks,
         hist_in_place: opts.history == HistoryMode::InPlace,
         list_walk: opts.list_walk,
+        one_species: sc.species_radius.len() == 1,
     }
 }
 
@@ -494,6 +495,12 @@ impl CudaSim {
         } = unsafe { driver::open_device(opts.device) }?;
         let mut cfg = module_config(sc, opts, spin);
         let friction = cfg.friction;
+        if friction && opts.hist_cap == 0 {
+            // The collide reads a history row's first entry ahead of its first contact.
+            return Err(CudaError::Unsupported(
+                "a contact history of 0 entries with friction (at least 1)".into(),
+            ));
+        }
         // Before compiling (seconds) and allocating anything: does the case fit? With the
         // skin's Verlet list if it can (else the collide walks the cells between searches);
         // with two history buffers if it can, else (auto) with one.
