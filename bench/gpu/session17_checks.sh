@@ -38,6 +38,10 @@
 #                                       # frictionless), 100 M dense with friction
 #   bench/gpu/session17_checks.sh suite # the final build's device suite: the parity suites and
 #                                       # the validation tests on the GPU
+#   bench/gpu/session17_checks.sh prec  # EXPERIMENT: NVRTC's --prec-sqrt=false --prec-div=false
+#                                       # (approximate f32 square roots and divisions) against the
+#                                       # default, alternating: 10 M dense linear and Hertz with
+#                                       # friction; 100 M Hertz and the main job with them
 #   bench/gpu/session17_checks.sh ab4   # the fixed ab3 build: the main job against the build
 #                                       # of part ab, alternating, twice each; cuda_parity and
 #                                       # cuda_multi
@@ -209,4 +213,21 @@ fi
 if [[ $part == final || $part == suite ]]; then
   # At most 8 files come back from the device: the logs travel as one archive.
   (cd "$OUT" && tar -czf "/tmp/outs_$part.tar.gz" --exclude "*.tar.gz" --exclude "*.log" . && mv "/tmp/outs_$part.tar.gz" . ; find . -type f ! -name "*.tar.gz" ! -name "*.log" ! -name "*.jsonl" -delete)
+fi
+if [[ $part == prec ]]; then
+  J="$OUT/prec.jsonl"
+  P="--prec-sqrt=false --prec-div=false"
+  for v in default approx; do
+    for model in linear-friction hertz; do
+      echo "== $v $model"
+      if [[ $v == approx ]]; then export PARTICLE_SHM_NVRTC_OPTIONS="$P"; else unset PARTICLE_SHM_NVRTC_OPTIONS; fi
+      timeout 300 dem-gpu-bench bench --particles 1e7 --model $model --phase dense --relax 2000 --steps 200 \
+        --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+    done
+  done
+  export PARTICLE_SHM_NVRTC_OPTIONS="$P"
+  echo "== approx main job"; OUT="$OUT/main_job_prec" bash bench/gpu/main_job.sh | tail -n 1
+  echo "== approx 100 M hertz"
+  timeout 300 dem-gpu-bench bench --particles 1e8 --model hertz --phase dense --relax 500 --steps 50 --warmup 5 \
+    --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
 fi
