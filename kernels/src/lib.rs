@@ -192,8 +192,9 @@ pub struct ModuleConfig {
     /// How the collide walks a Verlet list: [`LIST_BUFFERED`], [`LIST_DIRECT`] or
     /// [`LIST_BY_WARP`] (the default; the same contacts in the same order whichever).
     pub list_walk: u32,
-    /// The case has one species (`DEM_ONE_SPECIES`): a partner's properties are the particle's
-    /// own, without the species and table loads of each contact.
+    /// The case has one species (`DEM_ONE_SPECIES`): no species index is loaded, and a
+    /// partner's properties come from the species table's first row (an address known before
+    /// the partner's), which removes the chain partner -> species -> table from each contact.
     pub one_species: bool,
 }
 

@@ -26,6 +26,7 @@
 //   DEM_FRICTION  1: tangential springs with history and rolling resistance
 //   DEM_ROTATION  1: angular velocities are integrated (implied by friction)
 //   DEM_MESHES    1: particle-triangle contacts (cases with meshes)
+//   DEM_ONE_SPECIES 1: the case has one species (species_of returns 0 without a load)
 //
 // Precision: positions are double (a 1e-9 m step must not vanish against a coordinate of 2 m:
 // float's spacing at 1 m is 6e-8 m); the centre distance is formed in double and rounded once;
@@ -177,7 +178,8 @@ __device__ __forceinline__ HistEntry old_entry(const DemParams& p, const Particl
 // partner's loads instead of following them (the two were the dense collide's longest waits).
 // The load is unconditional and has one site, so that it lands in acc.ahead's own registers (a
 // conditional one was merged by a register move that waited for it); past the row's end it
-// reads an entry of the row that the test c0 < m never lets count.
+// reads an entry of the row (in place: of its stage, never written this step) that the test
+// c0 < m never lets count.
 __device__ __forceinline__ ContactState find_history(const DemParams& p, const ParticleArrays& in, unsigned row,
                                                      unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
                                                      Accum& acc) {
