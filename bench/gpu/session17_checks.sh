@@ -51,6 +51,29 @@ part=${1:-ncu}
 export OUT=${OUT:-bench/results/raw/session17}
 source "$(dirname "$0")/lib.sh" "session17_${part}"
 NCU=/opt/nvidia/nsight-compute/2025.3.1/ncu
+# unpack TAR DIR: another build's binaries (gpu-carry/TAR) into DIR.
+unpack() { rm -rf "$2" && mkdir -p "$2" && tar -xJf "gpu-carry/$1" -C "$2"; }
+# dense10m LABEL DIR MODEL JSONL [ARGS...]: the 10 M dense bed with DIR's dem-gpu-bench (DIR
+# empty: this build's), its record appended to JSONL.
+dense10m() {
+  local label=$1 dir=$2 model=$3 j=$4; shift 4
+  echo "== $label $model${*:+ $*}"
+  timeout 300 "${dir:+$dir/}dem-gpu-bench" bench --particles 1e7 --model "$model" --phase dense --relax 2000 \
+    --steps 200 "$@" --out "$j" 2>&1 | grep -E "steps/s" | tail -n 2
+}
+# ab_dense LABEL DIR JSONL: the 10 M dense beds, linear and Hertz with friction, two rounds
+# alternating DIR's build (LABEL) with this one ("new").
+ab_dense() {
+  local round v model
+  for round in 1 2; do
+    for v in "$1" new; do
+      for model in linear-friction hertz; do
+        if [[ $v == new ]]; then dense10m "new (round $round)" "" $model "$3"
+        else dense10m "$1 (round $round)" "$2" $model "$3"; fi
+      done
+    done
+  done
+}
 if [[ $part == ncu ]]; then
   model=${MODEL:-linear-friction}
   n=${N:-1e7}
@@ -70,43 +93,18 @@ if [[ $part == ncu ]]; then
     "$OUT/collide_${model}_details.txt" | head -30
 fi
 if [[ $part == ab ]]; then
-  OLD=/tmp/pshm-old
-  rm -rf "$OLD" && mkdir -p "$OLD" && tar -xJf gpu-carry/bins_old.tar.xz -C "$OLD"
-  J="$OUT/ab.jsonl"
-  for round in 1 2; do
-    for v in old new; do
-      for model in linear-friction hertz; do
-        b=dem-gpu-bench; [[ $v == old ]] && b=$OLD/dem-gpu-bench
-        echo "== $v $model (round $round)"
-        timeout 300 $b bench --particles 1e7 --model $model --phase dense --relax 2000 --steps 200 \
-          --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
-      done
-    done
-  done
+  unpack bins_old.tar.xz /tmp/pshm-old
+  ab_dense old /tmp/pshm-old "$OUT/ab.jsonl"
   OUT="$OUT/main_job" bash bench/gpu/main_job.sh
   cd solver
   RESULT_PATTERN="test result|panicked|FAILED" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
   cd ..
 fi
 if [[ $part == ab2 ]]; then
-  A=/tmp/pshm-a
-  rm -rf "$A" && mkdir -p "$A" && tar -xJf gpu-carry/bins_a.tar.xz -C "$A"
+  unpack bins_a.tar.xz /tmp/pshm-a
   J="$OUT/ab2.jsonl"
-  for round in 1 2; do
-    for v in a new; do
-      for model in linear-friction hertz; do
-        b=dem-gpu-bench; [[ $v == a ]] && b=$A/dem-gpu-bench
-        echo "== $v $model (round $round)"
-        timeout 300 $b bench --particles 1e7 --model $model --phase dense --relax 2000 --steps 200 \
-          --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
-      done
-    done
-  done
-  for blocks in 5 7; do
-    echo "== new linear-friction --min-blocks $blocks"
-    timeout 300 dem-gpu-bench bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 \
-      --min-blocks $blocks --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
-  done
+  ab_dense a /tmp/pshm-a "$J"
+  for blocks in 5 7; do dense10m new "" linear-friction "$J" --min-blocks $blocks; done
   cd solver
   RESULT_PATTERN="test result|panicked|FAILED" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
   cd ..
@@ -118,19 +116,8 @@ if [[ $part == big ]]; then
   done
 fi
 if [[ $part == ab3 ]]; then
-  A=/tmp/pshm-a
-  rm -rf "$A" && mkdir -p "$A" && tar -xJf gpu-carry/bins_a.tar.xz -C "$A"
-  J="$OUT/ab3.jsonl"
-  for round in 1 2; do
-    for v in a new; do
-      for model in linear-friction hertz; do
-        b=dem-gpu-bench; [[ $v == a ]] && b=$A/dem-gpu-bench
-        echo "== $v $model (round $round)"
-        timeout 300 $b bench --particles 1e7 --model $model --phase dense --relax 2000 --steps 200 \
-          --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
-      done
-    done
-  done
+  unpack bins_a.tar.xz /tmp/pshm-a
+  ab_dense a /tmp/pshm-a "$OUT/ab3.jsonl"
   OUT="$OUT/main_job" bash bench/gpu/main_job.sh
   cd solver
   RESULT_PATTERN="test result|panicked|FAILED|in contact" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
@@ -139,7 +126,7 @@ if [[ $part == ab3 ]]; then
 fi
 if [[ $part == ab4 ]]; then
   A=/tmp/pshm-a
-  rm -rf "$A" && mkdir -p "$A" && tar -xJf gpu-carry/bins_a.tar.xz -C "$A"
+  unpack bins_a.tar.xz "$A"
   for round in 1 2; do
     echo "== main job, build of part ab (round $round)"
     OUT="$OUT/main_job_a" MAIN_JOB_BIN=$A bash bench/gpu/main_job.sh | tail -n 1
@@ -158,15 +145,14 @@ if [[ $part == ahead ]]; then
       echo "== DEM_AHEAD_ALWAYS=$v (round $round)"
       PARTICLE_SHM_NVRTC_OPTIONS="-DDEM_AHEAD_ALWAYS=$v" OUT="$OUT/main_job_ahead$v" bash bench/gpu/main_job.sh | tail -n 1
       if [[ $round == 1 ]]; then
-        PARTICLE_SHM_NVRTC_OPTIONS="-DDEM_AHEAD_ALWAYS=$v" timeout 300 dem-gpu-bench bench --particles 1e7 \
-          --model linear-friction --phase dense --relax 2000 --steps 200 --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+        PARTICLE_SHM_NVRTC_OPTIONS="-DDEM_AHEAD_ALWAYS=$v" dense10m "DEM_AHEAD_ALWAYS=$v" "" linear-friction "$J"
       fi
     done
   done
 fi
 if [[ $part == ab5 ]]; then
   B=/tmp/pshm-b
-  rm -rf "$B" && mkdir -p "$B" && tar -xJf gpu-carry/bins_b.tar.xz -C "$B"
+  unpack bins_b.tar.xz "$B"
   J="$OUT/ab5.jsonl"
   for round in 1 2; do
     for v in b new; do
@@ -177,11 +163,8 @@ if [[ $part == ab5 ]]; then
         OUT="$OUT/main_job_new5" bash bench/gpu/main_job.sh | tail -n 1
       fi
       if [[ $round == 1 ]]; then
-        b=dem-gpu-bench; [[ $v == b ]] && b=$B/dem-gpu-bench
-        for model in linear-friction hertz; do
-          timeout 300 $b bench --particles 1e7 --model $model --phase dense --relax 2000 --steps 200 \
-            --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
-        done
+        d=""; [[ $v == b ]] && d=$B
+        for model in linear-friction hertz; do dense10m "$v" "$d" $model "$J"; done
       fi
     done
   done
@@ -219,10 +202,8 @@ if [[ $part == prec ]]; then
   P="--prec-sqrt=false --prec-div=false"
   for v in default approx; do
     for model in linear-friction hertz; do
-      echo "== $v $model"
       if [[ $v == approx ]]; then export PARTICLE_SHM_NVRTC_OPTIONS="$P"; else unset PARTICLE_SHM_NVRTC_OPTIONS; fi
-      timeout 300 dem-gpu-bench bench --particles 1e7 --model $model --phase dense --relax 2000 --steps 200 \
-        --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+      dense10m "$v" "" $model "$J"
     done
   done
   export PARTICLE_SHM_NVRTC_OPTIONS="$P"

@@ -24,6 +24,18 @@ fn falling_box_state(n: usize) -> (Case, SimState) {
     (case, state)
 }
 
+/// The CPU reference's state after `steps` steps from `state`.
+fn cpu_after(sc: &StepContext, state: &SimState, steps: u64) -> SimState {
+    let mut cpu = Coordinator::cpu(
+        Arc::new(sc.clone()),
+        state.clone(),
+        &Decomposition::default(),
+    )
+    .expect("plan");
+    cpu.advance(steps).expect("cpu");
+    cpu.export_state().expect("state")
+}
+
 /// In f64 parity mode (no FMA contraction, same neighbour order) the GPU reproduces the CPU
 /// bit for bit; in f32 mode positions agree to float round-off.
 #[test]
@@ -112,17 +124,10 @@ fn two_species_match_the_cpu_bit_for_bit() {
         *v = [4.0 * unit(), 4.0 * unit(), 4.0 * unit()];
     }
     let sc = cuda::step_context(&case).expect("case");
-    let mut cpu = Coordinator::cpu(
-        Arc::new(sc.clone()),
-        state.clone(),
-        &Decomposition::default(),
-    )
-    .expect("plan");
     let mut g = CudaSim::new(&sc, &state, &parity_opts(true)).expect("GPU f64");
     assert!(!g.module_config().one_species);
-    cpu.advance(300).expect("cpu");
     g.steps(300).expect("gpu");
-    let (c, a) = (cpu.export_state().unwrap(), g.state().expect("state"));
+    let (c, a) = (cpu_after(&sc, &state, 300), g.state().expect("state"));
     let touching = c.contacts.iter().filter(|&&n| n > 0).count();
     assert!(
         touching > 200,
@@ -147,14 +152,7 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
     // A dense FCC pack (12 contacts per particle from the first step) with the built-in
     // case's friction: the buffer of 2 overflows about six times per particle and step.
     let (sc, state) = dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
-    let mut cpu = Coordinator::cpu(
-        Arc::new(sc.clone()),
-        state.clone(),
-        &Decomposition::default(),
-    )
-    .expect("plan");
-    cpu.advance(400).expect("cpu");
-    let c = cpu.export_state().unwrap();
+    let c = cpu_after(&sc, &state, 400);
     let springs = c
         .history
         .iter()
