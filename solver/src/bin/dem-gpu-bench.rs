@@ -83,9 +83,33 @@ fn on_off(flag: &str, v: &str) -> Result<bool> {
     }
 }
 
+/// The commands `main` dispatches, checked before the GPU is probed.
+const COMMANDS: [&str; 11] = [
+    "smoke",
+    "compile",
+    "parity",
+    "determinism",
+    "restitution",
+    "bench",
+    "case",
+    "multi",
+    "full",
+    "publish",
+    "bandwidth",
+];
+
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--out FILE]";
+
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let cmd = it.next().context("usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--out FILE]")?;
+    let cmd = it.next().context(USAGE)?;
+    if matches!(cmd.as_str(), "-h" | "--help" | "help") {
+        println!("{USAGE}");
+        std::process::exit(0);
+    }
+    if !COMMANDS.contains(&cmd.as_str()) {
+        bail!("unknown command {cmd}\n{USAGE}");
+    }
     let mut a = Args {
         cmd,
         particles: 1_000_000,
