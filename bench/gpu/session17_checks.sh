@@ -42,6 +42,11 @@
 #                                       # (approximate f32 square roots and divisions) against the
 #                                       # default, alternating: 10 M dense linear and Hertz with
 #                                       # friction; 100 M Hertz and the main job with them
+#   bench/gpu/session17_checks.sh stream  # the history and the Verlet list loaded and stored
+#                                       # evict-first (DEM_STREAM_HINTS, the default) against
+#                                       # plain accesses (-DDEM_STREAM_HINTS=0), alternating: 10 M
+#                                       # dense linear and Hertz, 100 M dense Hertz; the main job;
+#                                       # cuda_parity
 #   bench/gpu/session17_checks.sh ab4   # the fixed ab3 build: the main job against the build
 #                                       # of part ab, alternating, twice each; cuda_parity and
 #                                       # cuda_multi
@@ -211,4 +216,21 @@ if [[ $part == prec ]]; then
   echo "== approx 100 M hertz"
   timeout 300 dem-gpu-bench bench --particles 1e8 --model hertz --phase dense --relax 500 --steps 50 --warmup 5 \
     --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+fi
+if [[ $part == stream ]]; then
+  J="$OUT/stream.jsonl"
+  for v in 0 1; do
+    for model in linear-friction hertz; do
+      PARTICLE_SHM_NVRTC_OPTIONS="-DDEM_STREAM_HINTS=$v" dense10m "DEM_STREAM_HINTS=$v" "" $model "$J"
+    done
+  done
+  for v in 0 1; do
+    echo "== DEM_STREAM_HINTS=$v 100 M hertz"
+    PARTICLE_SHM_NVRTC_OPTIONS="-DDEM_STREAM_HINTS=$v" timeout 300 dem-gpu-bench bench --particles 1e8 --model hertz \
+      --phase dense --relax 500 --steps 50 --warmup 5 --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+  done
+  echo "== main job"; OUT="$OUT/main_job_stream" bash bench/gpu/main_job.sh | tail -n 1
+  cd solver
+  RESULT_PATTERN="test result|panicked|FAILED" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  cd ..
 fi

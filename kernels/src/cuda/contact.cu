@@ -69,6 +69,13 @@
 #ifndef DEM_AHEAD_ALWAYS
 #define DEM_AHEAD_ALWAYS 1
 #endif
+// DEM_STREAM_HINTS 1 (f32; set by the host from the case's size, kernels::STREAM_HINTS_FROM):
+// the contact history and the Verlet list, read once and written once per step, are loaded and
+// stored evict-first (__ldcs/__stcs), so that L2 keeps the partners' state, which about twelve
+// neighbours read each step; 0: plain accesses. Cache hints only: the same values either way.
+#ifndef DEM_STREAM_HINTS
+#define DEM_STREAM_HINTS 0
+#endif
 // DEM_ONE_SPECIES 1: the case has one species (every species index is 0; the state has no
 // species array).
 #ifndef DEM_ONE_SPECIES
@@ -125,7 +132,38 @@ struct EnergyAccum : Accum {
     static constexpr bool ENERGY = true;
 };
 
+// Entry j of a Verlet list array (DEM_STREAM_HINTS).
+__device__ __forceinline__ unsigned list_entry(const unsigned* a, size_t j) {
+#if DEM_STREAM_HINTS
+    return __ldcs(a + j);
+#else
+    return a[j];
+#endif
+}
+
 #if DEM_FRICTION
+// A history entry loaded and stored as one 16-byte vector, evict-first (DEM_STREAM_HINTS, f32).
+__device__ __forceinline__ HistEntry load_entry(const HistEntry* a) {
+#if DEM_STREAM_HINTS && !defined(DEM_DOUBLE)
+    const float4 v = __ldcs(reinterpret_cast<const float4*>(a));
+    HistEntry e;
+    e.x = v.x;
+    e.y = v.y;
+    e.z = v.z;
+    e.partner = __float_as_uint(v.w);
+    return e;
+#else
+    return *a;
+#endif
+}
+__device__ __forceinline__ void store_entry(HistEntry* a, const HistEntry& e) {
+#if DEM_STREAM_HINTS && !defined(DEM_DOUBLE)
+    __stcs(reinterpret_cast<float4*>(a), make_float4(e.x, e.y, e.z, __uint_as_float(e.partner)));
+#else
+    *a = e;
+#endif
+}
+
 // Index of history entry c of row r (slot-major or row-major, DemParams::hist_sc/sr).
 __device__ __forceinline__ unsigned hist_at(const DemParams& p, unsigned c, unsigned r) {
     return c * p.hist_sc + r * p.hist_sr;
@@ -145,7 +183,7 @@ __device__ __forceinline__ HistEntry& hist_stage(unsigned c) {
 // new entry is written over them).
 __device__ __forceinline__ void stage_history(const DemParams& p, const ParticleArrays& in, unsigned row, unsigned m) {
 #if DEM_HIST_IN_PLACE
-    for (unsigned c = 0; c < m; c++) hist_stage(c) = in.hist[hist_at(p, c, row)];
+    for (unsigned c = 0; c < m; c++) hist_stage(c) = load_entry(in.hist + hist_at(p, c, row));
 #else
     (void)p;
     (void)in;
@@ -162,7 +200,7 @@ __device__ __forceinline__ HistEntry old_entry(const DemParams& p, const Particl
     (void)row;
     return hist_stage(c);
 #else
-    return in.hist[hist_at(p, c, row)];
+    return load_entry(in.hist + hist_at(p, c, row));
 #endif
 }
 
@@ -249,7 +287,7 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
 #ifdef DEM_DOUBLE
     e.pad = 0;
 #endif
-    out.hist[hist_at(p, acc.hist_out, dst)] = e;
+    store_entry(out.hist + hist_at(p, acc.hist_out, dst), e);
     acc.hist_out++;
 }
 #endif
@@ -620,10 +658,10 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
             if (direct) {
                 // Entry c + 1 is loaded before contact c is worked out (its load, from memory,
                 // was the wait at the top of each pass).
-                unsigned q_next = listed ? g.nlist[k] : 0u;
+                unsigned q_next = listed ? list_entry(g.nlist, k) : 0u;
                 for (unsigned c = 0; c < listed; c++) {
                     const unsigned q = q_next;
-                    if (c + 1 < listed) q_next = g.nlist[(size_t)(c + 1) * p.list_stride + k];
+                    if (c + 1 < listed) q_next = list_entry(g.nlist, (size_t)(c + 1) * p.list_stride + k);
                     if (overlaps(p, in, q, pix, piy, piz, sp.radius))
                         particle_contact(p, in, out, row_i, k, id_i, si, sp, pix, piy, piz, vi, wi, q, acc);
                 }
@@ -638,7 +676,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
             unsigned nc = 0;
             for (;;) {
                 for (; j < e && nc < DEM_CANDIDATES; j++) {
-                    const unsigned q = list ? g.nlist[(size_t)j * p.list_stride + k] : j;
+                    const unsigned q = list ? list_entry(g.nlist, (size_t)j * p.list_stride + k) : j;
                     if (q != k && overlaps(p, in, q, pix, piy, piz, sp.radius)) cand[nc++][threadIdx.x] = q;
                 }
                 if (nc == DEM_CANDIDATES || ++r >= rows) break;

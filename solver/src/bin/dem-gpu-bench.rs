@@ -376,6 +376,7 @@ fn compile_times(a: &Args) -> Result<()> {
         hist_in_place: false,
         list_walk: kernels::LIST_BY_WARP,
         one_species: true,
+        stream_hints: false,
     };
     let ctx = cudarc::driver::CudaContext::new(a.device)?;
     let src = kernels::dem_module_source();

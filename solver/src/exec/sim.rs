@@ -189,7 +189,14 @@ impl Simulation {
         if let BackendKind::Cuda(opts) = kind {
             // NVRTC (seconds on a machine's first run) works while the particles are placed.
             let sc = StepContext::from_case(&case, Vec::new());
-            crate::dem::cuda::prefetch_kernels(&sc, !meshes.is_empty(), opts, &[opts.device]);
+            let placed = case.source_counts().iter().sum::<u64>();
+            crate::dem::cuda::prefetch_kernels(
+                &sc,
+                !meshes.is_empty(),
+                opts,
+                &[opts.device],
+                usize::try_from(placed).unwrap_or(usize::MAX),
+            );
         }
         let particles = case.generate_particles()?;
         case.check_initial_overlaps(&particles)?;

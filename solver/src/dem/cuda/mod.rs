@@ -384,8 +384,14 @@ fn collide_shared_bytes(
 }
 
 /// The kernels a case needs on one GPU with `opts` (`spin`: particles that start spinning
-/// without friction); the memory check may still turn the history in place.
-pub(crate) fn module_config(sc: &StepContext, opts: &CudaOptions, spin: bool) -> ModuleConfig {
+/// without friction) for `particles` slots; the memory check may still turn the history in
+/// place.
+pub(crate) fn module_config(
+    sc: &StepContext,
+    opts: &CudaOptions,
+    spin: bool,
+    particles: usize,
+) -> ModuleConfig {
     let friction = sc
         .table
         .pp
@@ -406,14 +412,21 @@ pub(crate) fn module_config(sc: &StepContext, opts: &CudaOptions, spin: bool) ->
         hist_in_place: opts.history == HistoryMode::InPlace,
         list_walk: opts.list_walk,
         one_species: sc.species_radius.len() == 1,
+        stream_hints: particles >= kernels::STREAM_HINTS_FROM,
     }
 }
 
 /// Compiles the DEM module a case will need on `devices` ahead, on threads of their own, while
 /// the host places the particles (`driver::prefetch_module`); `meshes`: the case has meshes
-/// (`sc` may be built without them).
-pub fn prefetch_kernels(sc: &StepContext, meshes: bool, opts: &CudaOptions, devices: &[usize]) {
-    let mut cfg = module_config(sc, opts, false);
+/// (`sc` may be built without them); `particles`: the count its sources will place.
+pub fn prefetch_kernels(
+    sc: &StepContext,
+    meshes: bool,
+    opts: &CudaOptions,
+    devices: &[usize],
+    particles: usize,
+) {
+    let mut cfg = module_config(sc, opts, false, particles);
     cfg.meshes = meshes;
     driver::prefetch_module(devices, cfg);
 }
@@ -493,7 +506,7 @@ impl CudaSim {
             stream,
             copy_stream,
         } = unsafe { driver::open_device(opts.device) }?;
-        let mut cfg = module_config(sc, opts, spin);
+        let mut cfg = module_config(sc, opts, spin, capacity.max(n));
         let friction = cfg.friction;
         if friction && opts.hist_cap == 0 {
             // The collide reads a history row's first entry ahead of its first contact.
@@ -819,6 +832,27 @@ impl Drop for CudaSim {
 #[cfg(test)]
 mod tests {
     use super::HistoryMode;
+
+    /// The built-in case's kernels: one species, and no stream hints at the main job's 1 M
+    /// particles (measured slower there), but from kernels::STREAM_HINTS_FROM on; the prefetch
+    /// and the run ask for the same module when they are given the same count.
+    #[test]
+    fn module_config_follows_the_case_and_its_size() {
+        let case = crate::case::Case::default_falling_box(1000);
+        let sc = super::step_context(&case).expect("case");
+        let opts = super::CudaOptions::default();
+        let small = super::module_config(&sc, &opts, false, 1_000_000);
+        assert!(small.one_species && small.friction && !small.stream_hints);
+        let big = super::module_config(&sc, &opts, false, kernels::STREAM_HINTS_FROM);
+        assert!(big.stream_hints);
+        assert_eq!(
+            super::ModuleConfig {
+                stream_hints: false,
+                ..big
+            },
+            small
+        );
+    }
 
     /// The command-line spellings of the history modes read back as themselves; anything else
     /// is refused (dem-gpu-bench and the tests' PARTICLE_SHM_TEST_HISTORY report it).
