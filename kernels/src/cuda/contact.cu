@@ -69,10 +69,11 @@
 #ifndef DEM_AHEAD_ALWAYS
 #define DEM_AHEAD_ALWAYS 1
 #endif
-// DEM_STREAM_HINTS 1 (f32; set by the host from the case's size, kernels::STREAM_HINTS_FROM):
-// the contact history and the Verlet list, read once and written once per step, are loaded and
-// stored evict-first (__ldcs/__stcs), so that L2 keeps the partners' state, which about twelve
-// neighbours read each step; 0: plain accesses. Cache hints only: the same values either way.
+// DEM_STREAM_HINTS 1 (set by the host from the case's size, kernels::STREAM_HINTS_FROM): the
+// contact history (f32 builds) and the Verlet list, read once and written once per step, are
+// loaded and stored evict-first (__ldcs/__stcs), so that L2 keeps the partners' state, which
+// about twelve neighbours read each step; 0: plain accesses. Cache hints only: the same values
+// either way.
 #ifndef DEM_STREAM_HINTS
 #define DEM_STREAM_HINTS 0
 #endif
