@@ -66,6 +66,15 @@ dense10m() {
   timeout 300 "${dir:+$dir/}dem-gpu-bench" bench --particles 1e7 --model "$model" --phase dense --relax 2000 \
     --steps 200 "$@" --out "$j" 2>&1 | grep -E "steps/s" | tail -n 2
 }
+# parity [multi]: the DEM parity suite (and, with an argument, the GPU-group suite), from solver/.
+parity() {
+  pushd solver >/dev/null || return
+  RESULT_PATTERN="test result|panicked|FAILED|in contact" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  if [[ -n ${1:-} ]]; then
+    RESULT_PATTERN="test result|panicked|FAILED" result cuda_multi timeout 300 "$BIN/cuda_multi" --test-threads 1
+  fi
+  popd >/dev/null || return
+}
 # ab_dense LABEL DIR JSONL: the 10 M dense beds, linear and Hertz with friction, two rounds
 # alternating DIR's build (LABEL) with this one ("new").
 ab_dense() {
@@ -101,18 +110,14 @@ if [[ $part == ab ]]; then
   unpack bins_old.tar.xz /tmp/pshm-old
   ab_dense old /tmp/pshm-old "$OUT/ab.jsonl"
   OUT="$OUT/main_job" bash bench/gpu/main_job.sh
-  cd solver
-  RESULT_PATTERN="test result|panicked|FAILED" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
-  cd ..
+  parity
 fi
 if [[ $part == ab2 ]]; then
   unpack bins_a.tar.xz /tmp/pshm-a
   J="$OUT/ab2.jsonl"
   ab_dense a /tmp/pshm-a "$J"
   for blocks in 5 7; do dense10m new "" linear-friction "$J" --min-blocks $blocks; done
-  cd solver
-  RESULT_PATTERN="test result|panicked|FAILED" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
-  cd ..
+  parity
 fi
 if [[ $part == big ]]; then
   J="$OUT/big.jsonl"
@@ -124,10 +129,7 @@ if [[ $part == ab3 ]]; then
   unpack bins_a.tar.xz /tmp/pshm-a
   ab_dense a /tmp/pshm-a "$OUT/ab3.jsonl"
   OUT="$OUT/main_job" bash bench/gpu/main_job.sh
-  cd solver
-  RESULT_PATTERN="test result|panicked|FAILED|in contact" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
-  RESULT_PATTERN="test result|panicked|FAILED" result cuda_multi timeout 300 "$BIN/cuda_multi" --test-threads 1
-  cd ..
+  parity multi
 fi
 if [[ $part == ab4 ]]; then
   A=/tmp/pshm-a
@@ -138,10 +140,7 @@ if [[ $part == ab4 ]]; then
     echo "== main job, new build (round $round)"
     OUT="$OUT/main_job_new" bash bench/gpu/main_job.sh | tail -n 1
   done
-  cd solver
-  RESULT_PATTERN="test result|panicked|FAILED|in contact" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
-  RESULT_PATTERN="test result|panicked|FAILED" result cuda_multi timeout 300 "$BIN/cuda_multi" --test-threads 1
-  cd ..
+  parity multi
 fi
 if [[ $part == ahead ]]; then
   J="$OUT/ahead.jsonl"
@@ -230,7 +229,5 @@ if [[ $part == stream ]]; then
       --phase dense --relax 500 --steps 50 --warmup 5 --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
   done
   echo "== main job"; OUT="$OUT/main_job_stream" bash bench/gpu/main_job.sh | tail -n 1
-  cd solver
-  RESULT_PATTERN="test result|panicked|FAILED" result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
-  cd ..
+  parity
 fi
