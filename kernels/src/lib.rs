@@ -203,10 +203,11 @@ pub struct ModuleConfig {
 }
 
 /// Particles from which a GPU's collide streams its history and list past L2
-/// ([`ModuleConfig::stream_hints`]). Measured on an H100 (session 17): 10 M and 100 M dense
-/// beds 7-10 % faster with the hints, the 1 M main job 2.5 % slower (part of a step's history
-/// is still in L2 at the next step); between 1 M and 10 M it was not measured.
-pub const STREAM_HINTS_FROM: usize = 4_000_000;
+/// ([`ModuleConfig::stream_hints`]). Measured on an H100: 10 M and 100 M dense beds 7-10 %
+/// faster with the hints, the 1 M main job 2.5 % slower (part of a step's history is still in L2
+/// at the next step; session 17); dense beds of 2, 4 and 6 M 7 % faster (session 18,
+/// bench/results/raw/session18/dem/threshold.jsonl). Between 1 M and 2 M it was not measured.
+pub const STREAM_HINTS_FROM: usize = 2_000_000;
 
 /// `-DDEM_MODULE_PART=` of the DEM module holding every kernel but `dem_energies` (contact.cu;
 /// the host compiles the two parts side by side; without the define a module holds both).

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Session 18 (2026-11-24) on one GPU, from the repository root, after bench/gpu/pack.sh.
+#   bench/gpu/session18_checks.sh dem    # issue 13 on the final tree of session 17: the machine's
+#                                        # first main job (caches removed) and a second, the drum
+#                                        # and the silo, 10 M dense (linear and Hertz with
+#                                        # friction, frictionless), 100 M dense with friction
+#                                        # (now with the stream hints); then the hints' threshold
+#                                        # (kernels::STREAM_HINTS_FROM = 4 M): dense linear with
+#                                        # friction at 2, 4 and 6 M with and without them
+#   bench/gpu/session18_checks.sh sph    # issue 17: the fluid's pair sums through a warp queue
+#                                        # (SPH_QUEUE, the default) against the walk that runs the
+#                                        # pair code per candidate (-DSPH_QUEUE=0), alternating,
+#                                        # 1 M and 10 M; the SPH suites
+#   bench/gpu/session18_checks.sh suite  # the final build's device suite: DEM parity and
+#                                        # validation on the GPU, the SPH suites and user path
+# Logs under $OUT.
+set -uo pipefail
+part=${1:-dem}
+export OUT=${OUT:-bench/results/raw/session18}
+source "$(dirname "$0")/lib.sh" "session18_${part}"
+# dense N HINTS: N dense particles, linear with friction, the stream hints on (1) or off (0).
+dense() {
+  echo "== dense $1, DEM_STREAM_HINTS=$2"
+  PARTICLE_SHM_NVRTC_OPTIONS="-DDEM_STREAM_HINTS=$2" timeout 300 dem-gpu-bench bench --particles "$1" \
+    --model linear-friction --phase dense --relax 2000 --steps 200 --out "$J" 2>&1 | grep -E "steps/s" | tail -n 2
+}
+if [[ $part == dem ]]; then
+  J="$OUT/dem_gpu.jsonl"
+  rm -rf "$HOME/.cache/particle-shm" "$HOME/.nv/ComputeCache"
+  echo "== main job, the machine's first run"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  echo "== main job, again"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  for s in drum_10k:1.0 silo_70k:0.5; do small "${s%%:*}" "${s##*:}"; done
+  for m in linear-friction hertz; do
+    run bench --particles 1e7 --model $m --phase dense --relax 2000 --steps 200
+  done
+  run bench --particles 1e7 --model linear --phase dense --relax 2000 --steps 300
+  for m in linear-friction hertz; do
+    run bench --particles 1e8 --model $m --phase dense --relax 500 --steps 50 --warmup 5 || echo "100M $m did not run"
+  done
+  J="$OUT/threshold.jsonl"
+  for n in 2e6 4e6 6e6; do for v in 0 1; do dense $n $v; done; done
+fi
+if [[ $part == sph ]]; then
+  J="$OUT/sph_queue.jsonl"
+  for round in 1 2; do
+    for v in 0 1; do
+      echo "== SPH_QUEUE=$v (round $round)"
+      PARTICLE_SHM_NVRTC_OPTIONS="-DSPH_QUEUE=$v" timeout 280 sph-gpu-bench --particles 1e6,1e7 --steps 100 \
+        --warmup 10 --frames 0 --out "$J" 2>&1 | grep -E "particle-steps|steps/s|error|Error" | tail -n 4
+    done
+  done
+  sph_suites
+fi
+if [[ $part == suite ]]; then
+  cd solver
+  result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
+  result physics_parity timeout 100 "$BIN/physics_parity"
+  for t in impact_linear impact_hertz energy incline packing moving_geometry process_features; do
+    result "validate_$t" env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 "$BIN/$t" --test-threads 1
+  done
+  cd ..
+  sph_suites
+  sph_user_path
+fi
+# At most 8 files come back from the device: the logs travel as one archive.
+(cd "$OUT" && tar -czf "/tmp/outs_$part.tar.gz" --exclude "*.tar.gz" --exclude "*.log" . && mv "/tmp/outs_$part.tar.gz" . ; find . -type f ! -name "*.tar.gz" ! -name "*.log" ! -name "*.jsonl" -delete)
