@@ -155,7 +155,6 @@ fn sph_modules_are_valid_cxx() {
             format!("-DSPH_KERNEL={kernel}"),
             format!("-DSPH_DIFFUSION={diffusion}"),
             "-DSPH_REACH=3".into(),
-            "-DSPH_RATES_WARPS=4".into(),
         ];
         for (name, v) in [
             ("SPH_H", 0.013),
@@ -177,11 +176,7 @@ fn sph_modules_are_valid_cxx() {
     let src = kernels::sph_module_source();
     let mut modules = Vec::new();
     for (kernel, diffusion) in [(0, 2), (1, 1), (0, 0)] {
-        for extra in [
-            vec![],
-            vec!["-DDEM_DOUBLE".to_string()],
-            vec!["-DSPH_QUEUE=0".into()],
-        ] {
+        for extra in [vec![], vec!["-DDEM_DOUBLE".to_string()]] {
             let mut d = constants(kernel, diffusion);
             d.extend(extra);
             modules.push(("SPH".to_string(), src.clone(), d));

@@ -258,21 +258,20 @@ __device__ __forceinline__ DiffusionParams sph_diffusion_params(const SphParams&
 #error "SPH_REACH (cells per kernel support, SphParams::reach) must be defined"
 #endif
 
-// The terms of pair (i, j) that sph_add_terms adds: continuity, density diffusion (fluid pairs),
-// momentum and viscous rate (fluid particles i).
-struct SphTerms {
-    real3 acc;
-    real cont, diff, mu;
-};
-
-// The terms of pair (i, j), or false when r_ij >= 2h (the CPU's test and terms).
+// Pair (i, j) added to the sums when r_ij < 2h (the CPU's test and terms, in its order).
+// `reject2`: a conservative early rejection on the squared distance (no square root for the ~85 %
+// of candidates outside the support): every pair it rejects has r >= 2h too, so the exact test
+// decides as the CPU does.
 // `kin`: the fluid's sph_localize velocities and pressures (float mode), else `vel`.
 template <bool FLUID_I, bool FLUID_J>
-__device__ __forceinline__ bool sph_pair_terms(const DiffusionParams& dparams, const SphI& i, real3 r_ij, real rho_j,
-                                               const real* vel, const float4* kin, unsigned j, SphTerms& t) {
+__device__ __forceinline__ void sph_pair_sum(const SphParams& p, const DiffusionParams& dparams, const SphI& i,
+                                             real3 r_ij, real rho_j, const real* vel, const float4* kin, unsigned j,
+                                             real reject2, SphSums& s) {
     const real h = dparams.h;
-    const real r = sqrt(norm23(r_ij));  // norm3(r_ij)
-    if (r >= real(2) * h) return false;
+    const real r2 = norm23(r_ij);
+    if (r2 > reject2) return;
+    const real r = sqrt(r2);  // norm3(r_ij)
+    if (r >= real(2) * h) return;
     const real f = kernel_grad_factor(SPH_KERNEL, r, h);
     SphPair pair;
     pair.r_ij = r_ij;
@@ -295,45 +294,17 @@ __device__ __forceinline__ bool sph_pair_terms(const DiffusionParams& dparams, c
     pair.c_i = i.c;
     pair.c_j = sound_speed(pair.rho_j, dparams.rho0, dparams.c0);
     pair.m_j = (real)(SPH_MASS);
-    t.cont = continuity_pair(f, pair);
-    t.diff = real(0);
+    s.drho += continuity_pair(f, pair);
     if (FLUID_I && FLUID_J) {
-        t.diff = SPH_DIFFUSION == 0   ? real(0)
-                 : SPH_DIFFUSION == 1 ? diffusion_molteni_colagrossi(dparams, f, pair)
-                                    : diffusion_fourtakas(dparams, f, pair);
+        s.drho += SPH_DIFFUSION == 0   ? real(0)
+                  : SPH_DIFFUSION == 1 ? diffusion_molteni_colagrossi(dparams, f, pair)
+                                     : diffusion_fourtakas(dparams, f, pair);
     }
-    t.acc = zero3();
-    t.mu = real(0);
     if (FLUID_I) {
         const real pi = artificial_viscosity(FLUID_J ? (real)(SPH_ALPHA) : (real)(SPH_ALPHA_BOUND), h, pair);
-        t.acc = momentum_pair(f, pair, pi);
-        t.mu = viscous_rate(h, pair.v_ij, r_ij);
+        s.acc = add3(s.acc, momentum_pair(f, pair, pi));
+        s.mu_max = fmax(s.mu_max, viscous_rate(h, pair.v_ij, r_ij));
     }
-    return true;
-}
-
-// A pair's terms added to the sums in the CPU's order.
-template <bool FLUID_I, bool FLUID_J>
-__device__ __forceinline__ void sph_add_terms(const SphTerms& t, SphSums& s) {
-    s.drho += t.cont;
-    if (FLUID_I && FLUID_J) s.drho += t.diff;
-    if (FLUID_I) {
-        s.acc = add3(s.acc, t.acc);
-        s.mu_max = fmax(s.mu_max, t.mu);
-    }
-}
-
-// Pair (i, j) added to the sums when r_ij < 2h.
-// `reject2`: a conservative early rejection on the squared distance (no square root for the
-// candidates outside the support): every pair it rejects has r >= 2h too, so the exact test
-// decides as the CPU does.
-template <bool FLUID_I, bool FLUID_J>
-__device__ __forceinline__ void sph_pair_sum(const DiffusionParams& dparams, const SphI& i, real3 r_ij, real rho_j,
-                                             const real* vel, const float4* kin, unsigned j, real reject2,
-                                             SphSums& s) {
-    if (norm23(r_ij) > reject2) return;
-    SphTerms t;
-    if (sph_pair_terms<FLUID_I, FLUID_J>(dparams, i, r_ij, rho_j, vel, kin, j, t)) sph_add_terms<FLUID_I, FLUID_J>(t, s);
 }
 
 // Distance along one axis from a particle at `l` (relative to its own cell's lower corner) to the
@@ -406,7 +377,7 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 }
                 if (j == self_k) continue;
                 const float4 q = loc[j];
-                sph_pair_sum<FLUID_I, FLUID_J>(dparams, i, make_real3(ax - q.x, ay - q.y, az - q.z), q.w,
+                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(ax - q.x, ay - q.y, az - q.z), q.w,
                                                vel, kin, j, reject2, s);
             }
 #else
@@ -414,202 +385,12 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
             const unsigned e_end = start[row + xb + 1];
             for (unsigned j = start[row + xa]; j < e_end; j++) {
                 if (j == self_k) continue;
-                sph_pair_sum<FLUID_I, FLUID_J>(dparams, i, to_real3(dsub3(i.x, dload3(pos + 3 * j))), rho[j],
+                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, dload3(pos + 3 * j))), rho[j],
                                                vel, kin, j, reject2, s);
             }
 #endif
         }
     }
-}
-
-// ---- The fluid's pair sums through a warp queue (SPH_QUEUE, the default) ----
-// In sph_sum_list a warp runs the pair code whenever any of its 32 particles has its candidate
-// inside the support, with the others idle (about 19 of 32 threads busy). Here each thread only
-// tests its candidates and appends those inside (r^2 below the early rejection) to its warp's
-// queue in shared memory; when the queue holds 32 pairs, the 32 threads evaluate one pair each,
-// whoever's it is, and then each thread adds the terms of its own pairs in the order it found
-// them. So a particle's sums have the same terms in the same order as sph_sum_list's (in the
-// parity mode, without FMA contraction, the same bits), and the pair code runs with every thread
-// busy. The walk is sph_sum_list's, with the rows visited in the same (dz, dy) order by every
-// thread of the warp, so that the queue's operations see all 32 threads together.
-#ifndef SPH_QUEUE
-#define SPH_QUEUE 1
-#endif
-// Warps of a block of the rates kernels (THREADS / 32 in solver/src/sph/cuda/mod.rs, which defines
-// it for the module).
-#ifndef SPH_RATES_WARPS
-#error "SPH_RATES_WARPS (threads per block / 32) must be defined"
-#endif
-#define SPH_QUEUE_SLOTS 64
-#define SPH_FULL_WARP 0xffffffffu
-
-// One warp's queue: the pairs found (r_ij, rho_j, j and the thread that found it), and the terms
-// of the 32 being added (ok: inside the support).
-struct SphQueue {
-    real rx[SPH_QUEUE_SLOTS], ry[SPH_QUEUE_SLOTS], rz[SPH_QUEUE_SLOTS], rho[SPH_QUEUE_SLOTS];
-    unsigned j[SPH_QUEUE_SLOTS];
-    unsigned char owner[SPH_QUEUE_SLOTS];
-    real ax[32], ay[32], az[32], cont[32], diff[32], mu[32];
-    unsigned char ok[32];
-};
-
-// The first m (<= 32) pairs of the queue evaluated, one per thread, and added by their owners;
-// the pairs behind them (count - m, only when m is 32) move to the front. Called by the whole
-// warp together.
-template <bool FLUID_J>
-__device__ __forceinline__ void sph_queue_flush(const DiffusionParams& dparams, const SphI& i, const real* vel,
-                                                const float4* kin, SphQueue& q, unsigned m, unsigned& count,
-                                                unsigned long long& owned, SphSums& s) {
-    const unsigned lane = threadIdx.x & 31;
-    __syncwarp();
-    const unsigned o = lane < m ? (unsigned)q.owner[lane] : lane;
-    // The owner as the pair terms see it (its velocity, density, pressure and sound speed).
-    SphI io = i;
-    io.v.x = __shfl_sync(SPH_FULL_WARP, i.v.x, o);
-    io.v.y = __shfl_sync(SPH_FULL_WARP, i.v.y, o);
-    io.v.z = __shfl_sync(SPH_FULL_WARP, i.v.z, o);
-    io.rho = __shfl_sync(SPH_FULL_WARP, i.rho, o);
-    io.p = __shfl_sync(SPH_FULL_WARP, i.p, o);
-    io.c = __shfl_sync(SPH_FULL_WARP, i.c, o);
-    if (lane < m) {
-        SphTerms t;
-        const bool in = sph_pair_terms<true, FLUID_J>(dparams, io, make_real3(q.rx[lane], q.ry[lane], q.rz[lane]),
-                                                      q.rho[lane], vel, kin, q.j[lane], t);
-        q.ok[lane] = in;
-        if (in) {
-            q.ax[lane] = t.acc.x;
-            q.ay[lane] = t.acc.y;
-            q.az[lane] = t.acc.z;
-            q.cont[lane] = t.cont;
-            q.diff[lane] = t.diff;
-            q.mu[lane] = t.mu;
-        }
-    }
-    __syncwarp();
-    unsigned mine = (unsigned)owned & (m == 32 ? SPH_FULL_WARP : (1u << m) - 1u);
-    while (mine) {
-        const unsigned e = __ffs(mine) - 1;
-        mine &= mine - 1;
-        if (q.ok[e]) {
-            SphTerms t;
-            t.acc = make_real3(q.ax[e], q.ay[e], q.az[e]);
-            t.cont = q.cont[e];
-            t.diff = q.diff[e];
-            t.mu = q.mu[e];
-            sph_add_terms<true, FLUID_J>(t, s);
-        }
-    }
-    const unsigned rest = count - m;
-    if (lane < rest) {
-        const unsigned e = m + lane;
-        q.rx[lane] = q.rx[e];
-        q.ry[lane] = q.ry[e];
-        q.rz[lane] = q.rz[e];
-        q.rho[lane] = q.rho[e];
-        q.j[lane] = q.j[e];
-        q.owner[lane] = q.owner[e];
-    }
-    __syncwarp();
-    owned >>= m;
-    count = rest;
-}
-
-// sph_sum_list<true, FLUID_J> through the warp's queue `q`; `walk`: whether this thread has a
-// particle to sum for (the others still take their share of the pairs). Called by the whole warp.
-template <bool FLUID_J>
-__device__ __forceinline__ void sph_queue_list(const SphParams& p, const SphI& i, bool walk, const double* pos,
-                                               const float4* loc, const float4* kin, const real* vel,
-                                               const real* rho, const unsigned* start, unsigned self_k,
-                                               SphQueue& q, SphSums& s) {
-    const real two_h = real(2) * (real)(SPH_H);
-    const real reject2 = two_h * two_h * real(1.0001);
-    const DiffusionParams dparams = sph_diffusion_params(p);
-    const int R = SPH_REACH;
-    const float cellf = (float)p.cell, inv_cell = 1.0f / cellf;
-    const float near = (float)(2.0 * SPH_H) * SPH_WALK_MARGIN, near2 = near * near;
-    const unsigned lane = threadIdx.x & 31;
-    const unsigned below = (1u << lane) - 1u;
-    const int cx = (int)i.cx, cy = (int)i.cy, cz = (int)i.cz;
-    const int x0 = max(cx - R, 0), x1 = min(cx + R, (int)p.dims[0] - 1);
-    const int y0 = max(cy - R, 0), y1 = min(cy + R, (int)p.dims[1] - 1);
-    const int z0 = max(cz - R, 0), z1 = min(cz + R, (int)p.dims[2] - 1);
-    // Pairs in the queue (the same in every thread), and which of them are this thread's.
-    unsigned count = 0;
-    unsigned long long owned = 0;
-    for (int dz = -R; dz <= R; dz++) {
-        const int z = cz + dz;
-        const float gz = cell_gap(i.lz, dz, cellf);
-        const float gz2 = gz * gz;
-        const bool plane = walk && z >= z0 && z <= z1 && gz2 < near2;
-        for (int dy = -R; dy <= R; dy++) {
-            const int y = cy + dy;
-            const float gy = cell_gap(i.ly, dy, cellf);
-            const float g2 = gy * gy + gz2;
-            // The row's range of candidates (none when it is skipped), as in sph_sum_list.
-            unsigned jb = 0, je = 0;
-#if SPH_LOCAL
-            int x = 0;
-            unsigned next = 0, row = 0;
-            float ax = 0.0f;
-            const float ay = i.ly - (float)dy * cellf;
-            const float az = i.lz - (float)dz * cellf;
-#endif
-            if (plane && y >= y0 && y <= y1 && g2 < near2) {
-                const float e = sqrtf(near2 - g2);
-                const int xa = min(max(cx + (int)floorf((i.lx - e) * inv_cell), x0), cx);
-                const int xb = max(min(cx + (int)floorf((i.lx + e) * inv_cell), x1), cx);
-                const unsigned r0 = sph_cell_index(p, 0, (unsigned)y, (unsigned)z);
-                jb = start[r0 + xa];
-                je = start[r0 + xb + 1];
-#if SPH_LOCAL
-                row = r0;
-                x = xa;
-                next = start[r0 + xa + 1];
-                ax = i.lx - (float)(xa - cx) * cellf;
-#endif
-            }
-            const unsigned len = je - jb;
-            unsigned most = len;
-            for (int off = 16; off > 0; off >>= 1) most = max(most, __shfl_xor_sync(SPH_FULL_WARP, most, off));
-            for (unsigned t = 0; t < most; t++) {
-                const unsigned j = jb + t;
-                bool hit = false;
-                real3 r_ij = zero3();
-                real rho_j = real(0);
-                if (t < len && j != self_k) {
-#if SPH_LOCAL
-                    while (j >= next) {
-                        x++;
-                        next = start[row + x + 1];
-                        ax = i.lx - (float)(x - cx) * cellf;
-                    }
-                    const float4 c = loc[j];
-                    r_ij = make_real3(ax - c.x, ay - c.y, az - c.z);
-                    rho_j = c.w;
-#else
-                    r_ij = to_real3(dsub3(i.x, dload3(pos + 3 * j)));
-                    rho_j = rho[j];
-#endif
-                    // sph_pair_sum's early rejection (a NaN distance goes on, as there).
-                    hit = !(norm23(r_ij) > reject2);
-                }
-                const unsigned found = __ballot_sync(SPH_FULL_WARP, hit);
-                if (hit) {
-                    const unsigned e = count + __popc(found & below);
-                    q.rx[e] = r_ij.x;
-                    q.ry[e] = r_ij.y;
-                    q.rz[e] = r_ij.z;
-                    q.rho[e] = rho_j;
-                    q.j[e] = j;
-                    q.owner[e] = (unsigned char)lane;
-                    owned |= 1ull << e;
-                }
-                count += __popc(found);
-                if (count >= 32) sph_queue_flush<FLUID_J>(dparams, i, vel, kin, q, 32, count, owned, s);
-            }
-        }
-    }
-    if (count > 0) sph_queue_flush<FLUID_J>(dparams, i, vel, kin, q, count, count, owned, s);
 }
 
 // Rates of the fluid particles (state `f`, sorted, cell starts `fstart`) against the fluid and the
@@ -626,24 +407,11 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
     double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
     const bool mine = k < p.n && sph_owns(p, sph_layer(p, f.pos + 3 * k));
     if (own && k < p.n) own[k] = mine;
-#if SPH_QUEUE
-    if (p.n == 0) return;  // (the whole launch: nothing to read, no limit to lower)
-    // Every thread of the block stays to the end: the queue needs its whole warp.
-    __shared__ SphQueue queues[SPH_RATES_WARPS];
-    SphQueue& q = queues[threadIdx.x >> 5];
-    const unsigned kk = k < p.n ? k : 0;
-    const SphI i = sph_particle(p, dload3(f.pos + 3 * kk), load3(f.vel, kk), f.rho[kk]);
-    SphSums s = sph_sums_zero();
-    sph_queue_list<true>(p, i, mine, f.pos, floc, fkin, f.vel, f.rho, fstart, k, q, s);
-    sph_queue_list<false>(p, i, mine, bpos, bloc, 0, 0, brho, bstart, ~0u, q, s);
-    if (mine) {
-#else
     if (mine) {
         const SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
         SphSums s = sph_sums_zero();
         sph_sum_list<true, true>(p, i, f.pos, floc, fkin, f.vel, f.rho, fstart, k, s);
         sph_sum_list<true, false>(p, i, bpos, bloc, 0, 0, brho, bstart, ~0u, s);
-#endif
         store3(acc, k, s.acc);
         drho[k] = s.drho;
         const real h = (real)p.h;

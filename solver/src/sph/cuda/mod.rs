@@ -95,8 +95,7 @@ unsafe impl DeviceRepr for SphGrid {}
 
 /// Bytes of `SphDiag` in sph.cu: dt_f and dt_cv as f64 bits, the non-finite count, padding.
 const DIAG_BYTES: usize = 24;
-/// Threads per block of every launch (a multiple of 32: the rates reduce by warp, and the fluid's
-/// rates share a queue per warp, `SPH_RATES_WARPS` in sph.cu).
+/// Threads per block of every launch (a multiple of 32: the rates reduce by warp).
 const THREADS: u32 = 128;
 
 /// Options of the SPH GPU backend.
@@ -167,8 +166,6 @@ fn load_module(
         vec!["--use_fast_math".to_string()]
     };
     defines.extend(constants);
-    // The rates' warp queues are sized by the block (sph.cu).
-    defines.push(format!("-DSPH_RATES_WARPS={}", THREADS / 32));
     let (module, timing) =
         driver::compile_module(ctx, &kernels::sph_module_source(), defines, double, "SPH")?;
     tracing::debug!("SPH {}", timing.describe());
