@@ -11,6 +11,8 @@
 #                                        # (SPH_QUEUE, the default) against the walk that runs the
 #                                        # pair code per candidate (-DSPH_QUEUE=0), alternating,
 #                                        # 1 M and 10 M; the SPH suites
+#   bench/gpu/session18_checks.sh ranks1 # GPU ranks on one GPU: the GPU-rank tests, and a frame's
+#                                        # cost before and after the byte format (see the part)
 #   bench/gpu/session18_checks.sh suite  # the final build's device suite: DEM parity and
 #                                        # validation on the GPU, the SPH suites and user path
 # Logs under $OUT.
@@ -62,6 +64,26 @@ if [[ $part == suite ]]; then
   cd ..
   sph_suites
   sph_user_path
+fi
+if [[ $part == ranks1 ]]; then
+  # GPU ranks sharing one GPU (after PACK_MPI=1 bench/gpu/pack.sh; the x2 machine was taken back):
+  # the GPU-rank tests (frames bit for bit through host memory, the road the frame parts take),
+  # then the frame cost of two ranks on GPU 0, the build before the byte format
+  # (gpu-carry/solver_oldframes) and this one, alternating, at ${N:-2e7} particles.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 300 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
+  n=${N:-20000000}
+  for round in 1 2; do
+    for v in old new; do
+      exe=$BIN/solver; [[ $v == old ]] && exe=$PWD/gpu-carry/solver_oldframes
+      echo "== $v (round $round): mpirun -np 2 solver --backend cuda --devices 0,0 --particles $n --end-time 0.002 --progress-every 2"
+      timeout 250 mpirun -np 2 --bind-to none "$exe" --backend cuda --devices 0,0 --particles "$n" --end-time 0.002 \
+        --progress-every 2 > "$OUT/ranks_${v}_$round.out" 2>&1
+      echo "RESULT ranks_${v}_$round rc=$?"
+      grep -E "a frame takes|finished" "$OUT/ranks_${v}_$round.out" | cut -c1-260
+    done
+  done
 fi
 # At most 8 files come back from the device: the logs travel as one archive.
 (cd "$OUT" && tar -czf "/tmp/outs_$part.tar.gz" --exclude "*.tar.gz" --exclude "*.log" . && mv "/tmp/outs_$part.tar.gz" . ; find . -type f ! -name "*.tar.gz" ! -name "*.log" ! -name "*.jsonl" -delete)

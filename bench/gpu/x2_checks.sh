@@ -14,6 +14,11 @@
 #   bench/gpu/x2_checks.sh next    # what session 11 left: balancing on a load that moves, SPH
 #                                  # balancing modes, weak scaling, publication, the user path
 #   bench/gpu/x2_checks.sh ranks   # GPU ranks (PACK_MPI=1 pack): tests, mpi_vs_inprocess_2gpu
+#                                  # (SKIP_MPI_VS=1: the tests only)
+#   bench/gpu/x2_checks.sh next2   # mpi_vs_inprocess_2gpu, then part next's items (session 18)
+#   bench/gpu/x2_checks.sh next3   # GPU-rank tests, mpi_vs_inprocess_2gpu with its stages, strong
+#                                  # scaling at 100 M, the SPH group, the user path at 100 M
+#                                  # (session 18)
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -63,7 +68,7 @@ user_100m() {
 # memory), as users run both; the ratio of the solver's own steps/s goes to $J.
 mpi_vs_inprocess() {
   local n=${1:-100000000} a b
-  local args=(--backend cuda --devices 0,1 --particles "$n" --end-time 0.002 --progress-every 10)
+  local args=(--backend cuda --devices 0,1 --particles "$n" --end-time 0.002 --progress-every "${PROGRESS:-10}")
   echo "+ solver ${args[*]}"
   timeout 280 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
   echo "+ mpirun -np 2 solver ${args[*]}"
@@ -157,6 +162,46 @@ ranks)
       > "$OUT/mpi_ranks_gpu_$wire.out" 2>&1
     echo "RESULT mpi_ranks_gpu_$wire rc=$?"; grep -E "test result|panicked" "$OUT/mpi_ranks_gpu_$wire.out"
   done
+  [[ ${SKIP_MPI_VS:-0} == 1 ]] || mpi_vs_inprocess "${N:-100000000}"
+  ;;
+next2)
+  # Session 18: mpi_vs_inprocess_2gpu (after PACK_MPI=1 bench/gpu/pack.sh), then part next's
+  # items, within $BUDGET s.
+  budget=${BUDGET:-540}
   mpi_vs_inprocess "${N:-100000000}"
+  item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
+    --warmup 10 --balance off,count,time
+  item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
+    --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
+  item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
+  item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --seconds 5 --warmup 20 --out "$J"
+  item 200 user_100m
+  ;;
+next3)
+  # Session 18, after the GPU ranks' frame parts became raw bytes packed in f32 on all cores:
+  # the GPU-rank tests (frames bit for bit), mpi_vs_inprocess_2gpu with the stages per step
+  # (--progress-every 2), then the SPH group at 20 M and 100 M and the user path at 100 M,
+  # within $BUDGET s.
+  budget=${BUDGET:-540}
+  for wire in nccl host; do
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PARTICLE_SHM_TEST_BACKENDS=cuda \
+      PARTICLE_SHM_RANK_WIRE=$wire timeout 300 "$BIN/mpi_ranks" gpu_ranks --test-threads 1 \
+      > "$OUT/mpi_ranks_gpu_$wire.out" 2>&1
+    echo "RESULT mpi_ranks_gpu_$wire rc=$?"; grep -E "test result|panicked" "$OUT/mpi_ranks_gpu_$wire.out"
+  done
+  PROGRESS=2 mpi_vs_inprocess "${N:-100000000}"
+  grep -E "per step|a frame takes" "$OUT/ranks_${N:-100000000}.out" | cut -c1-330 | tail -n 6
+  # Strong scaling against one GPU as it runs now (with its Verlet skin, which a group lacks).
+  item 120 mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
+  item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
+    --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
+  item 200 user_100m
   ;;
 esac
+# PACK=1: at most 8 files come back from the device, so everything but the logs of the parts and
+# the records travels as one archive.
+if [[ ${PACK:-0} == 1 ]]; then
+  (cd "$OUT" && tar -czf "/tmp/x2_$part.tar.gz" --exclude "*.tar.gz" . && mv "/tmp/x2_$part.tar.gz" . \
+    && find . -type f ! -name "*.tar.gz" ! -name "x2_*.log" ! -name "*.jsonl" -delete)
+fi

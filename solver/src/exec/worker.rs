@@ -103,15 +103,35 @@ impl RawKinematics {
     }
 }
 
+/// A 3-vector as a frame stores it (f32): the workers' f64 vectors, or a GPU rank's frame part,
+/// which arrives in f32 already.
+pub trait FrameVec: Copy + Sync {
+    fn frame_f32(self) -> [f32; 3];
+}
+
+impl FrameVec for V3 {
+    #[inline]
+    fn frame_f32(self) -> [f32; 3] {
+        crate::core::vec3::to_f32(self)
+    }
+}
+
+impl FrameVec for [f32; 3] {
+    #[inline]
+    fn frame_f32(self) -> [f32; 3] {
+        self
+    }
+}
+
 /// Owned particles' kinematics as slices of equal length (the first `ids.len()` elements of
 /// each are used), to be written into a frame.
 #[derive(Debug, Clone, Copy)]
-pub struct KinematicsSlices<'a> {
+pub struct KinematicsSlices<'a, T: FrameVec = V3> {
     pub ids: &'a [u32],
-    pub pos: &'a [V3],
-    pub vel: &'a [V3],
-    pub omega: &'a [V3],
-    pub force: &'a [V3],
+    pub pos: &'a [T],
+    pub vel: &'a [T],
+    pub omega: &'a [T],
+    pub force: &'a [T],
     pub contacts: &'a [u32],
 }
 
@@ -121,7 +141,11 @@ pub struct KinematicsSlices<'a> {
 /// # Safety
 /// As [`StagedWorker::pack`]: each non-null pointer of `out` points to `out.count` writable
 /// elements, `index` holds every id of `k`, and no other writer touches those ids' elements.
-pub unsafe fn pack_kinematics(k: KinematicsSlices<'_>, index: &IdIndex, out: &RawKinematics) {
+pub unsafe fn pack_kinematics<T: FrameVec>(
+    k: KinematicsSlices<'_, T>,
+    index: &IdIndex,
+    out: &RawKinematics,
+) {
     use rayon::prelude::*;
     // Raw pointers are not Send: pass the addresses.
     let addr = |x: *mut [f32; 3]| x as usize;
@@ -136,11 +160,11 @@ pub unsafe fn pack_kinematics(k: KinematicsSlices<'_>, index: &IdIndex, out: &Ra
     (0..k.ids.len()).into_par_iter().for_each(|i| {
         let slot = index.of(k.ids[i]);
         assert!(slot < count, "particle id {} beyond the frame", k.ids[i]);
-        let put = |dst: usize, v: &[V3]| {
+        let put = |dst: usize, v: &[T]| {
             if dst != 0 {
                 // SAFETY: the caller guarantees `count` writable elements at each non-null
                 // pointer; slot < count, and ids are unique, so no other thread writes it.
-                unsafe { *(dst as *mut [f32; 3]).add(slot) = crate::core::vec3::to_f32(v[i]) };
+                unsafe { *(dst as *mut [f32; 3]).add(slot) = v[i].frame_f32() };
             }
         };
         put(pos, k.pos);

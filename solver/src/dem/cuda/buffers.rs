@@ -877,15 +877,18 @@ pub(crate) fn download_positions(
 /// history: a GPU rank's part of a frame, about 56 bytes a particle).
 pub(crate) type FrameKinematics = (Vec<u32>, [Vec<[f32; 3]>; 4], Vec<u32>);
 
-/// [`FrameKinematics`] of slots `0..p.n`, dead ones skipped (synchronises).
+/// [`FrameKinematics`] of slots `0..p.n`, dead ones skipped (synchronises). The host's share
+/// (skipping dead slots, f64 to f32) runs on all cores: at 50 M particles a rank's part is
+/// 2.8 GB.
 pub(crate) fn download_frame_kinematics(
     stream: &Arc<CudaStream>,
     st: &DeviceState,
     p: &DemParams,
 ) -> Result<FrameKinematics, CudaError> {
+    use rayon::prelude::*;
     let n = p.n as usize;
     let ids = download_ids(stream, st, p)?;
-    let live: Vec<usize> = (0..n).filter(|&k| ids[k] != DEAD).collect();
+    let live: Vec<usize> = (0..n).into_par_iter().filter(|&k| ids[k] != DEAD).collect();
     let vec3 = |ptr: u64, real: bool| -> Result<Vec<[f32; 3]>, CudaError> {
         if ptr == 0 {
             return Ok(vec![[0.0; 3]; live.len()]);
@@ -896,7 +899,7 @@ pub(crate) fn download_frame_kinematics(
             download(stream, st, ptr, 3 * n)?
         };
         Ok(live
-            .iter()
+            .par_iter()
             .map(|&k| {
                 [
                     flat[3 * k] as f32,
@@ -915,11 +918,81 @@ pub(crate) fn download_frame_kinematics(
     ];
     let contacts = if a.contacts != 0 {
         let c: Vec<u32> = download(stream, st, a.contacts, n)?;
-        live.iter().map(|&k| c[k]).collect()
+        live.par_iter().map(|&k| c[k]).collect()
     } else {
         vec![0; live.len()]
     };
-    Ok((live.iter().map(|&k| ids[k]).collect(), kin, contacts))
+    Ok((live.par_iter().map(|&k| ids[k]).collect(), kin, contacts))
+}
+
+/// Bytes per particle of a [`FrameKinematics`] as [`frame_part_bytes`] writes it: an id, four
+/// vectors of 3 x f32 and a contact count (the part has a u64 count first).
+const FRAME_PART_BYTES: usize = 4 + 4 * 12 + 4;
+
+/// Bytes of a frame part of `n` particles; `None` past `usize`.
+fn frame_part_len(n: usize) -> Option<usize> {
+    n.checked_mul(FRAME_PART_BYTES)?.checked_add(8)
+}
+
+/// A GPU rank's frame part as it travels to rank 0: the particle count (u64), the ids, the
+/// positions, velocities, spins and forces (3 x f32 each) and the contact counts, native-endian
+/// (all ranks run one binary). The arrays are copied whole, where bincode wrote them number by
+/// number (about a third of a 12.7 s frame at 100 M particles on two ranks, session 18).
+pub(crate) fn frame_part_bytes(part: &FrameKinematics) -> Vec<u8> {
+    let (ids, kin, contacts) = part;
+    let n = ids.len();
+    assert!(
+        kin.iter().all(|v| v.len() == n) && contacts.len() == n,
+        "a frame part's arrays have one length"
+    );
+    let mut out = Vec::with_capacity(frame_part_len(n).expect("a part in memory has a length"));
+    out.extend_from_slice(&(n as u64).to_ne_bytes());
+    out.extend_from_slice(as_bytes(ids));
+    for v in kin {
+        out.extend_from_slice(as_bytes(v));
+    }
+    out.extend_from_slice(as_bytes(contacts));
+    out
+}
+
+/// What [`frame_part_bytes`] made; an error names a length that does not match its count.
+pub(crate) fn frame_part_from_bytes(bytes: &[u8]) -> Result<FrameKinematics, String> {
+    let head: [u8; 8] = bytes
+        .get(..8)
+        .and_then(|h| h.try_into().ok())
+        .ok_or_else(|| format!("{} bytes, shorter than a frame part's count", bytes.len()))?;
+    let n = usize::try_from(u64::from_ne_bytes(head)).map_err(|e| e.to_string())?;
+    if frame_part_len(n) != Some(bytes.len()) {
+        return Err(format!(
+            "{} bytes for {n} particles (a frame part of {n} has 8 + {FRAME_PART_BYTES} x {n})",
+            bytes.len()
+        ));
+    }
+    let mut at = 8;
+    let mut take = |len: usize| {
+        let b = &bytes[at..at + len];
+        at += len;
+        b
+    };
+    let ids: Vec<u32> = from_bytes(take(4 * n), n);
+    let kin = [(); 4].map(|_| from_bytes::<[f32; 3]>(take(12 * n), n));
+    let contacts: Vec<u32> = from_bytes(take(4 * n), n);
+    Ok((ids, kin, contacts))
+}
+
+/// Numbers of the byte format above (written with [`as_bytes`]): every bit pattern is a value.
+trait Plain: Copy + Default {}
+impl Plain for u32 {}
+impl Plain for [f32; 3] {}
+
+fn from_bytes<T: Plain>(bytes: &[u8], n: usize) -> Vec<T> {
+    let mut v = vec![T::default(); n];
+    let size = std::mem::size_of_val(v.as_slice());
+    assert_eq!(bytes.len(), size, "frame part array length");
+    // SAFETY: `v` owns `size` bytes of u32 or [f32; 3], for which every bit pattern is a value;
+    // the source does not overlap the new vector.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().cast::<u8>(), size) };
+    v
 }
 
 /// `params.cuh`'s `DEM_DEAD`: the id of a slot without a particle.
@@ -928,6 +1001,33 @@ pub(crate) const DEAD: u32 = u32::MAX;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A frame part crosses as bytes and back unchanged; a wrong length is named, not trusted.
+    #[test]
+    fn frame_parts_cross_as_bytes() {
+        let n = 5;
+        let ids: Vec<u32> = (0..n).map(|k| 7 * k + 1).collect();
+        let vec = |s: f32| -> Vec<[f32; 3]> {
+            (0..n)
+                .map(|k| [s * k as f32, -0.5 * s, f32::MIN_POSITIVE * k as f32])
+                .collect()
+        };
+        let part: FrameKinematics = (ids, [vec(1.0), vec(2.5), vec(-3.0), vec(1e30)], vec![3; 5]);
+        let bytes = frame_part_bytes(&part);
+        assert_eq!(Some(bytes.len()), frame_part_len(n as usize));
+        assert_eq!(frame_part_from_bytes(&bytes).expect("decodes"), part);
+        let empty: FrameKinematics = (vec![], [vec![], vec![], vec![], vec![]], vec![]);
+        assert_eq!(
+            frame_part_from_bytes(&frame_part_bytes(&empty)).expect("empty"),
+            empty
+        );
+        let err = frame_part_from_bytes(&bytes[..bytes.len() - 1]).expect_err("short");
+        assert!(err.contains("for 5 particles"), "{err}");
+        assert!(frame_part_from_bytes(&[1, 2]).is_err());
+        let mut huge = bytes.clone();
+        huge[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert!(frame_part_from_bytes(&huge).is_err());
+    }
 
     /// The portable history (`cap` slots per id) of a device history in f64.
     fn export(

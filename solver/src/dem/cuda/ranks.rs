@@ -23,13 +23,12 @@ use std::time::Duration;
 
 use cudarc::driver::CudaEvent;
 
-use super::buffers::FrameKinematics;
+use super::buffers::{frame_part_bytes, frame_part_from_bytes, FrameKinematics};
 use super::multi::{err, move_bounds, neighbour, Split};
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
 use super::window::{ExchangeCounts, Received};
 use super::{CudaError, CudaOptions, CudaSim};
 use crate::core::geometry::BodyTransform;
-use crate::core::vec3::V3;
 use crate::decomp::balance::{Balance, BALANCE_INTERVAL};
 use crate::decomp::Axis;
 use crate::dem::state::{HistEntry, SimState, StepContext};
@@ -635,7 +634,9 @@ impl CudaRank {
         let index = IdIndex::Dense(self.total);
         let out = &p.out;
         let done = take_posts(self.comm.as_ref(), &mut p.waiting, wait, |bytes| {
-            let part: FrameKinematics = decode(&bytes, "a rank's frame part");
+            let part = frame_part_from_bytes(&bytes).unwrap_or_else(|e| {
+                panic!("a rank's frame part cannot be read ({e}): do all ranks run the same solver binary?")
+            });
             // SAFETY: begin_kinematics_copy's contract keeps `out` valid and untouched until
             // the frame is complete; ranks own disjoint ids below `total`.
             unsafe { pack_part(&part, &index, out) };
@@ -647,24 +648,18 @@ impl CudaRank {
     }
 }
 
-/// Writes a rank's frame part into `out` (f32 values round-trip through f64 exactly).
+/// Writes a rank's frame part (f32 already) into `out`.
 ///
 /// # Safety
 /// As [`pack_kinematics`].
 unsafe fn pack_part(part: &FrameKinematics, index: &IdIndex, out: &RawKinematics) {
     let (ids, kin, contacts) = part;
-    let wide = |v: &[[f32; 3]]| -> Vec<V3> {
-        v.iter()
-            .map(|x| [x[0] as f64, x[1] as f64, x[2] as f64])
-            .collect()
-    };
-    let [pos, vel, omega, force] = [wide(&kin[0]), wide(&kin[1]), wide(&kin[2]), wide(&kin[3])];
     let k = KinematicsSlices {
         ids,
-        pos: &pos,
-        vel: &vel,
-        omega: &omega,
-        force: &force,
+        pos: &kin[0],
+        vel: &kin[1],
+        omega: &kin[2],
+        force: &kin[3],
         contacts,
     };
     // SAFETY: the caller's contract.
@@ -815,7 +810,7 @@ impl FusedWorker for CudaRank {
         )
         .map_err(|e| err(self.step, e))?;
         if self.rank() != 0 {
-            self.comm.post_to_root(encode(&local));
+            self.comm.post_to_root(frame_part_bytes(&local));
             return Ok(false);
         }
         // A frame still pending is completed first: its parts must not land in this one.
