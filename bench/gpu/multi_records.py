@@ -85,6 +85,19 @@ if not r:
         "was lent after they were built; on one H100 the two ranks time-share the GPU, which says "
         "nothing of this key (bench/results/multi_gpu.md, 'GPU ranks')")
 t["why_null"] = why
+# What a number needs to be read right (session 18).
+t["notes"] = {
+    "strong": "the 100 M strong-scaling records are session 11's (code b9eb4fe), against one GPU that "
+              "searched for neighbours every step; since session 13 one GPU searches every few steps "
+              "(a Verlet skin) and a group still every step, so against one GPU as it runs now the group "
+              "is slower than these efficiencies say: session 18's weak run (100 M per GPU, linear, dense) "
+              "had 28.0 ms of work per step and GPU against 16.9 ms for one GPU alone (weak_eff_2gpu)",
+    "mpi_vs_inprocess_2gpu": "200 steps of the built-in case at 100 M: the in-process group 3.8 s, the two "
+                             "ranks 70.5 s, of which frames through host memory (12.7 s each at the start "
+                             "and the end, and the other rank's part received between) are most; a frame "
+                             "part travels as raw bytes since session 18 (2.6 -> 1.6-1.8 s at 20 M on two "
+                             "ranks sharing one H100), not yet measured on two GPUs",
+}
 doc["two_gpu_records"] = {
     "machine": "nvidia-h200-x2: two NVIDIA H200 joined by NVLink (NV18), driver 580.159.04",
     "records": dem,
