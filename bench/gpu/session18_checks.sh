@@ -13,6 +13,7 @@
 #                                        # 1 M and 10 M; the SPH suites
 #   bench/gpu/session18_checks.sh ranks1 # GPU ranks on one GPU: the GPU-rank tests, and a frame's
 #                                        # cost before and after the byte format (see the part)
+#   bench/gpu/session18_checks.sh ranks2 # GPU ranks on one GPU: where a frame's time goes (debug)
 #   bench/gpu/session18_checks.sh suite  # the final build's device suite: DEM parity and
 #                                        # validation on the GPU, the SPH suites and user path
 # Logs under $OUT.
@@ -83,6 +84,21 @@ if [[ $part == ranks1 ]]; then
       echo "RESULT ranks_${v}_$round rc=$?"
       grep -E "a frame takes|finished" "$OUT/ranks_${v}_$round.out" | cut -c1-260
     done
+  done
+fi
+if [[ $part == ranks2 ]]; then
+  # Where a GPU rank's frame goes (the debug lines of ranks.rs), two ranks on GPU 0, ${N:-2e7}
+  # particles, the default frames and then frames only at the start and the end.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  n=${N:-20000000}
+  for frames in default ends; do
+    extra=(); [[ $frames == ends ]] && extra=(--refresh-wall-ms 0 --refresh 1)
+    echo "== frames $frames: mpirun -np 2 solver --backend cuda --devices 0,0 --particles $n --end-time 0.002 ${extra[*]}"
+    RUST_LOG=info,solver::dem::cuda::ranks=debug,solver::dem::cuda::buffers=debug timeout 250 mpirun -np 2 --bind-to none "$BIN/solver" --backend cuda --devices 0,0 \
+      --particles "$n" --end-time 0.002 --progress-every 2 "${extra[@]}" > "$OUT/ranks2_$frames.out" 2>&1
+    echo "RESULT ranks2_$frames rc=$?"
+    grep -E "frame part|frame kinematics|a frame takes|finished|end time" "$OUT/ranks2_$frames.out" | cut -c1-330
   done
 fi
 # At most 8 files come back from the device: the logs travel as one archive.

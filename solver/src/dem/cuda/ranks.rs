@@ -179,6 +179,9 @@ pub struct CudaRank {
     /// collide) are read during the next step.
     events: [([CudaEvent; 3], bool); 2],
     frame: Option<PendingFrame>,
+    /// Page-locked host memory the frame parts are downloaded through (allocated at the first
+    /// frame, kept for the next).
+    frame_staging: Option<cudarc::driver::PinnedHostSlice<u8>>,
 }
 
 /// Copies `out.len()` bytes at device address `src` into `out` (waits for `stream`).
@@ -308,6 +311,7 @@ impl CudaRank {
             timed_steps: 0,
             events,
             frame: None,
+            frame_staging: None,
         })
     }
 
@@ -633,13 +637,22 @@ impl CudaRank {
         };
         let index = IdIndex::Dense(self.total);
         let out = &p.out;
+        let t0 = std::time::Instant::now();
         let done = take_posts(self.comm.as_ref(), &mut p.waiting, wait, |bytes| {
+            let received = t0.elapsed();
             let part = frame_part_from_bytes(&bytes).unwrap_or_else(|e| {
                 panic!("a rank's frame part cannot be read ({e}): do all ranks run the same solver binary?")
             });
             // SAFETY: begin_kinematics_copy's contract keeps `out` valid and untouched until
             // the frame is complete; ranks own disjoint ids below `total`.
             unsafe { pack_part(&part, &index, out) };
+            tracing::debug!(
+                wait,
+                bytes = bytes.len(),
+                receive_ms = received.as_secs_f64() * 1e3,
+                decode_pack_ms = (t0.elapsed() - received).as_secs_f64() * 1e3,
+                "another rank's frame part packed"
+            );
         });
         if done {
             self.frame = None;
@@ -803,22 +816,44 @@ impl FusedWorker for CudaRank {
     /// Rank 0 writes its particles into `out` at once and the other ranks' as they arrive
     /// ([`FusedWorker::kinematics_copy_done`]); the others post theirs and step on.
     unsafe fn begin_kinematics_copy(&mut self, out: RawKinematics) -> Result<bool, StepError> {
+        // Where a frame's time goes, at debug level (RUST_LOG=info,solver::dem::cuda::ranks=debug).
+        let t0 = std::time::Instant::now();
         let local = super::buffers::download_frame_kinematics(
             &self.sim.stream,
             &self.sim.state,
             &self.sim.params,
+            &mut self.frame_staging,
         )
         .map_err(|e| err(self.step, e))?;
+        let downloaded = t0.elapsed();
         if self.rank() != 0 {
-            self.comm.post_to_root(frame_part_bytes(&local));
+            let bytes = frame_part_bytes(&local);
+            let encoded = t0.elapsed();
+            self.comm.post_to_root(bytes);
+            tracing::debug!(
+                rank = self.rank(),
+                step = self.step,
+                download_ms = downloaded.as_secs_f64() * 1e3,
+                encode_ms = (encoded - downloaded).as_secs_f64() * 1e3,
+                post_ms = (t0.elapsed() - encoded).as_secs_f64() * 1e3,
+                "frame part posted"
+            );
             return Ok(false);
         }
         // A frame still pending is completed first: its parts must not land in this one.
         self.take_frame_parts(true);
+        let waited = t0.elapsed();
         let index = IdIndex::Dense(self.total);
         // SAFETY: the caller's contract (out.count writable elements per non-null pointer);
         // this rank's ids are below `total` and disjoint from the other ranks'.
         unsafe { pack_part(&local, &index, &out) };
+        tracing::debug!(
+            step = self.step,
+            download_ms = downloaded.as_secs_f64() * 1e3,
+            previous_frame_ms = (waited - downloaded).as_secs_f64() * 1e3,
+            pack_ms = (t0.elapsed() - waited).as_secs_f64() * 1e3,
+            "rank 0's frame part packed"
+        );
         self.frame = Some(PendingFrame {
             out,
             waiting: (1..self.ranks()).collect(),
