@@ -94,9 +94,11 @@ t["notes"] = {
               "had 28.0 ms of work per step and GPU against 16.9 ms for one GPU alone (weak_eff_2gpu)",
     "mpi_vs_inprocess_2gpu": "200 steps of the built-in case at 100 M: the in-process group 3.8 s, the two "
                              "ranks 70.5 s, of which frames through host memory (12.7 s each at the start "
-                             "and the end, and the other rank's part received between) are most; a frame "
-                             "part travels as raw bytes since session 18 (2.6 -> 1.6-1.8 s at 20 M on two "
-                             "ranks sharing one H100), not yet measured on two GPUs",
+                             "and the end, and the other rank's part received between) are most. Since "
+                             "then (session 18) frame parts travel as raw bytes, a posting rank keeps MPI "
+                             "moving and parts download through page-locked memory: on two ranks sharing "
+                             "one H100 at 20 M a frame 2.0-2.6 s -> 0.35-0.39 s, 200 steps 15.7 -> 4.9 s "
+                             "(bench/results/session18_checks.md section 4); not yet measured on two GPUs",
 }
 doc["two_gpu_records"] = {
     "machine": "nvidia-h200-x2: two NVIDIA H200 joined by NVLink (NV18), driver 580.159.04",
