@@ -639,19 +639,23 @@ pub(crate) fn set_state(
         .map_err(|e| CudaError::driver("uploading the state", e))
 }
 
+/// The allocation of `st` at device address `ptr` (one of the state's own buffers).
+pub(crate) fn device_buffer(st: &DeviceState, ptr: u64) -> &CudaSlice<u8> {
+    &st.bufs
+        .iter()
+        .find(|b| b.1.ptr == ptr)
+        .expect("pointer of an allocated buffer")
+        .1
+        .slice
+}
+
 fn download<T: Copy + Default>(
     stream: &Arc<CudaStream>,
     st: &DeviceState,
     ptr: u64,
     len: usize,
 ) -> Result<Vec<T>, CudaError> {
-    let buf = &st
-        .bufs
-        .iter()
-        .find(|b| b.1.ptr == ptr)
-        .expect("pointer of an allocated buffer")
-        .1
-        .slice;
+    let buf = device_buffer(st, ptr);
     let mut bytes = vec![0u8; len * std::mem::size_of::<T>()];
     stream
         .memcpy_dtoh(&buf.slice(0..bytes.len()), &mut bytes)
@@ -703,13 +707,7 @@ fn fetch_pinned<'a, T: Copy>(
             .map_err(|e| CudaError::driver("allocating page-locked frame staging", e))?,
         );
     }
-    let buf = &st
-        .bufs
-        .iter()
-        .find(|b| b.1.ptr == ptr)
-        .expect("pointer of an allocated buffer")
-        .1
-        .slice;
+    let buf = device_buffer(st, ptr);
     // cudarc copies the destination's whole length: the staging's first `bytes`, as a plain
     // slice. Into page-locked memory the copy is asynchronous: the stream is synchronised
     // before the bytes are read.

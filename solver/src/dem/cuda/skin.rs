@@ -220,14 +220,8 @@ impl super::CudaSim {
     /// The largest path since the last search (the collide's atomic maximum, `GridArrays::dmax`).
     fn read_skin_moved(&self) -> Result<f32, super::CudaError> {
         let ptr = self.state.grid.dmax;
-        let buf = &self
-            .state
-            .bufs
-            .iter()
-            .find(|b| b.1.ptr == ptr)
-            .expect("the skin's maximum is allocated with the skin")
-            .1
-            .slice;
+        // (allocated with the skin)
+        let buf = super::buffers::device_buffer(&self.state, ptr);
         let mut bytes = [0u8; 4];
         self.stream
             .memcpy_dtoh(&buf.slice(0..4), &mut bytes)
