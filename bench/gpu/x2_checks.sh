@@ -79,6 +79,34 @@ mpi_vs_inprocess() {
   tail -n 3 "$OUT/ranks_$n.out"
   [[ -n $a && -n $b ]] && python3 -c "import json,sys; a,b=float('$a'),float('$b'); print(json.dumps({'check':'mpi_vs_inprocess','particles':$n,'inprocess_steps_per_s':a,'ranks_steps_per_s':b,'ratio':b/a,'command':'mpirun -np 2 solver ${args[*]} (against: solver ${args[*]})'}))" | tee -a "$J"
 }
+# The GPU-rank tests with one GPU per rank, on both roads of the records: NCCL (the default
+# with one GPU per rank) and host memory.
+gpu_rank_tests() {
+  local wire
+  for wire in nccl host; do
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PARTICLE_SHM_TEST_BACKENDS=cuda \
+      PARTICLE_SHM_RANK_WIRE=$wire timeout 300 "$BIN/mpi_ranks" gpu_ranks --test-threads 1 \
+      > "$OUT/mpi_ranks_gpu_$wire.out" 2>&1
+    echo "RESULT mpi_ranks_gpu_$wire rc=$?"; grep -E "test result|panicked" "$OUT/mpi_ranks_gpu_$wire.out"
+  done
+}
+# The SPH dam break on both GPUs at 20 M and 100 M, each balancing mode (an item of the budget).
+sph_group_item() {
+  item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
+    --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
+}
+# Part next's items, most wanted first, within $budget s.
+next_items() {
+  # A load that moves: the falling box cut along z for 0.5 s simulated, while the bed forms in
+  # the lower slab (lb_speedup_2gpu; 2000 loose steps moved no bound in session 11).
+  item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
+    --warmup 10 --balance off,count,time
+  sph_group_item
+  item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
+  item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --seconds 5 --warmup 20 --out "$J"
+  item 200 user_100m
+}
 case $part in
 tests)
   nvidia-smi topo -m
@@ -141,27 +169,12 @@ next)
   # What session 11 left for the x2 machine, most wanted first, within $BUDGET s (the SPH
   # moves on the device and the warp-aggregated layer counts landed in session 12).
   budget=${BUDGET:-540}
-  # A load that moves: the falling box cut along z for 0.5 s simulated, while the bed forms in
-  # the lower slab (lb_speedup_2gpu; 2000 loose steps moved no bound in session 11).
-  item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
-    --warmup 10 --balance off,count,time
-  item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
-    --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
-  item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
-  item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
-    --seconds 5 --warmup 20 --out "$J"
-  item 200 user_100m
+  next_items
   ;;
 ranks)
   # Issue 15 on two GPUs (after PACK_MPI=1 bench/gpu/pack.sh): the GPU-rank tests with one GPU
   # per rank, then mpi_vs_inprocess_2gpu.
-  # Both roads of the records: NCCL (the default with one GPU per rank) and host memory.
-  for wire in nccl host; do
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PARTICLE_SHM_TEST_BACKENDS=cuda \
-      PARTICLE_SHM_RANK_WIRE=$wire timeout 300 "$BIN/mpi_ranks" gpu_ranks --test-threads 1 \
-      > "$OUT/mpi_ranks_gpu_$wire.out" 2>&1
-    echo "RESULT mpi_ranks_gpu_$wire rc=$?"; grep -E "test result|panicked" "$OUT/mpi_ranks_gpu_$wire.out"
-  done
+  gpu_rank_tests
   [[ ${SKIP_MPI_VS:-0} == 1 ]] || mpi_vs_inprocess "${N:-100000000}"
   ;;
 next2)
@@ -169,33 +182,20 @@ next2)
   # items, within $BUDGET s.
   budget=${BUDGET:-540}
   mpi_vs_inprocess "${N:-100000000}"
-  item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
-    --warmup 10 --balance off,count,time
-  item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
-    --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
-  item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
-  item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
-    --seconds 5 --warmup 20 --out "$J"
-  item 200 user_100m
+  next_items
   ;;
 next3)
-  # Session 18, after the GPU ranks' frame parts became raw bytes packed in f32 on all cores:
-  # the GPU-rank tests (frames bit for bit), mpi_vs_inprocess_2gpu with the stages per step
-  # (--progress-every 2), then the SPH group at 20 M and 100 M and the user path at 100 M,
-  # within $BUDGET s.
+  # Session 18, after the GPU ranks' frames were made faster (raw bytes, MPI kept moving while a
+  # rank posts, page-locked downloads): the GPU-rank tests (frames bit for bit),
+  # mpi_vs_inprocess_2gpu with the stages per step (--progress-every 2), strong scaling at
+  # 100 M, then the SPH group at 20 M and 100 M and the user path at 100 M, within $BUDGET s.
   budget=${BUDGET:-540}
-  for wire in nccl host; do
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PARTICLE_SHM_TEST_BACKENDS=cuda \
-      PARTICLE_SHM_RANK_WIRE=$wire timeout 300 "$BIN/mpi_ranks" gpu_ranks --test-threads 1 \
-      > "$OUT/mpi_ranks_gpu_$wire.out" 2>&1
-    echo "RESULT mpi_ranks_gpu_$wire rc=$?"; grep -E "test result|panicked" "$OUT/mpi_ranks_gpu_$wire.out"
-  done
+  gpu_rank_tests
   PROGRESS=2 mpi_vs_inprocess "${N:-100000000}"
   grep -E "per step|a frame takes" "$OUT/ranks_${N:-100000000}.out" | cut -c1-330 | tail -n 6
   # Strong scaling against one GPU as it runs now (with its Verlet skin, which a group lacks).
   item 120 mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
-  item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
-    --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
+  sph_group_item
   item 200 user_100m
   ;;
 esac
