@@ -14,6 +14,7 @@
 #   bench/gpu/session18_checks.sh ranks1 # GPU ranks on one GPU: the GPU-rank tests, and a frame's
 #                                        # cost before and after the byte format (see the part)
 #   bench/gpu/session18_checks.sh ranks2 # GPU ranks on one GPU: where a frame's time goes (debug)
+#   bench/gpu/session18_checks.sh last   # the final build: the main job, cuda_parity, SPH suites
 #   bench/gpu/session18_checks.sh suite  # the final build's device suite: DEM parity and
 #                                        # validation on the GPU, the SPH suites and user path
 # Logs under $OUT.
@@ -100,6 +101,13 @@ if [[ $part == ranks2 ]]; then
     echo "RESULT ranks2_$frames rc=$?"
     grep -E "frame part|frame kinematics|a frame takes|finished|end time" "$OUT/ranks2_$frames.out" | cut -c1-330
   done
+fi
+if [[ $part == last ]]; then
+  # The final build on one GPU after the review's refactor of the buffer lookup (download, the
+  # skin's maximum): the main job as users run it, the DEM parity suite, the SPH suites.
+  echo "== main job"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  (cd solver && result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1)
+  sph_suites
 fi
 # At most 8 files come back from the device: the logs travel as one archive.
 (cd "$OUT" && tar -czf "/tmp/outs_$part.tar.gz" --exclude "*.tar.gz" --exclude "*.log" . && mv "/tmp/outs_$part.tar.gz" . ; find . -type f ! -name "*.tar.gz" ! -name "*.log" ! -name "*.jsonl" -delete)
