@@ -67,3 +67,31 @@ sph_records() {
   result bench_100m timeout 280 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
     --out "$OUT/sph_gpu.jsonl"
 }
+# dem_records: issue 13's records of the build (dem_gpu.json): the machine's first main job
+# (kernel caches removed) and a second, the drum and the silo, 10 M dense (linear and Hertz with
+# friction, frictionless), 100 M dense with friction; records to $J (set by the script).
+dem_records() {
+  rm -rf "$HOME/.cache/particle-shm" "$HOME/.nv/ComputeCache"
+  echo "== main job, the machine's first run"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  echo "== main job, again"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  for s in drum_10k:1.0 silo_70k:0.5; do small "${s%%:*}" "${s##*:}"; done
+  for m in linear-friction hertz; do
+    run bench --particles 1e7 --model $m --phase dense --relax 2000 --steps 200
+  done
+  run bench --particles 1e7 --model linear --phase dense --relax 2000 --steps 300
+  for m in linear-friction hertz; do
+    run bench --particles 1e8 --model $m --phase dense --relax 500 --steps 50 --warmup 5 || echo "100M $m did not run"
+  done
+}
+# dem_suite: the DEM device suite, from solver/: the parity suites, then the validation tests
+# on the GPU.
+dem_suite() {
+  pushd solver >/dev/null || return
+  result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
+  result physics_parity timeout 100 "$BIN/physics_parity"
+  for t in impact_linear impact_hertz energy incline packing moving_geometry process_features; do
+    result "validate_$t" env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 "$BIN/$t" --test-threads 1
+  done
+  popd >/dev/null || return
+}

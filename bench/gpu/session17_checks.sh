@@ -175,27 +175,10 @@ if [[ $part == ab5 ]]; then
 fi
 if [[ $part == final ]]; then
   J="$OUT/dem_gpu.jsonl"
-  rm -rf "$HOME/.cache/particle-shm" "$HOME/.nv/ComputeCache"
-  echo "== main job, the machine's first run"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
-  echo "== main job, again"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
-  for s in drum_10k:1.0 silo_70k:0.5; do small "${s%%:*}" "${s##*:}"; done
-  for m in linear-friction hertz; do
-    run bench --particles 1e7 --model $m --phase dense --relax 2000 --steps 200
-  done
-  run bench --particles 1e7 --model linear --phase dense --relax 2000 --steps 300
-  for m in linear-friction hertz; do
-    run bench --particles 1e8 --model $m --phase dense --relax 500 --steps 50 --warmup 5 || echo "100M $m did not run"
-  done
+  dem_records
 fi
 if [[ $part == suite ]]; then
-  cd solver
-  result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
-  result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
-  result physics_parity timeout 100 "$BIN/physics_parity"
-  for t in impact_linear impact_hertz energy incline packing moving_geometry process_features; do
-    result "validate_$t" env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 "$BIN/$t" --test-threads 1
-  done
-  cd ..
+  dem_suite
 fi
 if [[ $part == final || $part == suite ]]; then
   # At most 8 files come back from the device: the logs travel as one archive.
