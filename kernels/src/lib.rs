@@ -106,10 +106,14 @@ pub enum Kernel {
     MeshFilter,
     Energies,
     Neighbours,
+    RefreshCount,
+    RefreshFill,
+    RefreshPack,
+    RefreshUnpack,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 17] = [
+    pub const ALL: [Kernel; 21] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -127,6 +131,10 @@ impl Kernel {
         Kernel::MeshFilter,
         Kernel::Energies,
         Kernel::Neighbours,
+        Kernel::RefreshCount,
+        Kernel::RefreshFill,
+        Kernel::RefreshPack,
+        Kernel::RefreshUnpack,
     ];
 
     /// The `extern "C"` symbol.
@@ -149,6 +157,10 @@ impl Kernel {
             Kernel::MeshFilter => "dem_mesh_filter",
             Kernel::Energies => "dem_energies",
             Kernel::Neighbours => "dem_neighbours",
+            Kernel::RefreshCount => "dem_refresh_count",
+            Kernel::RefreshFill => "dem_refresh_fill",
+            Kernel::RefreshPack => "dem_refresh_pack",
+            Kernel::RefreshUnpack => "dem_refresh_unpack",
         }
     }
 }

@@ -323,3 +323,171 @@ fn outflow_on_several_gpus_is_one_gpus() {
         }
     }
 }
+
+/// f32 with the Verlet skin (the default options).
+fn skin_opts() -> CudaOptions {
+    CudaOptions {
+        double: false,
+        ..cuda_options()
+    }
+}
+
+/// A group with the skin and one GPU with the skin, side by side on `case`.
+fn skin_pair(
+    case: &Case,
+    slabs: usize,
+    axis: Axis,
+    balance: Balance,
+) -> (cuda::CudaBackend, CudaGroup) {
+    let sc = Arc::new(cuda::step_context(case).unwrap());
+    let state = initial_state(case);
+    let d = test_devices();
+    let one = cuda::CudaBackend::new(sc.clone(), state.clone(), &skin_opts()).unwrap();
+    let g = CudaGroup::new(
+        sc,
+        &state,
+        &skin_opts(),
+        &GroupOptions {
+            devices: (0..slabs).map(|i| d[i % d.len()]).collect(),
+            axis: Some(axis),
+            balance,
+        },
+    )
+    .unwrap();
+    (one, g)
+}
+
+/// Runs one GPU and the group side by side for `steps` steps, one step at a time: where the
+/// group will search whatever its schedule (a bound moved, or the moves passed half the skin,
+/// which its ghost layers do not cover: one GPU searches wider cells there instead), one GPU is
+/// made to search too. Compares every bit every 500 steps; returns the group's (searches,
+/// steps, searches forced by moves).
+fn lockstep(
+    what: &str,
+    one: &mut cuda::CudaBackend,
+    g: &mut CudaGroup,
+    steps: u64,
+) -> (u64, u64, u64) {
+    for step in 1..=steps {
+        one.advance(1).unwrap();
+        g.advance(1)
+            .unwrap_or_else(|e| panic!("{what}: step {step}: {e}"));
+        if g.search_forced_next() {
+            one.sim_mut().force_search_next();
+        }
+        if step % 500 == 0 || step == steps {
+            assert!(
+                bits(&g.export_state().unwrap()) == bits(&one.export_state().unwrap()),
+                "{what}: differs from one GPU with its skin after {step} steps ({})",
+                g.skin_summary().unwrap_or_default()
+            );
+        }
+    }
+    let counts = g.skin_counts().expect("the group has a skin");
+    let (one_searches, _, _) = one.sim().skin_counts().expect("one GPU has a skin");
+    assert_eq!(counts.0, one_searches, "{what}: the schedules differ");
+    counts
+}
+
+/// The frame of a state as the publishing path packs it (frame_bits' layout).
+fn frame_of(s: &SimState) -> Vec<u32> {
+    let f32s = |v: &Vec<[f64; 3]>| {
+        v.iter()
+            .flatten()
+            .map(|x| (*x as f32).to_bits())
+            .collect::<Vec<_>>()
+    };
+    let mut out = f32s(&s.pos);
+    out.extend(f32s(&s.vel));
+    out.extend(f32s(&s.omega));
+    out.extend(f32s(&s.force));
+    out.extend(s.contacts.iter().copied());
+    out
+}
+
+/// With the Verlet skin (f32, the default) every GPU of a group searches at the same steps (the
+/// schedule of one GPU, from the largest move over all GPUs), keeps its slots and ghosts in
+/// between and refreshes the ghosts from their owners: every bit is one GPU's with its skin
+/// searching at the same steps. The falling box searches early while it falls (the moves pass
+/// half the skin); the drum rarely. Frames from the group are its state, no ghost in them.
+#[test]
+fn a_skin_on_several_gpus_is_one_gpus_skin() {
+    if !gpu_present() {
+        return;
+    }
+    let falling = friction_box_with_blade("falling box", Integrator::SymplecticEuler);
+    for (name, case, slabs, axis, steps) in [
+        ("falling box", falling.clone(), 2, Axis::Z, 3000),
+        ("falling box", falling.clone(), 3, Axis::X, 3000),
+        ("drum", drum(), 2, Axis::X, 4000),
+    ] {
+        let what = format!("{name}, {slabs} slabs along {axis:?}, skin");
+        let (mut one, mut g) = skin_pair(&case, slabs, axis, Balance::Off);
+        let (searches, stepped, forced) = lockstep(&what, &mut one, &mut g, steps);
+        assert!(
+            searches * 3 < stepped,
+            "{what}: {searches} searches in {stepped} steps: the skin was hardly used"
+        );
+        println!(
+            "{what}: identical to one GPU after {steps} steps; {} ({forced} forced)",
+            g.skin_summary().unwrap_or_default()
+        );
+    }
+    // The frames, through the solver's own path: what the group publishes is its state.
+    let d = test_devices();
+    let kind = BackendKind::CudaGroup(skin_opts(), vec![d[0], d[1 % d.len()]]);
+    let mut case = falling;
+    case.decomposition = Decomposition {
+        subdomains: 1,
+        split_axis: Some(Axis::Z),
+        balance: Balance::Off,
+    };
+    let mut sim = Simulation::new_on(case, &kind).unwrap();
+    for _ in 0..4 {
+        sim.step_n(500).unwrap();
+        let frame = frame_bits(&mut sim);
+        assert!(
+            frame == frame_of(&sim.state().unwrap()),
+            "skin: a group's frame is not its state"
+        );
+    }
+}
+
+/// Searches far apart (a fixed interval of 1,000 steps: the moves pass half the skin all the
+/// time), and bounds that move under count balancing (each move forces a search): still every
+/// bit one GPU's searching at the same steps, nothing lost, ids unique.
+#[test]
+fn forced_searches_lose_nothing() {
+    if !gpu_present() {
+        return;
+    }
+    let case = friction_box_with_blade("falling box", Integrator::SymplecticEuler);
+    for (fixed, balance, slabs) in [(Some(1000), Balance::Off, 2), (None, Balance::Count, 3)] {
+        let what = format!(
+            "fixed interval {fixed:?}, balance {}, {slabs} slabs",
+            balance.name()
+        );
+        let (mut one, mut g) = skin_pair(&case, slabs, Axis::Z, balance);
+        if let Some(k) = fixed {
+            g.fix_skin_interval(k);
+            one.sim_mut().fix_skin_interval(k);
+        }
+        let (searches, stepped, forced) = lockstep(&what, &mut one, &mut g, 3000);
+        let s = g.export_state().unwrap();
+        let mut ids = s.id.clone();
+        ids.dedup();
+        assert_eq!(ids.len(), 700, "{what}: ids lost or repeated");
+        println!(
+            "{what}: identical to one GPU; {searches} searches in {stepped} steps ({forced} \
+             forced by moves), {} moves of the bounds, {} migrations",
+            g.rebalances(),
+            g.migrations()
+        );
+        if fixed.is_some() {
+            assert!(forced > 0, "{what}: no search was forced");
+        } else {
+            assert!(g.rebalances() > 0, "{what}: the bounds never moved");
+        }
+        assert!(g.migrations() > 0, "{what}: nothing crossed a bound");
+    }
+}

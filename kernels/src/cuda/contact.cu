@@ -574,9 +574,18 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #endif
     if (active) {
         // A ghost (a neighbour GPU's particle, outside this GPU's slab) is read, not moved: its
-        // slot of `out` is marked dead, which the next exchange drops.
+        // slot of `out` is marked dead, which the next exchange drops (or, between a skin's
+        // searches, the next ghost refresh revives: exchange.cu). With a skin, who owns a slot
+        // is decided at the search, by its cell then: between searches a particle may drift
+        // across the bound and stays its owner's until the next search.
         const unsigned a = p.split_axis;
-        const unsigned layer = cell_coord(in.pos[3 * k + a], p.origin[a], p.cell, p.dims[a]);
+        unsigned layer;
+        if (g.scell) {
+            const unsigned c = g.scell[k];
+            layer = a == 0 ? c % p.dims[0] : (a == 1 ? (c / p.dims[0]) % p.dims[1] : c / (p.dims[0] * p.dims[1]));
+        } else {
+            layer = cell_coord(in.pos[3 * k + a], p.origin[a], p.cell, p.dims[a]);
+        }
         // A removed particle (outflow) was sorted behind the live ones; its slot stays dead.
         if (layer < p.slab_lo || layer >= p.slab_hi || in.id[k] == DEM_DEAD) {
             if constexpr (!Acc::ENERGY) out.id[k] = DEM_DEAD;

@@ -287,3 +287,108 @@ extern "C" __global__ void dem_layer_counts(const DemParams p, const ParticleArr
     const bool live = k < n && s.id[k] != DEM_DEAD;
     count_in_layer(counts, live ? slab_layer(p, s.pos, k) : ~0u);
 }
+
+// ---- Ghost refresh between a Verlet skin's searches (window.rs, skin.rs) ----
+// Between two searches the slots keep their order and every GPU keeps its ghosts; only their
+// positions and velocities change, sent each step by their owner. At a search both sides list
+// their slots of a boundary layer in slot order: the sender its owned particles of its first
+// (last) layer, the receiver its ghosts of the same layer. Both are the particles of that layer
+// after the exchange (a migrant that landed there is owned by the one and kept as a ghost by the
+// other), hashed from the same positions, sorted by (cell, id): the two lists name the same
+// particles in the same order, so record j of the one is slot j of the other (the host checks
+// the totals; the receiver checks each record's id).
+
+// The layers of the four lists (window.rs RefreshLayers, size asserted: 32 bytes): list 0 sends
+// to the lower neighbour (layer slab_lo), 1 to the upper (slab_hi - 1), 2 receives from the
+// lower (slab_lo - 1), 3 from the upper (slab_hi); ~0u: no neighbour there.
+struct RefreshLayers {
+    unsigned layer[4];
+    unsigned per_layer;  // cells of one layer: dims[o1] * dims[o2]
+    unsigned o1, o2;     // the other two axes, ascending
+    unsigned pad;
+};
+
+__device__ __forceinline__ unsigned refresh_cell(const DemParams& p, const RefreshLayers& r, unsigned b, unsigned q) {
+    unsigned c3[3];
+    c3[p.split_axis] = r.layer[b];
+    c3[r.o1] = q % p.dims[r.o1];
+    c3[r.o2] = q / p.dims[r.o1];
+    return cell_index(p, c3[0], c3[1], c3[2]);
+}
+
+// cnt[b * per_layer + q] = slots of cell q of list b's layer (0 without the list); cnt[4 *
+// per_layer] = 0 (the scan's total).
+extern "C" __global__ void dem_refresh_count(const DemParams p, const unsigned* start, const RefreshLayers r,
+                                             unsigned* cnt) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned cells = 4 * r.per_layer;
+    if (t > cells) return;
+    unsigned v = 0;
+    if (t < cells) {
+        const unsigned b = t / r.per_layer;
+        if (r.layer[b] != ~0u) {
+            const unsigned c = refresh_cell(p, r, b, t % r.per_layer);
+            v = start[c + 1] - start[c];
+        }
+    }
+    cnt[t] = v;
+}
+
+// The lists from the scanned counts `off`: entry off[b * per_layer + q] + i of `list` is slot
+// start[c] + i of cell q of list b, and the same entry of `ids` its id at this search
+// (`slot_ids`: the state the search gathered); at most `cap` entries written. totals[b] = list
+// b's length, totals[4] = all of them (the host grows the lists and checks the totals).
+extern "C" __global__ void dem_refresh_fill(const DemParams p, const unsigned* start, const RefreshLayers r,
+                                            const unsigned* off, const unsigned* slot_ids, unsigned* list,
+                                            unsigned* ids, unsigned cap, unsigned* totals) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned cells = 4 * r.per_layer;
+    if (t == 0) {
+        for (unsigned b = 0; b < 4; b++) totals[b] = off[(b + 1) * r.per_layer] - off[b * r.per_layer];
+        totals[4] = off[cells];
+    }
+    if (t >= cells) return;
+    const unsigned b = t / r.per_layer;
+    if (r.layer[b] == ~0u) return;
+    const unsigned c = refresh_cell(p, r, b, t % r.per_layer);
+    unsigned j = off[t];
+    for (unsigned k = start[c]; k < start[c + 1]; k++, j++)
+        if (j < cap) {
+            list[j] = k;
+            ids[j] = slot_ids[k];
+        }
+}
+
+// Ghost records of list b's first `count` slots (its entries start at off[b * per_layer]).
+extern "C" __global__ void dem_refresh_pack(const DemParams p, const ParticleArrays s, const unsigned* list,
+                                            const unsigned* off, unsigned first_cell, unsigned count, char* recs) {
+    const unsigned j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= count) return;
+    const unsigned rec_halo = (rec_words(false) + 8 + 7) / 8 * 8;
+    write_record(p, s, list[off[first_cell] + j], recs + (size_t)j * rec_halo, false);
+}
+
+// Writes ghost record j into list b's slot j: position, velocity and spin (the id and species
+// are the slot's since the search; the collide marked the slot dead, which the record undoes).
+// A record whose id is not the one the slot held at the search counts in mismatch[0].
+extern "C" __global__ void dem_refresh_unpack(const DemParams p, ParticleArrays s, const char* recs,
+                                              const unsigned* list, const unsigned* off, unsigned first_cell,
+                                              unsigned count, const unsigned* ids, unsigned* mismatch) {
+    const unsigned j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= count) return;
+    const unsigned rec_halo = (rec_words(false) + 8 + 7) / 8 * 8;
+    const char* r = recs + (size_t)j * rec_halo;
+    const unsigned e = off[first_cell] + j;
+    const unsigned k = list[e];
+    const double* d = (const double*)r;
+    for (int a = 0; a < 3; a++) s.pos[3 * k + a] = d[a];
+    const real* v = (const real*)(r + 24);
+    for (int a = 0; a < 3; a++) {
+        s.vel[3 * k + a] = v[a];
+        if (s.omega) s.omega[3 * k + a] = v[3 + a];
+    }
+    const unsigned* u = (const unsigned*)(r + rec_words(false));
+    if (u[0] != ids[e]) atomicAdd(mismatch, 1u);
+    s.id[k] = u[0];
+    if (s.species) s.species[k] = u[1];
+}

@@ -1261,8 +1261,15 @@ fn multi(a: &Args) -> Result<()> {
                 ("migrations", g.migrations().to_string()),
                 ("bounds", js(&format!("{:?}", g.bounds()))),
                 ("report", js(&report)),
+                (
+                    "group_skin",
+                    js(&g.skin_summary().unwrap_or_else(|| "off".into())),
+                ),
             ],
         )?;
+        if let Some(s) = g.skin_summary() {
+            println!("  group: {s}");
+        }
     }
     Ok(())
 }

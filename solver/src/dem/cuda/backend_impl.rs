@@ -41,7 +41,7 @@ impl CudaBackend {
             // slots are reserved for the particles inflow sources will add.
             let spin = state.omega.iter().any(|w| *w != [0.0; 3]);
             let capacity = state.pos.len() + opts.inflow_room;
-            let mut sim = CudaSim::with_capacity(&ctx, &state, &opts, capacity, spin)?;
+            let mut sim = CudaSim::with_capacity(&ctx, &state, &opts, capacity, spin, 0.0)?;
             sim.set_outflows(&ctx.outflows, &state.id, opts.id_limit, capacity)?;
             sim
         };

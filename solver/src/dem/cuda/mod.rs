@@ -128,6 +128,19 @@ pub enum CudaError {
     #[error("{count} particles crossed a whole neighbour GPU's slab in one step (after step {step}); the time step is probably too large")]
     SlabSkipped { count: u32, step: u64 },
     #[error(
+        "internal error: after step {step} GPU {gpu} holds {held} ghosts of its {side} neighbour's \
+         boundary layer, which lists {sent} (or {mismatched} ghost records named another particle \
+         than their slot); please report this with the case"
+    )]
+    GhostLists {
+        step: u64,
+        gpu: usize,
+        side: &'static str,
+        held: u32,
+        sent: u32,
+        mismatched: u32,
+    },
+    #[error(
         "{gpus} GPUs need at least {min} layers each along {axis} (a layer: one cell for DEM, the \
          kernel support for SPH), and the domain has {layers}: use fewer GPUs (or split along a longer axis)"
     )]
@@ -346,6 +359,9 @@ pub struct CudaSim {
     collide_shared: u32,
     /// The Verlet skin's schedule (`skin.rs`; None: a search every step).
     skin: Option<skin::Skin>,
+    /// A GPU group's decision for the next step (search or not), which replaces this sim's own
+    /// schedule: every GPU of a group searches at the same steps (multi.rs).
+    search_override: Option<bool>,
 }
 
 /// Dynamic shared memory the collide needs per block: with the history in place, each of its
@@ -446,20 +462,22 @@ impl CudaSim {
         Self::build(sc, state, opts, state.pos.len(), spin)
     }
 
-    /// [`CudaSim::new`] for one GPU of several: `state` holds its particles (any ids below
-    /// 2^32 - 1, which frames index by), in arrays of `capacity` slots. `spin`: some particle
-    /// of the whole run spins (every GPU of a run compiles the same kernels).
-    /// Slots change between steps there (migration, inflow, outflow), so the search runs every
-    /// step (no Verlet skin), on the grid of one GPU without a skin.
+    /// [`CudaSim::new`] for one GPU of several, or with slots reserved (inflow) or removed
+    /// (outflow): `state` holds its particles (any ids below 2^32 - 1, which frames index by),
+    /// in arrays of `capacity` slots. `spin`: some particle of the whole run spins (every GPU of
+    /// a run compiles the same kernels). `skin`: the Verlet skin as a fraction of the largest
+    /// diameter, 0 for a search every step (where slots change between steps: inflow,
+    /// outflow, GPU ranks). A GPU group with a skin follows its group's search schedule.
     pub(crate) fn with_capacity(
         sc: &StepContext,
         state: &SimState,
         opts: &CudaOptions,
         capacity: usize,
         spin: bool,
+        skin: f64,
     ) -> Result<CudaSim, CudaError> {
         let opts = CudaOptions {
-            skin: 0.0,
+            skin,
             ..opts.clone()
         };
         Self::build(sc, state, &opts, capacity, spin)
@@ -601,6 +619,7 @@ impl CudaSim {
             skip_stores: false,
             collide_shared,
             skin: (skin_w > 0.0).then(|| skin::Skin::new(skin_w)),
+            search_override: None,
         })
     }
 
@@ -819,7 +838,12 @@ pub fn step_context(case: &Case) -> Result<StepContext, CaseError> {
 
 impl Drop for CudaSim {
     fn drop(&mut self) {
-        if let Some(s) = self.skin.as_ref().filter(|s| s.steps > 0) {
+        // (A GPU of a group follows its group's schedule, which the group reports.)
+        if let Some(s) = self
+            .skin
+            .as_ref()
+            .filter(|s| s.steps > 0 && self.window.is_none())
+        {
             tracing::info!("{}", s.summary());
         }
         // Nothing may be freed while a kernel or copy still uses it.

@@ -15,6 +15,7 @@ use cudarc::driver::CudaEvent;
 
 use super::buffers::Buf;
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
+use super::skin::Skin;
 use super::window::{ExchangeCounts, Received};
 use super::{CudaError, CudaOptions, CudaSim, FrameTarget, HistoryMode, HostRegistration};
 use crate::core::geometry::BodyTransform;
@@ -74,6 +75,15 @@ pub struct CudaGroup {
     staging: Vec<Buf>,
     publish_done: Option<CudaEvent>,
     host: Option<HostRegistration>,
+    /// The Verlet skin's schedule, shared by every GPU (None: a search every step). Between
+    /// searches each GPU keeps its slots, its ghosts and its owned particles, and the ghosts
+    /// are refreshed in place from their owners (window.rs).
+    skin: Option<Skin>,
+    /// Largest move since the last search over every GPU, read at the end of the last step [m].
+    moved: f64,
+    /// Searches forced because the moves passed half the skin (the ghost layers cover no more:
+    /// unlike one GPU, a group cannot search wider cells; `Skin::force`).
+    forced_searches: u64,
 }
 
 pub(crate) fn err(step: u64, e: CudaError) -> StepError {
@@ -116,7 +126,16 @@ impl CudaGroup {
                 "a GPU group of fewer than 2 GPUs".into(),
             ));
         }
-        let split = Split::new(&ctx, state, group.axis, g)?;
+        let skin = group_skin(&ctx, opts, total, tracked);
+        let mut split = Split::new(&ctx, state, group.axis, g, skin)?;
+        if split.skin > 0.0 && !split.slabs_at_least(2) {
+            // The refresh needs slabs of two layers or more (exchange.cu).
+            tracing::info!(
+                "no Verlet skin: a slab of one cell layer at {:?} (the search runs every step)",
+                split.plan.bounds
+            );
+            split = Split::new(&ctx, state, group.axis, g, 0.0)?;
+        }
         let (axis, plan) = (split.axis, &split.plan);
         let mut sims = Vec::with_capacity(g);
         for (w, &device) in group.devices.iter().enumerate() {
@@ -145,12 +164,18 @@ impl CudaGroup {
         }
         let events = [new_events(&sims)?, new_events(&sims)?];
         let verlet = sims[0].verlet();
+        let width = sims[0].skin_width();
         tracing::info!(
-            "{} GPUs, slabs along {} at cell layers {:?}: {:?} particles",
+            "{} GPUs, slabs along {} at cell layers {:?}: {:?} particles; {}",
             g,
             ["x", "y", "z"][axis],
             plan.bounds,
-            sims.iter().map(|s| s.params.n).collect::<Vec<_>>()
+            sims.iter().map(|s| s.params.n).collect::<Vec<_>>(),
+            if width > 0.0 {
+                format!("Verlet skin {width:.3e} m (searches every few steps, ghosts refreshed between)")
+            } else {
+                "a neighbour search every step".to_string()
+            }
         );
         Ok(CudaGroup {
             devices: group.devices.clone(),
@@ -174,8 +199,158 @@ impl CudaGroup {
             staging: Vec::new(),
             publish_done: None,
             host: None,
+            skin: (width > 0.0).then(|| Skin::new(width)),
+            moved: 0.0,
+            forced_searches: 0,
             sims,
         })
+    }
+
+    /// How the skin's searches went (None without a skin).
+    pub fn skin_summary(&self) -> Option<String> {
+        self.skin.as_ref().map(|s| {
+            format!(
+                "{}; {} searches forced by moves past half the skin",
+                s.summary(),
+                self.forced_searches
+            )
+        })
+    }
+
+    /// (searches, steps, searches forced by moves past half the skin) with a skin.
+    pub fn skin_counts(&self) -> Option<(u64, u64, u64)> {
+        self.skin
+            .as_ref()
+            .map(|s| (s.searches, s.steps, self.forced_searches))
+    }
+
+    /// Searches every `k` steps from the next search on, but where the moves pass half the
+    /// skin (tests; no effect without a skin).
+    #[doc(hidden)]
+    pub fn fix_skin_interval(&mut self, k: u32) {
+        if let Some(s) = self.skin.as_mut() {
+            s.fixed = Some(k.max(1));
+        }
+    }
+
+    /// Whether the next step searches whatever the schedule (a bound moved, or the moves
+    /// passed half the skin): tests make one GPU search there too
+    /// ([`CudaSim::force_search_next`]) to compare the two step by step.
+    #[doc(hidden)]
+    pub fn search_forced_next(&self) -> bool {
+        self.skin.as_ref().is_some_and(|s| s.force)
+    }
+
+    /// Whether this step searches (every GPU alike): the skin's schedule from the largest move
+    /// over all GPUs, as one GPU's (skin.rs), or a forced search.
+    fn search_due(&mut self) -> bool {
+        let Some(s) = self.skin.as_mut() else {
+            return true;
+        };
+        if !s.due() {
+            return false;
+        }
+        let ended = s.since;
+        s.searched();
+        if let Some(steps) = ended {
+            s.interval_ended(self.moved, steps);
+        }
+        true
+    }
+
+    /// A step between searches: every GPU packs its boundary layers' current state, the
+    /// neighbours copy it device to device and write it into their ghost slots (the lists of
+    /// the last search, window.rs). No synchronisation: the sizes are the lists'.
+    fn refresh(&mut self, k: usize) -> Result<(), CudaError> {
+        self.mark(k, 0)?;
+        // The last step ended with every GPU synchronised (end_step): its events are complete.
+        self.harvest(1 - k)?;
+        let mut packed = Vec::with_capacity(self.sims.len());
+        for s in &self.sims {
+            s.queue_refresh_pack()?;
+            packed.push(
+                s.stream
+                    .record_event(None)
+                    .map_err(|e| CudaError::driver("recording an event", e))?,
+            );
+        }
+        let g = self.sims.len();
+        let (_, rec_halo) = self.sims[0].record_sizes();
+        let mut copies = Vec::new();
+        for h in 0..g {
+            let totals = self.sims[h].refresh_totals();
+            for side in 0..2 {
+                let Some(src) = neighbour(h, side, g) else {
+                    continue;
+                };
+                // The receiver's copy waits for its neighbour's pack.
+                self.sims[h]
+                    .stream
+                    .wait(&packed[src])
+                    .map_err(|e| CudaError::driver("ordering the ghost refresh", e))?;
+                copies.push(PeerCopy {
+                    to: h,
+                    from: src,
+                    dst: self.sims[h].recv_ptr(true, side),
+                    src: self.sims[src].send_ptr(true, 1 - side),
+                    bytes: totals[2 + side] as usize * rec_halo,
+                });
+            }
+        }
+        let gpus: Vec<_> = self.sims.iter().map(|s| (&s.ctx, &s.stream)).collect();
+        // SAFETY: every buffer is a live allocation holding the copy's bytes (the lists'
+        // lengths fit both sides' buffers: ensure_refresh_room); each sender's pack is ordered
+        // before the copy by the event its receiver's stream waits on.
+        unsafe { queue_peer_copies(&gpus, &copies) }?;
+        for s in &self.sims {
+            s.queue_refresh_unpack()?;
+        }
+        self.mark(k, 1)
+    }
+
+    /// The end of a step with a skin: waits for every GPU and reads its largest move (and after
+    /// a search its refresh lists, checked against its neighbours').
+    fn read_skin(&mut self, searched: bool) -> Result<(), CudaError> {
+        let Some(width) = self.skin.as_ref().map(|s| s.width) else {
+            return Ok(());
+        };
+        let mut status = Vec::with_capacity(self.sims.len());
+        for s in &mut self.sims {
+            let mut st = s.read_skin_status()?;
+            if searched {
+                st = s.ensure_refresh_room(st)?;
+            }
+            status.push(st);
+        }
+        let g = self.sims.len();
+        for h in 0..g {
+            for side in 0..2 {
+                let Some(src) = neighbour(h, side, g) else {
+                    continue;
+                };
+                let held = status[h].totals[2 + side];
+                let sent = status[src].totals[1 - side];
+                if held != sent || status[h].mismatched > 0 {
+                    return Err(CudaError::GhostLists {
+                        step: self.step,
+                        gpu: self.devices[h],
+                        side: ["lower", "upper"][side],
+                        held,
+                        sent,
+                        mismatched: status[h].mismatched,
+                    });
+                }
+            }
+        }
+        self.moved = status.iter().map(|s| s.moved as f64).fold(0.0, f64::max);
+        if let Some(s) = self.skin.as_mut() {
+            s.stepped();
+            if self.moved > 0.5 * width && !s.force {
+                s.force = true;
+                self.forced_searches += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Slab bounds in cell layers along the split axis.
@@ -331,9 +506,14 @@ impl CudaGroup {
         Ok(())
     }
 
-    fn sort_collide(&mut self, integrate: u32) -> Result<(), CudaError> {
+    /// The neighbour search (`search`) and the collide on every GPU; after a search with a
+    /// skin, the refresh lists of the steps up to the next one.
+    fn sort_collide(&mut self, integrate: u32, search: bool) -> Result<(), CudaError> {
         for s in &mut self.sims {
-            s.launch_step_unmarked(integrate)?;
+            s.launch_step_group(integrate, search)?;
+            if search && self.skin.is_some() {
+                s.queue_refresh_lists()?;
+            }
         }
         Ok(())
     }
@@ -351,18 +531,26 @@ impl CudaGroup {
         let dt = self.sims[0].dt();
         if !self.verlet {
             self.prepare_meshes(self.time)?;
-            self.exchange(false, k)?;
-            self.sort_collide(INTEGRATE_EULER)?;
+            let search = self.search_due();
+            if search {
+                self.exchange(false, k)?;
+            } else {
+                self.refresh(k)?;
+            }
+            self.sort_collide(INTEGRATE_EULER, search)?;
             // Stage `outflow` closes the step, as on the CPU.
             let step = self.step + 1;
             for s in &mut self.sims {
                 s.queue_outflow(step)?;
             }
+            self.mark(k, 2)?;
+            self.read_skin(search)?;
         } else {
             self.verlet_forces(k)?;
             self.prepare_meshes(self.time + dt)?;
             self.exchange(true, k)?;
-            self.sort_collide(INTEGRATE_HALF_KICK)?;
+            self.sort_collide(INTEGRATE_HALF_KICK, true)?;
+            self.mark(k, 2)?;
         }
         self.end_step(k, dt)
     }
@@ -372,14 +560,14 @@ impl CudaGroup {
         if !self.forces_valid {
             self.prepare_meshes(self.time)?;
             self.exchange(false, k)?;
-            self.sort_collide(INTEGRATE_NONE)?;
+            self.sort_collide(INTEGRATE_NONE, true)?;
             self.forces_valid = true;
         }
         Ok(())
     }
 
+    /// Closes a step whose launches are queued (and whose last event, set `k`, is recorded).
     fn end_step(&mut self, k: usize, dt: f64) -> Result<(), CudaError> {
-        self.mark(k, 2)?;
         self.events[k].recorded = true;
         self.step += 1;
         // Accumulated as one GPU and the CPU do (meshes are placed at this time: same bits).
@@ -414,7 +602,8 @@ impl CudaGroup {
         let k = (self.step % 2) as usize;
         let dt = self.sims[0].dt();
         self.exchange(false, k)?;
-        self.sort_collide(INTEGRATE_HALF_KICK)?;
+        self.sort_collide(INTEGRATE_HALF_KICK, true)?;
+        self.mark(k, 2)?;
         self.mid_step = false;
         self.end_step(k, dt)
     }
@@ -476,6 +665,9 @@ impl CudaGroup {
             &self.busy,
             &room,
             self.step,
+            // With a skin both sides list a boundary layer's particles alike only while no
+            // slab is one layer thin (exchange.cu's refresh).
+            if self.skin.is_some() { 2 } else { 1 },
         );
         self.busy.iter_mut().for_each(|b| *b = 0.0);
         if let Some(new) = decision {
@@ -485,6 +677,10 @@ impl CudaGroup {
                 s.set_slab(&bounds, w);
             }
             self.rebalances += 1;
+            // The ghosts and the refresh lists belong to the old bounds.
+            if let Some(s) = self.skin.as_mut() {
+                s.force = true;
+            }
         }
         Ok(())
     }
@@ -598,8 +794,9 @@ pub(crate) fn move_bounds(
     busy: &[f64],
     room: &[u64],
     step: u64,
+    min_width: u32,
 ) -> Option<Vec<u32>> {
-    let new = balance::decide(how, bounds, per_layer, busy, 1)
+    let new = balance::decide(how, bounds, per_layer, busy, min_width)
         .filter(|new| balance::fits(new, per_layer, room))?;
     tracing::debug!(step, by = how.name(), from = ?bounds, to = ?new, "GPU slab bounds moved");
     Some(new)
@@ -615,6 +812,9 @@ pub(crate) struct Split {
     pub max_layer: usize,
     reserve: usize,
     spin: bool,
+    /// The GPUs' Verlet skin as a fraction of the largest diameter (0: a search every step);
+    /// the layers are cells of the skin's grid.
+    pub skin: f64,
 }
 
 impl Split {
@@ -623,11 +823,18 @@ impl Split {
         state: &SimState,
         axis: Option<Axis>,
         g: usize,
+        skin: f64,
     ) -> Result<Split, CudaError> {
         let axis = axis
             .unwrap_or_else(|| Axis::longest(ctx.domain_min, ctx.domain_max))
             .index();
-        let grid = ctx.grid(axis);
+        // The GPUs' grid (buffers::gpu_grid_skin): the same cells, any axis.
+        let width = super::skin::skin_width(ctx, skin, false);
+        let grid = if width > 0.0 {
+            ctx.grid_with_cell(axis, 2.0 * ctx.max_radius() + width)
+        } else {
+            ctx.grid(axis)
+        };
         let plan = Plan::balanced(&grid, g as u32, &state.pos)
             .map_err(|e| CudaError::Unsupported(format!("this split: {e}")))?;
         let mut per_layer = vec![0u64; grid.dims[axis] as usize];
@@ -645,7 +852,13 @@ impl Split {
             max_layer,
             reserve: 4 * max_layer + 4096,
             spin: state.omega.iter().any(|w| *w != [0.0; 3]),
+            skin: if width > 0.0 { skin } else { 0.0 },
         })
+    }
+
+    /// Whether every slab has at least `layers` cell layers.
+    pub(crate) fn slabs_at_least(&self, layers: u32) -> bool {
+        self.plan.bounds.windows(2).all(|b| b[1] >= b[0] + layers)
     }
 
     /// GPU `w`'s sim on `device` with its particles of `state`, its slot capacity and its
@@ -661,7 +874,7 @@ impl Split {
     ) -> Result<(CudaSim, usize, SimState), CudaError> {
         let g = self.plan.bounds.len() - 1;
         let n0 = state.pos.len();
-        let (reserve, max_layer, spin) = (self.reserve, self.max_layer, self.spin);
+        let (reserve, max_layer, spin, skin) = (self.reserve, self.max_layer, self.spin, self.skin);
         let idx: Vec<usize> = (0..n0).filter(|&i| self.owner[i] == w).collect();
         let sub = subset(state, &idx);
         let o = CudaOptions {
@@ -681,7 +894,7 @@ impl Split {
                 ..o.clone()
             };
             let capacity = total + reserve;
-            match CudaSim::with_capacity(ctx, &sub, &o, capacity, spin) {
+            match CudaSim::with_capacity(ctx, &sub, &o, capacity, spin, skin) {
                 Ok(s) => Ok((s, capacity)),
                 Err(CudaError::DoesNotFit {
                     max_particles,
@@ -710,7 +923,7 @@ impl Split {
                     }
                     let capacity = fit.min(total + reserve);
                     Ok((
-                        CudaSim::with_capacity(ctx, &sub, &o, capacity, spin)?,
+                        CudaSim::with_capacity(ctx, &sub, &o, capacity, spin, skin)?,
                         capacity,
                     ))
                 }
@@ -742,6 +955,26 @@ fn new_events(sims: &[CudaSim]) -> Result<StepEvents, CudaError> {
         ev,
         recorded: false,
     })
+}
+
+/// The Verlet skin of a group's GPUs as a fraction of the largest diameter (0: a search every
+/// step): as one GPU's (`CudaOptions::skin`, [`auto_skin`](super::auto_skin) of the run's
+/// particles), but none where slots change between steps (inflow, outflow: `tracked`), in the
+/// f64 parity mode or with velocity Verlet (skin.rs).
+fn group_skin(ctx: &StepContext, opts: &CudaOptions, total: usize, tracked: bool) -> f64 {
+    if tracked {
+        return 0.0;
+    }
+    let fraction = if opts.skin < 0.0 {
+        super::skin::auto_skin(total)
+    } else {
+        opts.skin
+    };
+    if super::skin::skin_width(ctx, fraction, opts.double) > 0.0 {
+        fraction
+    } else {
+        0.0
+    }
 }
 
 /// The neighbour of GPU `h` of `g` on `side` (0 lower, 1 upper), if any.
@@ -1136,6 +1369,10 @@ impl FusedWorker for CudaGroup {
 
 impl Drop for CudaGroup {
     fn drop(&mut self) {
+        let stepped = self.skin.as_ref().is_some_and(|s| s.steps > 0);
+        if let Some(summary) = self.skin_summary().filter(|_| stepped) {
+            tracing::info!("{summary}");
+        }
         let _ = self.publish_wait();
         for s in &self.sims {
             let _ = s.stream.synchronize();

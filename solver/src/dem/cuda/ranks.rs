@@ -241,7 +241,7 @@ impl CudaRank {
         super::check_dense_ids(state)?;
         let (g, w) = (ranks.comm.size(), ranks.comm.rank());
         let total = state.pos.len();
-        let split = Split::new(&ctx, state, ranks.axis, g)?;
+        let split = Split::new(&ctx, state, ranks.axis, g, 0.0)?;
         let built = split
             .slab_sim(&ctx, state, opts, w, ranks.device, total)
             .and_then(|(mut sim, capacity, _)| {
@@ -573,6 +573,7 @@ impl CudaRank {
             &busy,
             &room,
             self.step,
+            1,
         ) {
             self.bounds = new;
             let bounds = self.bounds.clone();

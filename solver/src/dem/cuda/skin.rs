@@ -15,8 +15,9 @@
 //! Contacts still come in (cell, id) order, of the cells of the last search: the same contacts,
 //! summed in another order than a search every step, so the f32 results differ from a run
 //! without a skin in the last bits. Hence no skin where bits must equal another run: the f64
-//! parity mode (equal to the CPU), a GPU of a group and GPU ranks (equal to one GPU without a
-//! skin), velocity Verlet, inflow and outflow (slots change between steps).
+//! parity mode (equal to the CPU) and GPU ranks (equal to one GPU without a skin), nor with
+//! velocity Verlet, inflow and outflow (slots change between steps). A GPU group follows one
+//! schedule for all its GPUs (multi.rs), and its bits are one GPU's with the skin.
 
 use crate::dem::state::StepContext;
 
@@ -125,6 +126,9 @@ pub(crate) struct Skin {
     /// A fixed interval instead of [`next_interval`]'s (tests: long intervals make the collide
     /// search wider).
     pub fixed: Option<u32>,
+    /// The next step searches whatever the interval (a GPU group: a slab bound moved, or the
+    /// moves passed half the skin).
+    pub force: bool,
 }
 
 impl Skin {
@@ -138,12 +142,13 @@ impl Skin {
             wide: 0,
             max_moved: 0.0,
             fixed: None,
+            force: false,
         }
     }
 
     /// Whether the next step searches.
     pub fn due(&self) -> bool {
-        self.since.is_none_or(|s| s >= self.interval)
+        self.force || self.since.is_none_or(|s| s >= self.interval)
     }
 
     /// A search starts an interval (the one it ends, if any, is accounted by
@@ -154,6 +159,7 @@ impl Skin {
         }
         self.since = Some(0);
         self.searches += 1;
+        self.force = false;
     }
 
     /// The interval of `steps` steps that the last search ended had its particles move at most
@@ -201,6 +207,15 @@ impl super::CudaSim {
         let Some(s) = self.skin.as_ref() else {
             return Ok(true);
         };
+        if let Some(search) = self.search_override.take() {
+            // A GPU of a group: the group decided, from every GPU's moves.
+            if search {
+                if let Some(s) = self.skin.as_mut() {
+                    s.searched();
+                }
+            }
+            return Ok(search);
+        }
         if !s.due() {
             return Ok(false);
         }
@@ -266,6 +281,16 @@ impl super::CudaSim {
     pub fn fix_skin_interval(&mut self, k: u32) {
         if let Some(s) = self.skin.as_mut() {
             s.fixed = Some(k.max(1));
+        }
+    }
+
+    /// The next step searches whatever the schedule, as a GPU group's does when a slab bound
+    /// moved or the moves passed half the skin (tests comparing a group with one GPU step by
+    /// step; no effect without a skin).
+    #[doc(hidden)]
+    pub fn force_search_next(&mut self) {
+        if let Some(s) = self.skin.as_mut() {
+            s.force = true;
         }
     }
 }

@@ -473,6 +473,19 @@ impl CudaSim {
         self.launch_step(&mut marks, integrate)
     }
 
+    /// [`CudaSim::launch_step_unmarked`] for a GPU of a group with a skin: `search` is the
+    /// group's decision for this step (without a skin every step searches).
+    pub(crate) fn launch_step_group(
+        &mut self,
+        integrate: u32,
+        search: bool,
+    ) -> Result<(), CudaError> {
+        if self.skin.is_some() {
+            self.search_override = Some(search);
+        }
+        self.launch_step_unmarked(integrate)
+    }
+
     /// [`CudaSim::launch_kick_drift`] without timing marks (several GPUs: before the exchange,
     /// since it moves the particles).
     pub(crate) fn launch_kick_drift_unmarked(&mut self) -> Result<(), CudaError> {

@@ -59,11 +59,7 @@ unsafe impl cudarc::driver::DeviceRepr for BandParams {}
 /// than a cell a step; a bound moves one layer a decision). `sorted`: leading slots in the last
 /// sort's order.
 pub(crate) fn band(dims: [u32; 3], axis: usize, lo: u32, hi: u32, sorted: u32) -> BandParams {
-    let (o1, o2) = match axis {
-        0 => (1, 2),
-        1 => (0, 2),
-        _ => (0, 1),
-    };
+    let (o1, o2) = other_axes(axis);
     let mut layers: Vec<u32> = (lo as i64 - 1..=lo as i64 + 1)
         .chain(hi as i64 - 2..=hi as i64)
         .filter(|&l| l >= 0 && l < dims[axis] as i64)
@@ -84,6 +80,57 @@ pub(crate) fn band(dims: [u32; 3], axis: usize, lo: u32, hi: u32, sorted: u32) -
 }
 // SAFETY: #[repr(C)] integers only, the layout of exchange.cu's ExchangeParams (size asserted).
 unsafe impl cudarc::driver::DeviceRepr for ExchangeParams {}
+
+/// `RefreshLayers` of exchange.cu: the cell layers of a GPU's four ghost-refresh lists (send to
+/// the lower and the upper neighbour, ghosts from the lower and the upper; `u32::MAX`: no
+/// neighbour there).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RefreshLayers {
+    pub layer: [u32; 4],
+    pub per_layer: u32,
+    pub o1: u32,
+    pub o2: u32,
+    pub pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<RefreshLayers>() == 32);
+// SAFETY: #[repr(C)] integers only, the layout of exchange.cu's RefreshLayers (size asserted).
+unsafe impl cudarc::driver::DeviceRepr for RefreshLayers {}
+
+/// The layers of the refresh lists of slab `[lo, hi)` along `axis` (`has_lo`, `has_hi`: a
+/// neighbour on that side): its first and last layer (sent), and the layers just outside (its
+/// ghosts).
+pub(crate) fn refresh_layers(
+    dims: [u32; 3],
+    axis: usize,
+    lo: u32,
+    hi: u32,
+    has_lo: bool,
+    has_hi: bool,
+) -> RefreshLayers {
+    let (o1, o2) = other_axes(axis);
+    let none = u32::MAX;
+    RefreshLayers {
+        layer: [
+            if has_lo { lo } else { none },
+            if has_hi { hi - 1 } else { none },
+            if has_lo { lo - 1 } else { none },
+            if has_hi { hi } else { none },
+        ],
+        per_layer: dims[o1] * dims[o2],
+        o1: o1 as u32,
+        o2: o2 as u32,
+        pad: 0,
+    }
+}
+
+fn other_axes(axis: usize) -> (usize, usize) {
+    match axis {
+        0 => (1, 2),
+        1 => (0, 2),
+        _ => (0, 1),
+    }
+}
 
 /// Bytes of a migrant and of a ghost record (exchange.cu's layout) for `real` bytes per float
 /// and `hist` history entries per particle (0 without friction).
@@ -144,6 +191,44 @@ pub(crate) struct Window {
     /// Leading slots in the order of the last sort (grid start lists them by cell); 0 before
     /// the first sort, when `dem_classify` looks at every slot.
     pub sorted: u32,
+    /// With a Verlet skin: the lists of the ghost refresh between searches.
+    pub refresh: Option<Refresh>,
+    /// Entries the refresh lists may need after this step's exchange (migrants in, ghosts in and
+    /// out, kept ghosts): what `queue_refresh_lists` sizes the lists for.
+    pub refresh_bound: u32,
+}
+
+/// The ghost refresh between a skin's searches (exchange.cu): which slots each boundary layer's
+/// records come from and go to, in the order both sides share.
+pub(crate) struct Refresh {
+    /// Cells of the four lists' layers, their counts scanned (`4 per_layer + 1` each), and the
+    /// scan's block sums.
+    pub cnt: Buf,
+    pub off: Buf,
+    pub levels: Vec<(u64, u64, u32)>,
+    pub _level_bufs: Vec<Buf>,
+    /// Slots of the four lists, one after the other, and each one's id at the search.
+    pub list: Buf,
+    pub ids: Buf,
+    pub cap: u32,
+    /// Lengths of the four lists and their sum, then the records that named another particle
+    /// than their slot (device; read at the end of every step).
+    pub status: Buf,
+    /// The lengths as last read.
+    pub totals: [u32; 4],
+    pub layers: RefreshLayers,
+}
+
+/// What the end of a step read from one GPU with a skin.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SkinStatus {
+    /// Largest move since the last search [m].
+    pub moved: f32,
+    /// Lengths of the refresh lists (send lower, send upper, ghosts of the lower, of the upper).
+    pub totals: [u32; 4],
+    /// Entries of all four lists, and the records whose id was not their slot's.
+    pub entries: u32,
+    pub mismatched: u32,
 }
 
 fn blocks(n: u32, threads: u32) -> LaunchConfig {
@@ -168,6 +253,18 @@ pub(crate) fn alloc(
         ptr
     };
     Ok(Buf { slice, ptr })
+}
+
+/// Device bytes of a window's exchange buffers and refresh lists.
+fn window_bytes(w: &Window) -> u64 {
+    let exchange = 2
+        * ((w.cap_mig + w.recv_cap_mig) as u64 * w.rec_mig as u64
+            + (w.cap_halo + w.recv_cap_halo) as u64 * w.rec_halo as u64);
+    let refresh = w.refresh.as_ref().map_or(0, |r| {
+        let levels: u64 = r.levels.iter().map(|l| 8 * l.2 as u64).sum();
+        (r.cnt.slice.len() + r.off.slice.len()) as u64 + 8 * r.cap as u64 + levels + 32
+    });
+    exchange + refresh
 }
 
 impl CudaSim {
@@ -212,12 +309,15 @@ impl CudaSim {
             layer_counts,
             bytes: 0,
             sorted: 0,
+            refresh: None,
+            refresh_bound: 0,
         };
         self.params.split_axis = axis as u32;
         self.window = Some(w);
-        // Slots change every step on a GPU of several: with_capacity built it without a skin.
-        debug_assert!(self.skin.is_none(), "a GPU of several searches every step");
         self.set_slab(bounds, index);
+        if self.skin.is_some() {
+            self.alloc_refresh()?;
+        }
         let r = records.max(256);
         self.grow_exchange(r, r, false)?;
         self.grow_exchange(r, r, true)?;
@@ -278,9 +378,7 @@ impl CudaSim {
             *bufs = vec![alloc(&stream, b, what)?, alloc(&stream, b, what)?];
             *cap = new;
         }
-        w.bytes = 2
-            * ((w.cap_mig + w.recv_cap_mig) as u64 * w.rec_mig as u64
-                + (w.cap_halo + w.recv_cap_halo) as u64 * w.rec_halo as u64);
+        w.bytes = window_bytes(w);
         Ok(())
     }
 
@@ -476,8 +574,257 @@ impl CudaSim {
         // `removed`: owned particles the outflow stage marked dead since the last exchange.
         w.owned = w.owned - removed - sent.mig[0] - sent.mig[1] + got.mig[0] + got.mig[1];
         w.live = w.owned + got.halo[0] + got.halo[1] + sent.kept;
+        // The refresh lists hold this GPU's boundary layers after the sort: its ghost records
+        // (particles that stay) and the arrivals that land there, and its ghosts.
+        w.refresh_bound = sent.halo[0]
+            + sent.halo[1]
+            + got.mig[0]
+            + got.mig[1]
+            + got.halo[0]
+            + got.halo[1]
+            + sent.kept;
         self.params.n = base;
         Ok(())
+    }
+
+    /// Allocates the ghost refresh of a skin (attach_window): the layer counts of the four
+    /// lists, their scan, the lists (grown at searches) and the status words.
+    fn alloc_refresh(&mut self) -> Result<(), CudaError> {
+        let stream = self.stream.clone();
+        let (o1, o2) = other_axes(self.params.split_axis as usize);
+        let per_layer = (self.params.dims[o1] * self.params.dims[o2]) as usize;
+        let n_scan = 4 * per_layer + 1;
+        let cnt = alloc(&stream, 4 * n_scan, "ghost refresh counts")?;
+        let off = alloc(&stream, 4 * n_scan, "ghost refresh offsets")?;
+        let mut levels = Vec::new();
+        let mut level_bufs = Vec::new();
+        for t in super::step::scan_level_sizes(n_scan) {
+            let sums = alloc(&stream, 4 * t, "ghost refresh scan")?;
+            let scanned = alloc(&stream, 4 * t, "ghost refresh scan")?;
+            levels.push((sums.ptr, scanned.ptr, t as u32));
+            level_bufs.push(sums);
+            level_bufs.push(scanned);
+        }
+        let cap = 4096u32;
+        let r = Refresh {
+            cnt,
+            off,
+            levels,
+            _level_bufs: level_bufs,
+            list: alloc(&stream, 4 * cap as usize, "ghost refresh list")?,
+            ids: alloc(&stream, 4 * cap as usize, "ghost refresh ids")?,
+            cap,
+            status: alloc(&stream, 32, "ghost refresh status")?,
+            totals: [0; 4],
+            layers: RefreshLayers::default(),
+        };
+        let w = self.window.as_mut().expect("a window");
+        w.refresh = Some(r);
+        w.bytes = window_bytes(w);
+        Ok(())
+    }
+
+    /// Queues the ghost refresh lists of the search this step ran (after its sort and gather;
+    /// exchange.cu): the slots of the boundary layers, in slot order, on this GPU's side.
+    pub(crate) fn queue_refresh_lists(&mut self) -> Result<(), CudaError> {
+        let p = self.params;
+        let stream = self.stream.clone();
+        let slot_ids = self.state.tmp.id;
+        let start = self.state.grid.start;
+        let w = self.window.as_mut().expect("a window");
+        let layers = refresh_layers(
+            p.dims,
+            p.split_axis as usize,
+            p.slab_lo,
+            p.slab_hi,
+            w.lo_lo.is_some(),
+            w.hi_hi.is_some(),
+        );
+        let bound = w.refresh_bound;
+        let r = w.refresh.as_mut().expect("refresh lists (a skin)");
+        if bound > r.cap {
+            // Refresh kernels queued before may still read the old lists.
+            stream
+                .synchronize()
+                .map_err(|e| CudaError::driver("synchronising before growing buffers", e))?;
+            let cap = bound + bound / 4 + 1024;
+            r.list = alloc(&stream, 4 * cap as usize, "ghost refresh list")?;
+            r.ids = alloc(&stream, 4 * cap as usize, "ghost refresh ids")?;
+            r.cap = cap;
+        }
+        r.layers = layers;
+        let (cnt, off, list, ids, cap, status) = (
+            r.cnt.ptr,
+            r.off.ptr,
+            r.list.ptr,
+            r.ids.ptr,
+            r.cap,
+            r.status.ptr,
+        );
+        let levels = r.levels.clone();
+        w.bytes = window_bytes(w);
+        crate::dem::cuda::driver::bind(&stream)?;
+        // SAFETY: memset of the 32-byte status buffer this window owns, on the sim's stream.
+        unsafe { cudarc::driver::result::memset_d8_async(status, 0, 32, stream.cu_stream()) }
+            .map_err(|e| CudaError::driver("clearing the ghost refresh status", e))?;
+        let cells = 4 * layers.per_layer;
+        let mut b = stream.launch_builder(self.module.function(Kernel::RefreshCount));
+        b.arg(&p).arg(&start).arg(&layers).arg(&cnt);
+        // SAFETY: dem_refresh_count(DemParams, const unsigned* start, RefreshLayers, unsigned*):
+        // reads start (cells + 1 entries) at the cells of layers inside the grid; writes
+        // cnt[0..=4 per_layer] (allocated with 4 per_layer + 1 entries: alloc_refresh).
+        unsafe { b.launch(blocks(cells + 1, 256)) }
+            .map_err(|e| CudaError::driver("launching dem_refresh_count", e))?;
+        self.scan_with(&levels, cnt, off, cells + 1, 0)?;
+        let mut b = stream.launch_builder(self.module.function(Kernel::RefreshFill));
+        b.arg(&p)
+            .arg(&start)
+            .arg(&layers)
+            .arg(&off)
+            .arg(&slot_ids)
+            .arg(&list)
+            .arg(&ids)
+            .arg(&cap)
+            .arg(&status);
+        // SAFETY: dem_refresh_fill(DemParams, const unsigned* start, RefreshLayers, const
+        // unsigned* off, const unsigned* slot_ids, unsigned* list, unsigned* ids, unsigned cap,
+        // unsigned* totals): reads start and off as above and slot_ids at slots of the grid
+        // (< n); writes at most `cap` entries of list and ids (allocated with cap) and 5 status
+        // words.
+        unsafe { b.launch(blocks(cells.max(1), 256)) }
+            .map_err(|e| CudaError::driver("launching dem_refresh_fill", e))?;
+        Ok(())
+    }
+
+    /// Waits for this GPU's step and reads what the skin needs from it: the largest move since
+    /// the last search, the refresh lists' lengths and mismatched records.
+    pub(crate) fn read_skin_status(&mut self) -> Result<SkinStatus, CudaError> {
+        let dmax = super::buffers::device_buffer(&self.state, self.state.grid.dmax);
+        let w = self.window.as_mut().expect("a window");
+        let r = w.refresh.as_mut().expect("refresh lists (a skin)");
+        let mut moved = [0u8; 4];
+        let mut words = [0u8; 32];
+        let what = "reading the skin's status";
+        self.stream
+            .memcpy_dtoh(&dmax.slice(0..4), &mut moved)
+            .map_err(|e| CudaError::driver(what, e))?;
+        self.stream
+            .memcpy_dtoh(&r.status.slice.slice(0..32), &mut words)
+            .map_err(|e| CudaError::driver(what, e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver(what, e))?;
+        let word = |i: usize| {
+            u32::from_ne_bytes([
+                words[4 * i],
+                words[4 * i + 1],
+                words[4 * i + 2],
+                words[4 * i + 3],
+            ])
+        };
+        r.totals = [word(0), word(1), word(2), word(3)];
+        Ok(SkinStatus {
+            moved: f32::from_bits(u32::from_ne_bytes(moved)),
+            totals: r.totals,
+            entries: word(4),
+            mismatched: word(5),
+        })
+    }
+
+    /// After a search: grows the exchange buffers for the refresh lists' records, and (rarely:
+    /// the bound was short) rebuilds lists that did not fit. Returns the status to use.
+    pub(crate) fn ensure_refresh_room(&mut self, st: SkinStatus) -> Result<SkinStatus, CudaError> {
+        let send = st.totals[0].max(st.totals[1]);
+        let recv = st.totals[2].max(st.totals[3]);
+        self.grow_exchange(0, send, false)?;
+        self.grow_exchange(0, recv, true)?;
+        let w = self.window.as_mut().expect("a window");
+        let cap = w.refresh.as_ref().map_or(0, |r| r.cap);
+        if st.entries <= cap {
+            return Ok(st);
+        }
+        w.refresh_bound = st.entries;
+        self.queue_refresh_lists()?;
+        self.read_skin_status()
+    }
+
+    /// Queues the ghost records of this GPU's boundary layers into its send buffers (a step
+    /// between searches).
+    pub(crate) fn queue_refresh_pack(&self) -> Result<(), CudaError> {
+        let w = self.window.as_ref().expect("a window");
+        let r = w.refresh.as_ref().expect("refresh lists (a skin)");
+        let (p, cur) = (self.params, self.state.cur);
+        for side in 0..2 {
+            let count = r.totals[side];
+            if count == 0 {
+                continue;
+            }
+            let first = side as u32 * r.layers.per_layer;
+            let recs = w.send_halo[side].ptr;
+            let mut b = self
+                .stream
+                .launch_builder(self.module.function(Kernel::RefreshPack));
+            b.arg(&p)
+                .arg(&cur)
+                .arg(&r.list.ptr)
+                .arg(&r.off.ptr)
+                .arg(&first)
+                .arg(&count)
+                .arg(&recs);
+            // SAFETY: dem_refresh_pack(DemParams, ParticleArrays, const unsigned* list, const
+            // unsigned* off, unsigned, unsigned count, char*): list `side` holds `count` live
+            // slots (read back after the search that built it); writes `count` ghost records
+            // into the send buffer, which holds cap_halo >= count (ensure_refresh_room).
+            unsafe { b.launch(blocks(count, 128)) }
+                .map_err(|e| CudaError::driver("launching dem_refresh_pack", e))?;
+        }
+        Ok(())
+    }
+
+    /// Queues writing the ghost records the neighbours sent (already in the receive buffers,
+    /// copied on this stream) into this GPU's ghost slots.
+    pub(crate) fn queue_refresh_unpack(&self) -> Result<(), CudaError> {
+        let w = self.window.as_ref().expect("a window");
+        let r = w.refresh.as_ref().expect("refresh lists (a skin)");
+        let (p, cur) = (self.params, self.state.cur);
+        let mismatch = r.status.ptr + 20;
+        for side in 0..2 {
+            let count = r.totals[2 + side];
+            if count == 0 {
+                continue;
+            }
+            let first = (2 + side as u32) * r.layers.per_layer;
+            let recs = w.recv_halo[side].ptr;
+            let mut b = self
+                .stream
+                .launch_builder(self.module.function(Kernel::RefreshUnpack));
+            b.arg(&p)
+                .arg(&cur)
+                .arg(&recs)
+                .arg(&r.list.ptr)
+                .arg(&r.off.ptr)
+                .arg(&first)
+                .arg(&count)
+                .arg(&r.ids.ptr)
+                .arg(&mismatch);
+            // SAFETY: dem_refresh_unpack(DemParams, ParticleArrays, const char*, const unsigned*
+            // list, const unsigned* off, unsigned, unsigned count, const unsigned* ids,
+            // unsigned*): reads `count` records (the receive buffer holds recv_cap_halo >=
+            // count: ensure_refresh_room) and list entries; writes the listed slots (< n) and
+            // one status word.
+            unsafe { b.launch(blocks(count, 128)) }
+                .map_err(|e| CudaError::driver("launching dem_refresh_unpack", e))?;
+        }
+        Ok(())
+    }
+
+    /// Lengths of the refresh lists as last read (send lower, send upper, ghosts of the lower,
+    /// of the upper).
+    pub(crate) fn refresh_totals(&self) -> [u32; 4] {
+        self.window
+            .as_ref()
+            .and_then(|w| w.refresh.as_ref())
+            .map_or([0; 4], |r| r.totals)
     }
 
     /// Owned particles per cell layer along the split axis (a synchronous download).

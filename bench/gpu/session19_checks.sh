@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 19 (2026-11-25) on one GPU, from the repository root, after bench/gpu/pack.sh.
+#   bench/gpu/session19_checks.sh skin   # issue 14: the Verlet skin on a GPU group (two slabs on
+#                                        # GPU 0: the exchange and the refresh are the same
+#                                        # between two streams): cuda_multi (bits against one GPU
+#                                        # with and without the skin, forced searches), cuda_parity,
+#                                        # then one GPU against two slabs on it, 10 M dense linear
+#                                        # and with friction (the ratio is the slabs' cost)
+#   bench/gpu/session19_checks.sh tests  # cuda_multi alone (after the lock-step tests)
+# Logs under $OUT.
+set -uo pipefail
+part=${1:-skin}
+export OUT=${OUT:-bench/results/raw/session19}
+source "$(dirname "$0")/lib.sh" "session19_${part}"
+if [[ $part == skin ]]; then
+  (cd solver && result cuda_multi timeout 420 "$BIN/cuda_multi" --test-threads 1 --nocapture)
+  grep -E "identical|searches|slabs|panicked" "$OUT/cuda_multi.out" | cut -c1-300 | head -n 40
+  (cd solver && result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1)
+  J="$OUT/multi_one_gpu.jsonl"
+  for m in linear linear-friction; do
+    echo "+ dem-gpu-bench multi --particles 1e7 --model $m --devices 0,0"
+    timeout 200 dem-gpu-bench multi --particles 1e7 --model $m --phase dense --relax 300 --steps 100 \
+      --warmup 10 --devices 0,0 --out "$J" 2>&1 | grep -E "one GPU:|balance|group:" | cut -c1-400
+  done
+fi
+if [[ $part == tests ]]; then
+  (cd solver && result cuda_multi timeout 420 "$BIN/cuda_multi" --test-threads 1 --nocapture)
+  grep -E "identical|searches|panicked|differs" "$OUT/cuda_multi.out" | cut -c1-300 | head -n 40
+fi
