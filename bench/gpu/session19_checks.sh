@@ -7,6 +7,10 @@
 #                                        # then one GPU against two slabs on it, 10 M dense linear
 #                                        # and with friction (the ratio is the slabs' cost)
 #   bench/gpu/session19_checks.sh tests  # cuda_multi alone (after the lock-step tests)
+#   bench/gpu/session19_checks.sh ranks  # GPU ranks with the skin (PACK_MPI=1 pack): cuda_multi,
+#                                        # the GPU-rank tests (two ranks share GPU 0: host road),
+#                                        # then the built-in case at ${N:-2e7} on two slabs of GPU 0
+#                                        # in one process and on two ranks, the solver's steps/s
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-skin}
@@ -26,4 +30,18 @@ fi
 if [[ $part == tests ]]; then
   (cd solver && result cuda_multi timeout 420 "$BIN/cuda_multi" --test-threads 1 --nocapture)
   grep -E "identical|searches|panicked|differs" "$OUT/cuda_multi.out" | cut -c1-300 | head -n 40
+fi
+if [[ $part == ranks ]]; then
+  (cd solver && result cuda_multi timeout 300 "$BIN/cuda_multi" --test-threads 1)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 400 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
+  n=${N:-20000000}
+  args=(--backend cuda --devices 0,0 --particles "$n" --end-time 0.002 --progress-every 10)
+  echo "+ solver ${args[*]}"
+  timeout 200 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
+  grep -E "finished|skin|Verlet" "$OUT/inproc_$n.out" | cut -c1-300 | tail -n 4
+  echo "+ mpirun -np 2 solver ${args[*]}"
+  timeout 200 mpirun -np 2 --bind-to none solver "${args[@]}" > "$OUT/ranks_$n.out" 2>&1; echo "RESULT ranks rc=$?"
+  grep -E "finished|skin|Verlet" "$OUT/ranks_$n.out" | cut -c1-300 | tail -n 5
 fi

@@ -647,3 +647,66 @@ fn gpu_ranks_give_the_bits_of_one_gpu() {
         "{err}"
     );
 }
+
+/// With the Verlet skin (f32 and `--skin auto`, the defaults) GPU ranks search at the steps a
+/// GPU group in one process searches (one schedule from every GPU's largest move, a search
+/// wherever a bound moves), refresh their ghosts between searches through NCCL or host memory,
+/// and give that group's frame and checkpoint bit for bit: 2 ranks against `--devices` of two
+/// slabs in one process, bounds moving by count.
+#[test]
+fn gpu_ranks_with_a_skin_give_the_bits_of_a_gpu_group() {
+    if !gpu_tests() {
+        return;
+    }
+    let devices = std::env::var("PARTICLE_SHM_TEST_DEVICES").unwrap_or_else(|_| "0".into());
+    // Two slabs in one process: the GPUs of the list, or GPU 0 twice.
+    let pair = if devices.contains(',') {
+        devices.clone()
+    } else {
+        format!("{devices},{devices}")
+    };
+    let dir = Scratch::new("gpuskin");
+    let mut ends = Vec::new();
+    for np in [1usize, 2] {
+        let seg = Seg::new(&format!("gskin{np}"));
+        let out = dir.path(&format!("np{np}"));
+        let a = [
+            "--backend",
+            "cuda",
+            "--devices",
+            &pair,
+            "--particles",
+            "30000",
+            "--end-time",
+            "0.05",
+            "--name-shm",
+            &seg.0,
+            "--keep-shm",
+            "--refresh-wall-ms",
+            "0",
+            "--output",
+            &out,
+            "--balance",
+            "count",
+        ];
+        let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
+        let (code, err) = run(cmd, Duration::from_secs(300));
+        assert_eq!(code, Some(0), "{np} process(es) failed:\n{err}");
+        assert!(err.contains("Verlet skin"), "no skin reported:\n{err}");
+        assert!(
+            err.contains("searches forced by moves past half the skin"),
+            "no skin summary:\n{err}"
+        );
+        let results: Files = files(Path::new(&out))
+            .into_iter()
+            .filter(|(n, _)| n == "checkpoint.bin")
+            .collect();
+        assert_eq!(results.len(), 1, "no final checkpoint in {out}");
+        ends.push((newest_frame(&seg.0), results));
+    }
+    same_end(
+        "2 GPU ranks with a skin against a group in one process",
+        (&ends[1].0, &ends[1].1),
+        (&ends[0].0, &ends[0].1),
+    );
+}

@@ -74,18 +74,20 @@ pub struct Cli {
     /// GPUs for the CUDA backend: one index (`0`), a comma-separated list (`0,1`: one
     /// simulation split into slabs along --split-axis, one per GPU, exchanging boundary layers
     /// device to device), or `all`. Under mpirun each rank takes one GPU: the list's entry at
-    /// its place among the ranks of its host. Results are the same on any number of GPUs (bit
-    /// for bit against one GPU run with --skin 0, which is how several GPUs search).
+    /// its place among the ranks of its host. Results are the same on any number of GPUs: bit
+    /// for bit in --double, and with --skin 0; with a skin, the GPUs search together on one
+    /// schedule and give one GPU's bits until they must search early (where one GPU searches
+    /// wider cells instead: moves past half the skin, a slab bound that moved), from where the
+    /// contacts are summed in another order (last-bit differences).
     #[arg(long, default_value = "0", value_name = "LIST")]
     pub devices: Devices,
-    /// DEM on one GPU: Verlet skin of the neighbour search, as a fraction of the largest
-    /// particle diameter, or `auto`. Cells are that much wider and the search (hash, sort,
-    /// reorder) runs only when some particle may have moved half the skin, instead of every
-    /// step; contacts are found exactly either way, summed in another order (last-bit
-    /// differences). `auto`: 0.1 from 500,000 particles up, wider for smaller cases (up to 0.5
-    /// at 10,000), whose steps are short enough that each search's launches count. 0 searches
-    /// every step: the same bits as several GPUs, which always do. Off with velocity Verlet,
-    /// inflow and outflow.
+    /// DEM on GPUs: Verlet skin of the neighbour search, as a fraction of the largest particle
+    /// diameter, or `auto`. Cells are that much wider and the search (hash, sort, reorder, and
+    /// on several GPUs the exchange) runs only when some particle may have moved half the
+    /// skin, instead of every step; contacts are found exactly either way, summed in another
+    /// order (last-bit differences). `auto`: 0.1 from 500,000 particles up, wider for smaller
+    /// cases (up to 0.5 at 10,000), whose steps are short enough that each search's launches
+    /// count. 0 searches every step. Off in --double, with velocity Verlet, inflow and outflow.
     #[arg(long, value_name = "FRACTION", default_value = "auto", value_parser = parse_skin)]
     pub skin: f64,
     /// CPU threads (default: all cores).

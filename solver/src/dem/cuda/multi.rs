@@ -15,7 +15,7 @@ use cudarc::driver::CudaEvent;
 
 use super::buffers::Buf;
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
-use super::skin::Skin;
+use super::skin::SharedSkin;
 use super::window::{ExchangeCounts, Received};
 use super::{CudaError, CudaOptions, CudaSim, FrameTarget, HistoryMode, HostRegistration};
 use crate::core::geometry::BodyTransform;
@@ -75,15 +75,8 @@ pub struct CudaGroup {
     staging: Vec<Buf>,
     publish_done: Option<CudaEvent>,
     host: Option<HostRegistration>,
-    /// The Verlet skin's schedule, shared by every GPU (None: a search every step). Between
-    /// searches each GPU keeps its slots, its ghosts and its owned particles, and the ghosts
-    /// are refreshed in place from their owners (window.rs).
-    skin: Option<Skin>,
-    /// Largest move since the last search over every GPU, read at the end of the last step [m].
-    moved: f64,
-    /// Searches forced because the moves passed half the skin (the ghost layers cover no more:
-    /// unlike one GPU, a group cannot search wider cells; `Skin::force`).
-    forced_searches: u64,
+    /// The Verlet skin's schedule, shared by every GPU (None: a search every step, skin.rs).
+    skin: Option<SharedSkin>,
 }
 
 pub(crate) fn err(step: u64, e: CudaError) -> StepError {
@@ -199,29 +192,19 @@ impl CudaGroup {
             staging: Vec::new(),
             publish_done: None,
             host: None,
-            skin: (width > 0.0).then(|| Skin::new(width)),
-            moved: 0.0,
-            forced_searches: 0,
+            skin: (width > 0.0).then(|| SharedSkin::new(width)),
             sims,
         })
     }
 
     /// How the skin's searches went (None without a skin).
     pub fn skin_summary(&self) -> Option<String> {
-        self.skin.as_ref().map(|s| {
-            format!(
-                "{}; {} searches forced by moves past half the skin",
-                s.summary(),
-                self.forced_searches
-            )
-        })
+        self.skin.as_ref().map(SharedSkin::summary)
     }
 
     /// (searches, steps, searches forced by moves past half the skin) with a skin.
     pub fn skin_counts(&self) -> Option<(u64, u64, u64)> {
-        self.skin
-            .as_ref()
-            .map(|s| (s.searches, s.steps, self.forced_searches))
+        self.skin.as_ref().map(SharedSkin::counts)
     }
 
     /// Searches every `k` steps from the next search on, but where the moves pass half the
@@ -229,7 +212,7 @@ impl CudaGroup {
     #[doc(hidden)]
     pub fn fix_skin_interval(&mut self, k: u32) {
         if let Some(s) = self.skin.as_mut() {
-            s.fixed = Some(k.max(1));
+            s.skin.fixed = Some(k.max(1));
         }
     }
 
@@ -238,24 +221,12 @@ impl CudaGroup {
     /// ([`CudaSim::force_search_next`]) to compare the two step by step.
     #[doc(hidden)]
     pub fn search_forced_next(&self) -> bool {
-        self.skin.as_ref().is_some_and(|s| s.force)
+        self.skin.as_ref().is_some_and(SharedSkin::forced_next)
     }
 
-    /// Whether this step searches (every GPU alike): the skin's schedule from the largest move
-    /// over all GPUs, as one GPU's (skin.rs), or a forced search.
+    /// Whether this step searches (every GPU alike).
     fn search_due(&mut self) -> bool {
-        let Some(s) = self.skin.as_mut() else {
-            return true;
-        };
-        if !s.due() {
-            return false;
-        }
-        let ended = s.since;
-        s.searched();
-        if let Some(steps) = ended {
-            s.interval_ended(self.moved, steps);
-        }
-        true
+        self.skin.as_mut().is_none_or(SharedSkin::search_due)
     }
 
     /// A step between searches: every GPU packs its boundary layers' current state, the
@@ -311,9 +282,9 @@ impl CudaGroup {
     /// The end of a step with a skin: waits for every GPU and reads its largest move (and after
     /// a search its refresh lists, checked against its neighbours').
     fn read_skin(&mut self, searched: bool) -> Result<(), CudaError> {
-        let Some(width) = self.skin.as_ref().map(|s| s.width) else {
+        if self.skin.is_none() {
             return Ok(());
-        };
+        }
         let mut status = Vec::with_capacity(self.sims.len());
         for s in &mut self.sims {
             let mut st = s.read_skin_status()?;
@@ -322,33 +293,10 @@ impl CudaGroup {
             }
             status.push(st);
         }
-        let g = self.sims.len();
-        for h in 0..g {
-            for side in 0..2 {
-                let Some(src) = neighbour(h, side, g) else {
-                    continue;
-                };
-                let held = status[h].totals[2 + side];
-                let sent = status[src].totals[1 - side];
-                if held != sent || status[h].mismatched > 0 {
-                    return Err(CudaError::GhostLists {
-                        step: self.step,
-                        gpu: self.devices[h],
-                        side: ["lower", "upper"][side],
-                        held,
-                        sent,
-                        mismatched: status[h].mismatched,
-                    });
-                }
-            }
-        }
-        self.moved = status.iter().map(|s| s.moved as f64).fold(0.0, f64::max);
+        super::window::check_ghost_lists(&status, &self.devices, self.step)?;
+        let moved = status.iter().map(|s| s.moved as f64).fold(0.0, f64::max);
         if let Some(s) = self.skin.as_mut() {
-            s.stepped();
-            if self.moved > 0.5 * width && !s.force {
-                s.force = true;
-                self.forced_searches += 1;
-            }
+            s.stepped(moved);
         }
         Ok(())
     }
@@ -679,7 +627,7 @@ impl CudaGroup {
             self.rebalances += 1;
             // The ghosts and the refresh lists belong to the old bounds.
             if let Some(s) = self.skin.as_mut() {
-                s.force = true;
+                s.bound_moved();
             }
         }
         Ok(())
@@ -961,7 +909,12 @@ fn new_events(sims: &[CudaSim]) -> Result<StepEvents, CudaError> {
 /// step): as one GPU's (`CudaOptions::skin`, [`auto_skin`](super::auto_skin) of the run's
 /// particles), but none where slots change between steps (inflow, outflow: `tracked`), in the
 /// f64 parity mode or with velocity Verlet (skin.rs).
-fn group_skin(ctx: &StepContext, opts: &CudaOptions, total: usize, tracked: bool) -> f64 {
+pub(crate) fn group_skin(
+    ctx: &StepContext,
+    opts: &CudaOptions,
+    total: usize,
+    tracked: bool,
+) -> f64 {
     if tracked {
         return 0.0;
     }
@@ -1369,7 +1322,7 @@ impl FusedWorker for CudaGroup {
 
 impl Drop for CudaGroup {
     fn drop(&mut self) {
-        let stepped = self.skin.as_ref().is_some_and(|s| s.steps > 0);
+        let stepped = self.skin.as_ref().is_some_and(|s| s.skin.steps > 0);
         if let Some(summary) = self.skin_summary().filter(|_| stepped) {
             tracing::info!("{summary}");
         }

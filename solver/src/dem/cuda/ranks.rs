@@ -24,9 +24,10 @@ use std::time::Duration;
 use cudarc::driver::CudaEvent;
 
 use super::buffers::{frame_part_bytes, frame_part_from_bytes, FrameKinematics};
-use super::multi::{err, move_bounds, neighbour, Split};
+use super::multi::{err, group_skin, move_bounds, neighbour, Split};
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
-use super::window::{ExchangeCounts, Received};
+use super::skin::SharedSkin;
+use super::window::{ExchangeCounts, Received, SkinStatus};
 use super::{CudaError, CudaOptions, CudaSim};
 use crate::core::geometry::BodyTransform;
 use crate::decomp::balance::{Balance, BALANCE_INTERVAL};
@@ -182,6 +183,9 @@ pub struct CudaRank {
     /// Page-locked host memory the frame parts are downloaded through (allocated at the first
     /// frame, kept for the next).
     frame_staging: Option<cudarc::driver::PinnedHostSlice<u8>>,
+    /// The Verlet skin's schedule, the same on every rank (None: a search every step;
+    /// skin.rs's `SharedSkin`, as a GPU group's in one process).
+    skin: Option<SharedSkin>,
 }
 
 /// Copies `out.len()` bytes at device address `src` into `out` (waits for `stream`).
@@ -241,7 +245,16 @@ impl CudaRank {
         super::check_dense_ids(state)?;
         let (g, w) = (ranks.comm.size(), ranks.comm.rank());
         let total = state.pos.len();
-        let split = Split::new(&ctx, state, ranks.axis, g, 0.0)?;
+        // The skin of a GPU group in one process, decided alike on every rank.
+        let skin = group_skin(&ctx, opts, total, false);
+        let mut split = Split::new(&ctx, state, ranks.axis, g, skin)?;
+        if split.skin > 0.0 && !split.slabs_at_least(2) {
+            tracing::info!(
+                "no Verlet skin: a slab of one cell layer at {:?} (the search runs every step)",
+                split.plan.bounds
+            );
+            split = Split::new(&ctx, state, ranks.axis, g, 0.0)?;
+        }
         let built = split
             .slab_sim(&ctx, state, opts, w, ranks.device, total)
             .and_then(|(mut sim, capacity, _)| {
@@ -281,12 +294,18 @@ impl CudaRank {
         } else {
             None
         };
+        let width = sim.skin_width();
         tracing::info!(
-            "MPI rank {w} of {g} on GPU {}: slabs along {} at cell layers {:?}, {} particles here",
+            "MPI rank {w} of {g} on GPU {}: slabs along {} at cell layers {:?}, {} particles here; {}",
             ranks.device,
             ["x", "y", "z"][split.axis],
             split.plan.bounds,
-            sim.params.n
+            sim.params.n,
+            if width > 0.0 {
+                format!("Verlet skin {width:.3e} m")
+            } else {
+                "a neighbour search every step".to_string()
+            }
         );
         Ok(CudaRank {
             nccl,
@@ -312,6 +331,7 @@ impl CudaRank {
             events,
             frame: None,
             frame_staging: None,
+            skin: (width > 0.0).then(|| SharedSkin::new(width)),
         })
     }
 
@@ -513,13 +533,153 @@ impl CudaRank {
         Ok(())
     }
 
+    /// A step between the skin's searches: the boundary layers' current state to the
+    /// neighbour ranks' ghost slots (window.rs), by NCCL or through host memory.
+    fn refresh(&mut self, k: usize) -> Result<(), CudaError> {
+        self.mark(k, 0)?;
+        self.sim.queue_refresh_pack()?;
+        // The last step ended synchronised (read_skin): its events are complete.
+        self.harvest(1 - k)?;
+        let t0 = std::time::Instant::now();
+        let totals = self.sim.refresh_totals();
+        let (_, rec) = self.sim.record_sizes();
+        let sizes =
+            [0, 1].map(|side| (totals[side] as usize * rec, totals[2 + side] as usize * rec));
+        match &self.nccl {
+            Some(n) => self.ghosts_by_nccl(n, sizes)?,
+            None => self.ghosts_by_host(sizes)?,
+        }
+        let transfer = t0.elapsed().as_secs_f64();
+        self.transfer_s += transfer;
+        self.busy += transfer;
+        self.sim.queue_refresh_unpack()?;
+        self.mark(k, 1)
+    }
+
+    /// The refresh's ghost records (`sizes`: bytes sent and received per side) through host
+    /// memory and one MPI all-to-all (waits for the copies).
+    fn ghosts_by_host(&self, sizes: [(usize, usize); 2]) -> Result<(), CudaError> {
+        let (g, h) = (self.ranks(), self.rank());
+        let mut sends = vec![Vec::new(); g];
+        for (side, &(out, _)) in sizes.iter().enumerate() {
+            let Some(v) = neighbour(h, side, g) else {
+                continue;
+            };
+            let mut bytes = vec![0u8; out];
+            download(&self.sim, self.sim.send_ptr(true, side), &mut bytes)?;
+            sends[v] = bytes;
+        }
+        let recvd = self.comm.exchange(sends);
+        for (side, &(_, into)) in sizes.iter().enumerate() {
+            let Some(v) = neighbour(h, side, g) else {
+                continue;
+            };
+            if recvd[v].len() != into {
+                return Err(CudaError::Unsupported(format!(
+                    "rank {v} sent {} bytes of ghost records, its list says {into}",
+                    recvd[v].len()
+                )));
+            }
+            upload(&self.sim, self.sim.recv_ptr(true, side), &recvd[v])?;
+        }
+        Ok(())
+    }
+
+    /// The refresh's ghost records device to device through NCCL, on the compute stream.
+    fn ghosts_by_nccl(&self, nccl: &Nccl, sizes: [(usize, usize); 2]) -> Result<(), CudaError> {
+        use cudarc::nccl::{result, sys};
+        let (g, h) = (self.ranks(), self.rank());
+        let fail = |e: result::NcclError| {
+            CudaError::Unsupported(format!("NCCL between ranks: moving ghost records: {e:?}"))
+        };
+        super::driver::bind(&self.sim.stream)?;
+        let stream = self.sim.stream.cu_stream() as sys::cudaStream_t;
+        result::group_start().map_err(fail)?;
+        for (side, &(out, into)) in sizes.iter().enumerate() {
+            let Some(v) = neighbour(h, side, g) else {
+                continue;
+            };
+            // Both lists' lengths were checked equal at the search (read_skin): each send
+            // meets a receive of its size.
+            if out > 0 {
+                // SAFETY: the send buffer holds the packed records (cap_halo >= the list's
+                // length: ensure_refresh_room), packed on this stream before the send.
+                unsafe {
+                    result::send(
+                        self.sim.send_ptr(true, side) as *const std::ffi::c_void,
+                        out,
+                        sys::ncclDataType_t::ncclUint8,
+                        v as std::ffi::c_int,
+                        nccl.0,
+                        stream,
+                    )
+                }
+                .map_err(fail)?;
+            }
+            if into > 0 {
+                // SAFETY: the receive buffer holds recv_cap_halo >= the list's length; the
+                // unpack that reads it is queued after this receive on the same stream.
+                unsafe {
+                    result::recv(
+                        self.sim.recv_ptr(true, side) as *mut std::ffi::c_void,
+                        into,
+                        sys::ncclDataType_t::ncclUint8,
+                        v as std::ffi::c_int,
+                        nccl.0,
+                        stream,
+                    )
+                }
+                .map_err(fail)?;
+            }
+        }
+        result::group_end().map_err(fail)?;
+        Ok(())
+    }
+
+    /// The end of a step with a skin: this rank's largest move and refresh lists, all-gathered
+    /// (every rank takes the same decision), the lists checked against the neighbours'.
+    /// Collective.
+    fn read_skin(&mut self, searched: bool) -> Result<(), CudaError> {
+        if self.skin.is_none() {
+            return Ok(());
+        }
+        let mut st = self.sim.read_skin_status()?;
+        if searched {
+            st = self.sim.ensure_refresh_room(st)?;
+        }
+        let t0 = std::time::Instant::now();
+        let all: Vec<SkinStatus> = self
+            .comm
+            .all_gather(encode(&st.words()))
+            .iter()
+            .map(|b| SkinStatus::from_words(decode(b, "skin status")))
+            .collect();
+        self.wait_s += t0.elapsed().as_secs_f64();
+        let ranks: Vec<usize> = (0..all.len()).collect();
+        super::window::check_ghost_lists(&all, &ranks, self.step)?;
+        let moved = all.iter().map(|s| s.moved as f64).fold(0.0, f64::max);
+        if let Some(s) = self.skin.as_mut() {
+            s.stepped(moved);
+        }
+        Ok(())
+    }
+
     fn one_step(&mut self) -> Result<(), CudaError> {
         let k = (self.step % 2) as usize;
         let dt = self.sim.dt();
+        let mut search = true;
         if !self.verlet {
             self.sim.prepare_meshes(self.time)?;
-            self.exchange(false, k)?;
-            self.sim.launch_step_unmarked(INTEGRATE_EULER)?;
+            search = self.skin.as_mut().is_none_or(SharedSkin::search_due);
+            if search {
+                self.exchange(false, k)?;
+            } else {
+                self.refresh(k)?;
+            }
+            self.sim.launch_step_group(INTEGRATE_EULER, search)?;
+            if search && self.skin.is_some() {
+                self.sim.queue_refresh_lists()?;
+            }
         } else {
             if !self.forces_valid {
                 self.sim.prepare_meshes(self.time)?;
@@ -532,6 +692,9 @@ impl CudaRank {
             self.sim.launch_step_unmarked(INTEGRATE_HALF_KICK)?;
         }
         self.mark(k, 2)?;
+        if !self.verlet {
+            self.read_skin(search)?;
+        }
         self.events[k].1 = true;
         self.step += 1;
         // Accumulated as one GPU and the CPU do (meshes are placed at this time: same bits).
@@ -573,12 +736,16 @@ impl CudaRank {
             &busy,
             &room,
             self.step,
-            1,
+            // With a skin, slabs keep two layers (the refresh, window.rs).
+            if self.skin.is_some() { 2 } else { 1 },
         ) {
             self.bounds = new;
             let bounds = self.bounds.clone();
             self.sim.set_slab(&bounds, self.rank());
             self.rebalances += 1;
+            if let Some(s) = self.skin.as_mut() {
+                s.bound_moved();
+            }
         }
         Ok(())
     }
@@ -874,6 +1041,13 @@ impl FusedWorker for CudaRank {
 
 impl Drop for CudaRank {
     fn drop(&mut self) {
+        if let Some(s) = self
+            .skin
+            .as_ref()
+            .filter(|s| s.skin.steps > 0 && self.rank() == 0)
+        {
+            tracing::info!("{}", s.summary());
+        }
         let _ = self.sim.stream.synchronize();
     }
 }

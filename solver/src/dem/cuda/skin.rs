@@ -198,6 +198,81 @@ impl Skin {
     }
 }
 
+/// The skin of several GPUs (a group in one process, GPU ranks): one schedule for all, from
+/// the largest move over every GPU, read at the end of every step. Every GPU searches at the
+/// same steps, keeps its slots and ghosts in between and refreshes the ghosts from their owners
+/// (window.rs). Unlike one GPU, the GPUs cannot search wider cells when the moves pass half the
+/// skin (a ghost layer is one cell): the next step searches instead (`forced`), as it does
+/// after a slab bound moved.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedSkin {
+    pub skin: Skin,
+    /// Largest move since the last search over every GPU at the end of the last step [m].
+    moved: f64,
+    /// Searches forced because the moves passed half the skin.
+    forced: u64,
+}
+
+impl SharedSkin {
+    pub fn new(width: f64) -> SharedSkin {
+        SharedSkin {
+            skin: Skin::new(width),
+            moved: 0.0,
+            forced: 0,
+        }
+    }
+
+    /// Whether this step searches (every GPU alike): one GPU's schedule from the largest move
+    /// over all GPUs, or a forced search.
+    pub fn search_due(&mut self) -> bool {
+        let s = &mut self.skin;
+        if !s.due() {
+            return false;
+        }
+        let ended = s.since;
+        s.searched();
+        if let Some(steps) = ended {
+            s.interval_ended(self.moved, steps);
+        }
+        true
+    }
+
+    /// A step ended; `moved` [m] is the largest move since the last search over every GPU.
+    pub fn stepped(&mut self, moved: f64) {
+        self.moved = moved;
+        let s = &mut self.skin;
+        s.stepped();
+        if moved > 0.5 * s.width && !s.force {
+            s.force = true;
+            self.forced += 1;
+        }
+    }
+
+    /// A slab bound moved: the ghosts and the refresh lists belong to the old bounds.
+    pub fn bound_moved(&mut self) {
+        self.skin.force = true;
+    }
+
+    /// Whether the next step searches whatever the schedule.
+    pub fn forced_next(&self) -> bool {
+        self.skin.force
+    }
+
+    /// (searches, steps, searches forced by moves past half the skin).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        (self.skin.searches, self.skin.steps, self.forced)
+    }
+
+    /// One line for the run's log.
+    pub fn summary(&self) -> String {
+        format!(
+            "{}; {} searches forced by moves past half the skin",
+            self.skin.summary(),
+            self.forced
+        )
+    }
+}
+
 impl super::CudaSim {
     /// Whether this step searches. At a search that ends an interval the largest distance moved
     /// in it is read back (one synchronisation per search), which sets the next interval.

@@ -267,6 +267,62 @@ fn window_bytes(w: &Window) -> u64 {
     exchange + refresh
 }
 
+/// Checks that every GPU (`status`, in slab order; `devices` name them) holds as many ghosts
+/// of each neighbour's boundary layer as that neighbour lists, and that no refresh record named
+/// another particle than its slot (exchange.cu: the two lists must name the same particles).
+pub(crate) fn check_ghost_lists(
+    status: &[SkinStatus],
+    devices: &[usize],
+    step: u64,
+) -> Result<(), CudaError> {
+    let g = status.len();
+    for h in 0..g {
+        for side in 0..2 {
+            let Some(src) = super::multi::neighbour(h, side, g) else {
+                continue;
+            };
+            let held = status[h].totals[2 + side];
+            let sent = status[src].totals[1 - side];
+            if held != sent || status[h].mismatched > 0 {
+                return Err(CudaError::GhostLists {
+                    step,
+                    gpu: devices[h],
+                    side: ["lower", "upper"][side],
+                    held,
+                    sent,
+                    mismatched: status[h].mismatched,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+impl SkinStatus {
+    /// As words (the largest move's bits first), for an all-gather between ranks.
+    pub(crate) fn words(&self) -> [u32; 7] {
+        let t = self.totals;
+        [
+            self.moved.to_bits(),
+            t[0],
+            t[1],
+            t[2],
+            t[3],
+            self.entries,
+            self.mismatched,
+        ]
+    }
+
+    pub(crate) fn from_words(w: [u32; 7]) -> SkinStatus {
+        SkinStatus {
+            moved: f32::from_bits(w[0]),
+            totals: [w[1], w[2], w[3], w[4]],
+            entries: w[5],
+            mismatched: w[6],
+        }
+    }
+}
+
 impl CudaSim {
     /// Makes this sim one GPU of several: it owns layers `bounds[index]..bounds[index + 1]`
     /// along `axis`; its arrays have `capacity` slots (set at upload). Exchange buffers start
