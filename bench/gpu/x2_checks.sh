@@ -19,6 +19,11 @@
 #   bench/gpu/x2_checks.sh next3   # GPU-rank tests, mpi_vs_inprocess_2gpu with its stages, strong
 #                                  # scaling at 100 M, the SPH group, the user path at 100 M
 #                                  # (session 18)
+#   bench/gpu/x2_checks.sh next4   # session 19, groups and ranks with the Verlet skin
+#                                  # (PACK_MPI=1 pack): cuda_multi and the GPU-rank tests on GPUs
+#                                  # 0 and 1, then strong and weak scaling at 100 M,
+#                                  # mpi_vs_inprocess_2gpu, balancing on a moving load,
+#                                  # publication, within $BUDGET s
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -183,6 +188,20 @@ next2)
   budget=${BUDGET:-540}
   mpi_vs_inprocess "${N:-100000000}"
   next_items
+  ;;
+next4)
+  budget=${BUDGET:-540}
+  (cd solver && result cuda_multi 300 "$BIN/cuda_multi" --test-threads 1 --nocapture)
+  grep -E "identical|searches" "$OUT/cuda_multi.out" | cut -c1-250 | tail -n 8
+  gpu_rank_tests
+  item 120 mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
+  item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
+  item 120 mpi_vs_inprocess "${N:-100000000}"
+  item 170 mb --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5
+  item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
+    --warmup 10 --balance off,count,time
+  item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --seconds 5 --warmup 20 --out "$J"
   ;;
 next3)
   # Session 18, after the GPU ranks' frames were made faster (raw bytes, MPI kept moving while a

@@ -3,8 +3,12 @@
 //! thread (every call but the exchange counts is asynchronous), as one [`FusedWorker`] that
 //! the coordinator and the run loop treat like one GPU.
 //!
-//! A step: classify (every GPU) -> read the counts (one small copy per GPU) -> copy records to
-//! the neighbours device to device -> unpack -> neighbour search and collide (every GPU). Frames
+//! A step with a neighbour search: classify (every GPU) -> read the counts (one small copy per
+//! GPU) -> copy records to the neighbours device to device -> unpack -> neighbour search and
+//! collide (every GPU). With a Verlet skin the GPUs search every few steps, on one schedule
+//! (`skin::SharedSkin`); a step between searches refreshes the ghosts in place (pack -> copy ->
+//! unpack, no synchronisation) and collides, and every step ends by reading each GPU's largest
+//! move (window.rs). Frames
 //! are packed by every GPU straight into GPU 0's staging arrays (peer writes, id order) and
 //! copied to the host once. The slab bounds follow the work (`--balance`, [`balance`]).
 

@@ -12,6 +12,11 @@
 //!
 //! Every owned particle sees the same neighbours, in the same (cell, id) order, as on one GPU:
 //! the f64 mode is bit-identical to one GPU and to the CPU.
+//!
+//! With a Verlet skin (skin.rs) the exchange runs at the searches only. In between, slots,
+//! ghosts and ownership stay as the search left them, and every step each GPU sends its
+//! boundary layers' current kinematics to its neighbours, which write them into their ghost
+//! slots (the refresh: lists of slots built at each search, `dem_refresh_*` in exchange.cu).
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use kernels::Kernel;
