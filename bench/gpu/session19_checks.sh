@@ -11,6 +11,10 @@
 #                                        # the GPU-rank tests (two ranks share GPU 0: host road),
 #                                        # then the built-in case at ${N:-2e7} on two slabs of GPU 0
 #                                        # in one process and on two ranks, the solver's steps/s
+#   bench/gpu/session19_checks.sh last   # the final build: the machine's first main job, 10 M
+#                                        # dense with friction, the DEM device suite, and the
+#                                        # validation tests on a group of two slabs (cuda2: now
+#                                        # with the skin)
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-skin}
@@ -44,4 +48,16 @@ if [[ $part == ranks ]]; then
   echo "+ mpirun -np 2 solver ${args[*]}"
   timeout 200 mpirun -np 2 --bind-to none solver "${args[@]}" > "$OUT/ranks_$n.out" 2>&1; echo "RESULT ranks rc=$?"
   grep -E "finished|skin|Verlet" "$OUT/ranks_$n.out" | cut -c1-300 | tail -n 5
+fi
+if [[ $part == last ]]; then
+  rm -rf "$HOME/.cache/particle-shm" "$HOME/.nv/ComputeCache"
+  echo "== main job, the machine's first run"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  J="$OUT/dem_gpu.jsonl"
+  run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200
+  dem_suite
+  pushd solver >/dev/null || exit
+  for t in impact_linear energy incline packing moving_geometry; do
+    result "group_$t" env PARTICLE_SHM_TEST_BACKENDS=cuda2 timeout 200 "$BIN/$t" --test-threads 1
+  done
+  popd >/dev/null || exit
 fi
