@@ -24,7 +24,7 @@ result() {
 echo "=== tests (devices $DEV) ==="
 (cd solver && result cuda_multi "$BIN/cuda_multi" --test-threads=1 --nocapture)
 (cd solver && result cuda_parity "$BIN/cuda_parity" --test-threads=1)
-for t in impact_linear energy moving_geometry incline; do
+for t in impact_linear energy moving_geometry incline packing; do
   (cd solver && result "validate2_$t" env PARTICLE_SHM_TEST_BACKENDS=cuda2 "$BIN/$t" --test-threads=1)
 done
 echo "=== solver as a user runs it ==="

@@ -420,6 +420,14 @@ fn a_skin_on_several_gpus_is_one_gpus_skin() {
         ("falling box", falling.clone(), 2, Axis::Z, 3000),
         ("falling box", falling.clone(), 3, Axis::X, 3000),
         ("drum", drum(), 2, Axis::X, 4000),
+        // The packing validation's bed (2,000 particles poured and settled, 1.5 s).
+        (
+            "packing box",
+            Case::falling_box(2000, 1e-4),
+            2,
+            Axis::Z,
+            15_000,
+        ),
     ] {
         let what = format!("{name}, {slabs} slabs along {axis:?}, skin");
         let (mut one, mut g) = skin_pair(&case, slabs, axis, Balance::Off);

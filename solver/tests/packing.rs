@@ -1,6 +1,7 @@
 //! Validation 5: the default falling-box case (XPS benchmark) with 2,000 particles settles to a
-//! random packing: solid fraction between 0.55 and 0.64 in the lower region of the bed, and no
-//! particle leaves the box.
+//! random packing: solid fraction between 0.55 and 0.64 in the lower region of the bed, no
+//! particle leaves the box, and the bed is at rest (mean speed under 0.01 m/s, 99 % of the
+//! particles under 0.1 m/s).
 //!
 //! To stay fast the case runs with dt = 1e-4 s instead of 1e-5 s; `Case::falling_box` derives
 //! the stiffness from dt (50 steps per contact), so contacts are resolved exactly as in the
@@ -89,8 +90,27 @@ fn settles(name: &str, kind: &BackendKind) {
         }
     }
     let phi = inside as f64 / (m * m * m) as f64;
-    println!("[{name}] packing: solid fraction {phi:.4} in z [{:.3}, {:.3}] m (bed top {top:.3} m), max speed {vmax:.3} m/s, {}", lo[2], hi[2], sim.timers());
-    assert!(vmax < 0.5, "[{name}] not settled: max speed {vmax}");
+    let speed = |v: &[f64; 3]| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
+    let in_region = |p: &[f64; 3]| (0..3).all(|k| (lo[k]..=hi[k]).contains(&p[k]));
+    let region_vmax = s
+        .pos
+        .iter()
+        .zip(&s.vel)
+        .filter(|(p, _)| in_region(p))
+        .map(|(_, v)| speed(v))
+        .fold(0.0, f64::max);
+    let mean = s.vel.iter().map(speed).sum::<f64>() / n as f64;
+    let mut sorted: Vec<f64> = s.vel.iter().map(speed).collect();
+    sorted.sort_by(f64::total_cmp);
+    let p99 = sorted[n * 99 / 100];
+    println!("[{name}] packing: solid fraction {phi:.4} in z [{:.3}, {:.3}] m (bed top {top:.3} m), max speed {vmax:.3} m/s (in the region {region_vmax:.4}, mean {mean:.4}, 99th percentile {p99:.4}), {}", lo[2], hi[2], sim.timers());
+    // Settled: the bed as a whole (mean speed) and all but its fastest 1 % (caged rattlers,
+    // which one search order or another leaves bouncing: 0.31 m/s on the CPU, 0.18 on one GPU,
+    // 0.51 on a GPU group, each inside a bed whose mean speed is about 0.002 m/s).
+    assert!(
+        mean < 0.01 && p99 < 0.1,
+        "[{name}] not settled: mean speed {mean}, 99th percentile {p99} m/s"
+    );
     assert!(
         (0.55..=0.64).contains(&phi),
         "[{name}] solid fraction {phi}"
