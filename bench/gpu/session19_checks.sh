@@ -15,6 +15,8 @@
 #                                        # dense with friction, the DEM device suite, and the
 #                                        # validation tests on a group of two slabs (cuda2: now
 #                                        # with the skin)
+#   bench/gpu/session19_checks.sh publish  # a group's frame timed per GPU (pack, copy), two slabs
+#                                        # of GPU 0 at 10 M and 50 M, and cuda_multi (frames)
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-skin}
@@ -60,4 +62,13 @@ if [[ $part == last ]]; then
     result "group_$t" env PARTICLE_SHM_TEST_BACKENDS=cuda2 timeout 200 "$BIN/$t" --test-threads 1
   done
   popd >/dev/null || exit
+fi
+if [[ $part == publish ]]; then
+  J="$OUT/publish_group.jsonl"
+  for n in 1e7 5e7; do
+    echo "+ dem-gpu-bench publish --particles $n --model linear-friction --devices 0,0 --seconds 4 --warmup 20"
+    timeout 200 dem-gpu-bench publish --particles $n --model linear-friction --devices 0,0 --seconds 4 \
+      --warmup 20 --out "$J" 2>&1 | grep -E "publish on|per frame|error|Error"
+  done
+  (cd solver && result cuda_multi timeout 300 "$BIN/cuda_multi" --test-threads 1)
 fi

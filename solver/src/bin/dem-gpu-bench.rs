@@ -1356,6 +1356,9 @@ fn publish_group(a: &Args) -> Result<()> {
         a.devices,
         100.0 * share
     );
+    // Where a frame's device time goes: each GPU's pack holds up its compute stream.
+    let (pack_ms, copy_ms) = g.frame_times().unwrap_or_default();
+    println!("  per frame: pack {pack_ms:.2?} ms per GPU, copy to the host {copy_ms:.2} ms");
     // The newest frame holds every particle once, in id order: finite positions inside the box.
     let frame = publisher
         .read_newest()?
@@ -1378,6 +1381,8 @@ fn publish_group(a: &Args) -> Result<()> {
             ("steps_per_s_with", num(with)),
             ("frames_per_s", num(fps)),
             ("publish_share", num(share)),
+            ("pack_ms_per_gpu", js(&format!("{pack_ms:.3?}"))),
+            ("copy_ms", num(copy_ms)),
             ("report", js(&report)),
         ],
     )?;

@@ -79,6 +79,13 @@ pub struct CudaGroup {
     staging: Vec<Buf>,
     publish_done: Option<CudaEvent>,
     host: Option<HostRegistration>,
+    /// Timing of the frames: per GPU, events around its pack (on its compute stream, which the
+    /// pack holds up), and around the copy to the host (GPU 0's copy stream); device time summed
+    /// over the frames timed [ms].
+    frame_events: Option<FrameEvents>,
+    pack_ms: Vec<f64>,
+    copy_ms: f64,
+    frames_timed: u64,
     /// The Verlet skin's schedule, shared by every GPU (None: a search every step, skin.rs).
     skin: Option<SharedSkin>,
 }
@@ -196,6 +203,10 @@ impl CudaGroup {
             staging: Vec::new(),
             publish_done: None,
             host: None,
+            frame_events: None,
+            pack_ms: vec![0.0; g],
+            copy_ms: 0.0,
+            frames_timed: 0,
             skin: (width > 0.0).then(|| SharedSkin::new(width)),
             sims,
         })
@@ -682,8 +693,53 @@ impl CudaGroup {
         if let Some(ev) = self.publish_done.take() {
             ev.synchronize()
                 .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
+            self.time_frame()?;
         }
         Ok(())
+    }
+
+    /// Reads the timing events of the frame just copied (complete).
+    fn time_frame(&mut self) -> Result<(), CudaError> {
+        let Some(fe) = self.frame_events.as_mut().filter(|f| f.recorded) else {
+            return Ok(());
+        };
+        fe.recorded = false;
+        // The end events were recorded just behind the ones the frame copy waited for (no
+        // work between): complete now, or within microseconds.
+        let ms = |a: &CudaEvent, b: &CudaEvent| -> Result<f64, CudaError> {
+            b.synchronize()
+                .map_err(|e| CudaError::driver("reading an event", e))?;
+            Ok(a.elapsed_ms(b)
+                .map_err(|e| CudaError::driver("reading an event", e))? as f64)
+        };
+        let mut pack = Vec::with_capacity(fe.pack.len());
+        for (g, ev) in fe.pack.iter().enumerate() {
+            let t = ms(&ev[0], &ev[1])?;
+            self.pack_ms[g] += t;
+            pack.push(t);
+        }
+        let copy = ms(&fe.copy[0], &fe.copy[1])?;
+        self.copy_ms += copy;
+        self.frames_timed += 1;
+        tracing::debug!(
+            step = self.step,
+            ?pack,
+            copy,
+            "frame: pack per GPU, copy to the host [ms]"
+        );
+        Ok(())
+    }
+
+    /// Mean device time per frame so far: each GPU's pack (on its compute stream) and the copy
+    /// to the host [ms]; None before a frame was timed.
+    pub fn frame_times(&self) -> Option<(Vec<f64>, f64)> {
+        (self.frames_timed > 0).then(|| {
+            let n = self.frames_timed as f64;
+            (
+                self.pack_ms.iter().map(|t| t / n).collect(),
+                self.copy_ms / n,
+            )
+        })
     }
 
     /// Packs every GPU's particles into GPU 0's staging (id order) and queues the copy.
@@ -722,14 +778,27 @@ impl CudaGroup {
         } else {
             None
         };
-        for s in &self.sims {
-            s.queue_pack(&dptr, &s0.copy_stream, rank)?;
+        if self.frame_events.is_none() {
+            self.frame_events = Some(FrameEvents::new(&self.sims)?);
         }
+        let fe = self.frame_events.as_mut().expect("just made");
+        let record = |ev: &CudaEvent, stream: &cudarc::driver::CudaStream| {
+            ev.record(stream)
+                .map_err(|e| CudaError::driver("recording an event", e))
+        };
+        for (s, ev) in self.sims.iter().zip(&fe.pack) {
+            record(&ev[0], &s.stream)?;
+            s.queue_pack(&dptr, &s0.copy_stream, rank)?;
+            record(&ev[1], &s.stream)?;
+        }
+        record(&fe.copy[0], &s0.copy_stream)?;
         // SAFETY: as this function's contract; GPU 0's staging arrays hold `total` >= count
         // elements.
         let done = unsafe {
             super::publish::queue_frame_copy(&self.staging, &want, count, &s0.copy_stream)
         }?;
+        record(&fe.copy[1], &s0.copy_stream)?;
+        fe.recorded = true;
         self.publish_done = Some(done);
         Ok(())
     }
@@ -890,6 +959,32 @@ impl Split {
             h => sized(h)?,
         };
         Ok((sim, capacity, sub))
+    }
+}
+
+/// Timing events of one frame of a group: around each GPU's pack, around the copy.
+struct FrameEvents {
+    pack: Vec<[CudaEvent; 2]>,
+    copy: [CudaEvent; 2],
+    recorded: bool,
+}
+
+impl FrameEvents {
+    fn new(sims: &[CudaSim]) -> Result<FrameEvents, CudaError> {
+        let ev = |s: &CudaSim| {
+            s.ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| CudaError::driver("creating an event", e))
+        };
+        let mut pack = Vec::with_capacity(sims.len());
+        for s in sims {
+            pack.push([ev(s)?, ev(s)?]);
+        }
+        Ok(FrameEvents {
+            pack,
+            copy: [ev(&sims[0])?, ev(&sims[0])?],
+            recorded: false,
+        })
     }
 }
 
@@ -1315,6 +1410,7 @@ impl FusedWorker for CudaGroup {
             .map_err(|e| err(self.step, CudaError::driver("querying the frame copy", e)))?;
         if done {
             self.publish_done = None;
+            self.time_frame().map_err(|e| err(self.step, e))?;
         }
         Ok(done)
     }
