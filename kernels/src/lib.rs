@@ -110,10 +110,11 @@ pub enum Kernel {
     RefreshFill,
     RefreshPack,
     RefreshUnpack,
+    WordsOut,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 21] = [
+    pub const ALL: [Kernel; 22] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -135,6 +136,7 @@ impl Kernel {
         Kernel::RefreshFill,
         Kernel::RefreshPack,
         Kernel::RefreshUnpack,
+        Kernel::WordsOut,
     ];
 
     /// The `extern "C"` symbol.
@@ -161,6 +163,7 @@ impl Kernel {
             Kernel::RefreshFill => "dem_refresh_fill",
             Kernel::RefreshPack => "dem_refresh_pack",
             Kernel::RefreshUnpack => "dem_refresh_unpack",
+            Kernel::WordsOut => "dem_words_out",
         }
     }
 }

@@ -38,6 +38,7 @@ inline int __ffs(unsigned) { return 0; }
 inline void __syncwarp(unsigned = 0xffffffffu) {}
 inline void __syncthreads() {}
 inline void __threadfence() {}
+inline void __threadfence_system() {}
 template <class T> T atomicAdd(T* a, T v) { return *a; }
 template <class T> T atomicMin(T* a, T v) { return *a; }
 template <class T> T atomicMax(T* a, T v) { return *a; }

@@ -392,3 +392,12 @@ extern "C" __global__ void dem_refresh_unpack(const DemParams p, ParticleArrays 
     s.id[k] = u[0];
     if (s.species) s.species[k] = u[1];
 }
+
+// Copies `n` words to `out`, page-locked host memory mapped into the device: a step's small
+// results (exchange counts, the skin's status) reach the host without a DMA copy, which would
+// queue behind a frame's copy to the host on the copy engine (window.rs, MappedWords).
+extern "C" __global__ void dem_words_out(const unsigned* src, unsigned n, volatile unsigned* out) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = src[i];
+    __threadfence_system();
+}

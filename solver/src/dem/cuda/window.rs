@@ -190,6 +190,8 @@ pub(crate) struct Window {
     pub recv_mig: Vec<Buf>,
     pub recv_halo: Vec<Buf>,
     pub counts: Buf,
+    /// The counts as the host reads them.
+    pub counts_out: MappedWords,
     pub layer_counts: Buf,
     /// Bytes of the exchange buffers (memory report).
     pub bytes: u64,
@@ -222,6 +224,8 @@ pub(crate) struct Refresh {
     /// The lengths as last read.
     pub totals: [u32; 4],
     pub layers: RefreshLayers,
+    /// The largest move and the status words as the host reads them.
+    pub status_out: MappedWords,
 }
 
 /// What the end of a step read from one GPU with a skin.
@@ -258,6 +262,70 @@ pub(crate) fn alloc(
         ptr
     };
     Ok(Buf { slice, ptr })
+}
+
+/// A few words of page-locked host memory that kernels write directly (mapped into the
+/// device): a step's small results (exchange counts, the skin's status) reach the host without
+/// a DMA copy. A copy would queue behind a frame's copy to the host on the copy engine: with
+/// frames at 6.5 a second, two slabs at 50 M particles lost 19.5 % of their steps to
+/// publication, most of it in such waits (session 19, `bench/results/multi_gpu.md`).
+pub(crate) struct MappedWords {
+    host: cudarc::driver::PinnedHostSlice<u32>,
+    ptr: *const u32,
+    dev: u64,
+}
+
+// SAFETY: the words are written by this sim's kernels and read by the thread that drives the
+// sim, after synchronising its stream.
+unsafe impl Send for MappedWords {}
+
+impl MappedWords {
+    fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, n: usize) -> Result<Self, CudaError> {
+        use cudarc::driver::sys;
+        let what = "allocating mapped host memory";
+        // SAFETY: page-locked host memory; every word is written by dem_words_out before it
+        // is read (`read` follows a launch and a synchronisation).
+        let mut host = unsafe {
+            ctx.alloc_pinned_with_flags::<u32>(
+                n,
+                sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE,
+            )
+        }
+        .map_err(|e| CudaError::driver(what, e))?;
+        let ptr = host.as_mut_ptr().map_err(|e| CudaError::driver(what, e))?;
+        let mut dev: sys::CUdeviceptr = 0;
+        ctx.bind_to_thread()
+            .map_err(|e| CudaError::driver(what, e))?;
+        // SAFETY: `ptr` is this context's live allocation made with DEVICEMAP.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, ptr.cast(), 0) }
+            .result()
+            .map_err(|e| CudaError::driver(what, e))?;
+        Ok(MappedWords { host, ptr, dev })
+    }
+
+    /// Queues copying `n` words at device address `src` into words `at..at + n`.
+    fn queue(&self, sim: &CudaSim, src: u64, n: u32, at: usize) -> Result<(), CudaError> {
+        debug_assert!(at + n as usize <= self.host.len());
+        let out = self.dev + 4 * at as u64;
+        let mut b = sim
+            .stream
+            .launch_builder(sim.module.function(Kernel::WordsOut));
+        b.arg(&src).arg(&n).arg(&out);
+        // SAFETY: dem_words_out(const unsigned*, unsigned, unsigned*): reads `n` words at `src`
+        // (a live buffer of the caller holding them), writes words at..at + n of this mapped
+        // allocation (checked above).
+        unsafe { b.launch(blocks(n, 32)) }
+            .map_err(|e| CudaError::driver("launching dem_words_out", e))?;
+        Ok(())
+    }
+
+    /// The words, once the stream that wrote them was synchronised.
+    fn read(&self) -> Vec<u32> {
+        (0..self.host.len())
+            // SAFETY: in bounds of the live allocation; volatile, since the device wrote it.
+            .map(|i| unsafe { std::ptr::read_volatile(self.ptr.add(i)) })
+            .collect()
+    }
 }
 
 /// Device bytes of a window's exchange buffers and refresh lists.
@@ -367,6 +435,7 @@ impl CudaSim {
             recv_mig: Vec::new(),
             recv_halo: Vec::new(),
             counts,
+            counts_out: MappedWords::new(&self.ctx, 8)?,
             layer_counts,
             bytes: 0,
             sorted: 0,
@@ -510,22 +579,11 @@ impl CudaSim {
     /// Waits for the classification and returns its counts.
     pub(crate) fn read_counts(&mut self) -> Result<ExchangeCounts, CudaError> {
         let w = self.window.as_ref().expect("a window");
-        let mut c = [0u32; 8];
-        let mut bytes = [0u8; 32];
-        self.stream
-            .memcpy_dtoh(&w.counts.slice, &mut bytes)
-            .map_err(|e| CudaError::driver("reading the exchange counts", e))?;
+        w.counts_out.queue(self, w.counts.ptr, 8, 0)?;
         self.stream
             .synchronize()
             .map_err(|e| CudaError::driver("reading the exchange counts", e))?;
-        for (i, v) in c.iter_mut().enumerate() {
-            *v = u32::from_ne_bytes([
-                bytes[4 * i],
-                bytes[4 * i + 1],
-                bytes[4 * i + 2],
-                bytes[4 * i + 3],
-            ]);
-        }
+        let c = w.counts_out.read();
         Ok(ExchangeCounts {
             mig: [c[0], c[1]],
             halo: [c[2], c[3]],
@@ -678,6 +736,7 @@ impl CudaSim {
             status: alloc(&stream, 32, "ghost refresh status")?,
             totals: [0; 4],
             layers: RefreshLayers::default(),
+            status_out: MappedWords::new(&self.ctx, 9)?,
         };
         let w = self.window.as_mut().expect("a window");
         w.refresh = Some(r);
@@ -760,35 +819,23 @@ impl CudaSim {
     /// Waits for this GPU's step and reads what the skin needs from it: the largest move since
     /// the last search, the refresh lists' lengths and mismatched records.
     pub(crate) fn read_skin_status(&mut self) -> Result<SkinStatus, CudaError> {
-        let dmax = super::buffers::device_buffer(&self.state, self.state.grid.dmax);
-        let w = self.window.as_mut().expect("a window");
-        let r = w.refresh.as_mut().expect("refresh lists (a skin)");
-        let mut moved = [0u8; 4];
-        let mut words = [0u8; 32];
-        let what = "reading the skin's status";
-        self.stream
-            .memcpy_dtoh(&dmax.slice(0..4), &mut moved)
-            .map_err(|e| CudaError::driver(what, e))?;
-        self.stream
-            .memcpy_dtoh(&r.status.slice.slice(0..32), &mut words)
-            .map_err(|e| CudaError::driver(what, e))?;
+        let dmax = self.state.grid.dmax;
+        let w = self.window.as_ref().expect("a window");
+        let r = w.refresh.as_ref().expect("refresh lists (a skin)");
+        r.status_out.queue(self, dmax, 1, 0)?;
+        r.status_out.queue(self, r.status.ptr, 8, 1)?;
         self.stream
             .synchronize()
-            .map_err(|e| CudaError::driver(what, e))?;
-        let word = |i: usize| {
-            u32::from_ne_bytes([
-                words[4 * i],
-                words[4 * i + 1],
-                words[4 * i + 2],
-                words[4 * i + 3],
-            ])
-        };
-        r.totals = [word(0), word(1), word(2), word(3)];
+            .map_err(|e| CudaError::driver("reading the skin's status", e))?;
+        let words = r.status_out.read();
+        let w = self.window.as_mut().expect("a window");
+        let r = w.refresh.as_mut().expect("refresh lists (a skin)");
+        r.totals = [words[1], words[2], words[3], words[4]];
         Ok(SkinStatus {
-            moved: f32::from_bits(u32::from_ne_bytes(moved)),
+            moved: f32::from_bits(words[0]),
             totals: r.totals,
-            entries: word(4),
-            mismatched: word(5),
+            entries: words[5],
+            mismatched: words[6],
         })
     }
 
