@@ -358,7 +358,7 @@ fn skin_pair(
 }
 
 /// Runs one GPU and the group side by side for `steps` steps, one step at a time: where the
-/// group will search whatever its schedule (a bound moved, or the moves passed half the skin,
+/// group will search whatever its schedule (the moves passed half the skin,
 /// which its ghost layers do not cover: one GPU searches wider cells there instead), one GPU is
 /// made to search too. Compares every bit every 500 steps; returns the group's (searches,
 /// steps, searches forced by moves).
@@ -462,7 +462,7 @@ fn a_skin_on_several_gpus_is_one_gpus_skin() {
 }
 
 /// Searches far apart (a fixed interval of 1,000 steps: the moves pass half the skin all the
-/// time), and bounds that move under count balancing (each move forces a search): still every
+/// time), and bounds that move under count balancing (at the next search): still every
 /// bit one GPU's searching at the same steps, nothing lost, ids unique.
 #[test]
 fn forced_searches_lose_nothing() {

@@ -76,9 +76,9 @@ pub struct Cli {
     /// device to device), or `all`. Under mpirun each rank takes one GPU: the list's entry at
     /// its place among the ranks of its host. Results are the same on any number of GPUs: bit
     /// for bit in --double, and with --skin 0; with a skin, the GPUs search together on one
-    /// schedule and give one GPU's bits until they must search early (where one GPU searches
-    /// wider cells instead: moves past half the skin, a slab bound that moved), from where the
-    /// contacts are summed in another order (last-bit differences).
+    /// schedule and give one GPU's bits until they must search early (moves past half the
+    /// skin, where one GPU searches wider cells instead), from where the contacts are summed
+    /// in another order (last-bit differences); runs repeat bit for bit.
     #[arg(long, default_value = "0", value_name = "LIST")]
     pub devices: Devices,
     /// DEM on GPUs: Verlet skin of the neighbour search, as a fraction of the largest particle

@@ -88,6 +88,8 @@ pub struct CudaGroup {
     frames_timed: u64,
     /// The Verlet skin's schedule, shared by every GPU (None: a search every step, skin.rs).
     skin: Option<SharedSkin>,
+    /// With a skin: slab bounds the balancing chose, applied at the next search.
+    pending_bounds: Option<Vec<u32>>,
 }
 
 pub(crate) fn err(step: u64, e: CudaError) -> StepError {
@@ -208,6 +210,7 @@ impl CudaGroup {
             copy_ms: 0.0,
             frames_timed: 0,
             skin: (width > 0.0).then(|| SharedSkin::new(width)),
+            pending_bounds: None,
             sims,
         })
     }
@@ -231,8 +234,8 @@ impl CudaGroup {
         }
     }
 
-    /// Whether the next step searches whatever the schedule (a bound moved, or the moves
-    /// passed half the skin): tests make one GPU search there too
+    /// Whether the next step searches whatever the schedule (the moves passed half the
+    /// skin): tests make one GPU search there too
     /// ([`CudaSim::force_search_next`]) to compare the two step by step.
     #[doc(hidden)]
     pub fn search_forced_next(&self) -> bool {
@@ -496,6 +499,9 @@ impl CudaGroup {
             self.prepare_meshes(self.time)?;
             let search = self.search_due();
             if search {
+                if let Some(b) = self.pending_bounds.take() {
+                    self.apply_bounds(b);
+                }
                 self.exchange(false, k)?;
             } else {
                 self.refresh(k)?;
@@ -634,18 +640,26 @@ impl CudaGroup {
         );
         self.busy.iter_mut().for_each(|b| *b = 0.0);
         if let Some(new) = decision {
-            self.bounds = new;
-            let bounds = self.bounds.clone();
-            for (w, s) in self.sims.iter_mut().enumerate() {
-                s.set_slab(&bounds, w);
-            }
             self.rebalances += 1;
-            // The ghosts and the refresh lists belong to the old bounds.
-            if let Some(s) = self.skin.as_mut() {
-                s.bound_moved();
+            if self.skin.is_some() {
+                // Applied at the next search (the ghosts and refresh lists are the last
+                // search's until then): the searches keep one GPU's schedule whatever the
+                // balancing decides, so a run's bits never depend on measured times.
+                self.pending_bounds = Some(new);
+            } else {
+                self.apply_bounds(new);
             }
         }
         Ok(())
+    }
+
+    /// Moves the slab bounds (the next exchange migrates the layers that changed GPU).
+    fn apply_bounds(&mut self, new: Vec<u32>) {
+        self.bounds = new;
+        let bounds = self.bounds.clone();
+        for (w, s) in self.sims.iter_mut().enumerate() {
+            s.set_slab(&bounds, w);
+        }
     }
 
     fn check_diag(&mut self) -> Result<(), CudaError> {

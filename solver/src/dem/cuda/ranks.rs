@@ -186,6 +186,8 @@ pub struct CudaRank {
     /// The Verlet skin's schedule, the same on every rank (None: a search every step;
     /// skin.rs's `SharedSkin`, as a GPU group's in one process).
     skin: Option<SharedSkin>,
+    /// With a skin: slab bounds the balancing chose, applied at the next search.
+    pending_bounds: Option<Vec<u32>>,
 }
 
 /// Copies `out.len()` bytes at device address `src` into `out` (waits for `stream`).
@@ -332,6 +334,7 @@ impl CudaRank {
             frame: None,
             frame_staging: None,
             skin: (width > 0.0).then(|| SharedSkin::new(width)),
+            pending_bounds: None,
         })
     }
 
@@ -672,6 +675,9 @@ impl CudaRank {
             self.sim.prepare_meshes(self.time)?;
             search = self.skin.as_mut().is_none_or(SharedSkin::search_due);
             if search {
+                if let Some(b) = self.pending_bounds.take() {
+                    self.apply_bounds(b);
+                }
                 self.exchange(false, k)?;
             } else {
                 self.refresh(k)?;
@@ -739,15 +745,22 @@ impl CudaRank {
             // With a skin, slabs keep two layers (the refresh, window.rs).
             if self.skin.is_some() { 2 } else { 1 },
         ) {
-            self.bounds = new;
-            let bounds = self.bounds.clone();
-            self.sim.set_slab(&bounds, self.rank());
             self.rebalances += 1;
-            if let Some(s) = self.skin.as_mut() {
-                s.bound_moved();
+            if self.skin.is_some() {
+                // Applied at the next search, as a group in one process does (multi.rs).
+                self.pending_bounds = Some(new);
+            } else {
+                self.apply_bounds(new);
             }
         }
         Ok(())
+    }
+
+    /// Moves the slab bounds (the next exchange migrates the layers that changed rank).
+    fn apply_bounds(&mut self, new: Vec<u32>) {
+        self.bounds = new;
+        let bounds = self.bounds.clone();
+        self.sim.set_slab(&bounds, self.rank());
     }
 
     /// The diagnostics of the steps since the last check, on every rank: fails everywhere

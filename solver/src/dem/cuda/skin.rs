@@ -126,8 +126,8 @@ pub(crate) struct Skin {
     /// A fixed interval instead of [`next_interval`]'s (tests: long intervals make the collide
     /// search wider).
     pub fixed: Option<u32>,
-    /// The next step searches whatever the interval (a GPU group: a slab bound moved, or the
-    /// moves passed half the skin).
+    /// The next step searches whatever the interval (a GPU group: the moves passed half the
+    /// skin).
     pub force: bool,
 }
 
@@ -202,8 +202,8 @@ impl Skin {
 /// the largest move over every GPU, read at the end of every step. Every GPU searches at the
 /// same steps, keeps its slots and ghosts in between and refreshes the ghosts from their owners
 /// (window.rs). Unlike one GPU, the GPUs cannot search wider cells when the moves pass half the
-/// skin (a ghost layer is one cell): the next step searches instead (`forced`), as it does
-/// after a slab bound moved.
+/// skin (a ghost layer is one cell): the next step searches instead (`forced`). Slab bounds
+/// the balancing moves take effect at the next search.
 #[derive(Debug, Clone)]
 pub(crate) struct SharedSkin {
     pub skin: Skin,
@@ -246,11 +246,6 @@ impl SharedSkin {
             s.force = true;
             self.forced += 1;
         }
-    }
-
-    /// A slab bound moved: the ghosts and the refresh lists belong to the old bounds.
-    pub fn bound_moved(&mut self) {
-        self.skin.force = true;
     }
 
     /// Whether the next step searches whatever the schedule.
