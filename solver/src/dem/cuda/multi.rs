@@ -133,15 +133,7 @@ impl CudaGroup {
             ));
         }
         let skin = group_skin(&ctx, opts, total, tracked);
-        let mut split = Split::new(&ctx, state, group.axis, g, skin)?;
-        if split.skin > 0.0 && !split.slabs_at_least(2) {
-            // The refresh needs slabs of two layers or more (exchange.cu).
-            tracing::info!(
-                "no Verlet skin: a slab of one cell layer at {:?} (the search runs every step)",
-                split.plan.bounds
-            );
-            split = Split::new(&ctx, state, group.axis, g, 0.0)?;
-        }
+        let split = Split::with_skin(&ctx, state, group.axis, g, skin)?;
         let (axis, plan) = (split.axis, &split.plan);
         let mut sims = Vec::with_capacity(g);
         for (w, &device) in group.devices.iter().enumerate() {
@@ -891,9 +883,24 @@ impl Split {
         })
     }
 
-    /// Whether every slab has at least `layers` cell layers.
-    pub(crate) fn slabs_at_least(&self, layers: u32) -> bool {
-        self.plan.bounds.windows(2).all(|b| b[1] >= b[0] + layers)
+    /// [`Split::new`] with the skin `skin` where every slab has two cell layers or more, which
+    /// the ghost refresh needs (exchange.cu), else without.
+    pub(crate) fn with_skin(
+        ctx: &StepContext,
+        state: &SimState,
+        axis: Option<Axis>,
+        g: usize,
+        skin: f64,
+    ) -> Result<Split, CudaError> {
+        let split = Split::new(ctx, state, axis, g, skin)?;
+        if split.skin == 0.0 || split.plan.bounds.windows(2).all(|b| b[1] >= b[0] + 2) {
+            return Ok(split);
+        }
+        tracing::info!(
+            "no Verlet skin: a slab of one cell layer at {:?} (the search runs every step)",
+            split.plan.bounds
+        );
+        Split::new(ctx, state, axis, g, 0.0)
     }
 
     /// GPU `w`'s sim on `device` with its particles of `state`, its slot capacity and its

@@ -222,6 +222,16 @@ fn upload(sim: &CudaSim, dst: u64, data: &[u8]) -> Result<(), CudaError> {
         .map_err(|e| CudaError::driver("copying records to the GPU", e))
 }
 
+/// One buffer to a neighbour rank and one from it: `out` bytes at `src` go to `peer`, `into`
+/// bytes from it land at `dst` (device addresses of this rank's GPU).
+struct Part {
+    peer: usize,
+    src: u64,
+    out: usize,
+    dst: u64,
+    into: usize,
+}
+
 /// The exchange counts as words for the all-gather.
 fn count_words(c: &ExchangeCounts) -> [u32; 5] {
     [c.mig[0], c.mig[1], c.halo[0], c.halo[1], c.skipped]
@@ -249,14 +259,7 @@ impl CudaRank {
         let total = state.pos.len();
         // The skin of a GPU group in one process, decided alike on every rank.
         let skin = group_skin(&ctx, opts, total, false);
-        let mut split = Split::new(&ctx, state, ranks.axis, g, skin)?;
-        if split.skin > 0.0 && !split.slabs_at_least(2) {
-            tracing::info!(
-                "no Verlet skin: a slab of one cell layer at {:?} (the search runs every step)",
-                split.plan.bounds
-            );
-            split = Split::new(&ctx, state, ranks.axis, g, 0.0)?;
-        }
+        let split = Split::with_skin(&ctx, state, ranks.axis, g, skin)?;
         let built = split
             .slab_sim(&ctx, state, opts, w, ranks.device, total)
             .and_then(|(mut sim, capacity, _)| {
@@ -420,10 +423,26 @@ impl CudaRank {
         };
         self.migrations += all.iter().map(|c| (c[0] + c[1]) as u64).sum::<u64>();
         self.sim.make_room(&got)?;
-        match &self.nccl {
-            Some(n) => self.records_by_nccl(n, &c, &got)?,
-            None => self.records_by_host(&c, &got)?,
+        let (rec_mig, rec_halo) = self.sim.record_sizes();
+        let mut parts = Vec::new();
+        for side in 0..2 {
+            let Some(peer) = neighbour(h, side, g) else {
+                continue;
+            };
+            for (ghosts, out, into, rec) in [
+                (false, c.mig[side], got.mig[side], rec_mig),
+                (true, c.halo[side], got.halo[side], rec_halo),
+            ] {
+                parts.push(Part {
+                    peer,
+                    src: self.sim.send_ptr(ghosts, side),
+                    out: out as usize * rec,
+                    dst: self.sim.recv_ptr(ghosts, side),
+                    into: into as usize * rec,
+                });
+            }
         }
+        self.move_parts(&parts)?;
         let transfer = t0.elapsed().as_secs_f64();
         self.transfer_s += transfer;
         self.busy += transfer;
@@ -431,105 +450,90 @@ impl CudaRank {
         self.mark(k, 1)
     }
 
-    /// The records of this step to and from the neighbour ranks through host memory and one
-    /// MPI all-to-all (waits for the copies).
-    fn records_by_host(&self, c: &ExchangeCounts, got: &Received) -> Result<(), CudaError> {
-        let (g, h) = (self.ranks(), self.rank());
-        let (rec_mig, rec_halo) = self.sim.record_sizes();
+    /// Moves `parts` between this rank and its neighbours: by NCCL device to device on the
+    /// compute stream (the kernels queued after read what arrives), or through host memory and
+    /// one MPI all-to-all (waits for the copies).
+    fn move_parts(&self, parts: &[Part]) -> Result<(), CudaError> {
+        match &self.nccl {
+            Some(n) => self.parts_by_nccl(n, parts),
+            None => self.parts_by_host(parts),
+        }
+    }
+
+    /// [`CudaRank::move_parts`] through host memory: one message per neighbour, its parts
+    /// one after the other.
+    fn parts_by_host(&self, parts: &[Part]) -> Result<(), CudaError> {
+        let g = self.ranks();
         let mut sends = vec![Vec::new(); g];
-        for side in 0..2 {
-            let Some(v) = neighbour(h, side, g) else {
-                continue;
-            };
-            let (nm, nh) = (
-                c.mig[side] as usize * rec_mig,
-                c.halo[side] as usize * rec_halo,
-            );
-            let mut bytes = vec![0u8; nm + nh];
-            let (m, gh) = bytes.split_at_mut(nm);
-            download(&self.sim, self.sim.send_ptr(false, side), m)?;
-            download(&self.sim, self.sim.send_ptr(true, side), gh)?;
-            sends[v] = bytes;
+        for p in parts {
+            let mut bytes = vec![0u8; p.out];
+            download(&self.sim, p.src, &mut bytes)?;
+            sends[p.peer].extend_from_slice(&bytes);
         }
         let recvd = self.comm.exchange(sends);
-        for side in 0..2 {
-            let Some(v) = neighbour(h, side, g) else {
-                continue;
-            };
-            let nm = got.mig[side] as usize * rec_mig;
-            let nh = got.halo[side] as usize * rec_halo;
-            let data = &recvd[v];
-            if data.len() != nm + nh {
+        let mut at = vec![0usize; g];
+        for p in parts {
+            let data = &recvd[p.peer];
+            let want: usize = parts
+                .iter()
+                .filter(|q| q.peer == p.peer)
+                .map(|q| q.into)
+                .sum();
+            if data.len() != want {
                 return Err(CudaError::Unsupported(format!(
-                    "rank {v} sent {} bytes of records, its counts say {}",
-                    data.len(),
-                    nm + nh
+                    "rank {} sent {} bytes of records, its counts say {want}",
+                    p.peer,
+                    data.len()
                 )));
             }
-            upload(&self.sim, self.sim.recv_ptr(false, side), &data[..nm])?;
-            upload(&self.sim, self.sim.recv_ptr(true, side), &data[nm..])?;
+            upload(&self.sim, p.dst, &data[at[p.peer]..at[p.peer] + p.into])?;
+            at[p.peer] += p.into;
         }
         Ok(())
     }
 
-    /// The records of this step to and from the neighbour ranks device to device through NCCL,
-    /// queued on the compute stream (the unpack after them waits for them on the stream).
-    fn records_by_nccl(
-        &self,
-        nccl: &Nccl,
-        c: &ExchangeCounts,
-        got: &Received,
-    ) -> Result<(), CudaError> {
+    /// [`CudaRank::move_parts`] device to device through NCCL, on the compute stream.
+    fn parts_by_nccl(&self, nccl: &Nccl, parts: &[Part]) -> Result<(), CudaError> {
         use cudarc::nccl::{result, sys};
-        let (g, h) = (self.ranks(), self.rank());
-        let (rec_mig, rec_halo) = self.sim.record_sizes();
         let fail = |e: result::NcclError| {
             CudaError::Unsupported(format!("NCCL between ranks: moving the records: {e:?}"))
         };
         super::driver::bind(&self.sim.stream)?;
         let stream = self.sim.stream.cu_stream() as sys::cudaStream_t;
         result::group_start().map_err(fail)?;
-        for side in 0..2 {
-            let Some(v) = neighbour(h, side, g) else {
-                continue;
-            };
-            for (ghosts, out, into, rec) in [
-                (false, c.mig[side], got.mig[side], rec_mig),
-                (true, c.halo[side], got.halo[side], rec_halo),
-            ] {
-                // The neighbour's counts are the all-gathered ones: each send meets a receive
-                // of the same size (none when it is 0 on both sides).
-                if out > 0 {
-                    // SAFETY: the send buffer holds `out` records (the counts fit it, the
-                    // classify that wrote it completed); it is written again only by the next
-                    // classify, queued after this send on the same stream.
-                    unsafe {
-                        result::send(
-                            self.sim.send_ptr(ghosts, side) as *const std::ffi::c_void,
-                            out as usize * rec,
-                            sys::ncclDataType_t::ncclUint8,
-                            v as std::ffi::c_int,
-                            nccl.0,
-                            stream,
-                        )
-                    }
-                    .map_err(fail)?;
+        for p in parts {
+            // Each side's sizes come from the same all-gathered counts (or the lists checked
+            // equal at the search): each send meets a receive of its size (none when 0).
+            if p.out > 0 {
+                // SAFETY: `src` holds `out` bytes (the counts fit the send buffer; the kernel
+                // that wrote it is queued before on this stream); it is written again only by
+                // work queued after this send on the same stream.
+                unsafe {
+                    result::send(
+                        p.src as *const std::ffi::c_void,
+                        p.out,
+                        sys::ncclDataType_t::ncclUint8,
+                        p.peer as std::ffi::c_int,
+                        nccl.0,
+                        stream,
+                    )
                 }
-                if into > 0 {
-                    // SAFETY: make_room grew the receive buffer for `into` records; the unpack
-                    // that reads it is queued after this receive on the same stream.
-                    unsafe {
-                        result::recv(
-                            self.sim.recv_ptr(ghosts, side) as *mut std::ffi::c_void,
-                            into as usize * rec,
-                            sys::ncclDataType_t::ncclUint8,
-                            v as std::ffi::c_int,
-                            nccl.0,
-                            stream,
-                        )
-                    }
-                    .map_err(fail)?;
+                .map_err(fail)?;
+            }
+            if p.into > 0 {
+                // SAFETY: `dst` holds `into` bytes (make_room or ensure_refresh_room grew it);
+                // what reads it is queued after this receive on the same stream.
+                unsafe {
+                    result::recv(
+                        p.dst as *mut std::ffi::c_void,
+                        p.into,
+                        sys::ncclDataType_t::ncclUint8,
+                        p.peer as std::ffi::c_int,
+                        nccl.0,
+                        stream,
+                    )
                 }
+                .map_err(fail)?;
             }
         }
         result::group_end().map_err(fail)?;
@@ -546,97 +550,24 @@ impl CudaRank {
         let t0 = std::time::Instant::now();
         let totals = self.sim.refresh_totals();
         let (_, rec) = self.sim.record_sizes();
-        let sizes =
-            [0, 1].map(|side| (totals[side] as usize * rec, totals[2 + side] as usize * rec));
-        match &self.nccl {
-            Some(n) => self.ghosts_by_nccl(n, sizes)?,
-            None => self.ghosts_by_host(sizes)?,
-        }
+        let (g, h) = (self.ranks(), self.rank());
+        let parts: Vec<Part> = (0..2)
+            .filter_map(|side| {
+                neighbour(h, side, g).map(|peer| Part {
+                    peer,
+                    src: self.sim.send_ptr(true, side),
+                    out: totals[side] as usize * rec,
+                    dst: self.sim.recv_ptr(true, side),
+                    into: totals[2 + side] as usize * rec,
+                })
+            })
+            .collect();
+        self.move_parts(&parts)?;
         let transfer = t0.elapsed().as_secs_f64();
         self.transfer_s += transfer;
         self.busy += transfer;
         self.sim.queue_refresh_unpack()?;
         self.mark(k, 1)
-    }
-
-    /// The refresh's ghost records (`sizes`: bytes sent and received per side) through host
-    /// memory and one MPI all-to-all (waits for the copies).
-    fn ghosts_by_host(&self, sizes: [(usize, usize); 2]) -> Result<(), CudaError> {
-        let (g, h) = (self.ranks(), self.rank());
-        let mut sends = vec![Vec::new(); g];
-        for (side, &(out, _)) in sizes.iter().enumerate() {
-            let Some(v) = neighbour(h, side, g) else {
-                continue;
-            };
-            let mut bytes = vec![0u8; out];
-            download(&self.sim, self.sim.send_ptr(true, side), &mut bytes)?;
-            sends[v] = bytes;
-        }
-        let recvd = self.comm.exchange(sends);
-        for (side, &(_, into)) in sizes.iter().enumerate() {
-            let Some(v) = neighbour(h, side, g) else {
-                continue;
-            };
-            if recvd[v].len() != into {
-                return Err(CudaError::Unsupported(format!(
-                    "rank {v} sent {} bytes of ghost records, its list says {into}",
-                    recvd[v].len()
-                )));
-            }
-            upload(&self.sim, self.sim.recv_ptr(true, side), &recvd[v])?;
-        }
-        Ok(())
-    }
-
-    /// The refresh's ghost records device to device through NCCL, on the compute stream.
-    fn ghosts_by_nccl(&self, nccl: &Nccl, sizes: [(usize, usize); 2]) -> Result<(), CudaError> {
-        use cudarc::nccl::{result, sys};
-        let (g, h) = (self.ranks(), self.rank());
-        let fail = |e: result::NcclError| {
-            CudaError::Unsupported(format!("NCCL between ranks: moving ghost records: {e:?}"))
-        };
-        super::driver::bind(&self.sim.stream)?;
-        let stream = self.sim.stream.cu_stream() as sys::cudaStream_t;
-        result::group_start().map_err(fail)?;
-        for (side, &(out, into)) in sizes.iter().enumerate() {
-            let Some(v) = neighbour(h, side, g) else {
-                continue;
-            };
-            // Both lists' lengths were checked equal at the search (read_skin): each send
-            // meets a receive of its size.
-            if out > 0 {
-                // SAFETY: the send buffer holds the packed records (cap_halo >= the list's
-                // length: ensure_refresh_room), packed on this stream before the send.
-                unsafe {
-                    result::send(
-                        self.sim.send_ptr(true, side) as *const std::ffi::c_void,
-                        out,
-                        sys::ncclDataType_t::ncclUint8,
-                        v as std::ffi::c_int,
-                        nccl.0,
-                        stream,
-                    )
-                }
-                .map_err(fail)?;
-            }
-            if into > 0 {
-                // SAFETY: the receive buffer holds recv_cap_halo >= the list's length; the
-                // unpack that reads it is queued after this receive on the same stream.
-                unsafe {
-                    result::recv(
-                        self.sim.recv_ptr(true, side) as *mut std::ffi::c_void,
-                        into,
-                        sys::ncclDataType_t::ncclUint8,
-                        v as std::ffi::c_int,
-                        nccl.0,
-                        stream,
-                    )
-                }
-                .map_err(fail)?;
-            }
-        }
-        result::group_end().map_err(fail)?;
-        Ok(())
     }
 
     /// The end of a step with a skin: this rank's largest move and refresh lists, all-gathered
