@@ -72,6 +72,17 @@ __device__ void write_record(const DemParams& p, const ParticleArrays& s, unsign
     for (unsigned c = 0; c < hc; c++) h[c] = s.hist[c * p.hist_sc + row * p.hist_sr];
 }
 
+// Slot k's position, velocity and spin from record `r` (write_record's layout).
+__device__ __forceinline__ void read_kinematics(ParticleArrays& s, unsigned k, const char* r) {
+    const double* d = (const double*)r;
+    for (int a = 0; a < 3; a++) s.pos[3 * k + a] = d[a];
+    const real* v = (const real*)(r + 24);
+    for (int a = 0; a < 3; a++) {
+        s.vel[3 * k + a] = v[a];
+        if (s.omega) s.omega[3 * k + a] = v[3 + a];
+    }
+}
+
 // What dem_classify does with slot k: -1 nothing, 0/1 migrant to the lower/upper neighbour,
 // 2/3 ghost record for the lower/upper neighbour, 4 skipped a whole slab (an error). `kept`: a
 // migrant that stays here as a ghost (it lands in the neighbour's boundary layer, and the
@@ -248,13 +259,8 @@ extern "C" __global__ void dem_unpack(const DemParams p, ParticleArrays s, const
     if (j >= count) return;
     const char* r = recs + (size_t)j * rec_bytes;
     const unsigned k = base + j;
-    const double* d = (const double*)r;
-    for (int a = 0; a < 3; a++) s.pos[3 * k + a] = d[a];
+    read_kinematics(s, k, r);
     const real* v = (const real*)(r + 24);
-    for (int a = 0; a < 3; a++) {
-        s.vel[3 * k + a] = v[a];
-        if (s.omega) s.omega[3 * k + a] = v[3 + a];
-    }
     if (full)
         for (int a = 0; a < 3; a++) {
             if (s.force) s.force[3 * k + a] = v[6 + a];
@@ -380,13 +386,7 @@ extern "C" __global__ void dem_refresh_unpack(const DemParams p, ParticleArrays 
     const char* r = recs + (size_t)j * rec_halo;
     const unsigned e = off[first_cell] + j;
     const unsigned k = list[e];
-    const double* d = (const double*)r;
-    for (int a = 0; a < 3; a++) s.pos[3 * k + a] = d[a];
-    const real* v = (const real*)(r + 24);
-    for (int a = 0; a < 3; a++) {
-        s.vel[3 * k + a] = v[a];
-        if (s.omega) s.omega[3 * k + a] = v[3 + a];
-    }
+    read_kinematics(s, k, r);
     const unsigned* u = (const unsigned*)(r + rec_words(false));
     if (u[0] != ids[e]) atomicAdd(mismatch, 1u);
     s.id[k] = u[0];
