@@ -545,6 +545,45 @@ fn cuda_without_a_gpu_and_sph_are_refused_over_ranks() {
     );
 }
 
+/// The GPU tests' run: the built-in case at 30,000 particles to t = 0.05 s on `devices`,
+/// frames into `seg` (kept), output (the final checkpoint) into `out`, then `extra`.
+fn gpu_run_args(devices: &str, seg: &str, out: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--backend",
+        "cuda",
+        "--devices",
+        devices,
+        "--particles",
+        "30000",
+        "--end-time",
+        "0.05",
+        "--name-shm",
+        seg,
+        "--keep-shm",
+        "--refresh-wall-ms",
+        "0",
+        "--output",
+        out,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// The end state of a run's output: its final checkpoint (a GPU writes output at the batch
+/// boundary after an output time, and its batches follow the wall clock, so only the last
+/// output is at the same step on any run).
+fn final_checkpoint(out: &str) -> Files {
+    let results: Files = files(Path::new(out))
+        .into_iter()
+        .filter(|(n, _)| n == "checkpoint.bin")
+        .collect();
+    assert_eq!(results.len(), 1, "no final checkpoint in {out}");
+    results
+}
+
 /// One GPU per rank (`PARTICLE_SHM_TEST_BACKENDS=cuda`; the ranks share GPU 0 on a one-GPU
 /// machine, `PARTICLE_SHM_TEST_DEVICES=0,1` puts them on two): 2 and 3 ranks give the frame, VTK
 /// files and checkpoint of the same run on one GPU, bit for bit; the checkpoint restarts on one
@@ -560,26 +599,10 @@ fn gpu_ranks_give_the_bits_of_one_gpu() {
     for np in [1usize, 2, 3] {
         let seg = Seg::new(&format!("gpu{np}"));
         let out = dir.path(&format!("np{np}"));
-        let a = [
-            "--backend",
-            "cuda",
-            "--devices",
-            &devices,
-            "--particles",
-            "30000",
-            "--end-time",
-            "0.05",
-            "--name-shm",
-            &seg.0,
-            "--keep-shm",
-            "--refresh-wall-ms",
-            "0",
-            "--output",
-            &out,
-            // One GPU searches every step, as ranks do: the same bits.
-            "--skin",
-            "0",
-        ];
+        // --skin 0: one GPU searches every step, as ranks then do: the same bits (with a
+        // skin, ranks follow a group's schedule: the test below).
+        let owned = gpu_run_args(&devices, &seg.0, &out, &["--skin", "0"]);
+        let a: Vec<&str> = owned.iter().map(String::as_str).collect();
         // One process runs one GPU: the first of the list.
         let one: Vec<&str> = a
             .iter()
@@ -597,14 +620,7 @@ fn gpu_ranks_give_the_bits_of_one_gpu() {
             assert!(err.contains("one GPU each"), "{err}");
         }
         let frame = newest_frame(&seg.0);
-        // The end state: the final checkpoint (a GPU writes output at the batch boundary
-        // after an output time, and its batches follow the wall clock, so only the last
-        // output is at the same step on any run).
-        let results: Files = files(Path::new(&out))
-            .into_iter()
-            .filter(|(n, _)| n == "checkpoint.bin")
-            .collect();
-        assert_eq!(results.len(), 1, "no final checkpoint in {out}");
+        let results = final_checkpoint(&out);
         match &reference {
             None => reference = Some((frame, results)),
             Some((f, r)) => same_end(&format!("{np} GPU ranks"), (&frame, &results), (f, r)),
@@ -670,25 +686,8 @@ fn gpu_ranks_with_a_skin_give_the_bits_of_a_gpu_group() {
     for np in [1usize, 2] {
         let seg = Seg::new(&format!("gskin{np}"));
         let out = dir.path(&format!("np{np}"));
-        let a = [
-            "--backend",
-            "cuda",
-            "--devices",
-            &pair,
-            "--particles",
-            "30000",
-            "--end-time",
-            "0.05",
-            "--name-shm",
-            &seg.0,
-            "--keep-shm",
-            "--refresh-wall-ms",
-            "0",
-            "--output",
-            &out,
-            "--balance",
-            "count",
-        ];
+        let owned = gpu_run_args(&pair, &seg.0, &out, &["--balance", "count"]);
+        let a: Vec<&str> = owned.iter().map(String::as_str).collect();
         let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
         let (code, err) = run(cmd, Duration::from_secs(300));
         assert_eq!(code, Some(0), "{np} process(es) failed:\n{err}");
@@ -697,12 +696,7 @@ fn gpu_ranks_with_a_skin_give_the_bits_of_a_gpu_group() {
             err.contains("searches forced by moves past half the skin"),
             "no skin summary:\n{err}"
         );
-        let results: Files = files(Path::new(&out))
-            .into_iter()
-            .filter(|(n, _)| n == "checkpoint.bin")
-            .collect();
-        assert_eq!(results.len(), 1, "no final checkpoint in {out}");
-        ends.push((newest_frame(&seg.0), results));
+        ends.push((newest_frame(&seg.0), final_checkpoint(&out)));
     }
     same_end(
         "2 GPU ranks with a skin against a group in one process",
