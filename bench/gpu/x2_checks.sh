@@ -23,7 +23,9 @@
 #                                  # (PACK_MPI=1 pack): cuda_multi and the GPU-rank tests on GPUs
 #                                  # 0 and 1, then strong and weak scaling at 100 M,
 #                                  # mpi_vs_inprocess_2gpu, balancing on a moving load,
-#                                  # publication, within $BUDGET s
+#                                  # publication, within $BUDGET s; session 20: the ghost refresh
+#                                  # beside the collide against before it (--overlap on / off)
+#                                  # at 10 M dense with friction
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -195,6 +197,9 @@ next4)
   grep -E "identical|searches" "$OUT/cuda_multi.out" | cut -c1-250 | tail -n 8
   gpu_rank_tests
   item 120 mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
+  for o in on off; do
+    item 60 mb --particles 1e7 --model linear-friction --phase dense --relax 300 --steps 200 --warmup 10 --overlap $o
+  done
   item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
   item 120 mpi_vs_inprocess "${N:-100000000}"
   item 170 mb --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5

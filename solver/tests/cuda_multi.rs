@@ -324,10 +324,12 @@ fn outflow_on_several_gpus_is_one_gpus() {
     }
 }
 
-/// f32 with the Verlet skin (the default options).
+/// f32 with the Verlet skin (the default options), the ghost refresh beside the collide even
+/// where the slabs share a GPU (the default on distinct GPUs).
 fn skin_opts() -> CudaOptions {
     CudaOptions {
         double: false,
+        overlap: Some(true),
         ..cuda_options()
     }
 }
@@ -339,6 +341,17 @@ fn skin_pair(
     axis: Axis,
     balance: Balance,
 ) -> (cuda::CudaBackend, CudaGroup) {
+    skin_pair_with(case, slabs, axis, balance, &skin_opts())
+}
+
+/// [`skin_pair`] with the group's options `group_opts`.
+fn skin_pair_with(
+    case: &Case,
+    slabs: usize,
+    axis: Axis,
+    balance: Balance,
+    group_opts: &CudaOptions,
+) -> (cuda::CudaBackend, CudaGroup) {
     let sc = Arc::new(cuda::step_context(case).unwrap());
     let state = initial_state(case);
     let d = test_devices();
@@ -346,7 +359,7 @@ fn skin_pair(
     let g = CudaGroup::new(
         sc,
         &state,
-        &skin_opts(),
+        group_opts,
         &GroupOptions {
             devices: (0..slabs).map(|i| d[i % d.len()]).collect(),
             axis: Some(axis),
@@ -497,5 +510,49 @@ fn forced_searches_lose_nothing() {
             assert!(g.rebalances() > 0, "{what}: the bounds never moved");
         }
         assert!(g.migrations() > 0, "{what}: nothing crossed a bound");
+    }
+}
+
+/// Between searches each GPU refreshes its ghosts on a second stream while it collides the
+/// slots that read none, then collides the boundary layers' slots (the default), or refreshes
+/// before the whole collide (`overlap: false`): both give one GPU's bits, on a cut along z
+/// (boundary layers are slot ranges) and along x (they are not: the interior pass skips them
+/// slot by slot). The group reports how much of its exchange ran beside the collide.
+#[test]
+fn the_refresh_beside_the_collide_changes_no_bits() {
+    if !gpu_present() {
+        return;
+    }
+    let case = friction_box_with_blade("falling box", Integrator::SymplecticEuler);
+    for (overlap, slabs, axis) in [(true, 2, Axis::Z), (true, 3, Axis::X), (false, 2, Axis::Z)] {
+        let what = format!("overlap {overlap}, {slabs} slabs along {axis:?}");
+        let opts = CudaOptions {
+            overlap: Some(overlap),
+            ..skin_opts()
+        };
+        let (mut one, mut g) = skin_pair_with(&case, slabs, axis, Balance::Off, &opts);
+        let (searches, stepped, _) = lockstep(&what, &mut one, &mut g, 2000);
+        assert!(searches * 3 < stepped, "{what}: the skin was hardly used");
+        let phases = g.phase_times();
+        let hidden = g.hidden_share();
+        assert!(
+            phases.iter().all(|p| p.0 > 0.0 && p.2 >= 0.0 && p.2 <= p.0),
+            "{what}: exchange and hidden times per GPU {phases:?}"
+        );
+        assert!(
+            (0.0..=1.0).contains(&hidden),
+            "{what}: hidden share {hidden}"
+        );
+        if !overlap {
+            assert_eq!(hidden, 0.0, "{what}: nothing runs beside the collide");
+        }
+        println!(
+            "{what}: identical to one GPU; {searches} searches in {stepped} steps; exchange {:.1} % hidden; per GPU (exchange, rest, hidden) ms {:?}",
+            100.0 * hidden,
+            phases
+                .iter()
+                .map(|p| (p.0 * 1e3, p.1 * 1e3, p.2 * 1e3))
+                .collect::<Vec<_>>()
+        );
     }
 }

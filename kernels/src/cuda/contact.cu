@@ -546,8 +546,15 @@ template <class Acc>
 __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
                                              const GridArrays& g, DemDiag* diag, const MeshArrays& msh,
                                              double* partial) {
-    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned t_index = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned k = t_index;
     bool active = k < p.n;
+    // The boundary pass of an overlapped step collides the listed slots (DEM_PASS_BOUNDARY).
+    const bool listed_pass = p.pass == DEM_PASS_BOUNDARY;
+    if (listed_pass) {
+        active = t_index < p.pass_count;
+        k = active ? p.pass_list[t_index] : 0u;
+    }
     // With a skin: the largest distance any particle has moved since the last search (a bound:
     // other blocks of this launch may already have raised it, which only widens the search).
     const unsigned skin_seen = g.dmax ? __ldcg(g.dmax) : 0u;
@@ -569,7 +576,8 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         // In place, every slot's row goes with its slot, live or dead, and those of the dead
         // tail behind the collided slots too (p.n_rows): the rows stay a permutation. (With two
         // buffers a live particle's new row is its slot, set below.)
-        if (k < max(p.n, p.n_rows)) out.row[k] = in.row[k];
+        // (The interior pass carries every slot's row; the boundary pass none.)
+        if (!listed_pass && k < max(p.n, p.n_rows)) out.row[k] = in.row[k];
     }
 #endif
     if (active) {
@@ -589,6 +597,10 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         // A removed particle (outflow) was sorted behind the live ones; its slot stays dead.
         if (layer < p.slab_lo || layer >= p.slab_hi || in.id[k] == DEM_DEAD) {
             if constexpr (!Acc::ENERGY) out.id[k] = DEM_DEAD;
+            active = false;
+        } else if (p.pass == DEM_PASS_INTERIOR && (layer == p.pass_skip[0] || layer == p.pass_skip[1])) {
+            // An owned slot of a boundary layer: the boundary pass collides it once its
+            // neighbours' ghosts have arrived.
             active = false;
         }
     }

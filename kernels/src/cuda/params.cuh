@@ -15,6 +15,14 @@ struct SpeciesProps {
 #define DEM_INTEGRATE_HALF_KICK 1   // velocity Verlet's closing half kick: v += a dt/2, w += T dt/2I
 #define DEM_INTEGRATE_NONE 2        // forces only (Verlet's first step without valid forces)
 
+// DemParams::pass: which slots a dem_collide launch covers. A GPU of a group overlaps its ghost
+// refresh with the collide (dem/cuda/multi.rs): first every slot but those of the boundary
+// layers whose ghosts are in flight, then those, once the ghosts have arrived. Each slot is
+// collided by exactly one of the two passes, with the same arithmetic: the same bits.
+#define DEM_PASS_ALL 0        // every slot 0..n
+#define DEM_PASS_INTERIOR 1   // every slot 0..n except the owned layers pass_skip[0..2]
+#define DEM_PASS_BOUNDARY 2   // the slots pass_list[0..pass_count] only
+
 // Id of a slot that holds no particle (an emigrant, a spent ghost): the hash puts it in the
 // extra bucket after the last cell, so the sort moves it behind every live particle.
 #define DEM_DEAD 0xFFFFFFFFu
@@ -50,6 +58,10 @@ struct DemParams {
                                   //   each particle's cell of the last search (GridArrays::dmax)
     unsigned list_cap;            // neighbour list entries per slot (GridArrays::nlist; 0: none)
     unsigned list_stride;         // entry c of slot k at c * list_stride + k
+    const unsigned* pass_list;    // DEM_PASS_BOUNDARY: the slots collided, [pass_count]
+    unsigned pass;                // DEM_PASS_*: which slots dem_collide covers (0 elsewhere)
+    unsigned pass_count;
+    unsigned pass_skip[2];        // DEM_PASS_INTERIOR: owned layers left out (~0u: none)
 };
 
 // One contact history entry: a tangential spring and its partner (state::wall_partner, ...),

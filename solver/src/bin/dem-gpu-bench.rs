@@ -62,6 +62,9 @@ struct Args {
     list: bool,
     /// `--list-walk buffered|direct|warp`: how the collide walks the Verlet list.
     list_walk: u32,
+    /// `--overlap on|off|auto`: a group refreshes its ghosts beside the interior collide (auto:
+    /// where every slab has a GPU of its own).
+    overlap: Option<bool>,
 }
 
 /// The position, velocity and angular velocity arrays of a frame slot being written.
@@ -98,7 +101,7 @@ const COMMANDS: [&str; 11] = [
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
@@ -137,6 +140,7 @@ fn parse() -> Result<Args> {
         skin: cuda::SKIN_AUTO,
         list: true,
         list_walk: kernels::LIST_BY_WARP,
+        overlap: None,
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -180,6 +184,8 @@ fn parse() -> Result<Args> {
                 }
             }
             "--store-forces" => a.store_forces = on_off("--store-forces", &v)?,
+            "--overlap" if v == "auto" => a.overlap = None,
+            "--overlap" => a.overlap = Some(on_off("--overlap", &v)?),
             "--devices" => {
                 a.devices = v
                     .split(',')
@@ -293,6 +299,7 @@ fn opts(a: &Args) -> CudaOptions {
         skin: a.skin,
         neighbour_list: a.list,
         list_walk: a.list_walk,
+        overlap: a.overlap,
         ..Default::default()
     }
 }
@@ -1210,8 +1217,10 @@ fn multi(a: &Args) -> Result<()> {
         let phases = g.phase_times();
         let ex: f64 = phases.iter().map(|p| p.0).sum::<f64>() / gpus as f64;
         let co: f64 = phases.iter().map(|p| p.1).sum::<f64>() / gpus as f64;
-        // The largest GPU's busy time (exchange and compute) over the mean: 1 is even.
-        let busy: Vec<f64> = phases.iter().map(|p| p.0 + p.1).collect();
+        let hid: f64 = phases.iter().map(|p| p.2).sum::<f64>() / gpus as f64;
+        // The largest GPU's busy time (its steps: compute and the exchange not hidden) over
+        // the mean: 1 is even.
+        let busy: Vec<f64> = phases.iter().map(|p| p.0 + p.1 - p.2).collect();
         let imbalance =
             busy.iter().cloned().fold(0.0, f64::max) / (busy.iter().sum::<f64>() / gpus as f64);
         let speedup = sps / sps1;
@@ -1225,10 +1234,11 @@ fn multi(a: &Args) -> Result<()> {
             speedup / gpus as f64
         };
         println!(
-            "  balance {}: one GPU {sps1:.2} steps/s ({n1} particles); {gpus} slabs on {distinct} GPUs {sps:.2} steps/s ({ng} particles), {} efficiency {efficiency:.3}; per step and GPU: exchange {:.3} ms, rest {:.3} ms; imbalance {imbalance:.3}; bounds {:?}, owned {:?}, {} moves",
+            "  balance {}: one GPU {sps1:.2} steps/s ({n1} particles); {gpus} slabs on {distinct} GPUs {sps:.2} steps/s ({ng} particles), {} efficiency {efficiency:.3}; per step and GPU: exchange {:.3} ms ({:.0} % hidden), rest {:.3} ms; imbalance {imbalance:.3}; bounds {:?}, owned {:?}, {} moves",
             balance.name(),
             if a.weak { "weak" } else { "strong" },
             ex * 1e3,
+            100.0 * g.hidden_share(),
             co * 1e3,
             g.bounds(),
             g.owned(),
@@ -1253,7 +1263,9 @@ fn multi(a: &Args) -> Result<()> {
                 ("efficiency", num(efficiency)),
                 ("exchange_ms_per_step", num(ex * 1e3)),
                 ("rest_ms_per_step", num(co * 1e3)),
-                ("exchange_share", num(ex / (ex + co))),
+                ("exchange_share", num((ex - hid) / (ex - hid + co))),
+                ("exchange_hidden_share", num(g.hidden_share())),
+                ("overlap", js(if g.overlaps() { "on" } else { "off" })),
                 ("imbalance_max_over_mean", num(imbalance)),
                 ("one_gpu_bytes_per_particle", num(bpp1)),
                 ("balance", js(balance.name())),

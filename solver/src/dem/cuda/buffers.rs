@@ -523,6 +523,10 @@ pub(crate) fn upload(
             0
         },
         list_stride: n as u32,
+        pass_list: 0,
+        pass: super::params::PASS_ALL,
+        pass_count: 0,
+        pass_skip: [u32::MAX; 2],
     };
     set_state(stream, &mut st, &params, state)?;
     Ok((st, params))

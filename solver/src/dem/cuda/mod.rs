@@ -231,6 +231,12 @@ pub struct CudaOptions {
     /// always buffered / unbuffered, for comparisons: `dem-gpu-bench --list-walk`). The same
     /// contacts in the same order, hence the same bits, whichever.
     pub list_walk: u32,
+    /// Whether a GPU of a group refreshes its ghosts between a skin's searches beside the
+    /// collide of the slots that do not read them (multi.rs), or before the whole collide.
+    /// None (the default): beside it where every slab has a GPU of its own, before it where
+    /// slabs share one (no transfer to hide; measured 2-5 % slower beside it on two slabs of one
+    /// H100). `dem-gpu-bench multi --overlap on|off|auto` compares them. The same bits either way.
+    pub overlap: Option<bool>,
 }
 
 /// How the contact history of a frictional case is kept on the device (contact.cu).
@@ -306,6 +312,7 @@ impl Default for CudaOptions {
             skin: skin::SKIN_AUTO,
             neighbour_list: true,
             list_walk: kernels::LIST_BY_WARP,
+            overlap: None,
         }
     }
 }

@@ -43,9 +43,14 @@ pub struct GroupOptions {
 }
 
 /// Per-GPU timing events of one step: before the exchange, after it, after the collide.
+/// Per GPU: the step's start, the end of its exchange (or, refreshing beside the collide, of
+/// the interior collide), its end (compute stream), and the end of a refresh beside the collide
+/// (refresh stream).
 struct StepEvents {
-    ev: Vec<[CudaEvent; 3]>,
+    ev: Vec<[CudaEvent; 4]>,
     recorded: bool,
+    /// The step refreshed its ghosts beside the interior collide (event 3 recorded).
+    beside: bool,
 }
 
 /// See the module documentation.
@@ -69,9 +74,15 @@ pub struct CudaGroup {
     busy: Vec<f64>,
     rebalances: u64,
     migrations: u64,
-    /// Device time per GPU: exchange and compute [s], and steps timed.
+    /// Device time per GPU: exchange and compute [s], and steps timed. Compute is the step's
+    /// time less the exchange the collide waited for.
     exchange_s: Vec<f64>,
     compute_s: Vec<f64>,
+    /// Exchange time that ran while the GPU computed (the ghost refresh beside the interior
+    /// collide) [s].
+    hidden_s: Vec<f64>,
+    /// Refresh the ghosts beside the interior collide (`CudaOptions::overlap`, resolved).
+    overlap: bool,
     timed_steps: u64,
     /// Two sets, alternating: a step's events are read during the next step.
     events: [StepEvents; 2],
@@ -192,6 +203,13 @@ impl CudaGroup {
             migrations: 0,
             exchange_s: vec![0.0; g],
             compute_s: vec![0.0; g],
+            hidden_s: vec![0.0; g],
+            overlap: opts.overlap.unwrap_or_else(|| {
+                let mut d = group.devices.clone();
+                d.sort_unstable();
+                d.dedup();
+                d.len() == group.devices.len()
+            }),
             timed_steps: 0,
             events,
             staging: Vec::new(),
@@ -246,28 +264,71 @@ impl CudaGroup {
         self.mark(k, 0)?;
         // The last step ended with every GPU synchronised (end_step): its events are complete.
         self.harvest(1 - k)?;
+        self.events[k].beside = false;
+        let streams: Vec<_> = self.sims.iter().map(|s| s.stream.clone()).collect();
+        self.queue_refresh(&streams)?;
+        self.mark(k, 1)
+    }
+
+    /// A step between searches whose ghost refresh runs beside the collide: on each GPU's
+    /// refresh stream the pack, the copies and the unpack, while its compute stream collides
+    /// every slot that reads no ghost; then the boundary layers' slots, once the ghosts are in.
+    /// Event 1 marks the interior collide's end, event 3 the unpack's (the part of the refresh
+    /// that outlasted the interior is what the step waited for).
+    fn refresh_beside_collide(&mut self, k: usize) -> Result<(), CudaError> {
+        self.mark(k, 0)?;
+        // The last step ended with every GPU synchronised (end_step): its events are complete.
+        self.harvest(1 - k)?;
+        self.events[k].beside = true;
+        let streams: Vec<_> = self.sims.iter().map(|s| s.refresh_stream()).collect();
+        for (ev, rs) in self.events[k].ev.iter().zip(&streams) {
+            // The refresh reads the state the last step left (its compute stream's work).
+            rs.wait(&ev[0])
+                .map_err(|e| CudaError::driver("ordering the ghost refresh", e))?;
+        }
+        let mut interior = Vec::with_capacity(self.sims.len());
+        for s in &mut self.sims {
+            interior.push(s.launch_interior(INTEGRATE_EULER)?);
+        }
+        self.mark(k, 1)?;
+        self.queue_refresh(&streams)?;
+        for ((s, ev), rs) in self.sims.iter().zip(&self.events[k].ev).zip(&streams) {
+            ev[3]
+                .record(rs)
+                .map_err(|e| CudaError::driver("recording an event", e))?;
+            s.stream
+                .wait(&ev[3])
+                .map_err(|e| CudaError::driver("ordering the boundary collide", e))?;
+        }
+        for (s, i) in self.sims.iter_mut().zip(interior) {
+            s.launch_boundary(i)?;
+        }
+        Ok(())
+    }
+
+    /// Queues the ghost refresh on `streams` (one per GPU, ordered after the state they read):
+    /// every GPU packs its boundary layers' current state, the neighbours copy it device to
+    /// device and write it into their ghost slots.
+    fn queue_refresh(&self, streams: &[Arc<cudarc::driver::CudaStream>]) -> Result<(), CudaError> {
         let mut packed = Vec::with_capacity(self.sims.len());
-        for s in &self.sims {
-            s.queue_refresh_pack()?;
+        for (s, rs) in self.sims.iter().zip(streams) {
+            s.queue_refresh_pack(rs)?;
             packed.push(
-                s.stream
-                    .record_event(None)
+                rs.record_event(None)
                     .map_err(|e| CudaError::driver("recording an event", e))?,
             );
         }
         let g = self.sims.len();
         let (_, rec_halo) = self.sims[0].record_sizes();
         let mut copies = Vec::new();
-        for h in 0..g {
+        for (h, rs) in streams.iter().enumerate() {
             let totals = self.sims[h].refresh_totals();
             for side in 0..2 {
                 let Some(src) = neighbour(h, side, g) else {
                     continue;
                 };
                 // The receiver's copy waits for its neighbour's pack.
-                self.sims[h]
-                    .stream
-                    .wait(&packed[src])
+                rs.wait(&packed[src])
                     .map_err(|e| CudaError::driver("ordering the ghost refresh", e))?;
                 copies.push(PeerCopy {
                     to: h,
@@ -278,15 +339,15 @@ impl CudaGroup {
                 });
             }
         }
-        let gpus: Vec<_> = self.sims.iter().map(|s| (&s.ctx, &s.stream)).collect();
+        let gpus: Vec<_> = self.sims.iter().map(|s| &s.ctx).zip(streams).collect();
         // SAFETY: every buffer is a live allocation holding the copy's bytes (the lists'
         // lengths fit both sides' buffers: ensure_refresh_room); each sender's pack is ordered
         // before the copy by the event its receiver's stream waits on.
         unsafe { queue_peer_copies(&gpus, &copies) }?;
-        for s in &self.sims {
-            s.queue_refresh_unpack()?;
+        for (s, rs) in self.sims.iter().zip(streams) {
+            s.queue_refresh_unpack(rs)?;
         }
-        self.mark(k, 1)
+        Ok(())
     }
 
     /// The end of a step with a skin: waits for every GPU and reads its largest move (and after
@@ -334,13 +395,34 @@ impl CudaGroup {
         self.migrations
     }
 
-    /// Mean device time per step of the exchange and of the rest of the step, per GPU [s].
-    pub fn phase_times(&self) -> Vec<(f64, f64)> {
+    /// Whether the ghost refresh runs beside the interior collide (`CudaOptions::overlap`).
+    pub fn overlaps(&self) -> bool {
+        self.overlap
+    }
+
+    /// The share of the exchange's device time that ran while the GPU computed, over every GPU
+    /// and step timed (0 before any step was).
+    pub fn hidden_share(&self) -> f64 {
+        let e: f64 = self.exchange_s.iter().sum();
+        if e > 0.0 {
+            self.hidden_s.iter().sum::<f64>() / e
+        } else {
+            0.0
+        }
+    }
+
+    /// Mean device time per step, per GPU [s]: the exchange, the rest of the step, and the part
+    /// of the exchange that ran beside the computation (the step took rest + exchange - hidden).
+    pub fn phase_times(&self) -> Vec<(f64, f64, f64)> {
         let n = self.timed_steps.max(1) as f64;
-        self.exchange_s
-            .iter()
-            .zip(&self.compute_s)
-            .map(|(e, c)| (e / n, c / n))
+        (0..self.sims.len())
+            .map(|g| {
+                (
+                    self.exchange_s[g] / n,
+                    self.compute_s[g] / n,
+                    self.hidden_s[g] / n,
+                )
+            })
             .collect()
     }
 
@@ -349,18 +431,28 @@ impl CudaGroup {
         if !self.events[k].recorded {
             return Ok(());
         }
+        let beside = self.events[k].beside;
         for (g, ev) in self.events[k].ev.iter().enumerate() {
-            let e = ev[0]
-                .elapsed_ms(&ev[1])
-                .map_err(|e| CudaError::driver("reading an event", e))? as f64
-                * 1e-3;
-            let c = ev[1]
-                .elapsed_ms(&ev[2])
-                .map_err(|e| CudaError::driver("reading an event", e))? as f64
-                * 1e-3;
-            self.exchange_s[g] += e;
-            self.compute_s[g] += c;
-            self.busy[g] += e + c;
+            let s = |a: usize, b: usize| -> Result<f64, CudaError> {
+                Ok(ev[a]
+                    .elapsed_ms(&ev[b])
+                    .map_err(|e| CudaError::driver("reading an event", e))?
+                    as f64
+                    * 1e-3)
+            };
+            let step = s(0, 2)?;
+            let (exchange, exposed) = if beside {
+                // The refresh from the step's start to its unpack; the boundary collide waited
+                // for whatever of it outlasted the interior collide.
+                (s(0, 3)?, s(1, 3)?.max(0.0))
+            } else {
+                let e = s(0, 1)?;
+                (e, e)
+            };
+            self.exchange_s[g] += exchange;
+            self.hidden_s[g] += exchange - exposed.min(exchange);
+            self.compute_s[g] += step - exposed;
+            self.busy[g] += step;
         }
         self.timed_steps += 1;
         self.events[k].recorded = false;
@@ -379,6 +471,7 @@ impl CudaGroup {
     /// Classify, copy and unpack on every GPU (Verlet: after the opening kick and drift).
     fn exchange(&mut self, kick: bool, k: usize) -> Result<(), CudaError> {
         self.mark(k, 0)?;
+        self.events[k].beside = false;
         let step = self.step + 1;
         for s in &mut self.sims {
             if kick {
@@ -495,10 +588,13 @@ impl CudaGroup {
                     self.apply_bounds(b);
                 }
                 self.exchange(false, k)?;
+                self.sort_collide(INTEGRATE_EULER, true)?;
+            } else if self.overlap {
+                self.refresh_beside_collide(k)?;
             } else {
                 self.refresh(k)?;
+                self.sort_collide(INTEGRATE_EULER, false)?;
             }
-            self.sort_collide(INTEGRATE_EULER, search)?;
             // Stage `outflow` closes the step, as on the CPU.
             let step = self.step + 1;
             for s in &mut self.sims {
@@ -1017,11 +1113,12 @@ fn new_events(sims: &[CudaSim]) -> Result<StepEvents, CudaError> {
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(|e| CudaError::driver("creating an event", e))
         };
-        ev.push([e()?, e()?, e()?]);
+        ev.push([e()?, e()?, e()?, e()?]);
     }
     Ok(StepEvents {
         ev,
         recorded: false,
+        beside: false,
     })
 }
 
@@ -1324,12 +1421,14 @@ impl FusedWorker for CudaGroup {
             Stage::Forces,
             Duration::from_secs_f64(self.compute_s.iter().sum::<f64>() / g),
         );
+        t.exchange_hidden = Duration::from_secs_f64(self.hidden_s.iter().sum::<f64>() / g);
         t
     }
 
     fn reset_timers(&mut self) {
         self.exchange_s.iter_mut().for_each(|x| *x = 0.0);
         self.compute_s.iter_mut().for_each(|x| *x = 0.0);
+        self.hidden_s.iter_mut().for_each(|x| *x = 0.0);
         self.timed_steps = 0;
     }
 

@@ -544,7 +544,7 @@ impl CudaRank {
     /// neighbour ranks' ghost slots (window.rs), by NCCL or through host memory.
     fn refresh(&mut self, k: usize) -> Result<(), CudaError> {
         self.mark(k, 0)?;
-        self.sim.queue_refresh_pack()?;
+        self.sim.queue_refresh_pack(&self.sim.stream)?;
         // The last step ended synchronised (read_skin): its events are complete.
         self.harvest(1 - k)?;
         let t0 = std::time::Instant::now();
@@ -566,7 +566,7 @@ impl CudaRank {
         let transfer = t0.elapsed().as_secs_f64();
         self.transfer_s += transfer;
         self.busy += transfer;
-        self.sim.queue_refresh_unpack()?;
+        self.sim.queue_refresh_unpack(&self.sim.stream)?;
         self.mark(k, 1)
     }
 

@@ -13,6 +13,7 @@ use kernels::Kernel;
 use super::graph::StepLaunches;
 use super::params::{
     DemDiag, DemParams, ParticleArrays, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE,
+    PASS_BOUNDARY, PASS_INTERIOR,
 };
 use super::{CudaError, CudaSim};
 
@@ -161,6 +162,16 @@ impl Marks {
     }
 }
 
+/// A step whose interior collide is queued ([`CudaSim::launch_interior`]): what its boundary
+/// pass needs.
+pub(crate) struct InteriorStep {
+    l: StepLaunches,
+    live: u32,
+    /// The boundary layers' slots (device address) and their number.
+    list: u64,
+    count: u32,
+}
+
 /// The events of one sampled step, standing for `weight` steps.
 pub(crate) struct Sample {
     events: Vec<(&'static str, CudaEvent)>,
@@ -209,6 +220,25 @@ impl CudaSim {
     /// (`params::INTEGRATE_*`; returns without waiting for the device). Untimed steps of one GPU
     /// replay a captured graph of the same launches (`graph.rs`).
     fn launch_step(&mut self, marks: &mut Marks, integrate: u32) -> Result<(), CudaError> {
+        let (l, live) = self.prepare_step(integrate)?;
+        // Several GPUs change their live slots every step (a graph per step would never be
+        // replayed); timed steps need their events between the launches.
+        if marks.on || self.window.is_some() || !self.opts.graphs {
+            self.enqueue_step(&l, marks)?;
+        } else {
+            let mut graphs = std::mem::take(&mut self.graphs);
+            let r = graphs.launch(&self.stream, &l, || {
+                self.enqueue_step(&l, &mut Marks::off())
+            });
+            self.graphs = graphs;
+            r?;
+        }
+        self.close_launches(l.search, live);
+        Ok(())
+    }
+
+    /// The launches of a step with integration `integrate` and the live slots it collides.
+    fn prepare_step(&mut self, integrate: u32) -> Result<(StepLaunches, u32), CudaError> {
         let mut p = self.params;
         p.integrate = integrate;
         if integrate == INTEGRATE_NONE {
@@ -229,18 +259,12 @@ impl CudaSim {
             l.output.torque = 0;
             l.output.contacts = 0;
         }
-        // Several GPUs change their live slots every step (a graph per step would never be
-        // replayed); timed steps need their events between the launches.
-        if marks.on || self.window.is_some() || !self.opts.graphs {
-            self.enqueue_step(&l, marks)?;
-        } else {
-            let mut graphs = std::mem::take(&mut self.graphs);
-            let r = graphs.launch(&self.stream, &l, || {
-                self.enqueue_step(&l, &mut Marks::off())
-            });
-            self.graphs = graphs;
-            r?;
-        }
+        Ok((l, live))
+    }
+
+    /// After a step's launches are queued: the state's copies and history buffers swap as the
+    /// collide left them, and the dead tail is dropped.
+    fn close_launches(&mut self, search: bool, live: u32) {
         let in_place = self.history_in_place();
         let st = &mut self.state;
         if !search {
@@ -258,7 +282,59 @@ impl CudaSim {
             // Slots 0..live are in this sort's order now (the band classification uses it).
             w.sorted = live;
         }
+    }
+
+    /// The first half of a step between a skin's searches on a GPU of a group whose ghost
+    /// refresh runs beside it (multi.rs): the mesh filter, then the collide of every slot but
+    /// those of the boundary layers that read ghosts (`DEM_PASS_INTERIOR`). Those wait for
+    /// [`CudaSim::launch_boundary`], queued once the ghosts' unpack is ordered before it.
+    pub(crate) fn launch_interior(&mut self, integrate: u32) -> Result<InteriorStep, CudaError> {
+        self.search_override = Some(false);
+        let (l, live) = self.prepare_step(integrate)?;
+        let (skip, list, count) = self.boundary_slots();
+        // The mesh filter reads ghost slots that the unpack may be writing: their masks are
+        // never read (ghosts are not collided), and the owned slots' positions do not change.
+        self.enqueue_mesh_filter(&l, &mut Marks::off())?;
+        let mut pc = l.pc;
+        pc.pass = PASS_INTERIOR;
+        pc.pass_skip = skip;
+        self.enqueue_collide(&l, pc, pc.n.max(pc.n_rows))?;
+        Ok(InteriorStep {
+            l,
+            live,
+            list,
+            count,
+        })
+    }
+
+    /// The second half of [`CudaSim::launch_interior`]'s step: the collide of the boundary
+    /// layers' slots (the refresh lists' first two), then the bookkeeping of a step.
+    pub(crate) fn launch_boundary(&mut self, s: InteriorStep) -> Result<(), CudaError> {
+        if s.count > 0 {
+            let mut pc = s.l.pc;
+            pc.pass = PASS_BOUNDARY;
+            pc.pass_list = s.list;
+            pc.pass_count = s.count;
+            self.enqueue_collide(&s.l, pc, s.count)?;
+        }
+        self.close_launches(false, s.live);
         Ok(())
+    }
+
+    /// The owned layers whose slots read ghosts (`u32::MAX`: no neighbour on that side), and
+    /// the list of their slots with its length: the first two refresh lists, one after the
+    /// other (window.rs).
+    fn boundary_slots(&self) -> ([u32; 2], u64, u32) {
+        let r = self
+            .window
+            .as_ref()
+            .and_then(|w| w.refresh.as_ref())
+            .expect("refresh lists (a skin)");
+        (
+            [r.layers.layer[0], r.layers.layer[1]],
+            r.list.ptr,
+            r.totals[0] + r.totals[1],
+        )
     }
 
     /// The arguments of a step's launches: search parameters `p`, collide parameters `pc`
@@ -323,8 +399,18 @@ impl CudaSim {
         } else {
             self.enqueue_mesh_filter(l, marks)?;
         }
-        let (pc, input, output, grid, diag, msh) = (l.pc, l.input, l.output, l.grid, l.diag, l.msh);
         self.mark(marks, "collide")?;
+        self.enqueue_collide(l, l.pc, l.pc.n.max(l.pc.n_rows))
+    }
+
+    /// Queues dem_collide with parameters `pc` (its pass: which slots) over `threads` threads.
+    fn enqueue_collide(
+        &self,
+        l: &StepLaunches,
+        pc: DemParams,
+        threads: u32,
+    ) -> Result<(), CudaError> {
+        let (input, output, grid, diag, msh) = (l.input, l.output, l.grid, l.diag, l.msh);
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Collide));
@@ -334,16 +420,19 @@ impl CudaSim {
             .arg(&grid)
             .arg(&diag)
             .arg(&msh);
-        let mut cfg = blocks(pc.n.max(pc.n_rows), kernels::COLLIDE_THREADS);
+        let mut cfg = blocks(threads, kernels::COLLIDE_THREADS);
         cfg.shared_mem_bytes = self.collide_shared;
         // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads one
         // copy of the state (in: the scratch copy the gather wrote, or between a skin's searches
         // the state), writes slot k of the other (out; a distinct allocation), its skin path
-        // slot k and one atomic maximum, and one history row from thread k only: in place the row in.row[k] (rows are a permutation of
-        // the slots; the row's old entries are first copied into the thread's part of the
-        // dynamic shared memory, `collide_shared` bytes, set up for the kernel by CudaSim::new),
-        // else row k of the other history buffer (distinct from the one read); the mesh arrays
-        // (uploaded on this stream before) are read only.
+        // slot k and one atomic maximum, and one history row from thread k only: in place the
+        // row in.row[k] (rows are a permutation of the slots; the row's old entries are first
+        // copied into the thread's part of the dynamic shared memory, `collide_shared` bytes,
+        // set up for the kernel by CudaSim::new), else row k of the other history buffer
+        // (distinct from the one read); the mesh arrays (uploaded on this stream before) are
+        // read only. Slot k is thread k's (`threads` covers max(n, n_rows)), or with
+        // PASS_BOUNDARY pass_list[thread] (`threads` = pass_count entries of a live list of
+        // distinct slots below n), and the two passes of a step cover disjoint slots.
         unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_collide", e))?;
         Ok(())
     }

@@ -226,6 +226,20 @@ pub(crate) struct Refresh {
     pub layers: RefreshLayers,
     /// The largest move and the status words as the host reads them.
     pub status_out: MappedWords,
+    /// The stream a group's refresh runs on beside the interior collide (multi.rs).
+    pub stream: std::sync::Arc<cudarc::driver::CudaStream>,
+}
+
+/// A stream of the device's highest priority: the ghost refresh's small kernels beside the
+/// interior collide, whose blocks would otherwise all be scheduled before theirs (measured on
+/// two slabs of one H100: the refresh then ended after the interior collide).
+fn high_priority_stream(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+) -> Result<std::sync::Arc<cudarc::driver::CudaStream>, CudaError> {
+    let err = |e| CudaError::driver("creating the ghost refresh's stream", e);
+    ctx.bind_to_thread().map_err(err)?;
+    let (_least, greatest) = cudarc::driver::result::stream::get_priority_range().map_err(err)?;
+    ctx.new_stream_with_priority(greatest).map_err(err)
 }
 
 /// What the end of a step read from one GPU with a skin.
@@ -737,6 +751,7 @@ impl CudaSim {
             totals: [0; 4],
             layers: RefreshLayers::default(),
             status_out: MappedWords::new(&self.ctx, 9)?,
+            stream: high_priority_stream(&self.ctx)?,
         };
         let w = self.window.as_mut().expect("a window");
         w.refresh = Some(r);
@@ -857,8 +872,11 @@ impl CudaSim {
     }
 
     /// Queues the ghost records of this GPU's boundary layers into its send buffers (a step
-    /// between searches).
-    pub(crate) fn queue_refresh_pack(&self) -> Result<(), CudaError> {
+    /// between searches), on `stream`: the sim's own, or the refresh's beside the collide.
+    pub(crate) fn queue_refresh_pack(
+        &self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> Result<(), CudaError> {
         let w = self.window.as_ref().expect("a window");
         let r = w.refresh.as_ref().expect("refresh lists (a skin)");
         let (p, cur) = (self.params, self.state.cur);
@@ -869,9 +887,7 @@ impl CudaSim {
             }
             let first = side as u32 * r.layers.per_layer;
             let recs = w.send_halo[side].ptr;
-            let mut b = self
-                .stream
-                .launch_builder(self.module.function(Kernel::RefreshPack));
+            let mut b = stream.launch_builder(self.module.function(Kernel::RefreshPack));
             b.arg(&p)
                 .arg(&cur)
                 .arg(&r.list.ptr)
@@ -890,8 +906,11 @@ impl CudaSim {
     }
 
     /// Queues writing the ghost records the neighbours sent (already in the receive buffers,
-    /// copied on this stream) into this GPU's ghost slots.
-    pub(crate) fn queue_refresh_unpack(&self) -> Result<(), CudaError> {
+    /// copied on `stream` or ordered before it) into this GPU's ghost slots.
+    pub(crate) fn queue_refresh_unpack(
+        &self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> Result<(), CudaError> {
         let w = self.window.as_ref().expect("a window");
         let r = w.refresh.as_ref().expect("refresh lists (a skin)");
         let (p, cur) = (self.params, self.state.cur);
@@ -903,9 +922,7 @@ impl CudaSim {
             }
             let first = (2 + side as u32) * r.layers.per_layer;
             let recs = w.recv_halo[side].ptr;
-            let mut b = self
-                .stream
-                .launch_builder(self.module.function(Kernel::RefreshUnpack));
+            let mut b = stream.launch_builder(self.module.function(Kernel::RefreshUnpack));
             b.arg(&p)
                 .arg(&cur)
                 .arg(&recs)
@@ -924,6 +941,16 @@ impl CudaSim {
                 .map_err(|e| CudaError::driver("launching dem_refresh_unpack", e))?;
         }
         Ok(())
+    }
+
+    /// The stream the ghost refresh runs on beside the collide (a window with a skin).
+    pub(crate) fn refresh_stream(&self) -> std::sync::Arc<cudarc::driver::CudaStream> {
+        self.window
+            .as_ref()
+            .and_then(|w| w.refresh.as_ref())
+            .expect("refresh lists (a skin)")
+            .stream
+            .clone()
     }
 
     /// Lengths of the refresh lists as last read (send lower, send upper, ghosts of the lower,
