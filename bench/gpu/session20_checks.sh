@@ -6,6 +6,10 @@
 #                                          # with friction and linear on two slabs of GPU 0,
 #                                          # overlap on and off (--overlap), one record each
 #   bench/gpu/session20_checks.sh obench   # the benchmark half of `overlap` alone
+#   bench/gpu/session20_checks.sh ranks    # GPU ranks refreshing beside the collide (PACK_MPI=1
+#                                          # pack): cuda_multi, the GPU-rank tests (two ranks on
+#                                          # GPU 0: host road), then the built-in case at ${N:-2e7}
+#                                          # on two slabs of GPU 0 in one process and on two ranks
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-overlap}
@@ -24,4 +28,19 @@ if [[ $part == overlap || $part == obench ]]; then
         --warmup 10 --devices 0,0 --overlap $o --out "$J" 2>&1 | grep -E "one GPU:|balance|group:" | cut -c1-400
     done
   done
+fi
+if [[ $part == ranks ]]; then
+  (cd solver && result cuda_multi timeout 420 "$BIN/cuda_multi" --test-threads 1 --nocapture)
+  grep -E "hidden|panicked|differs" "$OUT/cuda_multi.out" | cut -c1-300 | head -n 10
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 400 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
+  n=${N:-20000000}
+  args=(--backend cuda --devices 0,0 --particles "$n" --end-time 0.002 --progress-every 10)
+  echo "+ solver ${args[*]}"
+  timeout 200 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
+  grep -E "finished|per step" "$OUT/inproc_$n.out" | cut -c1-400 | tail -n 3
+  echo "+ mpirun -np 2 solver ${args[*]}"
+  timeout 200 mpirun -np 2 --bind-to none solver "${args[@]}" > "$OUT/ranks_$n.out" 2>&1; echo "RESULT ranks rc=$?"
+  grep -E "finished|per step" "$OUT/ranks_$n.out" | cut -c1-400 | tail -n 3
 fi

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::CudaEvent;
+use cudarc::driver::{CudaEvent, CudaStream};
 
 use super::buffers::{frame_part_bytes, frame_part_from_bytes, FrameKinematics};
 use super::multi::{err, group_skin, move_bounds, neighbour, Split};
@@ -176,9 +176,14 @@ pub struct CudaRank {
     wait_s: f64,
     transfer_s: f64,
     timed_steps: u64,
-    /// Two sets, alternating: a step's events (before the exchange, after it, after the
-    /// collide) are read during the next step.
-    events: [([CudaEvent; 3], bool); 2],
+    /// Two sets, alternating: a step's events are read during the next step.
+    events: [RankEvents; 2],
+    /// Exchange time that ran while the GPU computed (the ghost refresh beside the interior
+    /// collide) [s].
+    hidden_s: f64,
+    /// Refresh the ghosts beside the interior collide (`CudaOptions::overlap`; on unless
+    /// switched off: ranks always have a transfer to hide).
+    overlap: bool,
     frame: Option<PendingFrame>,
     /// Page-locked host memory the frame parts are downloaded through (allocated at the first
     /// frame, kept for the next).
@@ -191,35 +196,44 @@ pub struct CudaRank {
 }
 
 /// Copies `out.len()` bytes at device address `src` into `out` (waits for `stream`).
-fn download(sim: &CudaSim, src: u64, out: &mut [u8]) -> Result<(), CudaError> {
+fn download(stream: &Arc<CudaStream>, src: u64, out: &mut [u8]) -> Result<(), CudaError> {
     if out.is_empty() {
         return Ok(());
     }
-    super::driver::bind(&sim.stream)?;
+    super::driver::bind(stream)?;
     // SAFETY: `src` is a live device allocation of this sim holding at least `out.len()` bytes
-    // (a send buffer after the counts were read); the stream is synchronised before `out` is
-    // used or dropped.
-    unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, sim.stream.cu_stream()) }
+    // (a send buffer after the counts were read, written by work queued before on `stream`);
+    // the stream is synchronised before `out` is used or dropped.
+    unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, stream.cu_stream()) }
         .map_err(|e| CudaError::driver("copying records to the host", e))?;
-    sim.stream
+    stream
         .synchronize()
         .map_err(|e| CudaError::driver("copying records to the host", e))
 }
 
-/// Copies `data` to device address `dst` (waits for `stream`).
-fn upload(sim: &CudaSim, dst: u64, data: &[u8]) -> Result<(), CudaError> {
+/// Copies `data` to device address `dst` on `stream` (and waits for it).
+fn upload(stream: &Arc<CudaStream>, dst: u64, data: &[u8]) -> Result<(), CudaError> {
     if data.is_empty() {
         return Ok(());
     }
-    super::driver::bind(&sim.stream)?;
+    super::driver::bind(stream)?;
     // SAFETY: `dst` is a live device allocation of this sim holding at least `data.len()`
     // bytes (make_room grew the receive buffers for these counts); the stream is synchronised
     // before `data` is dropped.
-    unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, sim.stream.cu_stream()) }
+    unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, stream.cu_stream()) }
         .map_err(|e| CudaError::driver("copying records to the GPU", e))?;
-    sim.stream
+    stream
         .synchronize()
         .map_err(|e| CudaError::driver("copying records to the GPU", e))
+}
+
+/// A step's events: its start, the end of its exchange (or, refreshing beside the collide, of
+/// the interior collide), its end (compute stream), the end of a refresh beside the collide
+/// (refresh stream); whether they were recorded, and whether the step refreshed beside.
+struct RankEvents {
+    ev: [CudaEvent; 4],
+    recorded: bool,
+    beside: bool,
 }
 
 /// One buffer to a neighbour rank and one from it: `out` bytes at `src` go to `peer`, `into`
@@ -278,15 +292,19 @@ impl CudaRank {
         if ok == 0 {
             return Err(CudaError::OtherRank { step: state.step });
         }
-        let new_ev = || -> Result<[CudaEvent; 3], CudaError> {
+        let new_ev = || -> Result<RankEvents, CudaError> {
             let e = || {
                 sim.ctx
                     .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
                     .map_err(|e| CudaError::driver("creating an event", e))
             };
-            Ok([e()?, e()?, e()?])
+            Ok(RankEvents {
+                ev: [e()?, e()?, e()?, e()?],
+                recorded: false,
+                beside: false,
+            })
         };
-        let events = [(new_ev()?, false), (new_ev()?, false)];
+        let events = [new_ev()?, new_ev()?];
         let nccl = if want_nccl(ranks.comm.as_ref(), ranks.device) {
             let made = Nccl::new(ranks.comm.as_ref(), &sim);
             // Every rank joins or none: a failure anywhere fails the start everywhere.
@@ -334,6 +352,8 @@ impl CudaRank {
             transfer_s: 0.0,
             timed_steps: 0,
             events,
+            hidden_s: 0.0,
+            overlap: opts.overlap.unwrap_or(true),
             frame: None,
             frame_staging: None,
             skin: (width > 0.0).then(|| SharedSkin::new(width)),
@@ -355,28 +375,39 @@ impl CudaRank {
     }
 
     fn mark(&self, k: usize, which: usize) -> Result<(), CudaError> {
-        self.events[k].0[which]
+        self.events[k].ev[which]
             .record(&self.sim.stream)
             .map_err(|e| CudaError::driver("recording an event", e))
     }
 
     /// Reads the events of the step recorded in set `k` (complete: the stream passed them).
     fn harvest(&mut self, k: usize) -> Result<(), CudaError> {
-        if !self.events[k].1 {
+        if !self.events[k].recorded {
             return Ok(());
         }
-        let ev = &self.events[k].0;
+        let ev = &self.events[k].ev;
         let ms = |a: usize, b: usize| -> Result<f64, CudaError> {
             Ok(ev[a]
                 .elapsed_ms(&ev[b])
                 .map_err(|e| CudaError::driver("reading an event", e))? as f64
                 * 1e-3)
         };
-        let c = ms(1, 2)?;
-        self.compute_s += c;
-        self.busy += c;
+        if self.events[k].beside {
+            // The refresh from the step's start to its unpack (the transfer included); the
+            // boundary collide waited for whatever of it outlasted the interior collide.
+            let (step, exchange, exposed) = (ms(0, 2)?, ms(0, 3)?, ms(1, 3)?.max(0.0));
+            let exposed = exposed.min(exchange);
+            self.compute_s += step - exposed;
+            self.transfer_s += exchange;
+            self.hidden_s += exchange - exposed;
+            self.busy += step;
+        } else {
+            let c = ms(1, 2)?;
+            self.compute_s += c;
+            self.busy += c;
+        }
         self.timed_steps += 1;
-        self.events[k].1 = false;
+        self.events[k].recorded = false;
         Ok(())
     }
 
@@ -384,6 +415,7 @@ impl CudaRank {
     /// kick and drift). Collective.
     fn exchange(&mut self, kick: bool, k: usize) -> Result<(), CudaError> {
         self.mark(k, 0)?;
+        self.events[k].beside = false;
         if kick {
             self.sim.launch_kick_drift_unmarked()?;
         }
@@ -442,7 +474,7 @@ impl CudaRank {
                 });
             }
         }
-        self.move_parts(&parts)?;
+        self.move_parts(&self.sim.stream, &parts)?;
         let transfer = t0.elapsed().as_secs_f64();
         self.transfer_s += transfer;
         self.busy += transfer;
@@ -453,21 +485,21 @@ impl CudaRank {
     /// Moves `parts` between this rank and its neighbours: by NCCL device to device on the
     /// compute stream (the kernels queued after read what arrives), or through host memory and
     /// one MPI all-to-all (waits for the copies).
-    fn move_parts(&self, parts: &[Part]) -> Result<(), CudaError> {
+    fn move_parts(&self, stream: &Arc<CudaStream>, parts: &[Part]) -> Result<(), CudaError> {
         match &self.nccl {
-            Some(n) => self.parts_by_nccl(n, parts),
-            None => self.parts_by_host(parts),
+            Some(n) => self.parts_by_nccl(n, stream, parts),
+            None => self.parts_by_host(stream, parts),
         }
     }
 
     /// [`CudaRank::move_parts`] through host memory: one message per neighbour, its parts
     /// one after the other.
-    fn parts_by_host(&self, parts: &[Part]) -> Result<(), CudaError> {
+    fn parts_by_host(&self, stream: &Arc<CudaStream>, parts: &[Part]) -> Result<(), CudaError> {
         let g = self.ranks();
         let mut sends = vec![Vec::new(); g];
         for p in parts {
             let mut bytes = vec![0u8; p.out];
-            download(&self.sim, p.src, &mut bytes)?;
+            download(stream, p.src, &mut bytes)?;
             sends[p.peer].extend_from_slice(&bytes);
         }
         let recvd = self.comm.exchange(sends);
@@ -486,20 +518,25 @@ impl CudaRank {
                     data.len()
                 )));
             }
-            upload(&self.sim, p.dst, &data[at[p.peer]..at[p.peer] + p.into])?;
+            upload(stream, p.dst, &data[at[p.peer]..at[p.peer] + p.into])?;
             at[p.peer] += p.into;
         }
         Ok(())
     }
 
-    /// [`CudaRank::move_parts`] device to device through NCCL, on the compute stream.
-    fn parts_by_nccl(&self, nccl: &Nccl, parts: &[Part]) -> Result<(), CudaError> {
+    /// [`CudaRank::move_parts`] device to device through NCCL, on `stream`.
+    fn parts_by_nccl(
+        &self,
+        nccl: &Nccl,
+        stream: &Arc<CudaStream>,
+        parts: &[Part],
+    ) -> Result<(), CudaError> {
         use cudarc::nccl::{result, sys};
         let fail = |e: result::NcclError| {
             CudaError::Unsupported(format!("NCCL between ranks: moving the records: {e:?}"))
         };
-        super::driver::bind(&self.sim.stream)?;
-        let stream = self.sim.stream.cu_stream() as sys::cudaStream_t;
+        super::driver::bind(stream)?;
+        let stream = stream.cu_stream() as sys::cudaStream_t;
         result::group_start().map_err(fail)?;
         for p in parts {
             // Each side's sizes come from the same all-gathered counts (or the lists checked
@@ -544,14 +581,54 @@ impl CudaRank {
     /// neighbour ranks' ghost slots (window.rs), by NCCL or through host memory.
     fn refresh(&mut self, k: usize) -> Result<(), CudaError> {
         self.mark(k, 0)?;
+        self.events[k].beside = false;
         self.sim.queue_refresh_pack(&self.sim.stream)?;
         // The last step ended synchronised (read_skin): its events are complete.
         self.harvest(1 - k)?;
         let t0 = std::time::Instant::now();
+        let parts = self.refresh_parts();
+        self.move_parts(&self.sim.stream, &parts)?;
+        let transfer = t0.elapsed().as_secs_f64();
+        self.transfer_s += transfer;
+        self.busy += transfer;
+        self.sim.queue_refresh_unpack(&self.sim.stream)?;
+        self.mark(k, 1)
+    }
+
+    /// A step between the skin's searches whose refresh runs beside the collide (as a GPU
+    /// group's, multi.rs): the pack, the records' way to the neighbours (NCCL, or host memory
+    /// and MPI while the GPU computes) and the unpack on the refresh stream, while the compute
+    /// stream collides every slot that reads no ghost; then the boundary layers' slots.
+    fn refresh_beside_collide(&mut self, k: usize) -> Result<(), CudaError> {
+        self.mark(k, 0)?;
+        self.events[k].beside = true;
+        let rs = self.sim.refresh_stream();
+        rs.wait(&self.events[k].ev[0])
+            .map_err(|e| CudaError::driver("ordering the ghost refresh", e))?;
+        self.sim.queue_refresh_pack(&rs)?;
+        let interior = self.sim.launch_interior(INTEGRATE_EULER)?;
+        self.mark(k, 1)?;
+        // The last step ended synchronised (read_skin): its events are complete.
+        self.harvest(1 - k)?;
+        let parts = self.refresh_parts();
+        self.move_parts(&rs, &parts)?;
+        self.sim.queue_refresh_unpack(&rs)?;
+        let ev = &self.events[k].ev[3];
+        ev.record(&rs)
+            .map_err(|e| CudaError::driver("recording an event", e))?;
+        self.sim
+            .stream
+            .wait(ev)
+            .map_err(|e| CudaError::driver("ordering the boundary collide", e))?;
+        self.sim.launch_boundary(interior)
+    }
+
+    /// The ghost refresh's records to and from each neighbour rank.
+    fn refresh_parts(&self) -> Vec<Part> {
         let totals = self.sim.refresh_totals();
         let (_, rec) = self.sim.record_sizes();
         let (g, h) = (self.ranks(), self.rank());
-        let parts: Vec<Part> = (0..2)
+        (0..2)
             .filter_map(|side| {
                 neighbour(h, side, g).map(|peer| Part {
                     peer,
@@ -561,13 +638,7 @@ impl CudaRank {
                     into: totals[2 + side] as usize * rec,
                 })
             })
-            .collect();
-        self.move_parts(&parts)?;
-        let transfer = t0.elapsed().as_secs_f64();
-        self.transfer_s += transfer;
-        self.busy += transfer;
-        self.sim.queue_refresh_unpack(&self.sim.stream)?;
-        self.mark(k, 1)
+            .collect()
     }
 
     /// The end of a step with a skin: this rank's largest move and refresh lists, all-gathered
@@ -610,12 +681,15 @@ impl CudaRank {
                     self.apply_bounds(b);
                 }
                 self.exchange(false, k)?;
+                self.sim.launch_step_group(INTEGRATE_EULER, true)?;
+                if self.skin.is_some() {
+                    self.sim.queue_refresh_lists()?;
+                }
+            } else if self.overlap {
+                self.refresh_beside_collide(k)?;
             } else {
                 self.refresh(k)?;
-            }
-            self.sim.launch_step_group(INTEGRATE_EULER, search)?;
-            if search && self.skin.is_some() {
-                self.sim.queue_refresh_lists()?;
+                self.sim.launch_step_group(INTEGRATE_EULER, false)?;
             }
         } else {
             if !self.forces_valid {
@@ -632,7 +706,7 @@ impl CudaRank {
         if !self.verlet {
             self.read_skin(search)?;
         }
-        self.events[k].1 = true;
+        self.events[k].recorded = true;
         self.step += 1;
         // Accumulated as one GPU and the CPU do (meshes are placed at this time: same bits).
         self.time += dt;
@@ -868,11 +942,13 @@ impl FusedWorker for CudaRank {
         t.add(Stage::Exchange, Duration::from_secs_f64(self.transfer_s));
         t.add(Stage::Reduce, Duration::from_secs_f64(self.wait_s));
         t.add(Stage::Forces, Duration::from_secs_f64(self.compute_s));
+        t.exchange_hidden = Duration::from_secs_f64(self.hidden_s);
         t
     }
 
     fn reset_timers(&mut self) {
         self.compute_s = 0.0;
+        self.hidden_s = 0.0;
         self.wait_s = 0.0;
         self.transfer_s = 0.0;
         self.timed_steps = 0;
