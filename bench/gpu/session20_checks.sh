@@ -2,24 +2,29 @@
 # Session 20 (2026-11-25) on one GPU, from the repository root, after bench/gpu/pack.sh.
 #   bench/gpu/session20_checks.sh overlap  # issue 14: the ghost refresh beside the interior
 #                                          # collide (two slabs on GPU 0): cuda_multi (bits
-#                                          # against one GPU, overlap on and off), then 10 M dense
-#                                          # with friction and linear on two slabs of GPU 0,
-#                                          # overlap on and off (--overlap), one record each
-#   bench/gpu/session20_checks.sh obench   # the benchmark half of `overlap` alone
+#                                          # against one GPU, overlap on and off), then obench
+#   bench/gpu/session20_checks.sh obench   # 10 M dense with friction and linear on two slabs of
+#                                          # GPU 0, --overlap on and off, one record each
 #   bench/gpu/session20_checks.sh ranks    # GPU ranks refreshing beside the collide (PACK_MPI=1
 #                                          # pack): cuda_multi, the GPU-rank tests (two ranks on
 #                                          # GPU 0: host road), then the built-in case at ${N:-2e7}
 #                                          # on two slabs of GPU 0 in one process and on two ranks
+#   bench/gpu/session20_checks.sh verify   # cuda_multi, the GPU-rank tests, obench
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-overlap}
 export OUT=${OUT:-bench/results/raw/session20}
 source "$(dirname "$0")/lib.sh" "session20_${part}"
-if [[ $part == overlap ]]; then
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+multi_tests() {
   (cd solver && result cuda_multi timeout 420 "$BIN/cuda_multi" --test-threads 1 --nocapture)
   grep -E "identical|hidden|panicked|differs" "$OUT/cuda_multi.out" | cut -c1-400 | head -n 40
-fi
-if [[ $part == overlap || $part == obench ]]; then
+}
+rank_tests() {
+  (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 400 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
+}
+obench() {
   J="$OUT/multi_overlap.jsonl"
   for m in linear-friction linear; do
     for o in on off; do
@@ -28,13 +33,14 @@ if [[ $part == overlap || $part == obench ]]; then
         --warmup 10 --devices 0,0 --overlap $o --out "$J" 2>&1 | grep -E "one GPU:|balance|group:" | cut -c1-400
     done
   done
-fi
-if [[ $part == ranks ]]; then
-  (cd solver && result cuda_multi timeout 420 "$BIN/cuda_multi" --test-threads 1 --nocapture)
-  grep -E "hidden|panicked|differs" "$OUT/cuda_multi.out" | cut -c1-300 | head -n 10
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  export OMPI_MCA_btl_vader_single_copy_mechanism=none
-  (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 400 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
+}
+case $part in
+overlap) multi_tests; obench ;;
+obench) obench ;;
+verify) multi_tests; rank_tests; obench ;;
+ranks)
+  multi_tests
+  rank_tests
   n=${N:-20000000}
   args=(--backend cuda --devices 0,0 --particles "$n" --end-time 0.002 --progress-every 10)
   echo "+ solver ${args[*]}"
@@ -43,4 +49,5 @@ if [[ $part == ranks ]]; then
   echo "+ mpirun -np 2 solver ${args[*]}"
   timeout 200 mpirun -np 2 --bind-to none solver "${args[@]}" > "$OUT/ranks_$n.out" 2>&1; echo "RESULT ranks rc=$?"
   grep -E "finished|per step" "$OUT/ranks_$n.out" | cut -c1-400 | tail -n 3
-fi
+  ;;
+esac

@@ -44,10 +44,10 @@ pub struct GroupOptions {
 
 /// Per-GPU timing events of one step: before the exchange, after it, after the collide.
 /// Per GPU: the step's start, the end of its exchange (or, refreshing beside the collide, of
-/// the interior collide), its end (compute stream), and the end of a refresh beside the collide
-/// (refresh stream).
+/// the interior collide), its end (compute stream), and beside the collide the ends of the
+/// refresh and of the boundary collide after it (refresh stream).
 struct StepEvents {
-    ev: Vec<[CudaEvent; 4]>,
+    ev: Vec<[CudaEvent; 5]>,
     recorded: bool,
     /// The step refreshed its ghosts beside the interior collide (event 3 recorded).
     beside: bool,
@@ -271,10 +271,10 @@ impl CudaGroup {
     }
 
     /// A step between searches whose ghost refresh runs beside the collide: on each GPU's
-    /// refresh stream the pack, the copies and the unpack, while its compute stream collides
-    /// every slot that reads no ghost; then the boundary layers' slots, once the ghosts are in.
-    /// Event 1 marks the interior collide's end, event 3 the unpack's (the part of the refresh
-    /// that outlasted the interior is what the step waited for).
+    /// refresh stream the pack, the copies, the unpack and then the collide of the boundary
+    /// layers' slots, while its compute stream collides every slot that reads no ghost. Event
+    /// 1 marks the interior collide's end, 3 the unpack's and 4 the boundary collide's (what of
+    /// the refresh outlasted the interior is what the step waited for).
     fn refresh_beside_collide(&mut self, k: usize) -> Result<(), CudaError> {
         self.mark(k, 0)?;
         // The last step ended with every GPU synchronised (end_step): its events are complete.
@@ -292,16 +292,23 @@ impl CudaGroup {
         }
         self.mark(k, 1)?;
         self.queue_refresh(&streams)?;
-        for ((s, ev), rs) in self.sims.iter().zip(&self.events[k].ev).zip(&streams) {
-            ev[3]
-                .record(rs)
-                .map_err(|e| CudaError::driver("recording an event", e))?;
+        let rec = |ev: &CudaEvent, rs: &Arc<cudarc::driver::CudaStream>| {
+            ev.record(rs)
+                .map_err(|e| CudaError::driver("recording an event", e))
+        };
+        for (((s, i), ev), rs) in self
+            .sims
+            .iter_mut()
+            .zip(interior)
+            .zip(&self.events[k].ev)
+            .zip(&streams)
+        {
+            rec(&ev[3], rs)?;
+            s.launch_boundary(rs, i)?;
+            rec(&ev[4], rs)?;
             s.stream
-                .wait(&ev[3])
-                .map_err(|e| CudaError::driver("ordering the boundary collide", e))?;
-        }
-        for (s, i) in self.sims.iter_mut().zip(interior) {
-            s.launch_boundary(i)?;
+                .wait(&ev[4])
+                .map_err(|e| CudaError::driver("ordering the step's end", e))?;
         }
         Ok(())
     }
@@ -442,9 +449,10 @@ impl CudaGroup {
             };
             let step = s(0, 2)?;
             let (exchange, exposed) = if beside {
-                // The refresh from the step's start to its unpack; the boundary collide waited
-                // for whatever of it outlasted the interior collide.
-                (s(0, 3)?, s(1, 3)?.max(0.0))
+                // The refresh from the step's start to its unpack; the step waited for whatever
+                // of it, and of the boundary collide after it, outlasted the interior collide.
+                let e = s(0, 3)?;
+                (e, s(1, 4)?.max(0.0).min(e))
             } else {
                 let e = s(0, 1)?;
                 (e, e)
@@ -1113,7 +1121,7 @@ fn new_events(sims: &[CudaSim]) -> Result<StepEvents, CudaError> {
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(|e| CudaError::driver("creating an event", e))
         };
-        ev.push([e()?, e()?, e()?, e()?]);
+        ev.push([e()?, e()?, e()?, e()?, e()?]);
     }
     Ok(StepEvents {
         ev,

@@ -228,10 +228,11 @@ fn upload(stream: &Arc<CudaStream>, dst: u64, data: &[u8]) -> Result<(), CudaErr
 }
 
 /// A step's events: its start, the end of its exchange (or, refreshing beside the collide, of
-/// the interior collide), its end (compute stream), the end of a refresh beside the collide
-/// (refresh stream); whether they were recorded, and whether the step refreshed beside.
+/// the interior collide), its end (compute stream), and beside the collide the ends of the
+/// refresh and of the boundary collide after it (refresh stream); whether they were recorded,
+/// and whether the step refreshed beside.
 struct RankEvents {
-    ev: [CudaEvent; 4],
+    ev: [CudaEvent; 5],
     recorded: bool,
     beside: bool,
 }
@@ -299,7 +300,7 @@ impl CudaRank {
                     .map_err(|e| CudaError::driver("creating an event", e))
             };
             Ok(RankEvents {
-                ev: [e()?, e()?, e()?, e()?],
+                ev: [e()?, e()?, e()?, e()?, e()?],
                 recorded: false,
                 beside: false,
             })
@@ -393,9 +394,10 @@ impl CudaRank {
                 * 1e-3)
         };
         if self.events[k].beside {
-            // The refresh from the step's start to its unpack (the transfer included); the
-            // boundary collide waited for whatever of it outlasted the interior collide.
-            let (step, exchange, exposed) = (ms(0, 2)?, ms(0, 3)?, ms(1, 3)?.max(0.0));
+            // The refresh from the step's start to its unpack (the transfer included); the step
+            // waited for whatever of it, and of the boundary collide after it, outlasted the
+            // interior collide.
+            let (step, exchange, exposed) = (ms(0, 2)?, ms(0, 3)?, ms(1, 4)?.max(0.0));
             let exposed = exposed.min(exchange);
             self.compute_s += step - exposed;
             self.transfer_s += exchange;
@@ -597,8 +599,8 @@ impl CudaRank {
 
     /// A step between the skin's searches whose refresh runs beside the collide (as a GPU
     /// group's, multi.rs): the pack, the records' way to the neighbours (NCCL, or host memory
-    /// and MPI while the GPU computes) and the unpack on the refresh stream, while the compute
-    /// stream collides every slot that reads no ghost; then the boundary layers' slots.
+    /// and MPI while the GPU computes), the unpack and the boundary layers' collide on the
+    /// refresh stream, while the compute stream collides every slot that reads no ghost.
     fn refresh_beside_collide(&mut self, k: usize) -> Result<(), CudaError> {
         self.mark(k, 0)?;
         self.events[k].beside = true;
@@ -613,14 +615,17 @@ impl CudaRank {
         let parts = self.refresh_parts();
         self.move_parts(&rs, &parts)?;
         self.sim.queue_refresh_unpack(&rs)?;
-        let ev = &self.events[k].ev[3];
-        ev.record(&rs)
-            .map_err(|e| CudaError::driver("recording an event", e))?;
+        let rec = |ev: &CudaEvent| {
+            ev.record(&rs)
+                .map_err(|e| CudaError::driver("recording an event", e))
+        };
+        rec(&self.events[k].ev[3])?;
+        self.sim.launch_boundary(&rs, interior)?;
+        rec(&self.events[k].ev[4])?;
         self.sim
             .stream
-            .wait(ev)
-            .map_err(|e| CudaError::driver("ordering the boundary collide", e))?;
-        self.sim.launch_boundary(interior)
+            .wait(&self.events[k].ev[4])
+            .map_err(|e| CudaError::driver("ordering the step's end", e))
     }
 
     /// The ghost refresh's records to and from each neighbour rank.

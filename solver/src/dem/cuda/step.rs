@@ -170,6 +170,9 @@ pub(crate) struct InteriorStep {
     /// The boundary layers' slots (device address) and their number.
     list: u64,
     count: u32,
+    /// Recorded on the compute stream after the mesh filter (meshes only): the boundary
+    /// pass, on another stream, reads its hit masks.
+    filtered: Option<cudarc::driver::CudaEvent>,
 }
 
 /// The events of one sampled step, standing for `weight` steps.
@@ -286,8 +289,9 @@ impl CudaSim {
 
     /// The first half of a step between a skin's searches on a GPU of a group whose ghost
     /// refresh runs beside it (multi.rs): the mesh filter, then the collide of every slot but
-    /// those of the boundary layers that read ghosts (`DEM_PASS_INTERIOR`). Those wait for
-    /// [`CudaSim::launch_boundary`], queued once the ghosts' unpack is ordered before it.
+    /// those of the boundary layers that read ghosts (`DEM_PASS_INTERIOR`), on the compute
+    /// stream. Those are [`CudaSim::launch_boundary`]'s, queued on the refresh stream after the
+    /// ghosts' unpack, so that they run beside the interior too.
     pub(crate) fn launch_interior(&mut self, integrate: u32) -> Result<InteriorStep, CudaError> {
         self.search_override = Some(false);
         let (l, live) = self.prepare_step(integrate)?;
@@ -295,27 +299,49 @@ impl CudaSim {
         // The mesh filter reads ghost slots that the unpack may be writing: their masks are
         // never read (ghosts are not collided), and the owned slots' positions do not change.
         self.enqueue_mesh_filter(&l, &mut Marks::off())?;
+        let filtered = if l.msh.n_tris > 0 && l.msh.hit_mask != 0 {
+            Some(
+                self.stream
+                    .record_event(None)
+                    .map_err(|e| CudaError::driver("recording an event", e))?,
+            )
+        } else {
+            None
+        };
         let mut pc = l.pc;
         pc.pass = PASS_INTERIOR;
         pc.pass_skip = skip;
-        self.enqueue_collide(&l, pc, pc.n.max(pc.n_rows))?;
+        self.enqueue_collide(&self.stream, &l, pc, pc.n.max(pc.n_rows))?;
         Ok(InteriorStep {
             l,
             live,
             list,
             count,
+            filtered,
         })
     }
 
     /// The second half of [`CudaSim::launch_interior`]'s step: the collide of the boundary
-    /// layers' slots (the refresh lists' first two), then the bookkeeping of a step.
-    pub(crate) fn launch_boundary(&mut self, s: InteriorStep) -> Result<(), CudaError> {
+    /// layers' slots (the refresh lists' first two) on `stream` (ordered after the ghosts'
+    /// unpack by the caller; after the mesh filter here), then the bookkeeping of a step.
+    /// The two passes write disjoint slots and history rows and read the state, whose ghost
+    /// slots only the unpack writes, and only the boundary pass reads.
+    pub(crate) fn launch_boundary(
+        &mut self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        s: InteriorStep,
+    ) -> Result<(), CudaError> {
+        if let Some(ev) = &s.filtered {
+            stream
+                .wait(ev)
+                .map_err(|e| CudaError::driver("ordering the boundary collide", e))?;
+        }
         if s.count > 0 {
             let mut pc = s.l.pc;
             pc.pass = PASS_BOUNDARY;
             pc.pass_list = s.list;
             pc.pass_count = s.count;
-            self.enqueue_collide(&s.l, pc, s.count)?;
+            self.enqueue_collide(stream, &s.l, pc, s.count)?;
         }
         self.close_launches(false, s.live);
         Ok(())
@@ -400,20 +426,20 @@ impl CudaSim {
             self.enqueue_mesh_filter(l, marks)?;
         }
         self.mark(marks, "collide")?;
-        self.enqueue_collide(l, l.pc, l.pc.n.max(l.pc.n_rows))
+        self.enqueue_collide(&self.stream, l, l.pc, l.pc.n.max(l.pc.n_rows))
     }
 
-    /// Queues dem_collide with parameters `pc` (its pass: which slots) over `threads` threads.
+    /// Queues dem_collide on `stream` with parameters `pc` (its pass: which slots) over
+    /// `threads` threads.
     fn enqueue_collide(
         &self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
         l: &StepLaunches,
         pc: DemParams,
         threads: u32,
     ) -> Result<(), CudaError> {
         let (input, output, grid, diag, msh) = (l.input, l.output, l.grid, l.diag, l.msh);
-        let mut b = self
-            .stream
-            .launch_builder(self.module.function(Kernel::Collide));
+        let mut b = stream.launch_builder(self.module.function(Kernel::Collide));
         b.arg(&pc)
             .arg(&input)
             .arg(&output)
