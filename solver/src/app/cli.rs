@@ -78,7 +78,9 @@ pub struct Cli {
     /// for bit in --double, and with --skin 0; with a skin, the GPUs search together on one
     /// schedule and give one GPU's bits until they must search early (moves past half the
     /// skin, where one GPU searches wider cells instead), from where the contacts are summed
-    /// in another order (last-bit differences); runs repeat bit for bit.
+    /// in another order (last-bit differences); runs repeat bit for bit. Between searches
+    /// each GPU sends its boundary layers to its neighbours while it computes its interior;
+    /// the progress line shows how much of that exchange was hidden.
     #[arg(long, default_value = "0", value_name = "LIST")]
     pub devices: Devices,
     /// DEM on GPUs: Verlet skin of the neighbour search, as a fraction of the largest particle
