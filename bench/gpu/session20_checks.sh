@@ -10,6 +10,10 @@
 #                                          # GPU 0: host road), then the built-in case at ${N:-2e7}
 #                                          # on two slabs of GPU 0 in one process and on two ranks
 #   bench/gpu/session20_checks.sh verify   # cuda_multi, the GPU-rank tests, obench
+#   bench/gpu/session20_checks.sh last     # the final build: compute-sanitizer memcheck on two
+#                                          # slabs refreshing beside the collide, the machine's
+#                                          # first main job, 10 M dense with friction, and the
+#                                          # DEM device suite (the collide kernel changed)
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-overlap}
@@ -38,6 +42,20 @@ case $part in
 overlap) multi_tests; obench ;;
 obench) obench ;;
 verify) multi_tests; rank_tests; obench ;;
+last)
+  if command -v compute-sanitizer >/dev/null; then
+    result memcheck_overlap timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+      dem-gpu-bench multi --particles 2e4 --model linear-friction --phase dense --relax 100 --steps 200 \
+      --warmup 5 --devices 0,0 --overlap on
+  else
+    echo "compute-sanitizer: not on this machine"
+  fi
+  rm -rf "$HOME/.cache/particle-shm" "$HOME/.nv/ComputeCache"
+  echo "== main job, the machine's first run"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  J="$OUT/dem_gpu.jsonl"
+  run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200
+  dem_suite
+  ;;
 ranks)
   multi_tests
   rank_tests
