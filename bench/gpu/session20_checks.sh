@@ -14,6 +14,11 @@
 #                                          # slabs refreshing beside the collide, the machine's
 #                                          # first main job, 10 M dense with friction, and the
 #                                          # DEM device suite (the collide kernel changed)
+#   bench/gpu/session20_checks.sh passes   # the collide's pass logic on one GPU: 10 M dense with
+#                                          # friction and the main job, as built (DEM_PASSES 0)
+#                                          # and with it compiled in (-DDEM_PASSES=1, as slabs
+#                                          # have it), alternating; then cuda_multi and the
+#                                          # GPU-rank tests (slabs compile it in)
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-overlap}
@@ -55,6 +60,17 @@ last)
   J="$OUT/dem_gpu.jsonl"
   run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200
   dem_suite
+  ;;
+passes)
+  J="$OUT/passes.jsonl"
+  for i in 1 2; do
+    run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200
+    PARTICLE_SHM_NVRTC_OPTIONS="-UDEM_PASSES -DDEM_PASSES=1" run bench --particles 1e7 \
+      --model linear-friction --phase dense --relax 2000 --steps 200
+  done
+  echo "== main job"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
+  multi_tests
+  rank_tests
   ;;
 ranks)
   multi_tests

@@ -77,6 +77,7 @@ fn dem_config() -> ModuleConfig {
         list_walk: LIST_BY_WARP,
         one_species: true,
         stream_hints: false,
+        passes: false,
     }
 }
 
@@ -110,6 +111,7 @@ fn dem_modules_are_valid_cxx() {
         ModuleConfig {
             hist_in_place: true,
             stream_hints: true,
+            passes: true,
             ..base
         },
         ModuleConfig {

@@ -825,6 +825,7 @@ fn kernels_come_from_the_disk_cache_the_second_time() {
         list_walk: kernels::LIST_BY_WARP,
         one_species: true,
         stream_hints: false,
+        passes: false,
     };
     let compile = || {
         let (m, t) = cuda::driver::compile_module_in(

@@ -77,6 +77,12 @@
 #ifndef DEM_STREAM_HINTS
 #define DEM_STREAM_HINTS 0
 #endif
+// DEM_PASSES 1 (kernels::ModuleConfig::passes): dem_collide honours DemParams::pass (a GPU of a
+// group or rank: interior and boundary passes); 0: it covers every slot, without the pass logic
+// and its registers (one GPU).
+#ifndef DEM_PASSES
+#define DEM_PASSES 0
+#endif
 // DEM_ONE_SPECIES 1: the case has one species (every species index is 0; the state has no
 // species array).
 #ifndef DEM_ONE_SPECIES
@@ -550,7 +556,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
     unsigned k = t_index;
     bool active = k < p.n;
     // The boundary pass of an overlapped step collides the listed slots (DEM_PASS_BOUNDARY).
-    const bool listed_pass = p.pass == DEM_PASS_BOUNDARY;
+    const bool listed_pass = DEM_PASSES && p.pass == DEM_PASS_BOUNDARY;
     if (listed_pass) {
         active = t_index < p.pass_count;
         k = active ? p.pass_list[t_index] : 0u;
@@ -598,7 +604,8 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         if (layer < p.slab_lo || layer >= p.slab_hi || in.id[k] == DEM_DEAD) {
             if constexpr (!Acc::ENERGY) out.id[k] = DEM_DEAD;
             active = false;
-        } else if (p.pass == DEM_PASS_INTERIOR && (layer == p.pass_skip[0] || layer == p.pass_skip[1])) {
+        } else if (DEM_PASSES && p.pass == DEM_PASS_INTERIOR &&
+                   (layer == p.pass_skip[0] || layer == p.pass_skip[1])) {
             // An owned slot of a boundary layer: the boundary pass collides it once its
             // neighbours' ghosts have arrived.
             active = false;

@@ -384,6 +384,7 @@ fn compile_times(a: &Args) -> Result<()> {
         list_walk: kernels::LIST_BY_WARP,
         one_species: true,
         stream_hints: false,
+        passes: false,
     };
     let ctx = cudarc::driver::CudaContext::new(a.device)?;
     let src = kernels::dem_module_source();

@@ -237,6 +237,9 @@ pub struct CudaOptions {
     /// slabs share one (no transfer to hide; measured 2-5 % slower beside it on two slabs of one
     /// H100). `dem-gpu-bench multi --overlap on|off|auto` compares them. The same bits either way.
     pub overlap: Option<bool>,
+    /// Set by a GPU group and GPU ranks for their slabs with a skin: the collide is compiled
+    /// with its two passes (`kernels::ModuleConfig::passes`).
+    pub slab: bool,
 }
 
 /// How the contact history of a frictional case is kept on the device (contact.cu).
@@ -313,6 +316,7 @@ impl Default for CudaOptions {
             neighbour_list: true,
             list_walk: kernels::LIST_BY_WARP,
             overlap: None,
+            slab: false,
         }
     }
 }
@@ -436,6 +440,7 @@ pub(crate) fn module_config(
         list_walk: opts.list_walk,
         one_species: sc.species_radius.len() == 1,
         stream_hints: particles >= kernels::STREAM_HINTS_FROM,
+        passes: opts.slab,
     }
 }
 
@@ -879,6 +884,7 @@ mod tests {
         assert_eq!(
             super::ModuleConfig {
                 stream_hints: false,
+                passes: false,
                 ..big
             },
             small

@@ -1026,6 +1026,8 @@ impl Split {
         let o = CudaOptions {
             device,
             store_forces: true,
+            // The collide's two passes: only between a skin's searches.
+            slab: skin > 0.0,
             ..opts.clone()
         };
         // Room for every particle when it fits: the load may gather on one GPU (a bed
