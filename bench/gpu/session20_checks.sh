@@ -19,6 +19,9 @@
 #                                          # and with it compiled in (-DDEM_PASSES=1, as slabs
 #                                          # have it), alternating; then cuda_multi and the
 #                                          # GPU-rank tests (slabs compile it in)
+#   bench/gpu/session20_checks.sh final    # after the passes became kernels of their own: the
+#                                          # A/B of `passes` (dem_collide should not change),
+#                                          # cuda_multi, the GPU-rank tests, obench
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-overlap}
@@ -71,6 +74,15 @@ passes)
   echo "== main job"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
   multi_tests
   rank_tests
+  ;;
+final)
+  J="$OUT/passes.jsonl"
+  run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200
+  PARTICLE_SHM_NVRTC_OPTIONS="-UDEM_PASSES -DDEM_PASSES=1" run bench --particles 1e7 \
+    --model linear-friction --phase dense --relax 2000 --steps 200
+  multi_tests
+  rank_tests
+  obench
   ;;
 ranks)
   multi_tests

@@ -96,6 +96,8 @@ pub enum Kernel {
     CellSort,
     Gather,
     Collide,
+    CollideInterior,
+    CollideBoundary,
     KickDrift,
     Pack,
     Classify,
@@ -114,7 +116,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 22] = [
+    pub const ALL: [Kernel; 24] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -122,6 +124,8 @@ impl Kernel {
         Kernel::CellSort,
         Kernel::Gather,
         Kernel::Collide,
+        Kernel::CollideInterior,
+        Kernel::CollideBoundary,
         Kernel::KickDrift,
         Kernel::Pack,
         Kernel::Classify,
@@ -149,6 +153,8 @@ impl Kernel {
             Kernel::CellSort => "dem_cell_sort",
             Kernel::Gather => "dem_gather",
             Kernel::Collide => "dem_collide",
+            Kernel::CollideInterior => "dem_collide_interior",
+            Kernel::CollideBoundary => "dem_collide_boundary",
             Kernel::KickDrift => "dem_kick_drift",
             Kernel::Pack => "dem_pack",
             Kernel::Classify => "dem_classify",
@@ -215,10 +221,11 @@ pub struct ModuleConfig {
     /// L2 then keeps the partners' state. Set for cases of [`STREAM_HINTS_FROM`] particles and
     /// more.
     pub stream_hints: bool,
-    /// The collide can run in two passes over disjoint slots (`DEM_PASSES`: a GPU of a group
-    /// or rank collides its interior beside the ghost refresh, then its boundary layers; see
-    /// contact.cu). Off for one GPU: the pass logic costs it registers (a 10 M dense bed with
-    /// friction ran 11 % slower with it compiled in).
+    /// The collide's two passes over disjoint slots are compiled too (`DEM_PASSES`:
+    /// `dem_collide_interior` and `dem_collide_boundary`, for a GPU of a group or rank that
+    /// collides its interior beside the ghost refresh, then its boundary layers; contact.cu).
+    /// Off for one GPU: they lengthen the compile. (Selected at run time inside one kernel, the
+    /// pass cost `dem_collide` 11 % in a 10 M dense bed with friction: 3.41 -> 3.78 ms.)
     pub passes: bool,
 }
 

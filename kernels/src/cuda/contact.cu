@@ -77,9 +77,9 @@
 #ifndef DEM_STREAM_HINTS
 #define DEM_STREAM_HINTS 0
 #endif
-// DEM_PASSES 1 (kernels::ModuleConfig::passes): dem_collide honours DemParams::pass (a GPU of a
-// group or rank: interior and boundary passes); 0: it covers every slot, without the pass logic
-// and its registers (one GPU).
+// DEM_PASSES 1 (kernels::ModuleConfig::passes): dem_collide_interior and dem_collide_boundary
+// are compiled too (a GPU of a group or rank overlapping its ghost refresh); 0: dem_collide
+// alone (one GPU).
 #ifndef DEM_PASSES
 #define DEM_PASSES 0
 #endif
@@ -547,17 +547,17 @@ __device__ __forceinline__ void particle_contact(const DemParams& p, const Parti
 
 // The body of dem_collide (Acc = Accum) and of dem_energies (Acc = EnergyAccum: the same
 // neighbour search and contacts, then per-block sums of the energies into partial[4 * block]
-// instead of the integration; `out` and `diag` are not touched).
-template <class Acc>
+// instead of the integration; `out` and `diag` are not touched). PASS (DEM_PASS_*): the slots
+// it covers, all of them but in the two passes of a GPU that overlaps its ghost refresh.
+template <class Acc, int PASS>
 __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
                                              const GridArrays& g, DemDiag* diag, const MeshArrays& msh,
                                              double* partial) {
     const unsigned t_index = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned k = t_index;
     bool active = k < p.n;
-    // The boundary pass of an overlapped step collides the listed slots (DEM_PASS_BOUNDARY).
-    const bool listed_pass = DEM_PASSES && p.pass == DEM_PASS_BOUNDARY;
-    if (listed_pass) {
+    // The boundary pass of an overlapped step collides the listed slots.
+    if constexpr (PASS == DEM_PASS_BOUNDARY) {
         active = t_index < p.pass_count;
         k = active ? p.pass_list[t_index] : 0u;
     }
@@ -583,7 +583,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         // tail behind the collided slots too (p.n_rows): the rows stay a permutation. (With two
         // buffers a live particle's new row is its slot, set below.)
         // (The interior pass carries every slot's row; the boundary pass none.)
-        if (!listed_pass && k < max(p.n, p.n_rows)) out.row[k] = in.row[k];
+        if (PASS != DEM_PASS_BOUNDARY && k < max(p.n, p.n_rows)) out.row[k] = in.row[k];
     }
 #endif
     if (active) {
@@ -604,8 +604,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         if (layer < p.slab_lo || layer >= p.slab_hi || in.id[k] == DEM_DEAD) {
             if constexpr (!Acc::ENERGY) out.id[k] = DEM_DEAD;
             active = false;
-        } else if (DEM_PASSES && p.pass == DEM_PASS_INTERIOR &&
-                   (layer == p.pass_skip[0] || layer == p.pass_skip[1])) {
+        } else if (PASS == DEM_PASS_INTERIOR && (layer == p.pass_skip[0] || layer == p.pass_skip[1])) {
             // An owned slot of a boundary layer: the boundary pass collides it once its
             // neighbours' ghosts have arrived.
             active = false;
@@ -888,8 +887,24 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide(const DemParams p, const ParticleArrays in,
                                                               ParticleArrays out, const GridArrays g, DemDiag* diag,
                                                               const MeshArrays msh) {
-    collide_body<Accum>(p, in, out, g, diag, msh, nullptr);
+    collide_body<Accum, DEM_PASS_ALL>(p, in, out, g, diag, msh, nullptr);
 }
+#if DEM_PASSES
+// dem_collide over every slot but the owned ones of the layers pass_skip (their ghosts are in
+// flight), beside the ghost refresh.
+extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS)
+    dem_collide_interior(const DemParams p, const ParticleArrays in, ParticleArrays out, const GridArrays g,
+                         DemDiag* diag, const MeshArrays msh) {
+    collide_body<Accum, DEM_PASS_INTERIOR>(p, in, out, g, diag, msh, nullptr);
+}
+// dem_collide over the slots pass_list[0..pass_count] (the boundary layers'), once their
+// neighbours' ghosts have arrived.
+extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS)
+    dem_collide_boundary(const DemParams p, const ParticleArrays in, ParticleArrays out, const GridArrays g,
+                         DemDiag* diag, const MeshArrays msh) {
+    collide_body<Accum, DEM_PASS_BOUNDARY>(p, in, out, g, diag, msh, nullptr);
+}
+#endif
 #endif
 
 #if DEM_MODULE_PART != 1
@@ -901,7 +916,7 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, 1) dem_energies(cons
                                                                             const GridArrays g, const MeshArrays msh,
                                                                             double* partial) {
     ParticleArrays none = {};
-    collide_body<EnergyAccum>(p, in, none, g, nullptr, msh, partial);
+    collide_body<EnergyAccum, DEM_PASS_ALL>(p, in, none, g, nullptr, msh, partial);
 }
 #endif
 

@@ -15,11 +15,12 @@ struct SpeciesProps {
 #define DEM_INTEGRATE_HALF_KICK 1   // velocity Verlet's closing half kick: v += a dt/2, w += T dt/2I
 #define DEM_INTEGRATE_NONE 2        // forces only (Verlet's first step without valid forces)
 
-// DemParams::pass: which slots a dem_collide launch covers. A GPU of a group overlaps its ghost
-// refresh with the collide (dem/cuda/multi.rs): first every slot but those of the boundary
-// layers whose ghosts are in flight, then those, once the ghosts have arrived. Each slot is
-// collided by exactly one of the two passes, with the same arithmetic: the same bits.
-#define DEM_PASS_ALL 0        // every slot 0..n
+// Which slots a collide kernel covers. A GPU of a group overlaps its ghost refresh with the
+// collide (dem/cuda/multi.rs): dem_collide_interior collides every slot but those of the
+// boundary layers whose ghosts are in flight, dem_collide_boundary those, once the ghosts have
+// arrived. Each slot is collided by exactly one of the two, with the same arithmetic: the same
+// bits as dem_collide.
+#define DEM_PASS_ALL 0        // every slot 0..n (dem_collide)
 #define DEM_PASS_INTERIOR 1   // every slot 0..n except the owned layers pass_skip[0..2]
 #define DEM_PASS_BOUNDARY 2   // the slots pass_list[0..pass_count] only
 
@@ -58,10 +59,10 @@ struct DemParams {
                                   //   each particle's cell of the last search (GridArrays::dmax)
     unsigned list_cap;            // neighbour list entries per slot (GridArrays::nlist; 0: none)
     unsigned list_stride;         // entry c of slot k at c * list_stride + k
-    const unsigned* pass_list;    // DEM_PASS_BOUNDARY: the slots collided, [pass_count]
-    unsigned pass;                // DEM_PASS_*: which slots dem_collide covers (0 elsewhere)
+    const unsigned* pass_list;    // dem_collide_boundary: the slots it collides, [pass_count]
     unsigned pass_count;
-    unsigned pass_skip[2];        // DEM_PASS_INTERIOR: owned layers left out (~0u: none)
+    unsigned pass_skip[2];        // dem_collide_interior: owned layers left out (~0u: none)
+    unsigned pass_pad;
 };
 
 // One contact history entry: a tangential spring and its partner (state::wall_partner, ...),

@@ -524,9 +524,9 @@ pub(crate) fn upload(
         },
         list_stride: n as u32,
         pass_list: 0,
-        pass: super::params::PASS_ALL,
         pass_count: 0,
         pass_skip: [u32::MAX; 2],
+        pass_pad: 0,
     };
     set_state(stream, &mut st, &params, state)?;
     Ok((st, params))

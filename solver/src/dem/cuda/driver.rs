@@ -263,6 +263,10 @@ pub fn load_module(ctx: &Arc<CudaContext>, cfg: ModuleConfig) -> Result<Arc<DemM
     let (energies_module, t2) = energies_part?;
     let mut functions = HashMap::new();
     for k in Kernel::ALL {
+        if !cfg.passes && matches!(k, Kernel::CollideInterior | Kernel::CollideBoundary) {
+            // Not compiled (DEM_PASSES 0): one GPU never launches them.
+            continue;
+        }
         let m = if k == Kernel::Energies {
             &energies_module
         } else {

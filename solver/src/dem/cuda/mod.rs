@@ -581,7 +581,14 @@ impl CudaSim {
         let collide_shared = collide_shared_bytes(&ctx, cfg, opts)?;
         let module = driver::load_module(&ctx, cfg)?;
         if collide_shared > 0 {
-            for k in [kernels::Kernel::Collide, kernels::Kernel::Energies] {
+            let mut ks = vec![kernels::Kernel::Collide, kernels::Kernel::Energies];
+            if cfg.passes {
+                ks.extend([
+                    kernels::Kernel::CollideInterior,
+                    kernels::Kernel::CollideBoundary,
+                ]);
+            }
+            for k in ks {
                 module
                     .function(k)
                     .set_attribute(

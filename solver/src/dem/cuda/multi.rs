@@ -145,6 +145,17 @@ impl CudaGroup {
         }
         let skin = group_skin(&ctx, opts, total, tracked);
         let split = Split::with_skin(&ctx, state, group.axis, g, skin)?;
+        // The refresh beside the collide by default where every slab has a GPU of its own.
+        let overlap = opts.overlap.unwrap_or_else(|| {
+            let mut d = group.devices.clone();
+            d.sort_unstable();
+            d.dedup();
+            d.len() == g
+        });
+        let opts = &CudaOptions {
+            overlap: Some(overlap),
+            ..opts.clone()
+        };
         let (axis, plan) = (split.axis, &split.plan);
         let mut sims = Vec::with_capacity(g);
         for (w, &device) in group.devices.iter().enumerate() {
@@ -204,12 +215,7 @@ impl CudaGroup {
             exchange_s: vec![0.0; g],
             compute_s: vec![0.0; g],
             hidden_s: vec![0.0; g],
-            overlap: opts.overlap.unwrap_or_else(|| {
-                let mut d = group.devices.clone();
-                d.sort_unstable();
-                d.dedup();
-                d.len() == group.devices.len()
-            }),
+            overlap,
             timed_steps: 0,
             events,
             staging: Vec::new(),
@@ -1026,8 +1032,9 @@ impl Split {
         let o = CudaOptions {
             device,
             store_forces: true,
-            // The collide's two passes: only between a skin's searches.
-            slab: skin > 0.0,
+            // The collide's two passes: between a skin's searches, refreshing beside them (the
+            // caller resolved `overlap`; GPU ranks leave it unset: on).
+            slab: skin > 0.0 && opts.overlap.unwrap_or(true),
             ..opts.clone()
         };
         // Room for every particle when it fits: the load may gather on one GPU (a bed

@@ -61,22 +61,14 @@ pub struct DemParams {
     /// Verlet list entries per slot (0: none) and the stride of an entry index (`skin.rs`).
     pub list_cap: u32,
     pub list_stride: u32,
-    /// `DEM_PASS_BOUNDARY`: the slots the collide covers (`pass_count` of them).
+    /// `dem_collide_boundary`: the slots it collides (`pass_count` of them), a GPU of a group
+    /// overlapping its ghost refresh (contact.cu).
     pub pass_list: u64,
-    /// Which slots `dem_collide` covers: [`PASS_ALL`], [`PASS_INTERIOR`] or [`PASS_BOUNDARY`]
-    /// (a GPU of a group overlapping its ghost refresh; `PASS_ALL` in every other launch).
-    pub pass: u32,
     pub pass_count: u32,
-    /// `DEM_PASS_INTERIOR`: the owned layers it leaves out (`u32::MAX`: none).
+    /// `dem_collide_interior`: the owned layers it leaves out (`u32::MAX`: none).
     pub pass_skip: [u32; 2],
+    pub pass_pad: u32,
 }
-
-/// `DEM_PASS_ALL`: the collide covers every slot.
-pub const PASS_ALL: u32 = 0;
-/// `DEM_PASS_INTERIOR`: every slot but the owned layers `pass_skip`.
-pub const PASS_INTERIOR: u32 = 1;
-/// `DEM_PASS_BOUNDARY`: the slots `pass_list[..pass_count]`.
-pub const PASS_BOUNDARY: u32 = 2;
 
 /// `ParticleArrays`: one copy of the sorted particle state.
 #[repr(C)]

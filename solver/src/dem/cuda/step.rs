@@ -13,7 +13,6 @@ use kernels::Kernel;
 use super::graph::StepLaunches;
 use super::params::{
     DemDiag, DemParams, ParticleArrays, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE,
-    PASS_BOUNDARY, PASS_INTERIOR,
 };
 use super::{CudaError, CudaSim};
 
@@ -309,9 +308,9 @@ impl CudaSim {
             None
         };
         let mut pc = l.pc;
-        pc.pass = PASS_INTERIOR;
         pc.pass_skip = skip;
-        self.enqueue_collide(&self.stream, &l, pc, pc.n.max(pc.n_rows))?;
+        let threads = pc.n.max(pc.n_rows);
+        self.enqueue_collide(&self.stream, Kernel::CollideInterior, &l, pc, threads)?;
         Ok(InteriorStep {
             l,
             live,
@@ -338,10 +337,9 @@ impl CudaSim {
         }
         if s.count > 0 {
             let mut pc = s.l.pc;
-            pc.pass = PASS_BOUNDARY;
             pc.pass_list = s.list;
             pc.pass_count = s.count;
-            self.enqueue_collide(stream, &s.l, pc, s.count)?;
+            self.enqueue_collide(stream, Kernel::CollideBoundary, &s.l, pc, s.count)?;
         }
         self.close_launches(false, s.live);
         Ok(())
@@ -426,20 +424,22 @@ impl CudaSim {
             self.enqueue_mesh_filter(l, marks)?;
         }
         self.mark(marks, "collide")?;
-        self.enqueue_collide(&self.stream, l, l.pc, l.pc.n.max(l.pc.n_rows))
+        let threads = l.pc.n.max(l.pc.n_rows);
+        self.enqueue_collide(&self.stream, Kernel::Collide, l, l.pc, threads)
     }
 
-    /// Queues dem_collide on `stream` with parameters `pc` (its pass: which slots) over
-    /// `threads` threads.
+    /// Queues `kernel` (dem_collide, or one of its two passes: which slots) on `stream` with
+    /// parameters `pc` over `threads` threads.
     fn enqueue_collide(
         &self,
         stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        kernel: Kernel,
         l: &StepLaunches,
         pc: DemParams,
         threads: u32,
     ) -> Result<(), CudaError> {
         let (input, output, grid, diag, msh) = (l.input, l.output, l.grid, l.diag, l.msh);
-        let mut b = stream.launch_builder(self.module.function(Kernel::Collide));
+        let mut b = stream.launch_builder(self.module.function(kernel));
         b.arg(&pc)
             .arg(&input)
             .arg(&output)
@@ -456,10 +456,13 @@ impl CudaSim {
         // copied into the thread's part of the dynamic shared memory, `collide_shared` bytes,
         // set up for the kernel by CudaSim::new), else row k of the other history buffer
         // (distinct from the one read); the mesh arrays (uploaded on this stream before) are
-        // read only. Slot k is thread k's (`threads` covers max(n, n_rows)), or with
-        // PASS_BOUNDARY pass_list[thread] (`threads` = pass_count entries of a live list of
-        // distinct slots below n), and the two passes of a step cover disjoint slots.
-        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_collide", e))?;
+        // read only. Slot k is thread k's (`threads` covers max(n, n_rows)), or in
+        // dem_collide_boundary pass_list[thread] (`threads` = pass_count entries of a live list
+        // of distinct slots below n), and the two passes of a step cover disjoint slots (the
+        // interior pass skips the listed layers). The pass kernels exist in modules compiled
+        // with `passes`, which slabs with a skin (the only callers of the passes) have.
+        unsafe { b.launch(cfg) }
+            .map_err(|e| CudaError::driver(&format!("launching {}", kernel.symbol()), e))?;
         Ok(())
     }
 
