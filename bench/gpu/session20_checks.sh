@@ -19,6 +19,10 @@
 #                                          # and with it compiled in (-DDEM_PASSES=1, as slabs
 #                                          # have it), alternating; then cuda_multi and the
 #                                          # GPU-rank tests (slabs compile it in)
+#   bench/gpu/session20_checks.sh end      # the last build: memcheck with the overlap, the DEM
+#                                          # device suite, then 10 M dense with friction on two
+#                                          # slabs of GPU 0: overlap on, off, and on with the
+#                                          # refresh on the compute stream (the split alone)
 #   bench/gpu/session20_checks.sh final    # after the passes became kernels of their own: the
 #                                          # A/B of `passes` (dem_collide should not change),
 #                                          # cuda_multi, the GPU-rank tests, obench
@@ -74,6 +78,22 @@ passes)
   echo "== main job"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
   multi_tests
   rank_tests
+  ;;
+end)
+  if command -v compute-sanitizer >/dev/null; then
+    result memcheck_overlap timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+      dem-gpu-bench multi --particles 2e4 --model linear-friction --phase dense --relax 100 --steps 200 \
+      --warmup 5 --devices 0,0 --overlap on
+  fi
+  dem_suite
+  J="$OUT/multi_overlap.jsonl"
+  for o in on off serial; do
+    v=$o; [[ $o == serial ]] && { v=on; export PARTICLE_SHM_REFRESH_STREAM=compute; }
+    echo "+ ${PARTICLE_SHM_REFRESH_STREAM:+PARTICLE_SHM_REFRESH_STREAM=compute }dem-gpu-bench multi --particles 1e7 --model linear-friction --phase dense --relax 300 --steps 200 --warmup 10 --devices 0,0 --overlap $v"
+    timeout 200 dem-gpu-bench multi --particles 1e7 --model linear-friction --phase dense --relax 300 \
+      --steps 200 --warmup 10 --devices 0,0 --overlap $v --out "$J" 2>&1 | grep -E "balance" | cut -c1-400
+  done
+  unset PARTICLE_SHM_REFRESH_STREAM
   ;;
 final)
   J="$OUT/passes.jsonl"

@@ -230,13 +230,17 @@ fn command_line() -> String {
         .map(|a| a.rsplit('/').next().unwrap_or(&a).to_string())
         .collect::<Vec<_>>()
         .join(" ");
-    // Kernel experiments set NVRTC options through the environment: part of the command.
-    match std::env::var("PARTICLE_SHM_NVRTC_OPTIONS") {
-        Ok(o) if !o.trim().is_empty() => {
-            format!("PARTICLE_SHM_NVRTC_OPTIONS='{}' {args}", o.trim())
+    // Experiments set NVRTC options and the refresh's stream through the environment: part
+    // of the command.
+    let mut env = String::new();
+    for v in ["PARTICLE_SHM_NVRTC_OPTIONS", "PARTICLE_SHM_REFRESH_STREAM"] {
+        if let Ok(o) = std::env::var(v) {
+            if !o.trim().is_empty() {
+                env.push_str(&format!("{v}='{}' ", o.trim()));
+            }
         }
-        _ => args,
     }
+    format!("{env}{args}")
 }
 
 /// Appends one JSON record (already serialised fields) to --out.

@@ -944,7 +944,12 @@ impl CudaSim {
     }
 
     /// The stream the ghost refresh runs on beside the collide (a window with a skin).
+    /// `PARTICLE_SHM_REFRESH_STREAM=compute` (experiments): the compute stream, so that the
+    /// two passes and the refresh run one after the other (what the split costs by itself).
     pub(crate) fn refresh_stream(&self) -> std::sync::Arc<cudarc::driver::CudaStream> {
+        if std::env::var("PARTICLE_SHM_REFRESH_STREAM").is_ok_and(|v| v == "compute") {
+            return self.stream.clone();
+        }
         self.window
             .as_ref()
             .and_then(|w| w.refresh.as_ref())
