@@ -23,6 +23,8 @@
 #                                          # device suite, then 10 M dense with friction on two
 #                                          # slabs of GPU 0: overlap on, off, and on with the
 #                                          # refresh on the compute stream (the split alone)
+#   bench/gpu/session20_checks.sh regs     # the collide variants' registers and local memory
+#                                          # (debug log at module load), friction and linear
 #   bench/gpu/session20_checks.sh final    # after the passes became kernels of their own: the
 #                                          # A/B of `passes` (dem_collide should not change),
 #                                          # cuda_multi, the GPU-rank tests, obench
@@ -78,6 +80,12 @@ passes)
   echo "== main job"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
   multi_tests
   rank_tests
+  ;;
+regs)
+  for m in linear-friction linear; do
+    RUST_LOG=solver=debug timeout 120 dem-gpu-bench multi --particles 1e5 --model $m --phase loose --steps 20 \
+      --warmup 2 --devices 0,0 --overlap on 2>&1 | grep -E "registers" | sort -u
+  done
   ;;
 end)
   if command -v compute-sanitizer >/dev/null; then

@@ -1409,6 +1409,14 @@ fn publish_group(a: &Args) -> Result<()> {
 }
 
 fn main() -> std::process::ExitCode {
+    // The library's log (start reports, module timings, the collide's registers at debug
+    // level) when RUST_LOG asks for it; silent otherwise, as the reports are printed.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let r = parse().and_then(|a| {
         if let Err(e) = cuda::driver::driver_available() {
             bail!("{e}");

@@ -277,6 +277,22 @@ pub fn load_module(ctx: &Arc<CudaContext>, cfg: ModuleConfig) -> Result<Arc<DemM
             .map_err(|e| CudaError::driver(k.symbol(), e))?;
         functions.insert(k, f);
     }
+    // The collide's registers and spills (local memory) per variant: its speed follows them.
+    for k in [
+        Kernel::Collide,
+        Kernel::CollideInterior,
+        Kernel::CollideBoundary,
+        Kernel::Energies,
+    ] {
+        if let Some(f) = functions.get(&k) {
+            tracing::debug!(
+                "{}: {} registers, {} bytes of local memory per thread",
+                k.symbol(),
+                f.num_regs().unwrap_or(-1),
+                f.local_size_bytes().unwrap_or(-1)
+            );
+        }
+    }
     let timing = ModuleTiming {
         compile_s: t1.compile_s.max(t2.compile_s),
         load_s: t1.load_s + t2.load_s,
