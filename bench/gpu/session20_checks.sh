@@ -25,6 +25,8 @@
 #                                          # refresh on the compute stream (the split alone)
 #   bench/gpu/session20_checks.sh regs     # the collide variants' registers and local memory
 #                                          # (debug log at module load), friction and linear
+#   bench/gpu/session20_checks.sh nsys     # Nsight Systems' kernel summary of 10 M dense with
+#                                          # friction on two slabs of GPU 0, overlap on and off
 #   bench/gpu/session20_checks.sh final    # after the passes became kernels of their own: the
 #                                          # A/B of `passes` (dem_collide should not change),
 #                                          # cuda_multi, the GPU-rank tests, obench
@@ -80,6 +82,18 @@ passes)
   echo "== main job"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
   multi_tests
   rank_tests
+  ;;
+nsys)
+  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [[ -z $NSYS ]]; then echo "nsys: not on this machine"; ls /usr/local/cuda/bin | head -40; exit 0; fi
+  for o in on off; do
+    echo "+ nsys profile dem-gpu-bench multi --particles 1e7 --model linear-friction --phase dense --relax 300 --steps 100 --warmup 10 --devices 0,0 --overlap $o"
+    "$NSYS" profile --stats=false -o "/tmp/prof_$o" --force-overwrite true timeout 200 dem-gpu-bench multi \
+      --particles 1e7 --model linear-friction --phase dense --relax 300 --steps 100 --warmup 10 \
+      --devices 0,0 --overlap $o 2>&1 | grep -E "balance" | cut -c1-300
+    "$NSYS" stats --report cuda_gpu_kern_sum --format csv "/tmp/prof_$o.nsys-rep" 2>/dev/null \
+      | grep -E "collide|refresh|Time" | cut -c1-200 | tee "$OUT/kern_$o.csv"
+  done
   ;;
 regs)
   for m in linear-friction linear; do
