@@ -27,6 +27,10 @@
 #                                          # (debug log at module load), friction and linear
 #   bench/gpu/session20_checks.sh nsys     # Nsight Systems' kernel summary of 10 M dense with
 #                                          # friction on two slabs of GPU 0, overlap on and off
+#   bench/gpu/session20_checks.sh ncu      # Nsight Compute's duration of every collide launch
+#                                          # (10 M dense with friction, two slabs of GPU 0, overlap
+#                                          # on and off; kernels serialised), mean per kernel and
+#                                          # grid size
 #   bench/gpu/session20_checks.sh final    # after the passes became kernels of their own: the
 #                                          # A/B of `passes` (dem_collide should not change),
 #                                          # cuda_multi, the GPU-rank tests, obench
@@ -82,6 +86,24 @@ passes)
   echo "== main job"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
   multi_tests
   rank_tests
+  ;;
+ncu)
+  for o in on off; do
+    echo "+ ncu --metrics gpu__time_duration.sum --kernel-name regex:dem_collide dem-gpu-bench multi --particles 1e7 --model linear-friction --phase dense --relax 300 --steps 20 --warmup 2 --devices 0,0 --overlap $o"
+    timeout 280 ncu --metrics gpu__time_duration.sum --csv --kernel-name regex:dem_collide \
+      dem-gpu-bench multi --particles 1e7 --model linear-friction --phase dense --relax 300 --steps 20 \
+      --warmup 2 --devices 0,0 --overlap $o > "$OUT/ncu_$o.csv" 2>&1
+    python3 - "$OUT/ncu_$o.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]; k, g, v = head.index("Kernel Name"), head.index("Grid Size"), head.index("Metric Value")
+acc = collections.defaultdict(list)
+for r in rows[1:]:
+    acc[(r[k], r[g])].append(float(r[v].replace(",", "")))
+for (name, grid), xs in sorted(acc.items()):
+    print(f"{name} grid {grid}: {len(xs)} launches, mean {sum(xs)/len(xs)/1e3:.1f} us (ns units in)")
+PY
+  done
   ;;
 nsys)
   NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
