@@ -31,6 +31,11 @@
 #                                          # (10 M dense with friction, two slabs of GPU 0, overlap
 #                                          # on and off; kernels serialised), mean per kernel and
 #                                          # grid size
+#   bench/gpu/session20_checks.sh axis     # 10 M dense with friction on two slabs of GPU 0 cut
+#                                          # along z and y, overlap on and off (x: obench)
+#   bench/gpu/session20_checks.sh close    # the last build: cuda_multi, the GPU-rank tests,
+#                                          # obench with the default cut (y on this cube), and
+#                                          # the 20 M built-in case on two slabs of GPU 0
 #   bench/gpu/session20_checks.sh final    # after the passes became kernels of their own: the
 #                                          # A/B of `passes` (dem_collide should not change),
 #                                          # cuda_multi, the GPU-rank tests, obench
@@ -86,6 +91,26 @@ passes)
   echo "== main job"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
   multi_tests
   rank_tests
+  ;;
+axis)
+  J="$OUT/axis.jsonl"
+  for o in on off; do
+    for ax in z y; do
+      echo "+ dem-gpu-bench multi --particles 1e7 --model linear-friction --phase dense --relax 300 --steps 200 --warmup 10 --devices 0,0 --axis $ax --overlap $o"
+      timeout 200 dem-gpu-bench multi --particles 1e7 --model linear-friction --phase dense --relax 300 \
+        --steps 200 --warmup 10 --devices 0,0 --axis $ax --overlap $o --out "$J" 2>&1 | grep -E "balance" | cut -c1-330
+    done
+  done
+  ;;
+close)
+  multi_tests
+  rank_tests
+  obench
+  n=${N:-20000000}
+  args=(--backend cuda --devices 0,0 --particles "$n" --end-time 0.002 --progress-every 10)
+  echo "+ solver ${args[*]}"
+  timeout 200 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
+  grep -E "slabs along|finished" "$OUT/inproc_$n.out" | cut -c1-300 | tail -n 3
   ;;
 ncu)
   for o in on off; do
