@@ -892,16 +892,16 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
 #if DEM_PASSES
 // dem_collide over every slot but the owned ones of the layers pass_skip (their ghosts are in
 // flight), beside the ghost refresh.
-extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS)
-    dem_collide_interior(const DemParams p, const ParticleArrays in, ParticleArrays out, const GridArrays g,
-                         DemDiag* diag, const MeshArrays msh) {
+extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide_interior(
+    const DemParams p, const ParticleArrays in, ParticleArrays out, const GridArrays g, DemDiag* diag,
+    const MeshArrays msh) {
     collide_body<Accum, DEM_PASS_INTERIOR>(p, in, out, g, diag, msh, nullptr);
 }
 // dem_collide over the slots pass_list[0..pass_count] (the boundary layers'), once their
 // neighbours' ghosts have arrived.
-extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS)
-    dem_collide_boundary(const DemParams p, const ParticleArrays in, ParticleArrays out, const GridArrays g,
-                         DemDiag* diag, const MeshArrays msh) {
+extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide_boundary(
+    const DemParams p, const ParticleArrays in, ParticleArrays out, const GridArrays g, DemDiag* diag,
+    const MeshArrays msh) {
     collide_body<Accum, DEM_PASS_BOUNDARY>(p, in, out, g, diag, msh, nullptr);
 }
 #endif
