@@ -53,6 +53,14 @@ multi_tests() {
 rank_tests() {
   (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 400 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
 }
+# inproc: the built-in case at ${N:-2e7} on two slabs of GPU 0 in one process (sets n, args).
+inproc() {
+  n=${N:-20000000}
+  args=(--backend cuda --devices 0,0 --particles "$n" --end-time 0.002 --progress-every 10)
+  echo "+ solver ${args[*]}"
+  timeout 200 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
+  grep -E "slabs along|finished|per step" "$OUT/inproc_$n.out" | cut -c1-400 | tail -n 3
+}
 obench() {
   J="$OUT/multi_overlap.jsonl"
   for m in linear-friction linear; do
@@ -106,11 +114,7 @@ close)
   multi_tests
   rank_tests
   obench
-  n=${N:-20000000}
-  args=(--backend cuda --devices 0,0 --particles "$n" --end-time 0.002 --progress-every 10)
-  echo "+ solver ${args[*]}"
-  timeout 200 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
-  grep -E "slabs along|finished" "$OUT/inproc_$n.out" | cut -c1-300 | tail -n 3
+  inproc
   ;;
 ncu)
   for o in on off; do
@@ -176,11 +180,7 @@ final)
 ranks)
   multi_tests
   rank_tests
-  n=${N:-20000000}
-  args=(--backend cuda --devices 0,0 --particles "$n" --end-time 0.002 --progress-every 10)
-  echo "+ solver ${args[*]}"
-  timeout 200 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
-  grep -E "finished|per step" "$OUT/inproc_$n.out" | cut -c1-400 | tail -n 3
+  inproc
   echo "+ mpirun -np 2 solver ${args[*]}"
   timeout 200 mpirun -np 2 --bind-to none solver "${args[@]}" > "$OUT/ranks_$n.out" 2>&1; echo "RESULT ranks rc=$?"
   grep -E "finished|per step" "$OUT/ranks_$n.out" | cut -c1-400 | tail -n 3

@@ -751,7 +751,13 @@ impl CudaSim {
             totals: [0; 4],
             layers: RefreshLayers::default(),
             status_out: MappedWords::new(&self.ctx, 9)?,
-            stream: high_priority_stream(&self.ctx)?,
+            // PARTICLE_SHM_REFRESH_STREAM=compute (experiments): the compute stream, so that
+            // the refresh and both passes run one after the other (what the split costs alone).
+            stream: if std::env::var("PARTICLE_SHM_REFRESH_STREAM").is_ok_and(|v| v == "compute") {
+                self.stream.clone()
+            } else {
+                high_priority_stream(&self.ctx)?
+            },
         };
         let w = self.window.as_mut().expect("a window");
         w.refresh = Some(r);
@@ -944,12 +950,7 @@ impl CudaSim {
     }
 
     /// The stream the ghost refresh runs on beside the collide (a window with a skin).
-    /// `PARTICLE_SHM_REFRESH_STREAM=compute` (experiments): the compute stream, so that the
-    /// two passes and the refresh run one after the other (what the split costs by itself).
     pub(crate) fn refresh_stream(&self) -> std::sync::Arc<cudarc::driver::CudaStream> {
-        if std::env::var("PARTICLE_SHM_REFRESH_STREAM").is_ok_and(|v| v == "compute") {
-            return self.stream.clone();
-        }
         self.window
             .as_ref()
             .and_then(|w| w.refresh.as_ref())
