@@ -84,6 +84,23 @@ if not r:
         "GPU ranks run (session 12: 2 and 3 ranks bit-identical to one GPU), but no two-GPU machine "
         "was lent after they were built; on one H100 the two ranks time-share the GPU, which says "
         "nothing of this key (bench/results/multi_gpu.md, 'GPU ranks')")
+# Session 20: the ghost refresh beside the interior collide against before it, 10 M dense with
+# friction on the two GPUs (x2_checks.sh next4: --overlap on / off), the newest of each.
+ov = {r["overlap"]: r for r in lines("multi_gpu_x2.jsonl")
+      if r.get("check") == "multi_gpu" and r.get("overlap") in ("on", "off")
+      and r.get("distinct_gpus", 2) == 2 and r.get("particles", 0) < 9e7}
+if "on" in ov and "off" in ov:
+    t["overlap_10m_friction_2gpu"] = {
+        "steps_per_s_on": ov["on"]["group_steps_per_s"],
+        "steps_per_s_off": ov["off"]["group_steps_per_s"],
+        "exchange_hidden_share_on": ov["on"].get("exchange_hidden_share"),
+        "command_on": ov["on"]["command"], "command_off": ov["off"]["command"]}
+else:
+    t.setdefault("overlap_10m_friction_2gpu", None)
+    why["overlap_10m_friction_2gpu"] = (
+        "not measured on two GPUs: the overlap was built in session 20, when the x2 machine was not "
+        "lent; on two slabs of one H100 (no transfer to hide) 290.3 steps/s on and off, cut along y "
+        "(bench/results/session20_checks.md)")
 t["why_null"] = why
 # What a number needs to be read right (session 18).
 t["notes"] = {
