@@ -43,14 +43,13 @@ pub struct GroupOptions {
     pub balance: Balance,
 }
 
-/// Per-GPU timing events of one step: before the exchange, after it, after the collide.
-/// Per GPU: the step's start, the end of its exchange (or, refreshing beside the collide, of
+/// Timing events of one step, per GPU: the step's start, the end of its exchange (or, refreshing beside the collide, of
 /// the interior collide), its end (compute stream), and beside the collide the ends of the
 /// refresh and of the boundary collide after it (refresh stream).
 struct StepEvents {
     ev: Vec<[CudaEvent; 5]>,
     recorded: bool,
-    /// The step refreshed its ghosts beside the interior collide (event 3 recorded).
+    /// The step refreshed its ghosts beside the interior collide (events 3 and 4 recorded).
     beside: bool,
 }
 
