@@ -484,9 +484,10 @@ impl CudaRank {
         self.mark(k, 1)
     }
 
-    /// Moves `parts` between this rank and its neighbours: by NCCL device to device on the
-    /// compute stream (the kernels queued after read what arrives), or through host memory and
-    /// one MPI all-to-all (waits for the copies).
+    /// Moves `parts` between this rank and its neighbours, ordered on `stream` (the compute
+    /// stream, or the refresh's beside the collide): by NCCL device to device (the kernels
+    /// queued after on `stream` read what arrives), or through host memory and one MPI
+    /// all-to-all (the copies on `stream`, waited for).
     fn move_parts(&self, stream: &Arc<CudaStream>, parts: &[Part]) -> Result<(), CudaError> {
         match &self.nccl {
             Some(n) => self.parts_by_nccl(n, stream, parts),
