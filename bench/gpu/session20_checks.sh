@@ -61,6 +61,16 @@ inproc() {
   timeout 200 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
   grep -E "slabs along|finished|per step" "$OUT/inproc_$n.out" | cut -c1-400 | tail -n 3
 }
+# memcheck_overlap: compute-sanitizer memcheck on two slabs of GPU 0 refreshing beside the collide.
+memcheck_overlap() {
+  if command -v compute-sanitizer >/dev/null; then
+    result memcheck_overlap timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+      dem-gpu-bench multi --particles 2e4 --model linear-friction --phase dense --relax 100 --steps 200 \
+      --warmup 5 --devices 0,0 --overlap on
+  else
+    echo "compute-sanitizer: not on this machine"
+  fi
+}
 obench() {
   J="$OUT/multi_overlap.jsonl"
   for m in linear-friction linear; do
@@ -76,13 +86,7 @@ overlap) multi_tests; obench ;;
 obench) obench ;;
 verify) multi_tests; rank_tests; obench ;;
 last)
-  if command -v compute-sanitizer >/dev/null; then
-    result memcheck_overlap timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-      dem-gpu-bench multi --particles 2e4 --model linear-friction --phase dense --relax 100 --steps 200 \
-      --warmup 5 --devices 0,0 --overlap on
-  else
-    echo "compute-sanitizer: not on this machine"
-  fi
+  memcheck_overlap
   rm -rf "$HOME/.cache/particle-shm" "$HOME/.nv/ComputeCache"
   echo "== main job, the machine's first run"; OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1
   J="$OUT/dem_gpu.jsonl"
@@ -153,11 +157,7 @@ regs)
   done
   ;;
 end)
-  if command -v compute-sanitizer >/dev/null; then
-    result memcheck_overlap timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-      dem-gpu-bench multi --particles 2e4 --model linear-friction --phase dense --relax 100 --steps 200 \
-      --warmup 5 --devices 0,0 --overlap on
-  fi
+  memcheck_overlap
   dem_suite
   J="$OUT/multi_overlap.jsonl"
   for o in on off serial; do

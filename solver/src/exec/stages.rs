@@ -53,7 +53,8 @@ pub struct StageTimers {
     pub total: [Duration; 6],
     pub steps: u64,
     /// Of the exchange's time, what ran while the worker computed (a GPU group's ghost refresh
-    /// beside its interior collide); the stage times count only the rest as the step's.
+    /// beside its interior collide). The `Exchange` stage holds all of it, so the steps took
+    /// the sum of the stages less this.
     pub exchange_hidden: Duration,
 }
 

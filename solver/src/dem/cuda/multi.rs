@@ -449,27 +449,22 @@ impl CudaGroup {
         }
         let beside = self.events[k].beside;
         for (g, ev) in self.events[k].ev.iter().enumerate() {
-            let s = |a: usize, b: usize| -> Result<f64, CudaError> {
-                Ok(ev[a]
-                    .elapsed_ms(&ev[b])
-                    .map_err(|e| CudaError::driver("reading an event", e))?
-                    as f64
-                    * 1e-3)
-            };
-            let step = s(0, 2)?;
-            let (exchange, exposed) = if beside {
-                // The refresh from the step's start to its unpack; the step waited for whatever
-                // of it, and of the boundary collide after it, outlasted the interior collide.
-                let e = s(0, 3)?;
-                (e, s(1, 4)?.max(0.0).min(e))
+            let t = if beside {
+                beside_times(ev)?
             } else {
-                let e = s(0, 1)?;
-                (e, e)
+                // The exchange before the collide: all of it waited for.
+                let exchange = elapsed_s(ev, 0, 1)?;
+                BesideTimes {
+                    step: elapsed_s(ev, 0, 2)?,
+                    exchange,
+                    hidden: 0.0,
+                    compute: elapsed_s(ev, 1, 2)?,
+                }
             };
-            self.exchange_s[g] += exchange;
-            self.hidden_s[g] += exchange - exposed.min(exchange);
-            self.compute_s[g] += step - exposed;
-            self.busy[g] += step;
+            self.exchange_s[g] += t.exchange;
+            self.hidden_s[g] += t.hidden;
+            self.compute_s[g] += t.compute;
+            self.busy[g] += t.step;
         }
         self.timed_steps += 1;
         self.events[k].recorded = false;
@@ -1036,8 +1031,8 @@ impl Split {
             device,
             store_forces: true,
             // The collide's two passes: between a skin's searches, refreshing beside them (the
-            // caller resolved `overlap`; GPU ranks leave it unset: on).
-            slab: skin > 0.0 && opts.overlap.unwrap_or(true),
+            // group and the ranks resolve `overlap` before they build their slabs).
+            slab: skin > 0.0 && opts.overlap == Some(true),
             ..opts.clone()
         };
         // Room for every particle when it fits: the load may gather on one GPU (a bed
@@ -1317,6 +1312,50 @@ fn exchange_bytes(o: &CudaOptions, max_layer: usize) -> u64 {
     (2 * 2 * records * (rec_mig + rec_halo) as u64) * 5 / 4
 }
 
+/// Seconds from event `a` to event `b` of one step's set.
+pub(crate) fn elapsed_s(ev: &[CudaEvent], a: usize, b: usize) -> Result<f64, CudaError> {
+    Ok(ev[a]
+        .elapsed_ms(&ev[b])
+        .map_err(|e| CudaError::driver("reading an event", e))? as f64
+        * 1e-3)
+}
+
+/// What one GPU's step spent [s] (a group's or a rank's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct BesideTimes {
+    /// The whole step.
+    pub step: f64,
+    /// The exchange (beside the collide: the refresh, from the step's start to its unpack).
+    pub exchange: f64,
+    /// The part of the exchange that ran while the GPU computed.
+    pub hidden: f64,
+    /// The step less the exchange it waited for.
+    pub compute: f64,
+}
+
+/// [`BesideTimes`] of a step that refreshed beside the collide, from its five events (see
+/// `StepEvents`): the step waited for whatever of the refresh, and of the boundary collide after
+/// it, outlasted the interior collide (event 1 to event 4).
+pub(crate) fn beside_times(ev: &[CudaEvent]) -> Result<BesideTimes, CudaError> {
+    Ok(split_beside(
+        elapsed_s(ev, 0, 2)?,
+        elapsed_s(ev, 0, 3)?,
+        elapsed_s(ev, 1, 4)?,
+    ))
+}
+
+/// [`beside_times`] from the step's time, the refresh's and how long after the interior
+/// collide the boundary collide ended (negative: before it; at most the refresh counts).
+fn split_beside(step: f64, exchange: f64, late: f64) -> BesideTimes {
+    let exposed = late.max(0.0).min(exchange);
+    BesideTimes {
+        step,
+        exchange,
+        hidden: exchange - exposed,
+        compute: step - exposed,
+    }
+}
+
 /// The axis a GPU group or GPU ranks cut along by default: the longest of the domain, and on
 /// ties y, then x, then z. In the GPU's slot order (x fastest, z slowest) a y layer is a whole
 /// row of cells in each z plane, an x layer one cell of every row: a cut along y keeps each
@@ -1592,6 +1631,19 @@ impl Drop for CudaGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refresh that ended before the interior collide is hidden whole; one that outlasted it
+    /// shows for the time the step waited, and never for more than the refresh took.
+    #[test]
+    fn a_refresh_beside_the_collide_shows_what_the_step_waited_for() {
+        let t = split_beside(3.0, 0.2, -1.0);
+        assert_eq!((t.hidden, t.compute), (0.2, 3.0));
+        let t = split_beside(3.0, 0.2, 0.05);
+        assert!((t.hidden - 0.15).abs() < 1e-12 && (t.compute - 2.95).abs() < 1e-12);
+        let t = split_beside(3.0, 0.2, 0.5);
+        assert_eq!((t.hidden, t.compute), (0.0, 2.8));
+        assert_eq!(t.exchange, 0.2);
+    }
 
     /// The default cut of a GPU group: the longest axis, y on ties (x, then z).
     #[test]

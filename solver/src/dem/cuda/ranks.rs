@@ -24,7 +24,7 @@ use std::time::Duration;
 use cudarc::driver::{CudaEvent, CudaStream};
 
 use super::buffers::{frame_part_bytes, frame_part_from_bytes, FrameKinematics};
-use super::multi::{err, group_skin, move_bounds, neighbour, Split};
+use super::multi::{beside_times, elapsed_s, err, group_skin, move_bounds, neighbour, Split};
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
 use super::skin::SharedSkin;
 use super::window::{ExchangeCounts, Received, SkinStatus};
@@ -181,8 +181,8 @@ pub struct CudaRank {
     /// Exchange time that ran while the GPU computed (the ghost refresh beside the interior
     /// collide) [s].
     hidden_s: f64,
-    /// Refresh the ghosts beside the interior collide (`CudaOptions::overlap`; on unless
-    /// switched off: ranks always have a transfer to hide).
+    /// Refresh the ghosts beside the interior collide (`CudaOptions::overlap`, resolved in
+    /// `new`).
     overlap: bool,
     frame: Option<PendingFrame>,
     /// Page-locked host memory the frame parts are downloaded through (allocated at the first
@@ -275,6 +275,13 @@ impl CudaRank {
         // The skin of a GPU group in one process, decided alike on every rank.
         let skin = group_skin(&ctx, opts, total, false);
         let split = Split::with_skin(&ctx, state, ranks.axis, g, skin)?;
+        // Ranks refresh beside the collide unless told not to: they always have a transfer
+        // to hide.
+        let overlap = opts.overlap.unwrap_or(true);
+        let opts = &CudaOptions {
+            overlap: Some(overlap),
+            ..opts.clone()
+        };
         let built = split
             .slab_sim(&ctx, state, opts, w, ranks.device, total)
             .and_then(|(mut sim, capacity, _)| {
@@ -354,7 +361,7 @@ impl CudaRank {
             timed_steps: 0,
             events,
             hidden_s: 0.0,
-            overlap: opts.overlap.unwrap_or(true),
+            overlap,
             frame: None,
             frame_staging: None,
             skin: (width > 0.0).then(|| SharedSkin::new(width)),
@@ -387,24 +394,15 @@ impl CudaRank {
             return Ok(());
         }
         let ev = &self.events[k].ev;
-        let ms = |a: usize, b: usize| -> Result<f64, CudaError> {
-            Ok(ev[a]
-                .elapsed_ms(&ev[b])
-                .map_err(|e| CudaError::driver("reading an event", e))? as f64
-                * 1e-3)
-        };
         if self.events[k].beside {
-            // The refresh from the step's start to its unpack (the transfer included); the step
-            // waited for whatever of it, and of the boundary collide after it, outlasted the
-            // interior collide.
-            let (step, exchange, exposed) = (ms(0, 2)?, ms(0, 3)?, ms(1, 4)?.max(0.0));
-            let exposed = exposed.min(exchange);
-            self.compute_s += step - exposed;
-            self.transfer_s += exchange;
-            self.hidden_s += exchange - exposed;
-            self.busy += step;
+            // The refresh includes the records' transfer (NCCL, or host memory and MPI).
+            let t = beside_times(ev)?;
+            self.compute_s += t.compute;
+            self.transfer_s += t.exchange;
+            self.hidden_s += t.hidden;
+            self.busy += t.step;
         } else {
-            let c = ms(1, 2)?;
+            let c = elapsed_s(ev, 1, 2)?;
             self.compute_s += c;
             self.busy += c;
         }

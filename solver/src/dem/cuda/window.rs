@@ -751,9 +751,13 @@ impl CudaSim {
             totals: [0; 4],
             layers: RefreshLayers::default(),
             status_out: MappedWords::new(&self.ctx, 9)?,
-            // PARTICLE_SHM_REFRESH_STREAM=compute (experiments): the compute stream, so that
-            // the refresh and both passes run one after the other (what the split costs alone).
-            stream: if std::env::var("PARTICLE_SHM_REFRESH_STREAM").is_ok_and(|v| v == "compute") {
+            // A stream of its own only where the refresh runs beside the collide (the slab's
+            // module has the two passes); PARTICLE_SHM_REFRESH_STREAM=compute (experiments):
+            // the compute stream, so that the refresh and both passes run one after the other
+            // (what the split costs alone).
+            stream: if !self.cfg.passes
+                || std::env::var("PARTICLE_SHM_REFRESH_STREAM").is_ok_and(|v| v == "compute")
+            {
                 self.stream.clone()
             } else {
                 high_priority_stream(&self.ctx)?
