@@ -364,7 +364,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 20] = [
+pub const SPH_KERNELS: [&str; 24] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -385,6 +385,10 @@ pub const SPH_KERNELS: [&str; 20] = [
     "sph_own_bound",
     "sph_take",
     "sph_layer_count",
+    "sph_pack_part",
+    "sph_bound_layer",
+    "sph_pick_words",
+    "sph_put_words",
 ];
 
 fn headers_source() -> String {

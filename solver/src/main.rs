@@ -64,7 +64,7 @@ fn follow(ranks: solver::exec::sim::RankSet, cli: &Cli) -> Result<()> {
         solver::exec::sim::BackendKind::CudaRanks(opts, _) => Some(opts),
         _ => None,
     };
-    app::ranks::follow(ranks, cuda)
+    app::ranks::follow(ranks, cuda, cli)
 }
 
 /// The CPU thread pool (`--threads`), and SIGINT/SIGTERM noted in the returned flag (the run

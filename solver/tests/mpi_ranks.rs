@@ -540,9 +540,107 @@ fn cuda_without_a_gpu_and_sph_are_refused_over_ranks() {
     );
     assert_ne!(code, Some(0));
     assert!(
-        err.contains("SPH case cannot run over 2 MPI ranks"),
+        err.contains("SPH case on the CPU (GPU ranks: --backend cuda) cannot run over 2 MPI ranks"),
         "{err}"
     );
+}
+
+/// SPH on GPU ranks (issue 18 through MPI; `PARTICLE_SHM_TEST_BACKENDS=cuda`, the ranks share
+/// GPU 0 on a one-GPU machine): the dam break on 2 and 3 ranks, bounds moving by count, gives
+/// the frame (positions, velocities, densities, pressures, kinds) and final checkpoint of one
+/// GPU and of a group of two slabs in one process, bit for bit; the 2-rank checkpoint continues
+/// on one GPU and on 2 ranks to the same frame.
+#[test]
+fn sph_gpu_ranks_give_the_bits_of_one_gpu() {
+    if !gpu_tests() {
+        return;
+    }
+    let devices = std::env::var("PARTICLE_SHM_TEST_DEVICES").unwrap_or_else(|_| "0".into());
+    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("cases/dambreak.toml")
+        .display()
+        .to_string();
+    let dir = Scratch::new("sphgpu");
+    let sph_end = |frame: &Frame, what: &str, f: &Frame| {
+        assert_eq!(frame.meta.step, f.meta.step, "{what}: step");
+        assert_eq!(frame.meta.sim_time, f.meta.sim_time, "{what}: time");
+        assert_eq!(frame.positions, f.positions, "{what}: positions");
+        assert_eq!(frame.velocities, f.velocities, "{what}: velocities");
+        assert_eq!(frame.densities, f.densities, "{what}: densities");
+        assert_eq!(frame.pressures, f.pressures, "{what}: pressures");
+        assert_eq!(frame.particle_kinds, f.particle_kinds, "{what}: kinds");
+    };
+    let mut reference: Option<(Frame, Files)> = None;
+    for (label, np, devs) in [
+        ("one", 1usize, "0"),
+        ("group", 1, "0,0"),
+        ("np2", 2, devices.as_str()),
+        ("np3", 3, devices.as_str()),
+    ] {
+        let seg = Seg::new(&format!("sph{label}"));
+        let out = dir.path(label);
+        let mut a = vec![
+            "--backend",
+            "cuda",
+            "--devices",
+            devs,
+            "--case",
+            &case,
+            "--end-time",
+            "0.3",
+            "--name-shm",
+            &seg.0,
+            "--keep-shm",
+            "--refresh-wall-ms",
+            "0",
+            "--output",
+            &out,
+        ];
+        if label != "one" {
+            a.extend(["--balance", "count"]);
+        }
+        let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
+        let (code, err) = run(cmd, Duration::from_secs(300));
+        assert_eq!(code, Some(0), "SPH {label} failed:\n{err}");
+        if np > 1 {
+            assert!(
+                err.contains(&format!("{np} MPI ranks, one GPU each")),
+                "{err}"
+            );
+        }
+        let frame = newest_frame(&seg.0);
+        let results = final_checkpoint(&out);
+        match &reference {
+            None => reference = Some((frame, results)),
+            Some((f, r)) => {
+                sph_end(&frame, label, f);
+                assert!(results == *r, "SPH {label}: the final checkpoint differs");
+            }
+        }
+    }
+    let ck = dir.path("np2/checkpoint.bin");
+    let mut ends = Vec::new();
+    for np in [1usize, 2] {
+        let seg = Seg::new(&format!("sphr{np}"));
+        let a = [
+            "--backend",
+            "cuda",
+            "--devices",
+            &devices,
+            "--restart",
+            &ck,
+            "--end-time",
+            "0.35",
+            "--name-shm",
+            &seg.0,
+            "--keep-shm",
+        ];
+        let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
+        let (code, err) = run(cmd, Duration::from_secs(300));
+        assert_eq!(code, Some(0), "SPH restart on {np} failed:\n{err}");
+        ends.push(newest_frame(&seg.0));
+    }
+    sph_end(&ends[1], "restart on 2 ranks", &ends[0]);
 }
 
 /// The GPU tests' run: the built-in case at 30,000 particles to t = 0.05 s on `devices`,

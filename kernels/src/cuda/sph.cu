@@ -531,6 +531,28 @@ extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsign
     if (press) press[id] = (float)tait_pressure(r, (real)p.rho0, (real)p.b);
 }
 
+// sph_pack's values of this GPU's owned particles, compacted for another process (an MPI rank's
+// part of a frame, sph/cuda/ranks.rs): entry i = atomicAdd(count, 1) gets the id of the
+// particle and its values, in no particular order (the root places them by id).
+extern "C" __global__ void sph_pack_part(const SphParams p, const SphArrays f, unsigned nb, const double* bpos,
+                                         const real* brho, const unsigned* bid, const unsigned char* own,
+                                         const unsigned char* bown, unsigned* count, unsigned* ids, float* pos,
+                                         float* vel, float* rho, float* press) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n + nb) return;
+    const bool fluid = k < p.n;
+    const unsigned j = fluid ? k : k - p.n;
+    if (!(fluid ? own : bown)[j]) return;
+    const unsigned i = atomicAdd(count, 1u);
+    ids[i] = fluid ? f.id[j] : bid[j];
+    const double* x = fluid ? f.pos + 3 * j : bpos + 3 * j;
+    const real r = fluid ? f.rho[j] : brho[j];
+    for (int a = 0; a < 3; a++) pos[3 * i + a] = (float)x[a];
+    for (int a = 0; a < 3; a++) vel[3 * i + a] = fluid ? (float)f.vel[3 * j + a] : 0.0f;
+    rho[i] = (float)r;
+    press[i] = (float)tait_pressure(r, (real)p.rho0, (real)p.b);
+}
+
 // ---- Several GPUs (solver/src/sph/group.rs) ----
 // Before each evaluation of the rates, every slab keeps the particles it owned at the last one
 // that lie in its layers or their halo (one layer each side) at the positions of this one, and
@@ -627,6 +649,30 @@ extern "C" __global__ void sph_take(const SphParams p, unsigned nb, const double
     if (k >= nb) return;
     const unsigned l = sph_layer(p, bpos + 3 * k);
     if (l >= lo && l < hi) dst[k] = src[k];
+}
+
+// The layer of every boundary slot (an MPI rank lists the slots of each layer once: they never
+// move).
+extern "C" __global__ void sph_bound_layer(const SphParams p, unsigned nb, const double* bpos, unsigned* layer) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < nb) layer[k] = sph_layer(p, bpos + 3 * k);
+}
+
+// dst[k] = src[idx[k]] for n entries of `words` 32-bit words each (boundary densities of chosen
+// slots, for another process).
+extern "C" __global__ void sph_pick_words(unsigned n, unsigned words, const unsigned* idx, const unsigned* src,
+                                          unsigned* dst) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n * words) return;
+    dst[k] = src[idx[k / words] * words + k % words];
+}
+
+// dst[idx[k]] = src[k]: the inverse of sph_pick_words.
+extern "C" __global__ void sph_put_words(unsigned n, unsigned words, const unsigned* idx, const unsigned* src,
+                                         unsigned* dst) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n * words) return;
+    dst[idx[k / words] * words + k % words] = src[k];
 }
 
 // Owned fluid particles per layer along the split axis (the balancing's per-layer counts).

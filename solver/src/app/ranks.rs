@@ -271,12 +271,21 @@ impl SimPort for RankRoot {
 
 /// A rank other than 0: builds its part of the run from rank 0's start state and obeys rank
 /// 0's control messages until the run finishes. Returns an error when the run failed.
-/// `cuda`: this rank's GPU on a run over GPU ranks.
-pub fn follow(ranks: RankSet, cuda: Option<solver::dem::cuda::CudaOptions>) -> Result<()> {
+/// `cuda`: this rank's GPU on a DEM run over GPU ranks (an SPH run's start says it is one, and
+/// `app::sph::follow` takes it).
+pub fn follow(
+    ranks: RankSet,
+    cuda: Option<solver::dem::cuda::CudaOptions>,
+    cli: &super::cli::Cli,
+) -> Result<()> {
     use solver::exec::sim::Simulation;
     use solver::exec::worker::RawKinematics;
     let comm = ranks.comm.clone();
-    let mut sim = Simulation::join_ranks(ranks, cuda)?;
+    let start = ranks.receive_start()?;
+    if super::sph::is_sph_start(&start) {
+        return super::sph::follow(ranks, &start, cli);
+    }
+    let mut sim = Simulation::join_ranks_with(ranks, &start, cuda)?;
     loop {
         let mut w = [0u64; 4];
         comm.broadcast_control(&mut w);

@@ -149,8 +149,12 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("{}: cannot read case file", path.display()))?;
             if super::sph::is_sph(&text) {
-                super::ranks::refuse("an SPH case")?;
-                return super::sph::build(path, &text, backend, cli);
+                if backend == Backend::Cpu {
+                    super::ranks::refuse("an SPH case on the CPU (GPU ranks: --backend cuda)")?;
+                }
+                return Ok(super::ranks::port(super::sph::build(
+                    path, &text, backend, cli,
+                )?));
             }
             // Validated once, after the overrides, when the simulation is built (placing the
             // particles twice costs seconds at millions of particles).
@@ -176,8 +180,10 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
 /// Continues from a checkpoint file.
 pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
     if solver::sph::checkpoint::is_sph_checkpoint(path) {
-        super::ranks::refuse("an SPH checkpoint")?;
-        return super::sph::restore(path, backend, cli);
+        if backend == Backend::Cpu {
+            super::ranks::refuse("an SPH checkpoint on the CPU (GPU ranks: --backend cuda)")?;
+        }
+        return Ok(super::ranks::port(super::sph::restore(path, backend, cli)?));
     }
     if cli.particles.is_some() || cli.dt.is_some() {
         bail!("--particles and --dt cannot change a checkpointed run (--end-time can)");
@@ -216,7 +222,12 @@ pub fn resume_from_frame(
         bail!("--load-shm resumes the segment's own case; --particles and --case do not apply");
     }
     if super::sph::is_sph(&stat.config_toml) {
-        return super::sph::resume_from_frame(name, stat, frame, backend, cli);
+        if backend == Backend::Cpu {
+            super::ranks::refuse("an SPH run on the CPU (GPU ranks: --backend cuda)")?;
+        }
+        return Ok(super::ranks::port(super::sph::resume_from_frame(
+            name, stat, frame, backend, cli,
+        )?));
     }
     let mut case = Case::from_toml_str(
         &stat.config_toml,

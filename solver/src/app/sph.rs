@@ -10,7 +10,9 @@ use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
 use shm_protocol::{BodyTransform, FieldKind, FrameWriter, Region, SpeciesRecord, StaticData};
 use solver::io::vtk::{PointArray, VtkParticles, VtkSeries};
 use solver::sph::cpu::{SphSim, SphState};
-use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
+use solver::sph::cuda::{
+    SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions, SphRank, SphRankOptions,
+};
 use solver::sph::physics;
 use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
 use std::path::Path;
@@ -62,7 +64,12 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
                 vel: vec![[0.0; 3]; n],
                 rho: particles.rho,
             };
-            Engine::Gpu(gpu_engine(c, state, dt, cli).with_context(|| format!("{name}"))?)
+            let run = RunInfo {
+                config_toml: text,
+                end_time: case.end_time,
+                world,
+            };
+            Engine::Gpu(gpu_engine(c, state, dt, cli, run).with_context(|| format!("{name}"))?)
         }
     };
     Ok(Box::new(SphRunner {
@@ -99,8 +106,86 @@ fn bounds(pos: &[[f64; 3]]) -> ([f64; 3], [f64; 3]) {
     (lo, hi)
 }
 
-/// The GPU engine of `--devices`: one GPU, or a group of slabs (`--split-axis`, `--balance`).
-fn gpu_engine(c: SphConstants, state: SphState, dt: f64, cli: &Cli) -> Result<Box<dyn SphGpu>> {
+/// What the other MPI ranks need of a run besides its state: they build the same
+/// [`SphRunner`] (its end time shortens the last step alike on every rank).
+struct RunInfo<'a> {
+    config_toml: &'a str,
+    end_time: f64,
+    world: ([f64; 3], [f64; 3]),
+}
+
+/// The first bytes of an SPH run's start as rank 0 sends it to the other MPI ranks (a DEM
+/// run's start is checkpoint bytes, which begin otherwise).
+const START_MAGIC: [u8; 8] = *b"PSHMSPHR";
+
+/// The start of an SPH run over MPI ranks: the case text, end time, world box, constants, step
+/// and state, after [`START_MAGIC`].
+type Start = (
+    String,
+    f64,
+    ([f64; 3], [f64; 3]),
+    SphConstants,
+    f64,
+    SphState,
+);
+
+/// Whether rank 0's start bytes are an SPH run's.
+pub fn is_sph_start(bytes: &[u8]) -> bool {
+    bytes.starts_with(&START_MAGIC)
+}
+
+/// This rank's GPU engine of a run over MPI ranks: slab `rank` of the run, on the rank's GPU of
+/// `--devices` (the ranks of a host take its listed GPUs in turn).
+fn rank_engine(
+    ranks: &solver::exec::sim::RankSet,
+    c: SphConstants,
+    state: SphState,
+    dt: f64,
+    cli: &Cli,
+) -> Result<SphRank> {
+    let devices = cli.devices.resolve()?;
+    let local = super::ranks::local_rank().unwrap_or(ranks.comm.rank());
+    let opts = SphRankOptions {
+        comm: ranks.comm.clone(),
+        device: devices[local % devices.len()],
+        double: false,
+        axis: cli.split_axis,
+        balance: cli.balance.unwrap_or_default(),
+        interval: solver::decomp::balance::BALANCE_INTERVAL,
+        spare_slots: solver::sph::cuda::SPARE_SLOTS,
+    };
+    Ok(SphRank::from_state(c, state, dt, opts)?)
+}
+
+/// The GPU engine of `--devices`: one GPU, or a group of slabs (`--split-axis`, `--balance`);
+/// over MPI ranks, one slab per rank (rank 0 first sends the others the start).
+fn gpu_engine(
+    c: SphConstants,
+    state: SphState,
+    dt: f64,
+    cli: &Cli,
+    run: RunInfo<'_>,
+) -> Result<Box<dyn SphGpu>> {
+    if let Some(ranks) = super::ranks::current() {
+        let mut bytes = START_MAGIC.to_vec();
+        bytes.extend(solver::exec::comm::encode(&(
+            run.config_toml,
+            run.end_time,
+            run.world,
+            &c,
+            dt,
+            &state,
+        )));
+        ranks.send_start_bytes(bytes);
+        let rank = rank_engine(&ranks, c, state, dt, cli)?;
+        tracing::info!(
+            "SPH on {}: slabs {:?} along {}",
+            rank.device_name(),
+            rank.bounds(),
+            ["x", "y", "z"][rank.axis()]
+        );
+        return Ok(Box::new(rank));
+    }
     let devices = cli.devices.resolve()?;
     if devices.len() == 1 {
         let opts = SphCudaOptions {
@@ -144,10 +229,17 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     let world = bounds(&r.state.pos);
     let sim = match backend {
         Backend::Cpu => Engine::Cpu(Box::new(SphSim::from_state(r.constants, r.state, r.dt))),
-        Backend::Cuda => Engine::Gpu(
-            gpu_engine(r.constants, r.state, r.dt, cli)
-                .with_context(|| format!("{}", path.display()))?,
-        ),
+        Backend::Cuda => {
+            let run = RunInfo {
+                config_toml: &r.case_toml,
+                end_time: cli.end_time.unwrap_or(r.case.end_time),
+                world,
+            };
+            Engine::Gpu(
+                gpu_engine(r.constants, r.state, r.dt, cli, run)
+                    .with_context(|| format!("{}", path.display()))?,
+            )
+        }
     };
     Ok(Box::new(SphRunner {
         end_time: cli.end_time.unwrap_or(r.case.end_time),
@@ -197,7 +289,14 @@ pub fn resume_from_frame(
     let sim = match backend {
         Backend::Cpu => Engine::Cpu(Box::new(SphSim::from_state(c, state, dt))),
         Backend::Cuda => {
-            Engine::Gpu(gpu_engine(c, state, dt, cli).with_context(|| format!("segment {name:?}"))?)
+            let run = RunInfo {
+                config_toml: &stat.config_toml,
+                end_time: case.end_time,
+                world,
+            };
+            Engine::Gpu(
+                gpu_engine(c, state, dt, cli, run).with_context(|| format!("segment {name:?}"))?,
+            )
         }
     };
     Ok(Box::new(SphRunner {
@@ -317,6 +416,43 @@ fn frame_state(
             .collect(),
         rho: rho.iter().map(|&r| r as f64).collect(),
     })
+}
+
+/// A rank other than 0 of an SPH run over MPI ranks: builds its slab from rank 0's `start`
+/// and obeys rank 0's control messages (as `app::ranks::follow` does for DEM) until the run
+/// finishes.
+pub fn follow(ranks: solver::exec::sim::RankSet, start: &[u8], cli: &Cli) -> Result<()> {
+    use super::ranks::Op;
+    let (config_toml, end_time, world, c, dt, state): Start =
+        solver::exec::comm::decode(&start[START_MAGIC.len()..], "the SPH start from rank 0");
+    let engine = rank_engine(&ranks, c, state, dt, cli)?;
+    let mut runner = SphRunner {
+        sim: Engine::Gpu(Box::new(engine)),
+        world,
+        end_time,
+        config_toml,
+        vtk: None,
+    };
+    loop {
+        let mut w = [0u64; 4];
+        ranks.comm.broadcast_control(&mut w);
+        let op = Op::from_words(w)
+            .ok_or_else(|| anyhow::anyhow!("unknown control message {w:?} from rank 0"))?;
+        match op {
+            Op::Step(n) => runner.step_n(n)?,
+            Op::Frame => {
+                if let Engine::Gpu(g) = &mut runner.sim {
+                    // SAFETY: no targets: a rank other than 0 only posts its part.
+                    unsafe { g.publish_async([std::ptr::null_mut(); 4]) }?;
+                }
+            }
+            Op::State | Op::Snapshot => {
+                runner.sim.state()?;
+            }
+            Op::Finish => return Ok(()),
+            Op::Abort => bail!("rank 0 failed (its output says why); stopping"),
+        }
+    }
 }
 
 /// The solver behind the port: the CPU reference, or one GPU or several.

@@ -95,10 +95,35 @@ impl RankSet {
             return Ok(());
         }
         let label = std::path::Path::new("<start state for the other ranks>");
-        let mut bytes = crate::io::checkpoint::encode_parts(case, meshes, state, label)?;
+        let bytes = crate::io::checkpoint::encode_parts(case, meshes, state, label)?;
+        self.send_start_bytes(bytes);
+        Ok(())
+    }
+
+    /// Rank 0 sends the other ranks (waiting in [`RankSet::receive_start`]) the start of a run
+    /// as bytes of the method's own format (DEM: checkpoint bytes; SPH: `app::sph`'s). Once;
+    /// nothing on other ranks.
+    pub fn send_start_bytes(&self, mut bytes: Vec<u8>) {
+        if !self.comm.is_root() || self.started() {
+            return;
+        }
         self.started.store(true, Ordering::Relaxed);
         self.comm.broadcast(&mut bytes);
-        Ok(())
+    }
+
+    /// A rank other than 0: waits for rank 0's start ([`RankSet::send_start_bytes`]); an error
+    /// when rank 0 failed before it could send one.
+    pub fn receive_start(&self) -> Result<Vec<u8>, SimError> {
+        let mut bytes = Vec::new();
+        self.comm.broadcast(&mut bytes);
+        self.started.store(true, Ordering::Relaxed);
+        if bytes.is_empty() {
+            return Err(SimError::State {
+                origin: "<start state from rank 0>".into(),
+                message: "rank 0 failed before the run started (its output says why)".into(),
+            });
+        }
+        Ok(bytes)
     }
 
     /// Rank 0 failed before the run could start: tells the other ranks (waiting in
@@ -468,18 +493,19 @@ impl Simulation {
         ranks: RankSet,
         cuda: Option<crate::dem::cuda::CudaOptions>,
     ) -> Result<Self, SimError> {
-        let mut bytes = Vec::new();
-        ranks.comm.broadcast(&mut bytes);
-        ranks.started.store(true, Ordering::Relaxed);
+        let bytes = ranks.receive_start()?;
+        Self::join_ranks_with(ranks, &bytes, cuda)
+    }
+
+    /// [`Simulation::join_ranks`] with the start already received.
+    pub fn join_ranks_with(
+        ranks: RankSet,
+        bytes: &[u8],
+        cuda: Option<crate::dem::cuda::CudaOptions>,
+    ) -> Result<Self, SimError> {
         let origin = "<start state from rank 0>".to_string();
-        if bytes.is_empty() {
-            return Err(SimError::State {
-                origin,
-                message: "rank 0 failed before the run started (its output says why)".into(),
-            });
-        }
         let (case, meshes, state) =
-            crate::io::checkpoint::decode_parts(&bytes, std::path::Path::new(&origin)).map_err(
+            crate::io::checkpoint::decode_parts(bytes, std::path::Path::new(&origin)).map_err(
                 |e| SimError::State {
                     origin: origin.clone(),
                     message: e.to_string(),

@@ -56,7 +56,7 @@ pub const SEVENTH_ROOT_SERIES: [f64; 8] = [
 
 /// Which smoothing kernel the pair terms use.
 #[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SphKernel {
     /// Wendland C2 (the default, as in DualSPHysics): free of the pairing instability (Dehnen &
     /// Aly 2012, MNRAS 425:1068).

@@ -156,8 +156,8 @@ fn bad(field: &str, message: String) -> SphCaseError {
     }
 }
 
-/// Constants of a run derived from its case.
-#[derive(Debug, Clone, PartialEq)]
+/// Constants of a run derived from its case (sent as they are to the other MPI ranks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SphConstants {
     pub kernel: SphKernel,
     pub dp: f64,

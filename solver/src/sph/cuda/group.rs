@@ -20,7 +20,7 @@ use cudarc::driver::{CudaContext, CudaEvent};
 
 use super::slab::{record_bytes, SlabSetup, SphSlab};
 use super::{CudaError, FrameArray, FrameCopy, SphCuda, SphCudaOptions, SphGpu};
-use crate::core::vec3::V3;
+use crate::core::grid::Grid;
 use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, queue_peer_copies, HostRegistration, MemoryReport, PeerCopy};
@@ -93,62 +93,15 @@ impl SphGroup {
         if g == 0 {
             return Err(CudaError::Unsupported("an SPH group without GPUs".into()));
         }
-        let grid = sph_grid(&c, &state.pos, &state.kind);
-        let axis = match opts.axis {
-            Some(a) => a.index(),
-            None => (0..3).max_by_key(|&a| (grid.dims[a], 3 - a)).unwrap_or(0),
-        };
-        let reach = sph_reach(&c, &grid);
-        let layers = sph_layers(&grid, axis, reach);
-        if layers < MIN_SLAB_LAYERS * g as u32 {
-            return Err(CudaError::TooFewLayers {
-                gpus: g,
-                layers,
-                min: MIN_SLAB_LAYERS,
-                axis: ["x", "y", "z"][axis],
-            });
-        }
-        let layer_of = |p: V3| sph_layer_of(&grid, p, axis, reach);
-        // First cut: equal particle counts (fluid and boundary alike).
-        let mut per_layer = vec![0u64; layers as usize];
-        for &p in &state.pos {
-            per_layer[layer_of(p) as usize] += 1;
-        }
-        let bounds = initial_bounds(&per_layer, g);
-        let bound_ids: Vec<u32> = (0..state.pos.len() as u32)
-            .filter(|&k| state.kind[k as usize] != KIND_FLUID)
-            .collect();
+        let plan = SlabPlan::new(&c, &state, g, opts.axis)?;
         let mut slabs = Vec::with_capacity(g);
         for w in 0..g {
-            let (lo, hi) = (bounds[w], bounds[w + 1]);
-            let fluid: Vec<u32> = (0..state.pos.len() as u32)
-                .filter(|&k| {
-                    state.kind[k as usize] == KIND_FLUID
-                        && (lo..hi).contains(&layer_of(state.pos[k as usize]))
-                })
-                .collect();
-            let setup = SlabSetup {
-                // Room for its fluid and a quarter more (halo and arrivals); a slab grows when
-                // the load moves to it faster than the balancing moves the bounds.
-                cap: (fluid.len() + fluid.len() / 4 + opts.spare_slots as usize)
-                    .min(u32::MAX as usize - 1) as u32,
-                frame_n: if w == 0 { state.pos.len() } else { 0 },
+            let frame_n = if w == 0 { state.pos.len() } else { 0 };
+            let device = SphCudaOptions {
+                device: opts.devices[w],
+                double: opts.double,
             };
-            let sim = SphCuda::build(
-                c.clone(),
-                grid.clone(),
-                &state,
-                dt,
-                SphCudaOptions {
-                    device: opts.devices[w],
-                    double: opts.double,
-                },
-                &fluid,
-                &bound_ids,
-                Some(setup),
-                (axis as u32, lo, hi),
-            )?;
-            slabs.push(sim);
+            slabs.push(plan.build(&c, &state, dt, device, w, opts.spare_slots, frame_n)?);
         }
         let ctxs: Vec<&Arc<CudaContext>> = slabs.iter().map(|s| &s.ctx).collect();
         crate::dem::cuda::enable_peer_access(&ctxs, &opts.devices)?;
@@ -167,8 +120,8 @@ impl SphGroup {
             c,
             slabs,
             devices: opts.devices,
-            axis,
-            bounds,
+            axis: plan.axis,
+            bounds: plan.bounds,
             kind: state.kind,
             time: state.time,
             step: state.step,
@@ -187,41 +140,18 @@ impl SphGroup {
         })
     }
 
-    /// Where slab `w`'s particles go (sph.cu's SphSlab).
-    fn slab_info(&self, w: usize) -> SphSlab {
-        let b = &self.bounds;
-        let g = self.slabs.len();
-        let layers = b[g] as i32;
-        SphSlab {
-            left_hi: if w > 0 { b[w] as i32 } else { -1 },
-            right_lo: if w + 1 < g {
-                b[w + 1] as i32 - 1
-            } else {
-                layers
-            },
-            reach_lo: if w > 1 { b[w - 1] as i32 + 1 } else { 0 },
-            reach_hi: if w + 2 < g {
-                b[w + 2] as i32 - 1
-            } else {
-                layers
-            },
-            cap: 0,
-            pad: 0,
-        }
-    }
-
     /// The exchange before an evaluation at the state's (`half` false) or the half state's
     /// positions: classify, read the counts, copy records and boundary densities to the
     /// neighbours device to device, unpack.
     fn exchange(&mut self, half: bool) -> Result<(), CudaError> {
         let g = self.slabs.len();
         for w in 0..g {
-            let info = self.slab_info(w);
+            let info = slab_info(&self.bounds, w);
             self.slabs[w].queue_classify(half, info)?;
         }
         let mut counts = Vec::with_capacity(g);
         for w in 0..g {
-            let info = self.slab_info(w);
+            let info = slab_info(&self.bounds, w);
             let s = &mut self.slabs[w];
             let mut c = s.read_counts()?;
             while !s.fit_sends(c[0].max(c[1]))? {
@@ -346,9 +276,7 @@ impl SphGroup {
             let (lo, hi) = (self.bounds[w], self.bounds[w + 1]);
             self.slabs[w].set_own_layers(lo, hi)?;
             for v in (0..g).filter(|&v| v != w) {
-                // Layers w now owns or borders that v owned: v's densities of them are current.
-                let from = lo.saturating_sub(1).max(old[v]);
-                let to = (hi + 1).min(old[v + 1]);
+                let (from, to) = handover(&old, &self.bounds, v, w);
                 let src = self.slabs[v].boundary_rho_ptr(false);
                 // SAFETY: same slots on every GPU; every stream is idle (read_diag waited for
                 // them); a GPU writes here only densities of layers it did not own, and reads
@@ -569,9 +497,137 @@ impl Drop for SphGroup {
     }
 }
 
+/// The first cut of a run into slabs, shared by a group in one process and MPI ranks
+/// ([`super::ranks`]): the run's grid, the split axis, the bounds (equal particle counts, at
+/// least [`MIN_SLAB_LAYERS`] layers each) and the boundary particles every slab holds.
+pub(super) struct SlabPlan {
+    pub grid: Grid,
+    pub axis: usize,
+    pub reach: u32,
+    pub bounds: Vec<u32>,
+    pub bound_ids: Vec<u32>,
+}
+
+impl SlabPlan {
+    /// Cuts `state` into `g` slabs along `axis` (default: the axis with the most cell layers).
+    pub fn new(
+        c: &SphConstants,
+        state: &SphState,
+        g: usize,
+        axis: Option<Axis>,
+    ) -> Result<SlabPlan, CudaError> {
+        let grid = sph_grid(c, &state.pos, &state.kind);
+        let axis = match axis {
+            Some(a) => a.index(),
+            None => (0..3).max_by_key(|&a| (grid.dims[a], 3 - a)).unwrap_or(0),
+        };
+        let reach = sph_reach(c, &grid);
+        let layers = sph_layers(&grid, axis, reach);
+        if layers < MIN_SLAB_LAYERS * g as u32 {
+            return Err(CudaError::TooFewLayers {
+                gpus: g,
+                layers,
+                min: MIN_SLAB_LAYERS,
+                axis: ["x", "y", "z"][axis],
+            });
+        }
+        // First cut: equal particle counts (fluid and boundary alike).
+        let mut per_layer = vec![0u64; layers as usize];
+        for &p in &state.pos {
+            per_layer[sph_layer_of(&grid, p, axis, reach) as usize] += 1;
+        }
+        let bounds = initial_bounds(&per_layer, g);
+        let bound_ids = (0..state.pos.len() as u32)
+            .filter(|&k| state.kind[k as usize] != KIND_FLUID)
+            .collect();
+        Ok(SlabPlan {
+            grid,
+            axis,
+            reach,
+            bounds,
+            bound_ids,
+        })
+    }
+
+    /// Slab `w` of the plan on `opts.device`: its fluid, every boundary particle, room for its
+    /// fluid and a quarter more plus `spare_slots` (halo and arrivals; a slab grows when the
+    /// load moves to it faster than the balancing moves the bounds) and frame staging for
+    /// `frame_n` particles.
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        &self,
+        c: &SphConstants,
+        state: &SphState,
+        dt: f64,
+        opts: SphCudaOptions,
+        w: usize,
+        spare_slots: u32,
+        frame_n: usize,
+    ) -> Result<SphCuda, CudaError> {
+        let (lo, hi) = (self.bounds[w], self.bounds[w + 1]);
+        let fluid: Vec<u32> = (0..state.pos.len() as u32)
+            .filter(|&k| {
+                state.kind[k as usize] == KIND_FLUID
+                    && (lo..hi).contains(&sph_layer_of(
+                        &self.grid,
+                        state.pos[k as usize],
+                        self.axis,
+                        self.reach,
+                    ))
+            })
+            .collect();
+        let setup = SlabSetup {
+            cap: (fluid.len() + fluid.len() / 4 + spare_slots as usize).min(u32::MAX as usize - 1)
+                as u32,
+            frame_n,
+        };
+        SphCuda::build(
+            c.clone(),
+            self.grid.clone(),
+            state,
+            dt,
+            opts,
+            &fluid,
+            &self.bound_ids,
+            Some(setup),
+            (self.axis as u32, lo, hi),
+        )
+    }
+}
+
+/// Where the particles of slab `w` of `bounds` go (sph.cu's SphSlab).
+pub(super) fn slab_info(bounds: &[u32], w: usize) -> SphSlab {
+    let g = bounds.len() - 1;
+    let layers = bounds[g] as i32;
+    SphSlab {
+        left_hi: if w > 0 { bounds[w] as i32 } else { -1 },
+        right_lo: if w + 1 < g {
+            bounds[w + 1] as i32 - 1
+        } else {
+            layers
+        },
+        reach_lo: if w > 1 { bounds[w - 1] as i32 + 1 } else { 0 },
+        reach_hi: if w + 2 < g {
+            bounds[w + 2] as i32 - 1
+        } else {
+            layers
+        },
+        cap: 0,
+        pad: 0,
+    }
+}
+
+/// The boundary layers GPU `to` takes from GPU `from` when the bounds move from `old` to `new`:
+/// those `to` now owns or borders that `from` owned (their densities there are current).
+pub(super) fn handover(old: &[u32], new: &[u32], from: usize, to: usize) -> (u32, u32) {
+    let lo = new[to].saturating_sub(1).max(old[from]);
+    let hi = (new[to + 1] + 1).min(old[from + 1]);
+    (lo, hi)
+}
+
 /// Bounds cutting `per_layer` into `g` slabs of about equal counts, each at least
 /// [`MIN_SLAB_LAYERS`] wide (the caller checked that there are enough layers).
-fn initial_bounds(per_layer: &[u64], g: usize) -> Vec<u32> {
+pub(super) fn initial_bounds(per_layer: &[u64], g: usize) -> Vec<u32> {
     let layers = per_layer.len() as u32;
     let total: u64 = per_layer.iter().sum();
     let mut bounds = vec![0u32; g + 1];
@@ -600,6 +656,38 @@ fn initial_bounds(per_layer: &[u64], g: usize) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_moved_bound_hands_over_the_layers_whose_densities_changed_owner() {
+        // Slab 0 takes layer 6 from slab 1 and now borders layer 7: it takes both from slab 1;
+        // slab 1 borders layer 6, whose densities it kept current itself.
+        let (old, new) = ([0, 6, 12], [0, 7, 12]);
+        assert_eq!(handover(&old, &new, 1, 0), (6, 8));
+        let (lo, hi) = handover(&old, &new, 0, 1);
+        assert!(lo >= hi, "nothing from slab 0: {lo}..{hi}");
+        // The other way: slab 1 takes layer 5 and borders layer 4.
+        let new = [0, 5, 12];
+        assert_eq!(handover(&old, &new, 0, 1), (4, 6));
+        // A slab two away has nothing to give.
+        let (old, new) = ([0, 4, 8, 12], [0, 5, 8, 12]);
+        let (lo, hi) = handover(&old, &new, 2, 0);
+        assert!(lo >= hi);
+    }
+
+    #[test]
+    fn slab_info_names_the_neighbours_and_the_reach() {
+        let b = [0, 4, 8, 12];
+        let s = slab_info(&b, 1);
+        assert_eq!(
+            (s.left_hi, s.right_lo, s.reach_lo, s.reach_hi),
+            (4, 7, 0, 12)
+        );
+        let s = slab_info(&b, 0);
+        assert_eq!(
+            (s.left_hi, s.right_lo, s.reach_lo, s.reach_hi),
+            (-1, 3, 0, 7)
+        );
+    }
 
     #[test]
     fn first_cut_balances_counts_and_keeps_three_layers() {

@@ -9,13 +9,16 @@
 //! reduced time-step limits, which set the next step on the host with the CPU's function.
 //! Boundary particles never move: the host sorts them once.
 //!
-//! [`group`] runs one simulation on several GPUs, one slab of cell layers each; [`slab`] holds
-//! what a slab adds to this one-GPU engine (its halo exchange).
+//! [`group`] runs one simulation on several GPUs, one slab of cell layers each; [`ranks`] runs
+//! the same slabs over MPI ranks, one GPU each; [`slab`] holds what a slab adds to this one-GPU
+//! engine (its halo exchange).
 
 mod group;
+mod ranks;
 mod slab;
 
 pub use group::{SphGroup, SphGroupOptions, SPARE_SLOTS};
+pub use ranks::{SphRank, SphRankOptions};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -326,6 +329,27 @@ pub trait SphGpu {
     /// Waits for the frame copy in flight, if any.
     fn publish_wait(&mut self) -> Result<(), CudaError> {
         self.frame_copy().wait()
+    }
+}
+
+/// Particles of one GPU (or rank), by id: a part of a state.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct OwnedParticles {
+    pub id: Vec<u32>,
+    pub pos: Vec<V3>,
+    pub vel: Vec<V3>,
+    pub rho: Vec<f64>,
+}
+
+impl OwnedParticles {
+    /// Puts these particles into `s` at their ids (boundary particles keep zero velocity).
+    pub fn write_into(&self, s: &mut SphState) {
+        for (k, &id) in self.id.iter().enumerate() {
+            let i = id as usize;
+            s.pos[i] = self.pos[k];
+            s.vel[i] = self.vel[k];
+            s.rho[i] = self.rho[k];
+        }
     }
 }
 
@@ -1018,8 +1042,8 @@ impl SphCuda {
         })
     }
 
-    /// Writes this GPU's (owned) particles into `s` by id.
-    fn write_into(&self, s: &mut SphState) -> Result<(), CudaError> {
+    /// This GPU's (owned) particles: ids, positions, velocities and densities (downloads).
+    fn owned_particles(&self) -> Result<OwnedParticles, CudaError> {
         let (nf, nb) = (self.nf as usize, self.nb as usize);
         let mut fid = vec![0u32; nf];
         self.get(self.s.id, as_bytes_mut(&mut fid))?;
@@ -1034,23 +1058,32 @@ impl SphCuda {
             Some(_) => self.own_flags()?,
             None => (vec![1; nf], vec![1; nb]),
         };
+        let mut out = OwnedParticles::default();
         for (k, &id) in fid.iter().enumerate() {
-            if own[k] == 0 {
-                continue;
+            if own[k] != 0 {
+                out.id.push(id);
+                out.pos
+                    .push([fpos[3 * k], fpos[3 * k + 1], fpos[3 * k + 2]]);
+                out.vel
+                    .push([fvel[3 * k], fvel[3 * k + 1], fvel[3 * k + 2]]);
+                out.rho.push(frho[k]);
             }
-            let i = id as usize;
-            s.pos[i] = [fpos[3 * k], fpos[3 * k + 1], fpos[3 * k + 2]];
-            s.vel[i] = [fvel[3 * k], fvel[3 * k + 1], fvel[3 * k + 2]];
-            s.rho[i] = frho[k];
         }
         for (k, &id) in self.bids.iter().enumerate() {
-            if bown[k] == 0 {
-                continue;
+            if bown[k] != 0 {
+                out.id.push(id);
+                out.pos
+                    .push([bpos[3 * k], bpos[3 * k + 1], bpos[3 * k + 2]]);
+                out.vel.push([0.0; 3]);
+                out.rho.push(brho[k]);
             }
-            let i = id as usize;
-            s.pos[i] = [bpos[3 * k], bpos[3 * k + 1], bpos[3 * k + 2]];
-            s.rho[i] = brho[k];
         }
+        Ok(out)
+    }
+
+    /// Writes this GPU's (owned) particles into `s` by id.
+    fn write_into(&self, s: &mut SphState) -> Result<(), CudaError> {
+        self.owned_particles()?.write_into(s);
         Ok(())
     }
 

@@ -1,0 +1,817 @@
+//! One SPH simulation over several processes with one GPU each (issue 18 through issue 15's
+//! MPI: `mpirun -np N solver --backend cuda --case dambreak.toml`): rank r drives slab r of the
+//! cut a [`super::SphGroup`] makes in one process, with the same kernels, the same
+//! classification and unpacking of fluid records, and the same balancing decisions. Only the
+//! road differs: two processes cannot read each other's device memory, so before each
+//! evaluation the records for a neighbour and the boundary densities of the layer next to it
+//! go through host memory in one MPI all-to-all, and the time-step limits are reduced over the
+//! ranks. Every slab still sorts by (cell, id) on the run's one grid, so the ranks give the
+//! bits of one GPU and of a group.
+//!
+//! Every decision is made from data all ranks share (the per-layer counts and busy times are
+//! all-gathered; the limits, the particles past a whole slab and the non-finite particles are
+//! reduced), so every rank takes the same branch and calls the same collectives. A state is
+//! gathered on rank 0 (the others get an empty one); a frame's parts are posted to rank 0
+//! without waiting for it, and rank 0 places them by id as they arrive.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use cudarc::driver::CudaEvent;
+
+use super::group::{handover, slab_info, SlabPlan};
+use super::slab::record_bytes;
+use super::{
+    as_bytes, as_bytes_mut, blocks, CudaError, FrameArray, FrameCopy, OwnedParticles, SphCuda,
+    SphCudaOptions, SphGpu,
+};
+use crate::decomp::balance::{self, Balance};
+use crate::decomp::Axis;
+use crate::dem::cuda::{neighbour, MemoryReport};
+use crate::exec::comm::{decode, encode, take_posts, Comm};
+use crate::sph::cpu::{next_time_step, SphState};
+use crate::sph::setup::SphConstants;
+
+/// How an SPH run is spread over the ranks' GPUs.
+#[derive(Debug, Clone)]
+pub struct SphRankOptions {
+    pub comm: Arc<dyn Comm>,
+    /// This rank's device ordinal.
+    pub device: usize,
+    /// The parity mode (see [`SphCudaOptions::double`]).
+    pub double: bool,
+    /// Split axis; default: the axis with the most cell layers.
+    pub axis: Option<Axis>,
+    pub balance: Balance,
+    /// Steps between balancing decisions.
+    pub interval: u64,
+    /// See [`super::SphGroupOptions::spare_slots`].
+    pub spare_slots: u32,
+}
+
+/// One rank's part of a frame: its particles' ids and their f32 values as `sph_pack` makes them.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct FramePart {
+    id: Vec<u32>,
+    pos: Vec<f32>,
+    vel: Vec<f32>,
+    rho: Vec<f32>,
+    press: Vec<f32>,
+}
+
+impl FramePart {
+    /// Places the part by id into the four frame arrays (null: not wanted).
+    ///
+    /// # Safety
+    /// Each non-null target holds one element per particle ([f32; 3] or f32) of the run, and
+    /// every id is below that count.
+    unsafe fn place(&self, targets: [*mut u8; 4]) {
+        for (k, &id) in self.id.iter().enumerate() {
+            let i = id as usize;
+            let put = |t: *mut u8, width: usize, src: &[f32]| {
+                if !t.is_null() {
+                    // SAFETY: the caller's contract: `t` holds `width` f32 per particle.
+                    let dst = unsafe { (t as *mut f32).add(width * i) };
+                    for c in 0..width {
+                        // SAFETY: as above; f32 needs no alignment beyond the segment's.
+                        unsafe { dst.add(c).write_unaligned(src[width * k + c]) };
+                    }
+                }
+            };
+            put(targets[0], 3, &self.pos);
+            put(targets[1], 3, &self.vel);
+            put(targets[2], 1, &self.rho);
+            put(targets[3], 1, &self.press);
+        }
+    }
+}
+
+/// Rank 0's frame while the other ranks' parts are on their way.
+struct PendingFrame {
+    targets: [*mut u8; 4],
+    waiting: Vec<usize>,
+}
+
+/// A frame assembled on rank 0's host by [`SphGpu::pack_frame`] (for tests and tools that read
+/// frames through [`SphGpu::frame_vec3`]).
+#[derive(Default)]
+struct HostFrame {
+    pos: Vec<[f32; 3]>,
+    vel: Vec<[f32; 3]>,
+    rho: Vec<f32>,
+    press: Vec<f32>,
+}
+
+/// Device buffers of a frame's part (grown with the slab).
+#[derive(Default)]
+struct PartBuffers {
+    cap: u32,
+    count: u64,
+    id: u64,
+    pos: u64,
+    vel: u64,
+    rho: u64,
+    press: u64,
+}
+
+/// See the module documentation.
+pub struct SphRank {
+    pub c: SphConstants,
+    sim: SphCuda,
+    comm: Arc<dyn Comm>,
+    rank: usize,
+    ranks: usize,
+    device: usize,
+    axis: usize,
+    bounds: Vec<u32>,
+    kind: Vec<u32>,
+    time: f64,
+    step: u64,
+    dt: f64,
+    balance: Balance,
+    interval: u64,
+    /// The boundary slots sorted by layer (on the device) and where each layer starts.
+    by_layer: u64,
+    layer_start: Vec<u32>,
+    /// Device scratch of boundary densities on their way to or from another rank.
+    xfer: u64,
+    xfer_bytes: usize,
+    part: PartBuffers,
+    /// Device compute time since the last balancing decision, and over the run [s].
+    busy: f64,
+    compute_s: f64,
+    exchange_s: f64,
+    timed_steps: u64,
+    events: [CudaEvent; 4],
+    rebalances: u64,
+    records_sent: u64,
+    pending: Option<PendingFrame>,
+    host_frame: RefCell<HostFrame>,
+    copy_done: FrameCopy,
+}
+
+impl SphRank {
+    /// Continues from `state` (every rank's copy of the same start) with the step `dt` it was
+    /// about to take; this rank builds its slab on `opts.device`.
+    pub fn from_state(
+        c: SphConstants,
+        state: SphState,
+        dt: f64,
+        opts: SphRankOptions,
+    ) -> Result<SphRank, CudaError> {
+        let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
+        let plan = SlabPlan::new(&c, &state, ranks, opts.axis)?;
+        let device = SphCudaOptions {
+            device: opts.device,
+            double: opts.double,
+        };
+        let mut sim = plan.build(&c, &state, dt, device, rank, opts.spare_slots, 0)?;
+        let (by_layer, layer_start) = list_boundary_by_layer(&mut sim)?;
+        let e = || {
+            sim.ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| CudaError::driver("creating an event", e))
+        };
+        let events = [e()?, e()?, e()?, e()?];
+        let mut rank = SphRank {
+            c,
+            sim,
+            comm: opts.comm,
+            rank,
+            ranks,
+            device: opts.device,
+            axis: plan.axis,
+            bounds: plan.bounds,
+            kind: state.kind,
+            time: state.time,
+            step: state.step,
+            dt,
+            balance: opts.balance,
+            interval: opts.interval.max(1),
+            by_layer,
+            layer_start,
+            xfer: 0,
+            xfer_bytes: 0,
+            part: PartBuffers::default(),
+            busy: 0.0,
+            compute_s: 0.0,
+            exchange_s: 0.0,
+            timed_steps: 0,
+            events,
+            rebalances: 0,
+            records_sent: 0,
+            pending: None,
+            host_frame: RefCell::new(HostFrame::default()),
+            copy_done: FrameCopy::default(),
+        };
+        rank.fit_part_buffers()?;
+        Ok(rank)
+    }
+
+    /// The slab bounds (cell layers along the split axis, one more than ranks).
+    pub fn bounds(&self) -> &[u32] {
+        &self.bounds
+    }
+    /// The split axis (0 x, 1 y, 2 z).
+    pub fn axis(&self) -> usize {
+        self.axis
+    }
+    pub fn rebalances(&self) -> u64 {
+        self.rebalances
+    }
+    /// Fluid records this rank sent so far (halo copies and migrants).
+    pub fn records_sent(&self) -> u64 {
+        self.records_sent
+    }
+    /// This rank's device compute and exchange time over the run [s], and the steps timed.
+    pub fn phase_times(&self) -> (f64, f64, u64) {
+        (self.compute_s, self.exchange_s, self.timed_steps)
+    }
+    /// This rank's arrays.
+    pub fn memory(&self) -> &MemoryReport {
+        self.sim.memory()
+    }
+
+    /// A device scratch of at least `bytes` bytes.
+    fn scratch(&mut self, bytes: usize) -> Result<u64, CudaError> {
+        if bytes > self.xfer_bytes {
+            let old = self.xfer;
+            self.sim.free(old);
+            let grown = bytes + bytes / 4;
+            self.xfer = self.sim.alloc("rank.boundary_transfer", grown)?;
+            self.xfer_bytes = grown;
+        }
+        Ok(self.xfer)
+    }
+
+    /// The boundary slots of the layers [lo, hi): (first entry of `by_layer`, count).
+    fn layer_slots(&self, lo: u32, hi: u32) -> (u32, u32) {
+        let top = self.layer_start.len() as u32 - 1;
+        let (lo, hi) = (lo.min(top), hi.min(top));
+        if lo >= hi {
+            return (0, 0);
+        }
+        let (a, b) = (self.layer_start[lo as usize], self.layer_start[hi as usize]);
+        (a, b - a)
+    }
+
+    /// The boundary densities (state or half state) of the layers [lo, hi), in slot order
+    /// (waits for the stream).
+    fn pick_densities(&mut self, lo: u32, hi: u32, half: bool) -> Result<Vec<u8>, CudaError> {
+        let (first, n) = self.layer_slots(lo, hi);
+        let real = self.sim.real;
+        let mut out = vec![0u8; n as usize * real];
+        if n == 0 {
+            return Ok(out);
+        }
+        let xfer = self.scratch(out.len())?;
+        let words = (real / 4) as u32;
+        let idx = self.by_layer + 4 * first as u64;
+        let src = self.sim.boundary_rho_ptr(half);
+        self.sim.launch(
+            "sph_pick_words",
+            blocks(n * words),
+            &[&n, &words, &idx, &src, &xfer],
+        )?;
+        self.sim.get(xfer, &mut out)?;
+        Ok(out)
+    }
+
+    /// Writes densities of the layers [lo, hi) that rank `from` sent (queued).
+    fn put_densities(
+        &mut self,
+        lo: u32,
+        hi: u32,
+        half: bool,
+        bytes: &[u8],
+        from: usize,
+    ) -> Result<(), CudaError> {
+        let (first, n) = self.layer_slots(lo, hi);
+        let real = self.sim.real;
+        if bytes.len() != n as usize * real {
+            return Err(mismatch(
+                self.rank,
+                from,
+                self.step,
+                format!(
+                    "{} bytes of boundary densities for layers {lo}..{hi}, which hold {n} \
+                     boundary particles",
+                    bytes.len()
+                ),
+            ));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let xfer = self.scratch(bytes.len())?;
+        self.sim.put(xfer, bytes)?;
+        let words = (real / 4) as u32;
+        let idx = self.by_layer + 4 * first as u64;
+        let dst = self.sim.boundary_rho_ptr(half);
+        self.sim.launch(
+            "sph_put_words",
+            blocks(n * words),
+            &[&n, &words, &idx, &xfer, &dst],
+        )
+    }
+
+    /// The layer next to the bound with the neighbour on `side` that this rank sends (its
+    /// own first or last layer) and the one it receives (the neighbour's).
+    fn halo_layers(&self, side: usize) -> (u32, u32) {
+        let (lo, hi) = (self.bounds[self.rank], self.bounds[self.rank + 1]);
+        if side == 0 {
+            (lo, lo - 1)
+        } else {
+            (hi - 1, hi)
+        }
+    }
+
+    /// The exchange before an evaluation at the state's (`half` false) or the half state's
+    /// positions: classify, then one all-to-all carrying to each neighbour its fluid records
+    /// and the boundary densities of the layer next to it; unpack.
+    fn exchange(&mut self, half: bool) -> Result<(), CudaError> {
+        let info = slab_info(&self.bounds, self.rank);
+        self.sim.queue_classify(half, info)?;
+        let mut counts = self.sim.read_counts()?;
+        while !self.sim.fit_sends(counts[0].max(counts[1]))? {
+            self.sim.queue_classify(half, info)?;
+            counts = self.sim.read_counts()?;
+        }
+        let beyond = self.comm.sum_u64(counts[3] as u64);
+        if beyond > 0 {
+            return Err(CudaError::SlabSkipped {
+                count: beyond.min(u32::MAX as u64) as u32,
+                step: self.step,
+            });
+        }
+        let rec = record_bytes(self.sim.real);
+        let mut sends = vec![Vec::new(); self.ranks];
+        for (side, &sent) in counts[..2].iter().enumerate() {
+            let Some(v) = neighbour(self.rank, side, self.ranks) else {
+                continue;
+            };
+            let n = sent as usize;
+            let mut msg = vec![0u8; 8 + n * rec];
+            msg[..8].copy_from_slice(&(n as u64).to_le_bytes());
+            self.sim.get(self.sim.send_ptr(side), &mut msg[8..])?;
+            let (layer, _) = self.halo_layers(side);
+            msg.extend(self.pick_densities(layer, layer + 1, half)?);
+            sends[v] = msg;
+        }
+        self.records_sent += (counts[0] + counts[1]) as u64;
+        let got = self.comm.exchange(sends);
+        let mut parts: [(&[u8], &[u8]); 2] = [(&[], &[]); 2];
+        let mut n_got = [0u32; 2];
+        for side in 0..2 {
+            let Some(v) = neighbour(self.rank, side, self.ranks) else {
+                continue;
+            };
+            let msg = &got[v];
+            let n = msg
+                .get(..8)
+                .map(|h| u64::from_le_bytes(h.try_into().expect("8 bytes")) as usize)
+                .filter(|&n| msg.len() >= 8 + n * rec)
+                .ok_or_else(|| {
+                    mismatch(
+                        self.rank,
+                        v,
+                        self.step,
+                        format!("a message of {} bytes", msg.len()),
+                    )
+                })?;
+            n_got[side] = n as u32;
+            parts[side] = (&msg[8..8 + n * rec], &msg[8 + n * rec..]);
+        }
+        // A rank that cannot make room stops every rank at this step.
+        let room = self.sim.make_room(n_got, self.device);
+        let room = room.and_then(|()| self.fit_part_buffers());
+        if self.comm.sum_u64(room.is_err() as u64) > 0 {
+            room?;
+            return Err(CudaError::OtherRank { step: self.step });
+        }
+        for (side, (records, _)) in parts.iter().enumerate() {
+            if !records.is_empty() {
+                self.sim.put(self.sim.recv_ptr(side), records)?;
+            }
+        }
+        self.sim.queue_unpack(n_got, counts[2])?;
+        for (side, (_, densities)) in parts.iter().enumerate() {
+            let Some(v) = neighbour(self.rank, side, self.ranks) else {
+                continue;
+            };
+            let (_, layer) = self.halo_layers(side);
+            self.put_densities(layer, layer + 1, half, densities, v)?;
+        }
+        Ok(())
+    }
+
+    fn mark(&self, which: usize) -> Result<(), CudaError> {
+        self.events[which]
+            .record(&self.sim.stream)
+            .map_err(|e| CudaError::driver("recording an event", e))
+    }
+
+    /// Moves the slab bounds as a group does ([`balance::decide`] on the all-gathered counts
+    /// and times, so every rank decides alike); each rank then flags the boundary particles it
+    /// now owns and takes the densities of the layers it now owns or borders from their
+    /// previous owners.
+    fn rebalance(&mut self) -> Result<(), CudaError> {
+        if self.balance == Balance::Off {
+            return Ok(());
+        }
+        let layers = self.bounds[self.ranks] as usize;
+        let mut per_layer = vec![0u64; layers];
+        if matches!(self.balance, Balance::Count | Balance::Time) {
+            let mine = self.sim.layer_counts()?;
+            for part in self.comm.all_gather(encode(&mine)) {
+                let counts: Vec<u32> = decode(&part, "per-layer counts");
+                for (a, b) in per_layer.iter_mut().zip(counts) {
+                    *a += b as u64;
+                }
+            }
+        }
+        let busy: Vec<f64> = self
+            .comm
+            .all_gather(encode(&self.busy))
+            .iter()
+            .map(|b| decode(b, "busy time"))
+            .collect();
+        self.busy = 0.0;
+        let decision = balance::decide(
+            self.balance,
+            &self.bounds,
+            &per_layer,
+            &busy,
+            super::group::MIN_SLAB_LAYERS,
+        );
+        let Some(new) = decision else {
+            return Ok(());
+        };
+        tracing::debug!(
+            step = self.step,
+            by = self.balance.name(),
+            from = ?self.bounds,
+            to = ?new,
+            "SPH rank bounds moved"
+        );
+        let old = std::mem::replace(&mut self.bounds, new);
+        let me = self.rank;
+        self.sim
+            .set_own_layers(self.bounds[me], self.bounds[me + 1])?;
+        let mut sends = vec![Vec::new(); self.ranks];
+        for (w, send) in sends.iter_mut().enumerate().filter(|(w, _)| *w != me) {
+            let (lo, hi) = handover(&old, &self.bounds, me, w);
+            *send = self.pick_densities(lo, hi, false)?;
+        }
+        let got = self.comm.exchange(sends);
+        for (v, bytes) in got.iter().enumerate().filter(|(v, _)| *v != me) {
+            let (lo, hi) = handover(&old, &self.bounds, v, me);
+            self.put_densities(lo, hi, false, bytes, v)?;
+        }
+        self.rebalances += 1;
+        Ok(())
+    }
+
+    /// Grows the device buffers of a frame's part to the slab's slots.
+    fn fit_part_buffers(&mut self) -> Result<(), CudaError> {
+        let need = self.sim.cap + self.sim.nb;
+        if need <= self.part.cap {
+            return Ok(());
+        }
+        let old = std::mem::take(&mut self.part);
+        for p in [old.count, old.id, old.pos, old.vel, old.rho, old.press] {
+            self.sim.free(p);
+        }
+        let n = need as usize;
+        self.part = PartBuffers {
+            cap: need,
+            count: self.sim.alloc("rank.frame_count", 4)?,
+            id: self.sim.alloc("rank.frame_id", 4 * n)?,
+            pos: self.sim.alloc("rank.frame_pos", 12 * n)?,
+            vel: self.sim.alloc("rank.frame_vel", 12 * n)?,
+            rho: self.sim.alloc("rank.frame_rho", 4 * n)?,
+            press: self.sim.alloc("rank.frame_pressure", 4 * n)?,
+        };
+        Ok(())
+    }
+
+    /// This rank's part of a frame: `sph_pack`'s values of its particles (waits for them).
+    fn frame_part(&self) -> Result<FramePart, CudaError> {
+        let need = self.sim.nf + self.sim.nb;
+        let b = &self.part;
+        self.sim.zero(b.count, 4)?;
+        debug_assert!(need <= b.cap, "part buffers fit the slab's slots");
+        let s = &self.sim;
+        let (own, bown) = (s.own_ptr(), s.bown_ptr());
+        s.launch(
+            "sph_pack_part",
+            blocks(need),
+            &[
+                &s.p, &s.s, &s.nb, &s.bpos, &s.brho, &s.bid, &own, &bown, &b.count, &b.id, &b.pos,
+                &b.vel, &b.rho, &b.press,
+            ],
+        )?;
+        let mut n = [0u32];
+        s.get(b.count, as_bytes_mut(&mut n))?;
+        let n = n[0] as usize;
+        let mut part = FramePart {
+            id: vec![0; n],
+            pos: vec![0.0; 3 * n],
+            vel: vec![0.0; 3 * n],
+            rho: vec![0.0; n],
+            press: vec![0.0; n],
+        };
+        s.get(b.id, as_bytes_mut(&mut part.id))?;
+        s.get(b.pos, as_bytes_mut(&mut part.pos))?;
+        s.get(b.vel, as_bytes_mut(&mut part.vel))?;
+        s.get(b.rho, as_bytes_mut(&mut part.rho))?;
+        s.get(b.press, as_bytes_mut(&mut part.press))?;
+        if part.id.iter().any(|&id| id as usize >= self.kind.len()) {
+            return Err(CudaError::Unsupported(format!(
+                "internal error: rank {} packed an id beyond the run's {} particles",
+                self.rank,
+                self.kind.len()
+            )));
+        }
+        Ok(part)
+    }
+
+    /// Places what the ranks in the pending frame posted (all of them, waiting, with `wait`);
+    /// true once the frame is complete.
+    fn take_parts(&mut self, wait: bool) -> bool {
+        let Some(p) = &mut self.pending else {
+            return true;
+        };
+        let targets = p.targets;
+        let n = self.kind.len();
+        let done = take_posts(self.comm.as_ref(), &mut p.waiting, wait, |bytes| {
+            let part: FramePart = decode(&bytes, "a frame part");
+            if part.id.iter().all(|&id| (id as usize) < n) {
+                // SAFETY: publish_async's contract: the targets hold the run's particles, and
+                // every id is below their count (checked).
+                unsafe { part.place(targets) };
+            } else {
+                tracing::error!("a rank sent a frame part with ids beyond the run's {n}");
+            }
+        });
+        if done {
+            self.pending = None;
+        }
+        done
+    }
+}
+
+/// Lists the boundary slots of `sim` by layer (they never move): the slots sorted by their layer
+/// on the device, and the first entry of each layer (one more than layers).
+fn list_boundary_by_layer(sim: &mut SphCuda) -> Result<(u64, Vec<u32>), CudaError> {
+    let nb = sim.nb;
+    let layers = sim.layers() as usize;
+    let mut layer = vec![0u32; nb as usize];
+    if nb > 0 {
+        let dev = sim.alloc("rank.boundary_layer", 4 * nb as usize)?;
+        sim.launch(
+            "sph_bound_layer",
+            blocks(nb),
+            &[&sim.p, &nb, &sim.bpos, &dev],
+        )?;
+        sim.get(dev, as_bytes_mut(&mut layer))?;
+        sim.free(dev);
+    }
+    let mut start = vec![0u32; layers + 1];
+    for &l in &layer {
+        start[(l as usize).min(layers - 1) + 1] += 1;
+    }
+    for l in 0..layers {
+        start[l + 1] += start[l];
+    }
+    let mut next = start.clone();
+    let mut by_layer = vec![0u32; nb as usize];
+    for (k, &l) in layer.iter().enumerate() {
+        let l = (l as usize).min(layers - 1);
+        by_layer[next[l] as usize] = k as u32;
+        next[l] += 1;
+    }
+    let dev = sim.alloc("rank.boundary_by_layer", 4 * nb as usize)?;
+    if nb > 0 {
+        sim.put(dev, as_bytes(&by_layer))?;
+    }
+    Ok((dev, start))
+}
+
+/// Two ranks disagree on what one sent the other: an internal error.
+fn mismatch(rank: usize, from: usize, step: u64, what: String) -> CudaError {
+    CudaError::Unsupported(format!(
+        "internal error: at step {step} MPI rank {rank} got {what} from rank {from}; please \
+         report this with the case"
+    ))
+}
+
+impl SphGpu for SphRank {
+    fn step(&mut self) -> Result<(), CudaError> {
+        let dt = self.dt;
+        self.sim.p.dt = dt;
+        self.exchange(false)?;
+        self.mark(0)?;
+        self.sim.predictor()?;
+        self.mark(1)?;
+        self.exchange(true)?;
+        self.mark(2)?;
+        self.sim.corrector()?;
+        self.mark(3)?;
+        let (f, cv, nonfinite) = self.sim.read_diag()?;
+        let (dt_f, dt_cv) = (self.comm.min_f64(f), self.comm.min_f64(cv));
+        let nonfinite = self.comm.sum_u64(nonfinite as u64);
+        // The stream has passed its events (read_diag waited for it).
+        let ev = &self.events;
+        let ms = |a: usize, b: usize| -> Result<f64, CudaError> {
+            Ok(ev[a]
+                .elapsed_ms(&ev[b])
+                .map_err(|e| CudaError::driver("reading an event", e))? as f64
+                * 1e-3)
+        };
+        let compute = ms(0, 1)? + ms(2, 3)?;
+        self.exchange_s += ms(1, 2)?;
+        self.busy += compute;
+        self.compute_s += compute;
+        self.timed_steps += 1;
+        self.time += dt;
+        self.step += 1;
+        if nonfinite > 0 {
+            return Err(CudaError::NonFinite {
+                count: nonfinite.min(u32::MAX as u64) as u32,
+                step: self.step,
+            });
+        }
+        self.dt = next_time_step(&self.c, dt_f, dt_cv);
+        if self.step.is_multiple_of(self.interval) {
+            self.rebalance()?;
+        }
+        Ok(())
+    }
+    fn dt(&self) -> f64 {
+        self.dt
+    }
+    fn time(&self) -> f64 {
+        self.time
+    }
+    fn step_index(&self) -> u64 {
+        self.step
+    }
+    fn particle_count(&self) -> usize {
+        self.kind.len()
+    }
+    fn kinds(&self) -> &[u32] {
+        &self.kind
+    }
+    /// Collective: every rank's particles, gathered on rank 0 (the other ranks get a state
+    /// without particles).
+    fn state(&self) -> Result<SphState, CudaError> {
+        let mine = self.sim.owned_particles()?;
+        let parts = self.comm.gather(encode(&mine));
+        if !self.comm.is_root() {
+            return Ok(SphState::zeroed(self.time, self.step, Vec::new()));
+        }
+        let mut st = SphState::zeroed(self.time, self.step, self.kind.clone());
+        let mut held = 0;
+        for bytes in parts {
+            let part: OwnedParticles = decode(&bytes, "a rank's particles");
+            if part.id.iter().any(|&id| id as usize >= st.pos.len()) {
+                return Err(mismatch(
+                    0,
+                    0,
+                    self.step,
+                    "particle ids beyond the run".into(),
+                ));
+            }
+            held += part.id.len();
+            part.write_into(&mut st);
+        }
+        if held != st.pos.len() {
+            return Err(CudaError::Unsupported(format!(
+                "internal error: the ranks hold {held} particles of {} at step {}; please report \
+                 this with the case",
+                st.pos.len(),
+                self.step
+            )));
+        }
+        Ok(st)
+    }
+    /// Frames are placed on rank 0's host (no device copy to page-lock for).
+    unsafe fn register_host(&mut self, _ptr: *mut u8, _len: usize) -> Result<(), CudaError> {
+        Ok(())
+    }
+    fn release_host(&mut self) {
+        let _ = self.publish_wait();
+    }
+    /// Every rank packs its particles; the others post their part to rank 0, which places its
+    /// own at once and the others' as they arrive ([`SphGpu::publish_done`]).
+    unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
+        self.publish_wait()?;
+        let part = self.frame_part()?;
+        if !self.comm.is_root() {
+            self.comm.post_to_root(encode(&part));
+            return Ok(());
+        }
+        // SAFETY: the caller's contract; frame_part checked the ids.
+        unsafe { part.place(targets) };
+        self.pending = Some(PendingFrame {
+            targets,
+            waiting: (1..self.ranks).collect(),
+        });
+        Ok(())
+    }
+    fn publish_done(&mut self) -> Result<bool, CudaError> {
+        Ok(self.take_parts(false))
+    }
+    fn publish_wait(&mut self) -> Result<(), CudaError> {
+        self.take_parts(true);
+        Ok(())
+    }
+    /// Collective: the whole frame, assembled on rank 0's host from every rank's packed part.
+    fn pack_frame(&self) -> Result<(), CudaError> {
+        let parts = self.comm.gather(encode(&self.frame_part()?));
+        let n = self.kind.len();
+        let mut f = HostFrame::default();
+        if self.comm.is_root() {
+            f = HostFrame {
+                pos: vec![[0.0; 3]; n],
+                vel: vec![[0.0; 3]; n],
+                rho: vec![0.0; n],
+                press: vec![0.0; n],
+            };
+            let targets = [
+                f.pos.as_mut_ptr() as *mut u8,
+                f.vel.as_mut_ptr() as *mut u8,
+                f.rho.as_mut_ptr() as *mut u8,
+                f.press.as_mut_ptr() as *mut u8,
+            ];
+            for bytes in parts {
+                let part: FramePart = decode(&bytes, "a frame part");
+                if part.id.iter().any(|&id| id as usize >= n) {
+                    return Err(mismatch(0, 0, self.step, "frame ids beyond the run".into()));
+                }
+                // SAFETY: the four vectors hold n particles each and every id is below n.
+                unsafe { part.place(targets) };
+            }
+        }
+        *self.host_frame.borrow_mut() = f;
+        Ok(())
+    }
+    fn frame_vec3(&self, a: FrameArray, out: &mut [[f32; 3]]) -> Result<(), CudaError> {
+        let f = self.host_frame.borrow();
+        let src = match a {
+            FrameArray::Position => &f.pos,
+            FrameArray::Velocity => &f.vel,
+            _ => return Err(CudaError::Unsupported(format!("{a:?} is not a vector"))),
+        };
+        copy_frame(src, out)
+    }
+    fn frame_scalar(&self, a: FrameArray, out: &mut [f32]) -> Result<(), CudaError> {
+        let f = self.host_frame.borrow();
+        let src = match a {
+            FrameArray::Density => &f.rho,
+            FrameArray::Pressure => &f.press,
+            _ => return Err(CudaError::Unsupported(format!("{a:?} is not a scalar"))),
+        };
+        copy_frame(src, out)
+    }
+    fn device_name(&self) -> String {
+        format!(
+            "{} MPI ranks, one GPU each (rank {}: {} {})",
+            self.ranks,
+            self.rank,
+            self.device,
+            self.sim.device_name()
+        )
+    }
+    fn constants(&self) -> &SphConstants {
+        &self.c
+    }
+    fn set_dt(&mut self, dt: f64) {
+        self.dt = dt;
+    }
+    fn frame_copy(&mut self) -> &mut FrameCopy {
+        &mut self.copy_done
+    }
+}
+
+/// Copies an assembled frame array (empty off rank 0 or before [`SphGpu::pack_frame`]).
+fn copy_frame<T: Copy>(src: &[T], out: &mut [T]) -> Result<(), CudaError> {
+    if src.len() != out.len() {
+        return Err(CudaError::Unsupported(format!(
+            "a frame of {} particles read into {} (only rank 0 assembles frames, after pack_frame)",
+            src.len(),
+            out.len()
+        )));
+    }
+    out.copy_from_slice(src);
+    Ok(())
+}
+
+impl Drop for SphRank {
+    fn drop(&mut self) {
+        if self.pending.is_some() {
+            self.take_parts(true);
+        }
+    }
+}
