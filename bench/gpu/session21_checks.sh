@@ -7,6 +7,10 @@
 #                                           # against one GPU and a group), then the dam break
 #                                           # at dp = ${DP:-0.01} m on two slabs of GPU 0 in one
 #                                           # process and on two ranks (time-slicing GPU 0)
+#   bench/gpu/session21_checks.sh protocol  # the rank protocol on SPH GPU ranks (and DEM GPU ranks,
+#                                           # CPU ranks): a killed rank, pause/checkpoint/stop;
+#                                           # compute-sanitizer memcheck on two SPH ranks; the
+#                                           # GPU-rank tests again
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-sphranks}
@@ -35,5 +39,16 @@ sphranks)
   sph_suites
   (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 500 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
   sph_timing
+  ;;
+protocol)
+  (cd solver && result mpi_ranks_protocol env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 400 "$BIN/mpi_ranks" \
+    a_killed_rank pause_checkpoint --test-threads 1 --nocapture)
+  grep -E "stopped .* after rank 1 died" "$OUT/mpi_ranks_protocol.out"
+  if command -v compute-sanitizer >/dev/null; then
+    result memcheck_sph_ranks timeout 300 mpirun -np 2 --bind-to none compute-sanitizer --tool memcheck \
+      --leak-check no --error-exitcode 9 solver --backend cuda --case solver/cases/dambreak.toml \
+      --end-time 0.01 --progress-every 10 --name-shm memcheck-sph --refresh-wall-ms 0
+  fi
+  (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 500 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
   ;;
 esac
