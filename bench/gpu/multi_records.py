@@ -84,6 +84,16 @@ if not r:
         "GPU ranks run (session 12: 2 and 3 ranks bit-identical to one GPU), but no two-GPU machine "
         "was lent after they were built; on one H100 the two ranks time-share the GPU, which says "
         "nothing of this key (bench/results/multi_gpu.md, 'GPU ranks')")
+# Session 21: the dam break on two SPH GPU ranks against the SPH group in one process
+# (x2_checks.sh next4: sph_mpi_vs_inprocess).
+r = pick(lines("multi_gpu_x2.jsonl"), check="sph_mpi_vs_inprocess")
+t["sph_mpi_vs_inprocess_2gpu"] = r and r["ratio"]
+if not r:
+    why["sph_mpi_vs_inprocess_2gpu"] = (
+        "SPH GPU ranks were built in session 21 (2 and 3 ranks bit-identical to one GPU, "
+        "mpi_ranks::sph_gpu_ranks_give_the_bits_of_one_gpu), when the x2 machine was not lent; two "
+        "ranks time-sharing one H100 ran the 1.3 M dam break at 93 steps/s against 236 in one "
+        "process (bench/results/session21_checks.md), which says nothing of this key")
 # Session 20: the ghost refresh beside the interior collide against before it, 10 M dense with
 # friction on the two GPUs (x2_checks.sh next4: --overlap on / off), the newest of each.
 ov = {r["overlap"]: r for r in lines("multi_gpu_x2.jsonl")

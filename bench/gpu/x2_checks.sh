@@ -25,7 +25,8 @@
 #                                  # mpi_vs_inprocess_2gpu, balancing on a moving load,
 #                                  # publication, within $BUDGET s; session 20: the ghost refresh
 #                                  # beside the collide against before it (--overlap on / off)
-#                                  # at 10 M dense with friction
+#                                  # at 10 M dense with friction; session 21: the SPH dam break
+#                                  # on two ranks against one process (sph_mpi_vs_inprocess)
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -85,6 +86,24 @@ mpi_vs_inprocess() {
   b=$(grep -o "finished after .* steps/s" "$OUT/ranks_$n.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
   tail -n 3 "$OUT/ranks_$n.out"
   [[ -n $a && -n $b ]] && python3 -c "import json,sys; a,b=float('$a'),float('$b'); print(json.dumps({'check':'mpi_vs_inprocess','particles':$n,'inprocess_steps_per_s':a,'ranks_steps_per_s':b,'ratio':b/a,'command':'mpirun -np 2 solver ${args[*]} (against: solver ${args[*]})'}))" | tee -a "$J"
+}
+# The SPH dam break at dp = ${SPH_DP:-0.005} m (about 8 M particles) on both GPUs: in one process
+# and on two ranks (records through host memory and MPI), one record (session 21).
+sph_mpi_vs_inprocess() {
+  local dp=${SPH_DP:-0.005} d a b
+  d=$(mktemp -d)
+  sed "s/^spacing = 0.04/spacing = $dp/" solver/cases/dambreak.toml > "$d/dambreak_$dp.toml"
+  local args=(--backend cuda --devices 0,1 --case "$d/dambreak_$dp.toml" --end-time 0.01 --progress-every 100)
+  echo "+ solver ${args[*]}"
+  timeout 250 solver "${args[@]}" > "$OUT/sph_inproc_$dp.out" 2>&1; echo "RESULT sph_inproc rc=$?"
+  echo "+ mpirun -np 2 solver ${args[*]}"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 250 mpirun -np 2 --bind-to none \
+    solver "${args[@]}" > "$OUT/sph_ranks_$dp.out" 2>&1; echo "RESULT sph_ranks rc=$?"
+  a=$(grep -o "finished after .* steps/s" "$OUT/sph_inproc_$dp.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
+  b=$(grep -o "finished after .* steps/s" "$OUT/sph_ranks_$dp.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
+  tail -n 2 "$OUT/sph_ranks_$dp.out"
+  [[ -n $a && -n $b ]] && python3 -c "import json; a,b=float('$a'),float('$b'); print(json.dumps({'check':'sph_mpi_vs_inprocess','spacing':$dp,'inprocess_steps_per_s':a,'ranks_steps_per_s':b,'ratio':b/a,'command':'mpirun -np 2 solver ${args[*]} (against: solver ${args[*]}; the case: solver/cases/dambreak.toml with spacing = $dp)'}))" | tee -a "$J"
+  rm -rf "$d"
 }
 # The GPU-rank tests with one GPU per rank, on both roads of the records: NCCL (the default
 # with one GPU per rank) and host memory.
@@ -202,6 +221,7 @@ next4)
   done
   item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
   item 120 mpi_vs_inprocess "${N:-100000000}"
+  item 60 sph_mpi_vs_inprocess
   item 170 mb --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5
   item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
     --warmup 10 --balance off,count,time
