@@ -50,7 +50,7 @@ pub struct SphRankOptions {
 }
 
 /// One rank's part of a frame: its particles' ids and their f32 values as `sph_pack` makes them.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, PartialEq)]
 struct FramePart {
     id: Vec<u32>,
     pos: Vec<f32>,
@@ -60,6 +60,46 @@ struct FramePart {
 }
 
 impl FramePart {
+    /// Raw bytes for another rank of the same binary: the count (u64), then the arrays as they
+    /// are in memory (a frame part is hundreds of megabytes at large sizes: no per-element
+    /// encoding).
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(8 + 36 * self.id.len());
+        b.extend((self.id.len() as u64).to_le_bytes());
+        b.extend_from_slice(as_bytes(&self.id));
+        for a in [&self.pos, &self.vel, &self.rho, &self.press] {
+            b.extend_from_slice(as_bytes(a));
+        }
+        b
+    }
+
+    /// The inverse of [`FramePart::to_bytes`]; `None` when the bytes do not hold one.
+    fn from_bytes(b: &[u8]) -> Option<FramePart> {
+        let n = u64::from_le_bytes(b.get(..8)?.try_into().ok()?) as usize;
+        if b.len() != 8 + n.checked_mul(36)? {
+            return None;
+        }
+        let words = |from: usize, count: usize| -> Vec<[u8; 4]> {
+            b[from..from + 4 * count]
+                .chunks_exact(4)
+                .map(|c| [c[0], c[1], c[2], c[3]])
+                .collect()
+        };
+        let floats = |from: usize, count: usize| -> Vec<f32> {
+            words(from, count)
+                .into_iter()
+                .map(f32::from_ne_bytes)
+                .collect()
+        };
+        Some(FramePart {
+            id: words(8, n).into_iter().map(u32::from_ne_bytes).collect(),
+            pos: floats(8 + 4 * n, 3 * n),
+            vel: floats(8 + 16 * n, 3 * n),
+            rho: floats(8 + 28 * n, n),
+            press: floats(8 + 32 * n, n),
+        })
+    }
+
     /// Places the part by id into the four frame arrays (null: not wanted).
     ///
     /// # Safety
@@ -370,7 +410,11 @@ impl SphRank {
             let n = msg
                 .get(..8)
                 .map(|h| u64::from_le_bytes(h.try_into().expect("8 bytes")) as usize)
-                .filter(|&n| msg.len() >= 8 + n * rec)
+                .filter(|&n| {
+                    n.checked_mul(rec)
+                        .and_then(|b| b.checked_add(8))
+                        .is_some_and(|b| msg.len() >= b)
+                })
                 .ok_or_else(|| {
                     mismatch(
                         self.rank,
@@ -545,13 +589,13 @@ impl SphRank {
         let targets = p.targets;
         let n = self.kind.len();
         let done = take_posts(self.comm.as_ref(), &mut p.waiting, wait, |bytes| {
-            let part: FramePart = decode(&bytes, "a frame part");
-            if part.id.iter().all(|&id| (id as usize) < n) {
+            let part = FramePart::from_bytes(&bytes);
+            if let Some(part) = part.filter(|p| p.id.iter().all(|&id| (id as usize) < n)) {
                 // SAFETY: publish_async's contract: the targets hold the run's particles, and
                 // every id is below their count (checked).
                 unsafe { part.place(targets) };
             } else {
-                tracing::error!("a rank sent a frame part with ids beyond the run's {n}");
+                tracing::error!("a rank sent a frame part that is not one of this run's");
             }
         });
         if done {
@@ -709,7 +753,7 @@ impl SphGpu for SphRank {
         self.publish_wait()?;
         let part = self.frame_part()?;
         if !self.comm.is_root() {
-            self.comm.post_to_root(encode(&part));
+            self.comm.post_to_root(part.to_bytes());
             return Ok(());
         }
         // SAFETY: the caller's contract; frame_part checked the ids.
@@ -729,7 +773,7 @@ impl SphGpu for SphRank {
     }
     /// Collective: the whole frame, assembled on rank 0's host from every rank's packed part.
     fn pack_frame(&self) -> Result<(), CudaError> {
-        let parts = self.comm.gather(encode(&self.frame_part()?));
+        let parts = self.comm.gather(self.frame_part()?.to_bytes());
         let n = self.kind.len();
         let mut f = HostFrame::default();
         if self.comm.is_root() {
@@ -746,10 +790,11 @@ impl SphGpu for SphRank {
                 f.press.as_mut_ptr() as *mut u8,
             ];
             for bytes in parts {
-                let part: FramePart = decode(&bytes, "a frame part");
-                if part.id.iter().any(|&id| id as usize >= n) {
-                    return Err(mismatch(0, 0, self.step, "frame ids beyond the run".into()));
-                }
+                let part = FramePart::from_bytes(&bytes)
+                    .filter(|p| p.id.iter().all(|&id| (id as usize) < n))
+                    .ok_or_else(|| {
+                        mismatch(0, 0, self.step, "a frame part not of this run".into())
+                    })?;
                 // SAFETY: the four vectors hold n particles each and every id is below n.
                 unsafe { part.place(targets) };
             }
@@ -813,5 +858,28 @@ impl Drop for SphRank {
         if self.pending.is_some() {
             self.take_parts(true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_part_crosses_as_raw_bytes() {
+        let p = FramePart {
+            id: vec![7, 2],
+            pos: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            vel: vec![-1.0, 0.5, 0.25, 8.0, 9.0, 10.0],
+            rho: vec![1000.0, 1001.5],
+            press: vec![0.0, 12.5],
+        };
+        let b = p.to_bytes();
+        assert_eq!(b.len(), 8 + 2 * 36);
+        assert_eq!(FramePart::from_bytes(&b), Some(p));
+        assert_eq!(FramePart::from_bytes(&b[..b.len() - 1]), None);
+        assert_eq!(FramePart::from_bytes(&[1, 2, 3]), None);
+        let empty = FramePart::default();
+        assert_eq!(FramePart::from_bytes(&empty.to_bytes()), Some(empty));
     }
 }
