@@ -11,6 +11,9 @@
 #                                           # CPU ranks): a killed rank, pause/checkpoint/stop;
 #                                           # compute-sanitizer memcheck on two SPH ranks; the
 #                                           # GPU-rank tests again
+#   bench/gpu/session21_checks.sh final     # after frame parts became raw bytes: the GPU-rank tests
+#                                           # (DEM and SPH), the rank protocol on every kind of
+#                                           # rank, the dam break timing of sphranks
 # Logs under $OUT.
 set -uo pipefail
 part=${1:-sphranks}
@@ -50,5 +53,12 @@ protocol)
       --end-time 0.01 --progress-every 10 --name-shm memcheck-sph --refresh-wall-ms 0
   fi
   (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 500 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
+  ;;
+final)
+  (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 500 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
+  (cd solver && result mpi_ranks_protocol env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 400 "$BIN/mpi_ranks" \
+    a_killed_rank pause_checkpoint --test-threads 1 --nocapture)
+  grep -E "stopped .* after rank 1 died" "$OUT/mpi_ranks_protocol.out"
+  sph_timing
   ;;
 esac
