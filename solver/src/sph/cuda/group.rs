@@ -54,7 +54,7 @@ pub struct SphGroupOptions {
 pub const SPARE_SLOTS: u32 = 4096;
 
 /// Timing events of one step per GPU: predictor start and end, corrector start and end.
-type StepEvents = [CudaEvent; 4];
+pub(super) type StepEvents = [CudaEvent; 4];
 
 /// See the module documentation.
 pub struct SphGroup {
@@ -373,17 +373,10 @@ impl SphGpu for SphGroup {
         }
         // Every stream has passed its events (read_diag waited for it).
         for (w, ev) in self.events.iter().enumerate() {
-            let ms = |a: usize, b: usize| -> Result<f64, CudaError> {
-                Ok(ev[a]
-                    .elapsed_ms(&ev[b])
-                    .map_err(|e| CudaError::driver("reading an event", e))?
-                    as f64
-                    * 1e-3)
-            };
-            let compute = ms(0, 1)? + ms(2, 3)?;
+            let (compute, exchange) = step_times(ev)?;
             self.busy[w] += compute;
             self.compute_s[w] += compute;
-            self.exchange_s[w] += ms(1, 2)?;
+            self.exchange_s[w] += exchange;
         }
         self.timed_steps += 1;
         self.time += dt;
@@ -593,6 +586,19 @@ impl SlabPlan {
             (self.axis as u32, lo, hi),
         )
     }
+}
+
+/// A step's device compute time (the two evaluations and integrations) and the exchange
+/// between them [s], from its events (predictor start and end, corrector start and end), which
+/// the stream has passed.
+pub(super) fn step_times(ev: &StepEvents) -> Result<(f64, f64), CudaError> {
+    let s = |a: usize, b: usize| -> Result<f64, CudaError> {
+        Ok(ev[a]
+            .elapsed_ms(&ev[b])
+            .map_err(|e| CudaError::driver("reading an event", e))? as f64
+            * 1e-3)
+    };
+    Ok((s(0, 1)? + s(2, 3)?, s(1, 2)?))
 }
 
 /// Where the particles of slab `w` of `bounds` go (sph.cu's SphSlab).

@@ -17,9 +17,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use cudarc::driver::CudaEvent;
-
-use super::group::{handover, slab_info, SlabPlan};
+use super::group::{handover, slab_info, step_times, SlabPlan, StepEvents};
 use super::slab::record_bytes;
 use super::{
     as_bytes, as_bytes_mut, blocks, CudaError, FrameArray, FrameCopy, OwnedParticles, SphCuda,
@@ -182,7 +180,7 @@ pub struct SphRank {
     compute_s: f64,
     exchange_s: f64,
     timed_steps: u64,
-    events: [CudaEvent; 4],
+    events: StepEvents,
     rebalances: u64,
     records_sent: u64,
     pending: Option<PendingFrame>,
@@ -666,15 +664,8 @@ impl SphGpu for SphRank {
         let (dt_f, dt_cv) = (self.comm.min_f64(f), self.comm.min_f64(cv));
         let nonfinite = self.comm.sum_u64(nonfinite as u64);
         // The stream has passed its events (read_diag waited for it).
-        let ev = &self.events;
-        let ms = |a: usize, b: usize| -> Result<f64, CudaError> {
-            Ok(ev[a]
-                .elapsed_ms(&ev[b])
-                .map_err(|e| CudaError::driver("reading an event", e))? as f64
-                * 1e-3)
-        };
-        let compute = ms(0, 1)? + ms(2, 3)?;
-        self.exchange_s += ms(1, 2)?;
+        let (compute, exchange) = step_times(&self.events)?;
+        self.exchange_s += exchange;
         self.busy += compute;
         self.compute_s += compute;
         self.timed_steps += 1;
