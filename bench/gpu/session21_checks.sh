@@ -14,7 +14,9 @@
 #   bench/gpu/session21_checks.sh final     # after frame parts became raw bytes: the GPU-rank tests
 #                                           # (DEM and SPH), the rank protocol on every kind of
 #                                           # rank, the dam break timing of sphranks
-# Logs under $OUT.
+#   bench/gpu/session21_checks.sh mend      # after the review mend: the SPH device suites and the
+#                                           # GPU-rank tests
+# Logs under $OUT (leave it unset on the device: its $OUT is the folder that comes back).
 set -uo pipefail
 part=${1:-sphranks}
 export OUT=${OUT:-bench/results/raw/session21}
@@ -60,5 +62,9 @@ final)
     a_killed_rank pause_checkpoint --test-threads 1 --nocapture)
   grep -E "stopped .* after rank 1 died" "$OUT/mpi_ranks_protocol.out"
   sph_timing
+  ;;
+mend)
+  sph_suites
+  (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 500 "$BIN/mpi_ranks" gpu_ranks --test-threads 1)
   ;;
 esac
