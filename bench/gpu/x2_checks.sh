@@ -71,38 +71,39 @@ user_100m() {
   wait $sp; echo "RESULT user_100m rc=$?"
   tail -n 8 "$OUT/user_100m.out"
 }
-# Issue 15's mpi_vs_inprocess_2gpu: the built-in case at N particles (default 1e8) for 200 steps
-# in one process on GPUs 0 and 1, then over two MPI ranks with one GPU each (records through host
-# memory), as users run both; the ratio of the solver's own steps/s goes to $J.
-mpi_vs_inprocess() {
-  local n=${1:-100000000} a b
-  local args=(--backend cuda --devices 0,1 --particles "$n" --end-time 0.002 --progress-every "${PROGRESS:-10}")
+# vs_ranks CHECK TAG FIELDS ARGS...: the solver with ARGS in one process on GPUs 0 and 1, then
+# over two MPI ranks with one GPU each, as users run both (logs inproc_TAG.out, ranks_TAG.out);
+# appends {check: CHECK, FIELDS (python dict entries), both steps/s, their ratio, the command}
+# to $J.
+vs_ranks() {
+  local check=$1 tag=$2 fields=$3 a b; shift 3
+  local args=("$@")
   echo "+ solver ${args[*]}"
-  timeout 280 solver "${args[@]}" > "$OUT/inproc_$n.out" 2>&1; echo "RESULT inproc rc=$?"
+  timeout 280 solver "${args[@]}" > "$OUT/inproc_$tag.out" 2>&1; echo "RESULT inproc rc=$?"
   echo "+ mpirun -np 2 solver ${args[*]}"
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 280 mpirun -np 2 --bind-to none \
-    solver "${args[@]}" > "$OUT/ranks_$n.out" 2>&1; echo "RESULT ranks rc=$?"
-  a=$(grep -o "finished after .* steps/s" "$OUT/inproc_$n.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
-  b=$(grep -o "finished after .* steps/s" "$OUT/ranks_$n.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
-  tail -n 3 "$OUT/ranks_$n.out"
-  [[ -n $a && -n $b ]] && python3 -c "import json,sys; a,b=float('$a'),float('$b'); print(json.dumps({'check':'mpi_vs_inprocess','particles':$n,'inprocess_steps_per_s':a,'ranks_steps_per_s':b,'ratio':b/a,'command':'mpirun -np 2 solver ${args[*]} (against: solver ${args[*]})'}))" | tee -a "$J"
+    solver "${args[@]}" > "$OUT/ranks_$tag.out" 2>&1; echo "RESULT ranks rc=$?"
+  a=$(grep -o "finished after .* steps/s" "$OUT/inproc_$tag.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
+  b=$(grep -o "finished after .* steps/s" "$OUT/ranks_$tag.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
+  tail -n 3 "$OUT/ranks_$tag.out"
+  [[ -n $a && -n $b ]] && python3 -c "import json; a,b=float('$a'),float('$b'); print(json.dumps({'check':'$check',$fields,'inprocess_steps_per_s':a,'ranks_steps_per_s':b,'ratio':b/a,'command':'mpirun -np 2 solver ${args[*]} (against: solver ${args[*]})'}))" | tee -a "$J"
+}
+# Issue 15's mpi_vs_inprocess_2gpu: the built-in case at N particles (default 1e8) for 200 steps
+# on GPUs 0 and 1, in one process and on two ranks (records through NCCL or host memory).
+mpi_vs_inprocess() {
+  local n=${1:-100000000}
+  vs_ranks mpi_vs_inprocess "$n" "'particles':$n" --backend cuda --devices 0,1 --particles "$n" \
+    --end-time 0.002 --progress-every "${PROGRESS:-10}"
 }
 # The SPH dam break at dp = ${SPH_DP:-0.005} m (about 8 M particles) on both GPUs: in one process
 # and on two ranks (records through host memory and MPI), one record (session 21).
 sph_mpi_vs_inprocess() {
-  local dp=${SPH_DP:-0.005} d a b
+  local dp=${SPH_DP:-0.005} d
   d=$(mktemp -d)
   sed "s/^spacing = 0.04/spacing = $dp/" solver/cases/dambreak.toml > "$d/dambreak_$dp.toml"
-  local args=(--backend cuda --devices 0,1 --case "$d/dambreak_$dp.toml" --end-time 0.01 --progress-every 100)
-  echo "+ solver ${args[*]}"
-  timeout 250 solver "${args[@]}" > "$OUT/sph_inproc_$dp.out" 2>&1; echo "RESULT sph_inproc rc=$?"
-  echo "+ mpirun -np 2 solver ${args[*]}"
-  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 250 mpirun -np 2 --bind-to none \
-    solver "${args[@]}" > "$OUT/sph_ranks_$dp.out" 2>&1; echo "RESULT sph_ranks rc=$?"
-  a=$(grep -o "finished after .* steps/s" "$OUT/sph_inproc_$dp.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
-  b=$(grep -o "finished after .* steps/s" "$OUT/sph_ranks_$dp.out" | grep -o "([0-9.]* steps/s" | tr -d '(' | cut -d' ' -f1)
-  tail -n 2 "$OUT/sph_ranks_$dp.out"
-  [[ -n $a && -n $b ]] && python3 -c "import json; a,b=float('$a'),float('$b'); print(json.dumps({'check':'sph_mpi_vs_inprocess','spacing':$dp,'inprocess_steps_per_s':a,'ranks_steps_per_s':b,'ratio':b/a,'command':'mpirun -np 2 solver ${args[*]} (against: solver ${args[*]}; the case: solver/cases/dambreak.toml with spacing = $dp)'}))" | tee -a "$J"
+  vs_ranks sph_mpi_vs_inprocess "sph_$dp" \
+    "'spacing':$dp,'case':'solver/cases/dambreak.toml with spacing = $dp'" \
+    --backend cuda --devices 0,1 --case "$d/dambreak_$dp.toml" --end-time 0.01 --progress-every 100
   rm -rf "$d"
 }
 # The GPU-rank tests with one GPU per rank, on both roads of the records: NCCL (the default
