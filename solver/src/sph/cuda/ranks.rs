@@ -152,6 +152,15 @@ struct PartBuffers {
     press: u64,
 }
 
+/// The boundary densities of a range of layers: slots, 32-bit words per density, the address of
+/// their slot list (in `by_layer`) and their bytes.
+struct LayerDensities {
+    n: u32,
+    words: u32,
+    idx: u64,
+    bytes: usize,
+}
+
 /// See the module documentation.
 pub struct SphRank {
     pub c: SphConstants,
@@ -293,18 +302,29 @@ impl SphRank {
         (a, b - a)
     }
 
+    /// The boundary densities of the layers [lo, hi) as `sph_pick_words` and `sph_put_words`
+    /// move them.
+    fn densities_of(&self, lo: u32, hi: u32) -> LayerDensities {
+        let (first, n) = self.layer_slots(lo, hi);
+        let real = self.sim.real;
+        LayerDensities {
+            n,
+            words: (real / 4) as u32,
+            idx: self.by_layer + 4 * first as u64,
+            bytes: n as usize * real,
+        }
+    }
+
     /// The boundary densities (state or half state) of the layers [lo, hi), in slot order
     /// (waits for the stream).
     fn pick_densities(&mut self, lo: u32, hi: u32, half: bool) -> Result<Vec<u8>, CudaError> {
-        let (first, n) = self.layer_slots(lo, hi);
-        let real = self.sim.real;
-        let mut out = vec![0u8; n as usize * real];
+        let t = self.densities_of(lo, hi);
+        let (n, words, idx) = (t.n, t.words, t.idx);
+        let mut out = vec![0u8; t.bytes];
         if n == 0 {
             return Ok(out);
         }
-        let xfer = self.scratch(out.len())?;
-        let words = (real / 4) as u32;
-        let idx = self.by_layer + 4 * first as u64;
+        let xfer = self.scratch(t.bytes)?;
         let src = self.sim.boundary_rho_ptr(half);
         self.sim.launch(
             "sph_pick_words",
@@ -324,9 +344,9 @@ impl SphRank {
         bytes: &[u8],
         from: usize,
     ) -> Result<(), CudaError> {
-        let (first, n) = self.layer_slots(lo, hi);
-        let real = self.sim.real;
-        if bytes.len() != n as usize * real {
+        let t = self.densities_of(lo, hi);
+        let (n, words, idx) = (t.n, t.words, t.idx);
+        if bytes.len() != t.bytes {
             return Err(mismatch(
                 self.rank,
                 from,
@@ -343,8 +363,6 @@ impl SphRank {
         }
         let xfer = self.scratch(bytes.len())?;
         self.sim.put(xfer, bytes)?;
-        let words = (real / 4) as u32;
-        let idx = self.by_layer + 4 * first as u64;
         let dst = self.sim.boundary_rho_ptr(half);
         self.sim.launch(
             "sph_put_words",
