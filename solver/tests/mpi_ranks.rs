@@ -303,13 +303,13 @@ fn checkpoints_restart_on_any_rank_count() {
     }
 }
 
-/// The runs the rank-protocol tests start: the built-in case on the CPU, and where the GPU
-/// tests run, on GPU ranks and the dam break on SPH GPU ranks ("sph").
+/// The runs the rank-protocol tests start: the built-in case and the dam break ("sph-cpu") on
+/// CPU ranks, and where the GPU tests run, the same on GPU ranks ("cuda", "sph").
 fn rank_backends() -> Vec<&'static str> {
     if gpu_tests() {
-        vec!["cpu", "cuda", "sph"]
+        vec!["cpu", "sph-cpu", "cuda", "sph"]
     } else {
-        vec!["cpu"]
+        vec!["cpu", "sph-cpu"]
     }
 }
 
@@ -317,9 +317,9 @@ fn rank_backends() -> Vec<&'static str> {
 /// case, or the dam break at dp = 4 cm.
 fn backend_args(backend: &str) -> Vec<String> {
     let a: Vec<String> = match backend {
-        "sph" => vec![
+        "sph" | "sph-cpu" => vec![
             "--backend".into(),
-            "cuda".into(),
+            if backend == "sph" { "cuda" } else { "cpu" }.into(),
             "--case".into(),
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("cases/dambreak.toml")
@@ -436,7 +436,7 @@ fn killed_rank(backend: &str) {
         .expect("the last frame is readable");
     assert!(last.meta.seq >= before.meta.seq);
     let n = before.meta.particle_count;
-    if backend != "sph" {
+    if !backend.starts_with("sph") {
         assert_eq!(n, 3000);
     }
     assert_eq!(last.meta.particle_count, n);
@@ -474,7 +474,7 @@ fn commands_reach_every_rank(backend: &str) {
     // A checkpoint holds every rank's particles and continues as the run does.
     let path = done(c.send(&Cmd::Checkpoint, t).expect("checkpoint"));
     let frame = newest_frame(&seg.0);
-    let (step, pos) = if backend == "sph" {
+    let (step, pos) = if backend.starts_with("sph") {
         let r = solver::sph::checkpoint::load_state(Path::new(&path))
             .unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(r.state.pos.len(), frame.meta.particle_count as usize);
@@ -548,35 +548,111 @@ fn gpu_tests() -> bool {
 }
 
 #[test]
-fn cuda_without_a_gpu_and_sph_are_refused_over_ranks() {
-    if !gpu_tests() {
-        // No driver here: GPU ranks are refused with the reason, before any rank starts work.
-        let (code, err) = run(
-            mpirun(2, &["--backend", "cuda", "--shm"]),
-            Duration::from_secs(30),
-        );
-        assert_ne!(code, Some(0));
-        assert!(err.contains("--backend cuda over MPI ranks"), "{err}");
+fn cuda_without_a_gpu_is_refused_over_ranks() {
+    if gpu_tests() {
+        return;
     }
-    let sph = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/dambreak.toml");
+    // No driver here: GPU ranks are refused with the reason, before any rank starts work.
     let (code, err) = run(
-        mpirun(
-            2,
-            &[
-                "--backend",
-                "cpu",
-                "--shm",
-                "--case",
-                &sph.display().to_string(),
-            ],
-        ),
+        mpirun(2, &["--backend", "cuda", "--shm"]),
         Duration::from_secs(30),
     );
     assert_ne!(code, Some(0));
-    assert!(
-        err.contains("SPH case on the CPU (GPU ranks: --backend cuda) cannot run over 2 MPI ranks"),
-        "{err}"
-    );
+    assert!(err.contains("--backend cuda over MPI ranks"), "{err}");
+}
+
+/// Every field of two SPH frames, bit for bit.
+fn same_sph_frame(frame: &Frame, what: &str, f: &Frame) {
+    assert_eq!(frame.meta.step, f.meta.step, "{what}: step");
+    assert_eq!(frame.meta.sim_time, f.meta.sim_time, "{what}: time");
+    assert_eq!(frame.positions, f.positions, "{what}: positions");
+    assert_eq!(frame.velocities, f.velocities, "{what}: velocities");
+    assert_eq!(frame.densities, f.densities, "{what}: densities");
+    assert_eq!(frame.pressures, f.pressures, "{what}: pressures");
+    assert_eq!(frame.particle_kinds, f.particle_kinds, "{what}: kinds");
+}
+
+/// SPH on CPU ranks (issue 18 through MPI, no GPU needed): the dam break at dp = 8 cm (7,000
+/// particles) to 0.3 s on 2 and 3 ranks, bounds moving by count, gives the frame (positions,
+/// velocities, densities, pressures, kinds) and the final checkpoint of one process bit for
+/// bit; the 2-rank checkpoint continues on one process and on 3 ranks to the same frame.
+#[test]
+fn sph_cpu_ranks_give_the_bits_of_one_process() {
+    let dir = Scratch::new("sphcpu");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/dambreak.toml");
+    let text = std::fs::read_to_string(&src).expect("dambreak.toml");
+    assert!(text.contains("spacing = 0.04"), "the case's spacing moved");
+    let case = dir.path("dambreak8.toml");
+    std::fs::write(&case, text.replace("spacing = 0.04", "spacing = 0.08")).expect("case");
+    let mut reference: Option<(Frame, Files)> = None;
+    for (label, np) in [("one", 1usize), ("np2", 2), ("np3", 3)] {
+        let seg = Seg::new(&format!("sphc{label}"));
+        let out = dir.path(label);
+        let mut a = vec![
+            "--backend",
+            "cpu",
+            "--case",
+            &case,
+            "--end-time",
+            "0.3",
+            "--name-shm",
+            &seg.0,
+            "--keep-shm",
+            "--refresh-wall-ms",
+            "0",
+            "--output",
+            &out,
+        ];
+        if np > 1 {
+            a.extend(["--balance", "count"]);
+        }
+        let mut cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
+        cmd.env("RUST_LOG", "info,solver::sph::ranks=debug");
+        let (code, err) = run(cmd, Duration::from_secs(300));
+        assert_eq!(code, Some(0), "SPH {label} failed:\n{err}");
+        if np > 1 {
+            assert!(
+                err.contains(&format!("SPH on {np} MPI ranks on the CPU")),
+                "{err}"
+            );
+        }
+        if np == 3 {
+            assert!(
+                err.contains("SPH rank bounds moved"),
+                "no bound moved:\n{err}"
+            );
+        }
+        let frame = newest_frame(&seg.0);
+        let results = final_checkpoint(&out);
+        match &reference {
+            None => reference = Some((frame, results)),
+            Some((f, r)) => {
+                same_sph_frame(&frame, label, f);
+                assert!(results == *r, "SPH {label}: the final checkpoint differs");
+            }
+        }
+    }
+    let ck = dir.path("np2/checkpoint.bin");
+    let mut ends = Vec::new();
+    for np in [1usize, 3] {
+        let seg = Seg::new(&format!("sphcr{np}"));
+        let a = [
+            "--backend",
+            "cpu",
+            "--restart",
+            &ck,
+            "--end-time",
+            "0.35",
+            "--name-shm",
+            &seg.0,
+            "--keep-shm",
+        ];
+        let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
+        let (code, err) = run(cmd, Duration::from_secs(300));
+        assert_eq!(code, Some(0), "SPH restart on {np} failed:\n{err}");
+        ends.push(newest_frame(&seg.0));
+    }
+    same_sph_frame(&ends[1], "restart on 3 ranks", &ends[0]);
 }
 
 /// SPH on GPU ranks (issue 18 through MPI; `PARTICLE_SHM_TEST_BACKENDS=cuda`, the ranks share
@@ -595,15 +671,6 @@ fn sph_gpu_ranks_give_the_bits_of_one_gpu() {
         .display()
         .to_string();
     let dir = Scratch::new("sphgpu");
-    let sph_end = |frame: &Frame, what: &str, f: &Frame| {
-        assert_eq!(frame.meta.step, f.meta.step, "{what}: step");
-        assert_eq!(frame.meta.sim_time, f.meta.sim_time, "{what}: time");
-        assert_eq!(frame.positions, f.positions, "{what}: positions");
-        assert_eq!(frame.velocities, f.velocities, "{what}: velocities");
-        assert_eq!(frame.densities, f.densities, "{what}: densities");
-        assert_eq!(frame.pressures, f.pressures, "{what}: pressures");
-        assert_eq!(frame.particle_kinds, f.particle_kinds, "{what}: kinds");
-    };
     let mut reference: Option<(Frame, Files)> = None;
     for (label, np, devs) in [
         ("one", 1usize, "0"),
@@ -647,7 +714,7 @@ fn sph_gpu_ranks_give_the_bits_of_one_gpu() {
         match &reference {
             None => reference = Some((frame, results)),
             Some((f, r)) => {
-                sph_end(&frame, label, f);
+                same_sph_frame(&frame, label, f);
                 assert!(results == *r, "SPH {label}: the final checkpoint differs");
             }
         }
@@ -674,7 +741,7 @@ fn sph_gpu_ranks_give_the_bits_of_one_gpu() {
         assert_eq!(code, Some(0), "SPH restart on {np} failed:\n{err}");
         ends.push(newest_frame(&seg.0));
     }
-    sph_end(&ends[1], "restart on 2 ranks", &ends[0]);
+    same_sph_frame(&ends[1], "restart on 2 ranks", &ends[0]);
 }
 
 /// The GPU tests' run: the built-in case at 30,000 particles to t = 0.05 s on `devices`,

@@ -29,7 +29,8 @@ pub enum BackendChoice {
     solver --name-shm run1 --backend cpu --subdomains 4 --split-axis x   4 CPU sub-domains\n  \
     mpirun -np 4 solver --name-shm run1 --backend cpu --threads 2   4 MPI ranks (--features mpi)\n  \
     mpirun -np 8 solver --name-shm run1 --backend cuda --devices all   one GPU per MPI rank\n  \
-    mpirun -np 2 solver --name-shm db --backend cuda --case dambreak.toml   SPH on 2 GPU ranks\n\n\
+    mpirun -np 2 solver --name-shm db --backend cuda --case dambreak.toml   SPH on 2 GPU ranks\n  \
+    mpirun -np 4 solver --name-shm db --backend cpu --case dambreak.toml    SPH on 4 CPU ranks\n\n\
     While it runs:  viewer --attach run1   |   shmctl info run1   |   shmctl send run1 pause"
 )]
 pub struct Cli {

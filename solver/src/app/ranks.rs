@@ -139,17 +139,6 @@ pub fn port(sim: Box<dyn SimPort>) -> Box<dyn SimPort> {
     }
 }
 
-/// Refuses what cannot run over several processes yet.
-pub fn refuse(what: &str) -> Result<()> {
-    if let Some(r) = current() {
-        anyhow::bail!(
-            "{what} cannot run over {} MPI ranks yet; run it in one process (without mpirun)",
-            r.comm.size()
-        );
-    }
-    Ok(())
-}
-
 /// Rank 0's simulation port: sends the control message of each collective action first.
 pub struct RankRoot {
     inner: Box<dyn SimPort>,

@@ -149,9 +149,6 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("{}: cannot read case file", path.display()))?;
             if super::sph::is_sph(&text) {
-                if backend == Backend::Cpu {
-                    super::ranks::refuse("an SPH case on the CPU (GPU ranks: --backend cuda)")?;
-                }
                 return Ok(super::ranks::port(super::sph::build(
                     path, &text, backend, cli,
                 )?));
@@ -180,9 +177,6 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
 /// Continues from a checkpoint file.
 pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
     if solver::sph::checkpoint::is_sph_checkpoint(path) {
-        if backend == Backend::Cpu {
-            super::ranks::refuse("an SPH checkpoint on the CPU (GPU ranks: --backend cuda)")?;
-        }
         return Ok(super::ranks::port(super::sph::restore(path, backend, cli)?));
     }
     if cli.particles.is_some() || cli.dt.is_some() {
@@ -222,9 +216,6 @@ pub fn resume_from_frame(
         bail!("--load-shm resumes the segment's own case; --particles and --case do not apply");
     }
     if super::sph::is_sph(&stat.config_toml) {
-        if backend == Backend::Cpu {
-            super::ranks::refuse("an SPH run on the CPU (GPU ranks: --backend cuda)")?;
-        }
         return Ok(super::ranks::port(super::sph::resume_from_frame(
             name, stat, frame, backend, cli,
         )?));

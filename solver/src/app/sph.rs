@@ -1,9 +1,10 @@
 //! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]), one
-//! GPU or several ([`solver::sph::cuda`]) behind [`SimPort`], publishing positions,
+//! GPU or several ([`solver::sph::cuda`]), or slabs on MPI ranks (GPU or CPU:
+//! [`solver::sph::ranks`]) behind [`SimPort`], publishing positions,
 //! velocities, density, pressure and particle kind, and VTK files with `--output`, checkpoints
 //! that `--restart` continues bit for bit (on any backend and number of GPUs: the file is the
-//! same), and `--load-shm` resuming a dead run from its last frame. Not yet: CPU sub-domains
-//! (refused with a message).
+//! same), and `--load-shm` resuming a dead run from its last frame. Not yet: CPU sub-domains in
+//! one process (refused with a message).
 
 use anyhow::{bail, Context, Result};
 use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
@@ -14,6 +15,7 @@ use solver::sph::cuda::{
     SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions, SphRank, SphRankOptions,
 };
 use solver::sph::physics;
+use solver::sph::ranks::{SphCpuRank, SphCpuRankOptions};
 use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
 use std::path::Path;
 
@@ -51,27 +53,22 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
         c.c0
     );
     let world = bounds(&particles.pos);
-    let sim = match backend {
-        Backend::Cpu => Engine::Cpu(Box::new(SphSim::new(c, particles))),
-        Backend::Cuda => {
-            let dt = solver::sph::cpu::first_time_step(&c);
-            let n = particles.pos.len();
-            let state = SphState {
-                time: 0.0,
-                step: 0,
-                kind: particles.kind,
-                pos: particles.pos,
-                vel: vec![[0.0; 3]; n],
-                rho: particles.rho,
-            };
-            let run = RunInfo {
-                config_toml: text,
-                end_time: case.end_time,
-                world,
-            };
-            Engine::Gpu(gpu_engine(c, state, dt, cli, run).with_context(|| format!("{name}"))?)
-        }
+    let dt = solver::sph::cpu::first_time_step(&c);
+    let n = particles.pos.len();
+    let state = SphState {
+        time: 0.0,
+        step: 0,
+        kind: particles.kind,
+        pos: particles.pos,
+        vel: vec![[0.0; 3]; n],
+        rho: particles.rho,
     };
+    let run = RunInfo {
+        config_toml: text,
+        end_time: case.end_time,
+        world,
+    };
+    let sim = engine(backend, c, state, dt, cli, run).with_context(|| format!("{name}"))?;
     Ok(Box::new(SphRunner {
         end_time: case.end_time,
         config_toml: text.to_string(),
@@ -88,7 +85,7 @@ fn refuse_unsupported(what: &str, cli: &Cli) -> Result<()> {
     }
     if cli.decomposition().subdomains.is_some_and(|n| n > 1) {
         bail!(
-            "{what}: SPH runs on CPU sub-domains not yet (--subdomains 1; several GPUs: --devices)"
+            "{what}: SPH runs on CPU sub-domains not yet (--subdomains 1; several GPUs: --devices; several processes: mpirun)"
         );
     }
     Ok(())
@@ -118,8 +115,9 @@ struct RunInfo<'a> {
 /// run's start is checkpoint bytes, which begin otherwise).
 const START_MAGIC: [u8; 8] = *b"PSHMSPHR";
 
-/// The start of an SPH run over MPI ranks: the case text, end time, world box, constants, step
-/// and state, after [`START_MAGIC`].
+/// The start of an SPH run over MPI ranks: the case text, end time, world box, constants, step,
+/// state, and whether the ranks run on GPUs (rank 0's backend decides for all), after
+/// [`START_MAGIC`].
 type Start = (
     String,
     f64,
@@ -127,6 +125,7 @@ type Start = (
     SphConstants,
     f64,
     SphState,
+    bool,
 );
 
 /// Whether rank 0's start bytes are an SPH run's.
@@ -134,38 +133,69 @@ pub fn is_sph_start(bytes: &[u8]) -> bool {
     bytes.starts_with(&START_MAGIC)
 }
 
-/// This rank's GPU engine of a run over MPI ranks: slab `rank` of the run, on the rank's GPU of
-/// `--devices` (the ranks of a host take its listed GPUs in turn).
+/// This rank's engine of a run over MPI ranks: slab `rank` of the run, on the CPU or on the
+/// rank's GPU of `--devices` (the ranks of a host take its listed GPUs in turn).
 fn rank_engine(
     ranks: &solver::exec::sim::RankSet,
     c: SphConstants,
     state: SphState,
     dt: f64,
+    gpu: bool,
     cli: &Cli,
-) -> Result<SphRank> {
-    let devices = cli.devices.resolve()?;
-    let local = super::ranks::local_rank().unwrap_or(ranks.comm.rank());
-    let opts = SphRankOptions {
-        comm: ranks.comm.clone(),
-        device: devices[local % devices.len()],
-        double: false,
-        axis: cli.split_axis,
-        balance: cli.balance.unwrap_or_default(),
-        interval: solver::decomp::balance::BALANCE_INTERVAL,
-        spare_slots: solver::sph::cuda::SPARE_SLOTS,
+) -> Result<Engine> {
+    let balance = cli.balance.unwrap_or_default();
+    let interval = solver::decomp::balance::BALANCE_INTERVAL;
+    let (name, bounds, axis, engine) = if gpu {
+        let devices = cli.devices.resolve()?;
+        let local = super::ranks::local_rank().unwrap_or(ranks.comm.rank());
+        let opts = SphRankOptions {
+            comm: ranks.comm.clone(),
+            device: devices[local % devices.len()],
+            double: false,
+            axis: cli.split_axis,
+            balance,
+            interval,
+            spare_slots: solver::sph::cuda::SPARE_SLOTS,
+        };
+        let rank = SphRank::from_state(c, state, dt, opts)?;
+        let what = (rank.device_name(), rank.bounds().to_vec(), rank.axis());
+        (what.0, what.1, what.2, Engine::Gpu(Box::new(rank)))
+    } else {
+        let opts = SphCpuRankOptions {
+            comm: ranks.comm.clone(),
+            axis: cli.split_axis,
+            balance,
+            interval,
+        };
+        let rank = SphCpuRank::from_state(c, state, dt, opts)?;
+        let what = (
+            format!("{} MPI ranks on the CPU", rank.ranks()),
+            rank.bounds().to_vec(),
+            rank.axis(),
+        );
+        (what.0, what.1, what.2, Engine::Ranks(Box::new(rank)))
     };
-    Ok(SphRank::from_state(c, state, dt, opts)?)
+    if ranks.comm.is_root() {
+        tracing::info!(
+            "SPH on {name}: slabs {bounds:?} along {}",
+            ["x", "y", "z"][axis]
+        );
+    }
+    Ok(engine)
 }
 
-/// The GPU engine of `--devices`: one GPU, or a group of slabs (`--split-axis`, `--balance`);
-/// over MPI ranks, one slab per rank (rank 0 first sends the others the start).
-fn gpu_engine(
+/// The engine of `backend`: the CPU reference, one GPU or a group of slabs (`--devices`,
+/// `--split-axis`, `--balance`); over MPI ranks, one slab per rank on either (rank 0 first sends
+/// the others the start).
+fn engine(
+    backend: Backend,
     c: SphConstants,
     state: SphState,
     dt: f64,
     cli: &Cli,
     run: RunInfo<'_>,
-) -> Result<Box<dyn SphGpu>> {
+) -> Result<Engine> {
+    let gpu = backend == Backend::Cuda;
     if let Some(ranks) = super::ranks::current() {
         let mut bytes = START_MAGIC.to_vec();
         bytes.extend(solver::exec::comm::encode(&(
@@ -175,16 +205,13 @@ fn gpu_engine(
             &c,
             dt,
             &state,
+            gpu,
         )));
         ranks.send_start_bytes(bytes);
-        let rank = rank_engine(&ranks, c, state, dt, cli)?;
-        tracing::info!(
-            "SPH on {}: slabs {:?} along {}",
-            rank.device_name(),
-            rank.bounds(),
-            ["x", "y", "z"][rank.axis()]
-        );
-        return Ok(Box::new(rank));
+        return rank_engine(&ranks, c, state, dt, gpu, cli);
+    }
+    if !gpu {
+        return Ok(Engine::Cpu(Box::new(SphSim::from_state(c, state, dt))));
     }
     let devices = cli.devices.resolve()?;
     if devices.len() == 1 {
@@ -192,7 +219,9 @@ fn gpu_engine(
             device: devices[0],
             double: false,
         };
-        return Ok(Box::new(SphCuda::from_state(c, state, dt, opts)?));
+        return Ok(Engine::Gpu(Box::new(SphCuda::from_state(
+            c, state, dt, opts,
+        )?)));
     }
     let opts = SphGroupOptions {
         devices,
@@ -209,7 +238,7 @@ fn gpu_engine(
         group.bounds(),
         ["x", "y", "z"][group.axis()]
     );
-    Ok(Box::new(group))
+    Ok(Engine::Gpu(Box::new(group)))
 }
 
 /// Continues an SPH run from its checkpoint (`--restart FILE`; `--end-time` may change).
@@ -227,20 +256,13 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
         r.state.time
     );
     let world = bounds(&r.state.pos);
-    let sim = match backend {
-        Backend::Cpu => Engine::Cpu(Box::new(SphSim::from_state(r.constants, r.state, r.dt))),
-        Backend::Cuda => {
-            let run = RunInfo {
-                config_toml: &r.case_toml,
-                end_time: cli.end_time.unwrap_or(r.case.end_time),
-                world,
-            };
-            Engine::Gpu(
-                gpu_engine(r.constants, r.state, r.dt, cli, run)
-                    .with_context(|| format!("{}", path.display()))?,
-            )
-        }
+    let run = RunInfo {
+        config_toml: &r.case_toml,
+        end_time: cli.end_time.unwrap_or(r.case.end_time),
+        world,
     };
+    let sim = engine(backend, r.constants, r.state, r.dt, cli, run)
+        .with_context(|| format!("{}", path.display()))?;
     Ok(Box::new(SphRunner {
         end_time: cli.end_time.unwrap_or(r.case.end_time),
         config_toml: r.case_toml,
@@ -286,19 +308,13 @@ pub fn resume_from_frame(
     );
     let world = bounds(&placed.pos);
     let dt = solver::sph::cpu::first_time_step(&c);
-    let sim = match backend {
-        Backend::Cpu => Engine::Cpu(Box::new(SphSim::from_state(c, state, dt))),
-        Backend::Cuda => {
-            let run = RunInfo {
-                config_toml: &stat.config_toml,
-                end_time: case.end_time,
-                world,
-            };
-            Engine::Gpu(
-                gpu_engine(c, state, dt, cli, run).with_context(|| format!("segment {name:?}"))?,
-            )
-        }
+    let run = RunInfo {
+        config_toml: &stat.config_toml,
+        end_time: case.end_time,
+        world,
     };
+    let sim =
+        engine(backend, c, state, dt, cli, run).with_context(|| format!("segment {name:?}"))?;
     Ok(Box::new(SphRunner {
         end_time: case.end_time,
         config_toml: stat.config_toml.clone(),
@@ -423,11 +439,11 @@ fn frame_state(
 /// finishes.
 pub fn follow(ranks: solver::exec::sim::RankSet, start: &[u8], cli: &Cli) -> Result<()> {
     use super::ranks::Op;
-    let (config_toml, end_time, world, c, dt, state): Start =
+    let (config_toml, end_time, world, c, dt, state, gpu): Start =
         solver::exec::comm::decode(&start[START_MAGIC.len()..], "the SPH start from rank 0");
-    let engine = rank_engine(&ranks, c, state, dt, cli)?;
+    let engine = rank_engine(&ranks, c, state, dt, gpu, cli)?;
     let mut runner = SphRunner {
-        sim: Engine::Gpu(Box::new(engine)),
+        sim: engine,
         world,
         end_time,
         config_toml,
@@ -440,12 +456,13 @@ pub fn follow(ranks: solver::exec::sim::RankSet, start: &[u8], cli: &Cli) -> Res
             .ok_or_else(|| anyhow::anyhow!("unknown control message {w:?} from rank 0"))?;
         match op {
             Op::Step(n) => runner.step_n(n)?,
-            Op::Frame => {
-                if let Engine::Gpu(g) = &mut runner.sim {
-                    // SAFETY: no targets: a rank other than 0 only posts its part.
-                    unsafe { g.publish_async([std::ptr::null_mut(); 4]) }?;
-                }
-            }
+            Op::Frame => match &mut runner.sim {
+                // SAFETY: no targets: a rank other than 0 only posts its part.
+                Engine::Gpu(g) => unsafe { g.publish_async([std::ptr::null_mut(); 4]) }?,
+                // SAFETY: as above.
+                Engine::Ranks(r) => unsafe { r.publish([std::ptr::null_mut(); 4]) },
+                Engine::Cpu(_) => {}
+            },
             Op::State | Op::Snapshot => {
                 runner.sim.state()?;
             }
@@ -455,10 +472,12 @@ pub fn follow(ranks: solver::exec::sim::RankSet, start: &[u8], cli: &Cli) -> Res
     }
 }
 
-/// The solver behind the port: the CPU reference, or one GPU or several.
+/// The solver behind the port: the CPU reference, one GPU or several (also one per MPI rank),
+/// or CPU slabs on MPI ranks.
 enum Engine {
     Cpu(Box<SphSim>),
     Gpu(Box<dyn SphGpu>),
+    Ranks(Box<SphCpuRank>),
 }
 
 impl Engine {
@@ -466,12 +485,14 @@ impl Engine {
         match self {
             Engine::Cpu(s) => &s.c,
             Engine::Gpu(g) => g.constants(),
+            Engine::Ranks(r) => r.constants(),
         }
     }
     fn step_within(&mut self, t_end: f64) -> Result<()> {
         match self {
             Engine::Cpu(s) => s.step_within(t_end),
             Engine::Gpu(g) => g.step_within(t_end)?,
+            Engine::Ranks(r) => r.step_within(t_end)?,
         }
         Ok(())
     }
@@ -479,30 +500,35 @@ impl Engine {
         match self {
             Engine::Cpu(s) => s.s.step,
             Engine::Gpu(g) => g.step_index(),
+            Engine::Ranks(r) => r.step_index(),
         }
     }
     fn time(&self) -> f64 {
         match self {
             Engine::Cpu(s) => s.s.time,
             Engine::Gpu(g) => g.time(),
+            Engine::Ranks(r) => r.time(),
         }
     }
     fn dt(&self) -> f64 {
         match self {
             Engine::Cpu(s) => s.dt(),
             Engine::Gpu(g) => g.dt(),
+            Engine::Ranks(r) => r.dt(),
         }
     }
     fn len(&self) -> usize {
         match self {
             Engine::Cpu(s) => s.s.pos.len(),
             Engine::Gpu(g) => g.particle_count(),
+            Engine::Ranks(r) => r.kinds().len(),
         }
     }
     fn kinds(&self) -> &[u32] {
         match self {
             Engine::Cpu(s) => &s.s.kind,
             Engine::Gpu(g) => g.kinds(),
+            Engine::Ranks(r) => r.kinds(),
         }
     }
     /// The whole state in id order (a download on the GPU).
@@ -510,8 +536,22 @@ impl Engine {
         Ok(match self {
             Engine::Cpu(s) => std::borrow::Cow::Borrowed(&s.s),
             Engine::Gpu(g) => std::borrow::Cow::Owned(g.state()?),
+            Engine::Ranks(r) => std::borrow::Cow::Owned(r.state()?),
         })
     }
+}
+
+/// Writes the kinds into frame `w` and returns where its positions, velocities, densities and
+/// pressures go (null where the segment does not reserve the field).
+fn frame_targets(w: &mut FrameWriter<'_>, kinds: &[u32]) -> Result<[*mut u8; 4]> {
+    w.particle_kinds_mut()?.copy_from_slice(kinds);
+    let mut ptr = |k: FieldKind| w.field_ptr_if_reserved(k).unwrap_or(std::ptr::null_mut());
+    Ok([
+        ptr(FieldKind::Position),
+        ptr(FieldKind::Velocity),
+        ptr(FieldKind::Density),
+        ptr(FieldKind::Pressure),
+    ])
 }
 
 struct SphRunner {
@@ -671,21 +711,20 @@ impl SimPort for SphRunner {
                 w.scalar_mut(FieldKind::Pressure)?.copy_from_slice(&p);
             }
             Engine::Gpu(g) => {
+                let targets = frame_targets(w, g.kinds())?;
                 // Packed on the device in id order and copied straight into the frame slot
                 // (the registered segment) on the copy stream while the steps go on.
-                w.particle_kinds_mut()?.copy_from_slice(g.kinds());
-                let mut ptr =
-                    |k: FieldKind| w.field_ptr_if_reserved(k).unwrap_or(std::ptr::null_mut());
-                let targets = [
-                    ptr(FieldKind::Position),
-                    ptr(FieldKind::Velocity),
-                    ptr(FieldKind::Density),
-                    ptr(FieldKind::Pressure),
-                ];
-                // SAFETY: the frame slot holds one element per particle of each reserved field
-                // and is committed (made visible, then reused) only after frame_copied or
-                // wait_frame_copy said the copy completed.
+                // SAFETY: the frame slot holds one element per particle of each reserved
+                // field and is committed (made visible, then reused) only after frame_copied
+                // or wait_frame_copy said the copy completed.
                 unsafe { g.publish_async(targets) }?;
+                return Ok(true);
+            }
+            Engine::Ranks(r) => {
+                let targets = frame_targets(w, r.kinds())?;
+                // Rank 0 places its own part now and the others' as they arrive.
+                // SAFETY: as above.
+                unsafe { r.publish(targets) };
                 return Ok(true);
             }
         }
@@ -697,11 +736,14 @@ impl SimPort for SphRunner {
         match &mut self.sim {
             Engine::Cpu(_) => Ok(true),
             Engine::Gpu(g) => Ok(g.publish_done()?),
+            Engine::Ranks(r) => Ok(r.publish_done()),
         }
     }
     fn wait_frame_copy(&mut self) -> Result<()> {
-        if let Engine::Gpu(g) = &mut self.sim {
-            g.publish_wait()?;
+        match &mut self.sim {
+            Engine::Cpu(_) => {}
+            Engine::Gpu(g) => g.publish_wait()?,
+            Engine::Ranks(r) => r.publish_wait(),
         }
         Ok(())
     }
@@ -754,6 +796,7 @@ impl SimPort for SphRunner {
     fn backend_name(&self) -> String {
         match &self.sim {
             Engine::Cpu(_) => "cpu (SPH reference)".into(),
+            Engine::Ranks(r) => format!("cpu (SPH reference, {} MPI ranks)", r.ranks()),
             Engine::Gpu(g) => format!("cuda (SPH, {})", g.device_name()),
         }
     }

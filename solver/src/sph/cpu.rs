@@ -115,11 +115,51 @@ pub fn next_time_step(c: &SphConstants, dt_f: f64, dt_cv: f64) -> f64 {
     physics::variable_time_step(c.cfl, dt_f, dt_cv).min(c.dt_max)
 }
 
+/// The predictor of one particle: a fluid particle's half step, a boundary particle's half-step
+/// density (it does not move).
+pub(crate) fn predict(
+    c: &SphConstants,
+    fluid: bool,
+    s: &FluidState,
+    r: &FluidRates,
+    dt: f64,
+) -> FluidState {
+    if fluid {
+        physics::symplectic_predict(s, r, c.gravity, dt)
+    } else {
+        FluidState {
+            rho: s.rho + 0.5 * dt * r.drho,
+            ..*s
+        }
+    }
+}
+
+/// The corrector of one particle from its state `s` at the start of the step, its half-step
+/// density and the rates at the half step; a boundary density below rho0 is raised to rho0.
+pub(crate) fn correct(
+    c: &SphConstants,
+    fluid: bool,
+    s: &FluidState,
+    half_rho: f64,
+    r: &FluidRates,
+    dt: f64,
+) -> FluidState {
+    if fluid {
+        physics::symplectic_correct(s, half_rho, r, c.gravity, dt)
+    } else {
+        let rho = physics::symplectic_density(s.rho, half_rho, r.drho, dt);
+        FluidState {
+            rho: rho.max(c.rho0),
+            ..*s
+        }
+    }
+}
+
 /// A CPU SPH simulation.
 pub struct SphSim {
     pub c: SphConstants,
     pub s: SphState,
-    grid: Grid,
+    pub(crate) grid: Grid,
     /// Fluid particles by cell (rebuilt at every evaluation; entries are indices into `fluid`).
     fluid_cells: CellList,
     /// Boundary particles by cell (they do not move: built once; entries index `bound`).
@@ -131,7 +171,7 @@ pub struct SphSim {
     fluid: Vec<u32>,
     bound: Vec<u32>,
     /// The step the next step takes [s].
-    dt: f64,
+    pub(crate) dt: f64,
     diffusion: DiffusionParams,
 }
 
@@ -140,8 +180,6 @@ struct Particles<'a> {
     pos: &'a [V3],
     vel: &'a [V3],
     rho: &'a [f64],
-    pr: &'a [f64],
-    cs: &'a [f64],
 }
 
 /// One list's particles (fluid or boundary) in (cell, id) order with copies of what a pair reads,
@@ -160,8 +198,16 @@ struct SortedParticles {
 
 impl SortedParticles {
     /// The particles of `cells` (built over the whole grid of `num_cells` cells, entries
-    /// indexing `ids`), from `all`.
-    fn fill(&mut self, cells: &CellList, ids: &[u32], num_cells: usize, all: &Particles) {
+    /// indexing `ids`), from `all`, with their pressures and sound speeds (computed here, once
+    /// per particle, only for the particles listed).
+    fn fill(
+        &mut self,
+        c: &SphConstants,
+        cells: &CellList,
+        ids: &[u32],
+        num_cells: usize,
+        all: &Particles,
+    ) {
         self.start.clear();
         self.start.resize(num_cells + 1, 0);
         for &c in &cells.sorted_cell {
@@ -184,17 +230,28 @@ impl SortedParticles {
             out.extend(self.index.iter().map(|&j| from[j as usize]));
         };
         gather(&mut self.rho, all.rho);
-        gather(&mut self.pr, all.pr);
-        gather(&mut self.cs, all.cs);
+        self.pr.clear();
+        self.pr.extend(
+            self.rho
+                .iter()
+                .map(|&r| physics::tait_pressure(r, c.rho0, c.b)),
+        );
+        self.cs.clear();
+        self.cs.extend(
+            self.rho
+                .iter()
+                .map(|&r| physics::sound_speed(r, c.rho0, c.c0)),
+        );
     }
 }
 
-/// Rates of every particle and the time-step limits they imply.
-struct Rates {
-    r: Vec<FluidRates>,
+/// Rates of the evaluated particles and the time-step limits they imply.
+pub(crate) struct Rates {
+    /// By particle index, or by entry of the targets evaluated ([`SphSim::rates_of`]).
+    pub r: Vec<FluidRates>,
     /// min over fluid of sqrt(h / |a + g|), and min over all of h / (c + max mu).
-    dt_f: f64,
-    dt_cv: f64,
+    pub dt_f: f64,
+    pub dt_cv: f64,
 }
 
 impl SphSim {
@@ -270,44 +327,51 @@ impl SphSim {
     /// the grid's fixed order and by id within a cell; a boundary particle sums its fluid
     /// neighbours only.
     fn rates(&mut self, pos: &[V3], vel: &[V3], rho: &[f64]) -> Rates {
-        let fpos: Vec<V3> = self.fluid.iter().map(|&k| pos[k as usize]).collect();
-        self.fluid_cells.build(&self.grid, &fpos, &self.fluid);
+        let fluid = std::mem::take(&mut self.fluid);
+        let r = self.rates_of(pos, vel, rho, &fluid, None);
+        self.fluid = fluid;
+        r
+    }
+
+    /// As [`SphSim::rates`] with only the fluid particles `fluid` (ids) present and only the
+    /// particles `targets` evaluated (all without): a slab of an MPI rank ([`super::ranks`]),
+    /// whose arrays are valid only where it holds particles. A target sums the same neighbours
+    /// in the same order as in the whole run as long as every fluid particle within its
+    /// support is present.
+    pub(crate) fn rates_of(
+        &mut self,
+        pos: &[V3],
+        vel: &[V3],
+        rho: &[f64],
+        fluid: &[u32],
+        targets: Option<&[u32]>,
+    ) -> Rates {
+        let fpos: Vec<V3> = fluid.iter().map(|&k| pos[k as usize]).collect();
+        self.fluid_cells.build(&self.grid, &fpos, fluid);
         let (c, grid, kind) = (&self.c, &self.grid, &self.s.kind);
         let reach = sph_reach(c, grid);
-        // Pressure and sound speed once per particle, not once per pair.
-        let (pr, cs): (Vec<f64>, Vec<f64>) = rho
-            .par_iter()
-            .map(|&r| {
-                (
-                    physics::tait_pressure(r, c.rho0, c.b),
-                    physics::sound_speed(r, c.rho0, c.c0),
-                )
-            })
-            .unzip();
-        let all = Particles {
-            pos,
-            vel,
-            rho,
-            pr: &pr,
-            cs: &cs,
-        };
+        let all = Particles { pos, vel, rho };
         let cells = grid.num_cells();
         self.fluid_sorted
-            .fill(&self.fluid_cells, &self.fluid, cells, &all);
+            .fill(c, &self.fluid_cells, fluid, cells, &all);
         self.bound_sorted
-            .fill(&self.bound_cells, &self.bound, cells, &all);
+            .fill(c, &self.bound_cells, &self.bound, cells, &all);
         let lists = [&self.fluid_sorted, &self.bound_sorted];
         let dparams = &self.diffusion;
         // Cells beyond the support hold no pair the test r < 2h keeps: skipped, the order of
         // the rest unchanged (sph.cu walks the same rows).
         let near = 2.0 * c.h * SPH_WALK_MARGIN;
-        let out: Vec<(FluidRates, f64, f64)> = (0..pos.len())
+        let count = targets.map_or(pos.len(), |t| t.len());
+        let out: Vec<(FluidRates, f64, f64)> = (0..count)
             .into_par_iter()
-            .map_init(Vec::new, |rows, i| {
+            .map_init(Vec::new, |rows, t| {
+                let i = targets.map_or(t, |ts| ts[t] as usize);
                 let mut acc = [0.0; 3];
                 let mut drho = 0.0;
                 let mut mu_max: f64 = 0.0;
-                let (rho_i, p_i, c_i) = (rho[i], pr[i], cs[i]);
+                let rho_i = rho[i];
+                let p_i = physics::tait_pressure(rho_i, c.rho0, c.b);
+                let c_i = physics::sound_speed(rho_i, c.rho0, c.c0);
                 let fluid_i = kind[i] == KIND_FLUID;
                 grid.neighbour_rows_near(pos[i], reach, near, rows);
                 // Boundary particles see fluid only.
@@ -380,7 +444,7 @@ impl SphSim {
     /// One symplectic step of `self.dt`; sets the next step from the CFL condition.
     pub fn step(&mut self) {
         let dt = self.dt;
-        let (g, rho0) = (self.c.gravity, self.c.rho0);
+        let c = self.c.clone();
         // The state at the start of the step is moved out (not copied) while the rates borrow
         // the simulation, and written back at the end.
         let mut pos = std::mem::take(&mut self.s.pos);
@@ -396,17 +460,7 @@ impl SphSim {
         let kind = &self.s.kind;
         let half: Vec<FluidState> = (0..pos.len())
             .into_par_iter()
-            .map(|k| {
-                let s = at(k);
-                if kind[k] == KIND_FLUID {
-                    physics::symplectic_predict(&s, &r0.r[k], g, dt)
-                } else {
-                    FluidState {
-                        rho: s.rho + 0.5 * dt * r0.r[k].drho,
-                        ..s
-                    }
-                }
-            })
+            .map(|k| predict(&c, kind[k] == KIND_FLUID, &at(k), &r0.r[k], dt))
             .collect();
         let hp: Vec<V3> = half.iter().map(|s| s.x).collect();
         let hv: Vec<V3> = half.iter().map(|s| s.v).collect();
@@ -416,18 +470,7 @@ impl SphSim {
         let kind = &self.s.kind;
         let new: Vec<FluidState> = (0..pos.len())
             .into_par_iter()
-            .map(|k| {
-                let s = at(k);
-                if kind[k] == KIND_FLUID {
-                    physics::symplectic_correct(&s, hr[k], &r1.r[k], g, dt)
-                } else {
-                    let rho = physics::symplectic_density(s.rho, hr[k], r1.r[k].drho, dt);
-                    FluidState {
-                        rho: rho.max(rho0),
-                        ..s
-                    }
-                }
-            })
+            .map(|k| correct(&c, kind[k] == KIND_FLUID, &at(k), hr[k], &r1.r[k], dt))
             .collect();
         for (k, s) in new.into_iter().enumerate() {
             (pos[k], vel[k], rho[k]) = (s.x, s.v, s.rho);

@@ -156,6 +156,17 @@ pub enum CudaError {
     OtherRank { step: u64 },
 }
 
+impl From<crate::sph::slabs::TooFewLayers> for CudaError {
+    fn from(e: crate::sph::slabs::TooFewLayers) -> CudaError {
+        CudaError::TooFewLayers {
+            gpus: e.slabs,
+            layers: e.layers,
+            min: e.min,
+            axis: e.axis,
+        }
+    }
+}
+
 impl CudaError {
     pub(crate) fn driver(what: &str, source: DriverError) -> Self {
         CudaError::Driver {

@@ -13,6 +13,7 @@
 //! the same slabs over MPI ranks, one GPU each; [`slab`] holds what a slab adds to this one-GPU
 //! engine (its halo exchange).
 
+pub(crate) use crate::sph::parts::OwnedParticles;
 mod group;
 mod ranks;
 mod slab;
@@ -329,27 +330,6 @@ pub trait SphGpu {
     /// Waits for the frame copy in flight, if any.
     fn publish_wait(&mut self) -> Result<(), CudaError> {
         self.frame_copy().wait()
-    }
-}
-
-/// Particles of one GPU (or rank), by id: a part of a state.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct OwnedParticles {
-    pub id: Vec<u32>,
-    pub pos: Vec<V3>,
-    pub vel: Vec<V3>,
-    pub rho: Vec<f64>,
-}
-
-impl OwnedParticles {
-    /// Puts these particles into `s` at their ids (boundary particles keep zero velocity).
-    pub fn write_into(&self, s: &mut SphState) {
-        for (k, &id) in self.id.iter().enumerate() {
-            let i = id as usize;
-            s.pos[i] = self.pos[k];
-            s.vel[i] = self.vel[k];
-            s.rho[i] = self.rho[k];
-        }
     }
 }
 

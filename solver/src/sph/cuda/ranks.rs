@@ -20,14 +20,15 @@ use std::sync::Arc;
 use super::group::{handover, slab_info, step_times, SlabPlan, StepEvents};
 use super::slab::record_bytes;
 use super::{
-    as_bytes, as_bytes_mut, blocks, CudaError, FrameArray, FrameCopy, OwnedParticles, SphCuda,
-    SphCudaOptions, SphGpu,
+    as_bytes, as_bytes_mut, blocks, CudaError, FrameArray, FrameCopy, SphCuda, SphCudaOptions,
+    SphGpu,
 };
 use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, MemoryReport};
-use crate::exec::comm::{decode, encode, take_posts, Comm};
+use crate::exec::comm::{decode, encode, Comm};
 use crate::sph::cpu::{next_time_step, SphState};
+use crate::sph::parts::{assemble_state, take_parts, FramePart, PendingFrame};
 use crate::sph::setup::SphConstants;
 
 /// How an SPH run is spread over the ranks' GPUs.
@@ -45,89 +46,6 @@ pub struct SphRankOptions {
     pub interval: u64,
     /// See [`super::SphGroupOptions::spare_slots`].
     pub spare_slots: u32,
-}
-
-/// One rank's part of a frame: its particles' ids and their f32 values as `sph_pack` makes them.
-#[derive(Debug, Default, PartialEq)]
-struct FramePart {
-    id: Vec<u32>,
-    pos: Vec<f32>,
-    vel: Vec<f32>,
-    rho: Vec<f32>,
-    press: Vec<f32>,
-}
-
-impl FramePart {
-    /// Raw bytes for another rank of the same binary: the count (u64), then the arrays as they
-    /// are in memory (a frame part is hundreds of megabytes at large sizes: no per-element
-    /// encoding).
-    fn to_bytes(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(8 + 36 * self.id.len());
-        b.extend((self.id.len() as u64).to_le_bytes());
-        b.extend_from_slice(as_bytes(&self.id));
-        for a in [&self.pos, &self.vel, &self.rho, &self.press] {
-            b.extend_from_slice(as_bytes(a));
-        }
-        b
-    }
-
-    /// The inverse of [`FramePart::to_bytes`]; `None` when the bytes do not hold one.
-    fn from_bytes(b: &[u8]) -> Option<FramePart> {
-        let n = u64::from_le_bytes(b.get(..8)?.try_into().ok()?) as usize;
-        if b.len() != 8 + n.checked_mul(36)? {
-            return None;
-        }
-        let words = |from: usize, count: usize| -> Vec<[u8; 4]> {
-            b[from..from + 4 * count]
-                .chunks_exact(4)
-                .map(|c| [c[0], c[1], c[2], c[3]])
-                .collect()
-        };
-        let floats = |from: usize, count: usize| -> Vec<f32> {
-            words(from, count)
-                .into_iter()
-                .map(f32::from_ne_bytes)
-                .collect()
-        };
-        Some(FramePart {
-            id: words(8, n).into_iter().map(u32::from_ne_bytes).collect(),
-            pos: floats(8 + 4 * n, 3 * n),
-            vel: floats(8 + 16 * n, 3 * n),
-            rho: floats(8 + 28 * n, n),
-            press: floats(8 + 32 * n, n),
-        })
-    }
-
-    /// Places the part by id into the four frame arrays (null: not wanted).
-    ///
-    /// # Safety
-    /// Each non-null target holds one element per particle ([f32; 3] or f32) of the run, and
-    /// every id is below that count.
-    unsafe fn place(&self, targets: [*mut u8; 4]) {
-        for (k, &id) in self.id.iter().enumerate() {
-            let i = id as usize;
-            let put = |t: *mut u8, width: usize, src: &[f32]| {
-                if !t.is_null() {
-                    // SAFETY: the caller's contract: `t` holds `width` f32 per particle.
-                    let dst = unsafe { (t as *mut f32).add(width * i) };
-                    for c in 0..width {
-                        // SAFETY: as above; f32 needs no alignment beyond the segment's.
-                        unsafe { dst.add(c).write_unaligned(src[width * k + c]) };
-                    }
-                }
-            };
-            put(targets[0], 3, &self.pos);
-            put(targets[1], 3, &self.vel);
-            put(targets[2], 1, &self.rho);
-            put(targets[3], 1, &self.press);
-        }
-    }
-}
-
-/// Rank 0's frame while the other ranks' parts are on their way.
-struct PendingFrame {
-    targets: [*mut u8; 4],
-    waiting: Vec<usize>,
 }
 
 /// A frame assembled on rank 0's host by [`SphGpu::pack_frame`] (for tests and tools that read
@@ -502,7 +420,7 @@ impl SphRank {
             &self.bounds,
             &per_layer,
             &busy,
-            super::group::MIN_SLAB_LAYERS,
+            crate::sph::slabs::MIN_SLAB_LAYERS,
         );
         let Some(new) = decision else {
             return Ok(());
@@ -599,25 +517,8 @@ impl SphRank {
     /// Places what the ranks in the pending frame posted (all of them, waiting, with `wait`);
     /// true once the frame is complete.
     fn take_parts(&mut self, wait: bool) -> bool {
-        let Some(p) = &mut self.pending else {
-            return true;
-        };
-        let targets = p.targets;
-        let n = self.kind.len();
-        let done = take_posts(self.comm.as_ref(), &mut p.waiting, wait, |bytes| {
-            let part = FramePart::from_bytes(&bytes);
-            if let Some(part) = part.filter(|p| p.id.iter().all(|&id| (id as usize) < n)) {
-                // SAFETY: publish_async's contract: the targets hold the run's particles, and
-                // every id is below their count (checked).
-                unsafe { part.place(targets) };
-            } else {
-                tracing::error!("a rank sent a frame part that is not one of this run's");
-            }
-        });
-        if done {
-            self.pending = None;
-        }
-        done
+        // SAFETY: publish_async's contract keeps the targets valid until the frame completes.
+        unsafe { take_parts(self.comm.as_ref(), &mut self.pending, wait) }
     }
 }
 
@@ -724,30 +625,11 @@ impl SphGpu for SphRank {
         if !self.comm.is_root() {
             return Ok(SphState::zeroed(self.time, self.step, Vec::new()));
         }
-        let mut st = SphState::zeroed(self.time, self.step, self.kind.clone());
-        let mut held = 0;
-        for bytes in parts {
-            let part: OwnedParticles = decode(&bytes, "a rank's particles");
-            if part.id.iter().any(|&id| id as usize >= st.pos.len()) {
-                return Err(mismatch(
-                    0,
-                    0,
-                    self.step,
-                    "particle ids beyond the run".into(),
-                ));
-            }
-            held += part.id.len();
-            part.write_into(&mut st);
-        }
-        if held != st.pos.len() {
-            return Err(CudaError::Unsupported(format!(
-                "internal error: the ranks hold {held} particles of {} at step {}; please report \
-                 this with the case",
-                st.pos.len(),
-                self.step
-            )));
-        }
-        Ok(st)
+        assemble_state(parts, self.time, self.step, &self.kind).map_err(|e| {
+            CudaError::Unsupported(format!(
+                "internal error: {e}; please report this with the case"
+            ))
+        })
     }
     /// Frames are placed on rank 0's host (no device copy to page-lock for).
     unsafe fn register_host(&mut self, _ptr: *mut u8, _len: usize) -> Result<(), CudaError> {
@@ -767,10 +649,7 @@ impl SphGpu for SphRank {
         }
         // SAFETY: the caller's contract; frame_part checked the ids.
         unsafe { part.place(targets) };
-        self.pending = Some(PendingFrame {
-            targets,
-            waiting: (1..self.ranks).collect(),
-        });
+        self.pending = Some(PendingFrame::new(targets, self.ranks, self.kind.len()));
         Ok(())
     }
     fn publish_done(&mut self) -> Result<bool, CudaError> {
@@ -867,28 +746,5 @@ impl Drop for SphRank {
         if self.pending.is_some() {
             self.take_parts(true);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_frame_part_crosses_as_raw_bytes() {
-        let p = FramePart {
-            id: vec![7, 2],
-            pos: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-            vel: vec![-1.0, 0.5, 0.25, 8.0, 9.0, 10.0],
-            rho: vec![1000.0, 1001.5],
-            press: vec![0.0, 12.5],
-        };
-        let b = p.to_bytes();
-        assert_eq!(b.len(), 8 + 2 * 36);
-        assert_eq!(FramePart::from_bytes(&b), Some(p));
-        assert_eq!(FramePart::from_bytes(&b[..b.len() - 1]), None);
-        assert_eq!(FramePart::from_bytes(&[1, 2, 3]), None);
-        let empty = FramePart::default();
-        assert_eq!(FramePart::from_bytes(&empty.to_bytes()), Some(empty));
     }
 }

@@ -1,0 +1,530 @@
+//! One SPH simulation over several MPI ranks on the CPU (`mpirun -np N solver --backend cpu
+//! --case dambreak.toml`): rank r steps slab r of the cut the GPU ranks make ([`SlabCut`]) with
+//! the CPU reference's pair sums and integrator ([`SphSim`]), so the ranks give the bits of one
+//! process.
+//!
+//! Every rank keeps arrays for all particles (the start broadcast gives it the whole state) but
+//! reads only those it holds: the particles it integrated at the last evaluation (its own) and
+//! the ones its neighbours sent for this evaluation. Before each of a step's two evaluations a
+//! rank sends each neighbour its own particles (fluid and boundary) that lie, at this
+//! evaluation's positions, in the neighbour's layers or halo (one layer of the kernel support
+//! on each side), with their state at the start of the step for the corrector. It then holds
+//! every fluid particle within the support of each particle in its layers, sums their pairs in
+//! (cell, id) order on the run's one grid as one process does, and integrates the particles in
+//! its layers. The time-step limits are reduced (a minimum is exact), and the bounds follow the
+//! work from all-gathered counts and busy times, as on GPUs; a moved bound needs no transfer of
+//! its own, since the next exchange sends the neighbour what it now owns or borders.
+//!
+//! A state is gathered on rank 0; a frame's parts are posted to rank 0 without waiting and
+//! placed by id as they arrive ([`super::parts`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::cpu::{correct, next_time_step, predict, sph_layer_of, SphSim, SphState};
+use super::parts::{assemble_state, take_parts, FramePart, OwnedParticles, PendingFrame};
+use super::physics::{self, FluidState};
+use super::setup::{SphConstants, KIND_FLUID};
+use super::slabs::{owner_of, reach_of, SlabCut, TooFewLayers, MIN_SLAB_LAYERS};
+use crate::core::vec3::V3;
+use crate::decomp::balance::{self, Balance};
+use crate::decomp::Axis;
+use crate::exec::comm::{decode, encode, Comm};
+
+/// Why a CPU rank of an SPH run stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SphRankError {
+    #[error("{0}: use fewer MPI ranks (or --split-axis along a longer axis)")]
+    TooFewLayers(#[from] TooFewLayers),
+    #[error(
+        "{count} particles crossed a whole neighbour rank's slab in one step (after step {step}); \
+         the time step is probably too large"
+    )]
+    SlabSkipped { count: u64, step: u64 },
+    #[error(
+        "{count} particles have a non-finite state after step {step} (t = {time} s): the time \
+         step or the case is unstable"
+    )]
+    NonFinite { count: u64, step: u64, time: f64 },
+    #[error("internal error: {0}; please report this with the case")]
+    Internal(String),
+}
+
+/// How an SPH run is spread over CPU ranks.
+#[derive(Debug, Clone)]
+pub struct SphCpuRankOptions {
+    pub comm: Arc<dyn Comm>,
+    /// Split axis; default: the axis with the most cell layers.
+    pub axis: Option<Axis>,
+    pub balance: Balance,
+    /// Steps between balancing decisions.
+    pub interval: u64,
+}
+
+/// Particles a rank sends a neighbour before an evaluation: ids, position, velocity and density
+/// at the evaluation, and (before the corrector's evaluation only) at the start of the step.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Records {
+    id: Vec<u32>,
+    now: Vec<[f64; 7]>,
+    start: Vec<[f64; 7]>,
+}
+
+fn pack(x: V3, v: V3, rho: f64) -> [f64; 7] {
+    [x[0], x[1], x[2], v[0], v[1], v[2], rho]
+}
+
+fn unpack(r: &[f64; 7]) -> (V3, V3, f64) {
+    ([r[0], r[1], r[2]], [r[3], r[4], r[5]], r[6])
+}
+
+/// See the module documentation.
+pub struct SphCpuRank {
+    /// Arrays of every particle, valid where this rank holds one; its grid is the cut's.
+    sim: SphSim,
+    comm: Arc<dyn Comm>,
+    rank: usize,
+    ranks: usize,
+    axis: usize,
+    reach: u32,
+    bounds: Vec<u32>,
+    /// The particles (ids, ascending) this rank integrated at the last evaluation.
+    owned: Vec<u32>,
+    /// The half-step state of the step being taken (valid where this rank holds a particle).
+    half_pos: Vec<V3>,
+    half_vel: Vec<V3>,
+    half_rho: Vec<f64>,
+    balance: Balance,
+    interval: u64,
+    /// Compute time since the last balancing decision, and over the run [s].
+    busy: f64,
+    compute_s: f64,
+    exchange_s: f64,
+    rebalances: u64,
+    records_sent: u64,
+    pending: Option<PendingFrame>,
+}
+
+impl SphCpuRank {
+    /// This rank's slab of `state` (every rank passes the same state), about to take the step
+    /// `dt`.
+    pub fn from_state(
+        c: SphConstants,
+        state: SphState,
+        dt: f64,
+        opts: SphCpuRankOptions,
+    ) -> Result<SphCpuRank, SphRankError> {
+        let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
+        let cut = SlabCut::new(&c, &state, ranks, opts.axis)?;
+        let (half_pos, half_vel, half_rho) =
+            (state.pos.clone(), state.vel.clone(), state.rho.clone());
+        let sim = SphSim::from_state(c, state, dt);
+        if sim.grid.dims != cut.grid.dims || sim.grid.origin != cut.grid.origin {
+            return Err(SphRankError::Internal(
+                "the slab cut's grid differs from the run's".into(),
+            ));
+        }
+        let mut r = SphCpuRank {
+            sim,
+            comm: opts.comm,
+            rank,
+            ranks,
+            axis: cut.axis,
+            reach: cut.reach,
+            bounds: cut.bounds,
+            owned: Vec::new(),
+            half_pos,
+            half_vel,
+            half_rho,
+            balance: opts.balance,
+            interval: opts.interval.max(1),
+            busy: 0.0,
+            compute_s: 0.0,
+            exchange_s: 0.0,
+            rebalances: 0,
+            records_sent: 0,
+            pending: None,
+        };
+        let mine = r.bounds[rank]..r.bounds[rank + 1];
+        r.owned = (0..r.sim.s.pos.len() as u32)
+            .filter(|&k| mine.contains(&r.layer(r.sim.s.pos[k as usize])))
+            .collect();
+        Ok(r)
+    }
+
+    fn layer(&self, p: V3) -> u32 {
+        sph_layer_of(&self.sim.grid, p, self.axis, self.reach)
+    }
+
+    pub fn constants(&self) -> &SphConstants {
+        &self.sim.c
+    }
+    pub fn bounds(&self) -> &[u32] {
+        &self.bounds
+    }
+    pub fn axis(&self) -> usize {
+        self.axis
+    }
+    pub fn rebalances(&self) -> u64 {
+        self.rebalances
+    }
+    pub fn records_sent(&self) -> u64 {
+        self.records_sent
+    }
+    /// Compute and exchange time over the run [s].
+    pub fn phase_times(&self) -> (f64, f64) {
+        (self.compute_s, self.exchange_s)
+    }
+    pub fn dt(&self) -> f64 {
+        self.sim.dt
+    }
+    pub fn time(&self) -> f64 {
+        self.sim.s.time
+    }
+    pub fn step_index(&self) -> u64 {
+        self.sim.s.step
+    }
+    pub fn kinds(&self) -> &[u32] {
+        &self.sim.s.kind
+    }
+    pub fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    /// Sends each neighbour the own particles it needs for the next evaluation (at the
+    /// half-step positions with `half`), takes what the neighbours send, and returns the fluid
+    /// particles this rank now holds and those it now owns (ascending).
+    fn exchange(&mut self, half: bool) -> Result<(Vec<u32>, Vec<u32>), SphRankError> {
+        let me = self.rank;
+        let layers: Vec<u32> = {
+            let pos = if half {
+                &self.half_pos
+            } else {
+                &self.sim.s.pos
+            };
+            self.owned
+                .iter()
+                .map(|&k| self.layer(pos[k as usize]))
+                .collect()
+        };
+        let beyond = layers
+            .iter()
+            .filter(|&&l| owner_of(&self.bounds, l).abs_diff(me) > 1)
+            .count();
+        let beyond = self.comm.sum_u64(beyond as u64);
+        if beyond > 0 {
+            return Err(SphRankError::SlabSkipped {
+                count: beyond,
+                step: self.sim.s.step,
+            });
+        }
+        let s = &self.sim.s;
+        let state = |k: usize| {
+            if half {
+                pack(self.half_pos[k], self.half_vel[k], self.half_rho[k])
+            } else {
+                pack(s.pos[k], s.vel[k], s.rho[k])
+            }
+        };
+        let mut sends = vec![Vec::new(); self.ranks];
+        for v in [me.wrapping_sub(1), me + 1] {
+            if v >= self.ranks {
+                continue;
+            }
+            let there = reach_of(&self.bounds, v);
+            let mut rec = Records::default();
+            for (&k, l) in self.owned.iter().zip(&layers) {
+                if there.contains(l) {
+                    let k = k as usize;
+                    rec.id.push(k as u32);
+                    rec.now.push(state(k));
+                    if half {
+                        rec.start.push(pack(s.pos[k], s.vel[k], s.rho[k]));
+                    }
+                }
+            }
+            self.records_sent += rec.id.len() as u64;
+            sends[v] = encode(&rec);
+        }
+        let got = self.comm.exchange(sends);
+        let here = reach_of(&self.bounds, me);
+        let mine = self.bounds[me]..self.bounds[me + 1];
+        let kind = &self.sim.s.kind;
+        let (mut fluid, mut owned) = (Vec::new(), Vec::new());
+        for (&k, l) in self.owned.iter().zip(&layers) {
+            if kind[k as usize] == KIND_FLUID && here.contains(l) {
+                fluid.push(k);
+            }
+            if mine.contains(l) {
+                owned.push(k);
+            }
+        }
+        for v in [me.wrapping_sub(1), me + 1] {
+            if v >= self.ranks {
+                continue;
+            }
+            let rec: Records = decode(&got[v], "an SPH rank's records");
+            let n = self.sim.s.pos.len();
+            if rec.now.len() != rec.id.len()
+                || rec.start.len() != if half { rec.id.len() } else { 0 }
+                || rec.id.iter().any(|&k| k as usize >= n)
+            {
+                return Err(SphRankError::Internal(format!(
+                    "at step {} rank {me} got records from rank {v} that are not this run's",
+                    self.sim.s.step
+                )));
+            }
+            for (e, &k) in rec.id.iter().enumerate() {
+                let i = k as usize;
+                let (x, u, rho) = unpack(&rec.now[e]);
+                if half {
+                    (self.half_pos[i], self.half_vel[i], self.half_rho[i]) = (x, u, rho);
+                    let (x0, u0, rho0) = unpack(&rec.start[e]);
+                    let s = &mut self.sim.s;
+                    (s.pos[i], s.vel[i], s.rho[i]) = (x0, u0, rho0);
+                } else {
+                    let s = &mut self.sim.s;
+                    (s.pos[i], s.vel[i], s.rho[i]) = (x, u, rho);
+                }
+                if self.sim.s.kind[i] == KIND_FLUID {
+                    fluid.push(k);
+                }
+                if mine.contains(&self.layer(x)) {
+                    owned.push(k);
+                }
+            }
+        }
+        owned.sort_unstable();
+        Ok((fluid, owned))
+    }
+
+    /// One symplectic step of [`SphCpuRank::dt`]; sets the next step from the CFL condition.
+    /// Collective.
+    pub fn step(&mut self) -> Result<(), SphRankError> {
+        let dt = self.sim.dt;
+        let c = self.sim.c.clone();
+        let t = Instant::now();
+        let (fluid, owned) = self.exchange(false)?;
+        let mut exchange = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        // The state is moved out while the rates borrow the simulation (as `SphSim::step`).
+        let pos = std::mem::take(&mut self.sim.s.pos);
+        let vel = std::mem::take(&mut self.sim.s.vel);
+        let rho = std::mem::take(&mut self.sim.s.rho);
+        let r0 = self.sim.rates_of(&pos, &vel, &rho, &fluid, Some(&owned));
+        let kind = &self.sim.s.kind;
+        let half: Vec<FluidState> = owned
+            .par_iter()
+            .zip(&r0.r)
+            .map(|(&k, r)| {
+                let k = k as usize;
+                let s = FluidState {
+                    x: pos[k],
+                    v: vel[k],
+                    rho: rho[k],
+                };
+                predict(&c, kind[k] == KIND_FLUID, &s, r, dt)
+            })
+            .collect();
+        for (&k, h) in owned.iter().zip(&half) {
+            let k = k as usize;
+            (self.half_pos[k], self.half_vel[k], self.half_rho[k]) = (h.x, h.v, h.rho);
+        }
+        (self.sim.s.pos, self.sim.s.vel, self.sim.s.rho) = (pos, vel, rho);
+        self.owned = owned;
+        let mut compute = t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        let (fluid, owned) = self.exchange(true)?;
+        exchange += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let r1 = self.sim.rates_of(
+            &self.half_pos,
+            &self.half_vel,
+            &self.half_rho,
+            &fluid,
+            Some(&owned),
+        );
+        let s = &self.sim.s;
+        let new: Vec<FluidState> = owned
+            .par_iter()
+            .zip(&r1.r)
+            .map(|(&k, r)| {
+                let k = k as usize;
+                let start = FluidState {
+                    x: s.pos[k],
+                    v: s.vel[k],
+                    rho: s.rho[k],
+                };
+                correct(&c, s.kind[k] == KIND_FLUID, &start, self.half_rho[k], r, dt)
+            })
+            .collect();
+        let s = &mut self.sim.s;
+        let mut nonfinite = 0u64;
+        for (&k, n) in owned.iter().zip(&new) {
+            let k = k as usize;
+            (s.pos[k], s.vel[k], s.rho[k]) = (n.x, n.v, n.rho);
+            nonfinite += u64::from(!n.rho.is_finite() || !n.x.iter().all(|x| x.is_finite()));
+        }
+        self.owned = owned;
+        compute += t.elapsed().as_secs_f64();
+
+        let (dt_f, dt_cv) = (self.comm.min_f64(r1.dt_f), self.comm.min_f64(r1.dt_cv));
+        let nonfinite = self.comm.sum_u64(nonfinite);
+        self.busy += compute;
+        self.compute_s += compute;
+        self.exchange_s += exchange;
+        let s = &mut self.sim.s;
+        s.time += dt;
+        s.step += 1;
+        if nonfinite > 0 {
+            return Err(SphRankError::NonFinite {
+                count: nonfinite,
+                step: s.step,
+                time: s.time,
+            });
+        }
+        self.sim.dt = next_time_step(&c, dt_f, dt_cv);
+        if self.sim.s.step.is_multiple_of(self.interval) {
+            self.rebalance();
+        }
+        Ok(())
+    }
+
+    /// One step, shortened so as not to pass `t_end`. Collective.
+    pub fn step_within(&mut self, t_end: f64) -> Result<(), SphRankError> {
+        let (t, dt) = (self.time(), self.dt());
+        if t + dt > t_end && t_end > t {
+            self.sim.dt = t_end - t;
+        }
+        self.step()
+    }
+
+    /// Moves the bounds as the GPU ranks do ([`balance::decide`] on the all-gathered counts of
+    /// own particles per layer and busy times, so that every rank decides alike).
+    fn rebalance(&mut self) {
+        if self.balance == Balance::Off {
+            return;
+        }
+        let layers = self.bounds[self.ranks] as usize;
+        let mut per_layer = vec![0u64; layers];
+        if matches!(self.balance, Balance::Count | Balance::Time) {
+            let mut mine = vec![0u32; layers];
+            for &k in &self.owned {
+                mine[(self.layer(self.sim.s.pos[k as usize]) as usize).min(layers - 1)] += 1;
+            }
+            for part in self.comm.all_gather(encode(&mine)) {
+                let counts: Vec<u32> = decode(&part, "per-layer counts");
+                for (a, b) in per_layer.iter_mut().zip(counts) {
+                    *a += b as u64;
+                }
+            }
+        }
+        let busy: Vec<f64> = self
+            .comm
+            .all_gather(encode(&self.busy))
+            .iter()
+            .map(|b| decode(b, "busy time"))
+            .collect();
+        self.busy = 0.0;
+        let Some(new) = balance::decide(
+            self.balance,
+            &self.bounds,
+            &per_layer,
+            &busy,
+            MIN_SLAB_LAYERS,
+        ) else {
+            return;
+        };
+        tracing::debug!(
+            step = self.sim.s.step,
+            by = self.balance.name(),
+            from = ?self.bounds,
+            to = ?new,
+            "SPH rank bounds moved"
+        );
+        self.bounds = new;
+        self.rebalances += 1;
+    }
+
+    fn own_particles(&self) -> OwnedParticles {
+        let s = &self.sim.s;
+        let mut p = OwnedParticles::default();
+        for &k in &self.owned {
+            let i = k as usize;
+            p.id.push(k);
+            p.pos.push(s.pos[i]);
+            p.vel.push(s.vel[i]);
+            p.rho.push(s.rho[i]);
+        }
+        p
+    }
+
+    /// Collective: every rank's particles, gathered on rank 0 (the other ranks get a state
+    /// without particles).
+    pub fn state(&self) -> Result<SphState, SphRankError> {
+        let parts = self.comm.gather(encode(&self.own_particles()));
+        let s = &self.sim.s;
+        if !self.comm.is_root() {
+            return Ok(SphState::zeroed(s.time, s.step, Vec::new()));
+        }
+        assemble_state(parts, s.time, s.step, &s.kind).map_err(SphRankError::Internal)
+    }
+
+    /// This rank's part of a frame: f32 values of its own particles, as the CPU frame holds them.
+    fn frame_part(&self) -> FramePart {
+        let (s, c) = (&self.sim.s, &self.sim.c);
+        let mut part = FramePart::default();
+        for &k in &self.owned {
+            let i = k as usize;
+            part.id.push(k);
+            part.pos.extend(s.pos[i].map(|x| x as f32));
+            part.vel.extend(s.vel[i].map(|x| x as f32));
+            part.rho.push(s.rho[i] as f32);
+            part.press
+                .push(physics::tait_pressure(s.rho[i], c.rho0, c.b) as f32);
+        }
+        part
+    }
+
+    /// Starts a frame: the ranks other than 0 post their part to rank 0 and return; rank 0
+    /// places its own into `targets` (positions, velocities, densities, pressures; null: not
+    /// wanted) and the others' as they arrive ([`SphCpuRank::publish_done`]). A frame still
+    /// pending is completed first.
+    ///
+    /// # Safety
+    /// On rank 0 each non-null target holds one element per particle ([f32; 3] or f32) and stays
+    /// valid and untouched by others until the frame is complete.
+    pub unsafe fn publish(&mut self, targets: [*mut u8; 4]) {
+        self.publish_wait();
+        let part = self.frame_part();
+        if !self.comm.is_root() {
+            self.comm.post_to_root(part.to_bytes());
+            return;
+        }
+        // SAFETY: the caller's contract; the ids are this run's.
+        unsafe { part.place(targets) };
+        self.pending = Some(PendingFrame::new(targets, self.ranks, self.kinds().len()));
+    }
+
+    /// Whether the frame is complete (places the parts that arrived).
+    pub fn publish_done(&mut self) -> bool {
+        // SAFETY: publish's contract keeps the targets valid until the frame completes.
+        unsafe { take_parts(self.comm.as_ref(), &mut self.pending, false) }
+    }
+
+    /// Waits for every part of the pending frame.
+    pub fn publish_wait(&mut self) {
+        // SAFETY: as in publish_done.
+        unsafe { take_parts(self.comm.as_ref(), &mut self.pending, true) };
+    }
+}
+
+impl Drop for SphCpuRank {
+    fn drop(&mut self) {
+        self.publish_wait();
+    }
+}

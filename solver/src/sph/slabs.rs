@@ -1,0 +1,184 @@
+//! The cut of an SPH run into slabs of cell layers, shared by every way of running it on several
+//! workers: GPUs of a group in one process, MPI ranks with a GPU each, and MPI ranks on the CPU.
+//! A layer is as thick as the kernel support ([`sph_layers`]), so a slab's halo is one layer on
+//! each side; the bounds start at equal particle counts and then follow the work
+//! (`decomp::balance`). Plain host code: no device.
+
+use crate::core::grid::Grid;
+use crate::decomp::Axis;
+use crate::sph::cpu::{sph_grid, sph_layer_of, sph_layers, sph_reach, SphState};
+use crate::sph::setup::{SphConstants, KIND_FLUID};
+
+/// Fewest cell layers per slab: a particle moves less than a layer per half step and a bound
+/// moves one layer per decision, so with three layers nothing ever needs a slab two away.
+pub const MIN_SLAB_LAYERS: u32 = 3;
+
+/// The domain is too thin along the split axis for that many slabs.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "{slabs} slabs need at least {min} layers each along {axis} (a layer: the kernel support), \
+     and the domain has {layers}"
+)]
+pub struct TooFewLayers {
+    pub slabs: usize,
+    pub layers: u32,
+    pub min: u32,
+    pub axis: &'static str,
+}
+
+/// The first cut of a run into slabs: the run's grid, the split axis, the bounds (equal particle
+/// counts, at least [`MIN_SLAB_LAYERS`] layers each) and the boundary particles, which every
+/// slab holds (they never move).
+pub struct SlabCut {
+    pub grid: Grid,
+    pub axis: usize,
+    /// Cells per layer.
+    pub reach: u32,
+    /// Slab w owns layers `bounds[w]..bounds[w + 1]`.
+    pub bounds: Vec<u32>,
+    pub bound_ids: Vec<u32>,
+}
+
+impl SlabCut {
+    /// Cuts `state` into `g` slabs along `axis` (default: the axis with the most cell layers).
+    pub fn new(
+        c: &SphConstants,
+        state: &SphState,
+        g: usize,
+        axis: Option<Axis>,
+    ) -> Result<SlabCut, TooFewLayers> {
+        let grid = sph_grid(c, &state.pos, &state.kind);
+        let axis = match axis {
+            Some(a) => a.index(),
+            None => (0..3).max_by_key(|&a| (grid.dims[a], 3 - a)).unwrap_or(0),
+        };
+        let reach = sph_reach(c, &grid);
+        let layers = sph_layers(&grid, axis, reach);
+        if layers < MIN_SLAB_LAYERS * g as u32 {
+            return Err(TooFewLayers {
+                slabs: g,
+                layers,
+                min: MIN_SLAB_LAYERS,
+                axis: ["x", "y", "z"][axis],
+            });
+        }
+        // First cut: equal particle counts (fluid and boundary alike).
+        let mut per_layer = vec![0u64; layers as usize];
+        for &p in &state.pos {
+            per_layer[sph_layer_of(&grid, p, axis, reach) as usize] += 1;
+        }
+        let bounds = initial_bounds(&per_layer, g);
+        let bound_ids = (0..state.pos.len() as u32)
+            .filter(|&k| state.kind[k as usize] != KIND_FLUID)
+            .collect();
+        Ok(SlabCut {
+            grid,
+            axis,
+            reach,
+            bounds,
+            bound_ids,
+        })
+    }
+
+    /// Layers along the split axis.
+    pub fn layers(&self) -> u32 {
+        self.bounds[self.bounds.len() - 1]
+    }
+}
+
+/// The boundary layers slab `to` takes from slab `from` when the bounds move from `old` to `new`:
+/// those `to` now owns or borders that `from` owned (their densities there are current).
+pub fn handover(old: &[u32], new: &[u32], from: usize, to: usize) -> (u32, u32) {
+    let lo = new[to].saturating_sub(1).max(old[from]);
+    let hi = (new[to + 1] + 1).min(old[from + 1]);
+    (lo, hi)
+}
+
+/// The layers slab `w` of `bounds` owns or borders: its own and one of halo on each side (within
+/// the domain).
+pub fn reach_of(bounds: &[u32], w: usize) -> std::ops::Range<u32> {
+    let layers = bounds[bounds.len() - 1];
+    bounds[w].saturating_sub(1)..(bounds[w + 1] + 1).min(layers)
+}
+
+/// The slab of `bounds` that owns `layer`.
+pub fn owner_of(bounds: &[u32], layer: u32) -> usize {
+    // bounds[0] = 0 <= layer: the last bound not above the layer starts its slab.
+    let g = bounds.len() - 1;
+    bounds[1..g].partition_point(|&b| b <= layer)
+}
+
+/// Bounds cutting `per_layer` into `g` slabs of about equal counts, each at least
+/// [`MIN_SLAB_LAYERS`] wide (the caller checked that there are enough layers).
+pub fn initial_bounds(per_layer: &[u64], g: usize) -> Vec<u32> {
+    let layers = per_layer.len() as u32;
+    let total: u64 = per_layer.iter().sum();
+    let mut bounds = vec![0u32; g + 1];
+    bounds[g] = layers;
+    let mut cum = 0u64;
+    let mut k = 1;
+    for (l, &c) in per_layer.iter().enumerate() {
+        if k >= g {
+            break;
+        }
+        cum += c;
+        while k < g && cum * g as u64 >= total * k as u64 {
+            bounds[k] = l as u32 + 1;
+            k += 1;
+        }
+    }
+    for k in 1..g {
+        bounds[k] = bounds[k].max(bounds[k - 1] + MIN_SLAB_LAYERS);
+    }
+    for k in (1..g).rev() {
+        bounds[k] = bounds[k].min(bounds[k + 1] - MIN_SLAB_LAYERS);
+    }
+    bounds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_moved_bound_hands_over_the_layers_whose_densities_changed_owner() {
+        // Slab 0 takes layer 6 from slab 1 and now borders layer 7: it takes both from slab 1;
+        // slab 1 borders layer 6, whose densities it kept current itself.
+        let (old, new) = ([0, 6, 12], [0, 7, 12]);
+        assert_eq!(handover(&old, &new, 1, 0), (6, 8));
+        let (lo, hi) = handover(&old, &new, 0, 1);
+        assert!(lo >= hi, "nothing from slab 0: {lo}..{hi}");
+        // The other way: slab 1 takes layer 5 and borders layer 4.
+        let new = [0, 5, 12];
+        assert_eq!(handover(&old, &new, 0, 1), (4, 6));
+        // A slab two away has nothing to give.
+        let (old, new) = ([0, 4, 8, 12], [0, 5, 8, 12]);
+        let (lo, hi) = handover(&old, &new, 2, 0);
+        assert!(lo >= hi);
+    }
+
+    #[test]
+    fn owners_and_reaches_follow_the_bounds() {
+        let b = [0, 4, 8, 12];
+        let owners: Vec<usize> = (0..12).map(|l| owner_of(&b, l)).collect();
+        assert_eq!(owners, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+        assert_eq!(reach_of(&b, 0), 0..5);
+        assert_eq!(reach_of(&b, 1), 3..9);
+        assert_eq!(reach_of(&b, 2), 7..12);
+        assert_eq!(owner_of(&[0, 9], 8), 0);
+    }
+
+    #[test]
+    fn first_cut_balances_counts_and_keeps_three_layers() {
+        assert_eq!(initial_bounds(&[1; 12], 2), vec![0, 6, 12]);
+        assert_eq!(initial_bounds(&[1; 12], 3), vec![0, 4, 8, 12]);
+        // Everything in the last layer: every slab still gets three layers, the loaded one no
+        // more.
+        let mut c = vec![0; 12];
+        c[11] = 100;
+        assert_eq!(initial_bounds(&c, 3), vec![0, 6, 9, 12]);
+        let mut c = vec![0; 12];
+        c[0] = 100;
+        assert_eq!(initial_bounds(&c, 2), vec![0, 3, 12]);
+    }
+}
