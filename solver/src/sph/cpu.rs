@@ -216,30 +216,31 @@ impl SortedParticles {
         for c in 0..num_cells {
             self.start[c + 1] += self.start[c];
         }
+        // Gathered in parallel (an indexed parallel iterator keeps the order): serial, these
+        // copies were what the ranks of an MPI run could not share out.
         self.index.clear();
         self.index
-            .extend(cells.sorted.iter().map(|&slot| ids[slot as usize]));
-        let gather = |out: &mut Vec<_>, from: &[_]| {
+            .par_extend(cells.sorted.par_iter().map(|&slot| ids[slot as usize]));
+        let index = &self.index;
+        let gather = |out: &mut Vec<V3>, from: &[V3]| {
             out.clear();
-            out.extend(self.index.iter().map(|&j| from[j as usize]));
+            out.par_extend(index.par_iter().map(|&j| from[j as usize]));
         };
         gather(&mut self.pos, all.pos);
         gather(&mut self.vel, all.vel);
-        let gather = |out: &mut Vec<f64>, from: &[f64]| {
-            out.clear();
-            out.extend(self.index.iter().map(|&j| from[j as usize]));
-        };
-        gather(&mut self.rho, all.rho);
+        self.rho.clear();
+        self.rho
+            .par_extend(index.par_iter().map(|&j| all.rho[j as usize]));
         self.pr.clear();
-        self.pr.extend(
+        self.pr.par_extend(
             self.rho
-                .iter()
+                .par_iter()
                 .map(|&r| physics::tait_pressure(r, c.rho0, c.b)),
         );
         self.cs.clear();
-        self.cs.extend(
+        self.cs.par_extend(
             self.rho
-                .iter()
+                .par_iter()
                 .map(|&r| physics::sound_speed(r, c.rho0, c.c0)),
         );
     }
@@ -301,6 +302,15 @@ impl SphSim {
 
     pub fn dt(&self) -> f64 {
         self.dt
+    }
+
+    /// Keeps only the boundary particles `ids` in the neighbour lists (an MPI rank's slab and
+    /// halo, [`super::ranks`]): the others are never within the support of a particle it
+    /// evaluates, and listing them cost every rank the whole boundary at every evaluation.
+    pub(crate) fn hold_boundary(&mut self, ids: Vec<u32>) {
+        let bpos: Vec<V3> = ids.iter().map(|&k| self.s.pos[k as usize]).collect();
+        self.bound_cells.build(&self.grid, &bpos, &ids);
+        self.bound = ids;
     }
 
     /// Continues from `state` with the step `dt` it was about to take (a checkpoint): the same

@@ -93,6 +93,9 @@ pub struct SphCpuRank {
     bounds: Vec<u32>,
     /// The particles (ids, ascending) this rank integrated at the last evaluation.
     owned: Vec<u32>,
+    /// Every boundary particle (ascending) and its layer.
+    bound_ids: Vec<u32>,
+    bound_layers: Vec<u32>,
     /// The half-step state of the step being taken (valid where this rank holds a particle).
     half_pos: Vec<V3>,
     half_vel: Vec<V3>,
@@ -136,6 +139,8 @@ impl SphCpuRank {
             reach: cut.reach,
             bounds: cut.bounds,
             owned: Vec::new(),
+            bound_ids: Vec::new(),
+            bound_layers: Vec::new(),
             half_pos,
             half_vel,
             half_rho,
@@ -152,7 +157,28 @@ impl SphCpuRank {
         r.owned = (0..r.sim.s.pos.len() as u32)
             .filter(|&k| mine.contains(&r.layer(r.sim.s.pos[k as usize])))
             .collect();
+        r.bound_layers = cut
+            .bound_ids
+            .iter()
+            .map(|&k| r.layer(r.sim.s.pos[k as usize]))
+            .collect();
+        r.bound_ids = cut.bound_ids;
+        r.hold_boundary();
         Ok(r)
+    }
+
+    /// Lists only the boundary particles of this rank's layers and halo (they never move; the
+    /// list changes with the bounds).
+    fn hold_boundary(&mut self) {
+        let here = reach_of(&self.bounds, self.rank);
+        let ids = self
+            .bound_ids
+            .iter()
+            .zip(&self.bound_layers)
+            .filter(|(_, l)| here.contains(l))
+            .map(|(&k, _)| k)
+            .collect();
+        self.sim.hold_boundary(ids);
     }
 
     fn layer(&self, p: V3) -> u32 {
@@ -447,6 +473,7 @@ impl SphCpuRank {
             "SPH rank bounds moved"
         );
         self.bounds = new;
+        self.hold_boundary();
         self.rebalances += 1;
     }
 
