@@ -8,6 +8,9 @@
 #                                           # rank (now also SPH on CPU ranks); then SPH on CPU
 #                                           # ranks against one process on the machine's cores
 #                                           # (dam break at dp = ${DP:-0.02} m to ${T:-0.02} s)
+#   bench/gpu/session22_checks.sh cputime   # after the CPU ranks listed only their slab's boundary and
+#                                           # counted fluid for --balance count: SPH on CPU ranks
+#                                           # against one process (T=0.05 by default here)
 # Logs under $OUT (leave it unset on the device: its $OUT is the folder that comes back).
 set -uo pipefail
 part=${1:-verify}
@@ -34,7 +37,7 @@ cpu_ranks_timing() {
     timeout 200 mpirun -np $np --bind-to none solver "${args[@]}" --threads $((cores / np)) --balance time \
       > "$OUT/sph_cpu_np${np}_$dp.out" 2>&1
     echo "RESULT sph_cpu_np$np rc=$?"
-    grep -E "slabs|finished" "$OUT/sph_cpu_np${np}_$dp.out" | cut -c1-300 | tail -n 2
+    grep -E "slabs|finished|SPH rank" "$OUT/sph_cpu_np${np}_$dp.out" | cut -c1-300 | tail -n 6
     cmp -s "$d/one.bin" "$d/out/checkpoint.bin" && echo "np$np: final checkpoint equals one process's" \
       || echo "np$np: FINAL CHECKPOINT DIFFERS"
   done
@@ -49,5 +52,8 @@ verify)
     a_killed_rank pause_checkpoint --test-threads 1 --nocapture)
   grep -E "stopped .* after rank 1 died" "$OUT/mpi_ranks_protocol.out"
   cpu_ranks_timing
+  ;;
+cputime)
+  T=${T:-0.05} cpu_ranks_timing
   ;;
 esac

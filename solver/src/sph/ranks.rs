@@ -430,7 +430,7 @@ impl SphCpuRank {
     }
 
     /// Moves the bounds as the GPU ranks do ([`balance::decide`] on the all-gathered counts of
-    /// own particles per layer and busy times, so that every rank decides alike).
+    /// own fluid per layer and busy times, so that every rank decides alike).
     fn rebalance(&mut self) {
         if self.balance == Balance::Off {
             return;
@@ -438,9 +438,15 @@ impl SphCpuRank {
         let layers = self.bounds[self.ranks] as usize;
         let mut per_layer = vec![0u64; layers];
         if matches!(self.balance, Balance::Count | Balance::Time) {
+            // Own fluid per layer, as the GPUs count it (`sph_layer_count`).
             let mut mine = vec![0u32; layers];
-            for &k in &self.owned {
-                mine[(self.layer(self.sim.s.pos[k as usize]) as usize).min(layers - 1)] += 1;
+            let s = &self.sim.s;
+            for &k in self
+                .owned
+                .iter()
+                .filter(|&&k| s.kind[k as usize] == KIND_FLUID)
+            {
+                mine[(self.layer(s.pos[k as usize]) as usize).min(layers - 1)] += 1;
             }
             for part in self.comm.all_gather(encode(&mine)) {
                 let counts: Vec<u32> = decode(&part, "per-layer counts");
@@ -553,5 +559,18 @@ impl SphCpuRank {
 impl Drop for SphCpuRank {
     fn drop(&mut self) {
         self.publish_wait();
+        // Where each rank's time went: an exchange also waits for the slower neighbour, so a
+        // long one says the cut is uneven (--balance moves it).
+        tracing::info!(
+            "SPH rank {} of {}: computed {:.2} s, exchanged and waited {:.2} s; bounds {:?} ({} \
+             moves), {} records sent",
+            self.rank,
+            self.ranks,
+            self.compute_s,
+            self.exchange_s,
+            self.bounds,
+            self.rebalances,
+            self.records_sent
+        );
     }
 }
