@@ -11,6 +11,7 @@
 #   bench/gpu/session22_checks.sh cputime   # after the CPU ranks listed only their slab's boundary and
 #                                           # counted fluid for --balance count: SPH on CPU ranks
 #                                           # against one process (T=0.05 by default here)
+#   bench/gpu/session22_checks.sh final     # the final tree: verify's suites and tests, no timing
 # Logs under $OUT (leave it unset on the device: its $OUT is the folder that comes back).
 set -uo pipefail
 part=${1:-verify}
@@ -43,17 +44,24 @@ cpu_ranks_timing() {
   done
   rm -rf "$d"
 }
-case $part in
-verify)
+# tests: the SPH device suites, the GPU-rank and SPH-CPU-rank tests, the rank protocol.
+tests() {
   sph_suites
   (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 500 "$BIN/mpi_ranks" \
     gpu_ranks sph_cpu_ranks --test-threads 1)
   (cd solver && result mpi_ranks_protocol env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 500 "$BIN/mpi_ranks" \
     a_killed_rank pause_checkpoint --test-threads 1 --nocapture)
   grep -E "stopped .* after rank 1 died" "$OUT/mpi_ranks_protocol.out"
+}
+case $part in
+verify)
+  tests
   cpu_ranks_timing
   ;;
 cputime)
   T=${T:-0.05} cpu_ranks_timing
+  ;;
+final)
+  tests
   ;;
 esac
