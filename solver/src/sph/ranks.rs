@@ -28,9 +28,9 @@ use super::cpu::{correct, next_time_step, predict, sph_layer_of, SphSim, SphStat
 use super::parts::{assemble_state, take_parts, FramePart, OwnedParticles, PendingFrame};
 use super::physics::{self, FluidState};
 use super::setup::{SphConstants, KIND_FLUID};
-use super::slabs::{owner_of, reach_of, SlabCut, TooFewLayers, MIN_SLAB_LAYERS};
+use super::slabs::{decide_over_ranks, owner_of, reach_of, SlabCut, TooFewLayers};
 use crate::core::vec3::V3;
-use crate::decomp::balance::{self, Balance};
+use crate::decomp::balance::Balance;
 use crate::decomp::Axis;
 use crate::exec::comm::{decode, encode, Comm};
 
@@ -429,16 +429,15 @@ impl SphCpuRank {
         self.step()
     }
 
-    /// Moves the bounds as the GPU ranks do ([`balance::decide`] on the all-gathered counts of
+    /// Moves the bounds as the GPU ranks do ([`decide_over_ranks`]: the all-gathered counts of
     /// own fluid per layer and busy times, so that every rank decides alike).
     fn rebalance(&mut self) {
         if self.balance == Balance::Off {
             return;
         }
         let layers = self.bounds[self.ranks] as usize;
-        let mut per_layer = vec![0u64; layers];
-        if matches!(self.balance, Balance::Count | Balance::Time) {
-            // Own fluid per layer, as the GPUs count it (`sph_layer_count`).
+        // Own fluid per layer, as the GPUs count it (`sph_layer_count`).
+        let mine = || -> Result<Vec<u32>, std::convert::Infallible> {
             let mut mine = vec![0u32; layers];
             let s = &self.sim.s;
             for &k in self
@@ -448,27 +447,17 @@ impl SphCpuRank {
             {
                 mine[(self.layer(s.pos[k as usize]) as usize).min(layers - 1)] += 1;
             }
-            for part in self.comm.all_gather(encode(&mine)) {
-                let counts: Vec<u32> = decode(&part, "per-layer counts");
-                for (a, b) in per_layer.iter_mut().zip(counts) {
-                    *a += b as u64;
-                }
-            }
-        }
-        let busy: Vec<f64> = self
-            .comm
-            .all_gather(encode(&self.busy))
-            .iter()
-            .map(|b| decode(b, "busy time"))
-            .collect();
-        self.busy = 0.0;
-        let Some(new) = balance::decide(
+            Ok(mine)
+        };
+        let decision = decide_over_ranks(
+            self.comm.as_ref(),
             self.balance,
             &self.bounds,
-            &per_layer,
-            &busy,
-            MIN_SLAB_LAYERS,
-        ) else {
+            mine,
+            self.busy,
+        );
+        self.busy = 0.0;
+        let Ok(Some(new)) = decision else {
             return;
         };
         tracing::debug!(

@@ -5,7 +5,9 @@
 //! (`decomp::balance`). Plain host code: no device.
 
 use crate::core::grid::Grid;
+use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
+use crate::exec::comm::{decode, encode, Comm};
 use crate::sph::cpu::{sph_grid, sph_layer_of, sph_layers, sph_reach, SphState};
 use crate::sph::setup::{SphConstants, KIND_FLUID};
 
@@ -106,6 +108,40 @@ pub fn owner_of(bounds: &[u32], layer: u32) -> usize {
     // bounds[0] = 0 <= layer: the last bound not above the layer starts its slab.
     let g = bounds.len() - 1;
     bounds[1..g].partition_point(|&b| b <= layer)
+}
+
+/// The balancing decision of MPI ranks ([`balance::decide`]): every rank's own fluid per layer
+/// (`mine`, called only where `how` needs counts) and busy time since the last decision are
+/// all-gathered, so that every rank takes the same decision. Collective.
+pub fn decide_over_ranks<E>(
+    comm: &dyn Comm,
+    how: Balance,
+    bounds: &[u32],
+    mine: impl FnOnce() -> Result<Vec<u32>, E>,
+    busy: f64,
+) -> Result<Option<Vec<u32>>, E> {
+    let layers = bounds[bounds.len() - 1] as usize;
+    let mut per_layer = vec![0u64; layers];
+    if matches!(how, Balance::Count | Balance::Time) {
+        for part in comm.all_gather(encode(&mine()?)) {
+            let counts: Vec<u32> = decode(&part, "per-layer counts");
+            for (a, b) in per_layer.iter_mut().zip(counts) {
+                *a += b as u64;
+            }
+        }
+    }
+    let busy: Vec<f64> = comm
+        .all_gather(encode(&busy))
+        .iter()
+        .map(|b| decode(b, "busy time"))
+        .collect();
+    Ok(balance::decide(
+        how,
+        bounds,
+        &per_layer,
+        &busy,
+        MIN_SLAB_LAYERS,
+    ))
 }
 
 /// Bounds cutting `per_layer` into `g` slabs of about equal counts, each at least

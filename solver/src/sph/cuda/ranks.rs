@@ -23,13 +23,14 @@ use super::{
     as_bytes, as_bytes_mut, blocks, CudaError, FrameArray, FrameCopy, SphCuda, SphCudaOptions,
     SphGpu,
 };
-use crate::decomp::balance::{self, Balance};
+use crate::decomp::balance::Balance;
 use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, MemoryReport};
-use crate::exec::comm::{decode, encode, Comm};
+use crate::exec::comm::{encode, Comm};
 use crate::sph::cpu::{next_time_step, SphState};
 use crate::sph::parts::{assemble_state, take_parts, FramePart, PendingFrame};
 use crate::sph::setup::SphConstants;
+use crate::sph::slabs::decide_over_ranks;
 
 /// How an SPH run is spread over the ranks' GPUs.
 #[derive(Debug, Clone)]
@@ -389,7 +390,7 @@ impl SphRank {
             .map_err(|e| CudaError::driver("recording an event", e))
     }
 
-    /// Moves the slab bounds as a group does ([`balance::decide`] on the all-gathered counts
+    /// Moves the slab bounds as a group does ([`decide_over_ranks`]: the all-gathered counts
     /// and times, so every rank decides alike); each rank then flags the boundary particles it
     /// now owns and takes the densities of the layers it now owns or borders from their
     /// previous owners.
@@ -397,31 +398,15 @@ impl SphRank {
         if self.balance == Balance::Off {
             return Ok(());
         }
-        let layers = self.bounds[self.ranks] as usize;
-        let mut per_layer = vec![0u64; layers];
-        if matches!(self.balance, Balance::Count | Balance::Time) {
-            let mine = self.sim.layer_counts()?;
-            for part in self.comm.all_gather(encode(&mine)) {
-                let counts: Vec<u32> = decode(&part, "per-layer counts");
-                for (a, b) in per_layer.iter_mut().zip(counts) {
-                    *a += b as u64;
-                }
-            }
-        }
-        let busy: Vec<f64> = self
-            .comm
-            .all_gather(encode(&self.busy))
-            .iter()
-            .map(|b| decode(b, "busy time"))
-            .collect();
-        self.busy = 0.0;
-        let decision = balance::decide(
+        let sim = &self.sim;
+        let decision = decide_over_ranks(
+            self.comm.as_ref(),
             self.balance,
             &self.bounds,
-            &per_layer,
-            &busy,
-            crate::sph::slabs::MIN_SLAB_LAYERS,
-        );
+            || sim.layer_counts(),
+            self.busy,
+        )?;
+        self.busy = 0.0;
         let Some(new) = decision else {
             return Ok(());
         };
