@@ -584,15 +584,43 @@ fn sph_cpu_ranks_give_the_bits_of_one_process() {
     assert!(text.contains("spacing = 0.04"), "the case's spacing moved");
     let case = dir.path("dambreak8.toml");
     std::fs::write(&case, text.replace("spacing = 0.04", "spacing = 0.08")).expect("case");
+    let on_ranks = |np: usize| vec![format!("SPH on {np} MPI ranks on the CPU")];
+    let balance: &[&str] = &["--balance", "count"];
+    let mut moved = on_ranks(3);
+    moved.push("SPH rank bounds moved".into());
+    let runs: [SphBitsRun; 3] = [
+        ("one", 1, &[], vec![]),
+        ("np2", 2, balance, on_ranks(2)),
+        ("np3", 3, balance, moved),
+    ];
+    sph_runs_agree(&dir, "sphc", &["--backend", "cpu"], &case, &runs, &[], 3);
+}
+
+/// One run of [`sph_runs_agree`]: label, ranks (1: one process), arguments beyond the common
+/// ones, lines its log must hold.
+type SphBitsRun<'a> = (&'a str, usize, &'a [&'a str], Vec<String>);
+
+/// Runs the SPH `case` with `base` and each run's arguments to 0.3 s (frames kept, output
+/// written) and requires every frame (all fields) and final checkpoint to equal the first
+/// run's bit for bit; then continues run "np2"'s checkpoint with `base` and `restart` on one
+/// process and on `ranks` ranks to 0.35 s and requires the same frame.
+fn sph_runs_agree(
+    dir: &Scratch,
+    tag: &str,
+    base: &[&str],
+    case: &str,
+    runs: &[SphBitsRun],
+    restart: &[&str],
+    ranks: usize,
+) {
     let mut reference: Option<(Frame, Files)> = None;
-    for (label, np) in [("one", 1usize), ("np2", 2), ("np3", 3)] {
-        let seg = Seg::new(&format!("sphc{label}"));
+    for (label, np, extra, expect) in runs {
+        let seg = Seg::new(&format!("{tag}{label}"));
         let out = dir.path(label);
-        let mut a = vec![
-            "--backend",
-            "cpu",
+        let mut a = base.to_vec();
+        a.extend([
             "--case",
-            &case,
+            case,
             "--end-time",
             "0.3",
             "--name-shm",
@@ -602,24 +630,23 @@ fn sph_cpu_ranks_give_the_bits_of_one_process() {
             "0",
             "--output",
             &out,
-        ];
-        if np > 1 {
-            a.extend(["--balance", "count"]);
-        }
-        let mut cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
-        cmd.env("RUST_LOG", "info,solver::sph::ranks=debug");
+        ]);
+        a.extend(extra.iter());
+        let mut cmd = if *np == 1 {
+            single(&a)
+        } else {
+            mpirun(*np, &a)
+        };
+        cmd.env(
+            "RUST_LOG",
+            "info,solver::sph::ranks=debug,solver::sph::cuda=debug",
+        );
         let (code, err) = run(cmd, Duration::from_secs(300));
         assert_eq!(code, Some(0), "SPH {label} failed:\n{err}");
-        if np > 1 {
+        for line in expect {
             assert!(
-                err.contains(&format!("SPH on {np} MPI ranks on the CPU")),
-                "{err}"
-            );
-        }
-        if np == 3 {
-            assert!(
-                err.contains("SPH rank bounds moved"),
-                "no bound moved:\n{err}"
+                err.contains(line.as_str()),
+                "SPH {label}: no {line:?} in\n{err}"
             );
         }
         let frame = newest_frame(&seg.0);
@@ -634,11 +661,11 @@ fn sph_cpu_ranks_give_the_bits_of_one_process() {
     }
     let ck = dir.path("np2/checkpoint.bin");
     let mut ends = Vec::new();
-    for np in [1usize, 3] {
-        let seg = Seg::new(&format!("sphcr{np}"));
-        let a = [
-            "--backend",
-            "cpu",
+    for np in [1, ranks] {
+        let seg = Seg::new(&format!("{tag}r{np}"));
+        let mut a = base.to_vec();
+        a.extend(restart);
+        a.extend([
             "--restart",
             &ck,
             "--end-time",
@@ -646,13 +673,13 @@ fn sph_cpu_ranks_give_the_bits_of_one_process() {
             "--name-shm",
             &seg.0,
             "--keep-shm",
-        ];
+        ]);
         let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
         let (code, err) = run(cmd, Duration::from_secs(300));
         assert_eq!(code, Some(0), "SPH restart on {np} failed:\n{err}");
         ends.push(newest_frame(&seg.0));
     }
-    same_sph_frame(&ends[1], "restart on 3 ranks", &ends[0]);
+    same_sph_frame(&ends[1], &format!("restart on {ranks} ranks"), &ends[0]);
 }
 
 /// SPH on GPU ranks (issue 18 through MPI; `PARTICLE_SHM_TEST_BACKENDS=cuda`, the ranks share
@@ -671,77 +698,38 @@ fn sph_gpu_ranks_give_the_bits_of_one_gpu() {
         .display()
         .to_string();
     let dir = Scratch::new("sphgpu");
-    let mut reference: Option<(Frame, Files)> = None;
-    for (label, np, devs) in [
-        ("one", 1usize, "0"),
-        ("group", 1, "0,0"),
-        ("np2", 2, devices.as_str()),
-        ("np3", 3, devices.as_str()),
-    ] {
-        let seg = Seg::new(&format!("sph{label}"));
-        let out = dir.path(label);
-        let mut a = vec![
-            "--backend",
-            "cuda",
-            "--devices",
-            devs,
-            "--case",
-            &case,
-            "--end-time",
-            "0.3",
-            "--name-shm",
-            &seg.0,
-            "--keep-shm",
-            "--refresh-wall-ms",
-            "0",
-            "--output",
-            &out,
-        ];
-        if label != "one" {
-            a.extend(["--balance", "count"]);
-        }
-        let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
-        let (code, err) = run(cmd, Duration::from_secs(300));
-        assert_eq!(code, Some(0), "SPH {label} failed:\n{err}");
-        if np > 1 {
-            assert!(
-                err.contains(&format!("{np} MPI ranks, one GPU each")),
-                "{err}"
-            );
-        }
-        let frame = newest_frame(&seg.0);
-        let results = final_checkpoint(&out);
-        match &reference {
-            None => reference = Some((frame, results)),
-            Some((f, r)) => {
-                same_sph_frame(&frame, label, f);
-                assert!(results == *r, "SPH {label}: the final checkpoint differs");
-            }
-        }
-    }
-    let ck = dir.path("np2/checkpoint.bin");
-    let mut ends = Vec::new();
-    for np in [1usize, 2] {
-        let seg = Seg::new(&format!("sphr{np}"));
-        let a = [
-            "--backend",
-            "cuda",
-            "--devices",
-            &devices,
-            "--restart",
-            &ck,
-            "--end-time",
-            "0.35",
-            "--name-shm",
-            &seg.0,
-            "--keep-shm",
-        ];
-        let cmd = if np == 1 { single(&a) } else { mpirun(np, &a) };
-        let (code, err) = run(cmd, Duration::from_secs(300));
-        assert_eq!(code, Some(0), "SPH restart on {np} failed:\n{err}");
-        ends.push(newest_frame(&seg.0));
-    }
-    same_sph_frame(&ends[1], "restart on 2 ranks", &ends[0]);
+    let on_ranks = |np: usize| vec![format!("{np} MPI ranks, one GPU each")];
+    let runs: [SphBitsRun; 4] = [
+        ("one", 1, &["--devices", "0"], vec![]),
+        (
+            "group",
+            1,
+            &["--devices", "0,0", "--balance", "count"],
+            vec![],
+        ),
+        (
+            "np2",
+            2,
+            &["--devices", &devices, "--balance", "count"],
+            on_ranks(2),
+        ),
+        (
+            "np3",
+            3,
+            &["--devices", &devices, "--balance", "count"],
+            on_ranks(3),
+        ),
+    ];
+    let restart = ["--devices", devices.as_str()];
+    sph_runs_agree(
+        &dir,
+        "sph",
+        &["--backend", "cuda"],
+        &case,
+        &runs,
+        &restart,
+        2,
+    );
 }
 
 /// The GPU tests' run: the built-in case at 30,000 particles to t = 0.05 s on `devices`,
