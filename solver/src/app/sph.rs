@@ -158,8 +158,8 @@ fn rank_engine(
             spare_slots: solver::sph::cuda::SPARE_SLOTS,
         };
         let rank = SphRank::from_state(c, state, dt, opts)?;
-        let what = (rank.device_name(), rank.bounds().to_vec(), rank.axis());
-        (what.0, what.1, what.2, Engine::Gpu(Box::new(rank)))
+        let (name, bounds, axis) = (rank.device_name(), rank.bounds().to_vec(), rank.axis());
+        (name, bounds, axis, Engine::Gpu(Box::new(rank)))
     } else {
         let opts = SphCpuRankOptions {
             comm: ranks.comm.clone(),
@@ -168,12 +168,9 @@ fn rank_engine(
             interval,
         };
         let rank = SphCpuRank::from_state(c, state, dt, opts)?;
-        let what = (
-            format!("{} MPI ranks on the CPU", rank.ranks()),
-            rank.bounds().to_vec(),
-            rank.axis(),
-        );
-        (what.0, what.1, what.2, Engine::Ranks(Box::new(rank)))
+        let name = format!("{} MPI ranks on the CPU", rank.ranks());
+        let (bounds, axis) = (rank.bounds().to_vec(), rank.axis());
+        (name, bounds, axis, Engine::Ranks(Box::new(rank)))
     };
     if ranks.comm.is_root() {
         tracing::info!(

@@ -124,12 +124,8 @@ impl SphCpuRank {
         let cut = SlabCut::new(&c, &state, ranks, opts.axis)?;
         let (half_pos, half_vel, half_rho) =
             (state.pos.clone(), state.vel.clone(), state.rho.clone());
+        // The same grid as the cut's (both are `sph_grid` of the state), so layers agree.
         let sim = SphSim::from_state(c, state, dt);
-        if sim.grid.dims != cut.grid.dims || sim.grid.origin != cut.grid.origin {
-            return Err(SphRankError::Internal(
-                "the slab cut's grid differs from the run's".into(),
-            ));
-        }
         let mut r = SphCpuRank {
             sim,
             comm: opts.comm,
@@ -193,16 +189,6 @@ impl SphCpuRank {
     }
     pub fn axis(&self) -> usize {
         self.axis
-    }
-    pub fn rebalances(&self) -> u64 {
-        self.rebalances
-    }
-    pub fn records_sent(&self) -> u64 {
-        self.records_sent
-    }
-    /// Compute and exchange time over the run [s].
-    pub fn phase_times(&self) -> (f64, f64) {
-        (self.compute_s, self.exchange_s)
     }
     pub fn dt(&self) -> f64 {
         self.sim.dt
