@@ -15,6 +15,7 @@ use solver::decomp::{Axis, Balance};
 use solver::sph::cpu::{first_time_step, SphState};
 use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
 use solver::sph::setup::{SphCase, SphConstants};
+use solver::sph::slabs::FirstCut;
 use sph::{assert_same_bits, gpu};
 
 /// A dam 0.15 m wide and 0.2 m high breaking along a 0.6 m tank (dp = 1 cm: 22 cell layers
@@ -61,6 +62,7 @@ fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) 
         devices: slab_devices(slabs),
         double,
         axis,
+        first_cut: FirstCut::Work,
         balance,
         interval: 10,
         // No spare slots: every GPU grows its arrays as the dam flows to it.

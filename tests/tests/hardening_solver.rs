@@ -46,6 +46,8 @@ fn tiny_or_huge_intervals_are_refused_at_start_with_nothing_left_behind() {
             "18446744073709551615",
             "--refresh-wall-ms must be 0",
         ),
+        // An SPH-only option on a DEM run: refused, not ignored.
+        ("--first-cut", "work", "--first-cut applies to SPH runs"),
     ] {
         let (code, err) = run_to_end(
             &[

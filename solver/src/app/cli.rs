@@ -74,6 +74,13 @@ pub struct Cli {
     /// else time].
     #[arg(long, value_enum, value_name = "HOW")]
     pub balance: Option<solver::decomp::Balance>,
+    /// SPH on several GPUs or MPI ranks: where the slabs start. `work` (the default) cuts at
+    /// equal estimated work, the pairs each particle's sums walk, so that the walls of a dry
+    /// part of the tank, which cost almost nothing, do not draw a slab; `count` at equal
+    /// particle counts, fluid and boundary alike. The balancing moves the bounds from there;
+    /// results do not change, only speed.
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub first_cut: Option<solver::sph::slabs::FirstCut>,
     /// GPUs for the CUDA backend: one index (`0`), a comma-separated list (`0,1`: one
     /// simulation split into slabs along --split-axis, one per GPU, exchanging boundary layers
     /// device to device), or `all`. Under mpirun each rank takes one GPU: the list's entry at

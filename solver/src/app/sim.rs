@@ -122,7 +122,16 @@ fn frame_fields_asked(case: &Case, cli: &Cli) -> Result<u32> {
     }
 }
 
+/// The options only SPH runs take, refused for a DEM run rather than ignored.
+fn refuse_sph_options(cli: &Cli) -> Result<()> {
+    if cli.first_cut.is_some() {
+        bail!("--first-cut applies to SPH runs; DEM slabs start at equal particle counts");
+    }
+    Ok(())
+}
+
 fn start(case: Case, kind: &BackendKind, cli: &Cli) -> Result<Box<dyn SimPort>> {
+    refuse_sph_options(cli)?;
     let config_toml = self_contained_toml(&case)?;
     let fields = frame_fields(&case, cli)?;
     let sim = Simulation::new_on(case, kind)?;
@@ -182,6 +191,7 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     if cli.particles.is_some() || cli.dt.is_some() {
         bail!("--particles and --dt cannot change a checkpointed run (--end-time can)");
     }
+    refuse_sph_options(cli)?;
     let mut sim =
         Simulation::load_checkpoint_with(path, &backend_kind(backend, cli), cli.decomposition())?;
     if let Some(t) = cli.end_time {
@@ -220,6 +230,7 @@ pub fn resume_from_frame(
             name, stat, frame, backend, cli,
         )?));
     }
+    refuse_sph_options(cli)?;
     let mut case = Case::from_toml_str(
         &stat.config_toml,
         "<case stored in the segment>",

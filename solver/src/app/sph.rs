@@ -153,6 +153,7 @@ fn rank_engine(
             device: devices[local % devices.len()],
             double: false,
             axis: cli.split_axis,
+            first_cut: cli.first_cut.unwrap_or_default(),
             balance,
             interval,
             spare_slots: solver::sph::cuda::SPARE_SLOTS,
@@ -164,6 +165,7 @@ fn rank_engine(
         let opts = SphCpuRankOptions {
             comm: ranks.comm.clone(),
             axis: cli.split_axis,
+            first_cut: cli.first_cut.unwrap_or_default(),
             balance,
             interval,
         };
@@ -224,6 +226,7 @@ fn engine(
         devices,
         double: false,
         axis: cli.split_axis,
+        first_cut: cli.first_cut.unwrap_or_default(),
         balance: cli.balance.unwrap_or_default(),
         interval: solver::decomp::balance::BALANCE_INTERVAL,
         spare_slots: solver::sph::cuda::SPARE_SLOTS,

@@ -14,12 +14,15 @@
 //! record adds the speedup over the one-GPU run, the imbalance (the largest GPU's compute time
 //! over the mean) and the exchange's share of the wall time.
 //!
+//! `--first-cut work,count` runs each balancing from each first cut (default: work, the
+//! solver's default), to show what the estimate of the work gains over equal particle counts.
+//!
 //! `--diffusion molteni|none` replaces the case's Fourtakas density diffusion, to show what it
 //! costs.
 //!
 //! Usage: sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] [--frames 5]
 //!                      [--device 0] [--devices 0,1] [--balance off,slice]
-//!                      [--diffusion fourtakas] [--out FILE]
+//!                      [--first-cut work] [--diffusion fourtakas] [--out FILE]
 
 use std::io::Write;
 use std::time::Instant;
@@ -29,6 +32,7 @@ use solver::decomp::Balance;
 use solver::sph::cpu::{first_time_step, SphState};
 use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
 use solver::sph::setup::{Diffusion, SphCase, KIND_FLUID};
+use solver::sph::slabs::FirstCut;
 
 struct Args {
     particles: Vec<f64>,
@@ -38,6 +42,7 @@ struct Args {
     device: usize,
     devices: Vec<usize>,
     balance: Vec<Balance>,
+    first_cut: Vec<FirstCut>,
     diffusion: Diffusion,
     out: Option<String>,
 }
@@ -51,6 +56,7 @@ fn parse() -> Result<Args> {
         device: 0,
         devices: Vec::new(),
         balance: vec![Balance::Off, Balance::Slice],
+        first_cut: vec![FirstCut::Work],
         diffusion: Diffusion::Fourtakas,
         out: None,
     };
@@ -106,6 +112,15 @@ fn parse() -> Result<Args> {
                     })
                     .collect::<Result<_>>()?;
             }
+            "--first-cut" => {
+                a.first_cut = v
+                    .split(',')
+                    .map(|x| {
+                        <FirstCut as clap::ValueEnum>::from_str(x, true)
+                            .map_err(|_| anyhow::anyhow!("--first-cut: work or count, not {x}"))
+                    })
+                    .collect::<Result<_>>()?;
+            }
             "--diffusion" => {
                 a.diffusion = match v.as_str() {
                     "fourtakas" => Diffusion::Fourtakas,
@@ -126,7 +141,8 @@ fn parse() -> Result<Args> {
 }
 
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
-[--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--diffusion fourtakas] [--out FILE]";
+[--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--first-cut work,count] \
+[--diffusion fourtakas] [--out FILE]";
 
 /// The dam-break case (the shipped dambreak.toml) at spacing `dp`, with `diffusion`.
 fn dambreak(dp: f64, diffusion: Diffusion) -> Result<SphCase> {
@@ -318,10 +334,12 @@ fn main() -> Result<()> {
                 pos: p.pos,
                 rho: p.rho,
             };
-            for &balance in &a.balance {
-                let line = group_run(&a, &c, &state, balance, rate, dp)?;
-                if let Some(f) = &mut out {
-                    writeln!(f, "{line}")?;
+            for &first_cut in &a.first_cut {
+                for &balance in &a.balance {
+                    let line = group_run(&a, &c, &state, first_cut, balance, rate, dp)?;
+                    if let Some(f) = &mut out {
+                        writeln!(f, "{line}")?;
+                    }
                 }
             }
         }
@@ -329,11 +347,14 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// The same warm-up and timed steps on `a.devices` with `balance`: one JSON record.
+/// The same warm-up and timed steps on `a.devices` from `first_cut` with `balance`: one JSON
+/// record.
+#[allow(clippy::too_many_arguments)]
 fn group_run(
     a: &Args,
     c: &solver::sph::setup::SphConstants,
     state: &SphState,
+    first_cut: FirstCut,
     balance: Balance,
     one_gpu_rate: f64,
     dp: f64,
@@ -343,6 +364,7 @@ fn group_run(
         devices: a.devices.clone(),
         double: false,
         axis: None,
+        first_cut,
         balance,
         interval: solver::decomp::balance::BALANCE_INTERVAL,
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
@@ -368,7 +390,7 @@ fn group_run(
     let speedup = rate / one_gpu_rate;
     let bpp = g.memory().total() as f64 / n as f64;
     println!(
-        "SPH dam break f32 on {}, balance {}: {n} particles, {:.3} ms/step, {rate:.3e} particle-steps/s, \
+        "SPH dam break f32 on {}, first cut {first_cut:?}, balance {}: {n} particles, {:.3} ms/step, {rate:.3e} particle-steps/s, \
          speedup {speedup:.3}x over one GPU, imbalance {imbalance:.3}, exchange {:.1} % of the wall time; \
          bounds {first:?} -> {:?} ({} moves); {bpp:.1} B/particle over all GPUs (start {start_s:.1} s)",
         g.device_name(),
@@ -382,7 +404,7 @@ fn group_run(
         "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, dynamic boundaries, \
          Fourtakas delta-SPH, symplectic, variable CFL dt, f32 (positions f64)\", \
          \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
-         \"device\": \"{dev}\", \"gpus\": {gpus}, \"balance\": \"{bal}\", \"particles\": {n}, \
+         \"device\": \"{dev}\", \"gpus\": {gpus}, \"first_cut\": \"{fc}\", \"balance\": \"{bal}\", \"particles\": {n}, \
          \"spacing\": {dp}, \"steps\": {s}, \"wall_s\": {wall}, \"particle_steps_per_s\": {rate}, \
          \"speedup_over_one_gpu\": {speedup}, \"imbalance_max_over_mean\": {imbalance}, \
          \"exchange_share\": {exchange_share}, \"bounds_first\": {first:?}, \"bounds_last\": {last:?}, \
@@ -392,6 +414,7 @@ fn group_run(
         dev = g.device_name(),
         gpus = a.devices.len(),
         bal = balance.name(),
+        fc = if first_cut == FirstCut::Work { "work" } else { "count" },
         last = g.bounds(),
         moves = g.rebalances(),
         cmd = command_line(),

@@ -28,7 +28,7 @@ use super::cpu::{correct, next_time_step, predict, sph_layer_of, SphSim, SphStat
 use super::parts::{assemble_state, take_parts, FramePart, OwnedParticles, PendingFrame};
 use super::physics::{self, FluidState};
 use super::setup::{SphConstants, KIND_FLUID};
-use super::slabs::{decide_over_ranks, owner_of, reach_of, SlabCut, TooFewLayers};
+use super::slabs::{decide_over_ranks, owner_of, reach_of, FirstCut, SlabCut, TooFewLayers};
 use crate::core::vec3::V3;
 use crate::decomp::balance::Balance;
 use crate::decomp::Axis;
@@ -59,6 +59,8 @@ pub struct SphCpuRankOptions {
     pub comm: Arc<dyn Comm>,
     /// Split axis; default: the axis with the most cell layers.
     pub axis: Option<Axis>,
+    /// How the first bounds are chosen.
+    pub first_cut: FirstCut,
     pub balance: Balance,
     /// Steps between balancing decisions.
     pub interval: u64,
@@ -121,7 +123,7 @@ impl SphCpuRank {
         opts: SphCpuRankOptions,
     ) -> Result<SphCpuRank, SphRankError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
-        let cut = SlabCut::new(&c, &state, ranks, opts.axis)?;
+        let cut = SlabCut::new(&c, &state, ranks, opts.axis, opts.first_cut)?;
         let (half_pos, half_vel, half_rho) =
             (state.pos.clone(), state.vel.clone(), state.rho.clone());
         // The same grid as the cut's (both are `sph_grid` of the state), so layers agree.

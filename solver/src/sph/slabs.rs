@@ -4,7 +4,10 @@
 //! each side; the bounds start at equal particle counts and then follow the work
 //! (`decomp::balance`). Plain host code: no device.
 
+use rayon::prelude::*;
+
 use crate::core::grid::Grid;
+use crate::core::vec3::V3;
 use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
 use crate::exec::comm::{decode, encode, Comm};
@@ -28,8 +31,18 @@ pub struct TooFewLayers {
     pub axis: &'static str,
 }
 
-/// The first cut of a run into slabs: the run's grid, the split axis, the bounds (equal particle
-/// counts, at least [`MIN_SLAB_LAYERS`] layers each) and the boundary particles, which every
+/// How the first slab bounds are chosen (`--first-cut`); the balancing moves them afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FirstCut {
+    /// Equal estimated work: the pairs each particle's rates walk ([`work_per_layer`]).
+    #[default]
+    Work,
+    /// Equal particle counts, fluid and boundary alike.
+    Count,
+}
+
+/// The first cut of a run into slabs: the run's grid, the split axis, the bounds (equal estimated
+/// work, [`work_per_layer`]; at least [`MIN_SLAB_LAYERS`] layers each) and the boundary particles, which every
 /// slab holds (they never move).
 pub struct SlabCut {
     pub grid: Grid,
@@ -42,12 +55,14 @@ pub struct SlabCut {
 }
 
 impl SlabCut {
-    /// Cuts `state` into `g` slabs along `axis` (default: the axis with the most cell layers).
+    /// Cuts `state` into `g` slabs along `axis` (default: the axis with the most cell layers)
+    /// as `first` says.
     pub fn new(
         c: &SphConstants,
         state: &SphState,
         g: usize,
         axis: Option<Axis>,
+        first: FirstCut,
     ) -> Result<SlabCut, TooFewLayers> {
         let grid = sph_grid(c, &state.pos, &state.kind);
         let axis = match axis {
@@ -64,11 +79,26 @@ impl SlabCut {
                 axis: ["x", "y", "z"][axis],
             });
         }
-        // First cut: equal particle counts (fluid and boundary alike).
-        let mut per_layer = vec![0u64; layers as usize];
-        for &p in &state.pos {
-            per_layer[sph_layer_of(&grid, p, axis, reach) as usize] += 1;
-        }
+        let work = match first {
+            FirstCut::Work => {
+                let w = work_per_layer(&grid, axis, reach, &state.pos, &state.kind);
+                if w.is_none() {
+                    tracing::info!(
+                        "SPH first cut by particle counts: the domain has too many cells of the \
+                         support to estimate the work per layer"
+                    );
+                }
+                w
+            }
+            FirstCut::Count => None,
+        };
+        let per_layer = work.unwrap_or_else(|| {
+            let mut per_layer = vec![0u64; layers as usize];
+            for &p in &state.pos {
+                per_layer[sph_layer_of(&grid, p, axis, reach) as usize] += 1;
+            }
+            per_layer
+        });
         let bounds = initial_bounds(&per_layer, g);
         let bound_ids = (0..state.pos.len() as u32)
             .filter(|&k| state.kind[k as usize] != KIND_FLUID)
@@ -144,6 +174,84 @@ pub fn decide_over_ranks<E>(
     ))
 }
 
+/// Most cells of the support's size for which [`work_per_layer`] builds its table (two u32
+/// each: 512 MiB); a 100 M-particle dam break has about 11 M.
+const MAX_WORK_CELLS: u64 = 1 << 26;
+
+/// The work of each layer along `axis`, estimated before a step has run: on cells one layer
+/// (`reach` grid cells, at least the support 2h) wide in every direction, a fluid particle
+/// counts the fluid and boundary particles of the 27 cells around its own, a boundary
+/// particle the fluid there (the pairs the rates walk: a fluid particle's sums run over both
+/// lists, a boundary particle's over the fluid only), plus one for the particle itself.
+/// Counting particles instead, the walls of the dry part of a tank, which outnumber a coarse
+/// case's water and cost almost nothing, drew most slabs there (session 22). `None` when the
+/// table would exceed [`MAX_WORK_CELLS`].
+pub fn work_per_layer(
+    grid: &Grid,
+    axis: usize,
+    reach: u32,
+    pos: &[V3],
+    kind: &[u32],
+) -> Option<Vec<u64>> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let dims: [usize; 3] = std::array::from_fn(|a| grid.dims[a].div_ceil(reach) as usize);
+    let cells = dims.iter().map(|&d| d as u64).product::<u64>();
+    if cells > MAX_WORK_CELLS {
+        return None;
+    }
+    let cells = cells as usize;
+    let index = |c: [usize; 3]| c[0] + dims[0] * (c[1] + dims[1] * c[2]);
+    let coarse = |p: V3| -> [usize; 3] {
+        let c = grid.cell_coords(p);
+        std::array::from_fn(|a| (c[a] / reach) as usize)
+    };
+    let (fluid, all): (Vec<AtomicU32>, Vec<AtomicU32>) = (
+        (0..cells).map(|_| AtomicU32::new(0)).collect(),
+        (0..cells).map(|_| AtomicU32::new(0)).collect(),
+    );
+    pos.par_iter().zip(kind.par_iter()).for_each(|(&p, &k)| {
+        let c = index(coarse(p));
+        all[c].fetch_add(1, Ordering::Relaxed);
+        if k == KIND_FLUID {
+            fluid[c].fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let fluid: Vec<u32> = fluid.into_iter().map(AtomicU32::into_inner).collect();
+    let all: Vec<u32> = all.into_iter().map(AtomicU32::into_inner).collect();
+    // Sums over the 27 cells around each: one pass of three along each axis.
+    let near = |mut v: Vec<u32>| -> Vec<u32> {
+        let mut stride = 1;
+        for &d in &dims {
+            let mut out = v.clone();
+            for (i, o) in out.iter_mut().enumerate() {
+                let x = (i / stride) % d;
+                if x > 0 {
+                    *o += v[i - stride];
+                }
+                if x + 1 < d {
+                    *o += v[i + stride];
+                }
+            }
+            v = out;
+            stride *= d;
+        }
+        v
+    };
+    let (fluid_near, all_near) = (near(fluid.clone()), near(all.clone()));
+    let mut per_layer = vec![0u64; dims[axis]];
+    for i in 0..cells {
+        let c = [
+            i % dims[0],
+            (i / dims[0]) % dims[1],
+            i / (dims[0] * dims[1]),
+        ];
+        let f = fluid[i] as u64;
+        let b = (all[i] - fluid[i]) as u64;
+        per_layer[c[axis]] += f * all_near[i] as u64 + b * fluid_near[i] as u64 + f + b;
+    }
+    Some(per_layer)
+}
+
 /// Bounds cutting `per_layer` into `g` slabs of about equal counts, each at least
 /// [`MIN_SLAB_LAYERS`] wide (the caller checked that there are enough layers).
 pub fn initial_bounds(per_layer: &[u64], g: usize) -> Vec<u32> {
@@ -175,6 +283,7 @@ pub fn initial_bounds(per_layer: &[u64], g: usize) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sph::setup::KIND_BOUNDARY;
 
     #[test]
     fn a_moved_bound_hands_over_the_layers_whose_densities_changed_owner() {
@@ -202,6 +311,59 @@ mod tests {
         assert_eq!(reach_of(&b, 1), 3..9);
         assert_eq!(reach_of(&b, 2), 7..12);
         assert_eq!(owner_of(&[0, 9], 8), 0);
+    }
+
+    #[test]
+    fn work_counts_the_pairs_each_particle_walks() {
+        // Cells of 1 m (the grid adds one on each side: x = 0.1 is in cell 1), layers of 2
+        // cells. Layer 0: two fluid particles and a boundary particle; layer 1: one fluid
+        // particle; layer 3: a lone boundary particle, far from any fluid.
+        let grid = Grid::new([0.0; 3], [5.9, 0.9, 0.9], 1.0, 2);
+        let pos = [
+            [0.1, 0.5, 0.5],
+            [0.2, 0.5, 0.5],
+            [1.5, 0.5, 0.5],
+            [0.5, 0.2, 0.2],
+            [5.5, 0.5, 0.5],
+        ];
+        let kind = [
+            KIND_FLUID,
+            KIND_FLUID,
+            KIND_FLUID,
+            KIND_BOUNDARY,
+            KIND_BOUNDARY,
+        ];
+        let work = work_per_layer(&grid, 0, 2, &pos, &kind).unwrap();
+        // Layer 0: each fluid particle 4 near, the boundary one 3 fluid near, plus one each.
+        // Layer 1: 4 near plus one. Layer 3: nothing near plus one.
+        assert_eq!(work, vec![2 * 4 + 3 + 3, 4 + 1, 0, 1]);
+    }
+
+    #[test]
+    fn first_cut_by_work_puts_the_dry_walls_on_one_slab() {
+        // A tank 30 m long in layers of 1 m: a floor of 10 boundary particles per layer, water
+        // (20 particles per layer) in the last 10 layers. Equal counts leave slab 0 two wet
+        // layers and slab 1 eight; equal work gives slab 0 five.
+        let grid = Grid::new([0.0; 3], [29.9, 0.9, 0.9], 1.0, 2);
+        let (mut pos, mut kind) = (Vec::new(), Vec::new());
+        for l in 0..30 {
+            for k in 0..10 {
+                pos.push([l as f64 + 0.05 * k as f64, 0.1, 0.1]);
+                kind.push(KIND_BOUNDARY);
+            }
+            for k in 0..if l >= 20 { 20 } else { 0 } {
+                pos.push([l as f64 + 0.04 * k as f64, 0.5, 0.5]);
+                kind.push(KIND_FLUID);
+            }
+        }
+        let mut counts = vec![0u64; sph_layers(&grid, 0, 1) as usize];
+        for &p in &pos {
+            counts[sph_layer_of(&grid, p, 0, 1) as usize] += 1;
+        }
+        // Layer l + 1 holds x in [l, l + 1): water from layer 21.
+        assert_eq!(initial_bounds(&counts, 2), vec![0, 23, 32]);
+        let work = work_per_layer(&grid, 0, 1, &pos, &kind).unwrap();
+        assert_eq!(initial_bounds(&work, 2), vec![0, 26, 32]);
     }
 
     #[test]

@@ -25,8 +25,8 @@ use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, queue_peer_copies, HostRegistration, MemoryReport, PeerCopy};
 use crate::sph::cpu::{next_time_step, sph_layer_of, SphState};
 use crate::sph::setup::{SphConstants, KIND_FLUID};
-use crate::sph::slabs::SlabCut;
 pub(super) use crate::sph::slabs::{handover, MIN_SLAB_LAYERS};
+use crate::sph::slabs::{FirstCut, SlabCut};
 
 /// How an SPH run is spread over GPUs.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +38,8 @@ pub struct SphGroupOptions {
     pub double: bool,
     /// Split axis; default: the axis with the most cell layers.
     pub axis: Option<Axis>,
+    /// How the first bounds are chosen.
+    pub first_cut: FirstCut,
     pub balance: Balance,
     /// Steps between balancing decisions.
     pub interval: u64,
@@ -90,7 +92,7 @@ impl SphGroup {
         if g == 0 {
             return Err(CudaError::Unsupported("an SPH group without GPUs".into()));
         }
-        let plan = SlabPlan::new(&c, &state, g, opts.axis)?;
+        let plan = SlabPlan::new(&c, &state, g, opts.axis, opts.first_cut)?;
         let mut slabs = Vec::with_capacity(g);
         for w in 0..g {
             let frame_n = if w == 0 { state.pos.len() } else { 0 };

@@ -30,7 +30,7 @@ use crate::exec::comm::{encode, Comm};
 use crate::sph::cpu::{next_time_step, SphState};
 use crate::sph::parts::{assemble_state, take_parts, FramePart, PendingFrame};
 use crate::sph::setup::SphConstants;
-use crate::sph::slabs::decide_over_ranks;
+use crate::sph::slabs::{decide_over_ranks, FirstCut};
 
 /// How an SPH run is spread over the ranks' GPUs.
 #[derive(Debug, Clone)]
@@ -42,6 +42,8 @@ pub struct SphRankOptions {
     pub double: bool,
     /// Split axis; default: the axis with the most cell layers.
     pub axis: Option<Axis>,
+    /// How the first bounds are chosen.
+    pub first_cut: FirstCut,
     pub balance: Balance,
     /// Steps between balancing decisions.
     pub interval: u64,
@@ -126,7 +128,7 @@ impl SphRank {
         opts: SphRankOptions,
     ) -> Result<SphRank, CudaError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
-        let plan = SlabPlan::new(&c, &state, ranks, opts.axis)?;
+        let plan = SlabPlan::new(&c, &state, ranks, opts.axis, opts.first_cut)?;
         let device = SphCudaOptions {
             device: opts.device,
             double: opts.double,
