@@ -32,8 +32,10 @@ dem = newest(lines("multi_gpu_x2.jsonl"),
              lambda r: (r["check"], r.get("model"), r.get("phase"), r.get("scaling"),
                         r.get("particles"), r.get("balance"), r.get("bounds") is None))
 dem = [r for r in dem if r.get("distinct_gpus", 2) == 2]
+# Records before session 23 carry no first_cut: their slabs started at equal counts.
 sph = newest(lines("sph_group_x2.jsonl"),
-             lambda r: (r.get("gpus"), r.get("balance"), r.get("particles"), r.get("steps")))
+             lambda r: (r.get("gpus"), r.get("balance"), r.get("particles"), r.get("steps"),
+                        r.get("first_cut", "count")))
 
 
 def pick(recs, **want):
@@ -133,7 +135,15 @@ doc["two_gpu_records"] = {
 }
 s = doc["sph"]
 st = s["targets"]
-big_sph = [r for r in sph if r.get("particles", 0) >= 9e7 and r.get("gpus") == 2]
+big_all = [r for r in sph if r.get("particles", 0) >= 9e7 and r.get("gpus") == 2]
+# The keys describe the solver's default first cut (equal estimated work since session 23) when
+# such records exist; the other cut's balancing-off run is kept beside them for comparison.
+work = [r for r in big_all if r.get("first_cut", "count") == "work"]
+big_sph = work or big_all
+other = [r for r in big_all if r.get("first_cut", "count") == "count" and r.get("balance") == "off"]
+if work and other:
+    st["sph_speedup_2gpu_lb_off_count_cut"] = other[-1]["speedup_over_one_gpu"]
+st["sph_first_cut"] = big_sph[0].get("first_cut", "count") if big_sph else None
 for key, bal in (("off", "off"), ("on", None)):
     if bal:
         r = pick(big_sph, balance=bal)

@@ -27,6 +27,10 @@
 #                                  # beside the collide against before it (--overlap on / off)
 #                                  # at 10 M dense with friction; session 21: the SPH dam break
 #                                  # on two ranks against one process (sph_mpi_vs_inprocess)
+#   bench/gpu/x2_checks.sh next5   # session 23: the SPH group at 20 M and 100 M first (issue 18's
+#                                  # speedup keys; slabs from the new default first cut, equal
+#                                  # estimated work, then balancing off from equal counts to
+#                                  # compare), then part next4's items, within $BUDGET s
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -211,6 +215,12 @@ next2)
   mpi_vs_inprocess "${N:-100000000}"
   next_items
   ;;
+next5)
+  budget=${BUDGET:-540}
+  sph_group_item
+  item 120 timeout 200 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
+    --devices 0,1 --balance off --first-cut count --out "$OUT/sph_group_x2.jsonl"
+  ;&
 next4)
   budget=${BUDGET:-540}
   (cd solver && result cuda_multi 300 "$BIN/cuda_multi" --test-threads 1 --nocapture)

@@ -62,7 +62,14 @@ fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) 
         devices: slab_devices(slabs),
         double,
         axis,
-        first_cut: FirstCut::Work,
+        // Count balancing from a cut of equal counts moves the bounds as the dam breaks (the
+        // bits are tested while they move); from the default cut of equal estimated work this
+        // small dam has nothing to move. The other balancings start from the default.
+        first_cut: if balance == Balance::Count {
+            FirstCut::Count
+        } else {
+            FirstCut::Work
+        },
         balance,
         interval: 10,
         // No spare slots: every GPU grows its arrays as the dam flows to it.
