@@ -9,6 +9,12 @@
 #   bench/gpu/session23_checks.sh cputime   # SPH on CPU ranks against one process on the machine's
 #                                           # cores, from each first cut (dam break at dp = ${DP:-0.02}
 #                                           # m to ${T:-0.05} s, --balance time)
+#   bench/gpu/session23_checks.sh sweep     # issue 18's n and p: the balancing modes on 2 CPU ranks
+#                                           # x 8 threads (dam break at dp = 4 cm to 0.3 s, 56 k
+#                                           # particles, about 1,070 steps): off, time, then
+#                                           # neighbour (p) and slice (H_LB) over --balance-every n
+#                                           # and --balance-threshold; wall and per-rank compute
+#   bench/gpu/session23_checks.sh final     # the final tree: verify's tests, then the sweep
 # Logs under $OUT (leave it unset on the device: its $OUT is the folder that comes back).
 set -uo pipefail
 part=${1:-verify}
@@ -41,6 +47,17 @@ cpu_cut_timing() {
   done
   rm -rf "$d"
 }
+# one_sweep LABEL ARGS...: the dam break on 2 ranks with ARGS, its log kept, the wall time, the
+# ranks' compute times and the bounds printed.
+one_sweep() {
+  local label=$1; shift
+  /usr/bin/time -f "wall %e s" timeout 120 mpirun -np 2 --bind-to none solver --backend cpu \
+    --case solver/cases/dambreak.toml --end-time ${T:-0.3} --threads $(( $(nproc) >= 4 ? $(nproc) / 2 : 1 )) \
+    --progress-every 1000 "$@" > "$OUT/sweep_$label.out" 2>&1
+  echo "RESULT sweep_$label rc=$? $*: $(grep -E '^wall' "$OUT/sweep_$label.out") \
+$(grep -E 'SPH rank' "$OUT/sweep_$label.out" | sed -E 's/.*rank ([0-9]) of 2: computed ([0-9.]+) s.*bounds (.*) \(([0-9]+) moves.*/r\1 \2 s/' | sort | tr '\n' ' ') \
+$(grep -m1 -oE 'bounds .* moves\)' "$OUT/sweep_$label.out")"
+}
 case $part in
 verify)
   sph_suites
@@ -52,5 +69,19 @@ verify)
   ;;
 cputime)
   cpu_cut_timing
+  ;;
+final)
+  # The final tree: the SPH device suites and the GPU- and CPU-rank bit tests, then the sweep.
+  sph_suites
+  (cd solver && result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 400 "$BIN/mpi_ranks" \
+    gpu_ranks sph_cpu_ranks --test-threads 1)
+  ;&
+sweep)
+  one_sweep off --balance off
+  one_sweep time --balance time
+  for n in 8 32 128; do
+    for p in 0.02 0.05 0.1; do one_sweep "neighbour_n${n}_p$p" --balance neighbour --balance-every $n --balance-threshold $p; done
+    for h in 0.25 0.5 1; do one_sweep "slice_n${n}_h$h" --balance slice --balance-every $n --balance-threshold $h; done
+  done
   ;;
 esac

@@ -72,6 +72,7 @@ fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) 
         },
         balance,
         interval: 10,
+        threshold: None,
         // No spare slots: every GPU grows its arrays as the dam flows to it.
         spare_slots: 0,
     }

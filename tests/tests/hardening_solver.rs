@@ -48,6 +48,16 @@ fn tiny_or_huge_intervals_are_refused_at_start_with_nothing_left_behind() {
         ),
         // An SPH-only option on a DEM run: refused, not ignored.
         ("--first-cut", "work", "--first-cut applies to SPH runs"),
+        (
+            "--balance-every",
+            "8",
+            "--balance-every and --balance-threshold apply to SPH",
+        ),
+        (
+            "--balance-threshold",
+            "0.1",
+            "--balance-every and --balance-threshold apply",
+        ),
     ] {
         let (code, err) = run_to_end(
             &[

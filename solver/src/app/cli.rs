@@ -81,6 +81,17 @@ pub struct Cli {
     /// results do not change, only speed.
     #[arg(long, value_enum, value_name = "HOW")]
     pub first_cut: Option<solver::sph::slabs::FirstCut>,
+    /// SPH on several GPUs or MPI ranks: steps between two balancing decisions [default: 32,
+    /// as XPS]. Shorter follows a moving load sooner; each decision costs a collective and,
+    /// when a bound moves, a hand-over of one layer.
+    #[arg(long, value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub balance_every: Option<u64>,
+    /// SPH on several GPUs or MPI ranks: the balancing's threshold. `neighbour`: p, the relative
+    /// time difference of two neighbours that moves their bound [0.05, Verma et al.]; `slice`:
+    /// H_LB, in units of one layer's time [0.5, GPUSPH]; `count` and `time`: the imbalance
+    /// tolerated, relative to the mean [0.05].
+    #[arg(long, value_name = "X", value_parser = parse_threshold)]
+    pub balance_threshold: Option<f64>,
     /// GPUs for the CUDA backend: one index (`0`), a comma-separated list (`0,1`: one
     /// simulation split into slabs along --split-axis, one per GPU, exchanging boundary layers
     /// device to device), or `all`. Under mpirun each rank takes one GPU: the list's entry at
@@ -165,6 +176,18 @@ impl Cli {
 }
 
 /// `--skin`: a fraction of the diameter in [0, 1], or `auto` (`SKIN_AUTO`).
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("expected a number such as 0.05, got {s:?}"))?;
+    if !(v > 0.0 && v <= 100.0) {
+        return Err(format!(
+            "the threshold is a positive share (0.05 is 5 %), at most 100; got {v}"
+        ));
+    }
+    Ok(v)
+}
+
 fn parse_skin(s: &str) -> Result<f64, String> {
     if s == "auto" {
         return Ok(solver::dem::cuda::SKIN_AUTO);

@@ -127,6 +127,12 @@ fn refuse_sph_options(cli: &Cli) -> Result<()> {
     if cli.first_cut.is_some() {
         bail!("--first-cut applies to SPH runs; DEM slabs start at equal particle counts");
     }
+    if cli.balance_every.is_some() || cli.balance_threshold.is_some() {
+        bail!(
+            "--balance-every and --balance-threshold apply to SPH runs; DEM balances every 32 \
+             steps with the modes' default thresholds"
+        );
+    }
     Ok(())
 }
 

@@ -144,7 +144,10 @@ fn rank_engine(
     cli: &Cli,
 ) -> Result<Engine> {
     let balance = cli.balance.unwrap_or_default();
-    let interval = solver::decomp::balance::BALANCE_INTERVAL;
+    let interval = cli
+        .balance_every
+        .unwrap_or(solver::decomp::balance::BALANCE_INTERVAL);
+    let threshold = cli.balance_threshold;
     let (name, bounds, axis, engine) = if gpu {
         let devices = cli.devices.resolve()?;
         let local = super::ranks::local_rank().unwrap_or(ranks.comm.rank());
@@ -156,6 +159,7 @@ fn rank_engine(
             first_cut: cli.first_cut.unwrap_or_default(),
             balance,
             interval,
+            threshold,
             spare_slots: solver::sph::cuda::SPARE_SLOTS,
         };
         let rank = SphRank::from_state(c, state, dt, opts)?;
@@ -168,6 +172,7 @@ fn rank_engine(
             first_cut: cli.first_cut.unwrap_or_default(),
             balance,
             interval,
+            threshold,
         };
         let rank = SphCpuRank::from_state(c, state, dt, opts)?;
         let name = format!("{} MPI ranks on the CPU", rank.ranks());
@@ -228,7 +233,10 @@ fn engine(
         axis: cli.split_axis,
         first_cut: cli.first_cut.unwrap_or_default(),
         balance: cli.balance.unwrap_or_default(),
-        interval: solver::decomp::balance::BALANCE_INTERVAL,
+        interval: cli
+            .balance_every
+            .unwrap_or(solver::decomp::balance::BALANCE_INTERVAL),
+        threshold: cli.balance_threshold,
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
     };
     let group = SphGroup::from_state(c, state, dt, opts)?;

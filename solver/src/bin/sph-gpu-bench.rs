@@ -43,6 +43,8 @@ struct Args {
     devices: Vec<usize>,
     balance: Vec<Balance>,
     first_cut: Vec<FirstCut>,
+    balance_every: u64,
+    balance_threshold: Option<f64>,
     diffusion: Diffusion,
     out: Option<String>,
 }
@@ -57,6 +59,8 @@ fn parse() -> Result<Args> {
         devices: Vec::new(),
         balance: vec![Balance::Off, Balance::Slice],
         first_cut: vec![FirstCut::Work],
+        balance_every: solver::decomp::balance::BALANCE_INTERVAL,
+        balance_threshold: None,
         diffusion: Diffusion::Fourtakas,
         out: None,
     };
@@ -121,6 +125,19 @@ fn parse() -> Result<Args> {
                     })
                     .collect::<Result<_>>()?;
             }
+            "--balance-every" => {
+                a.balance_every = v.parse().context("--balance-every")?;
+                if a.balance_every == 0 {
+                    bail!("--balance-every must be at least 1");
+                }
+            }
+            "--balance-threshold" => {
+                let t: f64 = v.parse().context("--balance-threshold")?;
+                if !(t > 0.0 && t <= 100.0) {
+                    bail!("--balance-threshold: a positive share, at most 100; got {t}");
+                }
+                a.balance_threshold = Some(t);
+            }
             "--diffusion" => {
                 a.diffusion = match v.as_str() {
                     "fourtakas" => Diffusion::Fourtakas,
@@ -142,7 +159,7 @@ fn parse() -> Result<Args> {
 
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
 [--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--first-cut work,count] \
-[--diffusion fourtakas] [--out FILE]";
+[--balance-every 32] [--balance-threshold X] [--diffusion fourtakas] [--out FILE]";
 
 /// The dam-break case (the shipped dambreak.toml) at spacing `dp`, with `diffusion`.
 fn dambreak(dp: f64, diffusion: Diffusion) -> Result<SphCase> {
@@ -366,7 +383,8 @@ fn group_run(
         axis: None,
         first_cut,
         balance,
-        interval: solver::decomp::balance::BALANCE_INTERVAL,
+        interval: a.balance_every,
+        threshold: a.balance_threshold,
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
     };
     let t0 = Instant::now();
@@ -404,7 +422,7 @@ fn group_run(
         "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, dynamic boundaries, \
          Fourtakas delta-SPH, symplectic, variable CFL dt, f32 (positions f64)\", \
          \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
-         \"device\": \"{dev}\", \"gpus\": {gpus}, \"first_cut\": \"{fc}\", \"balance\": \"{bal}\", \"particles\": {n}, \
+         \"device\": \"{dev}\", \"gpus\": {gpus}, \"first_cut\": \"{fc}\", \"balance\": \"{bal}\", \"balance_every\": {be}, \"balance_threshold\": {bt}, \"particles\": {n}, \
          \"spacing\": {dp}, \"steps\": {s}, \"wall_s\": {wall}, \"particle_steps_per_s\": {rate}, \
          \"speedup_over_one_gpu\": {speedup}, \"imbalance_max_over_mean\": {imbalance}, \
          \"exchange_share\": {exchange_share}, \"bounds_first\": {first:?}, \"bounds_last\": {last:?}, \
@@ -414,6 +432,10 @@ fn group_run(
         dev = g.device_name(),
         gpus = a.devices.len(),
         bal = balance.name(),
+        be = a.balance_every,
+        bt = a
+            .balance_threshold
+            .unwrap_or(solver::decomp::balance::default_threshold(balance)),
         fc = if first_cut == FirstCut::Work { "work" } else { "count" },
         last = g.bounds(),
         moves = g.rebalances(),

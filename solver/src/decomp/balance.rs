@@ -44,6 +44,16 @@ pub const NEIGHBOUR_THRESHOLD: f64 = 0.05;
 /// (Rustico found 0.5 a good general choice).
 pub const SLICE_THRESHOLD: f64 = 0.5;
 
+/// The threshold of `how` when none is given: [`BALANCE_TOLERANCE`] for counts and times,
+/// [`NEIGHBOUR_THRESHOLD`] (p) and [`SLICE_THRESHOLD`] (H_LB) for the papers' rules.
+pub fn default_threshold(how: Balance) -> f64 {
+    match how {
+        Balance::Neighbour => NEIGHBOUR_THRESHOLD,
+        Balance::Slice => SLICE_THRESHOLD,
+        _ => BALANCE_TOLERANCE,
+    }
+}
+
 /// The balancing decision of `how` from the owned particles per layer and each worker's busy
 /// time since the last decision: new bounds, or `None`. Every slab keeps `min_width` layers.
 pub fn decide(
@@ -53,16 +63,32 @@ pub fn decide(
     busy: &[f64],
     min_width: u32,
 ) -> Option<Vec<u32>> {
+    decide_with(how, None, bounds, per_layer, busy, min_width)
+}
+
+/// [`decide`] with `threshold` in place of [`default_threshold`]: the imbalance tolerated
+/// (count, time), p (neighbour) or H_LB (slice).
+pub fn decide_with(
+    how: Balance,
+    threshold: Option<f64>,
+    bounds: &[u32],
+    per_layer: &[u64],
+    busy: &[f64],
+    min_width: u32,
+) -> Option<Vec<u32>> {
     let timed = busy.iter().any(|&b| b > 0.0);
+    let th = threshold.unwrap_or(default_threshold(how));
     let new = match how {
         Balance::Off => return None,
         Balance::Count => {
             let cost: Vec<f64> = per_layer.iter().map(|&c| c as f64).collect();
-            rebalance(bounds, &cost)?
+            rebalance_within(bounds, &cost, th)?
         }
-        Balance::Time if timed => rebalance(bounds, &time_costs(bounds, per_layer, busy))?,
-        Balance::Neighbour if timed => neighbour(bounds, busy, NEIGHBOUR_THRESHOLD)?,
-        Balance::Slice if timed => slice(bounds, busy, SLICE_THRESHOLD)?,
+        Balance::Time if timed => {
+            rebalance_within(bounds, &time_costs(bounds, per_layer, busy), th)?
+        }
+        Balance::Neighbour if timed => neighbour(bounds, busy, th)?,
+        Balance::Slice if timed => slice(bounds, busy, th)?,
         _ => return None,
     };
     new.windows(2)
@@ -180,6 +206,11 @@ pub fn time_costs(bounds: &[u32], counts: &[u64], busy: &[f64]) -> Vec<f64> {
 /// the cost, or `None` when the loads are within [`BALANCE_TOLERANCE`] or nothing would move.
 /// Every slab keeps at least one layer.
 pub fn rebalance(bounds: &[u32], layer_cost: &[f64]) -> Option<Vec<u32>> {
+    rebalance_within(bounds, layer_cost, BALANCE_TOLERANCE)
+}
+
+/// [`rebalance`] with the tolerance `tolerance` in place of [`BALANCE_TOLERANCE`].
+pub fn rebalance_within(bounds: &[u32], layer_cost: &[f64], tolerance: f64) -> Option<Vec<u32>> {
     let n = bounds.len() - 1;
     if n < 2 {
         return None;
@@ -187,7 +218,7 @@ pub fn rebalance(bounds: &[u32], layer_cost: &[f64]) -> Option<Vec<u32>> {
     let load = loads(bounds, layer_cost);
     let total: f64 = load.iter().sum();
     let max = load.iter().cloned().fold(0.0, f64::max);
-    if total <= 0.0 || max <= (1.0 + BALANCE_TOLERANCE) * total / n as f64 {
+    if total <= 0.0 || max <= (1.0 + tolerance) * total / n as f64 {
         return None;
     }
     // The ideal cut k: the layer boundary where the cumulative cost is nearest k/n of the total.
@@ -295,6 +326,41 @@ mod tests {
         );
         // A slab never loses its last layer.
         assert_eq!(neighbour(&[0, 9, 10], &[1.0, 2.0], 0.05), None);
+    }
+
+    #[test]
+    fn a_given_threshold_replaces_the_modes_default() {
+        let (b, counts) = ([0, 4, 8], [1u64; 8]);
+        // Neighbours 8 % apart: p = 0.05 moves the bound, p = 0.1 does not.
+        let busy = [1.0, 1.08];
+        assert_eq!(
+            decide_with(Balance::Neighbour, None, &b, &counts, &busy, 1),
+            Some(vec![0, 5, 8])
+        );
+        assert_eq!(
+            decide_with(Balance::Neighbour, Some(0.1), &b, &counts, &busy, 1),
+            None
+        );
+        // Times: a 13 % excess over the mean moves a bound by default, not with 0.2 tolerated.
+        let (b16, counts16, busy) = ([0, 8, 16], [1u64; 16], [1.0, 1.3]);
+        assert_eq!(
+            decide_with(Balance::Time, None, &b16, &counts16, &busy, 1),
+            Some(vec![0, 9, 16])
+        );
+        assert_eq!(
+            decide_with(Balance::Time, Some(0.2), &b16, &counts16, &busy, 1),
+            None
+        );
+        // Slice: H = 0.5 of a layer's time (0.13 here) moves at 0.3 from the mean, H = 2 not.
+        let busy = [0.75, 1.35];
+        assert_eq!(
+            decide_with(Balance::Slice, None, &b, &counts, &busy, 1),
+            Some(vec![0, 5, 8])
+        );
+        assert_eq!(
+            decide_with(Balance::Slice, Some(2.0), &b, &counts, &busy, 1),
+            None
+        );
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct SphCpuRankOptions {
     pub balance: Balance,
     /// Steps between balancing decisions.
     pub interval: u64,
+    /// The balancing's threshold ([`crate::decomp::balance::decide_with`]); `None`: the mode's
+    /// default.
+    pub threshold: Option<f64>,
 }
 
 /// Particles a rank sends a neighbour before an evaluation: ids, position, velocity and density
@@ -104,6 +107,7 @@ pub struct SphCpuRank {
     half_rho: Vec<f64>,
     balance: Balance,
     interval: u64,
+    threshold: Option<f64>,
     /// Compute time since the last balancing decision, and over the run [s].
     busy: f64,
     compute_s: f64,
@@ -144,6 +148,7 @@ impl SphCpuRank {
             half_rho,
             balance: opts.balance,
             interval: opts.interval.max(1),
+            threshold: opts.threshold,
             busy: 0.0,
             compute_s: 0.0,
             exchange_s: 0.0,
@@ -440,6 +445,7 @@ impl SphCpuRank {
         let decision = decide_over_ranks(
             self.comm.as_ref(),
             self.balance,
+            self.threshold,
             &self.bounds,
             mine,
             self.busy,

@@ -140,12 +140,13 @@ pub fn owner_of(bounds: &[u32], layer: u32) -> usize {
     bounds[1..g].partition_point(|&b| b <= layer)
 }
 
-/// The balancing decision of MPI ranks ([`balance::decide`]): every rank's own fluid per layer
+/// The balancing decision of MPI ranks ([`balance::decide_with`]): every rank's own fluid per layer
 /// (`mine`, called only where `how` needs counts) and busy time since the last decision are
 /// all-gathered, so that every rank takes the same decision. Collective.
 pub fn decide_over_ranks<E>(
     comm: &dyn Comm,
     how: Balance,
+    threshold: Option<f64>,
     bounds: &[u32],
     mine: impl FnOnce() -> Result<Vec<u32>, E>,
     busy: f64,
@@ -165,8 +166,9 @@ pub fn decide_over_ranks<E>(
         .iter()
         .map(|b| decode(b, "busy time"))
         .collect();
-    Ok(balance::decide(
+    Ok(balance::decide_with(
         how,
+        threshold,
         bounds,
         &per_layer,
         &busy,

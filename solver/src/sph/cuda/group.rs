@@ -43,6 +43,9 @@ pub struct SphGroupOptions {
     pub balance: Balance,
     /// Steps between balancing decisions.
     pub interval: u64,
+    /// The balancing's threshold ([`crate::decomp::balance::decide_with`]); `None`: the mode's
+    /// default.
+    pub threshold: Option<f64>,
     /// Fluid slots each GPU reserves beyond its own fluid and a quarter more (halo and
     /// arrivals); a GPU grows its arrays when the load moves to it faster than the balancing
     /// moves the bounds. [`SPARE_SLOTS`] by default.
@@ -68,6 +71,7 @@ pub struct SphGroup {
     dt: f64,
     balance: Balance,
     interval: u64,
+    threshold: Option<f64>,
     /// Device compute time per GPU since the last balancing decision, and over the run [s].
     busy: Vec<f64>,
     compute_s: Vec<f64>,
@@ -127,6 +131,7 @@ impl SphGroup {
             dt,
             balance: opts.balance,
             interval: opts.interval.max(1),
+            threshold: opts.threshold,
             busy: vec![0.0; g],
             compute_s: vec![0.0; g],
             exchange_s: vec![0.0; g],
@@ -235,7 +240,7 @@ impl SphGroup {
         Ok(())
     }
 
-    /// Moves the slab bounds ([`balance::decide`]); the next exchange hands the fluid of moved
+    /// Moves the slab bounds ([`balance::decide_with`]); the next exchange hands the fluid of moved
     /// layers to its new GPU; here every GPU flags the boundary particles it now owns and takes
     /// the densities of the layers it now owns or borders from their previous owners.
     fn rebalance(&mut self) -> Result<(), CudaError> {
@@ -251,8 +256,9 @@ impl SphGroup {
                 }
             }
         }
-        let decision = balance::decide(
+        let decision = balance::decide_with(
             self.balance,
+            self.threshold,
             &self.bounds,
             &per_layer,
             &self.busy,

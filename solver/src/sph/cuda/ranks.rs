@@ -47,6 +47,9 @@ pub struct SphRankOptions {
     pub balance: Balance,
     /// Steps between balancing decisions.
     pub interval: u64,
+    /// The balancing's threshold ([`crate::decomp::balance::decide_with`]); `None`: the mode's
+    /// default.
+    pub threshold: Option<f64>,
     /// See [`super::SphGroupOptions::spare_slots`].
     pub spare_slots: u32,
 }
@@ -98,6 +101,7 @@ pub struct SphRank {
     dt: f64,
     balance: Balance,
     interval: u64,
+    threshold: Option<f64>,
     /// The boundary slots sorted by layer (on the device) and where each layer starts.
     by_layer: u64,
     layer_start: Vec<u32>,
@@ -156,6 +160,7 @@ impl SphRank {
             dt,
             balance: opts.balance,
             interval: opts.interval.max(1),
+            threshold: opts.threshold,
             by_layer,
             layer_start,
             xfer: 0,
@@ -404,6 +409,7 @@ impl SphRank {
         let decision = decide_over_ranks(
             self.comm.as_ref(),
             self.balance,
+            self.threshold,
             &self.bounds,
             || sim.layer_counts(),
             self.busy,
