@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
 """Fills bench/results/multi_gpu.json (issues 14 and 18) from the two-GPU machine's records:
 
-    bench/gpu/multi_records.py [RAW_DIR]      # default bench/results/raw/x2
+    bench/gpu/multi_records.py [RAW_DIR [X4_DIR]]   # defaults bench/results/raw/x2, .../x4
 
 reads RAW_DIR/multi_gpu_x2.jsonl (dem-gpu-bench multi / publish --devices 0,1) and
 RAW_DIR/sph_group_x2.jsonl (sph-gpu-bench --devices 0,1), keeps the newest record of each
 configuration, and sets each target key from its record (null, with the reason, where no run
-measured it). Records of slabs sharing one GPU stay under same_device_records."""
+measured it). Records of slabs sharing one GPU stay under same_device_records.
+
+Issue 16: X4_DIR/multi_gpu_x4.jsonl (dem-gpu-bench scale and multi on nvidia-h200-x4) fills
+doc["four_gpu"]: strong and weak efficiencies over the GPU sets {0}, {0,1}, {0,1,2,3}, the
+largest frictional run on four, balancing on a moving load."""
 import json, os, sys
 
 raw = sys.argv[1] if len(sys.argv) > 1 else "bench/results/raw/x2"
+raw4 = sys.argv[2] if len(sys.argv) > 2 else "bench/results/raw/x4"
 path = "bench/results/multi_gpu.json"
 doc = json.load(open(path))
 
 
-def lines(name):
-    p = os.path.join(raw, name)
+def lines(name, where=None):
+    p = os.path.join(where or raw, name)
     if not os.path.exists(p):
         return []
     return [json.loads(l) for l in open(p) if l.strip()]
@@ -116,7 +121,7 @@ else:
 t["why_null"] = why
 # What a number needs to be read right (session 18).
 t["notes"] = {
-    "strong": "the 100 M strong-scaling records are session 11's (code b9eb4fe), against one GPU that "
+    "strong_linear": "strong_100m_linear_eff_2gpu is session 11's (code b9eb4fe), against one GPU that "
               "searched for neighbours every step; since session 13 one GPU searches every few steps "
               "(a Verlet skin) and a group still every step, so against one GPU as it runs now the group "
               "is slower than these efficiencies say: session 18's weak run (100 M per GPU, linear, dense) "
@@ -154,6 +159,93 @@ for key, bal in (("off", "off"), ("on", None)):
     st[f"sph_imbalance_2gpu_lb_{key}"] = r and r["imbalance_max_over_mean"]
 st["why_null"] = None if big_sph else "the 100 M SPH runs did not run on the two H200s within the session's device time"
 s["two_gpu_records"] = sph
+
+# Issue 16: the four-GPU machine.
+x4 = lines("multi_gpu_x4.jsonl", raw4)
+scale = [r for r in x4 if r.get("check") == "scale"]
+
+
+def scale_pick(scaling, gpus, lo, hi):
+    got = [r for r in scale if r["scaling"] == scaling and r["gpus"] == gpus and r["ran"]
+           and lo <= r["particles"] / (gpus if scaling == "weak" else 1) <= hi]
+    return got[-1] if got else None
+
+
+f = doc.setdefault("four_gpu", {})
+ft = f.setdefault("targets", {})
+fwhy = {}
+for key, scaling, gpus, lo, hi in (
+        ("strong_100m_friction_eff_2gpu_x4", "strong", 2, 9e7, 1.1e8),
+        ("strong_100m_friction_eff_4gpu", "strong", 4, 9e7, 1.1e8),
+        ("weak_friction_eff_2gpu_x4", "weak", 2, 9e7, 1.1e8),
+        ("weak_friction_eff_4gpu", "weak", 4, 9e7, 1.1e8),
+        ("strong_400m_friction_eff_4gpu", "strong", 4, 3.6e8, 4.4e8)):
+    r = scale_pick(scaling, gpus, lo, hi)
+    ft[key] = r and r["efficiency"]
+    if r:
+        ft[key + "_baseline_gpus"] = r["baseline_gpus"]
+    else:
+        fwhy[key] = "no such run completed on nvidia-h200-x4"
+# 400 M strong: where no strong run reached four GPUs, its four-GPU end is weak scaling's last
+# run (400 M on four: the same particles, relaxation and GPUs) against the strong run on two.
+if ft["strong_400m_friction_eff_4gpu"] is None:
+    two = scale_pick("strong", 2, 3.6e8, 4.4e8)
+    four = [r for r in scale if r["scaling"] == "weak" and r["gpus"] == 4 and r["ran"]
+            and two and r["particles"] == two["particles"] and r["relax"] == two["relax"]]
+    if two and four:
+        ft["strong_400m_friction_eff_4gpu"] = four[-1]["steps_per_s"] * 2 / (two["steps_per_s"] * 4)
+        ft["strong_400m_friction_eff_4gpu_baseline_gpus"] = 2
+        ft["strong_400m_note"] = (
+            "400 M frictional particles do not fit one H200; efficiency against two: the four-GPU "
+            "run is the weak-scaling run at 100 M per GPU (same particles and relaxation), the "
+            "two-GPU run the strong one at 400 M. Above 1 because 200 M particles per H200 fit "
+            "only with one history buffer updated in place and no Verlet list (610 B/particle "
+            "over both GPUs), while 100 M per H200 run with both (1337 B/particle with room "
+            "for migration): the memory configuration, not the exchange, sets this ratio")
+        fwhy.pop("strong_400m_friction_eff_4gpu", None)
+ran4 = [r for r in scale if r["gpus"] == 4 and r["ran"] and r["distinct_gpus"] == 4]
+ft["max_particles_4gpu_friction"] = max((r["particles"] for r in ran4), default=None)
+tried = [r for r in scale if r["gpus"] == 4 and not r["ran"]]
+if tried:
+    ft["max_particles_4gpu_friction_refused"] = [
+        {"requested": r["requested_particles"], "error": r["error"]} for r in tried]
+mv = [r for r in x4 if r.get("check") == "multi_gpu" and r.get("phase") == "loose"
+      and r.get("distinct_gpus") == 4]
+off4 = [r for r in mv if r["balance"] == "off"]
+on4 = [r for r in mv if r["balance"] != "off"]
+if off4 and on4:
+    best = max(on4, key=lambda r: r["group_steps_per_s"])
+    ft["lb_speedup_4gpu"] = best["group_steps_per_s"] / off4[-1]["group_steps_per_s"]
+    ft["lb_detail_4gpu"] = {"balance": best["balance"],
+                            "imbalance_off": off4[-1]["imbalance_max_over_mean"],
+                            "imbalance_on": best["imbalance_max_over_mean"],
+                            "command": best["command"]}
+else:
+    ft["lb_speedup_4gpu"] = None
+    fwhy["lb_speedup_4gpu"] = "the moving-load run on four GPUs did not run"
+# Issue 14's two-GPU keys from the four-GPU machine's GPUs 0 and 1 (every pair NV18, as on the
+# x2 machine), where newer than the x2 machine's records (session 24).
+for key, src in (("strong_100m_friction_eff_2gpu", "strong_100m_friction_eff_2gpu_x4"),
+                 ("weak_eff_2gpu", "weak_friction_eff_2gpu_x4")):
+    if ft.get(src) is not None:
+        t[key] = ft[src]
+        t.setdefault("sources", {})[key] = (
+            f"four_gpu.targets.{src}: dem-gpu-bench scale on GPUs 0 and 1 of nvidia-h200-x4 "
+            "(session 24), dense frictional (linear-friction), against one GPU with its Verlet skin")
+        why.pop(key, None)
+two400 = scale_pick("strong", 2, 3.6e8, 4.4e8)
+if two400:
+    t["max_particles_2gpu_friction"] = two400["particles"]
+    t.setdefault("sources", {})["max_particles_2gpu_friction"] = (
+        "the largest frictional run made on two H200s (GPUs 0 and 1 of nvidia-h200-x4, session "
+        "24): it ran; the limit was not searched. " + two400["report"])
+    why.pop("max_particles_2gpu_friction", None)
+t["why_null"] = why
+ft["targets"] = "strong >= 0.85 on 4 GPUs and >= 0.80 on 8; weak >= 0.90 on 8; 1e9 frictional particles on 4 H200s"
+ft["why_null"] = fwhy
+f["machine"] = "nvidia-h200-x4: four NVIDIA H200 on one host"
+f["records"] = x4
 json.dump(doc, open(path, "w"), indent=1)
+print(json.dumps(ft, indent=1))
 print(json.dumps(t, indent=1))
 print(json.dumps(st, indent=1))

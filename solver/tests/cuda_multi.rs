@@ -104,7 +104,7 @@ fn check(name: &str, case: Case, slabs: &[(usize, Option<Axis>)], steps: u64) {
 }
 
 #[test]
-fn falling_box_with_friction_is_identical_on_two_and_three_gpus() {
+fn falling_box_with_friction_is_identical_on_two_three_and_four_gpus() {
     if !gpu_present() {
         return;
     }
@@ -112,7 +112,12 @@ fn falling_box_with_friction_is_identical_on_two_and_three_gpus() {
     check(
         "falling box",
         case,
-        &[(2, Some(Axis::Z)), (3, Some(Axis::X)), (2, None)],
+        &[
+            (2, Some(Axis::Z)),
+            (3, Some(Axis::X)),
+            (2, None),
+            (4, Some(Axis::Y)),
+        ],
         2000,
     );
 }

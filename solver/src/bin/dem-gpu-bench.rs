@@ -3,7 +3,8 @@
 //! record per measurement to `--out` (JSON lines), which the script gathers into
 //! `bench/results/dem_gpu.json`.
 //!
-//! Commands: smoke, parity, determinism, restitution, bench, case, multi, full, publish, bandwidth.
+//! Commands: smoke, parity, determinism, restitution, bench, case, multi, scale, full, publish,
+//! bandwidth.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -65,6 +66,9 @@ struct Args {
     /// `--overlap on|off|auto`: a group refreshes its ghosts beside the interior collide (auto:
     /// where every slab has a GPU of its own).
     overlap: Option<bool>,
+    /// `scale --sets 0:0,1:0,1,2,3`: the GPU sets to run in turn, the first that fits the
+    /// baseline of the efficiencies.
+    sets: Vec<Vec<usize>>,
 }
 
 /// The position, velocity and angular velocity arrays of a frame slot being written.
@@ -87,7 +91,7 @@ fn on_off(flag: &str, v: &str) -> Result<bool> {
 }
 
 /// The commands `main` dispatches, checked before the GPU is probed.
-const COMMANDS: [&str; 11] = [
+const COMMANDS: [&str; 12] = [
     "smoke",
     "compile",
     "parity",
@@ -96,12 +100,13 @@ const COMMANDS: [&str; 11] = [
     "bench",
     "case",
     "multi",
+    "scale",
     "full",
     "publish",
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
@@ -141,6 +146,7 @@ fn parse() -> Result<Args> {
         list: true,
         list_walk: kernels::LIST_BY_WARP,
         overlap: None,
+        sets: vec![vec![0], vec![0, 1]],
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -219,6 +225,22 @@ fn parse() -> Result<Args> {
                 })
             }
             "--weak" => a.weak = on_off("--weak", &v)?,
+            "--sets" => {
+                a.sets = v
+                    .split(':')
+                    .map(|set| {
+                        set.split(',')
+                            .map(|d| d.trim().parse::<usize>())
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .collect::<Result<_, _>>()
+                    .with_context(|| {
+                        format!("--sets {v}: GPU lists separated by ':', like 0:0,1:0,1,2,3")
+                    })?;
+                if a.sets.is_empty() || a.sets.iter().any(|s| s.is_empty()) {
+                    bail!("--sets {v}: every set names at least one GPU");
+                }
+            }
             _ => bail!("unknown option {k}"),
         }
     }
@@ -1291,6 +1313,186 @@ fn multi(a: &Args) -> Result<()> {
     Ok(())
 }
 
+/// What one GPU set of `scale` measured.
+struct SetRun {
+    particles: usize,
+    steps_per_s: f64,
+    report: String,
+    exchange_hidden_share: f64,
+    imbalance: f64,
+    place_s: f64,
+    build_s: f64,
+    relax_s: f64,
+}
+
+/// Runs `--particles` (times the set's GPUs with `--weak on`) on one GPU set: placed on the
+/// host, built, relaxed `--relax` steps (dense phase), `--warmup` steps, then `--steps` timed.
+fn scale_one(a: &Args, set: &[usize]) -> Result<SetRun> {
+    use solver::exec::worker::FusedWorker;
+    let n = if a.weak {
+        a.particles * set.len()
+    } else {
+        a.particles
+    };
+    let t0 = Instant::now();
+    let (case, state) = start_state(n, a)?;
+    let particles = state.pos.len();
+    let place_s = t0.elapsed().as_secs_f64();
+    let ctx = Arc::new(cuda::step_context(&case)?);
+    let relax = if a.phase == "dense" { a.relax } else { 0 };
+    let t0 = Instant::now();
+    if let [device] = set {
+        let o = CudaOptions {
+            device: *device,
+            ..opts(a)
+        };
+        let mut sim = CudaSim::new(&ctx, &state, &o)?;
+        drop(state);
+        sim.synchronize()?;
+        let build_s = t0.elapsed().as_secs_f64();
+        let relax_s = timed_steps(&mut sim, relax)?;
+        timed_steps(&mut sim, a.warmup)?;
+        let wall = timed_steps(&mut sim, a.steps)?;
+        return Ok(SetRun {
+            particles,
+            steps_per_s: a.steps as f64 / wall,
+            report: format!(
+                "CUDA device {device} ({}): {particles} particles, {:.0} B/particle",
+                sim.device_name(),
+                sim.memory().bytes_per_particle()
+            ),
+            exchange_hidden_share: f64::NAN,
+            imbalance: 1.0,
+            place_s,
+            build_s,
+            relax_s,
+        });
+    }
+    let mut g = cuda::CudaGroup::new(
+        ctx,
+        &state,
+        &opts(a),
+        &cuda::GroupOptions {
+            devices: set.to_vec(),
+            axis: a.axis,
+            balance: a.balance[0],
+        },
+    )?;
+    drop(state);
+    let build_s = t0.elapsed().as_secs_f64();
+    let report = g.device_report().unwrap_or_default();
+    println!("  {report}");
+    let step_err = |e: solver::exec::worker::StepError| anyhow::anyhow!("{e}");
+    let t0 = Instant::now();
+    g.advance(relax).map_err(step_err)?;
+    let relax_s = t0.elapsed().as_secs_f64();
+    g.advance(a.warmup).map_err(step_err)?;
+    g.reset_timers();
+    let t0 = Instant::now();
+    g.advance(a.steps).map_err(step_err)?;
+    let wall = t0.elapsed().as_secs_f64();
+    // The largest GPU's busy time (compute and the exchange not hidden) over the mean.
+    let busy: Vec<f64> = g.phase_times().iter().map(|p| p.0 + p.1 - p.2).collect();
+    let imbalance =
+        busy.iter().cloned().fold(0.0, f64::max) / (busy.iter().sum::<f64>() / busy.len() as f64);
+    Ok(SetRun {
+        particles,
+        steps_per_s: a.steps as f64 / wall,
+        report,
+        exchange_hidden_share: g.hidden_share(),
+        imbalance,
+        place_s,
+        build_s,
+        relax_s,
+    })
+}
+
+/// Strong or weak scaling over GPU sets (issue 16): `--sets 0:0,1:0,1,2,3` runs the case on GPU
+/// 0 alone, on 0 and 1, then on 0-3, each from the same start (the dense pack is placed the
+/// same way every time and relaxed on the set for the same steps: no state download, so sizes
+/// one GPU cannot hold run too). The first set that fits is the baseline: strong efficiency is
+/// (steps/s x baseline GPUs) / (baseline steps/s x GPUs); weak (`--weak on`, `--particles` per
+/// GPU) is particle-steps/s per GPU over the baseline's. A set the case does not fit is
+/// recorded with the error that says so, and the run goes on.
+fn scale(a: &Args) -> Result<()> {
+    let mut base: Option<(usize, f64, usize)> = None;
+    let scaling = if a.weak { "weak" } else { "strong" };
+    for set in &a.sets {
+        let gpus = set.len();
+        let distinct = distinct_gpus(set);
+        println!(
+            "+ {scaling} scaling, {} particles{} on GPUs {set:?}",
+            a.particles,
+            if a.weak { " per GPU" } else { "" }
+        );
+        let run = match scale_one(a, set) {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = format!("{e:#}");
+                println!("  GPUs {set:?}: did not run: {msg}");
+                record(
+                    a,
+                    &[
+                        ("check", js("scale")),
+                        ("scaling", js(scaling)),
+                        ("model", js(&a.model)),
+                        ("phase", js(&a.phase)),
+                        ("devices", js(&format!("{set:?}"))),
+                        ("gpus", gpus.to_string()),
+                        ("requested_particles", a.particles.to_string()),
+                        ("ran", "false".into()),
+                        ("error", js(&msg)),
+                    ],
+                )?;
+                continue;
+            }
+        };
+        let pss = run.particles as f64 * run.steps_per_s;
+        let (bg, bsps, bn) = *base.get_or_insert((gpus, run.steps_per_s, run.particles));
+        let efficiency = if distinct != gpus {
+            f64::NAN
+        } else if a.weak {
+            (pss / gpus as f64) / (bn as f64 * bsps / bg as f64)
+        } else {
+            run.steps_per_s * bg as f64 / (bsps * gpus as f64)
+        };
+        println!(
+            "  GPUs {set:?}: {} particles, {:.2} steps/s ({pss:.3e} particle-steps/s), {scaling} efficiency {efficiency:.3} against {bg} GPU(s); imbalance {:.3}; placed {:.1} s, built {:.1} s, relaxed {:.1} s",
+            run.particles, run.steps_per_s, run.imbalance, run.place_s, run.build_s, run.relax_s
+        );
+        record(
+            a,
+            &[
+                ("check", js("scale")),
+                ("scaling", js(scaling)),
+                ("model", js(&a.model)),
+                ("phase", js(&a.phase)),
+                ("devices", js(&format!("{set:?}"))),
+                ("gpus", gpus.to_string()),
+                ("distinct_gpus", distinct.to_string()),
+                ("ran", "true".into()),
+                ("particles", run.particles.to_string()),
+                ("steps", a.steps.to_string()),
+                ("relax", a.relax.to_string()),
+                ("steps_per_s", num(run.steps_per_s)),
+                ("particle_steps_per_s", num(pss)),
+                ("baseline_gpus", bg.to_string()),
+                ("baseline_particles", bn.to_string()),
+                ("baseline_steps_per_s", num(bsps)),
+                ("efficiency", num(efficiency)),
+                ("exchange_hidden_share", num(run.exchange_hidden_share)),
+                ("imbalance_max_over_mean", num(run.imbalance)),
+                ("balance", js(a.balance[0].name())),
+                ("place_s", num(run.place_s)),
+                ("build_s", num(run.build_s)),
+                ("relax_s", num(run.relax_s)),
+                ("report", js(&run.report)),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
 /// `publish --devices 0,1`: the cost of publication from a GPU group into a real segment, as
 /// `publish` measures it for one GPU (steps/s without and with a frame every 0.1 s).
 fn publish_group(a: &Args) -> Result<()> {
@@ -1430,6 +1632,7 @@ fn main() -> std::process::ExitCode {
             "bench" => bench(&a),
             "case" => case_run(&a),
             "multi" => multi(&a),
+            "scale" => scale(&a),
             "full" => full(&a),
             "publish" if a.devices_given => publish_group(&a),
             "publish" => publish(&a),

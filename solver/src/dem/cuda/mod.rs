@@ -251,6 +251,11 @@ pub struct CudaOptions {
     /// Set by a GPU group and GPU ranks for their slabs with a skin: the collide is compiled
     /// with its two passes (`kernels::ModuleConfig::passes`).
     pub slab: bool,
+    /// A case that does not fit the device with the Verlet list (and, with [`HistoryMode::Auto`],
+    /// two history buffers) drops them (true, the default). A GPU group's slabs turn this off:
+    /// they size their slots themselves and take the fast configuration with room for their
+    /// share before a slower one with room for every particle (`multi.rs`, `slab_sim`).
+    pub memory_fallbacks: bool,
 }
 
 /// How the contact history of a frictional case is kept on the device (contact.cu).
@@ -328,6 +333,7 @@ impl Default for CudaOptions {
             list_walk: kernels::LIST_BY_WARP,
             overlap: None,
             slab: false,
+            memory_fallbacks: true,
         }
     }
 }
@@ -563,7 +569,8 @@ impl CudaSim {
         let skin_w = skin::skin_width(sc, opts.skin, opts.double);
         let mut fits = buffers::check_device_memory(&ctx, sc, capacity, cfg, opts);
         let no_list;
-        let opts = if fits.is_err() && opts.neighbour_list && skin_w > 0.0 {
+        let opts = if fits.is_err() && opts.neighbour_list && skin_w > 0.0 && opts.memory_fallbacks
+        {
             no_list = CudaOptions {
                 neighbour_list: false,
                 ..opts.clone()
@@ -578,7 +585,7 @@ impl CudaSim {
         } else {
             opts
         };
-        if friction && opts.history == HistoryMode::Auto && fits.is_err() {
+        if friction && opts.history == HistoryMode::Auto && fits.is_err() && opts.memory_fallbacks {
             cfg.hist_in_place = true;
             buffers::check_device_memory(&ctx, sc, capacity, cfg, opts)?;
             tracing::info!(
