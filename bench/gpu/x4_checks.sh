@@ -11,6 +11,8 @@
 #   bench/gpu/x4_checks.sh scale2  # after the slabs' sizing and parallel build (session 24): the
 #                                  # bits on 0,1,2,3 and on 0,0; weak scaling; strong at 400 M
 #                                  # on {0,1} (weak's four-GPU run is the other end); the largest
+#   bench/gpu/x4_checks.sh capacity # the largest frictional run on four (1e9 tried first), after
+#                                  # the capacity changes of session 24's end (not yet run)
 #   bench/gpu/x4_checks.sh rest    # what part scale skipped, then balancing on a moving load on
 #                                  # 4 GPUs, the DEM group tests on 4 GPUs, and the two-GPU keys
 #                                  # (SPH group, GPU ranks against one process, publication)
@@ -94,6 +96,13 @@ scale2)
   item 170 sc --particles 1e8 --relax 100 --warmup 5 --steps 30 --weak on --sets 0:0,1:0,1,2,3
   item 120 sc --particles 4e8 --relax 100 --warmup 3 --steps 20 --sets 0,1
   item 150 largest 1e9
+  ;;
+capacity)
+  # After session 24's capacity work (slabs plan no frame staging of their own; a group whose
+  # equal cut does not fit cuts by each GPU's free memory): the falling box bit for bit on
+  # four GPUs (slabs sized without staging), then the largest run on four.
+  falling_box_bits 0,1,2,3
+  item 300 largest 1e9
   ;;
 rest)
   # The falling box cut along z for 0.5 s simulated on 4 GPUs, the bed forming in the lowest

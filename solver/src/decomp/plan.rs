@@ -135,6 +135,38 @@ impl Plan {
     /// Cuts `grid` (whose slab axis is the split axis) into `n` slabs holding about equally many
     /// of the particles at `pos` (at least one cell layer each).
     pub fn balanced(grid: &Grid, n: u32, pos: &[V3]) -> Result<Plan, PlanError> {
+        // Slab w is full once it and the slabs before it hold w + 1 n-ths of the particles.
+        Self::cut(grid, n, pos, |acc, total, w| acc * n as u64 >= total * w)
+    }
+
+    /// [`Plan::balanced`] with slab `w` holding about `weights[w] / sum(weights)` of the
+    /// particles instead of an equal share: a GPU group whose GPUs hold different room (GPU 0
+    /// also stages every particle's frame) cuts by each GPU's free memory when the equal cut
+    /// does not fit. Weights must be positive and finite, one per slab.
+    pub fn weighted(grid: &Grid, weights: &[f64], pos: &[V3]) -> Result<Plan, PlanError> {
+        let n = weights.len() as u32;
+        let sum: f64 = weights.iter().sum();
+        if !(sum.is_finite() && sum > 0.0) || weights.iter().any(|&x| !(x.is_finite() && x > 0.0)) {
+            return Err(PlanError::Count(n));
+        }
+        // The share of the particles that slabs 0..w hold together.
+        let mut before = vec![0.0];
+        for &x in weights {
+            before.push(before.last().copied().unwrap_or(0.0) + x / sum);
+        }
+        Self::cut(grid, n, pos, |acc, total, w| {
+            acc as f64 >= total as f64 * before[w as usize]
+        })
+    }
+
+    /// Cuts after the first layer at which `full(particles so far, all particles, w)` says
+    /// slab w - 1 holds its share, each slab keeping one layer at least.
+    fn cut(
+        grid: &Grid,
+        n: u32,
+        pos: &[V3],
+        full: impl Fn(u64, u64, u64) -> bool,
+    ) -> Result<Plan, PlanError> {
         let axis = grid.slab_axis;
         let layers = grid.dims[axis];
         if n == 0 || n > MAX_SUBDOMAINS {
@@ -169,7 +201,7 @@ impl Plan {
             let layer = layer as u32 + 1; // cut after this layer
                                           // Cut once this slab holds its share, leaving at least one layer per later slab.
             let remaining_layers = layers - layer;
-            if (acc * n as u64 >= total * w && remaining_layers >= left as u32)
+            if (full(acc, total, w) && remaining_layers >= left as u32)
                 || remaining_layers < left as u32 + 1
             {
                 bounds.push(layer);
@@ -241,6 +273,54 @@ mod tests {
         }
         assert_eq!(p.window(0).start, 0);
         assert_eq!(p.window(2).end, g.dims[0]);
+    }
+
+    /// Particles spread evenly over x in [0, 1): 1,000 per cell layer of the test grid.
+    fn even_x() -> Vec<V3> {
+        (0..10_000)
+            .map(|i| [(i as f64 + 0.5) * 1e-4, 0.5, 0.5])
+            .collect()
+    }
+
+    /// Owned particles of each slab of `p` along x.
+    fn shares(p: &Plan, g: &Grid, pos: &[V3]) -> Vec<usize> {
+        let mut n = vec![0; p.workers()];
+        for &x in pos {
+            n[p.owner(g, x)] += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn weighted_slabs_hold_their_weights_share() {
+        let (g, pos) = (grid(0), even_x());
+        // GPU 0 with half the room of the others: 1/7, 2/7, 2/7, 2/7 of the particles, each
+        // within the 1,000 of one layer (a cut falls after the layer that reaches the share).
+        let w = [1.0, 2.0, 2.0, 2.0];
+        let p = Plan::weighted(&g, &w, &pos).unwrap();
+        let got = shares(&p, &g, &pos);
+        assert_eq!(got.iter().sum::<usize>(), pos.len());
+        for (k, &n) in got.iter().enumerate() {
+            let want = pos.len() as f64 * w[k] / 7.0;
+            assert!(
+                (n as f64 - want).abs() <= 1000.0,
+                "{got:?} against weights {w:?}"
+            );
+        }
+        assert!(got[0] < got[1], "{got:?}");
+        // Equal weights cut as balanced does.
+        for n in 2..5 {
+            assert_eq!(
+                Plan::weighted(&g, &vec![3.5; n], &pos).unwrap().bounds,
+                Plan::balanced(&g, n as u32, &pos).unwrap().bounds
+            );
+        }
+        // Every slab keeps a layer, however small its weight.
+        let p = Plan::weighted(&g, &[1e-9, 1.0, 1e-9], &pos).unwrap();
+        assert!(p.bounds.windows(2).all(|b| b[0] < b[1]), "{:?}", p.bounds);
+        for bad in [&[1.0, 0.0][..], &[1.0, f64::NAN], &[-1.0, 2.0], &[]] {
+            assert!(Plan::weighted(&g, bad, &pos).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -254,7 +254,8 @@ fn real_bytes(v: &[f64], real: usize) -> Vec<u8> {
 
 /// Device bytes a case needs: two copies of the particle state (state and gather scratch), with
 /// a contact history each or one shared (in place), the stored forces and contact counts, the neighbour grid (3 x u32 per particle, 2 x u32 per
-/// cell), the scan levels, the publication staging buffers (`publish::STAGING_BYTES_PER_PARTICLE`),
+/// cell), the scan levels, the publication staging buffers (`publish::STAGING_BYTES_PER_PARTICLE`,
+/// where `CudaOptions::frame_staging`),
 /// the mesh filter's hit masks (16 B per particle with meshes) and the mesh triangles (9 x f64
 /// and a u32 mesh index each; the bins are covered by the margin of [`check_device_memory`]),
 /// plus 1 MiB of tables. Saturating: an absurd case needs `u64::MAX` bytes, which fits nowhere.
@@ -297,12 +298,15 @@ pub(crate) fn device_bytes_needed(
         (true, false) => 8,
         (true, true) => 12 + 4 * super::skin::LIST_CAP as u64,
     };
+    let staging = if opts.frame_staging {
+        super::publish::STAGING_BYTES_PER_PARTICLE
+    } else {
+        0
+    };
     let per_particle = per_state
         .saturating_mul(2)
         .saturating_add(per_history)
-        .saturating_add(
-            outputs + 12 + skin_arrays + mesh_masks + super::publish::STAGING_BYTES_PER_PARTICLE,
-        );
+        .saturating_add(outputs + 12 + skin_arrays + mesh_masks + staging);
     let cells = gpu_grid_skin(sc, skin).num_cells() as u64 + 1;
     let scan: u64 = {
         let (mut m, mut t) = (cells, 0u64);

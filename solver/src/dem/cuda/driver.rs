@@ -70,6 +70,18 @@ pub(crate) unsafe fn open_device(device: usize) -> Result<OpenDevice, CudaError>
     })
 }
 
+/// Free bytes of GPU `device` now (cuMemGetInfo on its primary context).
+pub(crate) fn free_bytes(device: usize) -> Result<u64, CudaError> {
+    let ctx = CudaContext::new(device).map_err(|e| CudaError::NoDevice {
+        device,
+        message: e.to_string(),
+    })?;
+    let (free, _total) = ctx
+        .mem_get_info()
+        .map_err(|e| CudaError::driver("querying free memory", e))?;
+    Ok(free as u64)
+}
+
 /// The compiled DEM module of one device and configuration, with its kernels looked up.
 pub struct DemModule {
     _modules: [Arc<CudaModule>; 2],

@@ -256,6 +256,11 @@ pub struct CudaOptions {
     /// they size their slots themselves and take the fast configuration with room for their
     /// share before a slower one with room for every particle (`multi.rs`, `slab_sim`).
     pub memory_fallbacks: bool,
+    /// This GPU may publish frames on its own, so its memory plan holds their staging
+    /// (`publish::STAGING_BYTES_PER_PARTICLE` per slot; true, the default). Off for the slabs
+    /// of a group, whose frames GPU 0 stages for every particle (planned as the group's), and
+    /// of GPU ranks, which download their part: 52 B a slot that they never allocate.
+    pub frame_staging: bool,
 }
 
 /// How the contact history of a frictional case is kept on the device (contact.cu).
@@ -334,6 +339,7 @@ impl Default for CudaOptions {
             overlap: None,
             slab: false,
             memory_fallbacks: true,
+            frame_staging: true,
         }
     }
 }

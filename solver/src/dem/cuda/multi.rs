@@ -144,7 +144,7 @@ impl CudaGroup {
             ));
         }
         let skin = group_skin(&ctx, opts, total, tracked);
-        let split = Split::with_skin(&ctx, state, group.axis, g, skin)?;
+        let mut split = Split::with_skin(&ctx, state, group.axis, g, skin, None)?;
         // The refresh beside the collide by default where every slab has a GPU of its own and
         // the cut is not along x (an x layer is one cell of every row of the GPU's grid, and the
         // boundary pass over such scattered slots cost more than it hid: 262 against 279 steps/s
@@ -159,64 +159,37 @@ impl CudaGroup {
             overlap: Some(overlap),
             ..opts.clone()
         };
-        let (axis, plan) = (split.axis, &split.plan);
-        // Each GPU builds its slabs (subset, module, allocations, upload) on a thread of its
-        // own: one after the other, 400 M particles took 119 s to start on four H200s. Slabs
-        // that share a GPU are built in turn on its thread, each sized by the memory the ones
-        // before it left.
-        let slab = |w: usize, device: usize| -> Result<CudaSim, CudaError> {
-            let (mut sim, capacity, sub) = split.slab_sim(&ctx, state, opts, w, device, total)?;
-            sim.attach_window(
-                axis,
-                &plan.bounds,
-                w,
-                capacity,
-                (2 * split.max_layer) as u32,
-            )?;
-            if tracked {
-                // GPU 0's alive flags cover every id of the run (frame ranks); the others set
-                // and clear theirs there (peer writes, set below).
-                let ids = if w == 0 { &state.id } else { &sub.id };
-                sim.set_outflows(&ctx.outflows, ids, id_limit, capacity)?;
-            }
-            Ok(sim)
+        let slabs = Slabs {
+            ctx: &ctx,
+            state,
+            opts,
+            devices: &group.devices,
+            total,
+            tracked,
+            id_limit,
         };
-        let mut distinct = group.devices.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        let mut built: Vec<(usize, Result<CudaSim, CudaError>)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = distinct
-                .iter()
-                .map(|&device| {
-                    let slab = &slab;
-                    let mine: Vec<usize> = (0..g).filter(|&w| group.devices[w] == device).collect();
-                    scope.spawn(move || {
-                        mine.into_iter()
-                            .map(|w| (w, slab(w, device)))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        vec![(
-                            0,
-                            Err(CudaError::Unsupported(
-                                "building a GPU's slabs panicked".into(),
-                            )),
-                        )]
-                    })
-                })
-                .collect()
-        });
-        built.sort_by_key(|(w, _)| *w);
-        // The first slab's error in device order, as the serial build reported it.
-        let mut sims = built
-            .into_iter()
-            .map(|(_, r)| r)
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut sims = match slabs.build(&split) {
+            // The equal cut does not fit: where the GPUs' room differs (GPU 0 also stages
+            // every particle's frame), cut by each GPU's free memory instead, once.
+            Err(e @ CudaError::GroupDoesNotFit { .. }) => {
+                let Some(w) = room_weights(&group.devices, total) else {
+                    return Err(e);
+                };
+                let by_room = Split::with_skin(&ctx, state, group.axis, g, skin, Some(&w))?;
+                if by_room.plan.bounds == split.plan.bounds {
+                    return Err(e);
+                }
+                tracing::info!(
+                    "{e}; cutting by each GPU's free memory instead (GPU 0 holds the frame \
+                     staging): cell layers {:?}",
+                    by_room.plan.bounds
+                );
+                split = by_room;
+                slabs.build(&split)?
+            }
+            r => r?,
+        };
+        let (axis, plan) = (split.axis, &split.plan);
         let ctxs: Vec<&Arc<cudarc::driver::CudaContext>> = sims.iter().map(|s| &s.ctx).collect();
         enable_peer_access(&ctxs, &group.devices)?;
         if let Some(alive) = sims[0].alive_ptr() {
@@ -992,12 +965,15 @@ pub(crate) struct Split {
 }
 
 impl Split {
+    /// The cut into `g` slabs of equal particle counts, or with `weights` (one per slab) of
+    /// shares after them ([`Plan::weighted`]).
     pub(crate) fn new(
         ctx: &StepContext,
         state: &SimState,
         axis: Option<Axis>,
         g: usize,
         skin: f64,
+        weights: Option<&[f64]>,
     ) -> Result<Split, CudaError> {
         let axis = axis
             .unwrap_or_else(|| gpu_split_axis(ctx.domain_min, ctx.domain_max))
@@ -1009,8 +985,11 @@ impl Split {
         } else {
             ctx.grid(axis)
         };
-        let plan = Plan::balanced(&grid, g as u32, &state.pos)
-            .map_err(|e| CudaError::Unsupported(format!("this split: {e}")))?;
+        let plan = match weights {
+            Some(w) => Plan::weighted(&grid, w, &state.pos),
+            None => Plan::balanced(&grid, g as u32, &state.pos),
+        }
+        .map_err(|e| CudaError::Unsupported(format!("this split: {e}")))?;
         let mut per_layer = vec![0u64; grid.dims[axis] as usize];
         let mut owner = Vec::with_capacity(state.pos.len());
         for &p in &state.pos {
@@ -1038,8 +1017,9 @@ impl Split {
         axis: Option<Axis>,
         g: usize,
         skin: f64,
+        weights: Option<&[f64]>,
     ) -> Result<Split, CudaError> {
-        let split = Split::new(ctx, state, axis, g, skin)?;
+        let split = Split::new(ctx, state, axis, g, skin, weights)?;
         if split.skin == 0.0 || split.plan.bounds.windows(2).all(|b| b[1] >= b[0] + 2) {
             return Ok(split);
         }
@@ -1047,7 +1027,7 @@ impl Split {
             "no Verlet skin: a slab of one cell layer at {:?} (the search runs every step)",
             split.plan.bounds
         );
-        Split::new(ctx, state, axis, g, 0.0)
+        Split::new(ctx, state, axis, g, 0.0, weights)
     }
 
     /// GPU `w`'s sim on `device` with its particles of `state`, its slot capacity and its
@@ -1072,6 +1052,9 @@ impl Split {
             // The collide's two passes: between a skin's searches, refreshing beside them (the
             // group and the ranks resolve `overlap` before they build their slabs).
             slab: skin > 0.0 && opts.overlap == Some(true),
+            // Frames: GPU 0 stages every particle's for the group (`extra` below); ranks
+            // download theirs.
+            frame_staging: false,
             ..opts.clone()
         };
         // Speed first, then room. Each configuration, fastest first (the Verlet list and two
@@ -1145,6 +1128,95 @@ impl Split {
         )))?;
         Ok((sim, capacity, sub))
     }
+}
+
+/// What every slab of a group is built from (`CudaGroup::new`).
+struct Slabs<'a> {
+    ctx: &'a Arc<StepContext>,
+    state: &'a SimState,
+    opts: &'a CudaOptions,
+    devices: &'a [usize],
+    total: usize,
+    tracked: bool,
+    id_limit: u32,
+}
+
+impl Slabs<'_> {
+    /// Every slab of `split`, its window attached.
+    fn build(&self, split: &Split) -> Result<Vec<CudaSim>, CudaError> {
+        // Each GPU builds its slabs (subset, module, allocations, upload) on a thread of its
+        // own: one after the other, 400 M particles took 119 s to start on four H200s. Slabs
+        // that share a GPU are built in turn on its thread, each sized by the memory the ones
+        // before it left.
+        let slab = |w: usize, device: usize| -> Result<CudaSim, CudaError> {
+            let (mut sim, capacity, sub) =
+                split.slab_sim(self.ctx, self.state, self.opts, w, device, self.total)?;
+            sim.attach_window(
+                split.axis,
+                &split.plan.bounds,
+                w,
+                capacity,
+                (2 * split.max_layer) as u32,
+            )?;
+            if self.tracked {
+                // GPU 0's alive flags cover every id of the run (frame ranks); the others set
+                // and clear theirs there (peer writes, set below).
+                let ids = if w == 0 { &self.state.id } else { &sub.id };
+                sim.set_outflows(&self.ctx.outflows, ids, self.id_limit, capacity)?;
+            }
+            Ok(sim)
+        };
+        let g = self.devices.len();
+        let mut distinct = self.devices.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let mut built: Vec<(usize, Result<CudaSim, CudaError>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = distinct
+                .iter()
+                .map(|&device| {
+                    let slab = &slab;
+                    let mine: Vec<usize> = (0..g).filter(|&w| self.devices[w] == device).collect();
+                    scope.spawn(move || {
+                        mine.into_iter()
+                            .map(|w| (w, slab(w, device)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        vec![(
+                            0,
+                            Err(CudaError::Unsupported(
+                                "building a GPU's slabs panicked".into(),
+                            )),
+                        )]
+                    })
+                })
+                .collect()
+        });
+        built.sort_by_key(|(w, _)| *w);
+        // The first slab's error in device order, as the serial build reported it.
+        built.into_iter().map(|(_, r)| r).collect()
+    }
+}
+
+/// Each slab's share of its GPU's free memory, less (slab 0) the frame staging of every
+/// particle: the weights of a cut by room. None where a GPU cannot be asked or has no room.
+fn room_weights(devices: &[usize], total: usize) -> Option<Vec<f64>> {
+    let staging = total as f64 * super::publish::STAGING_BYTES_PER_PARTICLE as f64;
+    let w: Vec<f64> = devices
+        .iter()
+        .enumerate()
+        .map(|(k, &d)| {
+            let sharing = devices.iter().filter(|&&e| e == d).count() as f64;
+            let free = super::driver::free_bytes(d).ok()? as f64 / sharing;
+            Some(if k == 0 { free - staging } else { free })
+        })
+        .collect::<Option<_>>()?;
+    w.iter().all(|&x| x > 0.0).then_some(w)
 }
 
 /// Timing events of one frame of a group: around each GPU's pack, around the copy.

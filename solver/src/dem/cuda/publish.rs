@@ -246,6 +246,12 @@ impl CudaSim {
     }
 
     fn ensure_staging(&mut self) -> Result<(), CudaError> {
+        if !self.opts.frame_staging {
+            // A slab's memory plan holds no staging: its group or rank publishes for it.
+            return Err(CudaError::Unsupported(
+                "publication from one slab of a GPU group or rank (its group publishes)".into(),
+            ));
+        }
         if self.publish.staging.is_empty() {
             // Room for every particle the run may hold (inflow adds particles later).
             let n = self.slots() as usize;

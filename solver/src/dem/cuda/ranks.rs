@@ -274,7 +274,7 @@ impl CudaRank {
         let total = state.pos.len();
         // The skin of a GPU group in one process, decided alike on every rank.
         let skin = group_skin(&ctx, opts, total, false);
-        let split = Split::with_skin(&ctx, state, ranks.axis, g, skin)?;
+        let split = Split::with_skin(&ctx, state, ranks.axis, g, skin, None)?;
         // Ranks refresh beside the collide unless told not to: they always have a transfer
         // to hide.
         let overlap = opts.overlap.unwrap_or(true);
