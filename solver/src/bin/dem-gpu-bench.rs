@@ -1425,25 +1425,27 @@ fn scale(a: &Args) -> Result<()> {
             a.particles,
             if a.weak { " per GPU" } else { "" }
         );
+        // The fields every record of this set starts with.
+        let head = vec![
+            ("check", js("scale")),
+            ("scaling", js(scaling)),
+            ("model", js(&a.model)),
+            ("phase", js(&a.phase)),
+            ("devices", js(&format!("{set:?}"))),
+            ("gpus", gpus.to_string()),
+        ];
         let run = match scale_one(a, set) {
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("{e:#}");
                 println!("  GPUs {set:?}: did not run: {msg}");
-                record(
-                    a,
-                    &[
-                        ("check", js("scale")),
-                        ("scaling", js(scaling)),
-                        ("model", js(&a.model)),
-                        ("phase", js(&a.phase)),
-                        ("devices", js(&format!("{set:?}"))),
-                        ("gpus", gpus.to_string()),
-                        ("requested_particles", a.particles.to_string()),
-                        ("ran", "false".into()),
-                        ("error", js(&msg)),
-                    ],
-                )?;
+                let mut fields = head.clone();
+                fields.extend([
+                    ("requested_particles", a.particles.to_string()),
+                    ("ran", "false".into()),
+                    ("error", js(&msg)),
+                ]);
+                record(a, &fields)?;
                 continue;
             }
         };
@@ -1460,35 +1462,28 @@ fn scale(a: &Args) -> Result<()> {
             "  GPUs {set:?}: {} particles, {:.2} steps/s ({pss:.3e} particle-steps/s), {scaling} efficiency {efficiency:.3} against {bg} GPU(s); imbalance {:.3}; placed {:.1} s, built {:.1} s, relaxed {:.1} s",
             run.particles, run.steps_per_s, run.imbalance, run.place_s, run.build_s, run.relax_s
         );
-        record(
-            a,
-            &[
-                ("check", js("scale")),
-                ("scaling", js(scaling)),
-                ("model", js(&a.model)),
-                ("phase", js(&a.phase)),
-                ("devices", js(&format!("{set:?}"))),
-                ("gpus", gpus.to_string()),
-                ("distinct_gpus", distinct.to_string()),
-                ("ran", "true".into()),
-                ("particles", run.particles.to_string()),
-                ("steps", a.steps.to_string()),
-                ("relax", a.relax.to_string()),
-                ("steps_per_s", num(run.steps_per_s)),
-                ("particle_steps_per_s", num(pss)),
-                ("baseline_gpus", bg.to_string()),
-                ("baseline_particles", bn.to_string()),
-                ("baseline_steps_per_s", num(bsps)),
-                ("efficiency", num(efficiency)),
-                ("exchange_hidden_share", num(run.exchange_hidden_share)),
-                ("imbalance_max_over_mean", num(run.imbalance)),
-                ("balance", js(a.balance[0].name())),
-                ("place_s", num(run.place_s)),
-                ("build_s", num(run.build_s)),
-                ("relax_s", num(run.relax_s)),
-                ("report", js(&run.report)),
-            ],
-        )?;
+        let mut fields = head;
+        fields.extend([
+            ("distinct_gpus", distinct.to_string()),
+            ("ran", "true".into()),
+            ("particles", run.particles.to_string()),
+            ("steps", a.steps.to_string()),
+            ("relax", a.relax.to_string()),
+            ("steps_per_s", num(run.steps_per_s)),
+            ("particle_steps_per_s", num(pss)),
+            ("baseline_gpus", bg.to_string()),
+            ("baseline_particles", bn.to_string()),
+            ("baseline_steps_per_s", num(bsps)),
+            ("efficiency", num(efficiency)),
+            ("exchange_hidden_share", num(run.exchange_hidden_share)),
+            ("imbalance_max_over_mean", num(run.imbalance)),
+            ("balance", js(a.balance[0].name())),
+            ("place_s", num(run.place_s)),
+            ("build_s", num(run.build_s)),
+            ("relax_s", num(run.relax_s)),
+            ("report", js(&run.report)),
+        ]);
+        record(a, &fields)?;
     }
     Ok(())
 }

@@ -1030,8 +1030,9 @@ impl Split {
         Split::new(ctx, state, axis, g, 0.0, weights)
     }
 
-    /// GPU `w`'s sim on `device` with its particles of `state`, its slot capacity and its
-    /// particles as a state of their own (the window is not attached yet).
+    /// GPU `w`'s sim on `device` with its particles of `state` and its window attached (the
+    /// slab a group or a rank steps), its slot capacity and its particles as a state of their
+    /// own.
     pub(crate) fn slab_sim(
         &self,
         ctx: &Arc<StepContext>,
@@ -1123,9 +1124,16 @@ impl Split {
             }
         }
         // slab_configurations lists one at least.
-        let (sim, capacity) = built.unwrap_or(Err(CudaError::Unsupported(
+        let (mut sim, capacity) = built.unwrap_or(Err(CudaError::Unsupported(
             "no slab configuration to try".into(),
         )))?;
+        sim.attach_window(
+            self.axis,
+            &self.plan.bounds,
+            w,
+            capacity,
+            (2 * self.max_layer) as u32,
+        )?;
         Ok((sim, capacity, sub))
     }
 }
@@ -1151,13 +1159,6 @@ impl Slabs<'_> {
         let slab = |w: usize, device: usize| -> Result<CudaSim, CudaError> {
             let (mut sim, capacity, sub) =
                 split.slab_sim(self.ctx, self.state, self.opts, w, device, self.total)?;
-            sim.attach_window(
-                split.axis,
-                &split.plan.bounds,
-                w,
-                capacity,
-                (2 * split.max_layer) as u32,
-            )?;
             if self.tracked {
                 // GPU 0's alive flags cover every id of the run (frame ranks); the others set
                 // and clear theirs there (peer writes, set below).

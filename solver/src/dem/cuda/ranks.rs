@@ -284,16 +284,7 @@ impl CudaRank {
         };
         let built = split
             .slab_sim(&ctx, state, opts, w, ranks.device, total)
-            .and_then(|(mut sim, capacity, _)| {
-                sim.attach_window(
-                    split.axis,
-                    &split.plan.bounds,
-                    w,
-                    capacity,
-                    (2 * split.max_layer) as u32,
-                )?;
-                Ok(sim)
-            });
+            .map(|(sim, _, _)| sim);
         // Every rank learns whether every rank could start (else they would wait for it).
         let ok = ranks.comm.min_u64(built.is_ok() as u64);
         let sim = built?;
