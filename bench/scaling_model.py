@@ -129,6 +129,41 @@ def implemented(t1, n, g, per, fixed, fix_share=0.0):
     return t1 / g + per * (1 - fix_share) * n / g + fixed
 
 
+# Four H200s, every pair NV18 (session 24, bench/results/session24_checks.md; dem-gpu-bench
+# scale, dense with friction, each GPU set relaxing the same pack): steps/s on 1, 2 and 4 GPUs.
+MEASURED_X4 = {
+    "strong_100m": {"per_gpu_of_one": 99588352, "sps": {1: 30.08, 2: 58.54, 4: 112.51}},
+    "weak_100m_per_gpu": {"per_gpu_of_one": 99588352, "sps": {1: 29.33, 2: 27.47, 4: 27.25}},
+}
+
+
+def four_h200_check(per, fixed):
+    """Measured efficiencies on four H200s against the implemented model's (current fit)."""
+    out = []
+    for kind, m in MEASURED_X4.items():
+        t1 = 1 / m["sps"][1]
+        n1 = m["per_gpu_of_one"]
+        for g, sps in m["sps"].items():
+            if g == 1:
+                continue
+            t = 1 / sps
+            if kind.startswith("strong"):
+                measured = t1 / (g * t)
+                model_t = implemented(t1, n1, g, per, fixed)
+                predicted = t1 / (g * model_t)
+                overhead = t - t1 / g
+            else:
+                measured = t1 / t
+                model_t = implemented(t1 * g, n1 * g, g, per, fixed)
+                predicted = t1 / model_t
+                overhead = t - t1
+            out.append({"scaling": kind, "gpus": g, "measured_efficiency": round(measured, 3),
+                        "model_efficiency": round(predicted, 3),
+                        "measured_overhead_ms": round(overhead * 1e3, 3),
+                        "model_overhead_ms": round((model_t - (t1 if kind.startswith("weak") else t1 / g)) * 1e3, 3)})
+    return out
+
+
 def link_for(g, inter):
     return "nvlink" if g <= GPUS_PER_NODE else inter
 
@@ -200,6 +235,7 @@ def main():
         "current_code": {"seconds_per_particle_of_a_gpu": per_now, "fixed_seconds": fixed,
                          "cases": now},
     }
+    out["checked_against_measurement"]["four_h200s"] = four_h200_check(per_now, fixed)
     path = os.path.join(HERE, "results", "scaling_model.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
@@ -225,6 +261,14 @@ def main():
     for r in cur["cases"]:
         print(f"| {r['case']} | {r['measured_efficiency_2gpu']:.3f} | {r['predicted_efficiency_2gpu']:.3f} "
               f"| {r['predicted_efficiency_4gpu']:.3f} | {r['predicted_efficiency_8gpu']:.3f} |")
+
+
+    print()
+    print("| four H200s, dense with friction | GPUs | measured | model | overhead measured ms | model ms |")
+    print("|---|---|---|---|---|---|")
+    for r in c["four_h200s"]:
+        print(f"| {r['scaling']} | {r['gpus']} | {r['measured_efficiency']:.3f} | {r['model_efficiency']:.3f} "
+              f"| {r['measured_overhead_ms']:.2f} | {r['model_overhead_ms']:.2f} |")
 
 
 if __name__ == "__main__":

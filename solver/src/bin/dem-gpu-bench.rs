@@ -1319,6 +1319,9 @@ struct SetRun {
     steps_per_s: f64,
     report: String,
     exchange_hidden_share: f64,
+    /// Per step and GPU, averaged over the GPUs: the exchange and the rest [s] (NaN on one).
+    exchange_s: f64,
+    rest_s: f64,
     imbalance: f64,
     place_s: f64,
     build_s: f64,
@@ -1362,6 +1365,8 @@ fn scale_one(a: &Args, set: &[usize]) -> Result<SetRun> {
                 sim.memory().bytes_per_particle()
             ),
             exchange_hidden_share: f64::NAN,
+            exchange_s: f64::NAN,
+            rest_s: f64::NAN,
             imbalance: 1.0,
             place_s,
             build_s,
@@ -1392,14 +1397,19 @@ fn scale_one(a: &Args, set: &[usize]) -> Result<SetRun> {
     g.advance(a.steps).map_err(step_err)?;
     let wall = t0.elapsed().as_secs_f64();
     // The largest GPU's busy time (compute and the exchange not hidden) over the mean.
-    let busy: Vec<f64> = g.phase_times().iter().map(|p| p.0 + p.1 - p.2).collect();
+    let phases = g.phase_times();
+    let busy: Vec<f64> = phases.iter().map(|p| p.0 + p.1 - p.2).collect();
     let imbalance =
         busy.iter().cloned().fold(0.0, f64::max) / (busy.iter().sum::<f64>() / busy.len() as f64);
+    let mean =
+        |f: fn(&(f64, f64, f64)) -> f64| phases.iter().map(f).sum::<f64>() / phases.len() as f64;
     Ok(SetRun {
         particles,
         steps_per_s: a.steps as f64 / wall,
         report,
         exchange_hidden_share: g.hidden_share(),
+        exchange_s: mean(|p| p.0),
+        rest_s: mean(|p| p.1),
         imbalance,
         place_s,
         build_s,
@@ -1476,6 +1486,8 @@ fn scale(a: &Args) -> Result<()> {
             ("baseline_steps_per_s", num(bsps)),
             ("efficiency", num(efficiency)),
             ("exchange_hidden_share", num(run.exchange_hidden_share)),
+            ("exchange_ms_per_step", num(run.exchange_s * 1e3)),
+            ("rest_ms_per_step", num(run.rest_s * 1e3)),
             ("imbalance_max_over_mean", num(run.imbalance)),
             ("balance", js(a.balance[0].name())),
             ("place_s", num(run.place_s)),
