@@ -1323,6 +1323,8 @@ struct SetRun {
     exchange_s: f64,
     rest_s: f64,
     imbalance: f64,
+    /// How often the set searched for neighbours (its Verlet skin), over relaxation and timing.
+    searches: String,
     place_s: f64,
     build_s: f64,
     relax_s: f64,
@@ -1368,6 +1370,7 @@ fn scale_one(a: &Args, set: &[usize]) -> Result<SetRun> {
             exchange_s: f64::NAN,
             rest_s: f64::NAN,
             imbalance: 1.0,
+            searches: sim.skin_summary().unwrap_or_else(|| "off".into()),
             place_s,
             build_s,
             relax_s,
@@ -1411,6 +1414,7 @@ fn scale_one(a: &Args, set: &[usize]) -> Result<SetRun> {
         exchange_s: mean(|p| p.0),
         rest_s: mean(|p| p.1),
         imbalance,
+        searches: g.skin_summary().unwrap_or_else(|| "off".into()),
         place_s,
         build_s,
         relax_s,
@@ -1472,6 +1476,7 @@ fn scale(a: &Args) -> Result<()> {
             "  GPUs {set:?}: {} particles, {:.2} steps/s ({pss:.3e} particle-steps/s), {scaling} efficiency {efficiency:.3} against {bg} GPU(s); imbalance {:.3}; placed {:.1} s, built {:.1} s, relaxed {:.1} s",
             run.particles, run.steps_per_s, run.imbalance, run.place_s, run.build_s, run.relax_s
         );
+        println!("  GPUs {set:?}: {}", run.searches);
         let mut fields = head;
         fields.extend([
             ("distinct_gpus", distinct.to_string()),
@@ -1488,6 +1493,7 @@ fn scale(a: &Args) -> Result<()> {
             ("exchange_hidden_share", num(run.exchange_hidden_share)),
             ("exchange_ms_per_step", num(run.exchange_s * 1e3)),
             ("rest_ms_per_step", num(run.rest_s * 1e3)),
+            ("searches", js(&run.searches)),
             ("imbalance_max_over_mean", num(run.imbalance)),
             ("balance", js(a.balance[0].name())),
             ("place_s", num(run.place_s)),
