@@ -1181,6 +1181,13 @@ fn group_of(
     )?)
 }
 
+/// The largest GPU's busy time (its steps: compute and the exchange not hidden) over the
+/// mean, from a group's `phase_times`: 1 is even.
+fn busy_imbalance(phases: &[(f64, f64, f64)]) -> f64 {
+    let busy: Vec<f64> = phases.iter().map(|p| p.0 + p.1 - p.2).collect();
+    busy.iter().cloned().fold(0.0, f64::max) / (busy.iter().sum::<f64>() / busy.len() as f64)
+}
+
 /// One GPU against a group of GPUs (issue 14), timed over `--steps` after `--warmup` steps.
 /// Strong scaling (default): the group starts from the one GPU's state after its relaxation (the
 /// same particles, the same contacts). Weak scaling (`--weak on`): the one GPU runs
@@ -1245,11 +1252,7 @@ fn multi(a: &Args) -> Result<()> {
         let ex: f64 = phases.iter().map(|p| p.0).sum::<f64>() / gpus as f64;
         let co: f64 = phases.iter().map(|p| p.1).sum::<f64>() / gpus as f64;
         let hid: f64 = phases.iter().map(|p| p.2).sum::<f64>() / gpus as f64;
-        // The largest GPU's busy time (its steps: compute and the exchange not hidden) over
-        // the mean: 1 is even.
-        let busy: Vec<f64> = phases.iter().map(|p| p.0 + p.1 - p.2).collect();
-        let imbalance =
-            busy.iter().cloned().fold(0.0, f64::max) / (busy.iter().sum::<f64>() / gpus as f64);
+        let imbalance = busy_imbalance(&phases);
         let speedup = sps / sps1;
         // Strong: steps/s over (GPUs x one GPU's); weak: steps/s of G times the particles over
         // one GPU's.
@@ -1399,11 +1402,8 @@ fn scale_one(a: &Args, set: &[usize]) -> Result<SetRun> {
     let t0 = Instant::now();
     g.advance(a.steps).map_err(step_err)?;
     let wall = t0.elapsed().as_secs_f64();
-    // The largest GPU's busy time (compute and the exchange not hidden) over the mean.
     let phases = g.phase_times();
-    let busy: Vec<f64> = phases.iter().map(|p| p.0 + p.1 - p.2).collect();
-    let imbalance =
-        busy.iter().cloned().fold(0.0, f64::max) / (busy.iter().sum::<f64>() / busy.len() as f64);
+    let imbalance = busy_imbalance(&phases);
     let mean =
         |f: fn(&(f64, f64, f64)) -> f64| phases.iter().map(f).sum::<f64>() / phases.len() as f64;
     Ok(SetRun {
@@ -1483,7 +1483,11 @@ fn scale(a: &Args) -> Result<()> {
             ("ran", "true".into()),
             ("particles", run.particles.to_string()),
             ("steps", a.steps.to_string()),
-            ("relax", a.relax.to_string()),
+            // Relaxation runs in the dense phase only.
+            (
+                "relax",
+                (if a.phase == "dense" { a.relax } else { 0 }).to_string(),
+            ),
             ("steps_per_s", num(run.steps_per_s)),
             ("particle_steps_per_s", num(pss)),
             ("baseline_gpus", bg.to_string()),
