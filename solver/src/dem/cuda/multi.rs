@@ -1053,8 +1053,8 @@ impl Split {
             // The collide's two passes: between a skin's searches, refreshing beside them (the
             // group and the ranks resolve `overlap` before they build their slabs).
             slab: skin > 0.0 && opts.overlap == Some(true),
-            // Frames: GPU 0 stages every particle's for the group (`extra` below); ranks
-            // download theirs.
+            // Frames: a group's GPU 0 stages every particle's (`extra` below; rank 0 of GPU
+            // ranks reserves that too, though ranks download their parts instead).
             frame_staging: false,
             ..opts.clone()
         };
@@ -1799,8 +1799,7 @@ mod tests {
         assert_eq!(gpu_split_axis([-1.0; 3], [1.0, 1.0, 0.5]), Axis::Y);
     }
 
-    /// Sizing a GPU of a group that cannot hold every particle: its slots after the extras,
-    /// what a share needs, and the group's limit that the error reports.
+    /// Slabs walk the memory configurations fastest first, as one GPU gives them up.
     #[test]
     fn slabs_try_the_fastest_configuration_first() {
         use HistoryMode::*;
@@ -1819,6 +1818,8 @@ mod tests {
         assert_eq!(slab_configurations(Double, false), [(Double, false)]);
     }
 
+    /// Sizing a GPU of a group that cannot hold every particle: its slots after the extras,
+    /// what a share needs, and the group's limit that the error reports.
     #[test]
     fn slots_shares_and_the_group_limit() {
         // 1e6 slots of free memory at 500 B/particle, 50 MB of extras: 1e5 slots less, 2 % off.
