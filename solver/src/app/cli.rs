@@ -70,8 +70,10 @@ pub struct Cli {
     /// layer toward equal measured time (`time`), equal particle counts (`count`), the faster
     /// of two neighbours whose times differ by more than 5 % (`neighbour`, Verma et al.), or from
     /// the slowest to the fastest worker when they differ from the mean by more than half a
-    /// layer's time (`slice`, GPUSPH); results do not change, only speed [default: the case's,
-    /// else time].
+    /// layer's time (`slice`, GPUSPH); results do not change, only speed. On GPUs a move by
+    /// `time`, `neighbour` or `slice` is undone when the steps after it are slower, and the next
+    /// waits longer (a layer moved into a dense bed can cost more in ghosts than it saves)
+    /// [default: the case's, else time].
     #[arg(long, value_enum, value_name = "HOW")]
     pub balance: Option<solver::decomp::Balance>,
     /// SPH on several GPUs or MPI ranks: where the slabs start. `work` (the default) cuts at

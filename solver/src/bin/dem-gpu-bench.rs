@@ -1264,7 +1264,7 @@ fn multi(a: &Args) -> Result<()> {
             speedup / gpus as f64
         };
         println!(
-            "  balance {}: one GPU {sps1:.2} steps/s ({n1} particles); {gpus} slabs on {distinct} GPUs {sps:.2} steps/s ({ng} particles), {} efficiency {efficiency:.3}; per step and GPU: exchange {:.3} ms ({:.0} % hidden), rest {:.3} ms; imbalance {imbalance:.3}; bounds {:?}, owned {:?}, {} moves",
+            "  balance {}: one GPU {sps1:.2} steps/s ({n1} particles); {gpus} slabs on {distinct} GPUs {sps:.2} steps/s ({ng} particles), {} efficiency {efficiency:.3}; per step and GPU: exchange {:.3} ms ({:.0} % hidden), rest {:.3} ms; imbalance {imbalance:.3}; bounds {:?}, owned {:?}, {} moves ({} judged and kept, {} undone)",
             balance.name(),
             if a.weak { "weak" } else { "strong" },
             ex * 1e3,
@@ -1272,7 +1272,9 @@ fn multi(a: &Args) -> Result<()> {
             co * 1e3,
             g.bounds(),
             g.owned(),
-            g.rebalances()
+            g.rebalances(),
+            g.guard_counts().0,
+            g.guard_counts().1
         );
         record(
             a,
@@ -1300,6 +1302,8 @@ fn multi(a: &Args) -> Result<()> {
                 ("one_gpu_bytes_per_particle", num(bpp1)),
                 ("balance", js(balance.name())),
                 ("rebalances", g.rebalances().to_string()),
+                ("moves_kept", g.guard_counts().0.to_string()),
+                ("moves_undone", g.guard_counts().1.to_string()),
                 ("migrations", g.migrations().to_string()),
                 ("bounds", js(&format!("{:?}", g.bounds()))),
                 ("report", js(&report)),

@@ -169,6 +169,133 @@ pub fn slice(bounds: &[u32], busy: &[f64], h: f64) -> Option<Vec<u32>> {
     new.windows(2).all(|w| w[0] < w[1]).then_some(new)
 }
 
+/// A move judged by its effect: the interval's step time after it against the one before it.
+/// A move that made the step slower by more than [`GUARD_TOLERANCE`] is undone, and the next
+/// move waits [`MoveGuard`]'s hold, doubled after each undone move (up to
+/// [`GUARD_MAX_HOLD`] decisions) and reset by a move that helped.
+///
+/// Why: a model that spreads a worker's time over its layers by their counts cannot see what a
+/// move costs elsewhere. On four H200s (session 24, the falling box cut along z, 2 M particles)
+/// the steps were bound by launches and the exchange, not by the particles: moving the bounds
+/// toward even loads drew them into the dense bed, the ghost layers grew, and the step went
+/// from 0.285 to 0.374 ms (balancing by time, 9 moves), slower than not balancing.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MoveGuard {
+    trial: Option<Trial>,
+    /// Decisions still to skip.
+    hold: u32,
+    /// The hold after the next undone move (0 before the first).
+    backoff: u32,
+    kept: u64,
+    undone: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Trial {
+    /// Step time per step of the interval before the move [s].
+    before: f64,
+    /// The bounds before the move.
+    undo: Vec<u32>,
+    /// The move has been applied (with a Verlet skin: at the next search).
+    applied: bool,
+    /// A whole interval has passed since it was applied (the interval that applied it also
+    /// paid its migration, so it is not compared).
+    settled: bool,
+}
+
+/// What [`MoveGuard::decide`] asks of the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Guarded {
+    /// Nothing moves.
+    Stay,
+    /// A move on trial: apply these bounds and call [`MoveGuard::applied`] when they are.
+    Try(Vec<u32>),
+    /// The last move made the steps slower: go back to these bounds.
+    Undo(Vec<u32>),
+}
+
+/// The share by which the step time after a move may exceed the one before it and the move is
+/// kept (measurement noise, and a load that changes while it is judged).
+pub const GUARD_TOLERANCE: f64 = 0.02;
+/// The longest hold after undone moves, in decisions ([`BALANCE_INTERVAL`] steps each).
+pub const GUARD_MAX_HOLD: u32 = 64;
+
+impl MoveGuard {
+    /// One decision: `cost` is the interval's step time per step (the slowest worker's);
+    /// `propose` the balancing rule's new bounds. Undoing is asked only where `fits` accepts
+    /// the old bounds.
+    pub fn decide(
+        &mut self,
+        bounds: &[u32],
+        cost: f64,
+        fits: impl Fn(&[u32]) -> bool,
+        propose: impl FnOnce() -> Option<Vec<u32>>,
+    ) -> Guarded {
+        if let Some(t) = self.trial.as_mut() {
+            if !t.applied {
+                return Guarded::Stay;
+            }
+            if !t.settled {
+                t.settled = true;
+                return Guarded::Stay;
+            }
+            let t = self.trial.take().expect("a trial");
+            if cost.is_finite() && cost > t.before * (1.0 + GUARD_TOLERANCE) {
+                self.backoff = (self.backoff * 2).clamp(1, GUARD_MAX_HOLD);
+                self.hold = self.backoff;
+                if fits(&t.undo) {
+                    self.undone += 1;
+                    return Guarded::Undo(t.undo);
+                }
+                return Guarded::Stay;
+            }
+            self.kept += 1;
+            self.backoff = 0;
+            // The next move is judged against an interval of these bounds alone.
+            return Guarded::Stay;
+        }
+        if self.hold > 0 {
+            self.hold -= 1;
+            return Guarded::Stay;
+        }
+        match propose() {
+            Some(new) if cost.is_finite() && cost > 0.0 => {
+                self.trial = Some(Trial {
+                    before: cost,
+                    undo: bounds.to_vec(),
+                    applied: false,
+                    settled: false,
+                });
+                Guarded::Try(new)
+            }
+            _ => Guarded::Stay,
+        }
+    }
+
+    /// The bounds of the move on trial are in place (moves are judged from the next whole
+    /// interval on).
+    pub fn applied(&mut self) {
+        if let Some(t) = self.trial.as_mut() {
+            t.applied = true;
+        }
+    }
+
+    /// Moves kept and undone so far.
+    pub fn kept(&self) -> u64 {
+        self.kept
+    }
+    pub fn undone(&self) -> u64 {
+        self.undone
+    }
+}
+
+/// Whether `how` decides from measured times, so that its moves are judged by their effect
+/// ([`MoveGuard`]). Counts are kept even whatever the speed: that mode also keeps every worker
+/// within its memory.
+pub fn guarded(how: Balance) -> bool {
+    matches!(how, Balance::Time | Balance::Neighbour | Balance::Slice)
+}
+
 /// Steps between two balancing decisions.
 pub const BALANCE_INTERVAL: u64 = 32;
 /// Bounds move only when the busiest worker exceeds the mean load by more than this share.
@@ -413,5 +540,98 @@ mod tests {
         let c = time_costs(&[0, 2, 4], &[1, 3, 0, 0], &[4.0, 2.0]);
         assert_eq!(c, vec![1.0, 3.0, 1.0, 1.0]);
         assert_eq!(loads(&[0, 2, 4], &c), vec![4.0, 2.0]);
+    }
+
+    /// A move that slows the steps is undone after a whole interval of the new bounds, and the
+    /// next waits a hold that doubles; a move that helps is kept and resets the hold.
+    #[test]
+    fn the_guard_undoes_a_move_that_made_the_steps_slower() {
+        let mut g = MoveGuard::default();
+        let ok = |_: &[u32]| true;
+        let b0 = vec![0, 4, 8];
+        let b1 = vec![0, 5, 8];
+        // Proposed and tried.
+        assert_eq!(
+            g.decide(&b0, 1.0, ok, || Some(b1.clone())),
+            Guarded::Try(b1.clone())
+        );
+        // Not yet applied (a skin applies it at the next search): nothing is judged.
+        assert_eq!(
+            g.decide(&b0, 1.0, ok, || panic!("no proposal")),
+            Guarded::Stay
+        );
+        g.applied();
+        // The interval that applied it paid the migration: not judged either.
+        assert_eq!(
+            g.decide(&b1, 5.0, ok, || panic!("no proposal")),
+            Guarded::Stay
+        );
+        // 10 % slower than before the move: undone, and one decision held.
+        assert_eq!(
+            g.decide(&b1, 1.1, ok, || panic!("no proposal")),
+            Guarded::Undo(b0.clone())
+        );
+        assert_eq!(g.undone(), 1);
+        assert_eq!(g.decide(&b0, 1.0, ok, || panic!("held")), Guarded::Stay);
+        // Tried again, undone again: the hold doubles.
+        assert_eq!(
+            g.decide(&b0, 1.0, ok, || Some(b1.clone())),
+            Guarded::Try(b1.clone())
+        );
+        g.applied();
+        g.decide(&b1, 1.0, ok, || None);
+        assert_eq!(g.decide(&b1, 1.5, ok, || None), Guarded::Undo(b0.clone()));
+        for _ in 0..2 {
+            assert_eq!(g.decide(&b0, 1.0, ok, || panic!("held")), Guarded::Stay);
+        }
+        // A move that helps (within the tolerance counts as helping) is kept.
+        assert_eq!(
+            g.decide(&b0, 1.0, ok, || Some(b1.clone())),
+            Guarded::Try(b1.clone())
+        );
+        g.applied();
+        g.decide(&b1, 1.0, ok, || None);
+        assert_eq!(
+            g.decide(&b1, 1.0 + GUARD_TOLERANCE / 2.0, ok, || panic!("judging")),
+            Guarded::Stay
+        );
+        assert_eq!((g.kept(), g.undone()), (1, 2));
+        // The hold is reset: the next decision may move at once.
+        let b2 = vec![0, 6, 8];
+        assert_eq!(
+            g.decide(&b1, 1.0, ok, || Some(b2.clone())),
+            Guarded::Try(b2)
+        );
+    }
+
+    /// Undoing is skipped where the old bounds no longer fit; the hold stays at its ceiling.
+    #[test]
+    fn the_guard_keeps_a_move_it_cannot_undo_and_caps_its_hold() {
+        let mut g = MoveGuard::default();
+        let (b0, b1) = (vec![0, 4, 8], vec![0, 5, 8]);
+        for round in 0..10 {
+            assert_eq!(
+                g.decide(&b0, 1.0, |_| true, || Some(b1.clone())),
+                Guarded::Try(b1.clone()),
+                "round {round}"
+            );
+            g.applied();
+            g.decide(&b1, 1.0, |_| true, || None);
+            assert_eq!(
+                g.decide(&b1, 2.0, |_| false, || None),
+                Guarded::Stay,
+                "the old bounds do not fit"
+            );
+            let mut held = 0;
+            while g.decide(&b0, 1.0, |_| true, || None) == Guarded::Stay && held < 1000 {
+                held += 1;
+                if g.hold == 0 {
+                    break;
+                }
+            }
+            assert!(held <= GUARD_MAX_HOLD as usize, "held {held}");
+        }
+        assert_eq!(g.backoff, GUARD_MAX_HOLD);
+        assert!(guarded(Balance::Time) && !guarded(Balance::Count) && !guarded(Balance::Off));
     }
 }

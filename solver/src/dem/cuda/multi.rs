@@ -70,8 +70,12 @@ pub struct CudaGroup {
     verlet: bool,
     forces_valid: bool,
     balance: Balance,
-    /// Device compute time per GPU since the last balancing decision [s].
+    /// Device time per GPU of the steps since the last balancing decision (each step from its
+    /// start to its end on that GPU, waits for the neighbours included) [s], and those steps.
     busy: Vec<f64>,
+    busy_steps: u64,
+    /// Judges the measured-time modes' moves by their effect (`balance::MoveGuard`).
+    guard: balance::MoveGuard,
     rebalances: u64,
     migrations: u64,
     /// Device time per GPU: exchange and compute [s], and steps timed. Compute is the step's
@@ -225,6 +229,8 @@ impl CudaGroup {
             forces_valid: state.forces_valid,
             balance: group.balance,
             busy: vec![0.0; g],
+            busy_steps: 0,
+            guard: balance::MoveGuard::default(),
             rebalances: 0,
             migrations: 0,
             exchange_s: vec![0.0; g],
@@ -478,6 +484,7 @@ impl CudaGroup {
             self.compute_s[g] += t.compute;
             self.busy[g] += t.step;
         }
+        self.busy_steps += 1;
         self.timed_steps += 1;
         self.events[k].recorded = false;
         Ok(())
@@ -719,9 +726,11 @@ impl CudaGroup {
     }
 
     /// Moves the slab bounds toward equal work ([`balance::decide`]); the next exchange
-    /// hands the particles of moved layers to their new GPU.
+    /// hands the particles of moved layers to their new GPU. In the measured-time modes a move
+    /// is kept only if the steps after it are not slower ([`balance::MoveGuard`]). No decision
+    /// while bounds wait for a search.
     fn rebalance(&mut self) -> Result<(), CudaError> {
-        if self.balance == Balance::Off {
+        if self.balance == Balance::Off || self.pending_bounds.is_some() {
             return Ok(());
         }
         let mut per_layer: Vec<u64> = Vec::new();
@@ -739,18 +748,28 @@ impl CudaGroup {
             .iter()
             .map(|s| s.window().map_or(0, |w| w.capacity as u64))
             .collect();
-        let decision = move_bounds(
-            self.balance,
-            &self.bounds,
-            &per_layer,
-            &self.busy,
-            &room,
-            self.step,
-            // With a skin both sides list a boundary layer's particles alike only while no
-            // slab is one layer thin (exchange.cu's refresh).
-            if self.skin.is_some() { 2 } else { 1 },
-        );
+        // With a skin both sides list a boundary layer's particles alike only while no slab is
+        // one layer thin (exchange.cu's refresh).
+        let min_width = if self.skin.is_some() { 2 } else { 1 };
+        let (balance, step) = (self.balance, self.step);
+        let (bounds, busy) = (&self.bounds, &self.busy);
+        let propose = || move_bounds(balance, bounds, &per_layer, busy, &room, step, min_width);
+        let decision = if balance::guarded(balance) {
+            let cost = per_step_cost(busy, self.busy_steps);
+            let fits = |b: &[u32]| balance::fits(b, &per_layer, &room);
+            match self.guard.decide(bounds, cost, fits, propose) {
+                balance::Guarded::Stay => None,
+                balance::Guarded::Try(new) => Some(new),
+                balance::Guarded::Undo(old) => {
+                    tracing::debug!(step, to = ?old, "GPU slab move undone: the steps got slower");
+                    Some(old)
+                }
+            }
+        } else {
+            propose()
+        };
         self.busy.iter_mut().for_each(|b| *b = 0.0);
+        self.busy_steps = 0;
         if let Some(new) = decision {
             self.rebalances += 1;
             if self.skin.is_some() {
@@ -765,8 +784,14 @@ impl CudaGroup {
         Ok(())
     }
 
+    /// Moves kept and undone by the balancing's guard ([`balance::MoveGuard`]).
+    pub fn guard_counts(&self) -> (u64, u64) {
+        (self.guard.kept(), self.guard.undone())
+    }
+
     /// Moves the slab bounds (the next exchange migrates the layers that changed GPU).
     fn apply_bounds(&mut self, new: Vec<u32>) {
+        self.guard.applied();
         self.bounds = new;
         let bounds = self.bounds.clone();
         for (w, s) in self.sims.iter_mut().enumerate() {
@@ -930,6 +955,15 @@ impl CudaGroup {
     }
 }
 
+/// The step time per step of a balancing interval: the slowest GPU's device time over the
+/// interval's timed steps (infinite when none was timed, which no guard judges).
+pub(crate) fn per_step_cost(busy: &[f64], steps: u64) -> f64 {
+    if steps == 0 {
+        return f64::INFINITY;
+    }
+    busy.iter().cloned().fold(0.0, f64::max) / steps as f64
+}
+
 /// The balancing decision of a GPU group or of GPU ranks ([`balance::decide`], whole layers,
 /// from every GPU's per-layer counts and busy time), refused when it would put more load on a
 /// GPU than its `room` slots hold with its ghosts and a layer's arrivals (a run sized to the
@@ -1041,6 +1075,7 @@ impl Split {
         w: usize,
         device: usize,
         total: usize,
+        stages_frames: bool,
     ) -> Result<(CudaSim, usize, SimState), CudaError> {
         let g = self.plan.bounds.len() - 1;
         let n0 = state.pos.len();
@@ -1053,8 +1088,8 @@ impl Split {
             // The collide's two passes: between a skin's searches, refreshing beside them (the
             // group and the ranks resolve `overlap` before they build their slabs).
             slab: skin > 0.0 && opts.overlap == Some(true),
-            // Frames: a group's GPU 0 stages every particle's (`extra` below; rank 0 of GPU
-            // ranks reserves that too, though ranks download their parts instead).
+            // Frames: a group's GPU 0 stages every particle's (`extra` below, where
+            // `stages_frames`); GPU ranks download their parts instead and stage nothing.
             frame_staging: false,
             ..opts.clone()
         };
@@ -1063,7 +1098,7 @@ impl Split {
         // place, the order one GPU falls back in), is tried with room for every particle (the
         // load may gather on one GPU, a bed forming, faster than one layer per balancing move
         // follows it), else with as many slots as the GPU holds besides its exchange buffers
-        // and (GPU 0) the frame staging, at least its share with headroom; balancing never
+        // and (a group's GPU 0) the frame staging, at least its share with headroom; balancing never
         // moves more load onto a GPU than its slots hold (`rebalance`). Room for every particle
         // bought with a slower configuration cost a third of the speed at 100 M particles per
         // H200 (session 24: weak efficiency 0.66), so a faster configuration with room for its
@@ -1084,7 +1119,7 @@ impl Split {
                     ..
                 }) => {
                     let extra = exchange_bytes(&o, max_layer)
-                        + if w == 0 {
+                        + if w == 0 && stages_frames {
                             total as u64 * super::publish::STAGING_BYTES_PER_PARTICLE
                         } else {
                             0
@@ -1158,7 +1193,7 @@ impl Slabs<'_> {
         // before it left.
         let slab = |w: usize, device: usize| -> Result<CudaSim, CudaError> {
             let (mut sim, capacity, sub) =
-                split.slab_sim(self.ctx, self.state, self.opts, w, device, self.total)?;
+                split.slab_sim(self.ctx, self.state, self.opts, w, device, self.total, true)?;
             if self.tracked {
                 // GPU 0's alive flags cover every id of the run (frame ranks); the others set
                 // and clear theirs there (peer writes, set below).

@@ -167,6 +167,11 @@ pub struct CudaRank {
     /// This rank's work since the last balancing decision: its GPU's compute (events) and the
     /// host time its records took [s] (waiting for other ranks not counted).
     busy: f64,
+    /// Steps timed into `busy`.
+    busy_steps: u64,
+    /// Judges the measured-time modes' moves by their effect (`balance::MoveGuard`); every
+    /// rank decides alike from the same all-gathered times.
+    guard: crate::decomp::balance::MoveGuard,
     rebalances: u64,
     migrations: u64,
     /// Device time of the neighbour search and collide [s] (events).
@@ -283,7 +288,7 @@ impl CudaRank {
             ..opts.clone()
         };
         let built = split
-            .slab_sim(&ctx, state, opts, w, ranks.device, total)
+            .slab_sim(&ctx, state, opts, w, ranks.device, total, false)
             .map(|(sim, _, _)| sim);
         // Every rank learns whether every rank could start (else they would wait for it).
         let ok = ranks.comm.min_u64(built.is_ok() as u64);
@@ -344,6 +349,8 @@ impl CudaRank {
             forces_valid: state.forces_valid,
             balance: ranks.balance,
             busy: 0.0,
+            busy_steps: 0,
+            guard: Default::default(),
             rebalances: 0,
             migrations: 0,
             compute_s: 0.0,
@@ -397,6 +404,7 @@ impl CudaRank {
             self.compute_s += c;
             self.busy += c;
         }
+        self.busy_steps += 1;
         self.timed_steps += 1;
         self.events[k].recorded = false;
         Ok(())
@@ -712,9 +720,11 @@ impl CudaRank {
         Ok(())
     }
 
-    /// [`balance::decide`] on every rank from the same all-gathered inputs. Collective.
+    /// [`balance::decide`] on every rank from the same all-gathered inputs, the measured-time
+    /// modes' moves judged by their effect as in a group (multi.rs). Collective (every rank
+    /// holds the same pending bounds, so every rank skips alike while bounds wait for a search).
     fn rebalance(&mut self) -> Result<(), CudaError> {
-        if self.balance == Balance::Off {
+        if self.balance == Balance::Off || self.pending_bounds.is_some() {
             return Ok(());
         }
         let local = self.sim.layer_counts()?;
@@ -728,23 +738,39 @@ impl CudaRank {
             }
         }
         let capacity = self.sim.window().map_or(0, |w| w.capacity as u64);
-        let (busy, room): (Vec<f64>, Vec<u64>) = self
+        let gathered: Vec<(f64, u64, u64)> = self
             .comm
-            .all_gather(encode(&(self.busy, capacity)))
+            .all_gather(encode(&(self.busy, capacity, self.busy_steps)))
             .iter()
-            .map(|b| decode::<(f64, u64)>(b, "busy times"))
-            .unzip();
+            .map(|b| decode::<(f64, u64, u64)>(b, "busy times"))
+            .collect();
+        let busy: Vec<f64> = gathered.iter().map(|g| g.0).collect();
+        let room: Vec<u64> = gathered.iter().map(|g| g.1).collect();
+        let steps = gathered.iter().map(|g| g.2).max().unwrap_or(0);
         self.busy = 0.0;
-        if let Some(new) = move_bounds(
-            self.balance,
-            &self.bounds,
-            &per_layer,
-            &busy,
-            &room,
-            self.step,
-            // With a skin, slabs keep two layers (the refresh, window.rs).
-            if self.skin.is_some() { 2 } else { 1 },
-        ) {
+        self.busy_steps = 0;
+        // With a skin, slabs keep two layers (the refresh, window.rs).
+        let min_width = if self.skin.is_some() { 2 } else { 1 };
+        let (how, step, bounds) = (self.balance, self.step, &self.bounds);
+        let propose = || move_bounds(how, bounds, &per_layer, &busy, &room, step, min_width);
+        let decision = if crate::decomp::balance::guarded(how) {
+            use crate::decomp::balance::{fits, Guarded};
+            let cost = super::multi::per_step_cost(&busy, steps);
+            match self
+                .guard
+                .decide(bounds, cost, |b| fits(b, &per_layer, &room), propose)
+            {
+                Guarded::Stay => None,
+                Guarded::Try(new) => Some(new),
+                Guarded::Undo(old) => {
+                    tracing::debug!(step, to = ?old, "rank slab move undone: the steps got slower");
+                    Some(old)
+                }
+            }
+        } else {
+            propose()
+        };
+        if let Some(new) = decision {
             self.rebalances += 1;
             if self.skin.is_some() {
                 // Applied at the next search, as a group in one process does (multi.rs).
@@ -758,6 +784,7 @@ impl CudaRank {
 
     /// Moves the slab bounds (the next exchange migrates the layers that changed rank).
     fn apply_bounds(&mut self, new: Vec<u32>) {
+        self.guard.applied();
         self.bounds = new;
         let bounds = self.bounds.clone();
         self.sim.set_slab(&bounds, self.rank());
