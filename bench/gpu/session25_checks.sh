@@ -7,17 +7,17 @@
 #                                        # along z, 2 M particles with friction) on 4 and on 2
 #                                        # slabs sharing GPU 0: balancing off, count (unguarded)
 #                                        # and time (guarded): moves kept and undone, steps/s
-#   bench/gpu/session25_checks.sh suite  # the device suites on the current tree (DEM parity and
-#                                        # validation on the GPU, groups as slabs of GPU 0, the
-#                                        # SPH suites, GPU ranks through host memory), two ranks
-#                                        # against two slabs on GPU 0, then the README's main
-#                                        # job (issue 13's 30 s)
-#   bench/gpu/session25_checks.sh all    # both, lb first, within $BUDGET s (560)
+#   bench/gpu/session25_checks.sh one    # lb, then the DEM device suite on the current tree
+#                                        # (parity and validation on the GPU, groups as slabs of
+#                                        # GPU 0) and the SPH suites, within $BUDGET s (560)
+#   bench/gpu/session25_checks.sh two    # GPU ranks through host memory (tests), two ranks
+#                                        # against two slabs on GPU 0, the README's main job
+#                                        # (issue 13's 30 s)
 #
 # Records: $OUT/multi_gpu_x1.jsonl (dem-gpu-bench multi), $OUT/main_job/main_job.jsonl; logs
 # $OUT/session25_<part>.log and $OUT/*.out.
 set -uo pipefail
-part=${1:-all}
+part=${1:-one}
 export OUT=${OUT:-bench/results/raw/session25}
 source "$(dirname "$0")/lib.sh" "session25_${part}"
 J="$OUT/multi_gpu_x1.jsonl"
@@ -64,17 +64,19 @@ ranks_shared() {
   tail -n 3 "$OUT/ranks_shared.out"
   [[ -n $a && -n $b ]] && python3 -c "import json; a,b=float('$a'),float('$b'); print(json.dumps({'check':'mpi_vs_inprocess_shared_gpu','particles':$n,'inprocess_steps_per_s':a,'ranks_steps_per_s':b,'ratio':b/a,'command':'mpirun -np 2 --bind-to none solver ${args[*]} (against: solver ${args[*]})'}))" | tee -a "$J"
 }
-suite() {
+suite1() {
   item 240 dem_suite
   item 150 sph_suites
+}
+suite2() {
   item 120 gpu_rank_tests
   item 120 ranks_shared
   item 60 bash -c 'OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1'
 }
 case $part in
 lb) lb ;;
-suite) suite ;;
-all) lb; suite ;;
+one) lb; suite1 ;;
+two) suite2 ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
 echo "session25 $part done in $SECONDS s"
