@@ -132,7 +132,21 @@ t["notes"] = {
                              "then (session 18) frame parts travel as raw bytes, a posting rank keeps MPI "
                              "moving and parts download through page-locked memory: on two ranks sharing "
                              "one H100 at 20 M a frame 2.0-2.6 s -> 0.35-0.39 s, 200 steps 15.7 -> 4.9 s "
-                             "(bench/results/session18_checks.md section 4); not yet measured on two GPUs",
+                             "(bench/results/session18_checks.md section 4); not yet measured on two GPUs. "
+                             "Session 25 (one H200 lent): two ranks sharing it, records through host "
+                             "memory, against two slabs of it in one process, 20 M, 200 steps: 50 "
+                             "against 402 steps/s (0.124; one_gpu_proxies), the host road's halo copies",
+}
+# Session 25: what one GPU could stand in for (slabs and ranks sharing GPU 0).
+x1 = [json.loads(l) for d in ("session25/one", "session25/two")
+      for l in open(os.path.join("bench/results/raw", d, "multi_gpu_x1.jsonl"))]
+doc["one_gpu_proxies"] = {
+    "machine": "nvidia-h200: one NVIDIA H200 (session 25; no two-GPU kind was lent)",
+    "what": "the balancing's guard on slabs sharing GPU 0 (the falling box cut along z, 2 M, "
+            "20000 steps: off, count unguarded, time guarded) and two MPI ranks sharing GPU 0 "
+            "against two slabs in one process; GPUs that share one device share its time, so "
+            "these say nothing of speedups",
+    "records": x1,
 }
 doc["two_gpu_records"] = {
     "machine": "nvidia-h200-x2: two NVIDIA H200 joined by NVLink (NV18), driver 580.159.04",

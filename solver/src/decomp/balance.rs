@@ -215,8 +215,10 @@ pub enum Guarded {
 }
 
 /// The share by which the step time after a move may exceed the one before it and the move is
-/// kept (measurement noise, and a load that changes while it is judged).
-pub const GUARD_TOLERANCE: f64 = 0.02;
+/// kept: measurement noise, and a load that changes while it is judged (a bed forming changes
+/// the step by far less than a per cent in the 64 steps a move takes to judge). Small, because
+/// moves kept within it add up.
+pub const GUARD_TOLERANCE: f64 = 0.01;
 /// The longest hold after undone moves, in decisions ([`BALANCE_INTERVAL`] steps each).
 pub const GUARD_MAX_HOLD: u32 = 64;
 

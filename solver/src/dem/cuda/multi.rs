@@ -996,6 +996,9 @@ pub(crate) struct Split {
     /// The GPUs' Verlet skin as a fraction of the largest diameter (0: a search every step);
     /// the layers are cells of the skin's grid.
     pub skin: f64,
+    /// Slab 0's GPU stages every particle's frame (a group's; GPU ranks download their parts
+    /// instead and stage nothing): its slots leave room for that.
+    pub stages_frames: bool,
 }
 
 impl Split {
@@ -1040,6 +1043,7 @@ impl Split {
             reserve: 4 * max_layer + 4096,
             spin: state.omega.iter().any(|w| *w != [0.0; 3]),
             skin: if width > 0.0 { skin } else { 0.0 },
+            stages_frames: true,
         })
     }
 
@@ -1075,7 +1079,6 @@ impl Split {
         w: usize,
         device: usize,
         total: usize,
-        stages_frames: bool,
     ) -> Result<(CudaSim, usize, SimState), CudaError> {
         let g = self.plan.bounds.len() - 1;
         let n0 = state.pos.len();
@@ -1089,7 +1092,7 @@ impl Split {
             // group and the ranks resolve `overlap` before they build their slabs).
             slab: skin > 0.0 && opts.overlap == Some(true),
             // Frames: a group's GPU 0 stages every particle's (`extra` below, where
-            // `stages_frames`); GPU ranks download their parts instead and stage nothing.
+            // `Split::stages_frames`); GPU ranks download their parts instead.
             frame_staging: false,
             ..opts.clone()
         };
@@ -1119,7 +1122,7 @@ impl Split {
                     ..
                 }) => {
                     let extra = exchange_bytes(&o, max_layer)
-                        + if w == 0 && stages_frames {
+                        + if w == 0 && self.stages_frames {
                             total as u64 * super::publish::STAGING_BYTES_PER_PARTICLE
                         } else {
                             0
@@ -1193,7 +1196,7 @@ impl Slabs<'_> {
         // before it left.
         let slab = |w: usize, device: usize| -> Result<CudaSim, CudaError> {
             let (mut sim, capacity, sub) =
-                split.slab_sim(self.ctx, self.state, self.opts, w, device, self.total, true)?;
+                split.slab_sim(self.ctx, self.state, self.opts, w, device, self.total)?;
             if self.tracked {
                 // GPU 0's alive flags cover every id of the run (frame ranks); the others set
                 // and clear theirs there (peer writes, set below).

@@ -279,7 +279,9 @@ impl CudaRank {
         let total = state.pos.len();
         // The skin of a GPU group in one process, decided alike on every rank.
         let skin = group_skin(&ctx, opts, total, false);
-        let split = Split::with_skin(&ctx, state, ranks.axis, g, skin, None)?;
+        let mut split = Split::with_skin(&ctx, state, ranks.axis, g, skin, None)?;
+        // Ranks download their frame parts; no rank stages every particle's.
+        split.stages_frames = false;
         // Ranks refresh beside the collide unless told not to: they always have a transfer
         // to hide.
         let overlap = opts.overlap.unwrap_or(true);
@@ -288,7 +290,7 @@ impl CudaRank {
             ..opts.clone()
         };
         let built = split
-            .slab_sim(&ctx, state, opts, w, ranks.device, total, false)
+            .slab_sim(&ctx, state, opts, w, ranks.device, total)
             .map(|(sim, _, _)| sim);
         // Every rank learns whether every rank could start (else they would wait for it).
         let ok = ranks.comm.min_u64(built.is_ok() as u64);
