@@ -13,6 +13,8 @@
 #   bench/gpu/session25_checks.sh two    # GPU ranks through host memory (tests), two ranks
 #                                        # against two slabs on GPU 0, the README's main job
 #                                        # (issue 13's 30 s)
+#   bench/gpu/session25_checks.sh three  # after the host road's page-locked buffers: the GPU-rank
+#                                        # tests and two ranks against two slabs on GPU 0 again
 #
 # Records: $OUT/multi_gpu_x1.jsonl (dem-gpu-bench multi), $OUT/main_job/main_job.jsonl; logs
 # $OUT/session25_<part>.log and $OUT/*.out.
@@ -77,6 +79,7 @@ case $part in
 lb) lb ;;
 one) lb; suite1 ;;
 two) suite2 ;;
+three) item 120 gpu_rank_tests; item 120 ranks_shared ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
 echo "session25 $part done in $SECONDS s"

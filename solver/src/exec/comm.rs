@@ -15,6 +15,14 @@ pub trait Comm: Send + Sync + std::fmt::Debug {
     fn size(&self) -> usize;
     /// All-to-all: `sends[r]` goes to rank r; returns what each rank sent to this one, by rank.
     fn exchange(&self, sends: Vec<Vec<u8>>) -> Vec<Vec<u8>>;
+    /// All-to-all of lengths: `lens[r]` goes to rank r; returns what each rank sent to this one
+    /// (the lengths of an [`Comm::exchange_into`] that follows).
+    fn exchange_lens(&self, lens: &[usize]) -> Vec<usize>;
+    /// All-to-all into the caller's buffers (no allocation: page-locked ones, say): `send`
+    /// holds rank r's `send_lens[r]` bytes in rank order, one after the other; `recv` receives
+    /// rank r's `recv_lens[r]` bytes in rank order. Each `recv_lens[r]` must be what rank r
+    /// passes as its `send_lens[this rank]` ([`Comm::exchange_lens`] tells).
+    fn exchange_into(&self, send: &[u8], send_lens: &[usize], recv: &mut [u8], recv_lens: &[usize]);
     /// Gathers every rank's bytes on rank 0 (by rank); other ranks get an empty list.
     fn gather(&self, local: Vec<u8>) -> Vec<Vec<u8>>;
     /// Gathers every rank's bytes on every rank (by rank).
@@ -58,6 +66,20 @@ impl Comm for Solo {
     }
     fn exchange(&self, sends: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
         sends
+    }
+    fn exchange_lens(&self, lens: &[usize]) -> Vec<usize> {
+        lens.to_vec()
+    }
+    fn exchange_into(
+        &self,
+        send: &[u8],
+        send_lens: &[usize],
+        recv: &mut [u8],
+        recv_lens: &[usize],
+    ) {
+        assert_eq!(send_lens, recv_lens, "one rank receives what it sends");
+        let n = send_lens.iter().sum::<usize>();
+        recv[..n].copy_from_slice(&send[..n]);
     }
     fn gather(&self, local: Vec<u8>) -> Vec<Vec<u8>> {
         vec![local]
@@ -171,6 +193,10 @@ mod tests {
     fn solo_is_the_identity() {
         let s = Solo;
         assert_eq!(s.exchange(vec![vec![1, 2]]), vec![vec![1, 2]]);
+        assert_eq!(s.exchange_lens(&[2]), vec![2]);
+        let mut recv = [0u8; 3];
+        s.exchange_into(&[1, 2], &[2], &mut recv, &[2]);
+        assert_eq!(recv, [1, 2, 0]);
         assert_eq!(s.gather(vec![3]), vec![vec![3]]);
         assert_eq!(s.min_f64(2.5), 2.5);
         assert_eq!(s.sum_u64(7), 7);

@@ -220,6 +220,51 @@ impl Comm for MpiComm {
         Self::split(recv, &rc, &rd)
     }
 
+    fn exchange_lens(&self, lens: &[usize]) -> Vec<usize> {
+        self.check_thread();
+        assert_eq!(lens.len(), self.size, "one length per rank");
+        let send: Vec<u64> = lens.iter().map(|&l| l as u64).collect();
+        let mut recv = vec![0u64; self.size];
+        self.world.all_to_all_into(&send[..], &mut recv[..]);
+        recv.into_iter().map(|l| l as usize).collect()
+    }
+
+    fn exchange_into(
+        &self,
+        send: &[u8],
+        send_lens: &[usize],
+        recv: &mut [u8],
+        recv_lens: &[usize],
+    ) {
+        self.check_thread();
+        assert_eq!(send_lens.len(), self.size, "one send length per rank");
+        assert_eq!(recv_lens.len(), self.size, "one receive length per rank");
+        let sl: Vec<u64> = send_lens.iter().map(|&l| l as u64).collect();
+        let rl: Vec<u64> = recv_lens.iter().map(|&l| l as u64).collect();
+        let (sc, sd) = Self::partition(&sl, "exchange (send)");
+        let (rc, rd) = Self::partition(&rl, "exchange (receive)");
+        let (sn, rn) = (
+            sl.iter().sum::<u64>() as usize,
+            rl.iter().sum::<u64>() as usize,
+        );
+        // Open MPI refuses a send buffer equal to the receive buffer (MPI_ERR_ARG), which two
+        // empty slices can be (one dangling address): a byte of its own stands in for either.
+        let (mut s1, mut r1) = ([0u8; 1], [0u8; 1]);
+        let send = if sn == 0 {
+            &mut s1[..] as &[u8]
+        } else {
+            &send[..sn]
+        };
+        let recv = if rn == 0 {
+            &mut r1[..]
+        } else {
+            &mut recv[..rn]
+        };
+        let s = Partition::new(send, &sc[..], &sd[..]);
+        let mut r = PartitionMut::new(recv, &rc[..], &rd[..]);
+        self.world.all_to_all_varcount_into(&s, &mut r);
+    }
+
     fn gather(&self, local: Vec<u8>) -> Vec<Vec<u8>> {
         self.check_thread();
         let root = self.world.process_at_rank(0);

@@ -71,16 +71,25 @@ impl<M: Send + Serialize + DeserializeOwned> Transport<M> for Ranks {
             }
         }
         let own = std::mem::take(&mut per_rank[me]);
-        let sends = per_rank
+        let sends: Vec<Vec<u8>> = per_rank
             .iter()
             .enumerate()
             .map(|(r, v)| if r == me { Vec::new() } else { encode(v) })
             .collect();
-        let received = self.comm.exchange(sends);
+        // Lengths first, then one buffer each way (the GPU ranks' host road does the same
+        // with page-locked buffers).
+        let lens: Vec<usize> = sends.iter().map(Vec::len).collect();
+        let said = self.comm.exchange_lens(&lens);
+        let mut received = vec![0u8; said.iter().sum()];
+        self.comm
+            .exchange_into(&sends.concat(), &lens, &mut received, &said);
         let mut own = Some(own);
         let mut inboxes: Vec<Vec<M>> = local.clone().map(|_| Vec::new()).collect();
         // Ranks hold ascending blocks of workers, so rank order is sender order.
-        for (r, bytes) in received.iter().enumerate() {
+        let mut at = 0;
+        for (r, &n) in said.iter().enumerate() {
+            let bytes = &received[at..at + n];
+            at += n;
             let msgs: Vec<(usize, M)> = if r == me {
                 own.take().unwrap_or_default()
             } else {
