@@ -135,10 +135,12 @@ t["notes"] = {
                              "(bench/results/session18_checks.md section 4); not yet measured on two GPUs. "
                              "Session 25 (one H200 lent): two ranks sharing it, records through host "
                              "memory, against two slabs of it in one process, 20 M, 200 steps: 50 "
-                             "against 402 steps/s (0.124; one_gpu_proxies), the host road's halo copies",
+                             "against 402 steps/s (0.124; one_gpu_proxies); with the host road's "
+                             "page-locked buffers 61 against 411 (0.148): most of the gap is two "
+                             "processes time-slicing one GPU, not what two GPUs and NCCL would show",
 }
 # Session 25: what one GPU could stand in for (slabs and ranks sharing GPU 0).
-x1 = [json.loads(l) for d in ("session25/one", "session25/two")
+x1 = [json.loads(l) for d in ("session25/one", "session25/two", "session25/three")
       for l in open(os.path.join("bench/results/raw", d, "multi_gpu_x1.jsonl"))]
 doc["one_gpu_proxies"] = {
     "machine": "nvidia-h200: one NVIDIA H200 (session 25; no two-GPU kind was lent)",
