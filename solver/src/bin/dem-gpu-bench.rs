@@ -993,7 +993,9 @@ fn case_run(a: &Args) -> Result<()> {
 
 /// Publication share: steps/s for `--seconds` without publishing, then with a frame every
 /// 100 ms of wall time (pack on the GPU, async copy into a registered shared-memory segment,
-/// commit once the copy completed).
+/// commit once the copy completed), then without again: the falling particles make every step
+/// dearer than the one before, so the steps with frames are compared with the mean of the
+/// runs before and after them (as sph-gpu-bench does).
 /// A real segment for `n` particles, named after this process; the caller closes (removes) it.
 fn bench_segment(n: usize) -> Result<shm_protocol::Publisher> {
     let name = format!("dem-gpu-bench-{}", std::process::id());
@@ -1009,15 +1011,18 @@ fn publish(a: &Args) -> Result<()> {
     sim.steps(a.warmup)?;
     let chunk = 10u64;
     // Without publication.
-    sim.synchronize()?;
-    let t0 = Instant::now();
-    let mut steps = 0;
-    while t0.elapsed().as_secs_f64() < a.seconds {
-        sim.steps(chunk)?;
+    let plain = |sim: &mut CudaSim| -> Result<f64> {
         sim.synchronize()?;
-        steps += chunk;
-    }
-    let base = steps as f64 / t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let mut steps = 0;
+        while t0.elapsed().as_secs_f64() < a.seconds {
+            sim.steps(chunk)?;
+            sim.synchronize()?;
+            steps += chunk;
+        }
+        Ok(steps as f64 / t0.elapsed().as_secs_f64())
+    };
+    let before = plain(&mut sim)?;
     // With publication into a real segment.
     let publisher = bench_segment(n)?;
     let region_len = publisher.region().len();
@@ -1073,9 +1078,6 @@ fn publish(a: &Args) -> Result<()> {
         frames += 1;
     }
     let with = steps as f64 / wall;
-    let share = (1.0 - with / base).max(0.0);
-    let fps = frames as f64 / wall;
-    println!("publish: N = {n}: {base:.1} steps/s without, {with:.1} with {fps:.1} frames/s: share {:.2} %; host queuing {:.2} ms/frame", 100.0 * share, 1e3 * sim.publish_host_seconds() / frames.max(1) as f64);
     // The last frame was committed after the final steps' copy: it must equal the state.
     let frame = publisher
         .read_newest()?
@@ -1092,6 +1094,11 @@ fn publish(a: &Args) -> Result<()> {
                 .fold(0.0, f64::max)
         })
         .fold(0.0, f64::max);
+    let after = plain(&mut sim)?;
+    let base = 0.5 * (before + after);
+    let share = (1.0 - with / base).max(0.0);
+    let fps = frames as f64 / wall;
+    println!("publish: N = {n}: {base:.1} steps/s without ({before:.1} before, {after:.1} after), {with:.1} with {fps:.1} frames/s: share {:.2} %; host queuing {:.2} ms/frame", 100.0 * share, 1e3 * sim.publish_host_seconds() / frames.max(1) as f64);
     println!("  newest frame: {} positions, step matches {step_ok}, max |frame - state| {max_err:.2e} m (f32 rounding)", pos.len());
     drop(writer);
     drop(_reg);
@@ -1105,6 +1112,8 @@ fn publish(a: &Args) -> Result<()> {
             ("phase", js("loose")),
             ("steps_per_s", num(with)),
             ("steps_per_s_without_publication", num(base)),
+            ("steps_per_s_without_before", num(before)),
+            ("steps_per_s_without_after", num(after)),
             ("particle_steps_per_s", num(with * n as f64)),
             ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
             ("publish_share", num(share)),
@@ -1532,14 +1541,19 @@ fn publish_group(a: &Args) -> Result<()> {
         run(&mut g)?;
         done += 10;
     }
-    let t0 = Instant::now();
-    let mut steps = 0u64;
-    while t0.elapsed().as_secs_f64() < a.seconds {
-        run(&mut g)?;
-        steps += 10;
-        done += 10;
-    }
-    let base = steps as f64 / t0.elapsed().as_secs_f64();
+    // Without frames, before and after the run with them (the falling particles make every
+    // step dearer: the run with frames is compared with the mean of the two).
+    let plain = |g: &mut cuda::CudaGroup, done: &mut u64| -> Result<f64> {
+        let t0 = Instant::now();
+        let mut steps = 0u64;
+        while t0.elapsed().as_secs_f64() < a.seconds {
+            run(g)?;
+            steps += 10;
+            *done += 10;
+        }
+        Ok(steps as f64 / t0.elapsed().as_secs_f64())
+    };
+    let before = plain(&mut g, &mut done)?;
     let publisher = bench_segment(n)?;
     let region_len = publisher.region().len();
     // SAFETY: the mapping lives as long as `publisher`; release_host_memory runs before it drops.
@@ -1589,10 +1603,12 @@ fn publish_group(a: &Args) -> Result<()> {
     }
     g.release_host_memory();
     let with = steps as f64 / wall;
+    let after = plain(&mut g, &mut done)?;
+    let base = 0.5 * (before + after);
     let share = (1.0 - with / base).max(0.0);
     let fps = frames as f64 / wall;
     println!(
-        "publish on {:?}: N = {n}: {base:.2} steps/s without, {with:.2} with {fps:.2} frames/s: share {:.2} %",
+        "publish on {:?}: N = {n}: {base:.2} steps/s without ({before:.2} before, {after:.2} after), {with:.2} with {fps:.2} frames/s: share {:.2} %",
         a.devices,
         100.0 * share
     );
@@ -1618,6 +1634,8 @@ fn publish_group(a: &Args) -> Result<()> {
             ("phase", js(&a.phase)),
             ("particles", n.to_string()),
             ("steps_per_s_without", num(base)),
+            ("steps_per_s_without_before", num(before)),
+            ("steps_per_s_without_after", num(after)),
             ("steps_per_s_with", num(with)),
             ("frames_per_s", num(fps)),
             ("publish_share", num(share)),
