@@ -134,8 +134,9 @@ next_items() {
     --warmup 10 --balance off,count,time
   sph_group_item
   item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
-  item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
-    --seconds 5 --warmup 20 --out "$J"
+  # A relaxed dense pack, bracketed (session 25: the falling case's steps get dearer as it falls).
+  item 170 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --phase dense --relax 200 --seconds 5 --warmup 10 --out "$J"
   item 200 user_100m
 }
 case $part in
@@ -236,8 +237,9 @@ next4)
   item 170 mb --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5
   item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
     --warmup 10 --balance off,count,time
-  item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
-    --seconds 5 --warmup 20 --out "$J"
+  # A relaxed dense pack, bracketed (session 25: the falling case's steps get dearer as it falls).
+  item 170 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --phase dense --relax 200 --seconds 5 --warmup 10 --out "$J"
   ;;
 next3)
   # Session 18, after the GPU ranks' frames were made faster (raw bytes, MPI kept moving while a

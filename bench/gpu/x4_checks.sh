@@ -113,8 +113,9 @@ rest)
     "$BIN/cuda_multi" --test-threads 1)
   item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
     --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x4.jsonl"
-  item 150 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
-    --seconds 5 --warmup 20 --out "$J"
+  # A relaxed dense pack, bracketed (session 25: the falling case's steps get dearer as it falls).
+  item 170 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --phase dense --relax 200 --seconds 5 --warmup 10 --out "$J"
   ;;
 esac
 if [[ ${PACK:-0} == 1 ]]; then
