@@ -10,6 +10,15 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=$BIN:$PATH
 exec > >(tee -a "$OUT/$1.log") 2>&1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# item ESTIMATED_SECONDS COMMAND...: runs COMMAND when it should end within the script's $budget
+# seconds (560 when unset), and says how long it took.
+item() {
+  local est=$1; shift
+  if (( SECONDS + est > ${budget:-560} )); then echo "SKIPPED (budget, at ${SECONDS} s) $*"; return; fi
+  local t0=$SECONDS
+  "$@"
+  echo "ITEM done in $((SECONDS - t0)) s (at ${SECONDS} s): $*"
+}
 # result NAME COMMAND...: runs COMMAND with its output in $OUT/NAME.out, prints the lines that
 # match $RESULT_PATTERN (the last $RESULT_LINES of them) and "RESULT NAME rc=...".
 RESULT_PATTERN=${RESULT_PATTERN:-"test result|panicked|FAILED|ERROR SUMMARY"}

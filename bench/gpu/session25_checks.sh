@@ -26,13 +26,6 @@ J="$OUT/multi_gpu_x1.jsonl"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 budget=${BUDGET:-560}
-item() {
-  local est=$1; shift
-  if (( SECONDS + est > budget )); then echo "SKIPPED (budget, at ${SECONDS} s) $*"; return; fi
-  local t0=$SECONDS
-  "$@"
-  echo "ITEM done in $((SECONDS - t0)) s (at ${SECONDS} s): $*"
-}
 mb() {
   echo "+ dem-gpu-bench multi $*"
   timeout 300 dem-gpu-bench multi "$@" --out "$J" 2>&1 | grep -v "^RECORD"

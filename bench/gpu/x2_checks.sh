@@ -49,13 +49,7 @@ result() {
   tail -n 12 "$OUT/$name.out"
   echo "RESULT $name rc=$rc $(( $(date +%s) - t0 )) s"
 }
-# item ESTIMATED_SECONDS command...: runs it when it should end within $budget s (parts rest,
-# rest2, next).
-item() {
-  local est=$1; shift
-  if (( SECONDS + est > budget )); then echo "SKIPPED (budget) $*"; return; fi
-  "$@"
-}
+# item (lib.sh) runs a command when it should end within $budget s (parts rest, rest2, next).
 mb() { echo "+ dem-gpu-bench multi $*"; timeout 240 dem-gpu-bench multi "$@" --devices 0,1 --out "$J"; echo "RESULT multi rc=$?"; }
 # The built-in case at 100 M as a user runs it on both GPUs, with a viewer snapshot and analysis
 # attached to its segment while it runs, then a clean stop.

@@ -28,14 +28,6 @@ source "$(dirname "$0")/lib.sh" "x4_$part"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 J="$OUT/multi_gpu_x4.jsonl"
 budget=${BUDGET:-560}
-# item ESTIMATED_SECONDS command...: runs it when it should end within $budget s.
-item() {
-  local est=$1; shift
-  if (( SECONDS + est > budget )); then echo "SKIPPED (budget, at ${SECONDS} s) $*"; return; fi
-  local t0=$SECONDS
-  "$@"
-  echo "ITEM done in $((SECONDS - t0)) s (at ${SECONDS} s): $*"
-}
 # sc ARGS...: dem-gpu-bench scale with the dense frictional case, records to $J.
 # Each ends by $budget + 30 s at the latest, so that the call's logs and records come back.
 sc() {
