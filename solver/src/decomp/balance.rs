@@ -291,6 +291,15 @@ impl MoveGuard {
     }
 }
 
+/// The step time per step of a balancing interval: the slowest worker's time over the
+/// interval's timed steps (infinite when none was timed, which no guard judges).
+pub fn per_step_cost(busy: &[f64], steps: u64) -> f64 {
+    if steps == 0 {
+        return f64::INFINITY;
+    }
+    busy.iter().cloned().fold(0.0, f64::max) / steps as f64
+}
+
 /// Whether `how` decides from measured times, so that its moves are judged by their effect
 /// ([`MoveGuard`]). Counts are kept even whatever the speed: that mode also keeps every worker
 /// within its memory.

@@ -449,6 +449,7 @@ impl SphCpuRank {
             &self.bounds,
             mine,
             self.busy,
+            None,
         );
         self.busy = 0.0;
         let Ok(Some(new)) = decision else {

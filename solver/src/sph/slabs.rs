@@ -142,7 +142,9 @@ pub fn owner_of(bounds: &[u32], layer: u32) -> usize {
 
 /// The balancing decision of MPI ranks ([`balance::decide_with`]): every rank's own fluid per layer
 /// (`mine`, called only where `how` needs counts) and busy time since the last decision are
-/// all-gathered, so that every rank takes the same decision. Collective.
+/// all-gathered, so that every rank takes the same decision. With `guard` (GPU ranks) the
+/// measured-time modes' moves are judged by their effect ([`balance::MoveGuard`]), from every
+/// rank's step time; every rank passes one or none alike. Collective.
 pub fn decide_over_ranks<E>(
     comm: &dyn Comm,
     how: Balance,
@@ -150,6 +152,7 @@ pub fn decide_over_ranks<E>(
     bounds: &[u32],
     mine: impl FnOnce() -> Result<Vec<u32>, E>,
     busy: f64,
+    guard: Option<RankGuard<'_>>,
 ) -> Result<Option<Vec<u32>>, E> {
     let layers = bounds[bounds.len() - 1] as usize;
     let mut per_layer = vec![0u64; layers];
@@ -161,19 +164,48 @@ pub fn decide_over_ranks<E>(
             }
         }
     }
-    let busy: Vec<f64> = comm
-        .all_gather(encode(&busy))
+    let Some(g) = guard else {
+        let busy: Vec<f64> = comm
+            .all_gather(encode(&busy))
+            .iter()
+            .map(|b| decode(b, "busy time"))
+            .collect();
+        return Ok(balance::decide_with(
+            how,
+            threshold,
+            bounds,
+            &per_layer,
+            &busy,
+            MIN_SLAB_LAYERS,
+        ));
+    };
+    let all: Vec<(f64, f64, u64)> = comm
+        .all_gather(encode(&(busy, g.step_s, g.steps)))
         .iter()
-        .map(|b| decode(b, "busy time"))
+        .map(|b| decode(b, "busy times"))
         .collect();
-    Ok(balance::decide_with(
-        how,
-        threshold,
-        bounds,
-        &per_layer,
-        &busy,
-        MIN_SLAB_LAYERS,
-    ))
+    let busy: Vec<f64> = all.iter().map(|a| a.0).collect();
+    let step_s: Vec<f64> = all.iter().map(|a| a.1).collect();
+    let steps = all.iter().map(|a| a.2).max().unwrap_or(0);
+    let propose =
+        || balance::decide_with(how, threshold, bounds, &per_layer, &busy, MIN_SLAB_LAYERS);
+    let cost = balance::per_step_cost(&step_s, steps);
+    Ok(match g.guard.decide(bounds, cost, |_| true, propose) {
+        balance::Guarded::Stay => None,
+        balance::Guarded::Try(new) => Some(new),
+        balance::Guarded::Undo(old) => {
+            tracing::debug!(to = ?old, "SPH slab move undone: the steps got slower");
+            Some(old)
+        }
+    })
+}
+
+/// What [`decide_over_ranks`] needs to judge moves by their effect (GPU ranks): the guard, and
+/// this rank's device time (compute and exchange) over the steps since the last decision.
+pub struct RankGuard<'a> {
+    pub guard: &'a mut balance::MoveGuard,
+    pub step_s: f64,
+    pub steps: u64,
 }
 
 /// Most cells of the support's size for which [`work_per_layer`] builds its table (two u32

@@ -755,7 +755,7 @@ impl CudaGroup {
         let (bounds, busy) = (&self.bounds, &self.busy);
         let propose = || move_bounds(balance, bounds, &per_layer, busy, &room, step, min_width);
         let decision = if balance::guarded(balance) {
-            let cost = per_step_cost(busy, self.busy_steps);
+            let cost = balance::per_step_cost(busy, self.busy_steps);
             let fits = |b: &[u32]| balance::fits(b, &per_layer, &room);
             match self.guard.decide(bounds, cost, fits, propose) {
                 balance::Guarded::Stay => None,
@@ -953,15 +953,6 @@ impl CudaGroup {
         self.publish_done = Some(done);
         Ok(())
     }
-}
-
-/// The step time per step of a balancing interval: the slowest GPU's device time over the
-/// interval's timed steps (infinite when none was timed, which no guard judges).
-pub(crate) fn per_step_cost(busy: &[f64], steps: u64) -> f64 {
-    if steps == 0 {
-        return f64::INFINITY;
-    }
-    busy.iter().cloned().fold(0.0, f64::max) / steps as f64
 }
 
 /// The balancing decision of a GPU group or of GPU ranks ([`balance::decide`], whole layers,

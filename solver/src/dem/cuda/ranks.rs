@@ -799,7 +799,7 @@ impl CudaRank {
         let propose = || move_bounds(how, bounds, &per_layer, &busy, &room, step, min_width);
         let decision = if crate::decomp::balance::guarded(how) {
             use crate::decomp::balance::{fits, Guarded};
-            let cost = super::multi::per_step_cost(&busy, steps);
+            let cost = crate::decomp::balance::per_step_cost(&busy, steps);
             match self
                 .guard
                 .decide(bounds, cost, |b| fits(b, &per_layer, &room), propose)

@@ -74,6 +74,11 @@ pub struct SphGroup {
     threshold: Option<f64>,
     /// Device compute time per GPU since the last balancing decision, and over the run [s].
     busy: Vec<f64>,
+    /// Device time per GPU of the steps since the last decision (compute and exchange) [s],
+    /// and those steps: what the balancing's guard judges a move by.
+    interval_s: Vec<f64>,
+    interval_steps: u64,
+    guard: balance::MoveGuard,
     compute_s: Vec<f64>,
     exchange_s: Vec<f64>,
     timed_steps: u64,
@@ -133,6 +138,9 @@ impl SphGroup {
             interval: opts.interval.max(1),
             threshold: opts.threshold,
             busy: vec![0.0; g],
+            interval_s: vec![0.0; g],
+            interval_steps: 0,
+            guard: balance::MoveGuard::default(),
             compute_s: vec![0.0; g],
             exchange_s: vec![0.0; g],
             timed_steps: 0,
@@ -256,18 +264,32 @@ impl SphGroup {
                 }
             }
         }
-        let decision = balance::decide_with(
-            self.balance,
-            self.threshold,
-            &self.bounds,
-            &per_layer,
-            &self.busy,
-            MIN_SLAB_LAYERS,
-        );
+        let (how, threshold, bounds, busy) =
+            (self.balance, self.threshold, &self.bounds, &self.busy);
+        let propose =
+            || balance::decide_with(how, threshold, bounds, &per_layer, busy, MIN_SLAB_LAYERS);
+        // The measured-time modes' moves are judged by their effect (balance::MoveGuard), as
+        // a DEM group's are; SPH slabs always have room (their slots grow), so any undo fits.
+        let decision = if balance::guarded(how) {
+            let cost = balance::per_step_cost(&self.interval_s, self.interval_steps);
+            match self.guard.decide(bounds, cost, |_| true, propose) {
+                balance::Guarded::Stay => None,
+                balance::Guarded::Try(new) => Some(new),
+                balance::Guarded::Undo(old) => {
+                    tracing::debug!(step = self.step, to = ?old, "SPH slab move undone: the steps got slower");
+                    Some(old)
+                }
+            }
+        } else {
+            propose()
+        };
         self.busy.iter_mut().for_each(|b| *b = 0.0);
+        self.interval_s.iter_mut().for_each(|b| *b = 0.0);
+        self.interval_steps = 0;
         let Some(new) = decision else {
             return Ok(());
         };
+        self.guard.applied();
         tracing::debug!(
             step = self.step,
             by = self.balance.name(),
@@ -380,9 +402,11 @@ impl SphGpu for SphGroup {
         for (w, ev) in self.events.iter().enumerate() {
             let (compute, exchange) = step_times(ev)?;
             self.busy[w] += compute;
+            self.interval_s[w] += compute + exchange;
             self.compute_s[w] += compute;
             self.exchange_s[w] += exchange;
         }
+        self.interval_steps += 1;
         self.timed_steps += 1;
         self.time += dt;
         self.step += 1;

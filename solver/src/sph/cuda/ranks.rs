@@ -111,6 +111,11 @@ pub struct SphRank {
     part: PartBuffers,
     /// Device compute time since the last balancing decision, and over the run [s].
     busy: f64,
+    /// Device time of the steps since the last decision (compute and exchange) [s], and those
+    /// steps: what the balancing's guard judges a move by.
+    interval_s: f64,
+    interval_steps: u64,
+    guard: crate::decomp::balance::MoveGuard,
     compute_s: f64,
     exchange_s: f64,
     timed_steps: u64,
@@ -167,6 +172,9 @@ impl SphRank {
             xfer_bytes: 0,
             part: PartBuffers::default(),
             busy: 0.0,
+            interval_s: 0.0,
+            interval_steps: 0,
+            guard: Default::default(),
             compute_s: 0.0,
             exchange_s: 0.0,
             timed_steps: 0,
@@ -413,11 +421,19 @@ impl SphRank {
             &self.bounds,
             || sim.layer_counts(),
             self.busy,
+            crate::decomp::balance::guarded(self.balance).then_some(crate::sph::slabs::RankGuard {
+                guard: &mut self.guard,
+                step_s: self.interval_s,
+                steps: self.interval_steps,
+            }),
         )?;
         self.busy = 0.0;
+        self.interval_s = 0.0;
+        self.interval_steps = 0;
         let Some(new) = decision else {
             return Ok(());
         };
+        self.guard.applied();
         tracing::debug!(
             step = self.step,
             by = self.balance.name(),
@@ -579,6 +595,8 @@ impl SphGpu for SphRank {
         let (compute, exchange) = step_times(&self.events)?;
         self.exchange_s += exchange;
         self.busy += compute;
+        self.interval_s += compute + exchange;
+        self.interval_steps += 1;
         self.compute_s += compute;
         self.timed_steps += 1;
         self.time += dt;
