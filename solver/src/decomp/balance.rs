@@ -214,6 +214,20 @@ pub enum Guarded {
     Undo(Vec<u32>),
 }
 
+impl Guarded {
+    /// The bounds to apply, if any (an undo is logged at debug level).
+    pub fn into_bounds(self) -> Option<Vec<u32>> {
+        match self {
+            Guarded::Stay => None,
+            Guarded::Try(new) => Some(new),
+            Guarded::Undo(old) => {
+                tracing::debug!(to = ?old, "slab move undone: the steps after it were slower");
+                Some(old)
+            }
+        }
+    }
+}
+
 /// The share by which the step time after a move may exceed the one before it and the move is
 /// kept: measurement noise, and a load that changes while it is judged (a bed forming changes
 /// the step by far less than a per cent in the 64 steps a move takes to judge). Small, because
@@ -583,6 +597,9 @@ mod tests {
             Guarded::Undo(b0.clone())
         );
         assert_eq!(g.undone(), 1);
+        assert_eq!(Guarded::Undo(b0.clone()).into_bounds(), Some(b0.clone()));
+        assert_eq!(Guarded::Try(b1.clone()).into_bounds(), Some(b1.clone()));
+        assert_eq!(Guarded::Stay.into_bounds(), None);
         assert_eq!(g.decide(&b0, 1.0, ok, || panic!("held")), Guarded::Stay);
         // Tried again, undone again: the hold doubles.
         assert_eq!(

@@ -190,14 +190,9 @@ pub fn decide_over_ranks<E>(
     let propose =
         || balance::decide_with(how, threshold, bounds, &per_layer, &busy, MIN_SLAB_LAYERS);
     let cost = balance::per_step_cost(&step_s, steps);
-    Ok(match g.guard.decide(bounds, cost, |_| true, propose) {
-        balance::Guarded::Stay => None,
-        balance::Guarded::Try(new) => Some(new),
-        balance::Guarded::Undo(old) => {
-            tracing::debug!(to = ?old, "SPH slab move undone: the steps got slower");
-            Some(old)
-        }
-    })
+    Ok(g.guard
+        .decide(bounds, cost, |_| true, propose)
+        .into_bounds())
 }
 
 /// What [`decide_over_ranks`] needs to judge moves by their effect (GPU ranks): the guard, and

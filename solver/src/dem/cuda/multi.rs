@@ -757,14 +757,7 @@ impl CudaGroup {
         let decision = if balance::guarded(balance) {
             let cost = balance::per_step_cost(busy, self.busy_steps);
             let fits = |b: &[u32]| balance::fits(b, &per_layer, &room);
-            match self.guard.decide(bounds, cost, fits, propose) {
-                balance::Guarded::Stay => None,
-                balance::Guarded::Try(new) => Some(new),
-                balance::Guarded::Undo(old) => {
-                    tracing::debug!(step, to = ?old, "GPU slab move undone: the steps got slower");
-                    Some(old)
-                }
-            }
+            self.guard.decide(bounds, cost, fits, propose).into_bounds()
         } else {
             propose()
         };

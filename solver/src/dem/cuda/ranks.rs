@@ -798,19 +798,11 @@ impl CudaRank {
         let (how, step, bounds) = (self.balance, self.step, &self.bounds);
         let propose = || move_bounds(how, bounds, &per_layer, &busy, &room, step, min_width);
         let decision = if crate::decomp::balance::guarded(how) {
-            use crate::decomp::balance::{fits, Guarded};
-            let cost = crate::decomp::balance::per_step_cost(&busy, steps);
-            match self
-                .guard
+            use crate::decomp::balance::{fits, per_step_cost};
+            let cost = per_step_cost(&busy, steps);
+            self.guard
                 .decide(bounds, cost, |b| fits(b, &per_layer, &room), propose)
-            {
-                Guarded::Stay => None,
-                Guarded::Try(new) => Some(new),
-                Guarded::Undo(old) => {
-                    tracing::debug!(step, to = ?old, "rank slab move undone: the steps got slower");
-                    Some(old)
-                }
-            }
+                .into_bounds()
         } else {
             propose()
         };

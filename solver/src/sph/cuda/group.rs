@@ -272,14 +272,9 @@ impl SphGroup {
         // a DEM group's are; SPH slabs always have room (their slots grow), so any undo fits.
         let decision = if balance::guarded(how) {
             let cost = balance::per_step_cost(&self.interval_s, self.interval_steps);
-            match self.guard.decide(bounds, cost, |_| true, propose) {
-                balance::Guarded::Stay => None,
-                balance::Guarded::Try(new) => Some(new),
-                balance::Guarded::Undo(old) => {
-                    tracing::debug!(step = self.step, to = ?old, "SPH slab move undone: the steps got slower");
-                    Some(old)
-                }
-            }
+            self.guard
+                .decide(bounds, cost, |_| true, propose)
+                .into_bounds()
         } else {
             propose()
         };
