@@ -567,6 +567,27 @@ mod tests {
         assert_eq!(loads(&[0, 2, 4], &c), vec![4.0, 2.0]);
     }
 
+    /// One whole trial of the move `from` -> `to` judged `ok`: proposed at cost 1, applied, its
+    /// mixed interval skipped, then judged at cost `after`; the verdict.
+    fn trial(
+        g: &mut MoveGuard,
+        from: &[u32],
+        to: &[u32],
+        after: f64,
+        fits: impl Fn(&[u32]) -> bool,
+    ) -> Guarded {
+        assert_eq!(
+            g.decide(from, 1.0, &fits, || Some(to.to_vec())),
+            Guarded::Try(to.to_vec())
+        );
+        g.applied();
+        assert_eq!(
+            g.decide(to, 5.0, &fits, || panic!("settling")),
+            Guarded::Stay
+        );
+        g.decide(to, after, &fits, || panic!("judging"))
+    }
+
     /// A move that slows the steps is undone after a whole interval of the new bounds, and the
     /// next waits a hold that doubles; a move that helps is kept and resets the hold.
     #[test]
@@ -602,25 +623,13 @@ mod tests {
         assert_eq!(Guarded::Stay.into_bounds(), None);
         assert_eq!(g.decide(&b0, 1.0, ok, || panic!("held")), Guarded::Stay);
         // Tried again, undone again: the hold doubles.
-        assert_eq!(
-            g.decide(&b0, 1.0, ok, || Some(b1.clone())),
-            Guarded::Try(b1.clone())
-        );
-        g.applied();
-        g.decide(&b1, 1.0, ok, || None);
-        assert_eq!(g.decide(&b1, 1.5, ok, || None), Guarded::Undo(b0.clone()));
+        assert_eq!(trial(&mut g, &b0, &b1, 1.5, ok), Guarded::Undo(b0.clone()));
         for _ in 0..2 {
             assert_eq!(g.decide(&b0, 1.0, ok, || panic!("held")), Guarded::Stay);
         }
         // A move that helps (within the tolerance counts as helping) is kept.
         assert_eq!(
-            g.decide(&b0, 1.0, ok, || Some(b1.clone())),
-            Guarded::Try(b1.clone())
-        );
-        g.applied();
-        g.decide(&b1, 1.0, ok, || None);
-        assert_eq!(
-            g.decide(&b1, 1.0 + GUARD_TOLERANCE / 2.0, ok, || panic!("judging")),
+            trial(&mut g, &b0, &b1, 1.0 + GUARD_TOLERANCE / 2.0, ok),
             Guarded::Stay
         );
         assert_eq!((g.kept(), g.undone()), (1, 2));
@@ -632,34 +641,27 @@ mod tests {
         );
     }
 
-    /// Undoing is skipped where the old bounds no longer fit; the hold stays at its ceiling.
+    /// Undoing is skipped where the old bounds no longer fit; the hold doubles up to its
+    /// ceiling and then stays there.
     #[test]
     fn the_guard_keeps_a_move_it_cannot_undo_and_caps_its_hold() {
         let mut g = MoveGuard::default();
         let (b0, b1) = (vec![0, 4, 8], vec![0, 5, 8]);
         for round in 0..10 {
             assert_eq!(
-                g.decide(&b0, 1.0, |_| true, || Some(b1.clone())),
-                Guarded::Try(b1.clone()),
-                "round {round}"
-            );
-            g.applied();
-            g.decide(&b1, 1.0, |_| true, || None);
-            assert_eq!(
-                g.decide(&b1, 2.0, |_| false, || None),
+                trial(&mut g, &b0, &b1, 2.0, |b| b == b1.as_slice()),
                 Guarded::Stay,
-                "the old bounds do not fit"
+                "round {round}: the old bounds do not fit"
             );
-            let mut held = 0;
-            while g.decide(&b0, 1.0, |_| true, || None) == Guarded::Stay && held < 1000 {
-                held += 1;
-                if g.hold == 0 {
-                    break;
-                }
+            // Held exactly 1, 2, 4 ... 64 decisions; the next trial (next round) is proposed.
+            for k in 0..(1u32 << round).min(GUARD_MAX_HOLD) {
+                assert_eq!(
+                    g.decide(&b0, 1.0, |_| true, || panic!("round {round}: held at {k}")),
+                    Guarded::Stay
+                );
             }
-            assert!(held <= GUARD_MAX_HOLD as usize, "held {held}");
         }
-        assert_eq!(g.backoff, GUARD_MAX_HOLD);
+        assert_eq!((g.kept(), g.undone()), (0, 0));
         assert!(guarded(Balance::Time) && !guarded(Balance::Count) && !guarded(Balance::Off));
     }
 }
