@@ -273,6 +273,50 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
     const real r = sqrt(r2);  // norm3(r_ij)
     if (r >= real(2) * h) return;
     const real f = kernel_grad_factor(SPH_KERNEL, r, h);
+#if defined(SPH_FAST_PAIR) && !defined(DEM_DOUBLE)
+    {
+        // Experiment: the same terms with their shared factors computed once.
+        real3 v_j;
+        real p_j;
+        const real rho_j_ = rho_j;
+        if (FLUID_J) {
+            const float4 b = kin[j];
+            v_j = make_real3(b.x, b.y, b.z);
+            p_j = b.w;
+        } else {
+            v_j = zero3();
+            p_j = tait_pressure(rho_j_, dparams.rho0, dparams.b);
+        }
+        const real3 v_ij = sub3(i.v, v_j);
+        const real vr = dot3(v_ij, r_ij);
+        const real inv = real(1) / (r2 + eta_squared(h));
+        const real mu = h * (vr * inv);
+        const real m = (real)(SPH_MASS);
+        s.drho += m * (f * vr);
+        if (FLUID_I && FLUID_J && SPH_DIFFUSION != 0) {
+            real psi = rho_j_ - i.rho;
+            if (SPH_DIFFUSION == 2) {
+                const real gdot = ((real)(SPH_GX) != real(0) ? (real)(SPH_GX) * r_ij.x : real(0)) +
+                                  ((real)(SPH_GY) != real(0) ? (real)(SPH_GY) * r_ij.y : real(0)) +
+                                  ((real)(SPH_GZ) != real(0) ? (real)(SPH_GZ) * r_ij.z : real(0));
+                psi -= dparams.rho0 * seventh_root_minus_one(-dparams.rho0 * gdot / dparams.b);
+            }
+            s.drho += real(2) * dparams.delta * h * dparams.c0 * psi * (-f * r2) * inv * m / rho_j_;
+        }
+        if (FLUID_I) {
+            real pi = real(0);
+            if (vr < real(0)) {
+                const real c_j = sound_speed(rho_j_, dparams.rho0, dparams.c0);
+                pi = -(FLUID_J ? (real)(SPH_ALPHA) : (real)(SPH_ALPHA_BOUND)) * (real(0.5) * (i.c + c_j)) * mu /
+                     (real(0.5) * (i.rho + rho_j_));
+            }
+            const real sc = -m * ((i.p + p_j) / (i.rho * rho_j_) + pi) * f;
+            s.acc = add3(s.acc, scale3(r_ij, sc));
+            s.mu_max = fmax(s.mu_max, fabs(mu));
+        }
+        return;
+    }
+#endif
     SphPair pair;
     pair.r_ij = r_ij;
     pair.rho_i = i.rho;
@@ -436,6 +480,150 @@ extern "C" __global__ void sph_rates_bound(const SphParams p, const SphArrays f,
         bdrho[k] = s.drho;
         dt_cv = (double)viscous_time_step((real)p.h, i.c, s.mu_max);
     }
+    sph_atomic_min(&diag->dt_cv, dt_cv);
+}
+
+// ---- Neighbour lists (float mode; a prototype measured by sph-gpu-bench --list-probe) ----
+// A fluid particle's candidates within 2h + skin, found by the walk at one sort and kept for
+// the evaluations that follow, so that the pair code runs for a list of which most entries are
+// pairs instead of for the cells' candidates, of which about half are. Entry e of particle k at
+// list[e * n + k] (a warp's threads read one line), the fluid entries first, then the boundary
+// ones, in the walk's order; counts[k] = fluid entries | boundary entries << 16. A particle's
+// cell at the sort (its anchor) is packed as x | y << 11 | z << 22.
+__device__ __forceinline__ unsigned sph_pack_cell(unsigned x, unsigned y, unsigned z) {
+    return x | (y << 11) | (z << 22);
+}
+
+extern "C" __global__ void sph_anchor(const SphParams p, const double* pos, unsigned* anchor) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const double* x = pos + 3 * k;
+    anchor[k] = sph_pack_cell(cell_coord(x[0], p.origin[0], p.cell, p.dims[0]),
+                              cell_coord(x[1], p.origin[1], p.cell, p.dims[1]),
+                              cell_coord(x[2], p.origin[2], p.cell, p.dims[2]));
+}
+
+// Appends to particle k's list the candidates of one list (fluid or boundary, `flag` 0) within
+// `reach` of it, in the walk's order (the walk of sph_sum_list, one cell further each way).
+__device__ __forceinline__ unsigned sph_list_walk(const SphParams& p, const SphI& i, const float4* loc,
+                                                  const unsigned* start, unsigned self_k, float reach,
+                                                  unsigned* list, unsigned n, unsigned cap, unsigned k,
+                                                  unsigned e) {
+#if SPH_LOCAL
+    const int R = SPH_REACH + 1;
+    const float cellf = (float)p.cell, inv_cell = 1.0f / cellf;
+    const float near = reach * SPH_WALK_MARGIN, near2 = near * near;
+    const float keep2 = reach * reach;
+    const int cx = (int)i.cx, cy = (int)i.cy, cz = (int)i.cz;
+    const int x0 = max(cx - R, 0), x1 = min(cx + R, (int)p.dims[0] - 1);
+    const int y0 = max(cy - R, 0), y1 = min(cy + R, (int)p.dims[1] - 1);
+    const int z0 = max(cz - R, 0), z1 = min(cz + R, (int)p.dims[2] - 1);
+    for (int z = z0; z <= z1; z++) {
+        const float gz = cell_gap(i.lz, z - cz, cellf);
+        const float gz2 = gz * gz;
+        if (gz2 >= near2) continue;
+        for (int y = y0; y <= y1; y++) {
+            const float gy = cell_gap(i.ly, y - cy, cellf);
+            const float g2 = gy * gy + gz2;
+            if (g2 >= near2) continue;
+            const float ew = sqrtf(near2 - g2);
+            const int xa = min(max(cx + (int)floorf((i.lx - ew) * inv_cell), x0), cx);
+            const int xb = max(min(cx + (int)floorf((i.lx + ew) * inv_cell), x1), cx);
+            const unsigned row = sph_cell_index(p, 0, (unsigned)y, (unsigned)z);
+            const float ay = i.ly - (float)(y - cy) * cellf;
+            const float az = i.lz - (float)(z - cz) * cellf;
+            int x = xa;
+            unsigned next = start[row + xa + 1];
+            float ax = i.lx - (float)(xa - cx) * cellf;
+            const unsigned e_end = start[row + xb + 1];
+            for (unsigned j = start[row + xa]; j < e_end; j++) {
+                while (j >= next) {
+                    x++;
+                    next = start[row + x + 1];
+                    ax = i.lx - (float)(x - cx) * cellf;
+                }
+                if (j == self_k) continue;
+                const float4 q = loc[j];
+                const float rx = ax - q.x, ry = ay - q.y, rz = az - q.z;
+                if (rx * rx + ry * ry + rz * rz < keep2) {
+                    if (e < cap) list[(size_t)e * n + k] = j;
+                    e++;
+                }
+            }
+        }
+    }
+#endif
+    return e;
+}
+
+// Builds the lists of the p.n fluid particles (sorted, cell starts `fstart`, sph_localize's
+// `floc`) against the fluid and the boundary; counts beyond `cap` are still counted (the caller
+// sizes the list from the largest) but not stored.
+extern "C" __global__ void sph_list_build(const SphParams p, const SphArrays f, const float4* floc,
+                                          const unsigned* fstart, const float4* bloc, const unsigned* bstart,
+                                          float skin, unsigned cap, unsigned* list, unsigned* counts) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
+    const float reach = (float)(2.0 * SPH_H) + skin;
+    const unsigned nf = sph_list_walk(p, i, floc, fstart, k, reach, list, p.n, cap, k, 0);
+    const unsigned all = sph_list_walk(p, i, bloc, bstart, ~0u, reach, list, p.n, cap, k, nf);
+    counts[k] = min(nf, 0xffffu) | (min(all - nf, 0xffffu) << 16);
+}
+
+// r_ij of a list entry: i's position relative to its anchor's corner less j's relative to j's,
+// less the offset of j's anchor from i's, grouped as the walk groups it.
+__device__ __forceinline__ real3 sph_list_r(const SphI& i, unsigned ai, unsigned aj, float4 q, float cellf) {
+    const int dx = (int)(aj & 2047u) - (int)(ai & 2047u);
+    const int dy = (int)((aj >> 11) & 2047u) - (int)((ai >> 11) & 2047u);
+    const int dz = (int)(aj >> 22) - (int)(ai >> 22);
+    const float ax = i.lx - (float)dx * cellf, ay = i.ly - (float)dy * cellf, az = i.lz - (float)dz * cellf;
+    return make_real3(ax - q.x, ay - q.y, az - q.z);
+}
+
+// sph_rates_fluid over the lists of one GPU (no slab): the same pair terms for the entries
+// inside the support.
+extern "C" __global__ void sph_rates_fluid_list(const SphParams p, const SphArrays f, const float4* floc,
+                                                const float4* fkin, const unsigned* fanchor, const float4* bloc,
+                                                const unsigned* banchor, const unsigned* list,
+                                                const unsigned* counts, real* acc, real* drho, SphDiag* diag) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
+#if SPH_LOCAL
+    if (k < p.n) {
+        SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
+        const float4 li = floc[k];
+        i.lx = li.x;
+        i.ly = li.y;
+        i.lz = li.z;
+        const unsigned ai = fanchor[k];
+        const real two_h = real(2) * (real)(SPH_H);
+        const real reject2 = two_h * two_h * real(1.0001);
+        const DiffusionParams dparams = sph_diffusion_params(p);
+        const float cellf = (float)p.cell;
+        SphSums s = sph_sums_zero();
+        const unsigned c = counts[k];
+        const unsigned nfl = c & 0xffffu, all = nfl + (c >> 16);
+        for (unsigned e = 0; e < nfl; e++) {
+            const unsigned j = list[(size_t)e * p.n + k];
+            const float4 q = floc[j];
+            sph_pair_sum<true, true>(p, dparams, i, sph_list_r(i, ai, fanchor[j], q, cellf), q.w, f.vel, fkin, j,
+                                     reject2, s);
+        }
+        for (unsigned e = nfl; e < all; e++) {
+            const unsigned j = list[(size_t)e * p.n + k];
+            const float4 q = bloc[j];
+            sph_pair_sum<true, false>(p, dparams, i, sph_list_r(i, ai, banchor[j], q, cellf), q.w, 0, 0, j,
+                                      reject2, s);
+        }
+        store3(acc, k, s.acc);
+        drho[k] = s.drho;
+        const real h = (real)p.h;
+        dt_f = (double)force_time_step(h, add3(s.acc, sph_gravity(p)));
+        dt_cv = (double)viscous_time_step(h, i.c, s.mu_max);
+    }
+#endif
+    sph_atomic_min(&diag->dt_f, dt_f);
     sph_atomic_min(&diag->dt_cv, dt_cv);
 }
 
