@@ -364,7 +364,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 27] = [
+pub const SPH_KERNELS: [&str; 24] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -389,9 +389,6 @@ pub const SPH_KERNELS: [&str; 27] = [
     "sph_bound_layer",
     "sph_pick_words",
     "sph_put_words",
-    "sph_anchor",
-    "sph_list_build",
-    "sph_rates_fluid_list",
 ];
 
 fn headers_source() -> String {

@@ -46,7 +46,6 @@ struct Args {
     balance_every: u64,
     balance_threshold: Option<f64>,
     diffusion: Diffusion,
-    list_probe: Vec<f64>,
     out: Option<String>,
 }
 
@@ -63,7 +62,6 @@ fn parse() -> Result<Args> {
         balance_every: solver::decomp::balance::BALANCE_INTERVAL,
         balance_threshold: None,
         diffusion: Diffusion::Fourtakas,
-        list_probe: Vec::new(),
         out: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -148,19 +146,6 @@ fn parse() -> Result<Args> {
                     _ => bail!("--diffusion: fourtakas, molteni or none, not {v}"),
                 }
             }
-            "--list-probe" => {
-                a.list_probe = v
-                    .split(',')
-                    .map(|x| {
-                        x.parse::<f64>()
-                            .ok()
-                            .filter(|s| (0.0..=1.0).contains(s))
-                            .with_context(|| {
-                                format!("--list-probe: a skin in units of 2h (0 to 1), not {x}")
-                            })
-                    })
-                    .collect::<Result<_>>()?;
-            }
             "--out" => a.out = Some(v.clone()),
             _ => bail!("unknown option {k}\n{USAGE}"),
         }
@@ -174,8 +159,7 @@ fn parse() -> Result<Args> {
 
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
 [--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--first-cut work,count] \
-[--balance-every 32] [--balance-threshold X] [--diffusion fourtakas] [--list-probe 0.1,0.2] \
-[--out FILE]";
+[--balance-every 32] [--balance-threshold X] [--diffusion fourtakas] [--out FILE]";
 
 /// The dam-break case (the shipped dambreak.toml) at spacing `dp`, with `diffusion`.
 fn dambreak(dp: f64, diffusion: Diffusion) -> Result<SphCase> {
@@ -316,45 +300,6 @@ fn main() -> Result<()> {
             share = (with - plain) / plain;
             fps = (steps.div_ceil(k)) as f64 / with;
             drop(keep);
-        }
-        for &skin in &a.list_probe {
-            let q = sim.list_probe(skin * 2.0 * c.h, 5)?;
-            println!(
-                "list probe, skin {skin} x 2h: walk {:.3} ms, list {:.3} ms per evaluation ({:.2}x), \
-                 build {:.3} ms; entries {:.1} mean, {} max ({:.0} B per fluid particle); \
-                 rates differ by {:.2e} (acc), {:.2e} (drho)",
-                q.walk_ms,
-                q.list_ms,
-                q.walk_ms / q.list_ms,
-                q.build_ms,
-                q.mean_entries,
-                q.max_entries,
-                q.list_bytes_per_fluid,
-                q.acc_diff,
-                q.drho_diff
-            );
-            let line = format!(
-                "{{\"case\": \"dambreak_spheric2\", \"phase\": \"list probe after {w} + {s} steps\", \
-                 \"device\": \"{dev}\", \"particles\": {n}, \"fluid\": {nf}, \"skin_over_2h\": {skin}, \
-                 \"walk_ms\": {}, \"list_ms\": {}, \"build_ms\": {}, \"mean_entries\": {}, \
-                 \"max_entries\": {}, \"list_bytes_per_fluid\": {}, \"acc_diff\": {}, \
-                 \"drho_diff\": {}, \"command\": \"{cmd}\"}}",
-                q.walk_ms,
-                q.list_ms,
-                q.build_ms,
-                q.mean_entries,
-                q.max_entries,
-                q.list_bytes_per_fluid,
-                json_num(q.acc_diff),
-                json_num(q.drho_diff),
-                w = a.warmup,
-                s = a.steps,
-                dev = sim.device_name(),
-                cmd = command_line(),
-            );
-            if let Some(f) = &mut out {
-                writeln!(f, "{line}")?;
-            }
         }
         let mem = sim.memory();
         let bpp = mem.total() as f64 / n as f64;

@@ -15,12 +15,10 @@
 
 pub(crate) use crate::sph::parts::OwnedParticles;
 mod group;
-mod list_probe;
 mod ranks;
 mod slab;
 
 pub use group::{SphGroup, SphGroupOptions, SPARE_SLOTS};
-pub use list_probe::ListProbe;
 pub use ranks::{SphRank, SphRankOptions};
 
 use std::collections::HashMap;
@@ -151,10 +149,6 @@ fn pair_constants(p: &KernelParams, alpha_boundary: f64) -> Vec<String> {
         ("SPH_GZ", p.gravity[2]),
     ];
     d.extend(values.iter().map(|(name, v)| format!("-D{name}={v:?}")));
-    // Experiment knob (session 26): extra -D options for the SPH module.
-    if let Ok(extra) = std::env::var("PARTICLE_SHM_SPH_EXTRA") {
-        d.extend(extra.split_whitespace().map(String::from));
-    }
     d
 }
 
