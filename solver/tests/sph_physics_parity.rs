@@ -19,7 +19,7 @@ use solver::sph::physics::{self, DiffusionParams, FluidRates, FluidState, SphKer
 
 /// Doubles per case in and out (`SPH_PARITY_IN`, `SPH_PARITY_OUT` in sph_parity.cu).
 const IN: usize = 48;
-const OUT: usize = 49;
+const OUT: usize = 50;
 const CASES: usize = 200_000;
 
 /// Input offsets (`SphParityIn` in sph_parity.cu).
@@ -97,6 +97,7 @@ mod out {
     pub const PREDICT: usize = 34;
     pub const SYMPLECTIC_DENSITY: usize = 41;
     pub const CORRECT: usize = 42;
+    pub const SOFTENED_INVERSE: usize = 49;
 }
 
 fn v3(a: &[f64], o: usize) -> V3 {
@@ -263,19 +264,25 @@ fn expected(a: &[f64], o: &mut [f64]) {
     o[out::HYDROSTATIC_DENSITY] = physics::hydrostatic_density(rho0, b, g, depth);
 
     o[out::ETA2] = physics::eta_squared(h);
-    o[out::VISCOUS_MU] = physics::viscous_mu(h, pair.v_ij, pair.r_ij);
-    let pi_ij = physics::artificial_viscosity(a[inp::ALPHA], h, &pair);
+    // The pair's shared factors, as the CPU's pair loop forms them.
+    let r2 = vec3::norm2(pair.r_ij);
+    let vr = vec3::dot(pair.v_ij, pair.r_ij);
+    let inv = physics::softened_inverse_square(h, r2);
+    o[out::SOFTENED_INVERSE] = inv;
+    let mu = physics::viscous_mu(h, vr, inv);
+    o[out::VISCOUS_MU] = mu;
+    let pi_ij = physics::artificial_viscosity(a[inp::ALPHA], mu, &pair);
     o[out::VISCOSITY] = pi_ij;
     put3(o, out::MOMENTUM, physics::momentum_pair(f, &pair, pi_ij));
-    o[out::CONTINUITY] = physics::continuity_pair(f, &pair);
+    o[out::CONTINUITY] = physics::continuity_pair(f, vr, pair.m_j);
 
-    o[out::DIFFUSION] = physics::density_diffusion(&params, f, &pair, a[inp::T]);
-    o[out::DIFFUSION_MC] = physics::diffusion_molteni_colagrossi(&params, f, &pair);
+    o[out::DIFFUSION] = physics::density_diffusion(&params, f, &pair, a[inp::T], r2, inv);
+    o[out::DIFFUSION_MC] = physics::diffusion_molteni_colagrossi(&params, f, &pair, r2, inv);
     o[out::HYDROSTATIC_DIFFERENCE] = physics::hydrostatic_density_difference(&params, pair.r_ij);
-    o[out::DIFFUSION_FOURTAKAS] = physics::diffusion_fourtakas(&params, f, &pair);
+    o[out::DIFFUSION_FOURTAKAS] = physics::diffusion_fourtakas(&params, f, &pair, r2, inv);
 
     o[out::FORCE_DT] = physics::force_time_step(h, v3(a, inp::ACC));
-    o[out::VISCOUS_RATE] = physics::viscous_rate(h, pair.v_ij, pair.r_ij);
+    o[out::VISCOUS_RATE] = physics::viscous_rate(mu);
     o[out::VISCOUS_DT] = physics::viscous_time_step(h, pair.c_i, a[inp::MU_MAX]);
     o[out::DT] = physics::variable_time_step(a[inp::CFL], a[inp::DT_F], a[inp::DT_CV]);
 
@@ -344,6 +351,7 @@ fn output_name(i: usize) -> &'static str {
         34..=40 => "symplectic_predict",
         out::SYMPLECTIC_DENSITY => "symplectic_density",
         42..=48 => "symplectic_correct",
+        out::SOFTENED_INVERSE => "softened_inverse_square",
         _ => "unknown output",
     }
 }

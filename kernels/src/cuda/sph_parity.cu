@@ -8,7 +8,7 @@
 // the two in step.
 
 #define SPH_PARITY_IN 48
-#define SPH_PARITY_OUT 49
+#define SPH_PARITY_OUT 50
 
 // Inputs (the Rust test's `inp`).
 enum SphParityIn {
@@ -85,6 +85,7 @@ enum SphParityOut {
     OUT_PREDICT = 34,  // x 3, v 3, rho
     OUT_SYMPLECTIC_DENSITY = 41,
     OUT_CORRECT = 42,  // x 3, v 3, rho
+    OUT_SOFTENED_INVERSE = 49,
 };
 
 __device__ __forceinline__ real3 sph_in3(const double* a, unsigned o) { return make_real3(a[o], a[o + 1], a[o + 2]); }
@@ -154,21 +155,27 @@ extern "C" __global__ void sph_physics_parity(const double* in, double* out, uns
 
     // Momentum, continuity.
     o[OUT_ETA2] = eta_squared(h);
-    o[OUT_VISCOUS_MU] = viscous_mu(h, pair.v_ij, pair.r_ij);
-    const real pi_ij = artificial_viscosity(a[IN_ALPHA], h, pair);
+    // The pair's shared factors, as sph_pair_sum forms them.
+    const real r2 = norm23(pair.r_ij);
+    const real vr = dot3(pair.v_ij, pair.r_ij);
+    const real inv = softened_inverse_square(h, r2);
+    o[OUT_SOFTENED_INVERSE] = inv;
+    const real mu = viscous_mu(h, vr, inv);
+    o[OUT_VISCOUS_MU] = mu;
+    const real pi_ij = artificial_viscosity(a[IN_ALPHA], mu, pair);
     o[OUT_VISCOSITY] = pi_ij;
     sph_out3(o, OUT_MOMENTUM, momentum_pair(f, pair, pi_ij));
-    o[OUT_CONTINUITY] = continuity_pair(f, pair);
+    o[OUT_CONTINUITY] = continuity_pair(f, vr, pair.m_j);
 
     // Density diffusion (the generic term with psi = t).
-    o[OUT_DIFFUSION] = density_diffusion(params, f, pair, a[IN_T]);
-    o[OUT_DIFFUSION_MC] = diffusion_molteni_colagrossi(params, f, pair);
+    o[OUT_DIFFUSION] = density_diffusion(params, f, pair, a[IN_T], r2, inv);
+    o[OUT_DIFFUSION_MC] = diffusion_molteni_colagrossi(params, f, pair, r2, inv);
     o[OUT_HYDROSTATIC_DIFFERENCE] = hydrostatic_density_difference(params, pair.r_ij);
-    o[OUT_DIFFUSION_FOURTAKAS] = diffusion_fourtakas(params, f, pair);
+    o[OUT_DIFFUSION_FOURTAKAS] = diffusion_fourtakas(params, f, pair, r2, inv);
 
     // Time step.
     o[OUT_FORCE_DT] = force_time_step(h, sph_in3(a, IN_ACC));
-    o[OUT_VISCOUS_RATE] = viscous_rate(h, pair.v_ij, pair.r_ij);
+    o[OUT_VISCOUS_RATE] = viscous_rate(mu);
     o[OUT_VISCOUS_DT] = viscous_time_step(h, pair.c_i, a[IN_MU_MAX]);
     o[OUT_DT] = variable_time_step(a[IN_CFL], a[IN_DT_F], a[IN_DT_CV]);
 

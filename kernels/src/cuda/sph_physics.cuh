@@ -192,60 +192,66 @@ __device__ __forceinline__ real hydrostatic_density(real rho0, real b, real g, r
 // physics::eta_squared: 0.01 h^2.
 __device__ __forceinline__ real eta_squared(real h) { return real(SPH_ETA2_COEFFICIENT) * h * h; }
 
-// physics::viscous_mu: h v_ij.r_ij / (r_ij^2 + eta^2).
-__device__ __forceinline__ real viscous_mu(real h, real3 v_ij, real3 r_ij) {
-    return h * (dot3(v_ij, r_ij) / (norm23(r_ij) + eta_squared(h)));
-}
+// physics::softened_inverse_square: 1 / (r^2 + eta^2), shared by mu_ij and the diffusion.
+__device__ __forceinline__ real softened_inverse_square(real h, real r2) { return real(1) / (r2 + eta_squared(h)); }
 
-// physics::artificial_viscosity: -alpha c_ij mu_ij / rho_ij for approaching pairs, else 0.
-__device__ __forceinline__ real artificial_viscosity(real alpha, real h, const SphPair& pair) {
-    const real vr = dot3(pair.v_ij, pair.r_ij);
-    if (vr >= real(0)) return real(0);
+// physics::viscous_mu: h (v_ij.r_ij) / (r_ij^2 + eta^2) from vr = v_ij.r_ij and the inverse.
+__device__ __forceinline__ real viscous_mu(real h, real vr, real inv) { return h * (vr * inv); }
+
+// physics::artificial_viscosity: -alpha c_ij mu_ij / rho_ij for approaching pairs (mu < 0), else 0.
+__device__ __forceinline__ real artificial_viscosity(real alpha, real mu, const SphPair& pair) {
+    if (mu >= real(0)) return real(0);
     const real c_mean = real(0.5) * (pair.c_i + pair.c_j);
     const real rho_mean = real(0.5) * (pair.rho_i + pair.rho_j);
-    return -alpha * c_mean * viscous_mu(h, pair.v_ij, pair.r_ij) / rho_mean;
+    return -alpha * c_mean * mu / rho_mean;
 }
 
-// physics::momentum_pair: -m_j ((p_i + p_j) / (rho_i rho_j) + Pi_ij) F r_ij.
+// physics::momentum_pair: r_ij scaled by -m_j ((p_i + p_j) / (rho_i rho_j) + Pi_ij) F.
 __device__ __forceinline__ real3 momentum_pair(real f, const SphPair& pair, real pi_ij) {
-    const real s = -pair.m_j * ((pair.p_i + pair.p_j) / (pair.rho_i * pair.rho_j) + pi_ij);
-    return scale3(kernel_gradient(f, pair.r_ij), s);
+    const real s = -pair.m_j * ((pair.p_i + pair.p_j) / (pair.rho_i * pair.rho_j) + pi_ij) * f;
+    return scale3(pair.r_ij, s);
 }
 
-// physics::continuity_pair: m_j v_ij . F r_ij.
-__device__ __forceinline__ real continuity_pair(real f, const SphPair& pair) {
-    return pair.m_j * dot3(pair.v_ij, kernel_gradient(f, pair.r_ij));
-}
+// physics::continuity_pair: m_j F (v_ij . r_ij).
+__device__ __forceinline__ real continuity_pair(real f, real vr, real m_j) { return m_j * (f * vr); }
 
 // ---------------------------------------------------------------------------------------------
 // Density diffusion
 // ---------------------------------------------------------------------------------------------
 
-// physics::density_diffusion: 2 delta h c0 psi (r_ji . grad_i W) / (r^2 + eta^2) m_j / rho_j.
+// physics::density_diffusion: 2 delta h c0 psi (-F r^2) / (r^2 + eta^2) m_j / rho_j.
 __device__ __forceinline__ real density_diffusion(const DiffusionParams& params, real f, const SphPair& pair,
-                                                  real psi) {
-    const real r2 = norm23(pair.r_ij);
-    const real r_ji_dot_grad = -dot3(pair.r_ij, kernel_gradient(f, pair.r_ij));
-    return real(2) * params.delta * params.h * params.c0 * psi * r_ji_dot_grad / (r2 + eta_squared(params.h)) *
-           pair.m_j / pair.rho_j;
+                                                  real psi, real r2, real inv) {
+    return real(2) * params.delta * params.h * params.c0 * psi * (-f * r2) * inv * pair.m_j / pair.rho_j;
 }
 
 // physics::diffusion_molteni_colagrossi: psi = rho_j - rho_i.
 __device__ __forceinline__ real diffusion_molteni_colagrossi(const DiffusionParams& params, real f,
-                                                             const SphPair& pair) {
-    return density_diffusion(params, f, pair, pair.rho_j - pair.rho_i);
+                                                             const SphPair& pair, real r2, real inv) {
+    return density_diffusion(params, f, pair, pair.rho_j - pair.rho_i, r2, inv);
 }
 
 // physics::hydrostatic_density_difference: rho0 ((1 - rho0 g.r_ij / B)^(1/7) - 1).
+// The float mode of the SPH module (which defines the case's gravity as SPH_GX, SPH_GY, SPH_GZ)
+// leaves out the products with a zero component, which the compiler may not drop (0 x inf is
+// NaN); the parity mode keeps the CPU's dot product.
 __device__ __forceinline__ real hydrostatic_density_difference(const DiffusionParams& params, real3 r_ij) {
-    const real dp = -params.rho0 * dot3(params.gravity, r_ij);
+#if defined(SPH_GX) && !defined(DEM_DOUBLE)
+    const real g_r = ((real)(SPH_GX) != real(0) ? (real)(SPH_GX) * r_ij.x : real(0)) +
+                     ((real)(SPH_GY) != real(0) ? (real)(SPH_GY) * r_ij.y : real(0)) +
+                     ((real)(SPH_GZ) != real(0) ? (real)(SPH_GZ) * r_ij.z : real(0));
+#else
+    const real g_r = dot3(params.gravity, r_ij);
+#endif
+    const real dp = -params.rho0 * g_r;
     return params.rho0 * seventh_root_minus_one(dp / params.b);
 }
 
 // physics::diffusion_fourtakas: psi = (rho_j - rho_i) - rho^H_ji.
-__device__ __forceinline__ real diffusion_fourtakas(const DiffusionParams& params, real f, const SphPair& pair) {
+__device__ __forceinline__ real diffusion_fourtakas(const DiffusionParams& params, real f, const SphPair& pair,
+                                                    real r2, real inv) {
     const real psi = (pair.rho_j - pair.rho_i) - hydrostatic_density_difference(params, pair.r_ij);
-    return density_diffusion(params, f, pair, psi);
+    return density_diffusion(params, f, pair, psi, r2, inv);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -256,7 +262,7 @@ __device__ __forceinline__ real diffusion_fourtakas(const DiffusionParams& param
 __device__ __forceinline__ real force_time_step(real h, real3 acc) { return sqrt(h / norm3(acc)); }
 
 // physics::viscous_rate: |mu_ij|.
-__device__ __forceinline__ real viscous_rate(real h, real3 v_ij, real3 r_ij) { return fabs(viscous_mu(h, v_ij, r_ij)); }
+__device__ __forceinline__ real viscous_rate(real mu) { return fabs(mu); }
 
 // physics::viscous_time_step: h / (c + mu_max).
 __device__ __forceinline__ real viscous_time_step(real h, real c, real mu_max) { return h / (c + mu_max); }

@@ -395,7 +395,8 @@ impl SphSim {
                                 continue;
                             }
                             let r_ij = vec3::sub(pos[i], list.pos[k]);
-                            let r = vec3::norm(r_ij);
+                            let r2 = vec3::norm2(r_ij);
+                            let r = r2.sqrt();
                             if r >= 2.0 * c.h {
                                 continue;
                             }
@@ -411,24 +412,29 @@ impl SphSim {
                                 c_j: list.cs[k],
                                 m_j: c.mass,
                             };
-                            drho += physics::continuity_pair(f, &pair);
+                            // The factors that several terms share, once per pair (as the
+                            // GPU's sph_pair_sum computes them).
+                            let vr = vec3::dot(pair.v_ij, r_ij);
+                            let inv = physics::softened_inverse_square(c.h, r2);
+                            let mu = physics::viscous_mu(c.h, vr, inv);
+                            drho += physics::continuity_pair(f, vr, pair.m_j);
                             // Diffusion between fluid particles only (DualSPHysics).
                             if fluid_i && fluid_j {
                                 drho += match c.diffusion {
                                     Diffusion::None => 0.0,
-                                    Diffusion::Molteni => {
-                                        physics::diffusion_molteni_colagrossi(dparams, f, &pair)
-                                    }
+                                    Diffusion::Molteni => physics::diffusion_molteni_colagrossi(
+                                        dparams, f, &pair, r2, inv,
+                                    ),
                                     Diffusion::Fourtakas => {
-                                        physics::diffusion_fourtakas(dparams, f, &pair)
+                                        physics::diffusion_fourtakas(dparams, f, &pair, r2, inv)
                                     }
                                 };
                             }
                             if fluid_i {
                                 let alpha = if fluid_j { c.alpha } else { c.alpha_boundary };
-                                let pi = physics::artificial_viscosity(alpha, c.h, &pair);
+                                let pi = physics::artificial_viscosity(alpha, mu, &pair);
                                 acc = vec3::add(acc, physics::momentum_pair(f, &pair, pi));
-                                mu_max = mu_max.max(physics::viscous_rate(c.h, pair.v_ij, r_ij));
+                                mu_max = mu_max.max(physics::viscous_rate(mu));
                             }
                         }
                     }

@@ -347,27 +347,34 @@ pub fn eta_squared(h: f64) -> f64 {
     ETA2_COEFFICIENT * h * h
 }
 
-/// mu_ij = h v_ij . r_ij / (r_ij^2 + eta^2) [m/s] (Monaghan 1992, Annu. Rev. Astron. Astrophys.
-/// 30:543, sec. 4; DualSPHysics wiki eq. (8), `amubar`). Negative when the pair approaches.
+/// 1 / (r_ij^2 + eta^2) [1/m^2] for `r2` = r_ij^2: the softened inverse square that
+/// [`viscous_mu`] and [`density_diffusion`] share (computed once per pair: a division less).
 #[inline]
-pub fn viscous_mu(h: f64, v_ij: V3, r_ij: V3) -> f64 {
-    h * (vec3::dot(v_ij, r_ij) / (vec3::norm2(r_ij) + eta_squared(h)))
+pub fn softened_inverse_square(h: f64, r2: f64) -> f64 {
+    1.0 / (r2 + eta_squared(h))
 }
 
-/// Monaghan (1992) artificial viscosity Pi_ij = -alpha c_ij mu_ij / rho_ij when v_ij . r_ij < 0,
-/// else 0 [m^5/(kg s^2), i.e. Pa/(kg/m^3)^2] (Monaghan 1992, sec. 4, without the beta mu^2 term;
-/// DualSPHysics wiki eq. (8)). c_ij and rho_ij are the means of the pair ([`viscous_mu`] for
-/// mu_ij). Positive (repulsive through [`momentum_pair`]) for approaching pairs. DualSPHysics
-/// takes c0 for c_ij; the mean is Monaghan's.
+/// mu_ij = h v_ij . r_ij / (r_ij^2 + eta^2) [m/s] (Monaghan 1992, Annu. Rev. Astron. Astrophys.
+/// 30:543, sec. 4; DualSPHysics wiki eq. (8), `amubar`), from `vr` = v_ij . r_ij [m^2/s] and
+/// `inv` = [`softened_inverse_square`] [1/m^2]. Negative when the pair approaches.
 #[inline]
-pub fn artificial_viscosity(alpha: f64, h: f64, pair: &SphPair) -> f64 {
-    let vr = vec3::dot(pair.v_ij, pair.r_ij);
-    if vr >= 0.0 {
+pub fn viscous_mu(h: f64, vr: f64, inv: f64) -> f64 {
+    h * (vr * inv)
+}
+
+/// Monaghan (1992) artificial viscosity Pi_ij = -alpha c_ij mu_ij / rho_ij when the pair
+/// approaches (mu_ij < 0), else 0 [m^5/(kg s^2), i.e. Pa/(kg/m^3)^2] (Monaghan 1992, sec. 4,
+/// without the beta mu^2 term; DualSPHysics wiki eq. (8)). c_ij and rho_ij are the means of the
+/// pair, `mu` is [`viscous_mu`]. Positive (repulsive through [`momentum_pair`]) for approaching
+/// pairs. DualSPHysics takes c0 for c_ij; the mean is Monaghan's.
+#[inline]
+pub fn artificial_viscosity(alpha: f64, mu: f64, pair: &SphPair) -> f64 {
+    if mu >= 0.0 {
         return 0.0;
     }
     let c_mean = 0.5 * (pair.c_i + pair.c_j);
     let rho_mean = 0.5 * (pair.rho_i + pair.rho_j);
-    -alpha * c_mean * viscous_mu(h, pair.v_ij, pair.r_ij) / rho_mean
+    -alpha * c_mean * mu / rho_mean
 }
 
 /// Acceleration of `i` from `j`, -m_j ((p_i + p_j) / (rho_i rho_j) + Pi_ij) grad_i W_ij [m/s^2]
@@ -377,16 +384,18 @@ pub fn artificial_viscosity(alpha: f64, h: f64, pair: &SphPair) -> f64 {
 /// exactly, so equal masses conserve momentum pair by pair.
 #[inline]
 pub fn momentum_pair(f: f64, pair: &SphPair, pi_ij: f64) -> V3 {
-    let s = -pair.m_j * ((pair.p_i + pair.p_j) / (pair.rho_i * pair.rho_j) + pi_ij);
-    vec3::scale(kernel_gradient(f, pair.r_ij), s)
+    // r_ij scaled once by the product of the scalars (not by F, then by the rest).
+    let s = -pair.m_j * ((pair.p_i + pair.p_j) / (pair.rho_i * pair.rho_j) + pi_ij) * f;
+    vec3::scale(pair.r_ij, s)
 }
 
-/// Continuity term of `i` from `j`, d rho_i / dt += m_j v_ij . grad_i W_ij [kg/(m^3 s)]
-/// (Monaghan 1992, sec. 2; DualSPHysics wiki eq. (13)). DualSPHysics 5.x multiplies it by
-/// rho_i / rho_j; this is the classic form.
+/// Continuity term of `i` from `j`, d rho_i / dt += m_j v_ij . grad_i W_ij = m_j F (v_ij . r_ij)
+/// [kg/(m^3 s)] (Monaghan 1992, sec. 2; DualSPHysics wiki eq. (13)), with `vr` = v_ij . r_ij
+/// [m^2/s] (shared with [`viscous_mu`]). DualSPHysics 5.x multiplies it by rho_i / rho_j; this is
+/// the classic form.
 #[inline]
-pub fn continuity_pair(f: f64, pair: &SphPair) -> f64 {
-    pair.m_j * vec3::dot(pair.v_ij, kernel_gradient(f, pair.r_ij))
+pub fn continuity_pair(f: f64, vr: f64, m_j: f64) -> f64 {
+    m_j * (f * vr)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -394,17 +403,21 @@ pub fn continuity_pair(f: f64, pair: &SphPair) -> f64 {
 // ---------------------------------------------------------------------------------------------
 
 /// Density diffusion of `i` from `j` for a density difference `psi` [kg/(m^3 s)]:
-/// 2 delta h c0 psi (r_ji . grad_i W_ij) / (r^2 + eta^2) m_j / rho_j, with r_ji = -r_ij. `psi` is
+/// 2 delta h c0 psi (r_ji . grad_i W_ij) / (r^2 + eta^2) m_j / rho_j, with r_ji = -r_ij, so
+/// r_ji . grad_i W_ij = -F r^2 (`r2` = r_ij^2, `inv` = [`softened_inverse_square`]). `psi` is
 /// rho_j - rho_i for [`diffusion_molteni_colagrossi`] and the dynamic part of it for
-/// [`diffusion_fourtakas`]. Sign: r_ji . grad_i W_ij = -F r^2 > 0, so a denser neighbour raises
-/// rho_i (DualSPHysics writes (rho_i - rho_j) r_ij . grad_i W_ij, the same product).
+/// [`diffusion_fourtakas`]. Sign: -F r^2 > 0, so a denser neighbour raises rho_i (DualSPHysics
+/// writes (rho_i - rho_j) r_ij . grad_i W_ij, the same product).
 #[inline]
-pub fn density_diffusion(params: &DiffusionParams, f: f64, pair: &SphPair, psi: f64) -> f64 {
-    let r2 = vec3::norm2(pair.r_ij);
-    let r_ji_dot_grad = -vec3::dot(pair.r_ij, kernel_gradient(f, pair.r_ij));
-    2.0 * params.delta * params.h * params.c0 * psi * r_ji_dot_grad / (r2 + eta_squared(params.h))
-        * pair.m_j
-        / pair.rho_j
+pub fn density_diffusion(
+    params: &DiffusionParams,
+    f: f64,
+    pair: &SphPair,
+    psi: f64,
+    r2: f64,
+    inv: f64,
+) -> f64 {
+    2.0 * params.delta * params.h * params.c0 * psi * (-f * r2) * inv * pair.m_j / pair.rho_j
 }
 
 /// Molteni & Colagrossi (2009, Comput. Phys. Commun. 180:861) density diffusion of `i` from `j`:
@@ -412,8 +425,14 @@ pub fn density_diffusion(params: &DiffusionParams, f: f64, pair: &SphPair, psi: 
 /// (15.2); `DDT_DDT` in `JSphCpu::InteractionForcesFluid`, where `DDTkh` = 2 h delta). In a
 /// still tank it diffuses the hydrostatic density gradient too, which pulls fluid down at walls.
 #[inline]
-pub fn diffusion_molteni_colagrossi(params: &DiffusionParams, f: f64, pair: &SphPair) -> f64 {
-    density_diffusion(params, f, pair, pair.rho_j - pair.rho_i)
+pub fn diffusion_molteni_colagrossi(
+    params: &DiffusionParams,
+    f: f64,
+    pair: &SphPair,
+    r2: f64,
+    inv: f64,
+) -> f64 {
+    density_diffusion(params, f, pair, pair.rho_j - pair.rho_i, r2, inv)
 }
 
 /// Hydrostatic density difference rho^H_ji = rho0 ((1 + (p^H_j - p^H_i) / B)^(1/gamma) - 1)
@@ -436,9 +455,15 @@ pub fn hydrostatic_density_difference(params: &DiffusionParams, r_ij: V3) -> f64
 /// `DDT_DDT2`). Vanishes in hydrostatic rest; without gravity it equals
 /// [`diffusion_molteni_colagrossi`].
 #[inline]
-pub fn diffusion_fourtakas(params: &DiffusionParams, f: f64, pair: &SphPair) -> f64 {
+pub fn diffusion_fourtakas(
+    params: &DiffusionParams,
+    f: f64,
+    pair: &SphPair,
+    r2: f64,
+    inv: f64,
+) -> f64 {
     let psi = (pair.rho_j - pair.rho_i) - hydrostatic_density_difference(params, pair.r_ij);
-    density_diffusion(params, f, pair, psi)
+    density_diffusion(params, f, pair, psi, r2, inv)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -457,11 +482,11 @@ pub fn force_time_step(h: f64, acc: V3) -> f64 {
     (h / vec3::norm(acc)).sqrt()
 }
 
-/// |mu_ij| = |h v_ij . r_ij / (r_ij^2 + eta^2)| of one pair [m/s] ([`viscous_mu`]); the caller
-/// keeps the largest over `i`'s neighbours.
+/// |mu_ij| = |h v_ij . r_ij / (r_ij^2 + eta^2)| of one pair [m/s], `mu` from [`viscous_mu`]; the
+/// caller keeps the largest over `i`'s neighbours.
 #[inline]
-pub fn viscous_rate(h: f64, v_ij: V3, r_ij: V3) -> f64 {
-    viscous_mu(h, v_ij, r_ij).abs()
+pub fn viscous_rate(mu: f64) -> f64 {
+    mu.abs()
 }
 
 /// Courant and viscous limit of one particle, h / (c + max_j |mu_ij|) [s], with `c` its speed of
@@ -532,6 +557,20 @@ pub fn symplectic_correct(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shared factors of a pair, as the pair loops form them.
+    fn r2_of(pair: &SphPair) -> f64 {
+        vec3::norm2(pair.r_ij)
+    }
+    fn vr_of(pair: &SphPair) -> f64 {
+        vec3::dot(pair.v_ij, pair.r_ij)
+    }
+    fn inv_of(h: f64, pair: &SphPair) -> f64 {
+        softened_inverse_square(h, r2_of(pair))
+    }
+    fn mu_of(h: f64, pair: &SphPair) -> f64 {
+        viscous_mu(h, vr_of(pair), inv_of(h, pair))
+    }
     use crate::core::rng::SplitMix64;
 
     const KERNELS: [SphKernel; 2] = [SphKernel::WendlandC2, SphKernel::CubicSpline];
@@ -721,7 +760,7 @@ mod tests {
             if r >= 2.0 * h || r == 0.0 {
                 continue;
             }
-            let pi = artificial_viscosity(alpha, h, &pair);
+            let pi = artificial_viscosity(alpha, mu_of(h, &pair), &pair);
             let acc = momentum_pair(wendland_c2_grad_factor(r, h), &pair, pi);
             if vec3::dot(pair.v_ij, pair.r_ij) < 0.0 {
                 approaching += 1;
@@ -747,12 +786,15 @@ mod tests {
             let r = vec3::norm(pair.r_ij);
             let f = wendland_c2_grad_factor(r, h);
             assert_eq!(f, wendland_c2_grad_factor(vec3::norm(back.r_ij), h));
-            let a_ij = momentum_pair(f, &pair, artificial_viscosity(0.1, h, &pair));
-            let a_ji = momentum_pair(f, &back, artificial_viscosity(0.1, h, &back));
+            let a_ij = momentum_pair(f, &pair, artificial_viscosity(0.1, mu_of(h, &pair), &pair));
+            let a_ji = momentum_pair(f, &back, artificial_viscosity(0.1, mu_of(h, &back), &back));
             // Equal masses: m a_ij + m a_ji = 0 exactly (Newton's third law, pair by pair).
             assert_eq!(a_ij, vec3::neg(a_ji));
             // The continuity term is symmetric: both particles see the same compression.
-            assert_eq!(continuity_pair(f, &pair), continuity_pair(f, &back));
+            assert_eq!(
+                continuity_pair(f, vr_of(&pair), pair.m_j),
+                continuity_pair(f, vr_of(&back), back.m_j)
+            );
         }
     }
 
@@ -770,7 +812,7 @@ mod tests {
             c_j: 50.0,
             m_j: 1e-3,
         };
-        assert!(continuity_pair(wendland_c2_grad_factor(h, h), &pair) > 0.0);
+        assert!(continuity_pair(wendland_c2_grad_factor(h, h), vr_of(&pair), pair.m_j) > 0.0);
     }
 
     #[test]
@@ -789,10 +831,13 @@ mod tests {
         for _ in 0..10_000 {
             let pair = random_pair(&mut rng, h);
             let f = wendland_c2_grad_factor(vec3::norm(pair.r_ij), h);
-            let d = diffusion_molteni_colagrossi(&params, f, &pair);
+            let d = diffusion_molteni_colagrossi(&params, f, &pair, r2_of(&pair), inv_of(h, &pair));
             // Towards the neighbour's density.
             assert!(d * (pair.rho_j - pair.rho_i) >= 0.0);
-            assert_eq!(diffusion_fourtakas(&params, f, &pair), d);
+            assert_eq!(
+                diffusion_fourtakas(&params, f, &pair, r2_of(&pair), inv_of(h, &pair)),
+                d
+            );
         }
         params.gravity = [0.0, 0.0, -9.81];
         assert_eq!(
@@ -849,8 +894,15 @@ mod tests {
         let rho_h = hydrostatic_density_difference(&params, surface.r_ij);
         assert!((rho_h - (surface.rho_j - surface.rho_i)).abs() < 1e-12 * rho0);
         let f = wendland_c2_grad_factor(vec3::norm(surface.r_ij), h);
-        let mc = diffusion_molteni_colagrossi(&params, f, &surface);
-        let fourtakas = diffusion_fourtakas(&params, f, &surface);
+        let mc = diffusion_molteni_colagrossi(
+            &params,
+            f,
+            &surface,
+            r2_of(&surface),
+            inv_of(h, &surface),
+        );
+        let fourtakas =
+            diffusion_fourtakas(&params, f, &surface, r2_of(&surface), inv_of(h, &surface));
         assert!(
             mc > 0.0,
             "Molteni-Colagrossi diffuses the hydrostatic gradient"
@@ -859,8 +911,8 @@ mod tests {
         // One metre down the hydrostatic difference taken from the surface misses the profile's
         // by about 6/7 p_i / B of it (1.5 % here): Fourtakas' term is that small, not zero.
         let deep = pair_at(-1.0, dz);
-        let mc = diffusion_molteni_colagrossi(&params, f, &deep);
-        let fourtakas = diffusion_fourtakas(&params, f, &deep);
+        let mc = diffusion_molteni_colagrossi(&params, f, &deep, r2_of(&deep), inv_of(h, &deep));
+        let fourtakas = diffusion_fourtakas(&params, f, &deep, r2_of(&deep), inv_of(h, &deep));
         let p_over_b = deep.p_i / b;
         assert!(fourtakas.abs() < p_over_b * mc, "{fourtakas} vs {mc}");
         assert!(fourtakas.abs() > 0.5 * p_over_b * mc, "{fourtakas} vs {mc}");
@@ -875,13 +927,17 @@ mod tests {
         assert_eq!(variable_time_step(0.2, 1.0, f64::INFINITY), 0.2);
         assert_eq!(variable_time_step(0.2, 3.0, 2.0), 0.2 * 2.0);
         // |mu| is the same from both sides and grows with the approach speed.
+        let rate = |v: V3, r: V3| {
+            viscous_rate(viscous_mu(
+                h,
+                vec3::dot(v, r),
+                softened_inverse_square(h, vec3::norm2(r)),
+            ))
+        };
         let (r, v) = ([h, 0.0, 0.0], [-1.0, 0.5, 0.0]);
-        assert_eq!(
-            viscous_rate(h, v, r),
-            viscous_rate(h, vec3::neg(v), vec3::neg(r))
-        );
-        assert!(viscous_rate(h, vec3::scale(v, 2.0), r) > viscous_rate(h, v, r));
-        assert!(viscous_time_step(h, 50.0, viscous_rate(h, v, r)) < h / 50.0);
+        assert_eq!(rate(v, r), rate(vec3::neg(v), vec3::neg(r)));
+        assert!(rate(vec3::scale(v, 2.0), r) > rate(v, r));
+        assert!(viscous_time_step(h, 50.0, rate(v, r)) < h / 50.0);
     }
 
     /// Takes one symplectic step of d rho/dt = -k rho and returns the density.
