@@ -193,6 +193,12 @@ impl CudaGroup {
             }
             r => r?,
         };
+        let mut distinct = group.devices.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if let Some(note) = few_particles_notice(total, distinct.len()) {
+            tracing::warn!("{note}");
+        }
         let (axis, plan) = (split.axis, &split.plan);
         let ctxs: Vec<&Arc<cudarc::driver::CudaContext>> = sims.iter().map(|s| &s.ctx).collect();
         enable_peer_access(&ctxs, &group.devices)?;
@@ -1226,6 +1232,27 @@ impl Slabs<'_> {
     }
 }
 
+/// Particles per GPU below which a run on several GPUs may be slower than on one: 2 M particles
+/// on four H200s (500 k each) ran 3,508 steps/s against one GPU's 4,111 (session 24,
+/// `bench/results/session24_checks.md`), a step of 0.32 ms bound by launches and the exchange
+/// rather than by the particles.
+pub const FEW_PARTICLES_PER_GPU: usize = 1_000_000;
+
+/// The start notice of a run of `total` particles over `gpus` GPUs (distinct devices) when each
+/// gets fewer than [`FEW_PARTICLES_PER_GPU`]; `None` otherwise.
+pub fn few_particles_notice(total: usize, gpus: usize) -> Option<String> {
+    if gpus < 2 || total >= FEW_PARTICLES_PER_GPU * gpus {
+        return None;
+    }
+    Some(format!(
+        "{total} particles on {gpus} GPUs is about {} per GPU: below about {} per GPU a step is \
+         bound by kernel launches and the exchange between GPUs, not by the particles (2 M \
+         particles on four H200s ran slower than on one), so fewer GPUs may run faster",
+        total / gpus,
+        FEW_PARTICLES_PER_GPU
+    ))
+}
+
 /// Each slab's share of its GPU's free memory, less (slab 0) the frame staging of every
 /// particle: the weights of a cut by room. None where a GPU cannot be asked or has no room.
 fn room_weights(devices: &[usize], total: usize) -> Option<Vec<f64>> {
@@ -1796,6 +1823,16 @@ impl Drop for CudaGroup {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_small_share_per_gpu_gets_a_notice() {
+        assert_eq!(few_particles_notice(2_000_000, 1), None);
+        assert_eq!(few_particles_notice(2_000_000, 2), None);
+        let n = few_particles_notice(2_000_000, 4).expect("500 k per GPU");
+        assert!(n.contains("about 500000 per GPU"), "{n}");
+        assert!(n.contains("fewer GPUs may run faster"), "{n}");
+        assert_eq!(few_particles_notice(400_000_000, 8), None);
+    }
+
     use super::*;
 
     /// A refresh that ended before the interior collide is hidden whole; one that outlasted it

@@ -302,6 +302,11 @@ impl CudaRank {
         if ok == 0 {
             return Err(CudaError::OtherRank { step: state.step });
         }
+        if w == 0 {
+            if let Some(note) = super::multi::few_particles_notice(total, g) {
+                tracing::warn!("{note}");
+            }
+        }
         let new_ev = || -> Result<RankEvents, CudaError> {
             let e = || {
                 sim.ctx
