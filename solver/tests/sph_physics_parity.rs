@@ -19,7 +19,7 @@ use solver::sph::physics::{self, DiffusionParams, FluidRates, FluidState, SphKer
 
 /// Doubles per case in and out (`SPH_PARITY_IN`, `SPH_PARITY_OUT` in sph_parity.cu).
 const IN: usize = 48;
-const OUT: usize = 50;
+const OUT: usize = 51;
 const CASES: usize = 200_000;
 
 /// Input offsets (`SphParityIn` in sph_parity.cu).
@@ -98,6 +98,7 @@ mod out {
     pub const SYMPLECTIC_DENSITY: usize = 41;
     pub const CORRECT: usize = 42;
     pub const SOFTENED_INVERSE: usize = 49;
+    pub const SEVENTH_ROOT_SERIES: usize = 50;
 }
 
 fn v3(a: &[f64], o: usize) -> V3 {
@@ -257,6 +258,7 @@ fn expected(a: &[f64], o: &mut [f64]) {
     o[out::TAIT_B] = physics::tait_b(rho0, c0);
     o[out::TAIT_PRESSURE] = physics::tait_pressure(a[inp::RHO_EOS], rho0, b);
     o[out::SEVENTH_ROOT] = physics::seventh_root_minus_one(a[inp::T]);
+    o[out::SEVENTH_ROOT_SERIES] = physics::seventh_root_series(a[inp::T]);
     o[out::TAIT_DENSITY] = physics::tait_density(a[inp::P], rho0, b);
     o[out::SOUND_SPEED] = physics::sound_speed(a[inp::RHO_EOS], rho0, c0);
     o[out::SOUND_SPEED_COEF] = physics::sound_speed_from_coefficient(a[inp::COEF], g, depth);
@@ -352,6 +354,7 @@ fn output_name(i: usize) -> &'static str {
         out::SYMPLECTIC_DENSITY => "symplectic_density",
         42..=48 => "symplectic_correct",
         out::SOFTENED_INVERSE => "softened_inverse_square",
+        out::SEVENTH_ROOT_SERIES => "seventh_root_series",
         _ => "unknown output",
     }
 }

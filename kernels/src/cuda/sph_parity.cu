@@ -8,7 +8,7 @@
 // the two in step.
 
 #define SPH_PARITY_IN 48
-#define SPH_PARITY_OUT 50
+#define SPH_PARITY_OUT 51
 
 // Inputs (the Rust test's `inp`).
 enum SphParityIn {
@@ -86,6 +86,7 @@ enum SphParityOut {
     OUT_SYMPLECTIC_DENSITY = 41,
     OUT_CORRECT = 42,  // x 3, v 3, rho
     OUT_SOFTENED_INVERSE = 49,
+    OUT_SEVENTH_ROOT_SERIES = 50,
 };
 
 __device__ __forceinline__ real3 sph_in3(const double* a, unsigned o) { return make_real3(a[o], a[o + 1], a[o + 2]); }
@@ -147,6 +148,7 @@ extern "C" __global__ void sph_physics_parity(const double* in, double* out, uns
     o[OUT_TAIT_B] = tait_b(rho0, c0);
     o[OUT_TAIT_PRESSURE] = tait_pressure(a[IN_RHO_EOS], rho0, b);
     o[OUT_SEVENTH_ROOT] = seventh_root_minus_one(a[IN_T]);
+    o[OUT_SEVENTH_ROOT_SERIES] = seventh_root_series(a[IN_T]);
     o[OUT_TAIT_DENSITY] = tait_density(a[IN_P], rho0, b);
     o[OUT_SOUND_SPEED] = sound_speed(a[IN_RHO_EOS], rho0, c0);
     o[OUT_SOUND_SPEED_COEF] = sound_speed_from_coefficient(a[IN_COEF], g, depth);

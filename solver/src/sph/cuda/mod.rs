@@ -149,7 +149,20 @@ fn pair_constants(p: &KernelParams, alpha_boundary: f64) -> Vec<String> {
         ("SPH_GZ", p.gravity[2]),
     ];
     d.extend(values.iter().map(|(name, v)| format!("-D{name}={v:?}")));
+    if hydrostatic_series_suffices(p) {
+        d.push("-DSPH_HYDROSTATIC_SERIES".to_string());
+    }
     d
+}
+
+/// Whether every pair's argument of the hydrostatic seventh root, |t| = rho0 |g . r_ij| / B with
+/// r_ij < 2h, lies within the binomial series' range (with 1 % for rounding): then
+/// `seventh_root_minus_one` takes the series for every pair and the GPU calls the series alone
+/// (`SPH_HYDROSTATIC_SERIES`; the same bits). About 1e-3 in a dam break (14 h / (coef^2 H)).
+fn hydrostatic_series_suffices(p: &KernelParams) -> bool {
+    let g = crate::core::vec3::norm(p.gravity);
+    let t_max = p.rho0 * g * 2.0 * p.h / p.b;
+    t_max.is_finite() && 1.01 * t_max <= super::physics::SEVENTH_ROOT_SERIES_MAX
 }
 
 fn load_module(
@@ -1252,5 +1265,43 @@ trait ArgRef {
 impl<T: DeviceRepr> ArgRef for T {
     fn push<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>) {
         b.arg(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sph::setup::SphCase;
+
+    fn params_of(text: &str) -> KernelParams {
+        let c = SphCase::from_toml_str(text)
+            .expect("case")
+            .constants()
+            .expect("constants");
+        KernelParams {
+            gravity: c.gravity,
+            h: c.h,
+            rho0: c.rho0,
+            b: c.b,
+            ..KernelParams::default()
+        }
+    }
+
+    /// The shipped dam break keeps every pair within the series' range (|t| about 1e-3); a case
+    /// whose sound speed is far too low for its depth does not, and keeps the full function.
+    #[test]
+    fn the_hydrostatic_series_alone_only_where_the_case_bounds_t() {
+        let text = include_str!("../../../cases/dambreak.toml");
+        let p = params_of(text);
+        assert!(hydrostatic_series_suffices(&p));
+        assert!(pair_constants(&p, 0.1).contains(&"-DSPH_HYDROSTATIC_SERIES".to_string()));
+        let slow = KernelParams { b: p.b / 1e3, ..p };
+        assert!(!hydrostatic_series_suffices(&slow));
+        assert!(!pair_constants(&slow, 0.1).contains(&"-DSPH_HYDROSTATIC_SERIES".to_string()));
+        let weightless = KernelParams {
+            gravity: [0.0; 3],
+            ..p
+        };
+        assert!(hydrostatic_series_suffices(&weightless));
     }
 }
