@@ -136,8 +136,6 @@ __device__ __forceinline__ real tait_pressure(real rho, real rho0, real b) {
     return b * (x3 * x3 * x - real(1));
 }
 
-// physics::seventh_root_minus_one: (1 + t)^(1/7) - 1, the binomial series for small |t|, else
-// Newton from above (see the Rust side).
 // physics::seventh_root_series: the binomial series of (1 + t)^(1/7) - 1 to t^8 (Horner form).
 __device__ __forceinline__ real seventh_root_series(real t) {
     return t * (real(SPH_SEVENTH_ROOT_C1) +
@@ -149,6 +147,8 @@ __device__ __forceinline__ real seventh_root_series(real t) {
                                          t * (real(SPH_SEVENTH_ROOT_C7) + t * real(SPH_SEVENTH_ROOT_C8))))))));
 }
 
+// physics::seventh_root_minus_one: (1 + t)^(1/7) - 1, the binomial series for small |t|, else
+// Newton from above (see the Rust side).
 __device__ __forceinline__ real seventh_root_minus_one(real t) {
     if (fabs(t) <= real(SPH_SEVENTH_ROOT_SERIES_MAX)) return seventh_root_series(t);
     if (t <= real(-1)) return real(-1);
