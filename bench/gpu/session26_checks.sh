@@ -10,6 +10,9 @@
 #                                          # gpu-carry/probe/sph-gpu-bench (the build before) is
 #                                          # there
 #   bench/gpu/session26_checks.sh spheric  # SPHERIC Test 2 at 7.5 mm on the GPU (sph_spheric)
+#   bench/gpu/session26_checks.sh final    # the final tree: the DEM group tests (slabs of GPU 0;
+#                                          # the start notice of small shares is in their path),
+#                                          # the DEM parity suite, and the README's main job
 #
 # Records: $OUT/sph_gpu.jsonl, $OUT/ab_{old,new}.jsonl; logs $OUT/session26_<part>.log, *.out.
 set -uo pipefail
@@ -38,6 +41,11 @@ sph)
 spheric)
   (cd solver && RESULT_PATTERN="P2|H2|H4|test result|panicked|FAILED|particles" RESULT_LINES=30 \
     result spheric env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 560 "$BIN/sph_spheric" spheric_test2_dam_break --nocapture)
+  ;;
+final)
+  (cd solver && item 200 result cuda_multi timeout 300 "$BIN/cuda_multi" --test-threads 1)
+  (cd solver && item 200 result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1)
+  item 60 bash -c 'OUT="$OUT/main_job" bash bench/gpu/main_job.sh | tail -n 1'
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
