@@ -9,8 +9,9 @@
 #                                          # and new pair code alternated at 1 M and 10 M when
 #                                          # gpu-carry/probe/sph-gpu-bench (the build before) is
 #                                          # there
-#   bench/gpu/session26_checks.sh spheric  # SPHERIC Test 2 at 7.5 mm on the GPU (sph_spheric; to
-#                                          # 2.0 s since its last call, about 360 s on an H200)
+#   bench/gpu/session26_checks.sh spheric  # SPHERIC Test 2 at 7.5 mm on the GPU (sph_spheric,
+#                                          # to 2.0 s by default since this session: about 360 s
+#                                          # on an H200)
 #   bench/gpu/session26_checks.sh final    # the final tree: the DEM group tests (slabs of GPU 0;
 #                                          # the start notice of small shares is in their path),
 #                                          # the DEM parity suite, and the README's main job
