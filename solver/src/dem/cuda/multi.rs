@@ -153,12 +153,14 @@ impl CudaGroup {
         // the cut is not along x (an x layer is one cell of every row of the GPU's grid, and the
         // boundary pass over such scattered slots cost more than it hid: 262 against 279 steps/s
         // on two slabs of one H100, against 285 / 285 along z and 289 / 286 along y).
-        let overlap = opts.overlap.unwrap_or_else(|| {
+        // Distinct GPUs (tests put several slabs on one): for the overlap and the start notice.
+        let gpus = {
             let mut d = group.devices.clone();
             d.sort_unstable();
             d.dedup();
-            d.len() == g && split.axis != 0
-        });
+            d.len()
+        };
+        let overlap = opts.overlap.unwrap_or(gpus == g && split.axis != 0);
         let opts = &CudaOptions {
             overlap: Some(overlap),
             ..opts.clone()
@@ -193,10 +195,7 @@ impl CudaGroup {
             }
             r => r?,
         };
-        let mut distinct = group.devices.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        if let Some(note) = few_particles_notice(total, distinct.len()) {
+        if let Some(note) = few_particles_notice(total, gpus) {
             tracing::warn!("{note}");
         }
         let (axis, plan) = (split.axis, &split.plan);
