@@ -29,7 +29,7 @@ fn f64_gpu_steps_have_the_cpu_bits() {
     ] {
         let case = column(extra);
         let c = case.constants().unwrap();
-        let p = case.particles(&c);
+        let p = case.particles(&c).unwrap();
         let mut cpu = SphSim::new(c.clone(), p.clone());
         let mut gpu = SphCuda::new(c.clone(), p, DOUBLE).expect("GPU backend starts");
         for step in 0..80 {
@@ -77,7 +77,7 @@ fn checkpoints_move_between_cpu_and_gpu() {
     }
     let case = column("");
     let c = case.constants().unwrap();
-    let p = case.particles(&c);
+    let p = case.particles(&c).unwrap();
     let mut reference = SphSim::new(c.clone(), p.clone());
     let mut gpu = SphCuda::new(c.clone(), p, DOUBLE).unwrap();
     for _ in 0..30 {
@@ -120,7 +120,7 @@ fn f32_gpu_collapse_follows_the_cpu() {
     }
     let case = column("");
     let c = case.constants().unwrap();
-    let p = case.particles(&c);
+    let p = case.particles(&c).unwrap();
     let mut cpu = SphSim::new(c.clone(), p.clone());
     let mut gpu = SphCuda::new(c.clone(), p, SphCudaOptions::default()).unwrap();
     let a = 0.1;

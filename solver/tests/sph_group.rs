@@ -37,7 +37,7 @@ max = [0.15, 0.05, 0.2]
 fn dam() -> (SphConstants, SphState) {
     let case = SphCase::from_toml_str(DAM).unwrap_or_else(|e| panic!("{e}"));
     let c = case.constants().unwrap();
-    let p = case.particles(&c);
+    let p = case.particles(&c).unwrap();
     let n = p.pos.len();
     let state = SphState {
         time: 0.0,

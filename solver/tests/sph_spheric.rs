@@ -127,7 +127,7 @@ fn spheric_test2_coarse_on_the_cpu() {
     }
     let case = spheric_case(0.05, 0.6);
     let c = case.constants().unwrap();
-    let mut sim = solver::sph::cpu::SphSim::new(c.clone(), case.particles(&c));
+    let mut sim = solver::sph::cpu::SphSim::new(c.clone(), case.particles(&c).unwrap());
     let front = |s: &SphState| {
         (0..s.pos.len())
             .filter(|&k| s.kind[k] == KIND_FLUID)
@@ -188,7 +188,7 @@ fn spheric_test2_dam_break_against_the_experiment() {
         case.sph.viscosity_boundary_factor,
     );
     let c = case.constants().unwrap();
-    let p = case.particles(&c);
+    let p = case.particles(&c).unwrap();
     let n = p.kind.len();
     println!(
         "dp = {dp} m, h = {:.4} m, c0 = {:.2} m/s, alpha = {} (walls {}): {n} particles",

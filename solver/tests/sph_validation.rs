@@ -37,7 +37,7 @@ fn hydrostatic_tank_pressure_at_depth() {
     let case =
         SphCase::from_toml_str(&e2e_tests::sph_tank_case(1.0)).unwrap_or_else(|e| panic!("{e}"));
     let c = case.constants().unwrap();
-    let p = case.particles(&c);
+    let p = case.particles(&c).unwrap();
     let mut sim = SphSim::new(c.clone(), p);
     let n_fluid = sim.fluid_count();
     sim.run_to(0.5);
@@ -107,7 +107,7 @@ max = [{a}, 0.04, {}]
         2.0 * a
     ));
     let c = case.constants().unwrap();
-    let p = case.particles(&c);
+    let p = case.particles(&c).unwrap();
     SphSim::new(c, p)
 }
 
@@ -237,7 +237,7 @@ max = [0.1, 0.1, 0.2]
 "#,
         );
         let c = case.constants().unwrap();
-        let p = case.particles(&c);
+        let p = case.particles(&c).unwrap();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
@@ -276,7 +276,7 @@ max = [0.1, 0.1, 0.2]
 "#;
     let case = SphCase::from_toml_str(text).unwrap();
     let c = case.constants().unwrap();
-    let mut sim = SphSim::new(c.clone(), case.particles(&c));
+    let mut sim = SphSim::new(c.clone(), case.particles(&c).unwrap());
     for _ in 0..40 {
         sim.step();
     }

@@ -36,6 +36,7 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
     let name = path.display();
     refuse_unsupported(&name.to_string(), cli)?;
     let mut case = SphCase::from_toml_str(text).with_context(|| format!("{name}"))?;
+    case.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     if let Some(t) = cli.end_time {
         case.end_time = t;
     }
@@ -43,7 +44,18 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
         case.dt = dt;
     }
     let c = case.constants().with_context(|| format!("{name}"))?;
-    let particles = case.particles(&c);
+    let particles = case.particles(&c).with_context(|| format!("{name}"))?;
+    // The segment, checkpoints and the other ranks keep the case text: with its STL paths
+    // made absolute, a run resumed from the segment finds them from anywhere.
+    let stored;
+    let text = if case.uses_stl() {
+        stored = case
+            .self_contained_toml()
+            .with_context(|| format!("{name}"))?;
+        stored.as_str()
+    } else {
+        text
+    };
     tracing::info!(
         "SPH case {name}: {} fluid and {} boundary particles, dp = {} m, h = {:.4} m, c0 = {:.2} m/s",
         particles.kind.iter().filter(|&&k| k == KIND_FLUID).count(),
@@ -305,7 +317,9 @@ pub fn resume_from_frame(
     let c = case
         .constants()
         .with_context(|| format!("segment {name:?}: its stored SPH case"))?;
-    let placed = case.particles(&c);
+    let placed = case
+        .particles(&c)
+        .with_context(|| format!("segment {name:?}: its stored SPH case"))?;
     let state = frame_state(name, stat, frame, &c, &placed, case.end_time)?;
     tracing::info!(
         "resuming SPH run from segment {name:?} at step {}, t = {:.6} s ({} particles; f32 \

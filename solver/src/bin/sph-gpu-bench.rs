@@ -174,7 +174,7 @@ fn spacing_for(n: f64) -> Result<f64> {
     let d0 = 0.04;
     let case = dambreak(d0, Diffusion::Fourtakas)?;
     let c = case.constants()?;
-    let p = case.particles(&c);
+    let p = case.particles(&c)?;
     let f = p.kind.iter().filter(|&&k| k == KIND_FLUID).count() as f64;
     let b = p.kind.len() as f64 - f;
     let count = |dp: f64| f * (d0 / dp).powi(3) + b * (d0 / dp).powi(2);
@@ -222,7 +222,7 @@ fn main() -> Result<()> {
         let case = dambreak(dp, a.diffusion)?;
         let c = case.constants()?;
         let t0 = Instant::now();
-        let p = case.particles(&c);
+        let p = case.particles(&c)?;
         let n = p.kind.len();
         let nf = p.kind.iter().filter(|&&k| k == KIND_FLUID).count();
         let place_s = t0.elapsed().as_secs_f64();
@@ -342,7 +342,7 @@ fn main() -> Result<()> {
         println!("memory:\n{}", mem.breakdown());
         drop(sim);
         if !a.devices.is_empty() {
-            let p = case.particles(&c);
+            let p = case.particles(&c)?;
             let state = SphState {
                 time: 0.0,
                 step: 0,

@@ -305,53 +305,6 @@ fn ray_hits(p: V3, d: V3, t: &Triangle) -> bool {
     vec3::dot(e2, qv) * inv > 0.0
 }
 
-/// The first edge (as its two vertices) not shared by exactly two triangles, with its count.
-/// Vertices closer than 1e-9 of the mesh's extent are one (welded): a facetted surface computed
-/// in floating point, or written twice to STL, need not repeat vertices bit for bit.
-fn open_edge(triangles: &[Triangle]) -> Option<(V3, V3, usize)> {
-    let extent = triangles
-        .iter()
-        .flatten()
-        .flat_map(|v| v.iter())
-        .fold(0.0f64, |m, c| m.max(c.abs()));
-    let eps = (1e-9 * extent).max(f64::MIN_POSITIVE);
-    let cell = |v: V3| v.map(|c| (c / eps).floor() as i64);
-    let mut ids: HashMap<[i64; 3], Vec<(V3, u32)>> = HashMap::new();
-    let mut verts: Vec<V3> = Vec::new();
-    let mut weld = |v: V3| -> u32 {
-        let k = cell(v);
-        for dz in -1..=1 {
-            for dy in -1..=1 {
-                for dx in -1..=1 {
-                    if let Some(list) = ids.get(&[k[0] + dx, k[1] + dy, k[2] + dz]) {
-                        if let Some(&(_, id)) = list
-                            .iter()
-                            .find(|(q, _)| vec3::norm(vec3::sub(*q, v)) <= eps)
-                        {
-                            return id;
-                        }
-                    }
-                }
-            }
-        }
-        let id = verts.len() as u32;
-        verts.push(v);
-        ids.entry(k).or_default().push((v, id));
-        id
-    };
-    let mut edges: HashMap<(u32, u32), usize> = HashMap::new();
-    for t in triangles {
-        let w = [weld(t[0]), weld(t[1]), weld(t[2])];
-        for (a, b) in [(w[0], w[1]), (w[1], w[2]), (w[2], w[0])] {
-            *edges.entry((a.min(b), a.max(b))).or_default() += 1;
-        }
-    }
-    let mut bad: Vec<_> = edges.into_iter().filter(|&(_, n)| n != 2).collect();
-    bad.sort_unstable();
-    bad.first()
-        .map(|&((a, b), n)| (verts[a as usize], verts[b as usize], n))
-}
-
 /// Exact counts per class: `total` split by `fractions` (summing to 1) with the largest
 /// remainder method, so the counts add up to `total` and each is within one of its share.
 pub(crate) fn split_counts(total: usize, fractions: &[f64]) -> Vec<usize> {
@@ -500,7 +453,7 @@ impl Case {
                 if triangles.is_empty() {
                     return Err(invalid("has no non-degenerate triangles".into()));
                 }
-                if let Some((a, b, n)) = open_edge(&triangles) {
+                if let Some((a, b, n)) = crate::core::geometry::open_edge(&triangles) {
                     return Err(invalid(format!(
                         "is not a closed surface: the edge {} - {} belongs to {n} triangle(s), \
                          every edge must belong to exactly two (a watertight mesh) for an inside \

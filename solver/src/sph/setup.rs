@@ -3,7 +3,11 @@
 //! dynamic boundary particles (Crespo, Gomez-Gesteira & Dalrymple 2007) in layers outside the
 //! box walls, enough layers to fill the kernel support.
 
+use std::path::PathBuf;
+
 use super::physics::{self, SphKernel};
+use crate::core::geometry;
+use crate::core::stl::Triangle;
 use crate::core::vec3::V3;
 use serde::{Deserialize, Serialize};
 
@@ -97,12 +101,60 @@ pub struct SphParams {
     pub cfl: f64,
 }
 
-/// A block of fluid: the lattice sites x = min + dp (i + 1/2) inside [min, max].
+/// A block of fluid or solid: the box [min, max], or the inside of a closed STL surface
+/// (`stl`, relative to the case file, its vertices times `scale`).
+/// Fluid boxes take the lattice sites x = min + dp (i + 1/2) inside them; fluid from an STL
+/// and every solid take the sites of the tank's lattice, x = domain.min + dp (i + 1/2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FluidBlock {
-    pub min: V3,
-    pub max: V3,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<V3>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<V3>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stl: Option<PathBuf>,
+    /// Scale of the STL's vertices (0.001 for a file in mm); default 1.
+    #[serde(default = "d_one", skip_serializing_if = "is_one")]
+    pub scale: f64,
+}
+
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
+}
+
+impl FluidBlock {
+    /// The box [min, max].
+    pub fn cuboid(min: V3, max: V3) -> FluidBlock {
+        FluidBlock {
+            min: Some(min),
+            max: Some(max),
+            stl: None,
+            scale: 1.0,
+        }
+    }
+}
+
+/// A block resolved: its box, or its closed surface (read and checked) with its bounding box.
+#[derive(Debug, Clone)]
+enum Shape {
+    Cuboid {
+        min: V3,
+        max: V3,
+    },
+    Mesh {
+        tris: Vec<Triangle>,
+        min: V3,
+        max: V3,
+    },
+}
+
+impl Shape {
+    fn bounds(&self) -> (V3, V3) {
+        match self {
+            Shape::Cuboid { min, max } | Shape::Mesh { min, max, .. } => (*min, *max),
+        }
+    }
 }
 
 /// An SPH case (for now its own file type; `method = "sph"`).
@@ -119,10 +171,13 @@ pub struct SphCase {
     pub domain: SphDomain,
     pub sph: SphParams,
     pub fluid: Vec<FluidBlock>,
-    /// Solid boxes inside the tank (obstacles), filled with boundary particles on the tank's
-    /// lattice.
+    /// Solids inside the tank (obstacles: boxes, or closed STL surfaces), filled with boundary
+    /// particles on the tank's lattice.
     #[serde(default)]
     pub obstacles: Vec<FluidBlock>,
+    /// Where `stl` paths start (the case file's folder; the working directory when empty).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
 }
 
 /// The tank [m].
@@ -192,6 +247,110 @@ impl SphCase {
         toml::from_str(text).map_err(|e| bad("case", e.to_string()))
     }
 
+    /// Whether a block or solid comes from an STL file.
+    pub fn uses_stl(&self) -> bool {
+        self.fluid
+            .iter()
+            .chain(&self.obstacles)
+            .any(|b| b.stl.is_some())
+    }
+
+    /// The case as TOML with its STL paths absolute (canonical where the file exists), so that
+    /// a run resumed from its segment finds them from any working directory.
+    pub fn self_contained_toml(&self) -> Result<String, SphCaseError> {
+        let mut c = self.clone();
+        for b in c.fluid.iter_mut().chain(c.obstacles.iter_mut()) {
+            if let Some(p) = &b.stl {
+                let full = self.base_dir.join(p);
+                b.stl = Some(std::fs::canonicalize(&full).unwrap_or(full));
+            }
+        }
+        toml::to_string(&c).map_err(|e| bad("case", e.to_string()))
+    }
+
+    /// Block `b` (named `field` in errors) resolved: a box, or its STL read, scaled, checked to
+    /// be closed and non-empty.
+    fn shape(&self, field: &str, b: &FluidBlock) -> Result<Shape, SphCaseError> {
+        match (b.min, b.max, &b.stl) {
+            (Some(min), Some(max), None) => Ok(Shape::Cuboid { min, max }),
+            (None, None, Some(path)) => {
+                if !(b.scale > 0.0 && b.scale.is_finite()) {
+                    return Err(bad(
+                        &format!("{field}.scale"),
+                        format!("must be > 0, got {}", b.scale),
+                    ));
+                }
+                let full = self.base_dir.join(path);
+                let tris: Vec<Triangle> = crate::core::stl::read_stl(&full)
+                    .map_err(|e| bad(&format!("{field}.stl"), e.to_string()))?
+                    .into_iter()
+                    .map(|t| t.map(|v| v.map(|x| x * b.scale)))
+                    .filter(|t| geometry::triangle_area(t) > 0.0)
+                    .collect();
+                if tris.is_empty() {
+                    return Err(bad(
+                        &format!("{field}.stl"),
+                        format!("{}: no triangle with an area", full.display()),
+                    ));
+                }
+                if let Some((a, c, n)) = geometry::open_edge(&tris) {
+                    return Err(bad(
+                        &format!("{field}.stl"),
+                        format!(
+                            "{}: not a closed surface: the edge {a:?} - {c:?} belongs to {n} \
+                             triangle(s); a fluid or solid needs a watertight mesh (every edge \
+                             shared by exactly two triangles)",
+                            full.display()
+                        ),
+                    ));
+                }
+                let mut min = [f64::INFINITY; 3];
+                let mut max = [f64::NEG_INFINITY; 3];
+                for v in tris.iter().flatten() {
+                    for a in 0..3 {
+                        min[a] = min[a].min(v[a]);
+                        max[a] = max[a].max(v[a]);
+                    }
+                }
+                Ok(Shape::Mesh { tris, min, max })
+            }
+            _ => Err(bad(
+                field,
+                "needs either `min` and `max` (a box) or `stl` (a closed surface)".into(),
+            )),
+        }
+    }
+
+    /// The sites of the tank's lattice (dp) inside `shape`, in (k, j, i) order, as positions.
+    fn tank_sites(&self, field: &str, shape: &Shape, dp: f64) -> Result<Vec<V3>, SphCaseError> {
+        let lo = self.domain.min;
+        let (min, max) = shape.bounds();
+        let first: [i64; 3] = std::array::from_fn(|a| ((min[a] - lo[a]) / dp - 0.5).ceil() as i64);
+        let last: [i64; 3] = std::array::from_fn(|a| ((max[a] - lo[a]) / dp - 0.5).floor() as i64);
+        let site =
+            |p: [i64; 3]| -> V3 { std::array::from_fn(|a| lo[a] + dp * (p[a] as f64 + 0.5)) };
+        match shape {
+            Shape::Cuboid { .. } => {
+                let mut out = Vec::new();
+                for k in first[2]..=last[2] {
+                    for j in first[1]..=last[1] {
+                        for i in first[0]..=last[0] {
+                            out.push(site([i, j, k]));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            Shape::Mesh { tris, .. } => {
+                Ok(geometry::lattice_sites_inside(tris, lo, dp, first, last)
+                    .map_err(|e| bad(&format!("{field}.stl"), e))?
+                    .into_iter()
+                    .map(site)
+                    .collect())
+            }
+        }
+    }
+
     /// Checks the numbers and derives the constants: clear errors for an absurd spacing, a
     /// kernel support larger than the tank, a fluid block outside the tank.
     pub fn constants(&self) -> Result<SphConstants, SphCaseError> {
@@ -254,47 +413,57 @@ impl SphCase {
             return Err(bad("fluid", "must list at least one block".into()));
         }
         let mut surface = f64::NEG_INFINITY;
+        let inside_tank = |min: V3, max: V3| {
+            (0..3).all(|a| {
+                min[a] >= self.domain.min[a] - 1e-12
+                    && max[a] <= self.domain.max[a] + 1e-12
+                    && max[a] - min[a] >= p.spacing
+            })
+        };
+        let mut boxes = Vec::new();
         for (k, b) in self.fluid.iter().enumerate() {
-            let inside = (0..3).all(|a| {
-                b.min[a] >= self.domain.min[a] - 1e-12
-                    && b.max[a] <= self.domain.max[a] + 1e-12
-                    && b.max[a] - b.min[a] >= p.spacing
-            });
-            if !inside {
+            let field = format!("fluid[{k}]");
+            let shape = self.shape(&field, b)?;
+            let (min, max) = shape.bounds();
+            if !inside_tank(min, max) {
                 return Err(bad(
-                    &format!("fluid[{k}]"),
+                    &field,
                     format!(
-                        "{:?}..{:?} must lie inside the tank {:?}..{:?} and be at least one spacing thick",
-                        b.min, b.max, self.domain.min, self.domain.max
+                        "{min:?}..{max:?} must lie inside the tank {:?}..{:?} and be at least one spacing thick",
+                        self.domain.min, self.domain.max
                     ),
                 ));
             }
-            surface = surface.max(b.max[2]);
+            if let Shape::Cuboid { .. } = shape {
+                boxes.push((k, min, max));
+            }
+            surface = surface.max(max[2]);
         }
         for (k, o) in self.obstacles.iter().enumerate() {
-            let inside = (0..3).all(|a| {
-                o.min[a] >= self.domain.min[a] - 1e-12
-                    && o.max[a] <= self.domain.max[a] + 1e-12
-                    && o.max[a] - o.min[a] >= p.spacing
-            });
-            if !inside {
+            let field = format!("obstacles[{k}]");
+            let shape = self.shape(&field, o)?;
+            let (min, max) = shape.bounds();
+            if !inside_tank(min, max) {
                 return Err(bad(
-                    &format!("obstacles[{k}]"),
+                    &field,
                     format!(
-                        "{:?}..{:?} must lie inside the tank and be at least one spacing thick",
-                        o.min, o.max
+                        "{min:?}..{max:?} must lie inside the tank and be at least one spacing thick"
                     ),
                 ));
             }
-            if let Some(f) = self
-                .fluid
-                .iter()
-                .position(|b| (0..3).all(|a| b.min[a] < o.max[a] && o.min[a] < b.max[a]))
-            {
-                return Err(bad(
-                    &format!("obstacles[{k}]"),
-                    format!("overlaps fluid[{f}]: a fluid block must not reach into a solid"),
-                ));
+            // A fluid box reaching into a solid box is a mistake; fluid particles inside (or
+            // within dp/2 of) a solid from an STL are left out (`particles`), as a curved
+            // solid seldom fits a box of fluid.
+            if let Shape::Cuboid { .. } = shape {
+                if let Some((f, ..)) = boxes
+                    .iter()
+                    .find(|(_, bmin, bmax)| (0..3).all(|a| bmin[a] < max[a] && min[a] < bmax[a]))
+                {
+                    return Err(bad(
+                        &field,
+                        format!("overlaps fluid[{f}]: a fluid block must not reach into a solid"),
+                    ));
+                }
             }
         }
         let g = crate::core::vec3::norm(self.gravity);
@@ -323,11 +492,14 @@ impl SphCase {
         })
     }
 
-    /// The particles at t = 0: fluid lattices (hydrostatic density below `surface`), then the
-    /// boundary layers outside the six walls (their density hydrostatic too, never below rho0).
-    /// Boundary layers: ceil(2h / dp) sheets, spacing dp, so a fluid particle at a wall has a
-    /// full kernel support.
-    pub fn particles(&self, c: &SphConstants) -> SphParticles {
+    /// The particles at t = 0: fluid lattices (hydrostatic density below `surface`), the solids'
+    /// sites, then the boundary layers outside the six walls (their density hydrostatic too,
+    /// never below rho0). Boundary layers: ceil(2h / dp) sheets, spacing dp, so a fluid particle
+    /// at a wall has a full kernel support. Where the case has an STL block, fluid particles
+    /// inside a solid or closer than dp/2 to one of its particles are left out (a fluid box that
+    /// also covers the place of a curved solid is the usual way to fill around it). Errors: an
+    /// STL that cannot be read or is not closed.
+    pub fn particles(&self, c: &SphConstants) -> Result<SphParticles, SphCaseError> {
         let mut out = SphParticles::default();
         let g = crate::core::vec3::norm(c.gravity);
         let rho_at = |z: f64| {
@@ -335,46 +507,58 @@ impl SphCase {
             physics::hydrostatic_density(c.rho0, c.b, g, depth)
         };
         let dp = c.dp;
-        for b in &self.fluid {
-            let n: [usize; 3] =
-                std::array::from_fn(|a| ((b.max[a] - b.min[a]) / dp + 1e-9).floor() as usize);
-            for k in 0..n[2] {
-                for j in 0..n[1] {
-                    for i in 0..n[0] {
-                        let p = [
-                            b.min[0] + dp * (i as f64 + 0.5),
-                            b.min[1] + dp * (j as f64 + 0.5),
-                            b.min[2] + dp * (k as f64 + 0.5),
-                        ];
-                        out.kind.push(KIND_FLUID);
-                        out.pos.push(p);
-                        out.rho.push(rho_at(p[2]));
+        let mut fluid: Vec<V3> = Vec::new();
+        for (k, b) in self.fluid.iter().enumerate() {
+            let field = format!("fluid[{k}]");
+            match self.shape(&field, b)? {
+                Shape::Cuboid { min, max } => {
+                    let n: [usize; 3] =
+                        std::array::from_fn(|a| ((max[a] - min[a]) / dp + 1e-9).floor() as usize);
+                    for k in 0..n[2] {
+                        for j in 0..n[1] {
+                            for i in 0..n[0] {
+                                fluid.push([
+                                    min[0] + dp * (i as f64 + 0.5),
+                                    min[1] + dp * (j as f64 + 0.5),
+                                    min[2] + dp * (k as f64 + 0.5),
+                                ]);
+                            }
+                        }
                     }
                 }
+                mesh @ Shape::Mesh { .. } => fluid.extend(self.tank_sites(&field, &mesh, dp)?),
             }
         }
-        // Obstacles: the tank's lattice sites inside each box.
+        // Solids: the tank's lattice sites inside each box or closed surface.
+        let mut solid: Vec<V3> = Vec::new();
+        let mut shapes = Vec::new();
+        for (k, o) in self.obstacles.iter().enumerate() {
+            let field = format!("obstacles[{k}]");
+            let shape = self.shape(&field, o)?;
+            solid.extend(self.tank_sites(&field, &shape, dp)?);
+            shapes.push(shape);
+        }
+        if self.uses_stl() {
+            let before = fluid.len();
+            fluid = fluid_clear_of_solids(fluid, &solid, &shapes, dp);
+            if fluid.len() < before {
+                tracing::info!(
+                    "SPH case: {} fluid particles inside or within dp/2 of a solid left out",
+                    before - fluid.len()
+                );
+            }
+        }
+        for p in fluid {
+            out.kind.push(KIND_FLUID);
+            out.rho.push(rho_at(p[2]));
+            out.pos.push(p);
+        }
+        for p in solid {
+            out.kind.push(KIND_BOUNDARY);
+            out.rho.push(rho_at(p[2]).max(c.rho0));
+            out.pos.push(p);
+        }
         let (lo, hi) = (self.domain.min, self.domain.max);
-        for o in &self.obstacles {
-            let first: [i64; 3] =
-                std::array::from_fn(|a| ((o.min[a] - lo[a]) / dp - 0.5).ceil() as i64);
-            let last: [i64; 3] =
-                std::array::from_fn(|a| ((o.max[a] - lo[a]) / dp - 0.5).floor() as i64);
-            for k in first[2]..=last[2] {
-                for j in first[1]..=last[1] {
-                    for i in first[0]..=last[0] {
-                        let p = [
-                            lo[0] + dp * (i as f64 + 0.5),
-                            lo[1] + dp * (j as f64 + 0.5),
-                            lo[2] + dp * (k as f64 + 0.5),
-                        ];
-                        out.kind.push(KIND_BOUNDARY);
-                        out.pos.push(p);
-                        out.rho.push(rho_at(p[2]).max(c.rho0));
-                    }
-                }
-            }
-        }
         // Boundary: a lattice of spacing dp offset by dp/2 from the walls, filling the shell of
         // thickness `layers` dp around the tank.
         let layers = (2.0 * c.h / dp).ceil() as i64;
@@ -397,6 +581,52 @@ impl SphCase {
                 }
             }
         }
-        out
+        Ok(out)
     }
+}
+
+/// `fluid` without the points inside a solid (`shapes`) or closer than dp/2 to a solid's
+/// particle (`solid`), in order.
+fn fluid_clear_of_solids(fluid: Vec<V3>, solid: &[V3], shapes: &[Shape], dp: f64) -> Vec<V3> {
+    use std::collections::HashMap;
+    let cell = |p: V3| -> [i64; 3] { p.map(|x| (x / dp).floor() as i64) };
+    let mut grid: HashMap<[i64; 3], Vec<V3>> = HashMap::new();
+    for &q in solid {
+        grid.entry(cell(q)).or_default().push(q);
+    }
+    let near = |p: V3| {
+        let c = cell(p);
+        (-1..=1).any(|dz| {
+            (-1..=1).any(|dy| {
+                (-1..=1).any(|dx| {
+                    grid.get(&[c[0] + dx, c[1] + dy, c[2] + dz])
+                        .is_some_and(|v| {
+                            v.iter().any(|q| {
+                                crate::core::vec3::norm(crate::core::vec3::sub(p, *q)) < 0.5 * dp
+                            })
+                        })
+                })
+            })
+        })
+    };
+    let inside = |p: V3| {
+        shapes.iter().any(|s| match s {
+            Shape::Cuboid { min, max } => (0..3).all(|a| p[a] > min[a] && p[a] < max[a]),
+            Shape::Mesh { tris, min, max } => {
+                (0..3).all(|a| p[a] > min[a] && p[a] < max[a]) && mesh_contains(tris, p)
+            }
+        })
+    };
+    fluid
+        .into_iter()
+        .filter(|&p| !near(p) && !inside(p))
+        .collect()
+}
+
+/// Whether `p` lies inside the closed surface `tris`: the single-site lattice of
+/// [`geometry::lattice_sites_inside`] at `p` (the same rule for rays that graze edges).
+fn mesh_contains(tris: &[Triangle], p: V3) -> bool {
+    let dp = 1.0;
+    let origin = p.map(|x| x - 0.5 * dp);
+    geometry::lattice_sites_inside(tris, origin, dp, [0; 3], [0; 3]).is_ok_and(|v| !v.is_empty())
 }

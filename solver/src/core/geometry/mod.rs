@@ -2,10 +2,14 @@
 
 mod mesh;
 mod motion;
+mod solid;
 mod triangle;
 
 pub use mesh::{Mesh, MeshWorld, MovingBins};
 pub use motion::{axis_angle_matrix, BodyTransform, Motion, Segment, IDENTITY};
+pub use solid::{
+    box_triangles, cylinder_triangles, enclosed_volume, lattice_sites_inside, open_edge,
+};
 pub use triangle::{closest_point_on_triangle, triangle_area, TriRegion};
 
 use crate::core::vec3::V3;
