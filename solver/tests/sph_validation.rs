@@ -87,25 +87,15 @@ fn hydrostatic_tank_pressure_at_depth() {
 const COLUMN_A: f64 = 0.1;
 
 /// The collapse of a square column of side `COLUMN_A` (dp = 1 cm, a slice 4 particles thick)
-/// in a tank 6 a long, with `sph_extra` added to `[sph]`.
-fn column_sim(sph_extra: &str) -> SphSim {
-    let a = COLUMN_A;
-    let case = tank_case(&format!(
-        r#"
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [{}, 0.04, {}]
-[sph]
-spacing = 0.01
-{sph_extra}
-[[fluid]]
-min = [0.0, 0.0, 0.0]
-max = [{a}, 0.04, {}]
-"#,
-        6.0 * a,
-        2.5 * a,
-        2.0 * a
-    ));
+/// in a tank 6 a long: the shipped `solver/cases/water_column.toml`, with the walls' artificial
+/// viscosity factor `wall_factor` when given.
+fn column_sim(wall_factor: Option<f64>) -> SphSim {
+    let mut case = SphCase::from_toml_str(include_str!("../cases/water_column.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(case.sph.spacing, COLUMN_A / 10.0);
+    if let Some(f) = wall_factor {
+        case.sph.viscosity_boundary_factor = f;
+    }
     let c = case.constants().unwrap();
     let p = case.particles(&c).unwrap();
     SphSim::new(c, p)
@@ -127,7 +117,7 @@ fn water_column_collapse_surge_front() {
         return;
     }
     let a = COLUMN_A;
-    let mut sim = column_sim("");
+    let mut sim = column_sim(None);
     let t_of = |big_t: f64| big_t / (2.0 * 9.81 / a).sqrt();
     let front = surge_front;
     // (T, Z): Martin & Moyce; Koshizuka & Oka.
@@ -171,7 +161,7 @@ fn boundary_viscosity_factor_lets_the_surge_run_faster() {
     let t = 1.6 / (2.0 * 9.81 / COLUMN_A).sqrt();
     let mut front = [0.0; 2];
     for (k, factor) in [1.0, 0.0].into_iter().enumerate() {
-        let mut sim = column_sim(&format!("viscosity_boundary_factor = {factor:?}"));
+        let mut sim = column_sim(Some(factor));
         assert_eq!(sim.c.alpha_boundary, sim.c.alpha * factor);
         sim.run_to(t);
         front[k] = surge_front(&sim);

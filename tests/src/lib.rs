@@ -44,24 +44,13 @@ pub fn built_solver() -> Option<PathBuf> {
     None
 }
 
-/// The still tank of the SPH tests, as a case file: 0.2 x 0.1 m, 0.2 m of water in a 0.3 m
-/// tall tank, dp = 2 cm (500 fluid particles inside four layers of boundary particles),
-/// dt = 1 ms, run to `end_time`.
+/// The still tank of the SPH tests, the shipped `solver/cases/hydrostatic_tank.toml` run to
+/// `end_time`: 0.2 x 0.1 m, 0.2 m of water in a 0.3 m tall tank, dp = 2 cm (500 fluid particles
+/// inside four layers of boundary particles), dt = 1 ms.
 pub fn sph_tank_case(end_time: f64) -> String {
-    format!(
-        r#"method = "sph"
-dt = 1e-3
-end_time = {end_time}
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.3]
-[sph]
-spacing = 0.02
-[[fluid]]
-min = [0.0, 0.0, 0.0]
-max = [0.2, 0.1, 0.2]
-"#
-    )
+    let text = include_str!("../../solver/cases/hydrostatic_tank.toml");
+    assert!(text.contains("\nend_time = 1.0\n"));
+    text.replace("\nend_time = 1.0\n", &format!("\nend_time = {end_time}\n"))
 }
 
 /// A segment name unique to this test, removed (if left) on drop.

@@ -183,3 +183,75 @@ fn load_shm_continues_an_sph_run_from_its_last_frame() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An SPH case with a solid from an STL file (the shipped `dambreak_pier.toml` and `pier.stl`,
+/// copied elsewhere): the STL is found beside the case file whatever the working directory, the
+/// run publishes its particles, `--load-shm` continues it from another directory (the stored
+/// case names the STL by absolute path), and once the STL is gone the resume is a clear error
+/// naming it.
+#[test]
+fn an_sph_case_with_an_stl_solid_runs_and_resumes_from_elsewhere() {
+    let seg = SegName::new("sph-stl");
+    let dir = std::env::temp_dir().join(format!("pshm-sph-stl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../solver/cases");
+    for f in ["dambreak_pier.toml", "pier.stl"] {
+        std::fs::copy(cases.join(f), dir.join(f)).unwrap();
+    }
+    let case_arg = dir.join("dambreak_pier.toml").to_string_lossy().to_string();
+    let first = [
+        "--name-shm",
+        &seg.0,
+        "--case",
+        &case_arg,
+        "--backend",
+        "cpu",
+        "--end-time",
+        "0.002",
+        "--keep-shm",
+    ];
+    let mut cmd = solver(&first);
+    cmd.current_dir(std::env::temp_dir());
+    let (code, err) = Running::spawn(cmd).wait_exit(Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{err}");
+    let c = Consumer::attach(&seg.0).expect("attach");
+    let f = c.read_newest().expect("read").expect("a frame");
+    let n = f.positions.as_ref().expect("positions").len();
+    assert!(
+        n > 40_000,
+        "{n} particles: the tank, the pier and the water"
+    );
+    let stat = c.read_static().expect("static");
+    assert!(
+        stat.config_toml
+            .contains(&dir.join("pier.stl").to_string_lossy().to_string())
+            || stat.config_toml.contains("/pier.stl"),
+        "{}",
+        stat.config_toml
+    );
+    drop(c);
+    let resume = [
+        "--load-shm",
+        &seg.0,
+        "--backend",
+        "cpu",
+        "--end-time",
+        "0.003",
+        "--keep-shm",
+    ];
+    let mut cmd = solver(&resume);
+    cmd.current_dir("/");
+    let (code, err) = Running::spawn(cmd).wait_exit(Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("resuming SPH run"), "{err}");
+    std::fs::remove_file(dir.join("pier.stl")).unwrap();
+    let mut cmd = solver(&resume);
+    cmd.current_dir("/");
+    let (code, err) = Running::spawn(cmd).wait_exit(Duration::from_secs(60));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("obstacles[0].stl") && err.contains("pier.stl"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
