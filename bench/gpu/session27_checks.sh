@@ -11,6 +11,10 @@
 #                                          # sph_gpu.json records (1 M, 10 M, 100 M dam break)
 #                                          # and the user path (dambreak.toml on the GPU, VTK,
 #                                          # checkpoints, analysis on the segment, a restart)
+#   bench/gpu/session27_checks.sh stl      # the STL solids of SPH cases on the GPU: dambreak_pier.toml
+#                                          # (pier.stl) at dp = 5 mm to 1 s on one GPU, analysis
+#                                          # on its segment, 0.2 s on two slabs of GPU 0; the SPH
+#                                          # suites
 #
 # Records: $OUT/sph_gpu.jsonl. Logs $OUT/session27_<part>.log, *.out.
 set -uo pipefail
@@ -28,6 +32,21 @@ wall0) spheric spheric_wall0 PARTICLE_SHM_SPHERIC_BOUNDARY_FACTOR=0 ;;
 sph)
   item 200 sph_records
   item 120 sph_user_path
+  ;;
+stl)
+  d=$(mktemp -d)
+  sed 's/^spacing = 0.02/spacing = 0.005/' solver/cases/dambreak_pier.toml > "$d/pier5.toml"
+  cp solver/cases/pier.stl "$d/"
+  item 200 result pier_gpu timeout 200 solver --backend cuda --case "$d/pier5.toml" --end-time 1.0 \
+    --name-shm pier --keep-shm --progress-every 5
+  grep -E "SPH case|particles|steps/s|finished|ERROR" "$OUT/pier_gpu.out" | tail -n 6
+  timeout 60 analysis --attach pier --once --json | cut -c1-700; echo "RESULT analysis rc=${PIPESTATUS[0]}"
+  shmctl clean >/dev/null 2>&1; rm -f /dev/shm/pier
+  item 120 result pier_slabs timeout 150 solver --backend cuda --devices 0,0 --case "$d/pier5.toml" \
+    --end-time 0.2 --progress-every 5
+  grep -E "slabs|steps/s|finished|ERROR" "$OUT/pier_slabs.out" | tail -n 4
+  item 200 sph_suites
+  rm -rf "$d"
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
