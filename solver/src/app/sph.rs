@@ -44,6 +44,15 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
         case.dt = dt;
     }
     let c = case.constants().with_context(|| format!("{name}"))?;
+    let acoustic = c.cfl * c.h / c.c0;
+    if case.dt > acoustic {
+        // Not an error: `dt` only caps the step, which always meets the CFL condition.
+        tracing::info!(
+            "{name}: dt = {} s is above the acoustic CFL bound C h / c0 = {acoustic:.3e} s; \
+             each step is the CFL step (Monaghan & Kos), at most dt",
+            case.dt
+        );
+    }
     let particles = case.particles(&c).with_context(|| format!("{name}"))?;
     // The segment, checkpoints and the other ranks keep the case text: with its STL paths
     // made absolute, a run resumed from the segment finds them from anywhere.

@@ -256,7 +256,10 @@ impl Region {
                 }
                 // Inside: an odd number of crossings of a ray from p (Jordan); then no triangle
                 // closer than r.
-                let crossings = triangles.iter().filter(|t| ray_hits(p, RAY, t)).count();
+                let crossings = triangles
+                    .iter()
+                    .filter(|t| crate::core::geometry::ray_crosses_triangle(p, RAY, t))
+                    .count();
                 crossings % 2 == 1
                     && triangles.iter().all(|t| {
                         let (q, _) =
@@ -280,29 +283,6 @@ impl Region {
                 .abs(),
         }
     }
-}
-
-/// Moller-Trumbore: whether the ray p + t d, t > 0, crosses triangle `t`.
-fn ray_hits(p: V3, d: V3, t: &Triangle) -> bool {
-    let e1 = vec3::sub(t[1], t[0]);
-    let e2 = vec3::sub(t[2], t[0]);
-    let pv = vec3::cross(d, e2);
-    let det = vec3::dot(e1, pv);
-    if det == 0.0 {
-        return false;
-    }
-    let inv = 1.0 / det;
-    let tv = vec3::sub(p, t[0]);
-    let a = vec3::dot(tv, pv) * inv;
-    if !(0.0..=1.0).contains(&a) {
-        return false;
-    }
-    let qv = vec3::cross(tv, e1);
-    let b = vec3::dot(d, qv) * inv;
-    if b < 0.0 || a + b > 1.0 {
-        return false;
-    }
-    vec3::dot(e2, qv) * inv > 0.0
 }
 
 /// Exact counts per class: `total` split by `fractions` (summing to 1) with the largest

@@ -9,6 +9,7 @@ pub use mesh::{Mesh, MeshWorld, MovingBins};
 pub use motion::{axis_angle_matrix, BodyTransform, Motion, Segment, IDENTITY};
 pub use solid::{
     box_triangles, cylinder_triangles, enclosed_volume, lattice_sites_inside, open_edge,
+    ray_crosses_triangle,
 };
 pub use triangle::{closest_point_on_triangle, triangle_area, TriRegion};
 

@@ -53,6 +53,29 @@ pub fn open_edge(triangles: &[Triangle]) -> Option<(V3, V3, usize)> {
         .map(|&((a, b), n)| (verts[a as usize], verts[b as usize], n))
 }
 
+/// Moller-Trumbore: whether the ray p + t d, t > 0, crosses triangle `t`.
+pub fn ray_crosses_triangle(p: V3, d: V3, t: &Triangle) -> bool {
+    let e1 = vec3::sub(t[1], t[0]);
+    let e2 = vec3::sub(t[2], t[0]);
+    let pv = vec3::cross(d, e2);
+    let det = vec3::dot(e1, pv);
+    if det == 0.0 {
+        return false;
+    }
+    let inv = 1.0 / det;
+    let tv = vec3::sub(p, t[0]);
+    let a = vec3::dot(tv, pv) * inv;
+    if !(0.0..=1.0).contains(&a) {
+        return false;
+    }
+    let qv = vec3::cross(tv, e1);
+    let b = vec3::dot(d, qv) * inv;
+    if b < 0.0 || a + b > 1.0 {
+        return false;
+    }
+    vec3::dot(e2, qv) * inv > 0.0
+}
+
 /// Twice the signed area of the 2D triangle (a, b, p), computed from the edge's endpoints in a
 /// fixed (lexicographic) order, so that the edge b -> a gives exactly the negated value: two
 /// triangles that share an edge never both claim, nor both miss, a point on it.
@@ -376,23 +399,7 @@ mod tests {
     fn skew_parity(tris: &[Triangle], p: V3) -> bool {
         let d = [0.8418206, 0.4466411, 0.3031119];
         tris.iter()
-            .filter(|t| {
-                let e1 = vec3::sub(t[1], t[0]);
-                let e2 = vec3::sub(t[2], t[0]);
-                let pv = vec3::cross(d, e2);
-                let det = vec3::dot(e1, pv);
-                if det == 0.0 {
-                    return false;
-                }
-                let tv = vec3::sub(p, t[0]);
-                let a = vec3::dot(tv, pv) / det;
-                let qv = vec3::cross(tv, e1);
-                let b = vec3::dot(d, qv) / det;
-                (0.0..=1.0).contains(&a)
-                    && b >= 0.0
-                    && a + b <= 1.0
-                    && vec3::dot(e2, qv) / det > 0.0
-            })
+            .filter(|t| ray_crosses_triangle(p, d, t))
             .count()
             % 2
             == 1
