@@ -321,34 +321,29 @@ impl SphCase {
         }
     }
 
-    /// The sites of the tank's lattice (dp) inside `shape`, in (k, j, i) order, as positions.
-    fn tank_sites(&self, field: &str, shape: &Shape, dp: f64) -> Result<Vec<V3>, SphCaseError> {
-        let lo = self.domain.min;
+    /// The sites of the tank's lattice (dp) inside `shape`, in (k, j, i) order.
+    fn tank_sites(&self, field: &str, shape: &Shape, dp: f64) -> Result<Sites, SphCaseError> {
+        let origin = self.domain.min;
         let (min, max) = shape.bounds();
-        let first: [i64; 3] = std::array::from_fn(|a| ((min[a] - lo[a]) / dp - 0.5).ceil() as i64);
-        let last: [i64; 3] = std::array::from_fn(|a| ((max[a] - lo[a]) / dp - 0.5).floor() as i64);
-        let site =
-            |p: [i64; 3]| -> V3 { std::array::from_fn(|a| lo[a] + dp * (p[a] as f64 + 0.5)) };
-        match shape {
+        let (first, last) = index_box(origin, dp, min, max);
+        let idx = match shape {
             Shape::Cuboid { .. } => {
                 let mut out = Vec::new();
                 for k in first[2]..=last[2] {
                     for j in first[1]..=last[1] {
                         for i in first[0]..=last[0] {
-                            out.push(site([i, j, k]));
+                            out.push([i, j, k]);
                         }
                     }
                 }
-                Ok(out)
+                out
             }
             Shape::Mesh { tris, .. } => {
-                Ok(geometry::lattice_sites_inside(tris, lo, dp, first, last)
+                geometry::lattice_sites_inside(tris, origin, dp, first, last)
                     .map_err(|e| bad(&format!("{field}.stl"), e))?
-                    .into_iter()
-                    .map(site)
-                    .collect())
             }
-        }
+        };
+        Ok(Sites { origin, idx })
     }
 
     /// Checks the numbers and derives the constants: clear errors for an absurd spacing, a
@@ -507,26 +502,24 @@ impl SphCase {
             physics::hydrostatic_density(c.rho0, c.b, g, depth)
         };
         let dp = c.dp;
-        let mut fluid: Vec<V3> = Vec::new();
+        let mut blocks: Vec<Sites> = Vec::new();
         for (k, b) in self.fluid.iter().enumerate() {
             let field = format!("fluid[{k}]");
             match self.shape(&field, b)? {
                 Shape::Cuboid { min, max } => {
-                    let n: [usize; 3] =
-                        std::array::from_fn(|a| ((max[a] - min[a]) / dp + 1e-9).floor() as usize);
+                    let n: [i64; 3] =
+                        std::array::from_fn(|a| ((max[a] - min[a]) / dp + 1e-9).floor() as i64);
+                    let mut idx = Vec::with_capacity(n.iter().product::<i64>().max(0) as usize);
                     for k in 0..n[2] {
                         for j in 0..n[1] {
                             for i in 0..n[0] {
-                                fluid.push([
-                                    min[0] + dp * (i as f64 + 0.5),
-                                    min[1] + dp * (j as f64 + 0.5),
-                                    min[2] + dp * (k as f64 + 0.5),
-                                ]);
+                                idx.push([i, j, k]);
                             }
                         }
                     }
+                    blocks.push(Sites { origin: min, idx });
                 }
-                mesh @ Shape::Mesh { .. } => fluid.extend(self.tank_sites(&field, &mesh, dp)?),
+                mesh @ Shape::Mesh { .. } => blocks.push(self.tank_sites(&field, &mesh, dp)?),
             }
         }
         // Solids: the tank's lattice sites inside each box or closed surface.
@@ -535,19 +528,21 @@ impl SphCase {
         for (k, o) in self.obstacles.iter().enumerate() {
             let field = format!("obstacles[{k}]");
             let shape = self.shape(&field, o)?;
-            solid.extend(self.tank_sites(&field, &shape, dp)?);
-            shapes.push(shape);
+            solid.extend(self.tank_sites(&field, &shape, dp)?.positions(dp));
+            shapes.push((field, shape));
         }
         if self.uses_stl() {
-            let before = fluid.len();
-            fluid = fluid_clear_of_solids(fluid, &solid, &shapes, dp);
-            if fluid.len() < before {
+            let before: usize = blocks.iter().map(|b| b.idx.len()).sum();
+            blocks = fluid_clear_of_solids(blocks, &solid, &shapes, dp)?;
+            let after: usize = blocks.iter().map(|b| b.idx.len()).sum();
+            if after < before {
                 tracing::info!(
                     "SPH case: {} fluid particles inside or within dp/2 of a solid left out",
-                    before - fluid.len()
+                    before - after
                 );
             }
         }
+        let fluid: Vec<V3> = blocks.iter().flat_map(|b| b.positions(dp)).collect();
         for p in fluid {
             out.kind.push(KIND_FLUID);
             out.rho.push(rho_at(p[2]));
@@ -585,10 +580,42 @@ impl SphCase {
     }
 }
 
-/// `fluid` without the points inside a solid (`shapes`) or closer than dp/2 to a solid's
-/// particle (`solid`), in order.
-fn fluid_clear_of_solids(fluid: Vec<V3>, solid: &[V3], shapes: &[Shape], dp: f64) -> Vec<V3> {
-    use std::collections::HashMap;
+/// Sites `idx` of the lattice `origin + dp (i + 1/2, j + 1/2, k + 1/2)`.
+#[derive(Debug, Clone)]
+struct Sites {
+    origin: V3,
+    idx: Vec<[i64; 3]>,
+}
+
+impl Sites {
+    fn positions(&self, dp: f64) -> impl Iterator<Item = V3> + '_ {
+        let o = self.origin;
+        self.idx
+            .iter()
+            .map(move |p| std::array::from_fn(|a| o[a] + dp * (p[a] as f64 + 0.5)))
+    }
+}
+
+/// The index box of the sites of the lattice (`origin`, `dp`) within [min, max].
+fn index_box(origin: V3, dp: f64, min: V3, max: V3) -> ([i64; 3], [i64; 3]) {
+    (
+        std::array::from_fn(|a| ((min[a] - origin[a]) / dp - 0.5).ceil() as i64),
+        std::array::from_fn(|a| ((max[a] - origin[a]) / dp - 0.5).floor() as i64),
+    )
+}
+
+/// The fluid `blocks` without the sites inside a solid (`shapes`, named by their field) or
+/// closer than dp/2 to a solid's particle (`solid`), in order. A closed surface is tested on
+/// each block's own lattice, row by row ([`geometry::lattice_sites_inside`]), so that the cost
+/// does not grow as sites times triangles.
+fn fluid_clear_of_solids(
+    blocks: Vec<Sites>,
+    solid: &[V3],
+    shapes: &[(String, Shape)],
+    dp: f64,
+) -> Result<Vec<Sites>, SphCaseError> {
+    use rayon::prelude::*;
+    use std::collections::{HashMap, HashSet};
     let cell = |p: V3| -> [i64; 3] { p.map(|x| (x / dp).floor() as i64) };
     let mut grid: HashMap<[i64; 3], Vec<V3>> = HashMap::new();
     for &q in solid {
@@ -609,24 +636,32 @@ fn fluid_clear_of_solids(fluid: Vec<V3>, solid: &[V3], shapes: &[Shape], dp: f64
             })
         })
     };
-    let inside = |p: V3| {
-        shapes.iter().any(|s| match s {
-            Shape::Cuboid { min, max } => (0..3).all(|a| p[a] > min[a] && p[a] < max[a]),
-            Shape::Mesh { tris, min, max } => {
-                (0..3).all(|a| p[a] > min[a] && p[a] < max[a]) && mesh_contains(tris, p)
+    let mut out = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        let mut inside: HashSet<[i64; 3]> = HashSet::new();
+        for (field, shape) in shapes {
+            if let Shape::Mesh { tris, min, max } = shape {
+                let (first, last) = index_box(b.origin, dp, *min, *max);
+                inside.extend(
+                    geometry::lattice_sites_inside(tris, b.origin, dp, first, last)
+                        .map_err(|e| bad(&format!("{field}.stl"), e))?,
+                );
             }
-        })
-    };
-    fluid
-        .into_iter()
-        .filter(|&p| !near(p) && !inside(p))
-        .collect()
-}
-
-/// Whether `p` lies inside the closed surface `tris`: the single-site lattice of
-/// [`geometry::lattice_sites_inside`] at `p` (the same rule for rays that graze edges).
-fn mesh_contains(tris: &[Triangle], p: V3) -> bool {
-    let dp = 1.0;
-    let origin = p.map(|x| x - 0.5 * dp);
-    geometry::lattice_sites_inside(tris, origin, dp, [0; 3], [0; 3]).is_ok_and(|v| !v.is_empty())
+        }
+        let o = b.origin;
+        let idx = b
+            .idx
+            .into_par_iter()
+            .filter(|i| {
+                let p: V3 = std::array::from_fn(|a| o[a] + dp * (i[a] as f64 + 0.5));
+                let in_box = shapes.iter().any(|(_, s)| match s {
+                    Shape::Cuboid { min, max } => (0..3).all(|a| p[a] > min[a] && p[a] < max[a]),
+                    Shape::Mesh { .. } => false,
+                });
+                !in_box && !inside.contains(i) && !near(p)
+            })
+            .collect();
+        out.push(Sites { origin: o, idx });
+    }
+    Ok(out)
 }
