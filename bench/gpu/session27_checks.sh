@@ -11,6 +11,10 @@
 #                                          # sph_gpu.json records (1 M, 10 M, 100 M dam break)
 #                                          # and the user path (dambreak.toml on the GPU, VTK,
 #                                          # checkpoints, analysis on the segment, a restart)
+#   bench/gpu/session27_checks.sh fine     # the shipped case (walls without artificial viscosity)
+#                                          # at dp = 6 mm (4.8 M particles) to 0.5 s: does the
+#                                          # P2 impact hold at a finer spacing? (not run in
+#                                          # session 27: no machine was lent for a fourth call)
 #   bench/gpu/session27_checks.sh stl      # the STL solids of SPH cases on the GPU: dambreak_pier.toml
 #                                          # (pier.stl) at dp = 5 mm to 1 s on one GPU, analysis
 #                                          # on its segment, 0.2 s on two slabs of GPU 0; the SPH
@@ -33,6 +37,7 @@ sph)
   item 200 sph_records
   item 120 sph_user_path
   ;;
+fine) spheric spheric_6mm PARTICLE_SHM_SPHERIC_DP=0.006 PARTICLE_SHM_SPHERIC_END=0.5 ;;
 stl)
   d=$(mktemp -d)
   sed 's/^spacing = 0.02/spacing = 0.005/' solver/cases/dambreak_pier.toml > "$d/pier5.toml"
