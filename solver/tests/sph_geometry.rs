@@ -199,6 +199,18 @@ fn bad_stl_blocks_are_refused_by_name() {
     d.stl("open.stl", &open);
     d.stl("big.stl", &box_triangles([0.1, 0.1, 0.1], [0.9, 0.2, 0.2]));
     std::fs::write(d.0.join("junk.stl"), b"not an stl").unwrap();
+    // A needle 2.2 cm long on a diagonal that passes between the sites (x, y, z = 0.01 + 0.02 k):
+    // its box is more than a spacing on every axis, and no site lies inside.
+    let (a, b) = ([0.300, 0.104, 0.108], [0.322, 0.126, 0.130]);
+    let mid = vec3::scale(vec3::add(a, b), 0.5);
+    let (m1, m2) = (
+        vec3::add(mid, [0.001, -0.001, 0.0]),
+        vec3::add(mid, [0.0, 0.001, -0.001]),
+    );
+    d.stl(
+        "needle.stl",
+        &[[a, b, m1], [a, m1, m2], [a, m2, b], [b, m2, m1]],
+    );
     let fluid = "[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.1, 0.3, 0.1]\n";
     for (blocks, key, words) in [
         (
@@ -245,6 +257,11 @@ fn bad_stl_blocks_are_refused_by_name() {
             format!("{fluid}[[obstacles]]\nmax = [0.2, 0.2, 0.2]\n"),
             "obstacles[0]",
             "either",
+        ),
+        (
+            format!("{fluid}[[obstacles]]\nstl = \"needle.stl\"\n"),
+            "obstacles[0].stl",
+            "thinner than the spacing",
         ),
     ] {
         let c = case(&d.0, &blocks);

@@ -123,18 +123,6 @@ fn is_one(v: &f64) -> bool {
     *v == 1.0
 }
 
-impl FluidBlock {
-    /// The box [min, max].
-    pub fn cuboid(min: V3, max: V3) -> FluidBlock {
-        FluidBlock {
-            min: Some(min),
-            max: Some(max),
-            stl: None,
-            scale: 1.0,
-        }
-    }
-}
-
 /// A block resolved: its box, or its closed surface (read and checked) with its bounding box.
 #[derive(Debug, Clone)]
 enum Shape {
@@ -339,8 +327,19 @@ impl SphCase {
                 out
             }
             Shape::Mesh { tris, .. } => {
-                geometry::lattice_sites_inside(tris, origin, dp, first, last)
-                    .map_err(|e| bad(&format!("{field}.stl"), e))?
+                let idx = geometry::lattice_sites_inside(tris, origin, dp, first, last)
+                    .map_err(|e| bad(&format!("{field}.stl"), e))?;
+                if idx.is_empty() {
+                    return Err(bad(
+                        &format!("{field}.stl"),
+                        format!(
+                            "no site of the particle lattice (spacing {dp} m) lies inside the \
+                             surface: it is thinner than the spacing (check `scale`, or refine \
+                             `sph.spacing`)"
+                        ),
+                    ));
+                }
+                idx
             }
         };
         Ok(Sites { origin, idx })
