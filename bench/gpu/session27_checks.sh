@@ -13,8 +13,8 @@
 #                                          # checkpoints, analysis on the segment, a restart)
 #   bench/gpu/session27_checks.sh fine     # the shipped case (walls without artificial viscosity)
 #                                          # at dp = 6 mm (4.8 M particles) to 0.5 s: does the
-#                                          # P2 impact hold at a finer spacing? (not run in
-#                                          # session 27: no machine was lent for a fourth call)
+#                                          # P2 impact hold at a finer spacing? (it does not:
+#                                          # 0.434 s, bench/results/sph_gpu.md)
 #   bench/gpu/session27_checks.sh stl      # the STL solids of SPH cases on the GPU: dambreak_pier.toml
 #                                          # (pier.stl) at dp = 5 mm to 1 s on one GPU, analysis
 #                                          # on its segment, 0.2 s on two slabs of GPU 0; the SPH
