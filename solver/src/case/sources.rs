@@ -276,11 +276,7 @@ impl Region {
             Region::Cylinder { radius, length, .. } => {
                 std::f64::consts::PI * radius * radius * length
             }
-            Region::Mesh { triangles, .. } => triangles
-                .iter()
-                .map(|t| vec3::dot(t[0], vec3::cross(t[1], t[2])) / 6.0)
-                .sum::<f64>()
-                .abs(),
+            Region::Mesh { triangles, .. } => crate::core::geometry::enclosed_volume(triangles),
         }
     }
 }
