@@ -364,7 +364,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 24] = [
+pub const SPH_KERNELS: [&str; 26] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -389,6 +389,8 @@ pub const SPH_KERNELS: [&str; 24] = [
     "sph_bound_layer",
     "sph_pick_words",
     "sph_put_words",
+    "sph_bound_place",
+    "sph_bound_gather",
 ];
 
 fn headers_source() -> String {

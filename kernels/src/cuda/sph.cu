@@ -7,7 +7,10 @@
 //   sph_rates_fluid, sph_rates_bound: accelerations, density rates and the time-step limits;
 //   sph_predict, sph_bound_predict, sph_correct, sph_bound_correct: the symplectic step;
 //   sph_pack: publication in particle-id order (float32).
-// Boundary particles do not move: the host sorts them once and gives their cell starts.
+// Boundary particles do not move (the host sorts them once and gives their cell starts), unless
+// the case has moving solids (SPH_MOVING 1): then sph_bound_place puts their particles where the
+// body's pose has them and the boundary is sorted by (cell, id) before each evaluation as the
+// fluid is (sph_bound_gather), and the pair terms take the boundary's velocities.
 // Needs vec3.cuh, sph_physics.cuh and cells.cu before it.
 
 // SphParams: KernelParams in solver/src/sph/cuda/mod.rs (160 bytes).
@@ -154,6 +157,12 @@ struct SphSums {
     real mu_max;
 };
 
+// Moving solids (sph/motion.rs): 1 when the case has any, so that a case without them keeps the
+// pair code that takes a boundary particle's velocity as zero (solver/src/sph/cuda/mod.rs sets it).
+#ifndef SPH_MOVING
+#define SPH_MOVING 0
+#endif
+
 // The pair geometry. The parity mode (-DDEM_DOUBLE) forms r_ij = x_i - x_j from the f64
 // positions, as the CPU does. The float mode forms it from float positions relative to the lower
 // corner of each particle's cell (sph_localize, with the density in w: one 16-byte load per
@@ -284,11 +293,12 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
         pair.v_ij = sub3(i.v, make_real3(b.x, b.y, b.z));
         pair.p_j = b.w;
     } else {
-        pair.v_ij = sub3(i.v, zero3());
+        // A boundary neighbour moves only with its solid (`vel`: the boundary's velocities).
+        pair.v_ij = sub3(i.v, SPH_MOVING ? load3(vel, j) : zero3());
         pair.p_j = tait_pressure(pair.rho_j, dparams.rho0, dparams.b);
     }
 #else
-    pair.v_ij = FLUID_J ? sub3(i.v, load3(vel, j)) : sub3(i.v, zero3());
+    pair.v_ij = (FLUID_J || SPH_MOVING) ? sub3(i.v, load3(vel, j)) : sub3(i.v, zero3());
     pair.p_j = tait_pressure(pair.rho_j, dparams.rho0, dparams.b);
 #endif
     pair.c_i = i.c;
@@ -400,15 +410,16 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
 }
 
 // Rates of the fluid particles (state `f`, sorted, cell starts `fstart`) against the fluid and the
-// boundary (`bpos`, `brho`, cell starts `bstart`): acceleration and density rate, and the limits
+// boundary (`bpos`, `brho`, cell starts `bstart`; `bvel` its velocities, read with SPH_MOVING
+// only): acceleration and density rate, and the limits
 // of the next time step into `diag`. `floc`, `fkin`, `bloc`: sph_localize of the fluid and the
 // boundary (float mode; unused in the parity mode).
 // Only the particles of the slab's own layers (the others are its neighbours' halo: their flag
 // in `own`, when given, is cleared and nothing else is written for them).
 extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
                                            const float4* fkin, const unsigned* fstart, const double* bpos, const float4* bloc,
-                                           const real* brho, const unsigned* bstart, real* acc, real* drho,
-                                           unsigned char* own, SphDiag* diag) {
+                                           const real* brho, const real* bvel, const unsigned* bstart, real* acc,
+                                           real* drho, unsigned char* own, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
     const bool mine = k < p.n && sph_owns(p, sph_layer(p, f.pos + 3 * k));
@@ -417,7 +428,7 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
         const SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
         SphSums s = sph_sums_zero();
         sph_sum_list<true, true>(p, i, f.pos, floc, fkin, f.vel, f.rho, fstart, k, s);
-        sph_sum_list<true, false>(p, i, bpos, bloc, 0, 0, brho, bstart, ~0u, s);
+        sph_sum_list<true, false>(p, i, bpos, bloc, 0, bvel, brho, bstart, ~0u, s);
         store3(acc, k, s.acc);
         drho[k] = s.drho;
         const real h = (real)p.h;
@@ -432,11 +443,11 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
 // Only the boundary particles the slab owns (`bown`, when given; fixed with the slab bounds).
 extern "C" __global__ void sph_rates_bound(const SphParams p, const SphArrays f, const float4* floc,
                                            const float4* fkin, const unsigned* fstart, const double* bpos, const real* brho,
-                                           real* bdrho, const unsigned char* bown, SphDiag* diag) {
+                                           const real* bvel, real* bdrho, const unsigned char* bown, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_cv = 1.0 / 0.0;
     if (k < p.n && (!bown || bown[k])) {
-        const SphI i = sph_particle(p, dload3(bpos + 3 * k), zero3(), brho[k]);
+        const SphI i = sph_particle(p, dload3(bpos + 3 * k), SPH_MOVING ? load3(bvel, k) : zero3(), brho[k]);
         SphSums s = sph_sums_zero();
         sph_sum_list<false, true>(p, i, f.pos, floc, fkin, f.vel, f.rho, fstart, ~0u, s);
         bdrho[k] = s.drho;
@@ -515,10 +526,11 @@ extern "C" __global__ void sph_bound_correct(const SphParams p, real* brho, cons
 }
 
 // Publication in particle-id order (float32): fluid slot k goes to its id, boundary slot k to
-// bid[k]; halo slots (own or bown 0, when given) are skipped. Any destination may be null (and
-// may be another GPU's memory: a slab packs into GPU 0's frame).
+// bid[k] (with its velocity `bvel` when given: moving solids); halo slots (own or bown 0, when
+// given) are skipped. Any destination may be null (and may be another GPU's memory: a slab packs
+// into GPU 0's frame).
 extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsigned nb, const double* bpos,
-                                    const real* brho, const unsigned* bid, const unsigned char* own,
+                                    const real* brho, const real* bvel, const unsigned* bid, const unsigned char* own,
                                     const unsigned char* bown, float* pos, float* vel, float* rho, float* press) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n + nb) return;
@@ -532,7 +544,8 @@ extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsign
     if (pos)
         for (int a = 0; a < 3; a++) pos[3 * id + a] = (float)x[a];
     if (vel)
-        for (int a = 0; a < 3; a++) vel[3 * id + a] = fluid ? (float)f.vel[3 * j + a] : 0.0f;
+        for (int a = 0; a < 3; a++)
+            vel[3 * id + a] = fluid ? (float)f.vel[3 * j + a] : bvel ? (float)bvel[3 * j + a] : 0.0f;
     if (rho) rho[id] = (float)r;
     if (press) press[id] = (float)tait_pressure(r, (real)p.rho0, (real)p.b);
 }
@@ -557,6 +570,80 @@ extern "C" __global__ void sph_pack_part(const SphParams p, const SphArrays f, u
     for (int a = 0; a < 3; a++) vel[3 * i + a] = fluid ? (float)f.vel[3 * j + a] : 0.0f;
     rho[i] = (float)r;
     press[i] = (float)tait_pressure(r, (real)p.rho0, (real)p.b);
+}
+
+// ---- Moving solids (solver/src/sph/motion.rs) ----
+// At most SPH_MAX_BODIES solids move (motion::MAX_MOVING_SOLIDS): their poses travel as one
+// launch parameter (16 x 168 bytes).
+#define SPH_MAX_BODIES 16
+
+// geometry::BodyTransform (SphBody in cuda/mod.rs, 168 bytes): x_world = R x_body + T, and the
+// body's velocity at x is velocity + omega x (x - center).
+struct SphBody {
+    double rotation[9];  // row-major
+    double translation[3];
+    double velocity[3];
+    double omega[3];
+    double center[3];
+};
+
+struct SphBodies {
+    SphBody b[SPH_MAX_BODIES];
+};
+
+// The boundary arrays that a sort of the boundary reorders (SphBound in cuda/mod.rs): position,
+// velocity, density, half-step density, id, position at rest and moving solid (~0u: fixed).
+struct SphBound {
+    double* pos;
+    real* vel;
+    real* rho;
+    real* half;
+    unsigned* id;
+    double* rest;
+    unsigned* body;
+};
+
+// motion::body_place: x = R rest + T (BodyTransform::apply: the matrix product row by row, then
+// the translation), v = velocity + omega x (x - center) (BodyTransform::wall_velocity), in the
+// Rust code's order, so that the parity mode places them with the CPU's bits.
+__device__ __forceinline__ void sph_body_place(const SphBody& b, dvec3 rest, dvec3* x, dvec3* v) {
+    const double* m = b.rotation;
+    const dvec3 r = dv3(m[0] * rest.x + m[1] * rest.y + m[2] * rest.z, m[3] * rest.x + m[4] * rest.y + m[5] * rest.z,
+                        m[6] * rest.x + m[7] * rest.y + m[8] * rest.z);
+    *x = dadd3(r, dload3(b.translation));
+    *v = dadd3(dload3(b.velocity), dcross3(dload3(b.omega), dsub3(*x, dload3(b.center))));
+}
+
+// The p.n boundary slots of moving solids where `bodies` puts them (the others keep theirs).
+extern "C" __global__ void sph_bound_place(const SphParams p, const SphBodies bodies, SphBound b) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const unsigned body = b.body[k];
+    if (body >= SPH_MAX_BODIES) return;
+    dvec3 x, v;
+    sph_body_place(bodies.b[body], dload3(b.rest + 3 * k), &x, &v);
+    b.pos[3 * k] = x.x;
+    b.pos[3 * k + 1] = x.y;
+    b.pos[3 * k + 2] = x.z;
+    store3(b.vel, k, to_real3(v));
+}
+
+// dst slot k takes src slot perm[k]: the boundary in (cell, id) order after sph_hash_count, the
+// scan, sph_scatter and sph_cell_rank ran over it.
+extern "C" __global__ void sph_bound_gather(const SphParams p, const SphBound src, SphBound dst,
+                                            const unsigned* perm) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    const unsigned j = perm[k];
+    for (int a = 0; a < 3; a++) {
+        dst.pos[3 * k + a] = src.pos[3 * j + a];
+        dst.vel[3 * k + a] = src.vel[3 * j + a];
+        dst.rest[3 * k + a] = src.rest[3 * j + a];
+    }
+    dst.rho[k] = src.rho[j];
+    dst.half[k] = src.half[j];
+    dst.id[k] = src.id[j];
+    dst.body[k] = src.body[j];
 }
 
 // ---- Several GPUs (solver/src/sph/group.rs) ----

@@ -14,6 +14,7 @@ use solver::sph::cpu::{SphSim, SphState};
 use solver::sph::cuda::{
     SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions, SphRank, SphRankOptions,
 };
+use solver::sph::motion::MovingSolids;
 use solver::sph::physics;
 use solver::sph::ranks::{SphCpuRank, SphCpuRankOptions};
 use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
@@ -75,21 +76,14 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
     );
     let world = bounds(&particles.pos);
     let dt = solver::sph::cpu::first_time_step(&c);
-    let n = particles.pos.len();
-    let state = SphState {
-        time: 0.0,
-        step: 0,
-        kind: particles.kind,
-        pos: particles.pos,
-        vel: vec![[0.0; 3]; n],
-        rho: particles.rho,
-    };
+    let state = SphState::initial(&particles);
     let run = RunInfo {
         config_toml: text,
         end_time: case.end_time,
         world,
     };
-    let sim = engine(backend, c, state, dt, cli, run).with_context(|| format!("{name}"))?;
+    let sim = engine(backend, c, state, dt, particles.moving, cli, run)
+        .with_context(|| format!("{name}"))?;
     Ok(Box::new(SphRunner {
         end_time: case.end_time,
         config_toml: text.to_string(),
@@ -217,11 +211,20 @@ fn engine(
     c: SphConstants,
     state: SphState,
     dt: f64,
+    moving: MovingSolids,
     cli: &Cli,
     run: RunInfo<'_>,
 ) -> Result<Engine> {
     let gpu = backend == Backend::Cuda;
-    if let Some(ranks) = super::ranks::current() {
+    let ranks = super::ranks::current();
+    if !moving.is_empty() && (ranks.is_some() || (gpu && cli.devices.resolve()?.len() > 1)) {
+        bail!(
+            "moving solids (`[[obstacles]] motion`) run on the CPU or on one GPU for now, not over \
+             several GPUs or MPI ranks: their boundary particles would have to change slab as \
+             they move (run with one device, or without mpirun)"
+        );
+    }
+    if let Some(ranks) = ranks {
         let mut bytes = START_MAGIC.to_vec();
         bytes.extend(solver::exec::comm::encode(&(
             run.config_toml,
@@ -236,7 +239,9 @@ fn engine(
         return rank_engine(&ranks, c, state, dt, gpu, cli);
     }
     if !gpu {
-        return Ok(Engine::Cpu(Box::new(SphSim::from_state(c, state, dt))));
+        return Ok(Engine::Cpu(Box::new(SphSim::from_state_moving(
+            c, state, dt, moving,
+        ))));
     }
     let devices = cli.devices.resolve()?;
     if devices.len() == 1 {
@@ -244,8 +249,8 @@ fn engine(
             device: devices[0],
             double: false,
         };
-        return Ok(Engine::Gpu(Box::new(SphCuda::from_state(
-            c, state, dt, opts,
+        return Ok(Engine::Gpu(Box::new(SphCuda::from_state_moving(
+            c, state, dt, opts, moving,
         )?)));
     }
     let opts = SphGroupOptions {
@@ -290,7 +295,9 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
         end_time: cli.end_time.unwrap_or(r.case.end_time),
         world,
     };
-    let sim = engine(backend, r.constants, r.state, r.dt, cli, run)
+    // Moving solids are placed from their rest positions, which the case gives.
+    let moving = r.moving_solids(path)?;
+    let sim = engine(backend, r.constants, r.state, r.dt, moving, cli, run)
         .with_context(|| format!("{}", path.display()))?;
     Ok(Box::new(SphRunner {
         end_time: cli.end_time.unwrap_or(r.case.end_time),
@@ -304,8 +311,8 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
 /// Continues a dead SPH run from the last complete frame of segment `name` (`--load-shm`).
 /// An SPH frame holds the whole state (positions, velocities, densities, kinds), in f32: the
 /// run goes on from it, not with the bits an uninterrupted run would have had (a checkpoint
-/// gives those). Boundary particles take their exact positions from the case (they never
-/// move), the step restarts from the acoustic CFL bound. Nothing in the segment is trusted: the
+/// gives those). Boundary particles take their exact positions from the case (moving solids'
+/// from their motion at the frame's time), the step restarts from the acoustic CFL bound. Nothing in the segment is trusted: the
 /// time, the count, the kinds and every value are checked first.
 pub fn resume_from_frame(
     name: &str,
@@ -344,8 +351,8 @@ pub fn resume_from_frame(
         end_time: case.end_time,
         world,
     };
-    let sim =
-        engine(backend, c, state, dt, cli, run).with_context(|| format!("segment {name:?}"))?;
+    let sim = engine(backend, c, state, dt, placed.moving, cli, run)
+        .with_context(|| format!("segment {name:?}"))?;
     Ok(Box::new(SphRunner {
         end_time: case.end_time,
         config_toml: stat.config_toml.clone(),
@@ -439,7 +446,7 @@ fn frame_state(
         }
     }
     let f64v = |v: &[f32; 3]| v.map(|x| x as f64);
-    Ok(SphState {
+    let mut state = SphState {
         time: m.sim_time,
         step: m.step,
         kind: placed.kind.clone(),
@@ -462,7 +469,12 @@ fn frame_state(
             })
             .collect(),
         rho: rho.iter().map(|&r| r as f64).collect(),
-    })
+    };
+    // Moving solids where their motion has them at the frame's time.
+    placed
+        .moving
+        .place(state.time, &mut state.pos, &mut state.vel);
+    Ok(state)
 }
 
 /// A rank other than 0 of an SPH run over MPI ranks: builds its slab from rank 0's `start`

@@ -23,6 +23,7 @@ pub use capacity::{
 };
 pub use materials::{InteractionTarget, MaterialTable, StabilityReport, BOX_FACES};
 pub use sources::{InitialParticle, PlacementLimits, Region};
+pub use validate::check_motion;
 
 use crate::core::geometry::{Mesh, Motion};
 use crate::core::stl::{StlError, Triangle};

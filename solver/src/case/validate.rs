@@ -9,6 +9,16 @@ use super::{
 use crate::core::geometry::{Motion, Segment};
 use crate::core::vec3;
 
+/// Checks a prescribed motion as a DEM mesh's is checked (the SPH solids take the same syntax):
+/// `Err((field, message))` naming the bad field under `field`.
+pub fn check_motion(field: &str, motion: &Motion) -> Result<(), (String, String)> {
+    let c = Checker { origin: "" };
+    c.motion(field, motion).map_err(|e| match e {
+        CaseError::Invalid { field, message, .. } => (field, message),
+        other => (field.to_string(), other.to_string()),
+    })
+}
+
 /// Builds errors with the case's name and a field path.
 struct Checker<'a> {
     origin: &'a str,

@@ -2,6 +2,7 @@
 //! the step about to be taken), bincode 2. A restart continues bit for bit.
 
 use super::cpu::{SphSim, SphState};
+use super::motion::MovingSolids;
 use super::setup::{SphCase, SphConstants};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -73,11 +74,38 @@ pub fn save_state(
 /// Reads a checkpoint: the case (text and parsed) and the simulation ready to continue.
 pub fn load(path: &Path) -> Result<(String, SphCase, SphSim), SphCheckpointError> {
     let r = load_state(path)?;
+    let moving = r.moving_solids(path)?;
     Ok((
         r.case_toml,
         r.case,
-        SphSim::from_state(r.constants, r.state, r.dt),
+        SphSim::from_state_moving(r.constants, r.state, r.dt, moving),
     ))
+}
+
+impl Restored {
+    /// The case's moving solids (placed from its rest positions; none without).
+    pub fn moving_solids(&self, path: &Path) -> Result<MovingSolids, SphCheckpointError> {
+        if !self.case.has_moving_solids() {
+            return Ok(MovingSolids::default());
+        }
+        let p = self.case.particles(&self.constants).map_err(|e| {
+            err(
+                path,
+                format!("holds a case whose solids cannot be placed: {e}"),
+            )
+        })?;
+        if p.pos.len() != self.state.pos.len() {
+            return Err(err(
+                path,
+                format!(
+                    "holds {} particles, but its case places {}",
+                    self.state.pos.len(),
+                    p.pos.len()
+                ),
+            ));
+        }
+        Ok(p.moving)
+    }
 }
 
 /// A checkpoint as read: what any backend needs to continue it.

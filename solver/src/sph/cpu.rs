@@ -7,6 +7,7 @@
 //! pressure their density gives keeps the fluid out). A boundary density below rho0 is raised to
 //! rho0 after each step, as DualSPHysics does, so that walls never pull fluid in.
 
+use super::motion::MovingSolids;
 use super::physics::{self, DiffusionParams, FluidRates, FluidState, SphPair};
 use super::setup::{Diffusion, SphConstants, SphParticles, KIND_FLUID};
 use crate::core::grid::{CellList, Grid};
@@ -37,12 +38,28 @@ impl SphState {
             rho: vec![0.0; n],
         }
     }
+
+    /// The state of `p` at t = 0: at rest but for the moving solids, which move from the start.
+    pub fn initial(p: &SphParticles) -> SphState {
+        let n = p.pos.len();
+        let mut s = SphState {
+            time: 0.0,
+            step: 0,
+            kind: p.kind.clone(),
+            pos: p.pos.clone(),
+            vel: vec![[0.0; 3]; n],
+            rho: p.rho.clone(),
+        };
+        p.moving.place(0.0, &mut s.pos, &mut s.vel);
+        s
+    }
 }
 
 /// The neighbour grid of an SPH run (every backend's): cells of 2h / [`cells_per_support`] over
-/// the boundary particles, which enclose the fluid and never move, so that a run restarted from a
-/// checkpoint gets the same grid and sums in the same order (over all particles without any
-/// boundary).
+/// the boundary particles, which enclose the fluid, at rest (a run with moving solids passes
+/// their rest positions, [`MovingSolids::at_rest`]), so that a run restarted from a checkpoint
+/// gets the same grid and sums in the same order (over all particles without any boundary). A
+/// moving solid stays inside the tank (checked), hence inside the grid.
 pub fn sph_grid(c: &SphConstants, pos: &[V3], kind: &[u32]) -> Grid {
     let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
     let any_boundary = kind.iter().any(|&k| k != KIND_FLUID);
@@ -162,7 +179,8 @@ pub struct SphSim {
     pub(crate) grid: Grid,
     /// Fluid particles by cell (rebuilt at every evaluation; entries are indices into `fluid`).
     fluid_cells: CellList,
-    /// Boundary particles by cell (they do not move: built once; entries index `bound`).
+    /// Boundary particles by cell (built once, or at every evaluation when solids move; entries
+    /// index `bound`).
     bound_cells: CellList,
     /// The values pairs read, in the cells' order (refilled at every evaluation).
     fluid_sorted: SortedParticles,
@@ -173,6 +191,8 @@ pub struct SphSim {
     /// The step the next step takes [s].
     pub(crate) dt: f64,
     diffusion: DiffusionParams,
+    /// Solids with a prescribed motion (none: every boundary particle stays put).
+    moving: MovingSolids,
 }
 
 /// The arrays of every particle (index order) that a pair reads.
@@ -257,6 +277,13 @@ pub(crate) struct Rates {
 
 impl SphSim {
     pub fn new(c: SphConstants, p: SphParticles) -> SphSim {
+        let state = SphState::initial(&p);
+        let dt = first_time_step(&c);
+        SphSim::from_state_moving(c, state, dt, p.moving)
+    }
+
+    /// Places the particles at t = 0 (`p.pos`, at rest) and builds the fixed parts of the run.
+    fn build(c: SphConstants, p: SphParticles) -> SphSim {
         let n = p.pos.len();
         let grid = sph_grid(&c, &p.pos, &p.kind);
         let diffusion = DiffusionParams {
@@ -297,6 +324,7 @@ impl SphSim {
             dt,
             diffusion,
             c,
+            moving: MovingSolids::default(),
         }
     }
 
@@ -314,17 +342,37 @@ impl SphSim {
     }
 
     /// Continues from `state` with the step `dt` it was about to take (a checkpoint): the same
-    /// bits as the run that wrote it.
+    /// bits as the run that wrote it. A case with moving solids needs
+    /// [`SphSim::from_state_moving`].
     pub fn from_state(c: SphConstants, state: SphState, dt: f64) -> SphSim {
+        SphSim::from_state_moving(c, state, dt, MovingSolids::default())
+    }
+
+    /// As [`SphSim::from_state`] with the solids `moving` (the case's, [`SphParticles::moving`]):
+    /// the grid is built with them at rest, as at t = 0, so that the sums keep their order.
+    pub fn from_state_moving(
+        c: SphConstants,
+        state: SphState,
+        dt: f64,
+        moving: MovingSolids,
+    ) -> SphSim {
         let p = SphParticles {
             kind: state.kind.clone(),
-            pos: state.pos.clone(),
+            pos: moving.at_rest(&state.pos),
             rho: state.rho.clone(),
+            moving: MovingSolids::default(),
         };
-        let mut sim = SphSim::new(c, p);
+        // (With moving solids the boundary's cells are rebuilt at every evaluation.)
+        let mut sim = SphSim::build(c, p);
         sim.s = state;
         sim.dt = dt;
+        sim.moving = moving;
         sim
+    }
+
+    /// The moving solids of the run.
+    pub fn moving(&self) -> &MovingSolids {
+        &self.moving
     }
 
     /// Pressure of particle k [Pa].
@@ -358,6 +406,11 @@ impl SphSim {
     ) -> Rates {
         let fpos: Vec<V3> = fluid.iter().map(|&k| pos[k as usize]).collect();
         self.fluid_cells.build(&self.grid, &fpos, fluid);
+        if !self.moving.is_empty() {
+            // Moving solids: the boundary by cell at this evaluation's positions.
+            let bpos: Vec<V3> = self.bound.iter().map(|&k| pos[k as usize]).collect();
+            self.bound_cells.build(&self.grid, &bpos, &self.bound);
+        }
         let (c, grid, kind) = (&self.c, &self.grid, &self.s.kind);
         let reach = sph_reach(c, grid);
         let all = Particles { pos, vel, rho };
@@ -478,8 +531,10 @@ impl SphSim {
             .into_par_iter()
             .map(|k| predict(&c, kind[k] == KIND_FLUID, &at(k), &r0.r[k], dt))
             .collect();
-        let hp: Vec<V3> = half.iter().map(|s| s.x).collect();
-        let hv: Vec<V3> = half.iter().map(|s| s.v).collect();
+        let mut hp: Vec<V3> = half.iter().map(|s| s.x).collect();
+        let mut hv: Vec<V3> = half.iter().map(|s| s.v).collect();
+        // Moving solids at the half step (their density integrates as any boundary's).
+        self.moving.place(self.s.time + 0.5 * dt, &mut hp, &mut hv);
         let hr: Vec<f64> = half.iter().map(|s| s.rho).collect();
         let r1 = self.rates(&hp, &hv, &hr);
         // Corrector.
@@ -491,6 +546,7 @@ impl SphSim {
         for (k, s) in new.into_iter().enumerate() {
             (pos[k], vel[k], rho[k]) = (s.x, s.v, s.rho);
         }
+        self.moving.place(self.s.time + dt, &mut pos, &mut vel);
         (self.s.pos, self.s.vel, self.s.rho) = (pos, vel, rho);
         self.s.time += dt;
         self.s.step += 1;

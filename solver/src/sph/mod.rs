@@ -5,7 +5,7 @@
 //! an SPH case (its own file type for now) and places fluid and dynamic boundary particles;
 //! [`cpu`] is the CPU reference solver and [`cuda`] its GPU twin on one device (bit-identical in
 //! f64), also split over several GPUs ([`cuda::SphGroup`], the same bits); [`checkpoint`] serves
-//! all; [`probe`] reads pressure at a point as the `analysis` tool does. [`slabs`] cuts a run into
+//! all; [`motion`] moves the boundary particles of solids with a prescribed motion; [`probe`] reads pressure at a point as the `analysis` tool does. [`slabs`] cuts a run into
 //! slabs of cell layers for several workers: GPUs of a group, MPI ranks with a GPU each
 //! ([`cuda::SphRank`]) or on the CPU ([`ranks::SphCpuRank`]), whose frames and states travel as
 //! [`parts`]. Not on the DEM coordinator (no CPU sub-domains in one process).
@@ -13,6 +13,7 @@
 pub mod checkpoint;
 pub mod cpu;
 pub mod cuda;
+pub mod motion;
 pub(crate) mod parts;
 pub mod physics;
 pub mod probe;

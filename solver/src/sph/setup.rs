@@ -5,8 +5,9 @@
 
 use std::path::PathBuf;
 
+use super::motion::{MovingSolids, MAX_MOVING_SOLIDS};
 use super::physics::{self, SphKernel};
-use crate::core::geometry;
+use crate::core::geometry::{self, Motion};
 use crate::core::stl::Triangle;
 use crate::core::vec3::V3;
 use serde::{Deserialize, Serialize};
@@ -117,6 +118,10 @@ pub struct FluidBlock {
     /// Scale of the STL's vertices (0.001 for a file in mm); default 1.
     #[serde(default = "d_one", skip_serializing_if = "is_one")]
     pub scale: f64,
+    /// Solids only: the prescribed motion of the solid (a DEM mesh's `motion`: translation,
+    /// rotation or a schedule of them; default fixed). Its coordinates are the solid's at t = 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub motion: Option<Motion>,
 }
 
 fn is_one(v: &f64) -> bool {
@@ -222,17 +227,26 @@ pub struct SphConstants {
     pub surface: f64,
 }
 
-/// The particles of a case at t = 0: kind, position, density (velocity zero).
+/// The particles of a case at t = 0: kind, position, density (velocity zero but for the moving
+/// solids' particles, which `moving` places), and the moving solids.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SphParticles {
     pub kind: Vec<u32>,
     pub pos: Vec<V3>,
     pub rho: Vec<f64>,
+    pub moving: MovingSolids,
 }
 
 impl SphCase {
     pub fn from_toml_str(text: &str) -> Result<SphCase, SphCaseError> {
         toml::from_str(text).map_err(|e| bad("case", e.to_string()))
+    }
+
+    /// Whether a solid moves (`[[obstacles]] motion`, not fixed).
+    pub fn has_moving_solids(&self) -> bool {
+        self.obstacles
+            .iter()
+            .any(|o| o.motion.as_ref().is_some_and(|m| !m.is_fixed()))
     }
 
     /// Whether a block or solid comes from an STL file.
@@ -345,6 +359,46 @@ impl SphCase {
         Ok(Sites { origin, idx })
     }
 
+    /// A moving solid (bounding box `min`, `max` at rest) must stay inside the tank for the whole
+    /// run: its box's corners are checked at 4,096 instants over [0, end_time] and at the ends of
+    /// its schedule's segments (a box's rotated corners bound the rotated box).
+    fn stays_in_tank(&self, field: &str, m: &Motion, min: V3, max: V3) -> Result<(), SphCaseError> {
+        let corners = box_corners(min, max);
+        let n = 4096;
+        let mut times: Vec<f64> = (0..=n)
+            .map(|k| self.end_time * k as f64 / n as f64)
+            .collect();
+        if let Motion::Schedule { segments } = m {
+            times.extend(
+                segments
+                    .iter()
+                    .flat_map(|s| [Some(s.start()), s.end()])
+                    .flatten()
+                    .filter(|&t| t <= self.end_time),
+            );
+        }
+        let (lo, hi) = (self.domain.min, self.domain.max);
+        let slack = 1e-9 * (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f64::max);
+        for t in times {
+            let pose = m.transform_at(t);
+            for c in corners {
+                let x = pose.apply(c);
+                if (0..3).any(|a| x[a] < lo[a] - slack || x[a] > hi[a] + slack) {
+                    return Err(bad(
+                        &format!("{field}.motion"),
+                        format!(
+                            "takes the solid out of the tank {lo:?}..{hi:?}: at t = {t:.6} s a \
+                             corner of its box is at {x:?}; a moving solid must stay inside the \
+                             tank for the whole run (end_time = {} s)",
+                            self.end_time
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the numbers and derives the constants: clear errors for an absurd spacing, a
     /// kernel support larger than the tank, a fluid block outside the tank.
     pub fn constants(&self) -> Result<SphConstants, SphCaseError> {
@@ -417,6 +471,12 @@ impl SphCase {
         let mut boxes = Vec::new();
         for (k, b) in self.fluid.iter().enumerate() {
             let field = format!("fluid[{k}]");
+            if b.motion.is_some() {
+                return Err(bad(
+                    &format!("{field}.motion"),
+                    "only solids move: give `motion` to an `[[obstacles]]` block".into(),
+                ));
+            }
             let shape = self.shape(&field, b)?;
             let (min, max) = shape.bounds();
             if !inside_tank(min, max) {
@@ -433,10 +493,18 @@ impl SphCase {
             }
             surface = surface.max(max[2]);
         }
+        let mut moving = Vec::new();
         for (k, o) in self.obstacles.iter().enumerate() {
             let field = format!("obstacles[{k}]");
             let shape = self.shape(&field, o)?;
             let (min, max) = shape.bounds();
+            if let Some(m) = &o.motion {
+                crate::case::check_motion(&field, m).map_err(|(f, e)| bad(&f, e))?;
+                if !m.is_fixed() {
+                    self.stays_in_tank(&field, m, min, max)?;
+                    moving.push((field.clone(), m, min, max));
+                }
+            }
             if !inside_tank(min, max) {
                 return Err(bad(
                     &field,
@@ -460,6 +528,16 @@ impl SphCase {
                 }
             }
         }
+        if moving.len() > MAX_MOVING_SOLIDS {
+            return Err(bad(
+                "obstacles",
+                format!(
+                    "{} solids move; at most {MAX_MOVING_SOLIDS} may (a GPU takes their poses as \
+                     one launch parameter)",
+                    moving.len()
+                ),
+            ));
+        }
         let g = crate::core::vec3::norm(self.gravity);
         let depth = surface - self.domain.min[2];
         let c0 = match p.sound_speed {
@@ -467,6 +545,19 @@ impl SphCase {
             Some(c) => return Err(bad("sph.sound_speed", format!("must be > 0, got {c}"))),
             None => physics::sound_speed_from_coefficient(p.coef_sound, g.max(1e-12), depth),
         };
+        for (field, m, min, max) in &moving {
+            // Weak compressibility holds while the flow is slower than c0 / 10 (Monaghan 1994):
+            // a solid driving the water faster makes it compress by more than 1 %.
+            let speed = m.max_speed(&box_corners(*min, *max));
+            if speed > 0.1 * c0 {
+                tracing::warn!(
+                    "{field}.motion moves at up to {speed:.3} m/s, more than a tenth of the speed \
+                     of sound c0 = {c0:.3} m/s: the water will compress by more than 1 %; raise \
+                     sph.coef_sound or give sph.sound_speed >= {:.3} m/s",
+                    10.0 * speed
+                );
+            }
+        }
         Ok(SphConstants {
             kernel: p.kernel.kernel(),
             dp: p.spacing,
@@ -523,11 +614,23 @@ impl SphCase {
         }
         // Solids: the tank's lattice sites inside each box or closed surface.
         let mut solid: Vec<V3> = Vec::new();
+        // The moving solid each solid particle belongs to, if any.
+        let mut solid_body: Vec<Option<u32>> = Vec::new();
         let mut shapes = Vec::new();
         for (k, o) in self.obstacles.iter().enumerate() {
             let field = format!("obstacles[{k}]");
             let shape = self.shape(&field, o)?;
+            let before = solid.len();
             solid.extend(self.tank_sites(&field, &shape, dp)?.positions(dp));
+            let body = match o.motion.as_ref().filter(|m| !m.is_fixed()) {
+                Some(m) => {
+                    out.moving.motions.push(m.clone());
+                    Some(out.moving.motions.len() as u32 - 1)
+                }
+                None => None,
+            };
+            solid_body.resize(solid.len(), body);
+            debug_assert!(solid_body[before..].iter().all(|&b| b == body));
             shapes.push((field, shape));
         }
         if self.uses_stl() {
@@ -547,7 +650,12 @@ impl SphCase {
             out.rho.push(rho_at(p[2]));
             out.pos.push(p);
         }
-        for p in solid {
+        for (p, body) in solid.into_iter().zip(solid_body) {
+            if let Some(b) = body {
+                out.moving.ids.push(out.pos.len() as u32);
+                out.moving.body.push(b);
+                out.moving.rest.push(p);
+            }
             out.kind.push(KIND_BOUNDARY);
             out.rho.push(rho_at(p[2]).max(c.rho0));
             out.pos.push(p);
@@ -577,6 +685,11 @@ impl SphCase {
         }
         Ok(out)
     }
+}
+
+/// The eight corners of the box [min, max].
+fn box_corners(min: V3, max: V3) -> [V3; 8] {
+    std::array::from_fn(|k| std::array::from_fn(|a| if k >> a & 1 == 0 { min[a] } else { max[a] }))
 }
 
 /// Sites `idx` of the lattice `origin + dp (i + 1/2, j + 1/2, k + 1/2)`.

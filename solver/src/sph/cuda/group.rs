@@ -561,6 +561,7 @@ impl SlabCut {
             &self.bound_ids,
             Some(setup),
             (self.axis as u32, lo, hi),
+            false,
         )
     }
 }

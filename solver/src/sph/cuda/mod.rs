@@ -7,7 +7,9 @@
 //! sort and reorder again at the half-step positions (the state and the half state alike, so
 //! that the corrector pairs them slot by slot); rates; corrector; one 24-byte read of the
 //! reduced time-step limits, which set the next step on the host with the CPU's function.
-//! Boundary particles never move: the host sorts them once.
+//! Boundary particles never move: the host sorts them once; unless solids move
+//! ([`super::motion`]): then their particles are placed at each evaluation and the boundary is
+//! sorted on the device as the fluid is.
 //!
 //! [`group`] runs one simulation on several GPUs, one slab of cell layers each; [`ranks`] runs
 //! the same slabs over MPI ranks, one GPU each; [`slab`] holds what a slab adds to this one-GPU
@@ -30,6 +32,7 @@ use cudarc::driver::{
 };
 
 use super::cpu::{first_time_step, next_time_step, sph_grid, SphState};
+use super::motion::{MovingSolids, MAX_MOVING_SOLIDS};
 use super::setup::{Diffusion, SphConstants, SphParticles, KIND_FLUID};
 use crate::core::grid::{CellList, Grid};
 use crate::core::vec3::V3;
@@ -87,15 +90,77 @@ struct SphGrid {
     start: u64,
 }
 
+/// `SphBound` of sph.cu: the boundary arrays a sort of the boundary reorders (moving solids):
+/// position (f64 x 3), velocity (real x 3), density, half-step density (real), id (u32), position
+/// at rest (f64 x 3), moving solid (u32, `u32::MAX`: fixed).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct SphBound {
+    pos: u64,
+    vel: u64,
+    rho: u64,
+    half: u64,
+    id: u64,
+    rest: u64,
+    body: u64,
+}
+
+/// `SphBody` of sph.cu: a [`crate::core::geometry::BodyTransform`] (row-major rotation,
+/// translation, velocity, angular velocity, center), 21 f64.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct SphBody([f64; 21]);
+
+/// `SphBodies` of sph.cu: the poses of the moving solids, one launch parameter.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct SphBodies([SphBody; MAX_MOVING_SOLIDS]);
+
 const _: () = assert!(std::mem::size_of::<KernelParams>() == 160);
 const _: () = assert!(std::mem::size_of::<SphArrays>() == 32);
 const _: () = assert!(std::mem::size_of::<SphGrid>() == 40);
+const _: () = assert!(std::mem::size_of::<SphBound>() == 56);
+const _: () = assert!(std::mem::size_of::<SphBodies>() == 16 * 168);
 
 // SAFETY: plain #[repr(C)] structs of f64, u32, i32 and u64 with the layout of their sph.cu
 // twins (sizes asserted above), passed by value as kernel parameters.
 unsafe impl DeviceRepr for KernelParams {}
 unsafe impl DeviceRepr for SphArrays {}
 unsafe impl DeviceRepr for SphGrid {}
+unsafe impl DeviceRepr for SphBound {}
+unsafe impl DeviceRepr for SphBodies {}
+
+impl SphBodies {
+    fn at(solids: &MovingSolids, t: f64) -> SphBodies {
+        let mut out = SphBodies::default();
+        for (slot, tr) in out.0.iter_mut().zip(solids.transforms(t)) {
+            let mut v = [0.0; 21];
+            v[..9].copy_from_slice(&tr.rotation);
+            v[9..12].copy_from_slice(&tr.translation);
+            v[12..15].copy_from_slice(&tr.velocity);
+            v[15..18].copy_from_slice(&tr.omega);
+            v[18..].copy_from_slice(&tr.center);
+            *slot = SphBody(v);
+        }
+        out
+    }
+}
+
+/// The moving solids on the GPU: the boundary arrays (current and reorder copy) and the
+/// boundary's counting sort.
+struct MovingGpu {
+    solids: MovingSolids,
+    b: SphBound,
+    alt: SphBound,
+    grid: SphGrid,
+}
+
+/// Device bytes per boundary particle that moving solids add (`real` bytes per real): velocity,
+/// position at rest and solid for the two copies, the second copy's position, densities and id,
+/// and the sort's cell, rank and permutation.
+pub fn moving_bytes_per_boundary(real: u64) -> u64 {
+    2 * (3 * real + 24 + 4) + (24 + 2 * real + 4) + 12
+}
 
 /// Bytes of `SphDiag` in sph.cu: dt_f and dt_cv as f64 bits, the non-finite count, padding.
 const DIAG_BYTES: usize = 24;
@@ -374,6 +439,8 @@ pub struct SphCuda {
     bids: Vec<u32>,
     /// Slab mode (several GPUs): the exchange state; `None` on one GPU.
     slab: Option<slab::Slab>,
+    /// Moving solids (one GPU only); `None` without.
+    mv: Option<MovingGpu>,
     /// The fluid state, its half step and the reorder copy, all in the current sorted order.
     s: SphArrays,
     half: SphArrays,
@@ -413,17 +480,9 @@ impl SphCuda {
         p: SphParticles,
         opts: SphCudaOptions,
     ) -> Result<SphCuda, CudaError> {
-        let n = p.pos.len();
         let dt = first_time_step(&c);
-        let state = SphState {
-            time: 0.0,
-            step: 0,
-            kind: p.kind,
-            pos: p.pos,
-            vel: vec![[0.0; 3]; n],
-            rho: p.rho,
-        };
-        SphCuda::from_state(c, state, dt, opts)
+        let state = SphState::initial(&p);
+        SphCuda::from_state_moving(c, state, dt, opts, p.moving)
     }
 
     /// Continues from `state` with the step `dt` it was about to take (a checkpoint, whichever
@@ -434,7 +493,21 @@ impl SphCuda {
         dt: f64,
         opts: SphCudaOptions,
     ) -> Result<SphCuda, CudaError> {
-        let grid = sph_grid(&c, &state.pos, &state.kind);
+        SphCuda::from_state_moving(c, state, dt, opts, MovingSolids::default())
+    }
+
+    /// As [`SphCuda::from_state`] with the case's moving solids (`SphSim::from_state_moving`).
+    pub fn from_state_moving(
+        c: SphConstants,
+        state: SphState,
+        dt: f64,
+        opts: SphCudaOptions,
+        moving: MovingSolids,
+    ) -> Result<SphCuda, CudaError> {
+        moving
+            .check(state.pos.len())
+            .map_err(CudaError::Unsupported)?;
+        let grid = sph_grid(&c, &moving.at_rest(&state.pos), &state.kind);
         let fluid: Vec<u32> = (0..state.pos.len() as u32)
             .filter(|&k| state.kind[k as usize] == KIND_FLUID)
             .collect();
@@ -442,7 +515,7 @@ impl SphCuda {
             .filter(|&k| state.kind[k as usize] != KIND_FLUID)
             .collect();
         let layers = grid.dims[0];
-        SphCuda::build(
+        let mut sim = SphCuda::build(
             c,
             grid,
             &state,
@@ -452,7 +525,12 @@ impl SphCuda {
             &bound,
             None,
             (0, 0, layers),
-        )
+            !moving.is_empty(),
+        )?;
+        if !moving.is_empty() {
+            sim.attach_moving(&state, moving)?;
+        }
+        Ok(sim)
     }
 
     /// A GPU holding the fluid particles `fluid` and the boundary particles `bound` of `state`
@@ -469,6 +547,7 @@ impl SphCuda {
         bound: &[u32],
         slab_setup: Option<slab::SlabSetup>,
         own: (u32, u32, u32),
+        moving: bool,
     ) -> Result<SphCuda, CudaError> {
         driver::driver_available()?;
         let n = state.pos.len();
@@ -499,6 +578,11 @@ impl SphCuda {
             .saturating_add((nb as u64).saturating_mul(per_b))
             .saturating_add((cells as u64 + 1).saturating_mul(per_c))
             .saturating_add(slab_setup.as_ref().map_or(0, |s| s.extra_bytes(real)))
+            .saturating_add(if moving {
+                (nb as u64).saturating_mul(moving_bytes_per_boundary(real as u64))
+            } else {
+                0
+            })
             .saturating_add(1 << 20);
         let (free, _) = ctx
             .mem_get_info()
@@ -546,7 +630,11 @@ impl SphCuda {
         p.own_hi = p
             .own_hi
             .min(super::cpu::sph_layers(&grid, p.axis as usize, p.reach));
-        let module = load_module(&ctx, opts.double, pair_constants(&p, c.alpha_boundary))?;
+        let mut constants = pair_constants(&p, c.alpha_boundary);
+        if moving {
+            constants.push("-DSPH_MOVING=1".to_string());
+        }
+        let module = load_module(&ctx, opts.double, constants)?;
         let mut sim = SphCuda {
             c,
             ctx,
@@ -566,6 +654,7 @@ impl SphCuda {
             grid,
             bids: Vec::new(),
             slab: None,
+            mv: None,
             s: SphArrays::default(),
             half: SphArrays::default(),
             alt: SphArrays::default(),
@@ -796,6 +885,113 @@ impl SphCuda {
         self.put(self.bstart, as_bytes(&bstart))
     }
 
+    /// Moving solids: the boundary's velocities, rest positions and solids in the slot order of
+    /// `upload_boundary`, the reorder copy and the boundary's counting sort.
+    fn attach_moving(&mut self, st: &SphState, solids: MovingSolids) -> Result<(), CudaError> {
+        let (nb, r, cells) = (self.nb as usize, self.real, self.cells as usize);
+        let mut body = vec![u32::MAX; st.pos.len()];
+        let mut rest = st.pos.clone();
+        for ((&id, &b), &x0) in solids.ids.iter().zip(&solids.body).zip(&solids.rest) {
+            body[id as usize] = b;
+            rest[id as usize] = x0;
+        }
+        let b = SphBound {
+            pos: self.bpos,
+            vel: self.alloc("boundary.vel", 3 * r * nb)?,
+            rho: self.brho,
+            half: self.bhalf,
+            id: self.bid,
+            rest: self.alloc("boundary.rest", 24 * nb)?,
+            body: self.alloc("boundary.solid", 4 * nb)?,
+        };
+        let alt = SphBound {
+            pos: self.alloc("boundary.reorder.pos", 24 * nb)?,
+            vel: self.alloc("boundary.reorder.vel", 3 * r * nb)?,
+            rho: self.alloc("boundary.reorder.rho", r * nb)?,
+            half: self.alloc("boundary.reorder.rho_half", r * nb)?,
+            id: self.alloc("boundary.reorder.id", 4 * nb)?,
+            rest: self.alloc("boundary.reorder.rest", 24 * nb)?,
+            body: self.alloc("boundary.reorder.solid", 4 * nb)?,
+        };
+        let grid = SphGrid {
+            cell: self.alloc("boundary.grid.cell", 4 * nb)?,
+            rank: self.alloc("boundary.grid.rank", 4 * nb)?,
+            perm: self.alloc("boundary.grid.perm", 4 * nb)?,
+            count: self.alloc("boundary.grid.count", 4 * (cells + 1))?,
+            start: self.bstart,
+        };
+        let bids = self.bids.clone();
+        let vel = self.reals(bids.iter().flat_map(|&k| st.vel[k as usize]));
+        self.put(b.vel, &vel)?;
+        let rp: Vec<f64> = bids.iter().flat_map(|&k| rest[k as usize]).collect();
+        self.put(b.rest, as_bytes(&rp))?;
+        let bb: Vec<u32> = bids.iter().map(|&k| body[k as usize]).collect();
+        self.put(b.body, as_bytes(&bb))?;
+        self.mv = Some(MovingGpu {
+            solids,
+            b,
+            alt,
+            grid,
+        });
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("uploading the moving solids", e))
+    }
+
+    /// Moving solids: places their particles at time `t`.
+    fn place_boundary(&self, t: f64) -> Result<(), CudaError> {
+        let Some(mv) = &self.mv else { return Ok(()) };
+        let p = KernelParams {
+            n: self.nb,
+            ..self.p
+        };
+        let bodies = SphBodies::at(&mv.solids, t);
+        self.launch("sph_bound_place", blocks(self.nb), &[&p, &bodies, &mv.b])
+    }
+
+    /// Moving solids: sorts the boundary by (cell, id) at its current positions (as `SphSim`
+    /// rebuilds its boundary cells at each evaluation) and reorders its arrays.
+    fn sort_boundary(&mut self) -> Result<(), CudaError> {
+        let Some(mv) = &self.mv else { return Ok(()) };
+        let (b, alt, g) = (mv.b, mv.alt, mv.grid);
+        let p = KernelParams {
+            n: self.nb,
+            ..self.p
+        };
+        let none = 0u64;
+        self.launch("sph_hash_count", blocks(self.nb), &[&p, &b.pos, &none, &g])?;
+        let fns = (
+            &self.module.functions["scan_tile"],
+            &self.module.functions["scan_add"],
+        );
+        crate::dem::cuda::exclusive_scan(
+            &self.stream,
+            fns,
+            &self.scan_levels,
+            g.count,
+            g.start,
+            self.cells + 1,
+            0,
+        )?;
+        self.launch("sph_scatter", blocks(self.nb), &[&p, &g])?;
+        self.launch("sph_cell_rank", blocks(self.nb), &[&p, &b.id, &g, &g.rank])?;
+        self.launch(
+            "sph_bound_gather",
+            blocks(self.nb),
+            &[&p, &b, &alt, &g.rank],
+        )?;
+        (self.bpos, self.brho, self.bhalf, self.bid) = (alt.pos, alt.rho, alt.half, alt.id);
+        if let Some(mv) = &mut self.mv {
+            (mv.b, mv.alt) = (alt, b);
+        }
+        Ok(())
+    }
+
+    /// The boundary's velocities (moving solids; 0: none, every boundary particle at rest).
+    fn bvel_ptr(&self) -> u64 {
+        self.mv.as_ref().map_or(0, |m| m.b.vel)
+    }
+
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[&dyn ArgRef]) -> Result<(), CudaError> {
         let f = &self.module.functions[name];
         let mut b = self.stream.launch_builder(f);
@@ -892,6 +1088,7 @@ impl SphCuda {
         let mut p = self.p;
         let start = self.g.start;
         let (own, bown) = (self.own_ptr(), self.bown_ptr());
+        let bvel = self.bvel_ptr();
         if self.loc != 0 || self.bloc != 0 {
             self.launch(
                 "sph_localize",
@@ -918,6 +1115,7 @@ impl SphCuda {
                 &self.bpos,
                 &self.bloc,
                 &brho,
+                &bvel,
                 &self.bstart,
                 &self.acc,
                 &self.drho,
@@ -937,6 +1135,7 @@ impl SphCuda {
                 &start,
                 &self.bpos,
                 &brho,
+                &bvel,
                 &self.bdrho,
                 &bown,
                 &self.diag,
@@ -949,6 +1148,7 @@ impl SphCuda {
     fn predictor(&mut self) -> Result<(), CudaError> {
         self.sort_fluid(self.s.pos)?;
         self.reorder(Which::State)?;
+        self.sort_boundary()?;
         self.rates(self.s, self.brho)?;
         let p = self.p;
         let (own, bown) = (self.own_ptr(), self.bown_ptr());
@@ -971,6 +1171,9 @@ impl SphCuda {
         self.sort_fluid(self.half.pos)?;
         self.reorder(Which::State)?;
         self.reorder(Which::Half)?;
+        // Moving solids at the half step (SphSim::step places them there too).
+        self.place_boundary(self.time + 0.5 * self.dt)?;
+        self.sort_boundary()?;
         let one = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (1, 1, 1),
@@ -998,7 +1201,9 @@ impl SphCuda {
             "sph_bound_correct",
             blocks(self.nb),
             &[&pb, &self.brho, &self.bhalf, &self.bdrho, &bown],
-        )
+        )?;
+        // Moving solids at the end of the step, where frames and states read them.
+        self.place_boundary(self.time + self.dt)
     }
 
     /// The reduced limits of the last corrector: (dt_f, dt_cv, non-finite particles). Waits for
@@ -1047,6 +1252,16 @@ impl SphCuda {
         let mut bpos = vec![0f64; 3 * nb];
         self.get(self.bpos, as_bytes_mut(&mut bpos))?;
         let brho = self.download_reals(self.brho, nb)?;
+        // Moving solids: the boundary's slot order changes at each sort; its ids and velocities
+        // are on the device.
+        let (bids, bvel) = match &self.mv {
+            Some(mv) => {
+                let mut ids = vec![0u32; nb];
+                self.get(mv.b.id, as_bytes_mut(&mut ids))?;
+                (ids, self.download_reals(mv.b.vel, 3 * nb)?)
+            }
+            None => (self.bids.clone(), vec![0.0; 3 * nb]),
+        };
         let (own, bown) = match &self.slab {
             Some(_) => self.own_flags()?,
             None => (vec![1; nf], vec![1; nb]),
@@ -1062,12 +1277,13 @@ impl SphCuda {
                 out.rho.push(frho[k]);
             }
         }
-        for (k, &id) in self.bids.iter().enumerate() {
+        for (k, &id) in bids.iter().enumerate() {
             if bown[k] != 0 {
                 out.id.push(id);
                 out.pos
                     .push([bpos[3 * k], bpos[3 * k + 1], bpos[3 * k + 2]]);
-                out.vel.push([0.0; 3]);
+                out.vel
+                    .push([bvel[3 * k], bvel[3 * k + 1], bvel[3 * k + 2]]);
                 out.rho.push(brho[k]);
             }
         }
@@ -1133,12 +1349,13 @@ impl SphCuda {
     fn pack_into(&self, st: [u64; 4]) -> Result<(), CudaError> {
         let p = self.p;
         let (own, bown) = (self.own_ptr(), self.bown_ptr());
+        let bvel = self.bvel_ptr();
         self.launch(
             "sph_pack",
             blocks(self.nf + self.nb),
             &[
-                &p, &self.s, &self.nb, &self.bpos, &self.brho, &self.bid, &own, &bown, &st[0],
-                &st[1], &st[2], &st[3],
+                &p, &self.s, &self.nb, &self.bpos, &self.brho, &bvel, &self.bid, &own, &bown,
+                &st[0], &st[1], &st[2], &st[3],
             ],
         )
     }
