@@ -257,3 +257,79 @@ fn an_sph_case_with_an_stl_solid_runs_and_resumes_from_elsewhere() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A solid with a prescribed motion (a block sinking at 0.2 m/s above the still tank): the
+/// frames carry its particles where the motion has them and with its velocity, and `--load-shm`
+/// continues the run with the solid placed from its motion at the frame's time.
+#[test]
+fn a_moving_solid_is_published_and_resumes_where_its_motion_has_it() {
+    let seg = SegName::new("sph-moving");
+    let dir = std::env::temp_dir().join(format!("pshm-sph-moving-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = dir.join("block.toml");
+    let text = e2e_tests::sph_tank_case(0.05)
+        + "[[obstacles]]\nmin = [0.06, 0.02, 0.22]\nmax = [0.14, 0.08, 0.28]\n\
+           motion = { type = \"translation\", velocity = [0.0, 0.0, -0.2] }\n";
+    std::fs::write(&case, text).unwrap();
+    let case_arg = case.to_string_lossy().to_string();
+    // The block's 4 x 3 x 3 particles: boundary particles moving at (0, 0, -0.2) m/s, their
+    // lattice sites (z 0.23, 0.25, 0.27 at rest) lowered by 0.2 t.
+    let block = |f: &shm_protocol::Frame| {
+        let t = f.meta.sim_time;
+        let (pos, vel) = (
+            f.positions.as_ref().unwrap(),
+            f.velocities.as_ref().unwrap(),
+        );
+        let kind = f.particle_kinds.as_ref().unwrap();
+        let moving: Vec<usize> = (0..pos.len())
+            .filter(|&k| kind[k] == 2 && vel[k] == [0.0, 0.0, -0.2])
+            .collect();
+        assert_eq!(moving.len(), 36, "the block's particles at t = {t}");
+        for &k in &moving {
+            let rest = pos[k][2] as f64 + 0.2 * t;
+            let site = ((rest - 0.01) / 0.02).round() * 0.02 + 0.01;
+            assert!(
+                (rest - site).abs() < 1e-5 && (0.22..0.28).contains(&site),
+                "block particle {k} at z = {} at t = {t}",
+                pos[k][2]
+            );
+        }
+    };
+    let first = [
+        "--name-shm",
+        &seg.0,
+        "--case",
+        &case_arg,
+        "--backend",
+        "cpu",
+        "--keep-shm",
+    ];
+    let (code, err) = Running::spawn(solver(&first)).wait_exit(Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{err}");
+    {
+        let c = Consumer::attach(&seg.0).expect("attach");
+        let f = c.read_newest().expect("read").expect("a frame");
+        assert!((f.meta.sim_time - 0.05).abs() < 1e-9);
+        block(&f);
+    }
+    let resume = [
+        "--load-shm",
+        &seg.0,
+        "--backend",
+        "cpu",
+        "--end-time",
+        "0.08",
+        "--keep-shm",
+    ];
+    let (code, err) = Running::spawn(solver(&resume)).wait_exit(Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{err}");
+    let c = Consumer::attach(&seg.0).expect("attach");
+    let f = c.read_newest().expect("read").expect("a frame");
+    assert!(
+        (f.meta.sim_time - 0.08).abs() < 1e-9,
+        "t = {}",
+        f.meta.sim_time
+    );
+    block(&f);
+    let _ = std::fs::remove_dir_all(&dir);
+}

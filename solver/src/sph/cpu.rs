@@ -3,8 +3,9 @@
 //! symplectic position Verlet with the variable CFL step, dynamic boundary particles.
 //!
 //! One evaluation of the rates (`rates`) serves every particle: fluid particles get an
-//! acceleration and a density rate, boundary particles a density rate only (they do not move; the
-//! pressure their density gives keeps the fluid out). A boundary density below rho0 is raised to
+//! acceleration and a density rate, boundary particles a density rate only (they do not move, or
+//! move as their solid's prescribed motion places them, [`super::motion`]; the pressure their
+//! density gives keeps the fluid out). A boundary density below rho0 is raised to
 //! rho0 after each step, as DualSPHysics does, so that walls never pull fluid in.
 
 use super::motion::MovingSolids;
