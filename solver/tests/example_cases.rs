@@ -58,6 +58,7 @@ fn sph_examples_place_their_particles_and_step() {
         "dambreak.toml",
         "dambreak_pier.toml",
         "hydrostatic_tank.toml",
+        "sloshing_tank.toml",
         "stirred_tank.toml",
         "water_column.toml",
         "wavemaker.toml",
@@ -87,7 +88,10 @@ fn sph_examples_place_their_particles_and_step() {
                 "the tank's walls and the pier's particles"
             );
         }
-        let moves = matches!(name, "stirred_tank.toml" | "wavemaker.toml");
+        let moves = matches!(
+            name,
+            "sloshing_tank.toml" | "stirred_tank.toml" | "wavemaker.toml"
+        );
         assert_eq!(!p.moving.is_empty(), moves, "{name}: moving solids");
         let mut sim = SphSim::new(c, p);
         for _ in 0..3 {

@@ -183,11 +183,23 @@ fn f64_gpu_moving_solids_have_the_cpu_bits() {
     if !gpu() {
         return;
     }
-    let text = moving_column_text();
-    let case = solver::sph::setup::SphCase::from_toml_str(&text).unwrap();
+    // The solids alone, then with the tank rocking too (every boundary particle moves, the
+    // walls partly out of the grid built at rest).
+    let rocking = moving_column_text().replace(
+        "max = [0.3, 0.05, 0.25]\n",
+        "max = [0.3, 0.05, 0.25]\nmotion = { type = \"rocking\", axis_point = [0.15, 0.0, 0.0], \
+         axis_direction = [0.0, 1.0, 0.0], amplitude_deg = 3.0, frequency = 2.0 }\n",
+    );
+    for (text, solids) in [(moving_column_text(), 2), (rocking, 3)] {
+        moving_parity(&text, solids);
+    }
+}
+
+fn moving_parity(text: &str, solids: usize) {
+    let case = solver::sph::setup::SphCase::from_toml_str(text).unwrap();
     let c = case.constants().unwrap();
     let p = case.particles(&c).unwrap();
-    assert_eq!(p.moving.motions.len(), 2);
+    assert_eq!(p.moving.motions.len(), solids);
     let mut cpu = SphSim::new(c.clone(), p.clone());
     let mut gpu = SphCuda::new(c.clone(), p.clone(), DOUBLE).expect("GPU backend starts");
     for step in 0..120 {
@@ -215,7 +227,7 @@ fn f64_gpu_moving_solids_have_the_cpu_bits() {
     }
     // A checkpoint of the moving run, continued on the GPU.
     let path = std::env::temp_dir().join(format!("sph-gpu-moving-{}.bin", std::process::id()));
-    solver::sph::checkpoint::save_state(&path, &text, g, gpu.dt()).unwrap();
+    solver::sph::checkpoint::save_state(&path, text, g, gpu.dt()).unwrap();
     let r = solver::sph::checkpoint::load_state(&path).unwrap();
     std::fs::remove_file(&path).ok();
     let moving = r.moving_solids(&path).unwrap();
@@ -229,7 +241,7 @@ fn f64_gpu_moving_solids_have_the_cpu_bits() {
         &on_gpu.state().unwrap(),
         "moving checkpoint on the GPU",
     );
-    println!("120 + 40 steps, {n} particles, two moving solids: identical bits");
+    println!("120 + 40 steps, {n} particles, {solids} moving solids: identical bits");
 }
 
 /// In float, a moving solid stirs the water as on the CPU: after 0.3 s of the paddle the fluid's

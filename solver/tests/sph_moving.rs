@@ -217,6 +217,21 @@ fn bad_motions_are_refused_by_name() {
         r#"motion = { type = "schedule", segments = [] }"#,
     ));
     assert!(e.contains("obstacles[0].motion.segments"), "{e}");
+    let e = err(piston_text(
+        r#"motion = { type = "oscillation", amplitude = [0.01, 0.0, 0.0], frequency = -2.0 }"#,
+    ));
+    assert!(e.contains("obstacles[0].motion.frequency"), "{e}");
+    // A harmonic swing is checked over its period: 0.3 m out along x reaches past the far wall.
+    let e = err(piston_text(
+        r#"motion = { type = "oscillation", amplitude = [0.3, 0.0, 0.0], frequency = 50.0 }"#,
+    ));
+    assert!(e.contains("out of the tank"), "{e}");
+    let e = err(piston_text("").replace(
+        "max = [0.3, 0.04, 0.22]\n[sph]",
+        "max = [0.3, 0.04, 0.22]\nmotion = { type = \"rocking\", axis_point = [0.0, 0.0, 0.0], \
+         axis_direction = [0.0, 1.0, 0.0], amplitude_deg = 400.0, frequency = 1.0 }\n[sph]",
+    ));
+    assert!(e.contains("domain.motion.amplitude_deg"), "{e}");
     // Only solids move.
     let text = piston_text("").replace(
         "max = [0.3, 0.04, 0.08]",
@@ -241,4 +256,42 @@ fn bad_motions_are_refused_by_name() {
     let c = still.constants().unwrap();
     assert!(still.particles(&c).unwrap().moving.is_empty());
     let _ = Motion::Fixed;
+}
+
+/// A tank that moves (`[domain] motion`): the hydrostatic tank shaken along x at 0.5 Hz, a
+/// quarter of its first sloshing mode's frequency (1.9 Hz: omega^2 = g k tanh(k h), k = pi / L),
+/// starting at rest (phase 90: v = -2 pi f A sin(2 pi f t)). Below resonance the water moves with
+/// its tank: its mean velocity is the tank's within 15 % of the tank's top speed, at the top
+/// speed (t = 0.5 s) and at rest (t = 1.0 s).
+#[test]
+fn water_moves_with_a_shaken_tank() {
+    if decomposed_pass() {
+        return;
+    }
+    let text = e2e_tests::sph_tank_case(1.0).replace(
+        "max = [0.2, 0.1, 0.3]\n",
+        "max = [0.2, 0.1, 0.3]\nmotion = { type = \"oscillation\", amplitude = [0.02, 0.0, 0.0], frequency = 0.5, phase_deg = 90.0 }\n",
+    );
+    let case = case(&text);
+    assert!(case.has_moving_solids(), "{text}");
+    let c = case.constants().unwrap();
+    let p = case.particles(&c).unwrap();
+    let mut sim = SphSim::new(c, p);
+    let top = 2.0 * std::f64::consts::PI * 0.5 * 0.02;
+    for (t, tank) in [(0.5, -top), (1.0, 0.0)] {
+        sim.run_to(t);
+        let (mut v, mut n) = (0.0, 0.0);
+        for k in 0..sim.s.pos.len() {
+            if sim.s.kind[k] == KIND_FLUID {
+                v += sim.s.vel[k][0];
+                n += 1.0;
+            }
+        }
+        let v = v / n;
+        println!("t = {t} s: water {v:+.4} m/s, tank {tank:+.4} m/s");
+        assert!(
+            (v - tank).abs() < 0.15 * top,
+            "t = {t}: the water moves at {v} m/s, its tank at {tank} m/s"
+        );
+    }
 }

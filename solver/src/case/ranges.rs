@@ -144,6 +144,12 @@ pub const COORDINATE: Range = Range::closed(-1e6, 1e6, "m");
 pub const VELOCITY_MAX: f64 = 1e5;
 /// Rotation speed of a mesh [rev/min] (1e6 rpm: 1e5 m/s at a radius of 1 m).
 pub const RPM: Range = Range::closed(-1e6, 1e6, "rpm");
+/// Frequency of a harmonic motion [Hz] (above 1 MHz no time step resolves it).
+pub const FREQUENCY: Range = Range::closed(0.0, 1e6, "Hz");
+/// Amplitude of a rocking motion [deg] (one turn either way).
+pub const ROCKING_DEG: Range = Range::closed(-360.0, 360.0, "deg");
+/// Phase of a harmonic motion [deg].
+pub const PHASE_DEG: Range = Range::closed(-360.0, 360.0, "deg");
 /// A component of a rotation axis direction (any length; it is normalised).
 pub const AXIS_COMPONENT: Range = Range::closed(-1e6, 1e6, "");
 /// Mesh scale factor [-] (nanometre to gigametre units).

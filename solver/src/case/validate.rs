@@ -184,6 +184,51 @@ impl Checker<'_> {
                 self.range(format!("{f}.motion.rpm"), *rpm, &ranges::RPM)
             }
             Motion::Schedule { segments } => self.schedule(&format!("{f}.motion"), segments),
+            Motion::Oscillation {
+                amplitude,
+                frequency,
+                phase_deg,
+            } => {
+                self.components(
+                    format!("{f}.motion.amplitude"),
+                    *amplitude,
+                    &ranges::COORDINATE,
+                )?;
+                self.range(
+                    format!("{f}.motion.frequency"),
+                    *frequency,
+                    &ranges::FREQUENCY,
+                )?;
+                self.range(
+                    format!("{f}.motion.phase_deg"),
+                    *phase_deg,
+                    &ranges::PHASE_DEG,
+                )
+            }
+            Motion::Rocking {
+                axis_point,
+                axis_direction,
+                amplitude_deg,
+                frequency,
+                phase_deg,
+            } => {
+                self.axis(&format!("{f}.motion"), *axis_point, *axis_direction)?;
+                self.range(
+                    format!("{f}.motion.amplitude_deg"),
+                    *amplitude_deg,
+                    &ranges::ROCKING_DEG,
+                )?;
+                self.range(
+                    format!("{f}.motion.frequency"),
+                    *frequency,
+                    &ranges::FREQUENCY,
+                )?;
+                self.range(
+                    format!("{f}.motion.phase_deg"),
+                    *phase_deg,
+                    &ranges::PHASE_DEG,
+                )
+            }
         }
     }
 

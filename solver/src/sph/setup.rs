@@ -173,12 +173,15 @@ pub struct SphCase {
     pub base_dir: PathBuf,
 }
 
-/// The tank [m].
+/// The tank [m], at rest; `motion` moves its walls (a sloshing tank: an `oscillation` or
+/// `rocking`), coordinates as at t = 0.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SphDomain {
     pub min: V3,
     pub max: V3,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub motion: Option<Motion>,
 }
 
 fn default_gravity() -> V3 {
@@ -242,11 +245,18 @@ impl SphCase {
         toml::from_str(text).map_err(|e| bad("case", e.to_string()))
     }
 
-    /// Whether a solid moves (`[[obstacles]] motion`, not fixed).
+    /// Whether a solid moves (`[[obstacles]] motion` or `[domain] motion`, not fixed).
     pub fn has_moving_solids(&self) -> bool {
         self.obstacles
             .iter()
-            .any(|o| o.motion.as_ref().is_some_and(|m| !m.is_fixed()))
+            .map(|o| &o.motion)
+            .chain([&self.domain.motion])
+            .any(|m| m.as_ref().is_some_and(|m| !m.is_fixed()))
+    }
+
+    /// The tank's motion, when it moves.
+    fn domain_motion(&self) -> Option<&Motion> {
+        self.domain.motion.as_ref().filter(|m| !m.is_fixed())
     }
 
     /// Whether a block or solid comes from an STL file.
@@ -365,9 +375,16 @@ impl SphCase {
     fn stays_in_tank(&self, field: &str, m: &Motion, min: V3, max: V3) -> Result<(), SphCaseError> {
         let corners = box_corners(min, max);
         let n = 4096;
-        let mut times: Vec<f64> = (0..=n)
-            .map(|k| self.end_time * k as f64 / n as f64)
-            .collect();
+        // A harmonic motion repeats: its first period (or the run, if shorter) holds every pose.
+        let span = match m {
+            Motion::Oscillation { frequency, .. } | Motion::Rocking { frequency, .. }
+                if *frequency > 0.0 =>
+            {
+                self.end_time.min(1.0 / frequency)
+            }
+            _ => self.end_time,
+        };
+        let mut times: Vec<f64> = (0..=n).map(|k| span * k as f64 / n as f64).collect();
         if let Motion::Schedule { segments } = m {
             times.extend(
                 segments
@@ -494,6 +511,9 @@ impl SphCase {
             surface = surface.max(max[2]);
         }
         let mut moving = Vec::new();
+        if let Some(m) = &self.domain.motion {
+            crate::case::check_motion("domain", m).map_err(|(f, e)| bad(&f, e))?;
+        }
         for (k, o) in self.obstacles.iter().enumerate() {
             let field = format!("obstacles[{k}]");
             let shape = self.shape(&field, o)?;
@@ -501,7 +521,11 @@ impl SphCase {
             if let Some(m) = &o.motion {
                 crate::case::check_motion(&field, m).map_err(|(f, e)| bad(&f, e))?;
                 if !m.is_fixed() {
-                    self.stays_in_tank(&field, m, min, max)?;
+                    // Inside a moving tank a solid moves with it (give it the tank's motion):
+                    // not checked against the tank at rest.
+                    if self.domain_motion().is_none() {
+                        self.stays_in_tank(&field, m, min, max)?;
+                    }
                     moving.push((field.clone(), m, min, max));
                 }
             }
@@ -528,12 +552,15 @@ impl SphCase {
                 }
             }
         }
+        if let Some(m) = self.domain_motion() {
+            moving.push(("domain".into(), m, self.domain.min, self.domain.max));
+        }
         if moving.len() > MAX_MOVING_SOLIDS {
             return Err(bad(
                 "obstacles",
                 format!(
-                    "{} solids move; at most {MAX_MOVING_SOLIDS} may (a GPU takes their poses as \
-                     one launch parameter)",
+                    "{} solids move (the tank counts as one when it moves); at most \
+                     {MAX_MOVING_SOLIDS} may (a GPU takes their poses as one launch parameter)",
                     moving.len()
                 ),
             ));
@@ -661,6 +688,10 @@ impl SphCase {
             out.pos.push(p);
         }
         let (lo, hi) = (self.domain.min, self.domain.max);
+        let tank_body = self.domain_motion().map(|m| {
+            out.moving.motions.push(m.clone());
+            out.moving.motions.len() as u32 - 1
+        });
         // Boundary: a lattice of spacing dp offset by dp/2 from the walls, filling the shell of
         // thickness `layers` dp around the tank.
         let layers = (2.0 * c.h / dp).ceil() as i64;
@@ -677,6 +708,11 @@ impl SphCase {
                         lo[1] + dp * (j as f64 + 0.5),
                         lo[2] + dp * (k as f64 + 0.5),
                     ];
+                    if let Some(b) = tank_body {
+                        out.moving.ids.push(out.pos.len() as u32);
+                        out.moving.body.push(b);
+                        out.moving.rest.push(p);
+                    }
                     out.kind.push(KIND_BOUNDARY);
                     out.pos.push(p);
                     out.rho.push(rho_at(p[2]).max(c.rho0));

@@ -22,6 +22,33 @@ pub enum Motion {
     /// Piecewise motion: `segments` in time order, each active on [start, end). Between segments,
     /// before the first and after the last the body holds its pose. See [`Segment`].
     Schedule { segments: Vec<Segment> },
+    /// Harmonic translation (a shaker table, a vibrated bed, a tank sloshing side to side): the
+    /// displacement amplitude (sin(2 pi f t + phase) - sin(phase)) [m], so that the body is in
+    /// its own pose at t = 0. `phase_deg` 0 (default) starts at full speed 2 pi f |amplitude|;
+    /// 90 starts at rest and swings to 2 amplitude and back.
+    Oscillation {
+        amplitude: [f64; 3],
+        frequency: f64,
+        #[serde(default)]
+        phase_deg: f64,
+    },
+    /// Harmonic rotation about the axis through `axis_point` along `axis_direction` (right-hand
+    /// rule; a rolling tank, a rocking sieve): the angle amplitude_deg (sin(2 pi f t + phase) -
+    /// sin(phase)) degrees, zero at t = 0.
+    Rocking {
+        axis_point: [f64; 3],
+        axis_direction: [f64; 3],
+        amplitude_deg: f64,
+        frequency: f64,
+        #[serde(default)]
+        phase_deg: f64,
+    },
+}
+
+/// The phase of a harmonic motion at time t, and its rate: (2 pi f t + phase, 2 pi f).
+fn harmonic(frequency: f64, phase_deg: f64, t: f64) -> (f64, f64) {
+    let w = 2.0 * std::f64::consts::PI * frequency;
+    (w * t + phase_deg.to_radians(), w)
 }
 
 /// One piece of a [`Motion::Schedule`]. Times are simulated seconds; a ramped segment
@@ -253,6 +280,42 @@ impl Motion {
                     center: *axis_point,
                 }
             }
+            Motion::Oscillation {
+                amplitude,
+                frequency,
+                phase_deg,
+            } => {
+                let (phase, w) = harmonic(*frequency, *phase_deg, t);
+                let (s0, s, c) = (phase_deg.to_radians().sin(), phase.sin(), phase.cos());
+                BodyTransform {
+                    rotation: IDENTITY,
+                    translation: vec3::scale(*amplitude, s - s0),
+                    velocity: vec3::scale(*amplitude, w * c),
+                    omega: vec3::ZERO,
+                    center: vec3::ZERO,
+                }
+            }
+            Motion::Rocking {
+                axis_point,
+                axis_direction,
+                amplitude_deg,
+                frequency,
+                phase_deg,
+            } => {
+                let u = vec3::normalize_or_zero(*axis_direction);
+                let (phase, w) = harmonic(*frequency, *phase_deg, t);
+                let a = amplitude_deg.to_radians();
+                let theta = a * (phase.sin() - phase_deg.to_radians().sin());
+                let rotation = axis_angle_matrix(u, theta);
+                let translation = vec3::sub(*axis_point, vec3::mat_vec(&rotation, *axis_point));
+                BodyTransform {
+                    rotation,
+                    translation,
+                    velocity: vec3::ZERO,
+                    omega: vec3::scale(u, a * w * phase.cos()),
+                    center: *axis_point,
+                }
+            }
             Motion::Schedule { segments } => {
                 // Poses compose segment by segment: each starts from where the last left the
                 // body. A handful of segments, evaluated once per step on the host.
@@ -281,6 +344,16 @@ impl Motion {
     pub fn is_fixed(&self) -> bool {
         match self {
             Motion::Fixed => true,
+            Motion::Oscillation {
+                amplitude,
+                frequency,
+                ..
+            } => *amplitude == [0.0; 3] || *frequency == 0.0,
+            Motion::Rocking {
+                amplitude_deg,
+                frequency,
+                ..
+            } => *amplitude_deg == 0.0 || *frequency == 0.0,
             Motion::Schedule { segments } => {
                 segments.iter().all(|s| matches!(s, Segment::Hold { .. }))
             }
@@ -308,6 +381,22 @@ impl Motion {
                 axis_direction,
                 rpm,
             } => rot(*axis_point, *axis_direction, *rpm),
+            Motion::Oscillation {
+                amplitude,
+                frequency,
+                ..
+            } => 2.0 * std::f64::consts::PI * frequency.abs() * vec3::norm(*amplitude),
+            Motion::Rocking {
+                axis_point,
+                axis_direction,
+                amplitude_deg,
+                frequency,
+                ..
+            } => {
+                // The largest angular rate in rpm, for the rotation's bound.
+                let rpm = amplitude_deg.to_radians().abs() * frequency.abs() * 60.0;
+                rot(*axis_point, *axis_direction, rpm)
+            }
             Motion::Schedule { segments } => segments
                 .iter()
                 .map(|s| match s {
@@ -380,6 +469,60 @@ mod tests {
         let v = t.wall_velocity(p);
         let w = 15.0 * 2.0 * std::f64::consts::PI / 60.0;
         assert!((v[0] + w).abs() < 1e-12 && v[1].abs() < 1e-12);
+    }
+
+    /// Harmonic motions: in their own pose at t = 0, displaced by the sine, with the velocity
+    /// the derivative of the position (central differences).
+    #[test]
+    fn harmonic_motions_start_in_place_and_move_as_their_sine() {
+        let shake = Motion::Oscillation {
+            amplitude: [0.01, 0.0, 0.002],
+            frequency: 2.0,
+            phase_deg: 0.0,
+        };
+        let roll = Motion::Rocking {
+            axis_point: [0.3, 0.0, 0.0],
+            axis_direction: [0.0, 1.0, 0.0],
+            amplitude_deg: 4.0,
+            frequency: 0.5,
+            phase_deg: 90.0,
+        };
+        let p = [0.75, 0.02, 0.5];
+        for m in [&shake, &roll] {
+            assert!(!m.is_fixed());
+            assert!(
+                close(m.transform_at(0.0).apply(p), p, 1e-15),
+                "{m:?} at t = 0"
+            );
+            for t in [0.0, 0.1, 0.37, 1.3] {
+                let h = 1e-6;
+                let x = m.transform_at(t).apply(p);
+                let v = m.transform_at(t).wall_velocity(x);
+                let fd = vec3::scale(
+                    vec3::sub(
+                        m.transform_at(t + h).apply(p),
+                        m.transform_at(t - h).apply(p),
+                    ),
+                    0.5 / h,
+                );
+                assert!(close(v, fd, 1e-7), "{m:?} at t = {t}: v {v:?} fd {fd:?}");
+                assert!(vec3::norm(v) <= m.max_speed(&[p]) * (1.0 + 1e-12));
+            }
+        }
+        // A quarter period on: the full amplitude.
+        let x = shake.transform_at(0.125).apply(p);
+        assert!(close(x, [0.76, 0.02, 0.502], 1e-15));
+        // Phase 90: at rest at t = 0, 2 amplitudes away half a period on (4 degrees twice).
+        assert!(vec3::norm(roll.transform_at(0.0).omega) < 1e-15);
+        let q = roll.transform_at(1.0).apply(p);
+        let angle = (q[2]).atan2(q[0] - 0.3) - (0.5f64).atan2(0.45);
+        assert!((angle.abs().to_degrees() - 8.0).abs() < 1e-9, "{angle}");
+        let still = Motion::Oscillation {
+            amplitude: [0.0; 3],
+            frequency: 3.0,
+            phase_deg: 0.0,
+        };
+        assert!(still.is_fixed());
     }
 
     fn close(a: V3, b: V3, tol: f64) -> bool {
