@@ -10,6 +10,10 @@
 #                                          # of moving the piston at 0.23 M and 1.6 M particles
 #                                          # (the same case with the piston fixed beside it), and
 #                                          # the refusal over two slabs
+#   bench/gpu/session28_checks.sh tank     # after the harmonic motions and [domain] motion: the
+#                                          # SPH suites again (f64 parity with the tank rocking),
+#                                          # sloshing_tank.toml to 8 s as a user runs it, with
+#                                          # analysis probing the left wall
 #
 # Logs $OUT/session28_<part>.log, *.out.
 set -uo pipefail
@@ -43,6 +47,13 @@ moving)
   item 40 wave stirred solver/cases/stirred_tank.toml 2.0
   item 20 wave refused_slabs solver/cases/stirred_tank.toml 0.1 --devices 0,0
   rm -rf "$d"
+  ;;
+tank)
+  item 200 sph_suites
+  item 200 wave sloshing solver/cases/sloshing_tank.toml 8.0 --name-shm slosh --keep-shm
+  timeout 60 analysis --attach slosh --once --json --probe 0.013,0.031,0.093 | cut -c1-900
+  echo "RESULT analysis rc=${PIPESTATUS[0]}"
+  shmctl clean >/dev/null 2>&1; rm -f /dev/shm/slosh
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
