@@ -194,16 +194,7 @@ impl Checker<'_> {
                     *amplitude,
                     &ranges::COORDINATE,
                 )?;
-                self.range(
-                    format!("{f}.motion.frequency"),
-                    *frequency,
-                    &ranges::FREQUENCY,
-                )?;
-                self.range(
-                    format!("{f}.motion.phase_deg"),
-                    *phase_deg,
-                    &ranges::PHASE_DEG,
-                )
+                self.harmonic(f, *frequency, *phase_deg)
             }
             Motion::Rocking {
                 axis_point,
@@ -218,18 +209,23 @@ impl Checker<'_> {
                     *amplitude_deg,
                     &ranges::ROCKING_DEG,
                 )?;
-                self.range(
-                    format!("{f}.motion.frequency"),
-                    *frequency,
-                    &ranges::FREQUENCY,
-                )?;
-                self.range(
-                    format!("{f}.motion.phase_deg"),
-                    *phase_deg,
-                    &ranges::PHASE_DEG,
-                )
+                self.harmonic(f, *frequency, *phase_deg)
             }
         }
+    }
+
+    /// The frequency and phase of a harmonic motion.
+    fn harmonic(&self, f: &str, frequency: f64, phase_deg: f64) -> Result<(), CaseError> {
+        self.range(
+            format!("{f}.motion.frequency"),
+            frequency,
+            &ranges::FREQUENCY,
+        )?;
+        self.range(
+            format!("{f}.motion.phase_deg"),
+            phase_deg,
+            &ranges::PHASE_DEG,
+        )
     }
 
     fn axis(&self, f: &str, point: [f64; 3], direction: [f64; 3]) -> Result<(), CaseError> {

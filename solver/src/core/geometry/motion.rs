@@ -269,16 +269,7 @@ impl Motion {
             } => {
                 let u = vec3::normalize_or_zero(*axis_direction);
                 let theta = rpm * 2.0 * std::f64::consts::PI / 60.0 * t;
-                let rotation = axis_angle_matrix(u, theta);
-                // x_w = R (x_b - p) + p  =>  T = p - R p
-                let translation = vec3::sub(*axis_point, vec3::mat_vec(&rotation, *axis_point));
-                BodyTransform {
-                    rotation,
-                    translation,
-                    velocity: vec3::ZERO,
-                    omega: self.omega(),
-                    center: *axis_point,
-                }
+                BodyTransform::turned(*axis_point, u, theta, self.omega())
             }
             Motion::Oscillation {
                 amplitude,
@@ -306,15 +297,8 @@ impl Motion {
                 let (phase, w) = harmonic(*frequency, *phase_deg, t);
                 let a = amplitude_deg.to_radians();
                 let theta = a * (phase.sin() - phase_deg.to_radians().sin());
-                let rotation = axis_angle_matrix(u, theta);
-                let translation = vec3::sub(*axis_point, vec3::mat_vec(&rotation, *axis_point));
-                BodyTransform {
-                    rotation,
-                    translation,
-                    velocity: vec3::ZERO,
-                    omega: vec3::scale(u, a * w * phase.cos()),
-                    center: *axis_point,
-                }
+                let omega = vec3::scale(u, a * w * phase.cos());
+                BodyTransform::turned(*axis_point, u, theta, omega)
             }
             Motion::Schedule { segments } => {
                 // Poses compose segment by segment: each starts from where the last left the
@@ -424,6 +408,19 @@ impl Motion {
 }
 
 impl BodyTransform {
+    /// Turned by `theta` [rad] about the axis through `axis_point` along the unit vector `u`,
+    /// turning at `omega` [rad/s]: x_w = R (x_b - p) + p, so T = p - R p.
+    fn turned(axis_point: V3, u: V3, theta: f64, omega: V3) -> BodyTransform {
+        let rotation = axis_angle_matrix(u, theta);
+        BodyTransform {
+            rotation,
+            translation: vec3::sub(axis_point, vec3::mat_vec(&rotation, axis_point)),
+            velocity: vec3::ZERO,
+            omega,
+            center: axis_point,
+        }
+    }
+
     /// The same pose with no velocity (a segment that has ended).
     pub fn at_rest(&self) -> BodyTransform {
         BodyTransform {

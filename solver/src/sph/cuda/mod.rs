@@ -958,23 +958,7 @@ impl SphCuda {
             n: self.nb,
             ..self.p
         };
-        let none = 0u64;
-        self.launch("sph_hash_count", blocks(self.nb), &[&p, &b.pos, &none, &g])?;
-        let fns = (
-            &self.module.functions["scan_tile"],
-            &self.module.functions["scan_add"],
-        );
-        crate::dem::cuda::exclusive_scan(
-            &self.stream,
-            fns,
-            &self.scan_levels,
-            g.count,
-            g.start,
-            self.cells + 1,
-            0,
-        )?;
-        self.launch("sph_scatter", blocks(self.nb), &[&p, &g])?;
-        self.launch("sph_cell_rank", blocks(self.nb), &[&p, &b.id, &g, &g.rank])?;
+        self.counting_sort(p, b.pos, 0, g, b.id)?;
         self.launch(
             "sph_bound_gather",
             blocks(self.nb),
@@ -1013,9 +997,26 @@ impl SphCuda {
             n: self.slots,
             ..self.p
         };
-        let g = self.g;
         let keep = self.slab.as_ref().map_or(0, |s| s.keep);
-        self.launch("sph_hash_count", blocks(self.slots), &[&p, &pos, &keep, &g])?;
+        self.counting_sort(p, pos, keep, self.g, self.s.id)?;
+        std::mem::swap(&mut self.g.perm, &mut self.g.rank);
+        self.set_fluid_count(self.next_nf);
+        Ok(())
+    }
+
+    /// The counting sort of the `p.n` slots at `pos` with ids `ids` by (cell, id) (slots whose
+    /// `keep` flag, when given, is 0 go last), into `g`: the cell starts in `g.start` and the
+    /// permutation (sorted slot k takes slot `g.rank[k]`) in `g.rank`, which is free once the
+    /// scatter used it.
+    fn counting_sort(
+        &self,
+        p: KernelParams,
+        pos: u64,
+        keep: u64,
+        g: SphGrid,
+        ids: u64,
+    ) -> Result<(), CudaError> {
+        self.launch("sph_hash_count", blocks(p.n), &[&p, &pos, &keep, &g])?;
         let fns = (
             &self.module.functions["scan_tile"],
             &self.module.functions["scan_add"],
@@ -1029,16 +1030,8 @@ impl SphCuda {
             self.cells + 1,
             0,
         )?;
-        self.launch("sph_scatter", blocks(self.slots), &[&p, &g])?;
-        // Ranked into g.rank (free after the scatter), which then serves as the permutation.
-        self.launch(
-            "sph_cell_rank",
-            blocks(self.slots),
-            &[&p, &self.s.id, &g, &g.rank],
-        )?;
-        std::mem::swap(&mut self.g.perm, &mut self.g.rank);
-        self.set_fluid_count(self.next_nf);
-        Ok(())
+        self.launch("sph_scatter", blocks(p.n), &[&p, &g])?;
+        self.launch("sph_cell_rank", blocks(p.n), &[&p, &ids, &g, &g.rank])
     }
 
     fn set_fluid_count(&mut self, n: u32) {
