@@ -374,3 +374,53 @@ fn source_numbers_have_ranges() {
         &["sources[0].spacing must be >= the diameter 0.02 of species \"glass\", got 0.001"],
     );
 }
+
+/// A mesh on a harmonic motion (a shaker table, a rocking sieve) is a valid case; its frequency,
+/// amplitude and phase are checked by name.
+#[test]
+fn harmonic_mesh_motions_are_checked_by_name() {
+    let rotation = r#"motion = { type = "rotation", axis_point = [0.25, 0.25, 0.0], axis_direction = [0.0, 0.0, 1.0], rpm = 30.0 }"#;
+    let shake =
+        r#"motion = { type = "oscillation", amplitude = [0.0, 0.0, 0.002], frequency = 25.0 }"#;
+    let rock = r#"motion = { type = "rocking", axis_point = [0.25, 0.25, 0.0], axis_direction = [1.0, 0.0, 0.0], amplitude_deg = 5.0, frequency = 2.0, phase_deg = 90.0 }"#;
+    for ok in [shake, rock] {
+        let (case, _) = Case::from_file(&write("harmonic.toml", &with(rotation, ok)))
+            .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        assert!(!case.meshes[0].motion.is_fixed());
+    }
+    let e = error_of(
+        "freq.toml",
+        &with(
+            rotation,
+            &shake.replace("frequency = 25.0", "frequency = 1e7"),
+        ),
+    );
+    assert_mentions(
+        &e,
+        &["meshes[0].motion.frequency must be in [0, 1e6] Hz, got 1e7"],
+    );
+    let e = error_of(
+        "amp.toml",
+        &with(rotation, &shake.replace("0.002]", "1e300]")),
+    );
+    assert_mentions(&e, &["meshes[0].motion.amplitude"]);
+    let e = error_of(
+        "deg.toml",
+        &with(
+            rotation,
+            &rock.replace("amplitude_deg = 5.0", "amplitude_deg = 720.0"),
+        ),
+    );
+    assert_mentions(
+        &e,
+        &["meshes[0].motion.amplitude_deg must be in [-360, 360] deg, got 720"],
+    );
+    let e = error_of(
+        "phase.toml",
+        &with(
+            rotation,
+            &rock.replace("phase_deg = 90.0", "phase_deg = -1000.0"),
+        ),
+    );
+    assert_mentions(&e, &["meshes[0].motion.phase_deg"]);
+}

@@ -60,7 +60,9 @@ impl SphState {
 /// the boundary particles, which enclose the fluid, at rest (a run with moving solids passes
 /// their rest positions, [`MovingSolids::at_rest`]), so that a run restarted from a checkpoint
 /// gets the same grid and sums in the same order (over all particles without any boundary). A
-/// moving solid stays inside the tank (checked), hence inside the grid.
+/// moving solid stays inside the tank (checked), hence inside the grid; the walls of a moving
+/// tank may swing out of it, into its edge cells (a particle outside the grid keeps its true
+/// offset from its edge cell).
 pub fn sph_grid(c: &SphConstants, pos: &[V3], kind: &[u32]) -> Grid {
     let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
     let any_boundary = kind.iter().any(|&k| k != KIND_FLUID);

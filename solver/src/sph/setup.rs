@@ -119,7 +119,8 @@ pub struct FluidBlock {
     #[serde(default = "d_one", skip_serializing_if = "is_one")]
     pub scale: f64,
     /// Solids only: the prescribed motion of the solid (a DEM mesh's `motion`: translation,
-    /// rotation or a schedule of them; default fixed). Its coordinates are the solid's at t = 0.
+    /// rotation, harmonic oscillation or rocking, or a schedule; default fixed). Its coordinates
+    /// are the solid's at t = 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub motion: Option<Motion>,
 }
@@ -370,8 +371,9 @@ impl SphCase {
     }
 
     /// A moving solid (bounding box `min`, `max` at rest) must stay inside the tank for the whole
-    /// run: its box's corners are checked at 4,096 instants over [0, end_time] and at the ends of
-    /// its schedule's segments (a box's rotated corners bound the rotated box).
+    /// run: its box's corners are checked at 4,096 instants over [0, end_time] (over one period
+    /// of a harmonic motion, if shorter) and at the ends of its schedule's segments (a box's
+    /// rotated corners bound the rotated box).
     fn stays_in_tank(&self, field: &str, m: &Motion, min: V3, max: V3) -> Result<(), SphCaseError> {
         let corners = box_corners(min, max);
         let n = 4096;
