@@ -219,9 +219,9 @@ fn engine(
     let ranks = super::ranks::current();
     if !moving.is_empty() && (ranks.is_some() || (gpu && cli.devices.resolve()?.len() > 1)) {
         bail!(
-            "moving solids (`[[obstacles]] motion`) run on the CPU or on one GPU for now, not over \
-             several GPUs or MPI ranks: their boundary particles would have to change slab as \
-             they move (run with one device, or without mpirun)"
+            "moving solids (`[[obstacles]] motion`, `[domain] motion`) run on the CPU or on one \
+             GPU for now, not over several GPUs or MPI ranks: their boundary particles would \
+             have to change slab as they move (run with one device, or without mpirun)"
         );
     }
     if let Some(ranks) = ranks {
@@ -312,8 +312,9 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
 /// An SPH frame holds the whole state (positions, velocities, densities, kinds), in f32: the
 /// run goes on from it, not with the bits an uninterrupted run would have had (a checkpoint
 /// gives those). Boundary particles take their exact positions from the case (moving solids'
-/// from their motion at the frame's time), the step restarts from the acoustic CFL bound. Nothing in the segment is trusted: the
-/// time, the count, the kinds and every value are checked first.
+/// from their motion at the frame's time), the step restarts from the acoustic CFL bound.
+/// Nothing in the segment is trusted: the time, the count, the kinds and every value are
+/// checked first.
 pub fn resume_from_frame(
     name: &str,
     stat: &StaticData,
