@@ -1,19 +1,13 @@
-//! SPH solids with a prescribed motion (`[[obstacles]] motion`, issue 17) on the CPU reference:
-//! a piston that pushes the water of a closed tank raises it by the volume it displaces; its particles are where the motion has them; a checkpoint of a moving run continues
-//! bit for bit; bad motions are refused by name.
+//! SPH solids with a prescribed motion (`[[obstacles]] motion`, `[domain] motion`, issue 17) on
+//! the CPU reference: a piston that pushes the water of a closed tank raises it by the volume it
+//! displaces; its particles are where the motion has them; a checkpoint of a moving run continues
+//! bit for bit; a shaken tank carries its water; bad motions are refused by name.
 
 use solver::core::geometry::Motion;
 use solver::sph::cpu::SphSim;
 use solver::sph::setup::{SphCase, KIND_FLUID};
 
-/// The SPH reference runs undecomposed: skipped in the CI pass on 3 sub-domains.
-fn decomposed_pass() -> bool {
-    let set = std::env::var("PARTICLE_SHM_TEST_SUBDOMAINS").is_ok_and(|v| !v.trim().is_empty());
-    if set {
-        println!("SPH runs undecomposed so far: skipped in the sub-domain pass");
-    }
-    set
-}
+use e2e_tests::sph_skips_decomposed_pass as decomposed_pass;
 
 /// Water 0.08 m deep and 0.25 m long (dp = 1 cm, 4 particles across: quasi-2D) in a closed
 /// tank 0.3 m long, pushed by a piston (a solid 5 cm thick at x = 0) that speeds up to 0.2 m/s

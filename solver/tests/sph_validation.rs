@@ -4,15 +4,7 @@
 use solver::sph::cpu::SphSim;
 use solver::sph::setup::{SphCase, KIND_FLUID};
 
-/// The SPH reference runs undecomposed (it is not on the coordinator yet): the CI pass that
-/// repeats the solver tests on 3 sub-domains skips these long runs instead of repeating them.
-fn decomposed_pass() -> bool {
-    let set = std::env::var("PARTICLE_SHM_TEST_SUBDOMAINS").is_ok_and(|v| !v.trim().is_empty());
-    if set {
-        println!("SPH runs undecomposed so far: skipped in the sub-domain pass");
-    }
-    set
-}
+use e2e_tests::sph_skips_decomposed_pass as decomposed_pass;
 
 fn tank_case(text_extra: &str) -> SphCase {
     SphCase::from_toml_str(&format!(
