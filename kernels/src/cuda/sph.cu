@@ -744,6 +744,15 @@ extern "C" __global__ void sph_take(const SphParams p, unsigned nb, const double
     if (l >= lo && l < hi) dst[k] = src[k];
 }
 
+// Moving solids on a group: dst[k] = src[k] for the moving boundary slots (body[k] names a solid)
+// that the slab whose flags are src_own owned at its last evaluation: every slab then holds the
+// density of every moving particle, whichever slab integrated it and whichever owns it next.
+extern "C" __global__ void sph_take_moving(const SphParams p, unsigned nb, const unsigned* body,
+                                           const unsigned char* src_own, const real* src, real* dst) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < nb && body[k] < SPH_MAX_BODIES && src_own[k]) dst[k] = src[k];
+}
+
 // The layer of every boundary slot (an MPI rank lists the slots of each layer once: they never
 // move).
 extern "C" __global__ void sph_bound_layer(const SphParams p, unsigned nb, const double* bpos, unsigned* layer) {

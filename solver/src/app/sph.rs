@@ -131,8 +131,8 @@ struct RunInfo<'a> {
 const START_MAGIC: [u8; 8] = *b"PSHMSPHR";
 
 /// The start of an SPH run over MPI ranks: the case text, end time, world box, constants, step,
-/// state, and whether the ranks run on GPUs (rank 0's backend decides for all), after
-/// [`START_MAGIC`].
+/// state, moving solids, and whether the ranks run on GPUs (rank 0's backend decides for all),
+/// after [`START_MAGIC`].
 type Start = (
     String,
     f64,
@@ -140,6 +140,7 @@ type Start = (
     SphConstants,
     f64,
     SphState,
+    MovingSolids,
     bool,
 );
 
@@ -155,6 +156,7 @@ fn rank_engine(
     c: SphConstants,
     state: SphState,
     dt: f64,
+    moving: MovingSolids,
     gpu: bool,
     cli: &Cli,
 ) -> Result<Engine> {
@@ -189,7 +191,7 @@ fn rank_engine(
             interval,
             threshold,
         };
-        let rank = SphCpuRank::from_state(c, state, dt, opts)?;
+        let rank = SphCpuRank::from_state(c, state, dt, moving, opts)?;
         let name = format!("{} MPI ranks on the CPU", rank.ranks());
         let (bounds, axis) = (rank.bounds().to_vec(), rank.axis());
         (name, bounds, axis, Engine::Ranks(Box::new(rank)))
@@ -217,11 +219,11 @@ fn engine(
 ) -> Result<Engine> {
     let gpu = backend == Backend::Cuda;
     let ranks = super::ranks::current();
-    if !moving.is_empty() && (ranks.is_some() || (gpu && cli.devices.resolve()?.len() > 1)) {
+    if !moving.is_empty() && gpu && ranks.is_some() {
         bail!(
-            "moving solids (`[[obstacles]] motion`, `[domain] motion`) run on the CPU or on one \
-             GPU for now, not over several GPUs or MPI ranks: their boundary particles would \
-             have to change slab as they move (run with one device, or without mpirun)"
+            "moving solids (`[[obstacles]] motion`, `[domain] motion`) do not run on GPU ranks \
+             yet (mpirun with --backend cuda): run them on the GPUs of one process \
+             (--devices 0,1), or on CPU ranks (--backend cpu)"
         );
     }
     if let Some(ranks) = ranks {
@@ -233,10 +235,11 @@ fn engine(
             &c,
             dt,
             &state,
+            &moving,
             gpu,
         )));
         ranks.send_start_bytes(bytes);
-        return rank_engine(&ranks, c, state, dt, gpu, cli);
+        return rank_engine(&ranks, c, state, dt, moving, gpu, cli);
     }
     if !gpu {
         return Ok(Engine::Cpu(Box::new(SphSim::from_state_moving(
@@ -265,7 +268,7 @@ fn engine(
         threshold: cli.balance_threshold,
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
     };
-    let group = SphGroup::from_state(c, state, dt, opts)?;
+    let group = SphGroup::from_state_moving(c, state, dt, moving, opts)?;
     tracing::info!(
         "SPH on {}: slabs {:?} along {}",
         group.device_name(),
@@ -483,9 +486,9 @@ fn frame_state(
 /// finishes.
 pub fn follow(ranks: solver::exec::sim::RankSet, start: &[u8], cli: &Cli) -> Result<()> {
     use super::ranks::Op;
-    let (config_toml, end_time, world, c, dt, state, gpu): Start =
+    let (config_toml, end_time, world, c, dt, state, moving, gpu): Start =
         solver::exec::comm::decode(&start[START_MAGIC.len()..], "the SPH start from rank 0");
-    let engine = rank_engine(&ranks, c, state, dt, gpu, cli)?;
+    let engine = rank_engine(&ranks, c, state, dt, moving, gpu, cli)?;
     let mut runner = SphRunner {
         sim: engine,
         world,

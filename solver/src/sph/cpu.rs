@@ -339,8 +339,11 @@ impl SphSim {
     /// halo, [`super::ranks`]): the others are never within the support of a particle it
     /// evaluates, and listing them cost every rank the whole boundary at every evaluation.
     pub(crate) fn hold_boundary(&mut self, ids: Vec<u32>) {
-        let bpos: Vec<V3> = ids.iter().map(|&k| self.s.pos[k as usize]).collect();
-        self.bound_cells.build(&self.grid, &bpos, &ids);
+        // With moving solids the cells are built at each evaluation (`rates_of`).
+        if self.moving.is_empty() {
+            let bpos: Vec<V3> = ids.iter().map(|&k| self.s.pos[k as usize]).collect();
+            self.bound_cells.build(&self.grid, &bpos, &ids);
+        }
         self.bound = ids;
     }
 

@@ -18,6 +18,9 @@ pub const MAX_MOVING_SOLIDS: usize = 16;
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct MovingSolids {
     /// The motion of each moving solid (`obstacles` with a motion that is not fixed, in order).
+    /// Serialized as JSON text: `Motion` is an internally tagged enum, which bincode (the MPI
+    /// ranks' start message) cannot read.
+    #[serde(with = "motions_as_json")]
     pub motions: Vec<Motion>,
     /// Ids of the moving boundary particles, ascending.
     pub ids: Vec<u32>,
@@ -25,6 +28,23 @@ pub struct MovingSolids {
     pub body: Vec<u32>,
     /// The position of each at t = 0 [m].
     pub rest: Vec<V3>,
+}
+
+/// The motions of [`MovingSolids`] as one JSON string.
+mod motions_as_json {
+    use super::Motion;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &[Motion], s: S) -> Result<S::Ok, S::Error> {
+        serde_json::to_string(m)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Motion>, D::Error> {
+        let text = String::deserialize(d)?;
+        serde_json::from_str(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Position and velocity of the body point `rest` in the pose `t` (the twin of `sph_body_place`
@@ -115,6 +135,14 @@ mod tests {
             body: vec![0, 1],
             rest: vec![[0.0, 0.0, 1.0], [2.0, 0.0, 0.0]],
         }
+    }
+
+    #[test]
+    fn moving_solids_travel_through_the_ranks_encoding() {
+        let m = solids();
+        let back: MovingSolids =
+            crate::exec::comm::decode(&crate::exec::comm::encode(&m), "solids");
+        assert_eq!(back, m);
     }
 
     #[test]

@@ -15,6 +15,11 @@
 //! work from all-gathered counts and busy times, as on GPUs; a moved bound needs no transfer of
 //! its own, since the next exchange sends the neighbour what it now owns or borders.
 //!
+//! Moving solids ([`MovingSolids`]) are placed by every rank from their motion, all of them, at
+//! the half step and at the end of the step, as one process places them; their density is
+//! integrated by the rank whose layers hold them at the evaluation and travels in the records
+//! as a fluid particle's does, so their owner changes as they cross a bound.
+//!
 //! A state is gathered on rank 0; a frame's parts are posted to rank 0 without waiting and
 //! placed by id as they arrive ([`super::parts`]).
 
@@ -25,6 +30,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::cpu::{correct, next_time_step, predict, sph_layer_of, SphSim, SphState};
+use super::motion::MovingSolids;
 use super::parts::{assemble_state, take_parts, FramePart, OwnedParticles, PendingFrame};
 use super::physics::{self, FluidState};
 use super::setup::{SphConstants, KIND_FLUID};
@@ -98,9 +104,13 @@ pub struct SphCpuRank {
     bounds: Vec<u32>,
     /// The particles (ids, ascending) this rank integrated at the last evaluation.
     owned: Vec<u32>,
-    /// Every boundary particle (ascending) and its layer.
+    /// Every boundary particle that stays put (ascending) and its layer.
     bound_ids: Vec<u32>,
     bound_layers: Vec<u32>,
+    /// The moving solids (every rank places all of them) and whether each particle is one of
+    /// theirs (empty without moving solids).
+    moving: MovingSolids,
+    is_moving: Vec<bool>,
     /// The half-step state of the step being taken (valid where this rank holds a particle).
     half_pos: Vec<V3>,
     half_vel: Vec<V3>,
@@ -119,19 +129,31 @@ pub struct SphCpuRank {
 
 impl SphCpuRank {
     /// This rank's slab of `state` (every rank passes the same state), about to take the step
-    /// `dt`.
+    /// `dt`, with the case's `moving` solids (placed in `state` at its time).
     pub fn from_state(
         c: SphConstants,
         state: SphState,
         dt: f64,
+        moving: MovingSolids,
         opts: SphCpuRankOptions,
     ) -> Result<SphCpuRank, SphRankError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
-        let cut = SlabCut::new(&c, &state, ranks, opts.axis, opts.first_cut)?;
+        moving
+            .check(state.pos.len())
+            .map_err(SphRankError::Internal)?;
+        let cut = SlabCut::new(&c, &state, &moving, ranks, opts.axis, opts.first_cut)?;
         let (half_pos, half_vel, half_rho) =
             (state.pos.clone(), state.vel.clone(), state.rho.clone());
-        // The same grid as the cut's (both are `sph_grid` of the state), so layers agree.
-        let sim = SphSim::from_state(c, state, dt);
+        let mut is_moving = Vec::new();
+        if !moving.is_empty() {
+            is_moving = vec![false; state.pos.len()];
+            for &k in &moving.ids {
+                is_moving[k as usize] = true;
+            }
+        }
+        // The same grid as the cut's (both are `sph_grid` of the state with the solids at
+        // rest), so layers agree.
+        let sim = SphSim::from_state_moving(c, state, dt, moving.clone());
         let mut r = SphCpuRank {
             sim,
             comm: opts.comm,
@@ -143,6 +165,8 @@ impl SphCpuRank {
             owned: Vec::new(),
             bound_ids: Vec::new(),
             bound_layers: Vec::new(),
+            moving,
+            is_moving,
             half_pos,
             half_vel,
             half_rho,
@@ -160,28 +184,50 @@ impl SphCpuRank {
         r.owned = (0..r.sim.s.pos.len() as u32)
             .filter(|&k| mine.contains(&r.layer(r.sim.s.pos[k as usize])))
             .collect();
-        r.bound_layers = cut
+        r.bound_ids = cut.bound_ids.into_iter().filter(|&k| !r.moves(k)).collect();
+        r.bound_layers = r
             .bound_ids
             .iter()
             .map(|&k| r.layer(r.sim.s.pos[k as usize]))
             .collect();
-        r.bound_ids = cut.bound_ids;
-        r.hold_boundary();
+        r.hold_boundary(None);
         Ok(r)
     }
 
-    /// Lists only the boundary particles of this rank's layers and halo (they never move; the
-    /// list changes with the bounds).
-    fn hold_boundary(&mut self) {
+    /// Whether particle `k` belongs to a moving solid.
+    fn moves(&self, k: u32) -> bool {
+        self.is_moving.get(k as usize).copied().unwrap_or(false)
+    }
+
+    /// Lists only the boundary particles of this rank's layers and halo: those that stay put
+    /// (the list changes with the bounds) and, with moving solids, those at `pos` (this
+    /// evaluation's positions; every rank places them all, and holds the density of each in its
+    /// reach: its own, or its neighbour's record).
+    fn hold_boundary(&mut self, pos: Option<&[V3]>) {
+        let ids = self.held_boundary(pos);
+        self.sim.hold_boundary(ids);
+    }
+
+    /// The ids [`SphCpuRank::hold_boundary`] lists.
+    fn held_boundary(&self, pos: Option<&[V3]>) -> Vec<u32> {
         let here = reach_of(&self.bounds, self.rank);
-        let ids = self
+        let mut ids: Vec<u32> = self
             .bound_ids
             .iter()
             .zip(&self.bound_layers)
             .filter(|(_, l)| here.contains(l))
             .map(|(&k, _)| k)
             .collect();
-        self.sim.hold_boundary(ids);
+        if let Some(pos) = pos {
+            ids.extend(
+                self.moving
+                    .ids
+                    .iter()
+                    .filter(|&&k| here.contains(&self.layer(pos[k as usize]))),
+            );
+            ids.sort_unstable();
+        }
+        ids
     }
 
     fn layer(&self, p: V3) -> u32 {
@@ -329,6 +375,10 @@ impl SphCpuRank {
         let (fluid, owned) = self.exchange(false)?;
         let mut exchange = t.elapsed().as_secs_f64();
         let t = Instant::now();
+        if !self.moving.is_empty() {
+            let ids = self.held_boundary(Some(&self.sim.s.pos));
+            self.sim.hold_boundary(ids);
+        }
         // The state is moved out while the rates borrow the simulation (as `SphSim::step`).
         let pos = std::mem::take(&mut self.sim.s.pos);
         let vel = std::mem::take(&mut self.sim.s.vel);
@@ -353,6 +403,10 @@ impl SphCpuRank {
             (self.half_pos[k], self.half_vel[k], self.half_rho[k]) = (h.x, h.v, h.rho);
         }
         (self.sim.s.pos, self.sim.s.vel, self.sim.s.rho) = (pos, vel, rho);
+        // Moving solids at the half step, all of them (`SphSim::step` places them there too).
+        let t0 = self.sim.s.time;
+        self.moving
+            .place(t0 + 0.5 * dt, &mut self.half_pos, &mut self.half_vel);
         self.owned = owned;
         let mut compute = t.elapsed().as_secs_f64();
 
@@ -360,6 +414,10 @@ impl SphCpuRank {
         let (fluid, owned) = self.exchange(true)?;
         exchange += t.elapsed().as_secs_f64();
         let t = Instant::now();
+        if !self.moving.is_empty() {
+            let ids = self.held_boundary(Some(&self.half_pos));
+            self.sim.hold_boundary(ids);
+        }
         let r1 = self.sim.rates_of(
             &self.half_pos,
             &self.half_vel,
@@ -388,6 +446,7 @@ impl SphCpuRank {
             (s.pos[k], s.vel[k], s.rho[k]) = (n.x, n.v, n.rho);
             nonfinite += u64::from(!n.rho.is_finite() || !n.x.iter().all(|x| x.is_finite()));
         }
+        self.moving.place(t0 + dt, &mut s.pos, &mut s.vel);
         self.owned = owned;
         compute += t.elapsed().as_secs_f64();
 
@@ -463,7 +522,7 @@ impl SphCpuRank {
             "SPH rank bounds moved"
         );
         self.bounds = new;
-        self.hold_boundary();
+        self.hold_boundary(None);
         self.rebalances += 1;
     }
 

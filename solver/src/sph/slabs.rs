@@ -12,6 +12,7 @@ use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
 use crate::exec::comm::{decode, encode, Comm};
 use crate::sph::cpu::{sph_grid, sph_layer_of, sph_layers, sph_reach, SphState};
+use crate::sph::motion::MovingSolids;
 use crate::sph::setup::{SphConstants, KIND_FLUID};
 
 /// Fewest cell layers per slab: a particle moves less than a layer per half step and a bound
@@ -43,7 +44,7 @@ pub enum FirstCut {
 
 /// The first cut of a run into slabs: the run's grid, the split axis, the bounds (equal estimated
 /// work, [`work_per_layer`]; at least [`MIN_SLAB_LAYERS`] layers each) and the boundary particles, which every
-/// slab holds (they never move).
+/// slab holds (moving solids' too: every slab places them).
 pub struct SlabCut {
     pub grid: Grid,
     pub axis: usize,
@@ -56,15 +57,21 @@ pub struct SlabCut {
 
 impl SlabCut {
     /// Cuts `state` into `g` slabs along `axis` (default: the axis with the most cell layers)
-    /// as `first` says.
+    /// as `first` says. The grid is built with the `moving` solids at rest, as one process
+    /// builds it ([`crate::sph::cpu::SphSim::from_state_moving`]).
     pub fn new(
         c: &SphConstants,
         state: &SphState,
+        moving: &MovingSolids,
         g: usize,
         axis: Option<Axis>,
         first: FirstCut,
     ) -> Result<SlabCut, TooFewLayers> {
-        let grid = sph_grid(c, &state.pos, &state.kind);
+        let grid = if moving.is_empty() {
+            sph_grid(c, &state.pos, &state.kind)
+        } else {
+            sph_grid(c, &moving.at_rest(&state.pos), &state.kind)
+        };
         let axis = match axis {
             Some(a) => a.index(),
             None => (0..3).max_by_key(|&a| (grid.dims[a], 3 - a)).unwrap_or(0),

@@ -5,9 +5,12 @@
 //! at the last evaluation that lie, at this evaluation's positions, in its layers or in the one
 //! layer of halo on each side (a layer is as thick as the kernel support, `cpu::sph_layers`),
 //! and sends its neighbours those they need (state and half state, as records copied device to
-//! device). Every GPU holds every boundary particle in one order (they never move); each reads
-//! the densities of its halo layers from their owners' arrays at the same slots (peer access). Every slab then sorts its particles by
-//! (cell, id) on the run's one grid, so that each owned particle sums exactly the neighbours, in
+//! device). Every GPU holds every boundary particle in one order; each reads the densities of its
+//! halo layers from their owners' arrays at the same slots (peer access). Moving solids: every
+//! GPU places all of them and sorts the boundary alike (the same positions), so slots still
+//! agree; each integrates the density of those in its layers, and after each integration every
+//! GPU takes the others' (`SphGroup::share_moving`), so a particle's next owner holds it
+//! wherever it goes. Every slab then sorts its particles by (cell, id) on the run's one grid, so that each owned particle sums exactly the neighbours, in
 //! exactly the order, of the one-GPU run: the f64 mode gives its bits on any number of GPUs
 //! and any cut. The time-step limits are minima over each slab's own particles, reduced on the
 //! host (a minimum is exact). Frames are packed by every slab into GPU 0's staging (peer
@@ -24,6 +27,7 @@ use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, queue_peer_copies, HostRegistration, MemoryReport, PeerCopy};
 use crate::sph::cpu::{next_time_step, sph_layer_of, SphState};
+use crate::sph::motion::MovingSolids;
 use crate::sph::setup::{SphConstants, KIND_FLUID};
 pub(super) use crate::sph::slabs::{handover, MIN_SLAB_LAYERS};
 use crate::sph::slabs::{FirstCut, SlabCut};
@@ -87,6 +91,8 @@ pub struct SphGroup {
     migrations: u64,
     copy_done: FrameCopy,
     registration: Option<HostRegistration>,
+    /// Whether solids move (their densities are shared after each integration).
+    moving: bool,
 }
 
 impl SphGroup {
@@ -97,11 +103,26 @@ impl SphGroup {
         dt: f64,
         opts: SphGroupOptions,
     ) -> Result<SphGroup, CudaError> {
+        SphGroup::from_state_moving(c, state, dt, MovingSolids::default(), opts)
+    }
+
+    /// As [`SphGroup::from_state`] with the case's moving solids (`SphCuda::from_state_moving`):
+    /// every GPU places all of them.
+    pub fn from_state_moving(
+        c: SphConstants,
+        state: SphState,
+        dt: f64,
+        moving: MovingSolids,
+        opts: SphGroupOptions,
+    ) -> Result<SphGroup, CudaError> {
         let g = opts.devices.len();
         if g == 0 {
             return Err(CudaError::Unsupported("an SPH group without GPUs".into()));
         }
-        let plan = SlabPlan::new(&c, &state, g, opts.axis, opts.first_cut)?;
+        moving
+            .check(state.pos.len())
+            .map_err(CudaError::Unsupported)?;
+        let plan = SlabPlan::new(&c, &state, &moving, g, opts.axis, opts.first_cut)?;
         let mut slabs = Vec::with_capacity(g);
         for w in 0..g {
             let frame_n = if w == 0 { state.pos.len() } else { 0 };
@@ -109,8 +130,18 @@ impl SphGroup {
                 device: opts.devices[w],
                 double: opts.double,
             };
-            slabs.push(plan.build(&c, &state, dt, device, w, opts.spare_slots, frame_n)?);
+            slabs.push(plan.build(
+                &c,
+                &state,
+                &moving,
+                dt,
+                device,
+                w,
+                opts.spare_slots,
+                frame_n,
+            )?);
         }
+        let has_moving = !moving.is_empty();
         let ctxs: Vec<&Arc<CudaContext>> = slabs.iter().map(|s| &s.ctx).collect();
         crate::dem::cuda::enable_peer_access(&ctxs, &opts.devices)?;
         let events = slabs
@@ -149,6 +180,7 @@ impl SphGroup {
             migrations: 0,
             copy_done: FrameCopy::default(),
             registration: None,
+            moving: has_moving,
         })
     }
 
@@ -235,6 +267,42 @@ impl SphGroup {
                 // half step, queued after this step's read_diag waited for every stream.
                 unsafe { self.slabs[h].queue_take(layer, layer + 1, src, half) }?;
             }
+        }
+        if half {
+            // The half-step densities the predictors just integrated.
+            self.share_moving(true)?;
+        }
+        Ok(())
+    }
+
+    /// Moving solids: every GPU takes the density (of the state, or with `half` of the half
+    /// state) of each moving boundary particle from the GPU that integrated it, then every
+    /// stream is waited for. A moving particle changes owner as it crosses a bound, and its
+    /// next owner may be any GPU whose layers it reaches: each then holds its current density
+    /// (and the halo's), and the sums keep the one-GPU bits. Nothing without moving solids.
+    fn share_moving(&self, half: bool) -> Result<(), CudaError> {
+        if !self.moving {
+            return Ok(());
+        }
+        let g = self.slabs.len();
+        for h in 0..g {
+            for v in (0..g).filter(|&v| v != h) {
+                let (src, own) = (
+                    self.slabs[v].boundary_rho_ptr(half),
+                    self.slabs[v].bown_ptr(),
+                );
+                // SAFETY: every GPU sorted the boundary alike (the same positions, placed by
+                // each from the same motion), so a slot is the same particle everywhere; v's
+                // integration completed (read_counts or read_diag waited for its stream), and
+                // v writes these arrays and flags again only in work queued after the
+                // synchronisation below.
+                unsafe { self.slabs[h].queue_take_moving(src, own, half) }?;
+            }
+        }
+        for s in &self.slabs {
+            s.stream
+                .synchronize()
+                .map_err(|e| CudaError::driver("sharing the moving solids' densities", e))?;
         }
         Ok(())
     }
@@ -373,6 +441,8 @@ impl SphGpu for SphGroup {
         let dt = self.dt;
         for s in &mut self.slabs {
             s.p.dt = dt;
+            // The slab's clock: where it places the moving solids.
+            (s.time, s.dt) = (self.time, dt);
         }
         self.exchange(false)?;
         self.mark(0)?;
@@ -393,6 +463,9 @@ impl SphGpu for SphGroup {
             dt_cv = dt_cv.min(cv);
             nonfinite += nf;
         }
+        // The densities the correctors just integrated (before a move of the bounds flags the
+        // boundary again).
+        self.share_moving(false)?;
         // Every stream has passed its events (read_diag waited for it).
         for (w, ev) in self.events.iter().enumerate() {
             let (compute, exchange) = step_times(ev)?;
@@ -519,15 +592,16 @@ impl Drop for SphGroup {
 pub(super) type SlabPlan = SlabCut;
 
 impl SlabCut {
-    /// Slab `w` of the plan on `opts.device`: its fluid, every boundary particle, room for its
-    /// fluid and a quarter more plus `spare_slots` (halo and arrivals; a slab grows when the
-    /// load moves to it faster than the balancing moves the bounds) and frame staging for
-    /// `frame_n` particles.
+    /// Slab `w` of the plan on `opts.device`: its fluid, every boundary particle (the `moving`
+    /// solids' too, which it places), room for its fluid and a quarter more plus `spare_slots`
+    /// (halo and arrivals; a slab grows when the load moves to it faster than the balancing
+    /// moves the bounds) and frame staging for `frame_n` particles.
     #[allow(clippy::too_many_arguments)]
     pub fn build(
         &self,
         c: &SphConstants,
         state: &SphState,
+        moving: &MovingSolids,
         dt: f64,
         opts: SphCudaOptions,
         w: usize,
@@ -551,7 +625,7 @@ impl SlabCut {
                 as u32,
             frame_n,
         };
-        SphCuda::build(
+        let mut sim = SphCuda::build(
             c.clone(),
             self.grid.clone(),
             state,
@@ -561,8 +635,12 @@ impl SlabCut {
             &self.bound_ids,
             Some(setup),
             (self.axis as u32, lo, hi),
-            false,
-        )
+            !moving.is_empty(),
+        )?;
+        if !moving.is_empty() {
+            sim.attach_moving(state, moving.clone())?;
+        }
+        Ok(sim)
     }
 }
 

@@ -887,7 +887,11 @@ impl SphCuda {
 
     /// Moving solids: the boundary's velocities, rest positions and solids in the slot order of
     /// `upload_boundary`, the reorder copy and the boundary's counting sort.
-    fn attach_moving(&mut self, st: &SphState, solids: MovingSolids) -> Result<(), CudaError> {
+    pub(super) fn attach_moving(
+        &mut self,
+        st: &SphState,
+        solids: MovingSolids,
+    ) -> Result<(), CudaError> {
         let (nb, r, cells) = (self.nb as usize, self.real, self.cells as usize);
         let mut body = vec![u32::MAX; st.pos.len()];
         let mut rest = st.pos.clone();
@@ -968,7 +972,13 @@ impl SphCuda {
         if let Some(mv) = &mut self.mv {
             (mv.b, mv.alt) = (alt, b);
         }
-        Ok(())
+        // A slab owns the boundary particles in its layers at this evaluation's positions.
+        self.flag_own_boundary()
+    }
+
+    /// The solid of every boundary slot (moving solids; 0: none).
+    fn bbody_ptr(&self) -> u64 {
+        self.mv.as_ref().map_or(0, |m| m.b.body)
     }
 
     /// The boundary's velocities (moving solids; 0: none, every boundary particle at rest).

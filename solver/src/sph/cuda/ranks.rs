@@ -28,6 +28,7 @@ use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, MemoryReport};
 use crate::exec::comm::{encode, Comm};
 use crate::sph::cpu::{next_time_step, SphState};
+use crate::sph::motion::MovingSolids;
 use crate::sph::parts::{assemble_state, take_parts, FramePart, PendingFrame};
 use crate::sph::setup::SphConstants;
 use crate::sph::slabs::{decide_over_ranks, FirstCut};
@@ -137,12 +138,15 @@ impl SphRank {
         opts: SphRankOptions,
     ) -> Result<SphRank, CudaError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
-        let plan = SlabPlan::new(&c, &state, ranks, opts.axis, opts.first_cut)?;
+        // Moving solids run on the GPUs of one process (`SphGroup`), not yet on GPU ranks: their
+        // boundary slots change at every sort, and a rank lists its layers' slots once.
+        let fixed = MovingSolids::default();
+        let plan = SlabPlan::new(&c, &state, &fixed, ranks, opts.axis, opts.first_cut)?;
         let device = SphCudaOptions {
             device: opts.device,
             double: opts.double,
         };
-        let mut sim = plan.build(&c, &state, dt, device, rank, opts.spare_slots, 0)?;
+        let mut sim = plan.build(&c, &state, &fixed, dt, device, rank, opts.spare_slots, 0)?;
         let (by_layer, layer_start) = list_boundary_by_layer(&mut sim)?;
         let e = || {
             sim.ctx

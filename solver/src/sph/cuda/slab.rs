@@ -2,8 +2,9 @@
 //! ownership flags, the fluid records it sends to and receives from its neighbours before each
 //! evaluation of the rates, and the densities of the boundary particles in its halo. Every slab
 //! holds every boundary particle, in one (cell, id) order shared by all GPUs, so that a slot names
-//! the same particle everywhere: ownership is a flag set on the device from the layer, and the
-//! halo's densities are read from the owner's array at the same slots (peer access). The group
+//! the same particle everywhere: ownership is a flag set on the device from the layer (again at
+//! each sort of the boundary when solids move), and the halo's densities are read from the
+//! owner's array at the same slots (peer access). The group
 //! ([`super::group`]) drives the exchange; the kernels are sph_classify, sph_unpack,
 //! sph_own_bound, sph_take and sph_layer_count in sph.cu.
 
@@ -115,11 +116,48 @@ impl SphCuda {
     pub(super) fn set_own_layers(&mut self, lo: u32, hi: u32) -> Result<(), CudaError> {
         self.p.own_lo = lo;
         self.p.own_hi = hi;
-        let (p, nb, bown) = (self.p, self.nb, self.slab().bown);
+        self.flag_own_boundary()
+    }
+
+    /// Flags the boundary particles in this slab's layers at their current positions (queued;
+    /// nothing outside a group). Moving solids: after each sort of the boundary.
+    pub(super) fn flag_own_boundary(&self) -> Result<(), CudaError> {
+        let Some(slab) = &self.slab else {
+            return Ok(());
+        };
+        let (p, nb, bown) = (self.p, self.nb, slab.bown);
         if nb > 0 {
             self.launch("sph_own_bound", blocks(nb), &[&p, &nb, &self.bpos, &bown])?;
         }
         Ok(())
+    }
+
+    /// Moving solids: queues copying the density (of the state, or with `half` of the half
+    /// state) of each moving boundary particle that the slab whose flags are `src_own` owned
+    /// at its last evaluation from that slab's array `src` (same slots: every slab sorts the
+    /// boundary alike), so that every slab holds every moving particle's current density
+    /// whichever slab integrated it and whichever owns it next.
+    ///
+    /// # Safety
+    /// `src` (`nb` reals) and `src_own` (`nb` flags) are live arrays readable from this
+    /// context (peer access), of a slab whose integration completed and which does not write
+    /// them until this stream has passed the copy.
+    pub(super) unsafe fn queue_take_moving(
+        &self,
+        src: u64,
+        src_own: u64,
+        half: bool,
+    ) -> Result<(), CudaError> {
+        let (p, nb, body) = (self.p, self.nb, self.bbody_ptr());
+        if nb == 0 || body == 0 {
+            return Ok(());
+        }
+        let dst = self.boundary_rho_ptr(half);
+        self.launch(
+            "sph_take_moving",
+            blocks(nb),
+            &[&p, &nb, &body, &src_own, &src, &dst],
+        )
     }
 
     /// The boundary densities of the state (`half` false) or of the half state.
