@@ -364,7 +364,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 27] = [
+pub const SPH_KERNELS: [&str; 29] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -385,6 +385,8 @@ pub const SPH_KERNELS: [&str; 27] = [
     "sph_own_bound",
     "sph_take",
     "sph_take_moving",
+    "sph_pick_bound",
+    "sph_put_bound",
     "sph_layer_count",
     "sph_pack_part",
     "sph_bound_layer",

@@ -624,11 +624,11 @@ max = [0.6, 0.075, 0.175]
 motion = { type = "rotation", axis_point = [0.5, 0.05, 0.16], axis_direction = [0.0, 1.0, 0.0], rpm = 60.0 }
 "#;
 
-/// Moving solids over CPU ranks: [`MOVING_CASE`] on 2 and 3 ranks (bounds moving by count) gives
-/// the frame and final checkpoint of one process bit for bit, and the 2-rank checkpoint
+/// Moving solids over ranks: [`MOVING_CASE`] on 2 and 3 CPU ranks (bounds moving by count)
+/// gives the frame and final checkpoint of one process bit for bit, and the 2-rank checkpoint
 /// continues on one process and on 3 ranks to the same frame (the solids placed from the case
-/// at the checkpoint's time). Where the GPU tests run, the same case on one GPU and on two
-/// slabs of GPU 0 in one process agree bit for bit too, and GPU ranks refuse it by name.
+/// at the checkpoint's time). Where the GPU tests run, the same on GPUs: one GPU, two slabs of
+/// GPU 0 in one process, 2 and 3 GPU ranks, and the 2-rank checkpoint on one GPU and 2 ranks.
 #[test]
 fn moving_solids_over_ranks_give_the_bits_of_one_process() {
     let dir = Scratch::new("sphmove");
@@ -650,35 +650,39 @@ fn moving_solids_over_ranks_give_the_bits_of_one_process() {
         return;
     }
     let gdir = Scratch::new("sphmovegpu");
-    let runs: [SphBitsRun; 2] = [
+    let devices = std::env::var("PARTICLE_SHM_TEST_DEVICES").unwrap_or_else(|_| "0".into());
+    let on_ranks = |np: usize| vec![format!("{np} MPI ranks, one GPU each")];
+    let runs: [SphBitsRun; 4] = [
         ("one", 1, &["--devices", "0"], vec![]),
         (
-            "np2",
+            "group",
             1,
             &["--devices", "0,0", "--balance", "count"],
             vec!["slabs [0, ".into()],
         ),
-    ];
-    // (The group's checkpoint continues on one GPU, twice: the harness's second restart is
-    // over ranks, which GPUs refuse for moving solids.)
-    sph_runs_agree(&gdir, "sphmg", &["--backend", "cuda"], &case, &runs, &[], 1);
-    let (code, err) = run(
-        mpirun(
+        (
+            "np2",
             2,
-            &[
-                "--backend",
-                "cuda",
-                "--devices",
-                "0",
-                "--case",
-                &case,
-                "--shm",
-            ],
+            &["--devices", &devices, "--balance", "count"],
+            on_ranks(2),
         ),
-        Duration::from_secs(120),
+        (
+            "np3",
+            3,
+            &["--devices", &devices, "--balance", "count"],
+            on_ranks(3),
+        ),
+    ];
+    let restart = ["--devices", devices.as_str()];
+    sph_runs_agree(
+        &gdir,
+        "sphmg",
+        &["--backend", "cuda"],
+        &case,
+        &runs,
+        &restart,
+        2,
     );
-    assert_ne!(code, Some(0));
-    assert!(err.contains("do not run on GPU ranks yet"), "{err}");
 }
 
 /// One run of [`sph_runs_agree`]: label, ranks (1: one process), arguments beyond the common

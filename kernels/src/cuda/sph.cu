@@ -554,7 +554,7 @@ extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsign
 // part of a frame, sph/cuda/ranks.rs): entry i = atomicAdd(count, 1) gets the id of the
 // particle and its values, in no particular order (the root places them by id).
 extern "C" __global__ void sph_pack_part(const SphParams p, const SphArrays f, unsigned nb, const double* bpos,
-                                         const real* brho, const unsigned* bid, const unsigned char* own,
+                                         const real* brho, const real* bvel, const unsigned* bid, const unsigned char* own,
                                          const unsigned char* bown, unsigned* count, unsigned* ids, float* pos,
                                          float* vel, float* rho, float* press) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
@@ -567,7 +567,8 @@ extern "C" __global__ void sph_pack_part(const SphParams p, const SphArrays f, u
     const double* x = fluid ? f.pos + 3 * j : bpos + 3 * j;
     const real r = fluid ? f.rho[j] : brho[j];
     for (int a = 0; a < 3; a++) pos[3 * i + a] = (float)x[a];
-    for (int a = 0; a < 3; a++) vel[3 * i + a] = fluid ? (float)f.vel[3 * j + a] : 0.0f;
+    for (int a = 0; a < 3; a++)
+        vel[3 * i + a] = fluid ? (float)f.vel[3 * j + a] : bvel ? (float)bvel[3 * j + a] : 0.0f;
     rho[i] = (float)r;
     press[i] = (float)tait_pressure(r, (real)p.rho0, (real)p.b);
 }
@@ -751,6 +752,28 @@ extern "C" __global__ void sph_take_moving(const SphParams p, unsigned nb, const
                                            const unsigned char* src_own, const real* src, real* dst) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k < nb && body[k] < SPH_MAX_BODIES && src_own[k]) dst[k] = src[k];
+}
+
+// Moving solids on MPI ranks: (slot, density) of the boundary slots whose layer is in [lo, hi),
+// only the moving ones this slab owns with `moving_own` (body and bown given), compacted through
+// `count` (in no fixed order: the receiver writes them by slot, sph_put_bound).
+extern "C" __global__ void sph_pick_bound(const SphParams p, unsigned nb, const double* bpos, const unsigned* body,
+                                          const unsigned char* bown, unsigned lo, unsigned hi, unsigned moving_own,
+                                          const real* src, unsigned* count, unsigned* slots, real* vals) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= nb) return;
+    const unsigned l = sph_layer(p, bpos + 3 * k);
+    if (l < lo || l >= hi) return;
+    if (moving_own && !(body[k] < SPH_MAX_BODIES && bown[k])) return;
+    const unsigned i = atomicAdd(count, 1u);
+    slots[i] = k;
+    vals[i] = src[k];
+}
+
+// dst[slots[i]] = vals[i] for n entries (what sph_pick_bound picked on another rank).
+extern "C" __global__ void sph_put_bound(unsigned n, const unsigned* slots, const real* vals, real* dst) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[slots[i]] = vals[i];
 }
 
 // The layer of every boundary slot (an MPI rank lists the slots of each layer once: they never

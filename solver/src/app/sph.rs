@@ -179,7 +179,7 @@ fn rank_engine(
             threshold,
             spare_slots: solver::sph::cuda::SPARE_SLOTS,
         };
-        let rank = SphRank::from_state(c, state, dt, opts)?;
+        let rank = SphRank::from_state(c, state, dt, moving, opts)?;
         let (name, bounds, axis) = (rank.device_name(), rank.bounds().to_vec(), rank.axis());
         (name, bounds, axis, Engine::Gpu(Box::new(rank)))
     } else {
@@ -219,13 +219,6 @@ fn engine(
 ) -> Result<Engine> {
     let gpu = backend == Backend::Cuda;
     let ranks = super::ranks::current();
-    if !moving.is_empty() && gpu && ranks.is_some() {
-        bail!(
-            "moving solids (`[[obstacles]] motion`, `[domain] motion`) do not run on GPU ranks \
-             yet (mpirun with --backend cuda): run them on the GPUs of one process \
-             (--devices 0,1), or on CPU ranks (--backend cpu)"
-        );
-    }
     if let Some(ranks) = ranks {
         let mut bytes = START_MAGIC.to_vec();
         bytes.extend(solver::exec::comm::encode(&(

@@ -8,6 +8,11 @@
 //! ranks. Every slab still sorts by (cell, id) on the run's one grid, so the ranks give the
 //! bits of one GPU and of a group.
 //!
+//! Moving solids: every rank places all of them and sorts the boundary alike, so slots agree on
+//! every rank as in a group; the halo's boundary densities travel with their slots (the sort
+//! moves them), and after each integration every rank sends its neighbours the densities of
+//! the moving particles it integrated that they may need next ([`SphRank::share_moving`]).
+//!
 //! Every decision is made from data all ranks share (the per-layer counts and busy times are
 //! all-gathered; the limits, the particles past a whole slab and the non-finite particles are
 //! reduced), so every rank takes the same branch and calls the same collectives. A state is
@@ -31,7 +36,7 @@ use crate::sph::cpu::{next_time_step, SphState};
 use crate::sph::motion::MovingSolids;
 use crate::sph::parts::{assemble_state, take_parts, FramePart, PendingFrame};
 use crate::sph::setup::SphConstants;
-use crate::sph::slabs::{decide_over_ranks, FirstCut};
+use crate::sph::slabs::{decide_over_ranks, reach_of, FirstCut};
 
 /// How an SPH run is spread over the ranks' GPUs.
 #[derive(Debug, Clone)]
@@ -103,7 +108,8 @@ pub struct SphRank {
     balance: Balance,
     interval: u64,
     threshold: Option<f64>,
-    /// The boundary slots sorted by layer (on the device) and where each layer starts.
+    /// The boundary slots sorted by layer (on the device) and where each layer starts (listed
+    /// again at every exchange when solids move).
     by_layer: u64,
     layer_start: Vec<u32>,
     /// Device scratch of boundary densities on their way to or from another rank.
@@ -126,27 +132,36 @@ pub struct SphRank {
     pending: Option<PendingFrame>,
     host_frame: RefCell<HostFrame>,
     copy_done: FrameCopy,
+    /// Whether solids move.
+    moving: bool,
+    /// Moving solids: the layer of each boundary slot (device scratch of `list_layers`).
+    layer_scratch: u64,
+    /// Moving solids: (slot, density) pairs picked for or received from another rank (device
+    /// scratch of `pick_pairs` and `put_pairs`: a counter, `nb` slots, `nb` reals).
+    pairs: [u64; 3],
 }
 
 impl SphRank {
     /// Continues from `state` (every rank's copy of the same start) with the step `dt` it was
-    /// about to take; this rank builds its slab on `opts.device`.
+    /// about to take, and the case's `moving` solids; this rank builds its slab on
+    /// `opts.device`.
     pub fn from_state(
         c: SphConstants,
         state: SphState,
         dt: f64,
+        moving: MovingSolids,
         opts: SphRankOptions,
     ) -> Result<SphRank, CudaError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
-        // Moving solids run on the GPUs of one process (`SphGroup`), not yet on GPU ranks: their
-        // boundary slots change at every sort, and a rank lists its layers' slots once.
-        let fixed = MovingSolids::default();
-        let plan = SlabPlan::new(&c, &state, &fixed, ranks, opts.axis, opts.first_cut)?;
+        moving
+            .check(state.pos.len())
+            .map_err(CudaError::Unsupported)?;
+        let plan = SlabPlan::new(&c, &state, &moving, ranks, opts.axis, opts.first_cut)?;
         let device = SphCudaOptions {
             device: opts.device,
             double: opts.double,
         };
-        let mut sim = plan.build(&c, &state, &fixed, dt, device, rank, opts.spare_slots, 0)?;
+        let mut sim = plan.build(&c, &state, &moving, dt, device, rank, opts.spare_slots, 0)?;
         let (by_layer, layer_start) = list_boundary_by_layer(&mut sim)?;
         let e = || {
             sim.ctx
@@ -188,6 +203,9 @@ impl SphRank {
             pending: None,
             host_frame: RefCell::new(HostFrame::default()),
             copy_done: FrameCopy::default(),
+            moving: !moving.is_empty(),
+            layer_scratch: 0,
+            pairs: [0; 3],
         };
         rank.fit_part_buffers()?;
         Ok(rank)
@@ -349,7 +367,12 @@ impl SphRank {
             msg[..8].copy_from_slice(&(n as u64).to_le_bytes());
             self.sim.get(self.sim.send_ptr(side), &mut msg[8..])?;
             let (layer, _) = self.halo_layers(side);
-            msg.extend(self.pick_densities(layer, layer + 1, half)?);
+            if self.moving {
+                // The boundary's slots moved at the last sort: slots travel with the densities.
+                msg.extend(self.pick_pairs(layer, layer + 1, false, half)?);
+            } else {
+                msg.extend(self.pick_densities(layer, layer + 1, half)?);
+            }
             sends[v] = msg;
         }
         self.records_sent += (counts[0] + counts[1]) as u64;
@@ -397,8 +420,142 @@ impl SphRank {
             let Some(v) = neighbour(self.rank, side, self.ranks) else {
                 continue;
             };
-            let (_, layer) = self.halo_layers(side);
-            self.put_densities(layer, layer + 1, half, densities, v)?;
+            if self.moving {
+                self.put_pairs(densities, half, v)?;
+            } else {
+                let (_, layer) = self.halo_layers(side);
+                self.put_densities(layer, layer + 1, half, densities, v)?;
+            }
+        }
+        if half {
+            // The half-step densities the predictor just integrated.
+            self.share_moving(true)?;
+        }
+        Ok(())
+    }
+
+    /// Moving solids: lists the boundary slots of each layer again (the last sort moved them;
+    /// every rank lists them at the same positions in the same slots) for a move of the bounds.
+    /// Nothing otherwise.
+    fn list_layers(&mut self) -> Result<(), CudaError> {
+        if !self.moving || self.sim.nb == 0 {
+            return Ok(());
+        }
+        if self.layer_scratch == 0 {
+            self.layer_scratch = self
+                .sim
+                .alloc("rank.boundary_layer", 4 * self.sim.nb as usize)?;
+        }
+        let by_layer;
+        (by_layer, self.layer_start) = boundary_layers(&self.sim, self.layer_scratch)?;
+        self.sim.put(self.by_layer, as_bytes(&by_layer))
+    }
+
+    /// Moving solids: (slot, density) pairs of the boundary slots whose layer is in [lo, hi) at
+    /// the current positions (only the moving ones this rank owns with `moving_own`), of the
+    /// state or with `half` of the half state, as bytes: the count (u64), the slots (u32), the
+    /// densities (waits for the stream).
+    fn pick_pairs(
+        &mut self,
+        lo: u32,
+        hi: u32,
+        moving_own: bool,
+        half: bool,
+    ) -> Result<Vec<u8>, CudaError> {
+        let nb = self.sim.nb;
+        let real = self.sim.real;
+        if self.pairs[0] == 0 {
+            self.pairs = [
+                self.sim.alloc("rank.pairs.count", 4)?,
+                self.sim.alloc("rank.pairs.slot", 4 * nb as usize)?,
+                self.sim.alloc("rank.pairs.density", real * nb as usize)?,
+            ];
+        }
+        let [count, slots, vals] = self.pairs;
+        self.sim.zero(count, 4)?;
+        let s = &self.sim;
+        let (body, bown, src) = (s.bbody_ptr(), s.bown_ptr(), s.boundary_rho_ptr(half));
+        let flag = u32::from(moving_own);
+        s.launch(
+            "sph_pick_bound",
+            blocks(nb),
+            &[
+                &s.p, &nb, &s.bpos, &body, &bown, &lo, &hi, &flag, &src, &count, &slots, &vals,
+            ],
+        )?;
+        let mut n = [0u32];
+        s.get(count, as_bytes_mut(&mut n))?;
+        let n = n[0] as usize;
+        let mut out = vec![0u8; 8 + n * (4 + real)];
+        out[..8].copy_from_slice(&(n as u64).to_le_bytes());
+        s.get(slots, &mut out[8..8 + 4 * n])?;
+        s.get(vals, &mut out[8 + 4 * n..])?;
+        Ok(out)
+    }
+
+    /// Writes the pairs of [`SphRank::pick_pairs`] that rank `from` sent into the densities
+    /// (state, or with `half` half state; queued).
+    fn put_pairs(&mut self, bytes: &[u8], half: bool, from: usize) -> Result<(), CudaError> {
+        let nb = self.sim.nb as usize;
+        let real = self.sim.real;
+        let n = bytes
+            .get(..8)
+            .map(|h| u64::from_le_bytes(h.try_into().expect("8 bytes")) as usize)
+            .filter(|&n| n <= nb && bytes.len() == 8 + n * (4 + real));
+        let bad = |what: String| mismatch(self.rank, from, self.step, what);
+        let Some(n) = n else {
+            return Err(bad(format!("{} bytes of boundary densities", bytes.len())));
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        let slots = &bytes[8..8 + 4 * n];
+        if slots
+            .chunks_exact(4)
+            .any(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")) as usize >= nb)
+        {
+            return Err(bad(
+                "a boundary density for a slot beyond the boundary".into()
+            ));
+        }
+        let [_, dslots, dvals] = self.pairs;
+        self.sim.put(dslots, slots)?;
+        self.sim.put(dvals, &bytes[8 + 4 * n..])?;
+        let dst = self.sim.boundary_rho_ptr(half);
+        let n = n as u32;
+        self.sim
+            .launch("sph_put_bound", blocks(n), &[&n, &dslots, &dvals, &dst])
+    }
+
+    /// Moving solids: sends each neighbour the density (of the state, or with `half` of the half
+    /// state) of each moving particle this rank integrated at its last evaluation that may lie
+    /// in the neighbour's layers or halo at the next evaluation (its reach and a layer more: a
+    /// particle moves less than a layer in half a step), and writes what the neighbours sent.
+    /// So the rank that owns a moving particle next, or has it in its halo, holds its current
+    /// density: the next owner is this rank or a neighbour, and a particle in a neighbour's
+    /// halo layer is in its reach. Every rank sorts the boundary alike, so a slot is the same
+    /// particle everywhere. Collective; nothing without moving solids.
+    fn share_moving(&mut self, half: bool) -> Result<(), CudaError> {
+        if !self.moving {
+            return Ok(());
+        }
+        let me = self.rank;
+        let layers = *self.bounds.last().expect("bounds");
+        let mut sends = vec![Vec::new(); self.ranks];
+        for side in 0..2 {
+            let Some(v) = neighbour(me, side, self.ranks) else {
+                continue;
+            };
+            let reach = reach_of(&self.bounds, v);
+            let (lo, hi) = (reach.start.saturating_sub(1), (reach.end + 1).min(layers));
+            sends[v] = self.pick_pairs(lo, hi, true, half)?;
+        }
+        let got = self.comm.exchange(sends);
+        for side in 0..2 {
+            let Some(v) = neighbour(me, side, self.ranks) else {
+                continue;
+            };
+            self.put_pairs(&got[v], half, v)?;
         }
         Ok(())
     }
@@ -447,6 +604,7 @@ impl SphRank {
         );
         let old = std::mem::replace(&mut self.bounds, new);
         let me = self.rank;
+        self.list_layers()?;
         self.sim
             .set_own_layers(self.bounds[me], self.bounds[me + 1])?;
         let mut sends = vec![Vec::new(); self.ranks];
@@ -493,13 +651,13 @@ impl SphRank {
         self.sim.zero(b.count, 4)?;
         debug_assert!(need <= b.cap, "part buffers fit the slab's slots");
         let s = &self.sim;
-        let (own, bown) = (s.own_ptr(), s.bown_ptr());
+        let (own, bown, bvel) = (s.own_ptr(), s.bown_ptr(), s.bvel_ptr());
         s.launch(
             "sph_pack_part",
             blocks(need),
             &[
-                &s.p, &s.s, &s.nb, &s.bpos, &s.brho, &s.bid, &own, &bown, &b.count, &b.id, &b.pos,
-                &b.vel, &b.rho, &b.press,
+                &s.p, &s.s, &s.nb, &s.bpos, &s.brho, &bvel, &s.bid, &own, &bown, &b.count, &b.id,
+                &b.pos, &b.vel, &b.rho, &b.press,
             ],
         )?;
         let mut n = [0u32];
@@ -539,17 +697,34 @@ impl SphRank {
 /// on the device, and the first entry of each layer (one more than layers).
 fn list_boundary_by_layer(sim: &mut SphCuda) -> Result<(u64, Vec<u32>), CudaError> {
     let nb = sim.nb;
+    let (by_layer, start) = if nb > 0 {
+        let dev = sim.alloc("rank.boundary_layer", 4 * nb as usize)?;
+        let lists = boundary_layers(sim, dev);
+        sim.free(dev);
+        lists?
+    } else {
+        (Vec::new(), vec![0; sim.layers() as usize + 1])
+    };
+    let dev = sim.alloc("rank.boundary_by_layer", 4 * nb as usize)?;
+    if nb > 0 {
+        sim.put(dev, as_bytes(&by_layer))?;
+    }
+    Ok((dev, start))
+}
+
+/// The boundary slots of `sim` sorted by layer, and where each layer starts, from the current
+/// positions (`scratch`: `nb` u32 on the device; waits for the stream).
+fn boundary_layers(sim: &SphCuda, scratch: u64) -> Result<(Vec<u32>, Vec<u32>), CudaError> {
+    let nb = sim.nb;
     let layers = sim.layers() as usize;
     let mut layer = vec![0u32; nb as usize];
     if nb > 0 {
-        let dev = sim.alloc("rank.boundary_layer", 4 * nb as usize)?;
         sim.launch(
             "sph_bound_layer",
             blocks(nb),
-            &[&sim.p, &nb, &sim.bpos, &dev],
+            &[&sim.p, &nb, &sim.bpos, &scratch],
         )?;
-        sim.get(dev, as_bytes_mut(&mut layer))?;
-        sim.free(dev);
+        sim.get(scratch, as_bytes_mut(&mut layer))?;
     }
     let mut start = vec![0u32; layers + 1];
     for &l in &layer {
@@ -565,11 +740,7 @@ fn list_boundary_by_layer(sim: &mut SphCuda) -> Result<(u64, Vec<u32>), CudaErro
         by_layer[next[l] as usize] = k as u32;
         next[l] += 1;
     }
-    let dev = sim.alloc("rank.boundary_by_layer", 4 * nb as usize)?;
-    if nb > 0 {
-        sim.put(dev, as_bytes(&by_layer))?;
-    }
-    Ok((dev, start))
+    Ok((by_layer, start))
 }
 
 /// Two ranks disagree on what one sent the other: an internal error.
@@ -584,6 +755,8 @@ impl SphGpu for SphRank {
     fn step(&mut self) -> Result<(), CudaError> {
         let dt = self.dt;
         self.sim.p.dt = dt;
+        // The slab's clock: where it places the moving solids.
+        (self.sim.time, self.sim.dt) = (self.time, dt);
         self.exchange(false)?;
         self.mark(0)?;
         self.sim.predictor()?;
@@ -595,6 +768,8 @@ impl SphGpu for SphRank {
         let (f, cv, nonfinite) = self.sim.read_diag()?;
         let (dt_f, dt_cv) = (self.comm.min_f64(f), self.comm.min_f64(cv));
         let nonfinite = self.comm.sum_u64(nonfinite as u64);
+        // The densities the corrector just integrated (before a move of the bounds).
+        self.share_moving(false)?;
         // The stream has passed its events (read_diag waited for it).
         let (compute, exchange) = step_times(&self.events)?;
         self.exchange_s += exchange;
