@@ -302,3 +302,100 @@ fn mixer(name: &str, kind: &BackendKind) {
         "[{name}] the blade must drive the particles in its direction of rotation, L_z = {lz}"
     );
 }
+
+/// A sphere resting on a plate shaken up and down, z_plate = A (1 - cos(w t)) (`oscillation`
+/// with phase -90 degrees: the plate starts at rest). The plate pushes the sphere with
+/// m (g + a), a = A w^2 cos(w t): while Gamma = A w^2 / g < 1 the sphere never leaves it (and the
+/// contact is least pressed, by (1 - Gamma) m g / k, at w t = 180 degrees); above,
+/// it lifts off where the plate's downward acceleration first exceeds g, cos(w t) = -1 / Gamma
+/// (the vibrated-bed threshold; for Gamma = 2 at w t = 120 degrees). A soft contact lags the
+/// rigid law by about w / w_n (w_n = sqrt(k / m): 1.6 degrees here).
+#[test]
+fn a_sphere_on_a_shaken_plate_lifts_off_where_the_plate_outpulls_gravity() {
+    for (name, kind) in backends() {
+        for gamma in [0.8, 2.0] {
+            shaken_plate(&name, &kind, gamma);
+        }
+    }
+}
+
+fn shaken_plate(name: &str, kind: &BackendKind, gamma: f64) {
+    let (r, k, f, g) = (0.02, 1e5, 5.0, 9.81);
+    let w = 2.0 * PI * f;
+    let a = gamma * g / (w * w);
+    let mut case = base_case(
+        "plate",
+        linear_species("s", r, 2500.0, k, 0.3, 0.5, 0.0),
+        linear_wall(k, 0.3, 0.5, 0.0),
+        5e-5,
+        [-0.5, -0.5, -0.2],
+        [0.5, 0.5, 0.5],
+        false,
+    );
+    // At rest on the plate: pressed in by m g / k.
+    let m = 2500.0 * 4.0 / 3.0 * PI * r.powi(3);
+    let rest = m * g / k;
+    case.sources
+        .push(single("s", [0.0, 0.0, r - rest], [0.0; 3], r));
+    case.meshes.push(MeshSpec {
+        name: "plate".into(),
+        stl: None,
+        triangles: Some(vec![
+            [[-0.3, -0.3, 0.0], [0.3, -0.3, 0.0], [0.3, 0.3, 0.0]],
+            [[-0.3, -0.3, 0.0], [0.3, 0.3, 0.0], [-0.3, 0.3, 0.0]],
+        ]),
+        scale: 1.0,
+        material: None,
+        motion: Motion::Oscillation {
+            amplitude: [0.0, 0.0, a],
+            frequency: f,
+            phase_deg: -90.0,
+        },
+    });
+    let mut sim = start_sim(name, kind, case);
+    let plate = |t: f64| a * (1.0 - (w * t).cos());
+    // Two periods; the first lift-off, if any: the phase w t at the first step with a gap.
+    let mut lift = None;
+    let mut min_gap = f64::INFINITY;
+    let mut max_gap = f64::NEG_INFINITY;
+    while sim.time() < 2.0 / f {
+        steps(&mut sim, name, 1);
+        let t = sim.time();
+        let gap = sim.snapshot().unwrap().pos[0][2] - r - plate(t);
+        // (After the ring-down of the plate's sudden start: 1 / (zeta w_n) = 2.6 ms.)
+        if t > 0.1 / f {
+            (min_gap, max_gap) = (min_gap.min(gap), max_gap.max(gap));
+        }
+        if gap > 0.0 && lift.is_none() {
+            lift = Some((w * t).to_degrees());
+            if gamma > 1.0 {
+                break;
+            }
+        }
+    }
+    println!(
+        "[{name}] shaken plate, Gamma = {gamma}: lift-off at {lift:?} degrees; gap {min_gap:.3e} .. {max_gap:.3e} m"
+    );
+    if gamma < 1.0 {
+        assert!(
+            lift.is_none(),
+            "[{name}] Gamma = {gamma}: the sphere left the plate at {lift:?} degrees (gap up to {max_gap:.3e} m)"
+        );
+        // Where the plate pulls down hardest (w t = 180 degrees) it still presses with
+        // m g (1 - Gamma): the contact is pressed in by (1 - Gamma) m g / k.
+        let want = -(1.0 - gamma) * rest;
+        assert!(
+            (max_gap - want).abs() < 0.25 * want.abs(),
+            "[{name}] Gamma = {gamma}: the least overlap is {:.3e} m, the force law says {:.3e}",
+            -max_gap,
+            -want
+        );
+    } else {
+        let want = (-1.0 / gamma).acos().to_degrees();
+        let got = lift.unwrap_or_else(|| panic!("[{name}] Gamma = {gamma}: never lifted off"));
+        assert!(
+            (got - want).abs() < 3.0,
+            "[{name}] Gamma = {gamma}: lift-off at {got:.2} degrees, the rigid law says {want:.2}"
+        );
+    }
+}
