@@ -3,6 +3,8 @@
 //! or MPICH): `cargo test --release -p solver --features mpi --test mpi_ranks`.
 #![cfg(feature = "mpi")]
 
+#[path = "support/sph.rs"]
+mod sph;
 #[path = "support/run_solver.rs"]
 mod support;
 
@@ -602,29 +604,8 @@ fn sph_cpu_ranks_give_the_bits_of_one_process() {
     sph_runs_agree(&dir, "sphc", &["--backend", "cpu"], &case, &runs, &[], 3);
 }
 
-/// A tank rocking +-3 degrees about the middle of its floor at 1 Hz (all its walls move) with a
-/// blade turning at 60 rpm about a horizontal axis across the split axis (x): over 0.3 s the
-/// blade's particles cross the slab bounds, so their density changes owner, and the walls' near
-/// a bound do too. Coarse (dp = 2.5 cm, 10,256 particles) for CI.
-const MOVING_CASE: &str = r#"method = "sph"
-dt = 1e-3
-end_time = 1.0
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [1.0, 0.1, 0.3]
-motion = { type = "rocking", axis_point = [0.5, 0.05, 0.0], axis_direction = [0.0, 1.0, 0.0], amplitude_deg = 3.0, frequency = 1.0, phase_deg = 0.0 }
-[sph]
-spacing = 0.025
-[[fluid]]
-min = [0.0, 0.0, 0.0]
-max = [1.0, 0.1, 0.12]
-[[obstacles]]
-min = [0.4, 0.025, 0.14]
-max = [0.6, 0.075, 0.175]
-motion = { type = "rotation", axis_point = [0.5, 0.05, 0.16], axis_direction = [0.0, 1.0, 0.0], rpm = 60.0 }
-"#;
-
-/// Moving solids over ranks: [`MOVING_CASE`] on 2 and 3 CPU ranks (bounds moving by count)
+/// Moving solids over ranks: [`sph::rocking_blade_text`] at dp = 2.5 cm (10,000 particles) on 2
+/// and 3 CPU ranks (bounds moving by count)
 /// gives the frame and final checkpoint of one process bit for bit, and the 2-rank checkpoint
 /// continues on one process and on 3 ranks to the same frame (the solids placed from the case
 /// at the checkpoint's time). Where the GPU tests run, the same on GPUs: one GPU, two slabs of
@@ -633,7 +614,7 @@ motion = { type = "rotation", axis_point = [0.5, 0.05, 0.16], axis_direction = [
 fn moving_solids_over_ranks_give_the_bits_of_one_process() {
     let dir = Scratch::new("sphmove");
     let case = dir.path("rocking.toml");
-    std::fs::write(&case, MOVING_CASE).expect("case");
+    std::fs::write(&case, sph::rocking_blade_text(0.025)).expect("case");
     let on_ranks = |np: usize| vec![format!("SPH on {np} MPI ranks on the CPU")];
     let runs: [SphBitsRun; 3] = [
         ("one", 1, &[], vec![]),

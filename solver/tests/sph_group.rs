@@ -283,29 +283,8 @@ fn the_solver_on_two_slabs_writes_one_gpus_checkpoint() {
     assert_same_bits(&a.state, &b.state, "checkpoint of --devices 0,0");
 }
 
-/// A tank rocking +-3 degrees at 1 Hz with a blade turning at 60 rpm across the split axis
-/// (dp = 2 cm): the blade's and the walls' particles change slab as they move.
-const ROCKING: &str = r#"
-method = "sph"
-dt = 1e-3
-end_time = 1.0
-[domain]
-min = [0.0, 0.0, 0.0]
-max = [1.0, 0.1, 0.3]
-motion = { type = "rocking", axis_point = [0.5, 0.05, 0.0], axis_direction = [0.0, 1.0, 0.0], amplitude_deg = 3.0, frequency = 1.0, phase_deg = 0.0 }
-[sph]
-spacing = 0.02
-[[fluid]]
-min = [0.0, 0.0, 0.0]
-max = [1.0, 0.1, 0.12]
-[[obstacles]]
-min = [0.4, 0.02, 0.14]
-max = [0.6, 0.08, 0.18]
-motion = { type = "rotation", axis_point = [0.5, 0.05, 0.16], axis_direction = [0.0, 1.0, 0.0], rpm = 60.0 }
-"#;
-
-/// f64, moving solids: two and three slabs along x (bounds moving by count) give the CPU
-/// reference's bits every 50 steps and the same next time step after every step, while the blade's
+/// f64, moving solids ([`sph::rocking_blade_text`] at dp = 2 cm): two and three slabs along x
+/// (bounds moving by count) give the CPU reference's bits every 50 steps and the same next time step after every step, while the blade's
 /// particles cross the bounds (each slab places every moving particle and takes the density of
 /// those another slab integrated).
 #[test]
@@ -313,7 +292,8 @@ fn f64_group_with_moving_solids_has_the_cpu_bits() {
     if !gpu() {
         return;
     }
-    let case = SphCase::from_toml_str(ROCKING).unwrap_or_else(|e| panic!("{e}"));
+    let case =
+        SphCase::from_toml_str(&sph::rocking_blade_text(0.02)).unwrap_or_else(|e| panic!("{e}"));
     let c = case.constants().unwrap();
     let p = case.particles(&c).unwrap();
     assert!(!p.moving.is_empty(), "the case must move");

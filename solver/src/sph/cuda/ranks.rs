@@ -109,7 +109,7 @@ pub struct SphRank {
     interval: u64,
     threshold: Option<f64>,
     /// The boundary slots sorted by layer (on the device) and where each layer starts (listed
-    /// again at every exchange when solids move).
+    /// again at each move of the bounds when solids move).
     by_layer: u64,
     layer_start: Vec<u32>,
     /// Device scratch of boundary densities on their way to or from another rank.
