@@ -630,7 +630,13 @@ fn moving_solids_over_ranks_give_the_bits_of_one_process() {
     if !gpu_tests() {
         return;
     }
-    let gdir = Scratch::new("sphmovegpu");
+    sph_gpu_runs_agree(&Scratch::new("sphmovegpu"), "sphmg", &case);
+}
+
+/// The SPH `case` on GPUs ([`sph_runs_agree`]): one GPU, two slabs of GPU 0 in one process, 2
+/// and 3 ranks on `PARTICLE_SHM_TEST_DEVICES` (default GPU 0, which the ranks then share), bounds
+/// moving by count; the 2-rank checkpoint continues on one GPU and on 2 ranks.
+fn sph_gpu_runs_agree(dir: &Scratch, tag: &str, case: &str) {
     let devices = std::env::var("PARTICLE_SHM_TEST_DEVICES").unwrap_or_else(|_| "0".into());
     let on_ranks = |np: usize| vec![format!("{np} MPI ranks, one GPU each")];
     let runs: [SphBitsRun; 4] = [
@@ -655,15 +661,7 @@ fn moving_solids_over_ranks_give_the_bits_of_one_process() {
         ),
     ];
     let restart = ["--devices", devices.as_str()];
-    sph_runs_agree(
-        &gdir,
-        "sphmg",
-        &["--backend", "cuda"],
-        &case,
-        &runs,
-        &restart,
-        2,
-    );
+    sph_runs_agree(dir, tag, &["--backend", "cuda"], case, &runs, &restart, 2);
 }
 
 /// One run of [`sph_runs_agree`]: label, ranks (1: one process), arguments beyond the common
@@ -762,44 +760,11 @@ fn sph_gpu_ranks_give_the_bits_of_one_gpu() {
     if !gpu_tests() {
         return;
     }
-    let devices = std::env::var("PARTICLE_SHM_TEST_DEVICES").unwrap_or_else(|_| "0".into());
     let case = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("cases/dambreak.toml")
         .display()
         .to_string();
-    let dir = Scratch::new("sphgpu");
-    let on_ranks = |np: usize| vec![format!("{np} MPI ranks, one GPU each")];
-    let runs: [SphBitsRun; 4] = [
-        ("one", 1, &["--devices", "0"], vec![]),
-        (
-            "group",
-            1,
-            &["--devices", "0,0", "--balance", "count"],
-            vec![],
-        ),
-        (
-            "np2",
-            2,
-            &["--devices", &devices, "--balance", "count"],
-            on_ranks(2),
-        ),
-        (
-            "np3",
-            3,
-            &["--devices", &devices, "--balance", "count"],
-            on_ranks(3),
-        ),
-    ];
-    let restart = ["--devices", devices.as_str()];
-    sph_runs_agree(
-        &dir,
-        "sph",
-        &["--backend", "cuda"],
-        &case,
-        &runs,
-        &restart,
-        2,
-    );
+    sph_gpu_runs_agree(&Scratch::new("sphgpu"), "sph", &case);
 }
 
 /// The GPU tests' run: the built-in case at 30,000 particles to t = 0.05 s on `devices`,
