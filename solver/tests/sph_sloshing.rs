@@ -20,6 +20,9 @@
 //! `PARTICLE_SHM_SLOSH_DPS` (m, comma separated; default 0.005,0.0025), the finest with the
 //! tighter bound.
 
+#[path = "support/sph.rs"]
+mod sph;
+
 use solver::sph::cpu::{SphSim, SphState};
 use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu};
 use solver::sph::setup::{SphCase, KIND_FLUID};
@@ -229,25 +232,13 @@ fn free_sloshing_on_the_cpu() {
     check("cpu dp = L/32, 10 dp wide", &s, 2, 0.35);
 }
 
-fn gpu_wanted() -> bool {
-    let on = std::env::var("PARTICLE_SHM_TEST_BACKENDS").is_ok_and(|v| v.contains("cuda"));
-    if !on {
-        println!("skipped: set PARTICLE_SHM_TEST_BACKENDS=cuda on a GPU machine");
-        return false;
-    }
-    let gpu = solver::dem::cuda::driver::driver_available().is_ok()
-        && solver::dem::cuda::driver::device_count().is_ok_and(|n| n > 0);
-    assert!(gpu, "PARTICLE_SHM_TEST_BACKENDS=cuda but no GPU is usable");
-    true
-}
-
 /// Device: the tank 0.3 L wide at each spacing of `PARTICLE_SHM_SLOSH_DPS`, two periods; the
 /// error must shrink as the spacing does, each spacing but the finest within 15 % and the
 /// finest within 5 % (default spacings: -6.0 % and -3.6 %, 80 s on an H200). A 4-dp slice at
 /// dp = L/40 is run and printed beside them (the contact line's share of its surface).
 #[test]
 fn free_sloshing_on_the_gpu() {
-    if !gpu_wanted() {
+    if !sph::device_validation_wanted() {
         return;
     }
     let dps: Vec<f64> = std::env::var("PARTICLE_SHM_SLOSH_DPS")

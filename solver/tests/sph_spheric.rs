@@ -22,24 +22,15 @@
 //! kernel-interpolated fluid fraction on the vertical line falls below 0.5 (the analysis tool's
 //! gauge method).
 
+#[path = "support/sph.rs"]
+mod sph;
+
 use solver::core::vec3;
 use solver::sph::cpu::SphState;
 use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu};
 use solver::sph::physics;
 use solver::sph::probe;
 use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
-
-fn wanted() -> bool {
-    let on = std::env::var("PARTICLE_SHM_TEST_BACKENDS").is_ok_and(|v| v.contains("cuda"));
-    if !on {
-        println!("skipped: set PARTICLE_SHM_TEST_BACKENDS=cuda on a GPU machine");
-        return false;
-    }
-    let gpu = solver::dem::cuda::driver::driver_available().is_ok()
-        && solver::dem::cuda::driver::device_count().is_ok_and(|n| n > 0);
-    assert!(gpu, "PARTICLE_SHM_TEST_BACKENDS=cuda but no GPU is usable");
-    true
-}
 
 fn env_f64(name: &str, default: f64) -> f64 {
     std::env::var(name)
@@ -176,7 +167,7 @@ fn spheric_test2_coarse_on_the_cpu() {
 
 #[test]
 fn spheric_test2_dam_break_against_the_experiment() {
-    if !wanted() {
+    if !sph::device_validation_wanted() {
         return;
     }
     let dp = env_f64("PARTICLE_SHM_SPHERIC_DP", 0.0075);

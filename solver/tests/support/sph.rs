@@ -1,4 +1,4 @@
-//! Helpers of the SPH GPU tests: the GPU probe, a small collapsing column, a rocking tank with a
+//! Helpers of the SPH GPU tests: the GPU probes, a small collapsing column, a rocking tank with a
 //! turning blade, bitwise comparison.
 #![allow(dead_code)]
 
@@ -13,6 +13,20 @@ pub fn gpu() -> bool {
         println!("skipped: no GPU");
     }
     ok
+}
+
+/// Whether a device-only validation runs: `PARTICLE_SHM_TEST_BACKENDS` names `cuda` (otherwise
+/// it says how to ask and skips), and then a GPU must be usable (a failure, not a skip).
+pub fn device_validation_wanted() -> bool {
+    let on = std::env::var("PARTICLE_SHM_TEST_BACKENDS").is_ok_and(|v| v.contains("cuda"));
+    if !on {
+        println!("skipped: set PARTICLE_SHM_TEST_BACKENDS=cuda on a GPU machine");
+        return false;
+    }
+    let gpu = solver::dem::cuda::driver::driver_available().is_ok()
+        && solver::dem::cuda::driver::device_count().is_ok_and(|n| n > 0);
+    assert!(gpu, "PARTICLE_SHM_TEST_BACKENDS=cuda but no GPU is usable");
+    true
 }
 
 pub const DOUBLE: SphCudaOptions = SphCudaOptions {
