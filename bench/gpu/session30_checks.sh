@@ -9,6 +9,8 @@
 #                                         # GPU SPH rank tests through the shared helper
 #                                         # (mpi_ranks sph_gpu and moving, mended after their
 #                                         # last device run)
+#   bench/gpu/session30_checks.sh slosh2  # the same test with L/40 added to its spacings (the
+#                                         # CI test's tank on the GPU), three spacings in all
 #
 # Logs $OUT/session30_<part>.log, *.out.
 set -uo pipefail
@@ -28,6 +30,10 @@ slosh)
     "$BIN/mpi_ranks" sph_gpu --nocapture --test-threads 1)
   (cd solver && item 200 result mpi_ranks_moving env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 300 \
     "$BIN/mpi_ranks" moving --nocapture --test-threads 1)
+  ;;
+slosh2)
+  (cd solver && item 240 result sph_sloshing2 env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 400 \
+    "$BIN/sph_sloshing" gpu --nocapture)
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
