@@ -13,9 +13,11 @@
 //! boundary particles (dynamic boundary conditions, as DualSPHysics' DBC) take part in the
 //! continuity equation, so the water that climbs a wall compresses the wall particles just above
 //! it and is pushed back: the contact line is held, and the wave is stiffer than on a free-slip
-//! wall. (Resetting to rho0 the wall particles with no fluid in reach, a memory of earlier
-//! run-ups, changed no bit of the slice's run: the wave stays within their reach.) So sloshing
-//! is checked in a tank 0.3 L wide, not in a slice.
+//! wall. Two experiments on the slice (not kept in the code): with every wall particle's
+//! density frozen at its start the period came out 20.8 % long instead of 24.3 % short, so the
+//! walls' continuity is what stiffens it; resetting to rho0 only the wall particles with no fluid
+//! in reach (a memory of earlier run-ups) changed no bit. So sloshing is checked in a tank 0.3 L
+//! wide, not in a slice.
 //!
 //! `free_sloshing_on_the_cpu` runs in CI at dp = L/40. `free_sloshing_on_the_gpu` runs where
 //! `PARTICLE_SHM_TEST_BACKENDS` names `cuda` and a GPU is present, at the spacings of
@@ -207,7 +209,7 @@ fn case(dp: f64, width: f64) -> SphCase {
 }
 
 /// CI: dp = L/40 (10 particles deep), the tank 12 dp (0.3 L) wide as on the device, to the
-/// second turning point (about 0.9 s simulated, 3.5 minutes on 2 cores). Measured: 10.5 % short
+/// second turning point (about 0.9 s simulated, 3 minutes on 2 cores). Measured: 10.5 % short
 /// (0.7908 s); bound 15 %. The device test holds the physics to 5 % at dp = L/160 (-3.6 %
 /// measured; -6.0 % at L/80). Coarser is not useful: at L/32 the crest (7.5 mm) is below the
 /// spacing (12.5 mm) and the period came out 30 % short.
@@ -217,8 +219,9 @@ fn free_sloshing_on_the_cpu() {
         return;
     }
     let dp = LEN / 40.0;
-    let c = case(dp, 0.3 * LEN).constants().unwrap();
-    let p = case(dp, 0.3 * LEN).particles(&c).unwrap();
+    let case = case(dp, 0.3 * LEN);
+    let c = case.constants().unwrap();
+    let p = case.particles(&c).unwrap();
     let n = p.kind.len();
     let mut sim = SphSim::new(c, p);
     let end = PUSH + 0.9 * linear_period(LEN, DEPTH);
@@ -236,7 +239,7 @@ fn free_sloshing_on_the_cpu() {
 
 /// Device: the tank 0.3 L wide at each spacing of `PARTICLE_SHM_SLOSH_DPS`, two periods; the
 /// error must shrink as the spacing does, each spacing but the finest within 15 % and the
-/// finest within 5 % (at L/80 and L/160: -6.0 % and -3.6 %, 80 s on an H200). A 4-dp slice at
+/// finest within 5 % (L/40, L/80, L/160: -10.7 %, -6.0 %, -3.6 %; 99 s on an H200). A 4-dp slice at
 /// dp = L/40 is run and printed beside them (the contact line's share of its surface).
 #[test]
 fn free_sloshing_on_the_gpu() {
@@ -255,8 +258,9 @@ fn free_sloshing_on_the_gpu() {
     let theory = linear_period(LEN, DEPTH);
     let end = PUSH + 2.2 * theory;
     let run = |dp: f64, width: f64| {
-        let c = case(dp, width).constants().unwrap();
-        let p = case(dp, width).particles(&c).unwrap();
+        let case = case(dp, width);
+        let c = case.constants().unwrap();
+        let p = case.particles(&c).unwrap();
         let n = p.kind.len();
         let mut sim = SphCuda::new(c, p, SphCudaOptions::default()).expect("GPU backend starts");
         swing(
