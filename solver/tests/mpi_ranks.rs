@@ -544,6 +544,31 @@ fn a_bad_case_on_rank_0_ends_every_rank_with_its_message() {
     );
 }
 
+/// mDBC runs on one worker so far: over ranks it is refused with the reason, every rank ends,
+/// and no segment is left behind.
+#[test]
+fn mdbc_is_refused_over_ranks() {
+    let dir = Scratch::new("mdbc");
+    let case = dir.path("column_mdbc.toml");
+    let text = include_str!("../cases/water_column.toml")
+        .replace("\n[sph]\n", "\n[sph]\nboundary = \"mdbc\"\n");
+    std::fs::write(&case, text).expect("case");
+    let seg = Seg::new("mdbc");
+    let (code, err) = run(
+        mpirun(
+            2,
+            &["--backend", "cpu", "--name-shm", &seg.0, "--case", &case],
+        ),
+        Duration::from_secs(60),
+    );
+    assert_ne!(code, Some(0));
+    assert!(err.contains("mdbc") && err.contains("one worker"), "{err}");
+    assert!(
+        !Path::new(&shm_protocol::shm_path(&seg.0)).exists(),
+        "no segment left behind"
+    );
+}
+
 /// Whether this machine runs the GPU tests (`PARTICLE_SHM_TEST_BACKENDS` names cuda).
 fn gpu_tests() -> bool {
     std::env::var("PARTICLE_SHM_TEST_BACKENDS").is_ok_and(|b| b.contains("cuda"))

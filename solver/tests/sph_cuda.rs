@@ -26,6 +26,7 @@ fn f64_gpu_steps_have_the_cpu_bits() {
         "kernel = \"cubic_spline\"\ndiffusion = \"molteni\"",
         "diffusion = \"none\"\nviscosity = 0.02",
         "viscosity_boundary_factor = 0.5",
+        "boundary = \"mdbc\"",
     ] {
         let case = column(extra);
         let c = case.constants().unwrap();
@@ -161,7 +162,11 @@ fn f32_gpu_collapse_follows_the_cpu() {
 /// The column with two moving solids: a paddle turning at 60 rpm about a y axis right beside
 /// the water, and a block sinking at 0.1 m/s towards it.
 fn moving_column_text() -> String {
-    column_text("")
+    moving_column_text_with("")
+}
+
+fn moving_column_text_with(extra: &str) -> String {
+    column_text(extra)
         + r#"
 [[obstacles]]
 min = [0.11, 0.0, 0.03]
@@ -190,7 +195,16 @@ fn f64_gpu_moving_solids_have_the_cpu_bits() {
         "max = [0.3, 0.05, 0.25]\nmotion = { type = \"rocking\", axis_point = [0.15, 0.0, 0.0], \
          axis_direction = [0.0, 1.0, 0.0], amplitude_deg = 3.0, frequency = 2.0 }\n",
     );
-    for (text, solids) in [(moving_column_text(), 2), (rocking, 3)] {
+    // And with mDBC walls: the ghost nodes of the turning paddle, the sinking block and the
+    // rocking tank move with their solids.
+    let rocking_mdbc = rocking.replace("[sph]\n", "[sph]\nboundary = \"mdbc\"\n");
+    assert_ne!(rocking_mdbc, rocking);
+    for (text, solids) in [
+        (moving_column_text(), 2),
+        (rocking, 3),
+        (moving_column_text_with("boundary = \"mdbc\""), 2),
+        (rocking_mdbc, 3),
+    ] {
         moving_parity(&text, solids);
     }
 }

@@ -356,3 +356,24 @@ fn f64_group_with_moving_solids_has_the_cpu_bits() {
         assert!(changed > 0, "{what}: no moving particle changed slab");
     }
 }
+
+/// mDBC runs on one worker so far: a group refuses it with the reason before it opens a GPU
+/// (so this runs everywhere, CI included).
+#[test]
+fn mdbc_is_refused_on_several_gpus() {
+    let case = SphCase::from_toml_str(&DAM.replace("[sph]\n", "[sph]\nboundary = \"mdbc\"\n"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let c = case.constants().unwrap();
+    assert!(c.mdbc.is_some());
+    let p = case.particles(&c).unwrap();
+    let state = SphState::initial(&p);
+    let dt = first_time_step(&c);
+    let opts = group_opts(2, false, None, Balance::Off);
+    match SphGroup::from_state_moving(c, state, dt, p.moving, opts) {
+        Ok(_) => panic!("a group accepted mDBC"),
+        Err(e) => {
+            let m = e.to_string();
+            assert!(m.contains("mdbc") && m.contains("one worker"), "{m}");
+        }
+    }
+}

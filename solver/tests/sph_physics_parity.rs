@@ -18,8 +18,8 @@ use solver::dem::cuda;
 use solver::sph::physics::{self, DiffusionParams, FluidRates, FluidState, SphKernel, SphPair};
 
 /// Doubles per case in and out (`SPH_PARITY_IN`, `SPH_PARITY_OUT` in sph_parity.cu).
-const IN: usize = 48;
-const OUT: usize = 51;
+const IN: usize = 71;
+const OUT: usize = 89;
 const CASES: usize = 200_000;
 
 /// Input offsets (`SphParityIn` in sph_parity.cu).
@@ -60,6 +60,9 @@ mod inp {
     pub const MU_MAX: usize = 45;
     pub const RHO_EOS: usize = 46;
     pub const KERNEL: usize = 47;
+    /// A ghost node's sums: rho, grad (3), the matrix (16).
+    pub const GHOST: usize = 48;
+    pub const TO_PARTICLE: usize = 68;
 }
 
 /// Output offsets (`SphParityOut` in sph_parity.cu).
@@ -99,6 +102,11 @@ mod out {
     pub const CORRECT: usize = 42;
     pub const SOFTENED_INVERSE: usize = 49;
     pub const SEVENTH_ROOT_SERIES: usize = 50;
+    /// The input sums after ghost_pair (20), adjugate4's determinant and adjugate (17),
+    /// ghost_density (-1 for NaN).
+    pub const GHOST_PAIR: usize = 51;
+    pub const ADJUGATE: usize = 71;
+    pub const GHOST_DENSITY: usize = 88;
 }
 
 fn v3(a: &[f64], o: usize) -> V3 {
@@ -208,6 +216,40 @@ fn inputs(rng: &mut SplitMix64, a: &mut [f64]) {
     a[inp::MU_MAX] = r(0.0, 10.0);
     a[inp::RHO_EOS] = r(900.0, 1100.0);
     a[inp::KERNEL] = if r(0.0, 1.0) < 0.5 { 0.0 } else { 1.0 };
+    // Ghost sums on each branch of ghost_density: no fluid (a11 = 0), a near-singular matrix
+    // (the Shepard average), a full support (det about 1).
+    let pick = r(0.0, 1.0);
+    a[inp::GHOST] = r(0.0, 2000.0);
+    for k in 0..3 {
+        a[inp::GHOST + 1 + k] = r(-1e5, 1e5);
+    }
+    for k in 0..16 {
+        let diag = if k % 5 == 0 { 1.0 } else { 0.0 };
+        a[inp::GHOST + 4 + k] = if pick < 0.3 {
+            1e-2 * r(-1.0, 1.0)
+        } else {
+            diag + 0.3 * r(-1.0, 1.0)
+        };
+    }
+    if pick < 0.1 {
+        a[inp::GHOST + 4] = 0.0;
+    } else if pick < 0.3 {
+        a[inp::GHOST + 4] = r(1e-3, 1.0);
+    }
+    put3(
+        a,
+        inp::TO_PARTICLE,
+        [r(-0.1, 0.1), r(-0.1, 0.1), r(-0.1, 0.1)],
+    );
+}
+
+fn ghost_sums(a: &[f64]) -> physics::GhostSums {
+    let g = inp::GHOST;
+    physics::GhostSums {
+        rho: a[g],
+        grad: v3(a, g + 1),
+        a: std::array::from_fn(|k| a[g + 4 + k]),
+    }
 }
 
 /// What sph_parity.cu writes, computed by the Rust functions.
@@ -315,6 +357,19 @@ fn expected(a: &[f64], o: &mut [f64]) {
         out::CORRECT,
         &physics::symplectic_correct(&s, a[inp::RHO_HALF], &rates_half, grav, dt),
     );
+
+    let mut gs = ghost_sums(a);
+    let w = physics::kernel_value(kernel, vec3::norm(pair.r_ij), h);
+    physics::ghost_pair(&mut gs, w, f, pair.r_ij, pair.m_j, pair.rho_j);
+    o[out::GHOST_PAIR] = gs.rho;
+    put3(o, out::GHOST_PAIR + 1, gs.grad);
+    o[out::GHOST_PAIR + 4..out::GHOST_PAIR + 20].copy_from_slice(&gs.a);
+    let gs = ghost_sums(a);
+    let mut adj = [0.0; 16];
+    o[out::ADJUGATE] = physics::adjugate4(&gs.a, &mut adj);
+    o[out::ADJUGATE + 1..out::ADJUGATE + 17].copy_from_slice(&adj);
+    let d = physics::ghost_density(&gs, v3(a, inp::TO_PARTICLE));
+    o[out::GHOST_DENSITY] = if d.is_nan() { -1.0 } else { d };
 }
 
 /// Names of the outputs, for failure messages.
@@ -355,6 +410,9 @@ fn output_name(i: usize) -> &'static str {
         42..=48 => "symplectic_correct",
         out::SOFTENED_INVERSE => "softened_inverse_square",
         out::SEVENTH_ROOT_SERIES => "seventh_root_series",
+        51..=70 => "ghost_pair",
+        71..=87 => "adjugate4",
+        out::GHOST_DENSITY => "ghost_density",
         _ => "unknown output",
     }
 }
@@ -396,12 +454,20 @@ fn every_sph_formula_has_the_bits_of_its_cuda_twin() {
     // start), small ones (the series), pairs inside the support.
     let (mut approaching, mut large_t, mut inside) = (0usize, 0usize, 0usize);
     let mut series = 0usize;
+    let (mut ghost_none, mut ghost_shepard, mut ghost_first) = (0usize, 0usize, 0usize);
     for c in 0..CASES {
         let ac = &a[c * IN..(c + 1) * IN];
         expected(ac, &mut want);
         approaching += (want[out::VISCOSITY] > 0.0) as usize;
         large_t += (ac[inp::T] > 1.0) as usize;
         series += (ac[inp::T].abs() <= physics::SEVENTH_ROOT_SERIES_MAX) as usize;
+        if ac[inp::GHOST + 4] <= 0.0 {
+            ghost_none += 1;
+        } else if want[out::ADJUGATE].abs() < physics::GHOST_DETERMINANT_MIN {
+            ghost_shepard += 1;
+        } else {
+            ghost_first += 1;
+        }
         inside += (want[out::KERNEL_GRADIENT..out::KERNEL_GRADIENT + 3] != [0.0; 3]) as usize;
         let got = &gpu[c * OUT..(c + 1) * OUT];
         for i in 0..OUT {
@@ -425,8 +491,12 @@ fn every_sph_formula_has_the_bits_of_its_cuda_twin() {
         approaching > CASES / 10
             && inside > CASES / 2
             && large_t > CASES / 20
-            && series > CASES / 20,
-        "the inputs must exercise the branches: {approaching} {inside} {large_t} {series}"
+            && series > CASES / 20
+            && ghost_none > CASES / 20
+            && ghost_shepard > CASES / 20
+            && ghost_first > CASES / 2,
+        "the inputs must exercise the branches: {approaching} {inside} {large_t} {series} \
+         {ghost_none} {ghost_shepard} {ghost_first}"
     );
     assert!(
         mismatches.is_empty(),
@@ -563,7 +633,12 @@ fn cuda_fields(src: &str, name: &str) -> Vec<String> {
         let (_, names) = decl
             .split_once(char::is_whitespace)
             .expect("type and names");
-        fields.extend(names.split(',').map(|n| n.trim().to_string()));
+        // "double a[16]": the name without its extent.
+        fields.extend(
+            names
+                .split(',')
+                .map(|n| n.split('[').next().unwrap_or("").trim().to_string()),
+        );
     }
     fields
 }
@@ -600,7 +675,13 @@ fn every_sph_formula_has_a_twin_with_the_same_arguments() {
 #[test]
 fn sph_structs_and_constants_match_their_twins() {
     let header = kernels::SPH_PHYSICS_HEADER;
-    for name in ["SphPair", "DiffusionParams", "FluidState", "FluidRates"] {
+    for name in [
+        "SphPair",
+        "DiffusionParams",
+        "FluidState",
+        "FluidRates",
+        "GhostSums",
+    ] {
         assert_eq!(rust_fields(name), cuda_fields(header, name), "{name}");
     }
     let define = |name: &str| -> f64 {
@@ -610,6 +691,10 @@ fn sph_structs_and_constants_match_their_twins() {
         text.parse().expect("a number")
     };
     assert_eq!(define("SPH_TAIT_GAMMA"), physics::TAIT_GAMMA);
+    assert_eq!(
+        define("SPH_GHOST_DETERMINANT_MIN"),
+        physics::GHOST_DETERMINANT_MIN
+    );
     assert_eq!(define("SPH_ETA2_COEFFICIENT"), physics::ETA2_COEFFICIENT);
     assert_eq!(
         define("SPH_SEVENTH_ROOT_MAX_ITERATIONS"),

@@ -12,7 +12,8 @@
 //! 0.0075: 2.7 M particles), `PARTICLE_SHM_SPHERIC_END` (s, default 2.0, the last H4 point;
 //! 1.0 stops before it, in about half the time: 360 s to 2.0 s on an H200), `PARTICLE_SHM_SPHERIC_ALPHA` (the artificial viscosity, default the case's) and
 //! `PARTICLE_SHM_SPHERIC_BOUNDARY_FACTOR` (its factor between fluid and walls: the case's 0 by
-//! default; with DualSPHysics' 1 the impact and H4 at 2.0 s miss their bounds) change the run; the particle-count bound holds only at the default spacing or finer.
+//! default; with DualSPHysics' 1 the impact and H4 at 2.0 s miss their bounds) and
+//! `PARTICLE_SHM_SPHERIC_BOUNDARY` (`dbc`, the case's, or `mdbc`) change the run; the particle-count bound holds only at the default spacing or finer.
 //!
 //! P2 is read 1.5 h in front of the face (DualSPHysics' advice for probes near a boundary), as
 //! the `analysis` tool's `--probe` reads it (`solver::sph::probe`: the kernel average of the
@@ -178,12 +179,18 @@ fn spheric_test2_dam_break_against_the_experiment() {
         "PARTICLE_SHM_SPHERIC_BOUNDARY_FACTOR",
         case.sph.viscosity_boundary_factor,
     );
+    match std::env::var("PARTICLE_SHM_SPHERIC_BOUNDARY").as_deref() {
+        Ok("mdbc") => case.sph.boundary = solver::sph::setup::BoundaryName::Mdbc,
+        Ok("dbc") | Err(_) => {}
+        Ok(other) => panic!("PARTICLE_SHM_SPHERIC_BOUNDARY={other}: dbc or mdbc"),
+    }
     let c = case.constants().unwrap();
     let p = case.particles(&c).unwrap();
     let n = p.kind.len();
     println!(
-        "dp = {dp} m, h = {:.4} m, c0 = {:.2} m/s, alpha = {} (walls {}): {n} particles",
-        c.h, c.c0, c.alpha, c.alpha_boundary
+        "dp = {dp} m, h = {:.4} m, c0 = {:.2} m/s, alpha = {} (walls {}), boundary {:?}: {n} \
+         particles",
+        c.h, c.c0, c.alpha, c.alpha_boundary, case.sph.boundary
     );
     if dp <= 0.0075 {
         assert!(n >= 2_000_000, "{n} particles, the validation wants 2 M");

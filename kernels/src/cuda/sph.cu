@@ -602,6 +602,8 @@ struct SphBound {
     unsigned* id;
     double* rest;
     unsigned* body;
+    // mDBC: the ghost node at rest of each slot (null with DBC).
+    double* ghost;
 };
 
 // motion::body_place: x = R rest + T (BodyTransform::apply: the matrix product row by row, then
@@ -645,6 +647,56 @@ extern "C" __global__ void sph_bound_gather(const SphParams p, const SphBound sr
     dst.half[k] = src.half[j];
     dst.id[k] = src.id[j];
     dst.body[k] = src.body[j];
+    if (src.ghost) {
+        for (int a = 0; a < 3; a++) dst.ghost[3 * k + a] = src.ghost[3 * j + a];
+    }
+}
+
+// ---- mDBC (solver/src/sph/mdbc.rs; SphSim::correct_boundary) ----
+// Boundary slot k takes its density from the fluid (state `f`, sorted, cell starts `fstart`) around
+// its ghost node (`ghost`, at rest; moved by its solid's pose in `bodies` when `body` names one),
+// extrapolated to the particle (ghost_density), never below rho0; a slot without a node (NaN) or
+// without fluid in reach keeps its density. The (2 SPH_REACH + 1)^3 cells around the node's cell
+// are walked in the CPU's order (z, y, x; by id within a cell): the cells that
+// Grid::neighbour_rows_near leaves out hold only pairs that the test r < 2h rejects, so the sums
+// and their order are the CPU's. Positions in double in both modes (a boundary pass).
+extern "C" __global__ void sph_ghost_density(const SphParams p, const SphArrays f, const unsigned* fstart,
+                                             const double* bpos, const double* ghost, const unsigned* body,
+                                             const SphBodies bodies, real* brho) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    dvec3 g = dload3(ghost + 3 * k);
+    if (g.x != g.x) return;
+    if (body && body[k] < SPH_MAX_BODIES) {
+        dvec3 v;
+        sph_body_place(bodies.b[body[k]], dload3(ghost + 3 * k), &g, &v);
+    }
+    const int R = SPH_REACH;
+    const int cx = (int)cell_coord(g.x, p.origin[0], p.cell, p.dims[0]);
+    const int cy = (int)cell_coord(g.y, p.origin[1], p.cell, p.dims[1]);
+    const int cz = (int)cell_coord(g.z, p.origin[2], p.cell, p.dims[2]);
+    const int x0 = max(cx - R, 0), x1 = min(cx + R, (int)p.dims[0] - 1);
+    const int y0 = max(cy - R, 0), y1 = min(cy + R, (int)p.dims[1] - 1);
+    const int z0 = max(cz - R, 0), z1 = min(cz + R, (int)p.dims[2] - 1);
+    const double two_h = 2.0 * p.h;
+    const real h = (real)p.h;
+    GhostSums s = ghost_sums_zero();
+    for (int z = z0; z <= z1; z++) {
+        for (int y = y0; y <= y1; y++) {
+            const unsigned row = sph_cell_index(p, 0, (unsigned)y, (unsigned)z);
+            const unsigned e_end = fstart[row + x1 + 1];
+            for (unsigned j = fstart[row + x0]; j < e_end; j++) {
+                const dvec3 dr = dsub3(g, dload3(f.pos + 3 * j));
+                const double r = sqrt(dr.x * dr.x + dr.y * dr.y + dr.z * dr.z);
+                if (r >= two_h) continue;
+                const real w = kernel_value(SPH_KERNEL, (real)r, h);
+                const real fr = kernel_grad_factor(SPH_KERNEL, (real)r, h);
+                ghost_pair(s, w, fr, to_real3(dr), (real)p.mass, f.rho[j]);
+            }
+        }
+    }
+    const double rho = ghost_density(s, dsub3(dload3(bpos + 3 * k), g));
+    if (rho == rho) brho[k] = (real)fmax(rho, p.rho0);
 }
 
 // ---- Several GPUs (solver/src/sph/group.rs) ----

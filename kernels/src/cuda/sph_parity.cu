@@ -7,8 +7,8 @@
 // out[i * SPH_PARITY_OUT]. The offsets below are the `inp` and `out` tables of the Rust test: keep
 // the two in step.
 
-#define SPH_PARITY_IN 48
-#define SPH_PARITY_OUT 51
+#define SPH_PARITY_IN 71
+#define SPH_PARITY_OUT 89
 
 // Inputs (the Rust test's `inp`).
 enum SphParityIn {
@@ -48,6 +48,8 @@ enum SphParityIn {
     IN_MU_MAX = 45,
     IN_RHO_EOS = 46,
     IN_KERNEL = 47,  // 0 or 1, SphKernel
+    IN_GHOST = 48,   // rho, grad (3), a (16)
+    IN_TO_PARTICLE = 68,  // 3
 };
 
 // Outputs (the Rust test's `out`).
@@ -87,7 +89,18 @@ enum SphParityOut {
     OUT_CORRECT = 42,  // x 3, v 3, rho
     OUT_SOFTENED_INVERSE = 49,
     OUT_SEVENTH_ROOT_SERIES = 50,
+    OUT_GHOST_PAIR = 51,  // 20
+    OUT_ADJUGATE = 71,    // det, then 16
+    OUT_GHOST_DENSITY = 88,  // -1 for NaN
 };
+
+__device__ __forceinline__ GhostSums sph_in_ghost(const double* a) {
+    GhostSums s;
+    s.rho = a[IN_GHOST];
+    s.grad = dv3(a[IN_GHOST + 1], a[IN_GHOST + 2], a[IN_GHOST + 3]);
+    for (int k = 0; k < 16; k++) s.a[k] = a[IN_GHOST + 4 + k];
+    return s;
+}
 
 __device__ __forceinline__ real3 sph_in3(const double* a, unsigned o) { return make_real3(a[o], a[o + 1], a[o + 2]); }
 __device__ __forceinline__ void sph_out3(double* a, unsigned o, real3 v) {
@@ -197,4 +210,18 @@ extern "C" __global__ void sph_physics_parity(const double* in, double* out, uns
     rates_half.acc = sph_in3(a, IN_ACC);
     rates_half.drho = a[IN_DRHO_HALF];
     sph_out_state(o, OUT_CORRECT, symplectic_correct(s, a[IN_RHO_HALF], rates_half, grav, dt));
+
+    // mDBC.
+    GhostSums gs = sph_in_ghost(a);
+    const real w = kernel_value(kernel, norm3(pair.r_ij), h);
+    ghost_pair(gs, w, f, pair.r_ij, pair.m_j, pair.rho_j);
+    o[OUT_GHOST_PAIR] = gs.rho;
+    o[OUT_GHOST_PAIR + 1] = gs.grad.x;
+    o[OUT_GHOST_PAIR + 2] = gs.grad.y;
+    o[OUT_GHOST_PAIR + 3] = gs.grad.z;
+    for (int k = 0; k < 16; k++) o[OUT_GHOST_PAIR + 4 + k] = gs.a[k];
+    const GhostSums g0 = sph_in_ghost(a);
+    o[OUT_ADJUGATE] = adjugate4(g0.a, o + OUT_ADJUGATE + 1);
+    const double d = ghost_density(g0, dv3(a[IN_TO_PARTICLE], a[IN_TO_PARTICLE + 1], a[IN_TO_PARTICLE + 2]));
+    o[OUT_GHOST_DENSITY] = d != d ? -1.0 : d;
 }

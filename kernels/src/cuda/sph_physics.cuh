@@ -321,3 +321,94 @@ __device__ __forceinline__ FluidState symplectic_correct(const FluidState& s, re
     o.rho = (real)symplectic_density((double)s.rho, (double)rho_half, (double)rates_half.drho, dt);
     return o;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Modified dynamic boundary conditions (mDBC). In double whatever `real` is: the 4 x 4 system is
+// solved by its adjugate, whose cancellations float would not survive (a boundary pass, cheap).
+// ---------------------------------------------------------------------------------------------
+
+// physics::GHOST_DETERMINANT_MIN
+#define SPH_GHOST_DETERMINANT_MIN 0.001
+
+// physics::GhostSums (the 4 x 4 matrix row-major).
+struct GhostSums {
+    double rho;
+    dvec3 grad;
+    double a[16];
+};
+
+__device__ __forceinline__ GhostSums ghost_sums_zero() {
+    GhostSums s;
+    s.rho = 0.0;
+    s.grad = dv3(0.0, 0.0, 0.0);
+    for (int k = 0; k < 16; k++) s.a[k] = 0.0;
+    return s;
+}
+
+// physics::ghost_pair: sum m W, sum m grad W, and the rows [V W, V W dr], [V grad_k W, V grad_k W dr].
+__device__ __forceinline__ void ghost_pair(GhostSums& s, real w, real f, real3 dr, real m_j, real rho_j) {
+    const double v = (double)m_j / (double)rho_j;
+    const double d[3] = {(double)dr.x, (double)dr.y, (double)dr.z};
+    const double g[3] = {d[0] * (double)f, d[1] * (double)f, d[2] * (double)f};
+    s.rho += (double)m_j * (double)w;
+    s.grad = dv3(s.grad.x + g[0] * (double)m_j, s.grad.y + g[1] * (double)m_j, s.grad.z + g[2] * (double)m_j);
+    const double vw = v * (double)w;
+    const double rows[4] = {vw, v * g[0], v * g[1], v * g[2]};
+    for (int r = 0; r < 4; r++) {
+        const double q = rows[r];
+        s.a[4 * r] += q;
+        s.a[4 * r + 1] += d[0] * q;
+        s.a[4 * r + 2] += d[1] * q;
+        s.a[4 * r + 3] += d[2] * q;
+    }
+}
+
+// physics::adjugate4: det a, and the adjugate of a into b.
+__device__ __forceinline__ double adjugate4(const double* a, double* b) {
+    const double s0 = a[0] * a[5] - a[4] * a[1];
+    const double s1 = a[0] * a[6] - a[4] * a[2];
+    const double s2 = a[0] * a[7] - a[4] * a[3];
+    const double s3 = a[1] * a[6] - a[5] * a[2];
+    const double s4 = a[1] * a[7] - a[5] * a[3];
+    const double s5 = a[2] * a[7] - a[6] * a[3];
+    const double c5 = a[10] * a[15] - a[14] * a[11];
+    const double c4 = a[9] * a[15] - a[13] * a[11];
+    const double c3 = a[9] * a[14] - a[13] * a[10];
+    const double c2 = a[8] * a[15] - a[12] * a[11];
+    const double c1 = a[8] * a[14] - a[12] * a[10];
+    const double c0 = a[8] * a[13] - a[12] * a[9];
+    const double det = s0 * c5 - s1 * c4 + s2 * c3 + s3 * c2 - s4 * c1 + s5 * c0;
+    b[0] = a[5] * c5 - a[6] * c4 + a[7] * c3;
+    b[1] = -a[1] * c5 + a[2] * c4 - a[3] * c3;
+    b[2] = a[13] * s5 - a[14] * s4 + a[15] * s3;
+    b[3] = -a[9] * s5 + a[10] * s4 - a[11] * s3;
+    b[4] = -a[4] * c5 + a[6] * c2 - a[7] * c1;
+    b[5] = a[0] * c5 - a[2] * c2 + a[3] * c1;
+    b[6] = -a[12] * s5 + a[14] * s2 - a[15] * s1;
+    b[7] = a[8] * s5 - a[10] * s2 + a[11] * s1;
+    b[8] = a[4] * c4 - a[5] * c2 + a[7] * c0;
+    b[9] = -a[0] * c4 + a[1] * c2 - a[3] * c0;
+    b[10] = a[12] * s4 - a[13] * s2 + a[15] * s0;
+    b[11] = -a[8] * s4 + a[9] * s2 - a[11] * s0;
+    b[12] = -a[4] * c3 + a[5] * c1 - a[6] * c0;
+    b[13] = a[0] * c3 - a[1] * c1 + a[2] * c0;
+    b[14] = -a[12] * s3 + a[13] * s1 - a[14] * s0;
+    b[15] = a[8] * s3 - a[9] * s1 + a[10] * s0;
+    return det;
+}
+
+// physics::ghost_density: the first-order extrapolation to the particle (Shepard where |det A| is
+// small); NaN without fluid in reach.
+__device__ __forceinline__ double ghost_density(const GhostSums& s, dvec3 to_particle) {
+    if (s.a[0] <= 0.0) return 0.0 / 0.0;
+    double b[16];
+    const double det = adjugate4(s.a, b);
+    if (fabs(det) < SPH_GHOST_DETERMINANT_MIN) return s.rho / s.a[0];
+    const double rhs[4] = {s.rho, s.grad.x, s.grad.y, s.grad.z};
+    double x[4];
+    for (int r = 0; r < 4; r++) {
+        x[r] = (b[4 * r] * rhs[0] + b[4 * r + 1] * rhs[1] + b[4 * r + 2] * rhs[2] + b[4 * r + 3] * rhs[3]) / det;
+    }
+    const double gx = -x[1], gy = -x[2], gz = -x[3];
+    return x[0] + (gx * to_particle.x + gy * to_particle.y + gz * to_particle.z);
+}

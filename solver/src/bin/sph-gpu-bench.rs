@@ -31,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use solver::decomp::Balance;
 use solver::sph::cpu::{first_time_step, SphState};
 use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
-use solver::sph::setup::{Diffusion, SphCase, KIND_FLUID};
+use solver::sph::setup::{BoundaryName, Diffusion, SphCase, KIND_FLUID};
 use solver::sph::slabs::FirstCut;
 
 struct Args {
@@ -46,6 +46,7 @@ struct Args {
     balance_every: u64,
     balance_threshold: Option<f64>,
     diffusion: Diffusion,
+    boundary: BoundaryName,
     out: Option<String>,
 }
 
@@ -62,6 +63,7 @@ fn parse() -> Result<Args> {
         balance_every: solver::decomp::balance::BALANCE_INTERVAL,
         balance_threshold: None,
         diffusion: Diffusion::Fourtakas,
+        boundary: BoundaryName::Dbc,
         out: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -146,6 +148,13 @@ fn parse() -> Result<Args> {
                     _ => bail!("--diffusion: fourtakas, molteni or none, not {v}"),
                 }
             }
+            "--boundary" => {
+                a.boundary = match v.as_str() {
+                    "dbc" => BoundaryName::Dbc,
+                    "mdbc" => BoundaryName::Mdbc,
+                    _ => bail!("--boundary: dbc or mdbc, not {v}"),
+                }
+            }
             "--out" => a.out = Some(v.clone()),
             _ => bail!("unknown option {k}\n{USAGE}"),
         }
@@ -159,7 +168,8 @@ fn parse() -> Result<Args> {
 
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
 [--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--first-cut work,count] \
-[--balance-every 32] [--balance-threshold X] [--diffusion fourtakas] [--out FILE]";
+[--balance-every 32] [--balance-threshold X] [--diffusion fourtakas] [--boundary dbc|mdbc] \
+[--out FILE]";
 
 /// The dam-break case (the shipped dambreak.toml) at spacing `dp`, with `diffusion`.
 fn dambreak(dp: f64, diffusion: Diffusion) -> Result<SphCase> {
@@ -219,7 +229,8 @@ fn main() -> Result<()> {
     };
     for &target in &a.particles {
         let dp = spacing_for(target)?;
-        let case = dambreak(dp, a.diffusion)?;
+        let mut case = dambreak(dp, a.diffusion)?;
+        case.sph.boundary = a.boundary;
         let c = case.constants()?;
         let t0 = Instant::now();
         let p = case.particles(&c)?;
@@ -314,7 +325,7 @@ fn main() -> Result<()> {
             sim.step_index()
         );
         let line = format!(
-            "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, dynamic boundaries, \
+            "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
              {diff} density diffusion, symplectic, variable CFL dt, f32 (positions f64)\", \
              \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
              \"device\": \"{dev}\", \"particles\": {n}, \"fluid\": {nf}, \"spacing\": {dp}, \
@@ -328,6 +339,10 @@ fn main() -> Result<()> {
                 Diffusion::Fourtakas => "Fourtakas delta-SPH",
                 Diffusion::Molteni => "Molteni-Colagrossi delta-SPH",
                 Diffusion::None => "no",
+            },
+            bc = match a.boundary {
+                BoundaryName::Dbc => "dynamic boundaries",
+                BoundaryName::Mdbc => "mDBC boundaries",
             },
             dev = sim.device_name(),
             t = sim.time(),

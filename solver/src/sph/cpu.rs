@@ -196,6 +196,8 @@ pub struct SphSim {
     diffusion: DiffusionParams,
     /// Solids with a prescribed motion (none: every boundary particle stays put).
     moving: MovingSolids,
+    /// mDBC: each particle's ghost node at rest (id order; NaN: none); empty with DBC.
+    ghost: Vec<V3>,
 }
 
 /// The arrays of every particle (index order) that a pair reads.
@@ -308,6 +310,11 @@ impl SphSim {
         let mut bound_cells = CellList::default();
         let bpos: Vec<V3> = bound.iter().map(|&k| p.pos[k as usize]).collect();
         bound_cells.build(&grid, &bpos, &bound);
+        let ghost = c
+            .mdbc
+            .as_ref()
+            .map(|g| super::mdbc::ghost_nodes(g, &p.pos, &p.kind))
+            .unwrap_or_default();
         SphSim {
             s: SphState {
                 time: 0.0,
@@ -328,6 +335,71 @@ impl SphSim {
             diffusion,
             c,
             moving: MovingSolids::default(),
+            ghost,
+        }
+    }
+
+    /// mDBC: sets the density of every boundary particle with fluid around its ghost node
+    /// (the state at time `t`: positions `pos`, densities `rho`, id order) from that fluid
+    /// ([`physics::ghost_density`], summed in the cells' order and by id, as every pair sum),
+    /// never below rho0, as the walls' densities are kept with DBC. The others keep theirs.
+    fn correct_boundary(&mut self, pos: &[V3], vel: &[V3], rho: &mut [f64], t: f64) {
+        if self.ghost.is_empty() {
+            return;
+        }
+        let fluid = std::mem::take(&mut self.fluid);
+        let fpos: Vec<V3> = fluid.iter().map(|&k| pos[k as usize]).collect();
+        self.fluid_cells.build(&self.grid, &fpos, &fluid);
+        let all = Particles { pos, vel, rho };
+        self.fluid_sorted.fill(
+            &self.c,
+            &self.fluid_cells,
+            &fluid,
+            self.grid.num_cells(),
+            &all,
+        );
+        self.fluid = fluid;
+        let (c, grid, list) = (&self.c, &self.grid, &self.fluid_sorted);
+        let reach = sph_reach(c, grid);
+        let near = 2.0 * c.h * SPH_WALK_MARGIN;
+        let poses = self.moving.transforms(t);
+        let moving = &self.moving;
+        let ghost = &self.ghost;
+        let new: Vec<(usize, f64)> = self
+            .bound
+            .par_iter()
+            .map_init(Vec::new, |rows, &b| {
+                let b = b as usize;
+                let g0 = ghost[b];
+                if g0[0].is_nan() {
+                    return None;
+                }
+                let g = match moving.ids.binary_search(&(b as u32)) {
+                    Ok(k) => poses[moving.body[k] as usize].apply(g0),
+                    Err(_) => g0,
+                };
+                let mut sums = physics::GhostSums::default();
+                grid.neighbour_rows_near(g, reach, near, rows);
+                for &(first, last) in rows.iter() {
+                    let range = list.start[first as usize]..list.start[last as usize + 1];
+                    for k in range.map(|k| k as usize) {
+                        let dr = vec3::sub(g, list.pos[k]);
+                        let r = vec3::norm2(dr).sqrt();
+                        if r >= 2.0 * c.h {
+                            continue;
+                        }
+                        let w = physics::kernel_value(c.kernel, r, c.h);
+                        let f = physics::kernel_grad_factor(c.kernel, r, c.h);
+                        physics::ghost_pair(&mut sums, w, f, dr, c.mass, list.rho[k]);
+                    }
+                }
+                let r = physics::ghost_density(&sums, vec3::sub(pos[b], g));
+                (!r.is_nan()).then(|| (b, r.max(c.rho0)))
+            })
+            .flatten()
+            .collect();
+        for (b, r) in new {
+            rho[b] = r;
         }
     }
 
@@ -525,6 +597,7 @@ impl SphSim {
         let mut pos = std::mem::take(&mut self.s.pos);
         let mut vel = std::mem::take(&mut self.s.vel);
         let mut rho = std::mem::take(&mut self.s.rho);
+        self.correct_boundary(&pos, &vel, &mut rho, self.s.time);
         let at = |k: usize| FluidState {
             x: pos[k],
             v: vel[k],

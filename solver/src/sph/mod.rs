@@ -13,6 +13,7 @@
 pub mod checkpoint;
 pub mod cpu;
 pub mod cuda;
+pub mod mdbc;
 pub mod motion;
 pub(crate) mod parts;
 pub mod physics;

@@ -57,6 +57,8 @@ pub enum SphRankError {
     NonFinite { count: u64, step: u64, time: f64 },
     #[error("internal error: {0}; please report this with the case")]
     Internal(String),
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// How an SPH run is spread over CPU ranks.
@@ -138,6 +140,9 @@ impl SphCpuRank {
         opts: SphCpuRankOptions,
     ) -> Result<SphCpuRank, SphRankError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
+        if let Some(why) = crate::sph::mdbc::refused_when_decomposed(&c) {
+            return Err(SphRankError::Unsupported(why));
+        }
         moving
             .check(state.pos.len())
             .map_err(SphRankError::Internal)?;

@@ -100,6 +100,30 @@ pub struct SphParams {
     /// Courant number of the variable time step (default 0.2).
     #[serde(default = "d_cfl")]
     pub cfl: f64,
+    /// How the boundary particles get their density (`Boundary`): `"dbc"` (default) integrates
+    /// it with the continuity equation, as the fluid's (Crespo et al. 2007); `"mdbc"` sets it at
+    /// every step from the fluid around a ghost node mirrored into the fluid (English et al.
+    /// 2022), which keeps the walls from holding the water they touch.
+    #[serde(default)]
+    pub boundary: BoundaryName,
+}
+
+/// The boundary condition of `[sph] boundary`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BoundaryName {
+    #[default]
+    Dbc,
+    Mdbc,
+}
+
+/// The geometry mDBC mirrors boundary particles through ([`super::mdbc`]): the tank's faces,
+/// and the faces of the box solids, all at rest [m].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MdbcGeometry {
+    pub tank_min: V3,
+    pub tank_max: V3,
+    pub solids: Vec<[V3; 2]>,
 }
 
 /// A block of fluid or solid: the box [min, max], or the inside of a closed STL surface
@@ -229,6 +253,8 @@ pub struct SphConstants {
     pub gravity: V3,
     /// The free surface height of the fluid at rest (highest block top) [m].
     pub surface: f64,
+    /// mDBC's geometry when `[sph] boundary = "mdbc"`; None: dynamic boundary particles.
+    pub mdbc: Option<MdbcGeometry>,
 }
 
 /// The particles of a case at t = 0: kind, position, density (velocity zero but for the moving
@@ -567,6 +593,30 @@ impl SphCase {
                 ),
             ));
         }
+        let mdbc = match p.boundary {
+            BoundaryName::Dbc => None,
+            BoundaryName::Mdbc => {
+                let mut solids = Vec::new();
+                for (k, o) in self.obstacles.iter().enumerate() {
+                    match (o.min, o.max, &o.stl) {
+                        (Some(min), Some(max), None) => solids.push([min, max]),
+                        _ => {
+                            return Err(bad(
+                                &format!("obstacles[{k}]"),
+                                "sph.boundary = \"mdbc\" mirrors through box solids only; \
+                                 this one is an STL surface (use boundary = \"dbc\")"
+                                    .into(),
+                            ))
+                        }
+                    }
+                }
+                Some(MdbcGeometry {
+                    tank_min: self.domain.min,
+                    tank_max: self.domain.max,
+                    solids,
+                })
+            }
+        };
         let g = crate::core::vec3::norm(self.gravity);
         let depth = surface - self.domain.min[2];
         let c0 = match p.sound_speed {
@@ -603,6 +653,7 @@ impl SphCase {
             dt_max: self.dt,
             gravity: self.gravity,
             surface,
+            mdbc,
         })
     }
 

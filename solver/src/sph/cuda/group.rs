@@ -119,6 +119,9 @@ impl SphGroup {
         if g == 0 {
             return Err(CudaError::Unsupported("an SPH group without GPUs".into()));
         }
+        if let Some(why) = crate::sph::mdbc::refused_when_decomposed(&c) {
+            return Err(CudaError::Unsupported(why));
+        }
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;

@@ -103,6 +103,8 @@ struct SphBound {
     id: u64,
     rest: u64,
     body: u64,
+    /// mDBC: the ghost nodes at rest (0 with DBC).
+    ghost: u64,
 }
 
 /// `SphBody` of sph.cu: a [`crate::core::geometry::BodyTransform`] (row-major rotation,
@@ -119,7 +121,7 @@ struct SphBodies([SphBody; MAX_MOVING_SOLIDS]);
 const _: () = assert!(std::mem::size_of::<KernelParams>() == 160);
 const _: () = assert!(std::mem::size_of::<SphArrays>() == 32);
 const _: () = assert!(std::mem::size_of::<SphGrid>() == 40);
-const _: () = assert!(std::mem::size_of::<SphBound>() == 56);
+const _: () = assert!(std::mem::size_of::<SphBound>() == 64);
 const _: () = assert!(std::mem::size_of::<SphBodies>() == 16 * 168);
 
 // SAFETY: plain #[repr(C)] structs of f64, u32, i32 and u64 with the layout of their sph.cu
@@ -457,6 +459,8 @@ pub struct SphCuda {
     bhalf: u64,
     bdrho: u64,
     bid: u64,
+    /// mDBC: each boundary slot's ghost node at rest (0 with DBC).
+    bghost: u64,
     bstart: u64,
     g: SphGrid,
     scan_levels: Vec<(u64, u64, u32)>,
@@ -527,10 +531,65 @@ impl SphCuda {
             (0, 0, layers),
             !moving.is_empty(),
         )?;
+        let ghosts = sim
+            .c
+            .mdbc
+            .as_ref()
+            .map(|g| super::mdbc::ghost_nodes(g, &moving.at_rest(&state.pos), &state.kind));
         if !moving.is_empty() {
             sim.attach_moving(&state, moving)?;
         }
+        if let Some(ghosts) = ghosts {
+            sim.attach_ghosts(&ghosts)?;
+        }
         Ok(sim)
+    }
+
+    /// mDBC: uploads the ghost nodes at rest (`ghosts`, id order) in the boundary's slot order;
+    /// with moving solids they are reordered with the boundary (`sph_bound_gather`).
+    fn attach_ghosts(&mut self, ghosts: &[V3]) -> Result<(), CudaError> {
+        let nb = self.nb as usize;
+        self.bghost = self.alloc("boundary.ghost", 24 * nb)?;
+        let g: Vec<f64> = self.bids.iter().flat_map(|&k| ghosts[k as usize]).collect();
+        self.put(self.bghost, as_bytes(&g))?;
+        if self.mv.is_some() {
+            let alt = self.alloc("boundary.reorder.ghost", 24 * nb)?;
+            if let Some(mv) = &mut self.mv {
+                mv.b.ghost = self.bghost;
+                mv.alt.ghost = alt;
+            }
+        }
+        Ok(())
+    }
+
+    /// mDBC: the boundary's densities from the fluid around their ghost nodes at the state's
+    /// positions (`SphSim::correct_boundary`); the fluid is sorted, the boundary too.
+    fn correct_boundary(&self) -> Result<(), CudaError> {
+        if self.bghost == 0 {
+            return Ok(());
+        }
+        let p = KernelParams {
+            n: self.nb,
+            ..self.p
+        };
+        let (body, bodies) = match &self.mv {
+            Some(mv) => (mv.b.body, SphBodies::at(&mv.solids, self.time)),
+            None => (0u64, SphBodies::default()),
+        };
+        self.launch(
+            "sph_ghost_density",
+            blocks(self.nb),
+            &[
+                &p,
+                &self.s,
+                &self.g.start,
+                &self.bpos,
+                &self.bghost,
+                &body,
+                &bodies,
+                &self.brho,
+            ],
+        )
     }
 
     /// A GPU holding the fluid particles `fluid` and the boundary particles `bound` of `state`
@@ -668,6 +727,7 @@ impl SphCuda {
             bhalf: 0,
             bdrho: 0,
             bid: 0,
+            bghost: 0,
             bstart: 0,
             g: SphGrid::default(),
             scan_levels: Vec::new(),
@@ -907,6 +967,7 @@ impl SphCuda {
             id: self.bid,
             rest: self.alloc("boundary.rest", 24 * nb)?,
             body: self.alloc("boundary.solid", 4 * nb)?,
+            ghost: 0,
         };
         let alt = SphBound {
             pos: self.alloc("boundary.reorder.pos", 24 * nb)?,
@@ -916,6 +977,7 @@ impl SphCuda {
             id: self.alloc("boundary.reorder.id", 4 * nb)?,
             rest: self.alloc("boundary.reorder.rest", 24 * nb)?,
             body: self.alloc("boundary.reorder.solid", 4 * nb)?,
+            ghost: 0,
         };
         let grid = SphGrid {
             cell: self.alloc("boundary.grid.cell", 4 * nb)?,
@@ -969,6 +1031,7 @@ impl SphCuda {
             &[&p, &b, &alt, &g.rank],
         )?;
         (self.bpos, self.brho, self.bhalf, self.bid) = (alt.pos, alt.rho, alt.half, alt.id);
+        self.bghost = alt.ghost;
         if let Some(mv) = &mut self.mv {
             (mv.b, mv.alt) = (alt, b);
         }
@@ -1152,6 +1215,7 @@ impl SphCuda {
         self.sort_fluid(self.s.pos)?;
         self.reorder(Which::State)?;
         self.sort_boundary()?;
+        self.correct_boundary()?;
         self.rates(self.s, self.brho)?;
         let p = self.p;
         let (own, bown) = (self.own_ptr(), self.bown_ptr());

@@ -153,6 +153,9 @@ impl SphRank {
         opts: SphRankOptions,
     ) -> Result<SphRank, CudaError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
+        if let Some(why) = crate::sph::mdbc::refused_when_decomposed(&c) {
+            return Err(CudaError::Unsupported(why));
+        }
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;
