@@ -10,6 +10,9 @@
 #                                          # mDBC on the 10 M dam break (sph-gpu-bench)
 #   bench/gpu/session31_checks.sh spheric  # SPHERIC Test 2 with mDBC walls at dp = 7.5 mm to 1.0 s
 #                                          # and at 6 mm to 0.5 s (the impact)
+#   bench/gpu/session31_checks.sh spheric05 # the same at 7.5 mm to 0.5 s only (the first run
+#                                          # to 1.0 s ran out of time), with steps and wall time
+#                                          # printed, and the step's cost at 2.7 M with both walls
 #
 # Logs $OUT/session31_<part>.log, *.out.
 set -uo pipefail
@@ -36,6 +39,15 @@ spheric)
   (cd solver && item 290 result spheric_mdbc_6mm env PARTICLE_SHM_TEST_BACKENDS=cuda \
     PARTICLE_SHM_SPHERIC_BOUNDARY=mdbc PARTICLE_SHM_SPHERIC_DP=0.006 PARTICLE_SHM_SPHERIC_END=0.5 \
     timeout 320 "$BIN/sph_spheric" spheric_test2_dam_break --nocapture)
+  ;;
+spheric05)
+  (cd solver && item 300 result spheric_mdbc_7p5mm_05 env PARTICLE_SHM_TEST_BACKENDS=cuda \
+    PARTICLE_SHM_SPHERIC_BOUNDARY=mdbc PARTICLE_SHM_SPHERIC_END=0.5 timeout 330 \
+    "$BIN/sph_spheric" spheric_test2_dam_break --nocapture)
+  item 40 result bench_3m_dbc timeout 60 sph-gpu-bench --particles 2.7e6 --steps 200 --warmup 20 \
+    --frames 0 --boundary dbc --out "$OUT/sph_gpu.jsonl"
+  item 40 result bench_3m_mdbc timeout 60 sph-gpu-bench --particles 2.7e6 --steps 200 --warmup 20 \
+    --frames 0 --boundary mdbc --out "$OUT/sph_gpu.jsonl"
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

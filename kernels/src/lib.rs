@@ -364,7 +364,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 29] = [
+pub const SPH_KERNELS: [&str; 30] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -394,6 +394,7 @@ pub const SPH_KERNELS: [&str; 29] = [
     "sph_put_words",
     "sph_bound_place",
     "sph_bound_gather",
+    "sph_ghost_density",
 ];
 
 fn headers_source() -> String {
@@ -448,6 +449,17 @@ mod tests {
         let s = sph_module_source();
         for k in SPH_KERNELS {
             assert!(s.contains(&format!("void {k}(")), "{k}");
+        }
+        // And the other way: a kernel of the module that is not listed cannot be launched (the
+        // launch looks it up by name), which only a GPU run would show.
+        let marker = "extern \"C\" __global__ void ";
+        let mut at = 0;
+        while let Some(k) = s[at..].find(marker) {
+            let start = at + k + marker.len();
+            let end = start + s[start..].find('(').expect("a parameter list");
+            let name = &s[start..end];
+            assert!(SPH_KERNELS.contains(&name), "{name} is not in SPH_KERNELS");
+            at = end;
         }
     }
 
