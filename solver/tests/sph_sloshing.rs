@@ -205,8 +205,23 @@ fn check(label: &str, s: &Swing, min_turns: usize, bound: f64) {
     );
 }
 
-fn case(dp: f64, width: f64) -> SphCase {
-    case_with(dp, width, "dbc")
+/// The CPU reference on the tank `width` wide at `dp` with `boundary` walls, sampled every 5 ms
+/// to `periods` linear periods after the push.
+fn cpu_swing(dp: f64, width: f64, boundary: &str, periods: f64) -> Swing {
+    let case = case_with(dp, width, boundary);
+    let c = case.constants().unwrap();
+    let p = case.particles(&c).unwrap();
+    let n = p.kind.len();
+    let mut sim = SphSim::new(c, p);
+    swing(
+        |t| {
+            sim.run_to(t);
+            (mode_one(&sim.s), sim.s.step)
+        },
+        0.005,
+        PUSH + periods * linear_period(LEN, DEPTH),
+        n,
+    )
 }
 
 fn case_with(dp: f64, width: f64, boundary: &str) -> SphCase {
@@ -223,22 +238,7 @@ fn free_sloshing_on_the_cpu() {
     if decomposed_pass() {
         return;
     }
-    let dp = LEN / 40.0;
-    let case = case(dp, 0.3 * LEN);
-    let c = case.constants().unwrap();
-    let p = case.particles(&c).unwrap();
-    let n = p.kind.len();
-    let mut sim = SphSim::new(c, p);
-    let end = PUSH + 0.9 * linear_period(LEN, DEPTH);
-    let s = swing(
-        |t| {
-            sim.run_to(t);
-            (mode_one(&sim.s), sim.s.step)
-        },
-        0.005,
-        end,
-        n,
-    );
+    let s = cpu_swing(LEN / 40.0, 0.3 * LEN, "dbc", 0.9);
     check("cpu dp = L/40, 0.3 L wide", &s, 2, 0.15);
 }
 
@@ -252,21 +252,7 @@ fn free_sloshing_with_mdbc_in_a_slice() {
         return;
     }
     let dp = LEN / 40.0;
-    let case = case_with(dp, 4.0 * dp, "mdbc");
-    let c = case.constants().unwrap();
-    let p = case.particles(&c).unwrap();
-    let n = p.kind.len();
-    let mut sim = SphSim::new(c, p);
-    let end = PUSH + 1.6 * linear_period(LEN, DEPTH);
-    let s = swing(
-        |t| {
-            sim.run_to(t);
-            (mode_one(&sim.s), sim.s.step)
-        },
-        0.005,
-        end,
-        n,
-    );
+    let s = cpu_swing(dp, 4.0 * dp, "mdbc", 1.6);
     check("cpu mdbc dp = L/40, a slice 4 dp thick", &s, 3, 0.05);
 }
 
