@@ -463,21 +463,13 @@ impl SphSim {
     /// Rates of all particles at positions `pos`, velocities `vel`, densities `rho`. A fluid
     /// particle sums its fluid neighbours, then its boundary neighbours, each cell by cell in
     /// the grid's fixed order and by id within a cell; a boundary particle sums its fluid
-    /// neighbours only.
-    fn rates(&mut self, pos: &[V3], vel: &[V3], rho: &[f64]) -> Rates {
+    /// neighbours only. `fluid_sorted`: right after [`SphSim::correct_boundary`] at the same
+    /// state, which sorted the fluid already and changed only the boundary's densities, the
+    /// fluid's cells and sorted copies are taken as they are (a second build cost mDBC runs a
+    /// third of their time on 2 cores).
+    fn rates(&mut self, pos: &[V3], vel: &[V3], rho: &[f64], fluid_sorted: bool) -> Rates {
         let fluid = std::mem::take(&mut self.fluid);
-        let r = self.rates_of(pos, vel, rho, &fluid, None);
-        self.fluid = fluid;
-        r
-    }
-
-    /// As [`SphSim::rates`] right after [`SphSim::correct_boundary`] at the same state, which
-    /// sorted the fluid already and changed only the boundary's densities: the fluid's cells
-    /// and sorted copies are taken as they are (a second build cost mDBC runs a third of their
-    /// time on 2 cores).
-    fn rates_after_correction(&mut self, pos: &[V3], vel: &[V3], rho: &[f64]) -> Rates {
-        let fluid = std::mem::take(&mut self.fluid);
-        let r = self.rates_with(pos, vel, rho, &fluid, None, true);
+        let r = self.rates_with(pos, vel, rho, &fluid, None, fluid_sorted);
         self.fluid = fluid;
         r
     }
@@ -634,11 +626,7 @@ impl SphSim {
             v: vel[k],
             rho: rho[k],
         };
-        let r0 = if corrected {
-            self.rates_after_correction(&pos, &vel, &rho)
-        } else {
-            self.rates(&pos, &vel, &rho)
-        };
+        let r0 = self.rates(&pos, &vel, &rho, corrected);
         // Predictor.
         let kind = &self.s.kind;
         let half: Vec<FluidState> = (0..pos.len())
@@ -650,7 +638,7 @@ impl SphSim {
         // Moving solids at the half step (their density integrates as any boundary's).
         self.moving.place(self.s.time + 0.5 * dt, &mut hp, &mut hv);
         let hr: Vec<f64> = half.iter().map(|s| s.rho).collect();
-        let r1 = self.rates(&hp, &hv, &hr);
+        let r1 = self.rates(&hp, &hv, &hr, false);
         // Corrector.
         let kind = &self.s.kind;
         let new: Vec<FluidState> = (0..pos.len())
