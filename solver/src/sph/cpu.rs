@@ -469,7 +469,7 @@ impl SphSim {
     /// third of their time on 2 cores).
     fn rates(&mut self, pos: &[V3], vel: &[V3], rho: &[f64], fluid_sorted: bool) -> Rates {
         let fluid = std::mem::take(&mut self.fluid);
-        let r = self.rates_with(pos, vel, rho, &fluid, None, fluid_sorted);
+        let r = self.rates_of(pos, vel, rho, &fluid, None, fluid_sorted);
         self.fluid = fluid;
         r
     }
@@ -478,21 +478,9 @@ impl SphSim {
     /// particles `targets` evaluated (all without): a slab of an MPI rank ([`super::ranks`]),
     /// whose arrays are valid only where it holds particles. A target sums the same neighbours
     /// in the same order as in the whole run as long as every fluid particle within its
-    /// support is present.
+    /// support is present. `fluid_sorted`: the fluid's cells and sorted copies are those of this
+    /// state already.
     pub(crate) fn rates_of(
-        &mut self,
-        pos: &[V3],
-        vel: &[V3],
-        rho: &[f64],
-        fluid: &[u32],
-        targets: Option<&[u32]>,
-    ) -> Rates {
-        self.rates_with(pos, vel, rho, fluid, targets, false)
-    }
-
-    /// [`SphSim::rates_of`]; `fluid_sorted`: the fluid's cells and sorted copies are those of
-    /// this state already.
-    fn rates_with(
         &mut self,
         pos: &[V3],
         vel: &[V3],

@@ -388,7 +388,9 @@ impl SphCpuRank {
         let pos = std::mem::take(&mut self.sim.s.pos);
         let vel = std::mem::take(&mut self.sim.s.vel);
         let rho = std::mem::take(&mut self.sim.s.rho);
-        let r0 = self.sim.rates_of(&pos, &vel, &rho, &fluid, Some(&owned));
+        let r0 = self
+            .sim
+            .rates_of(&pos, &vel, &rho, &fluid, Some(&owned), false);
         let kind = &self.sim.s.kind;
         let half: Vec<FluidState> = owned
             .par_iter()
@@ -429,6 +431,7 @@ impl SphCpuRank {
             &self.half_rho,
             &fluid,
             Some(&owned),
+            false,
         );
         let s = &self.sim.s;
         let new: Vec<FluidState> = owned
