@@ -7,6 +7,8 @@
 #[path = "support/sph.rs"]
 mod sph;
 
+use solver::core::geometry::cylinder_triangles;
+use solver::core::stl::write_binary_stl;
 use solver::sph::cpu::{SphSim, SphState};
 use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGpu};
 use solver::sph::physics;
@@ -199,14 +201,28 @@ fn f64_gpu_moving_solids_have_the_cpu_bits() {
     // rocking tank move with their solids.
     let rocking_mdbc = rocking.replace("[sph]\n", "[sph]\nboundary = \"mdbc\"\n");
     assert_ne!(rocking_mdbc, rocking);
+    // And the paddle as a short cylinder from an STL (mDBC's nodes through the closest point
+    // of its surface, turning with it).
+    let dir = std::env::temp_dir().join(format!("sph-gpu-stl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stl = dir.join("paddle.stl");
+    let tris = cylinder_triangles([0.13, 0.025, 0.03], 0.02, 0.04, 24);
+    write_binary_stl(&stl, &tris).unwrap();
+    let paddle_stl = moving_column_text_with("boundary = \"mdbc\"").replace(
+        "min = [0.11, 0.0, 0.03]\nmax = [0.15, 0.05, 0.07]\n",
+        &format!("stl = \"{}\"\n", stl.display()),
+    );
+    assert!(paddle_stl.contains("paddle.stl"));
     for (text, solids) in [
         (moving_column_text(), 2),
         (rocking, 3),
         (moving_column_text_with("boundary = \"mdbc\""), 2),
         (rocking_mdbc, 3),
+        (paddle_stl, 2),
     ] {
         moving_parity(&text, solids);
     }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 fn moving_parity(text: &str, solids: usize) {

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use solver::core::geometry::{box_triangles, cylinder_triangles, enclosed_volume};
 use solver::core::stl::{write_binary_stl, Triangle};
 use solver::core::vec3;
-use solver::sph::setup::{SphCase, SphParticles, KIND_BOUNDARY, KIND_FLUID};
+use solver::sph::cpu::SphSim;
+use solver::sph::mdbc::ghost_nodes;
+use solver::sph::setup::{BoundaryName, SphCase, SphParticles, KIND_BOUNDARY, KIND_FLUID};
 
 /// A folder of this test's files, removed on drop.
 struct Dir(PathBuf);
@@ -296,4 +298,199 @@ fn the_stored_case_finds_its_stl_from_anywhere() {
     let stl = back.obstacles[0].stl.clone().unwrap();
     assert!(stl.is_absolute() && stl.ends_with("pier.stl"), "{stl:?}");
     assert_eq!(particles(&back), particles(&c));
+}
+
+/// `case` with `[sph] boundary = "mdbc"`.
+fn mdbc_case(base: &Path, blocks: &str) -> SphCase {
+    let mut c = case(base, blocks);
+    c.sph.boundary = BoundaryName::Mdbc;
+    c
+}
+
+/// The ghost nodes at rest of a case's particles.
+/// An STL keeps its vertices in f32: the surface lies within this of the one written [m].
+const TOL: f64 = 1e-6;
+
+fn ghosts(c: &SphCase) -> (SphParticles, Vec<[f64; 3]>) {
+    let k = c.constants().unwrap_or_else(|e| panic!("{e}"));
+    let p = c.particles(&k).unwrap_or_else(|e| panic!("{e}"));
+    let g = ghost_nodes(k.mdbc.as_ref().unwrap(), &p.pos, &p.kind);
+    (p, g)
+}
+
+/// mDBC through an STL solid: the particles of the STL of a box mirror through its closest
+/// face, as those of the box obstacle do (where two faces are as near, through either: the
+/// node lies as far beyond the surface); those deeper than the support plus dp have no node.
+#[test]
+fn an_stl_box_solid_mirrors_as_the_box_obstacle_with_mdbc() {
+    let d = Dir::new("mdbc-box");
+    // Thicker than twice the support plus dp (0.089 m), so that some particles lie deeper.
+    let (min, max) = ([0.255, 0.025, 0.0], [0.545, 0.275, 0.305]);
+    d.stl("block.stl", &box_triangles(min, max));
+    let fluid = "[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.3, 0.2]\n";
+    let (pa, ga) = ghosts(&mdbc_case(
+        &d.0,
+        &format!("{fluid}[[obstacles]]\nmin = {min:?}\nmax = {max:?}\n"),
+    ));
+    let (pb, gb) = ghosts(&mdbc_case(
+        &d.0,
+        &format!("{fluid}[[obstacles]]\nstl = \"block.stl\"\n"),
+    ));
+    assert!(pa.pos == pb.pos && pa.kind == pb.kind);
+    let k = case(&d.0, fluid).constants().unwrap();
+    let reach = 2.0 * k.h + k.dp;
+    let (mut same, mut ties, mut deep) = (0, 0, 0);
+    for (i, q) in pb.pos.iter().enumerate() {
+        let solid = pb.kind[i] == KIND_BOUNDARY && (0..3).all(|a| q[a] > 0.0 && q[a] < 0.6);
+        let solid = solid && q[1] < 0.3 && q[2] < 0.4;
+        if !solid {
+            // Fluid (no node) and the tank's walls: the same code, the same nodes.
+            assert!(
+                ga[i]
+                    .iter()
+                    .zip(&gb[i])
+                    .all(|(a, b)| a == b || (a.is_nan() && b.is_nan())),
+                "{q:?}: {:?} against {:?}",
+                ga[i],
+                gb[i]
+            );
+            continue;
+        }
+        let mut depths: Vec<f64> = (0..3)
+            .flat_map(|a| [q[a] - min[a], max[a] - q[a]])
+            .collect();
+        depths.sort_by(f64::total_cmp);
+        if depths[0] > reach {
+            assert!(gb[i][0].is_nan(), "{q:?} at {} m has a node", depths[0]);
+            deep += 1;
+        } else if depths[1] > depths[0] + TOL {
+            let near = (0..3).all(|a| (ga[i][a] - gb[i][a]).abs() < TOL);
+            assert!(near, "{q:?}: {:?} against {:?}", ga[i], gb[i]);
+            same += 1;
+        } else {
+            let moved = vec3::norm(vec3::sub(gb[i], *q));
+            assert!(
+                (moved - 2.0 * depths[0]).abs() < TOL,
+                "{q:?}: node {:?}",
+                gb[i]
+            );
+            let beyond = (0..3).any(|a| gb[i][a] < min[a] - TOL || gb[i][a] > max[a] + TOL);
+            assert!(beyond, "{q:?}: node {:?} inside the solid", gb[i]);
+            ties += 1;
+        }
+    }
+    println!("{same} nodes as the box's, {ties} through either of two faces, {deep} deep");
+    assert!(same > 100 && ties > 10 && deep > 0, "{same} {ties} {deep}");
+}
+
+/// The particles of a cylindrical pier from an STL mirror through its surface: each node lies
+/// outside the 48-gon, the midpoint of particle and node on its side or a cap, as far from the
+/// particle as the surface is; particles deeper than the support plus dp have none.
+#[test]
+fn a_cylinder_pier_mirrors_through_its_surface_with_mdbc() {
+    let d = Dir::new("mdbc-pier");
+    let (r, top, n) = (0.12, 0.3, 48);
+    d.stl("pier.stl", &cylinder_triangles([0.3, 0.15, 0.0], r, top, n));
+    let c = mdbc_case(
+        &d.0,
+        "[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.3, 0.2]\n[[obstacles]]\nstl = \"pier.stl\"\n",
+    );
+    let k = c.constants().unwrap();
+    let reach = 2.0 * k.h + k.dp;
+    let (p, g) = ghosts(&c);
+    let inner = r * (std::f64::consts::PI / n as f64).cos();
+    let (mut mirrored, mut deep) = (0, 0);
+    for (i, q) in p.pos.iter().enumerate() {
+        let radius = (q[0] - 0.3).hypot(q[1] - 0.15);
+        if p.kind[i] != KIND_BOUNDARY || radius > r || q[2] < 0.0 || q[2] > top {
+            continue;
+        }
+        // Depth below the side (between the 48-gon's inscribed and circumscribed circles), the
+        // top or the bottom (on the floor).
+        let depth = (inner - radius).min(top - q[2]).min(q[2]);
+        if depth > reach {
+            assert!(g[i][0].is_nan(), "{q:?} deep inside has a node");
+            deep += 1;
+            continue;
+        }
+        if depth < reach - (r - inner) - TOL {
+            assert!(!g[i][0].is_nan(), "{q:?} near the surface has no node");
+        }
+        if g[i][0].is_nan() {
+            continue;
+        }
+        let m = vec3::scale(vec3::add(g[i], *q), 0.5);
+        let (mr, gr) = (
+            (m[0] - 0.3).hypot(m[1] - 0.15),
+            (g[i][0] - 0.3).hypot(g[i][1] - 0.15),
+        );
+        let on_side = mr > inner - TOL && mr < r + TOL && m[2] <= top + TOL;
+        let on_cap = ((m[2] - top).abs() < TOL || m[2].abs() < TOL) && mr <= r + TOL;
+        assert!(on_side || on_cap, "{q:?}: midpoint {m:?}");
+        let outside = gr > inner - TOL || g[i][2] > top || g[i][2] < 0.0;
+        assert!(outside, "{q:?}: node {:?} inside", g[i]);
+        let half = vec3::norm(vec3::sub(g[i], *q)) / 2.0;
+        assert!(
+            half <= depth + (r - inner) + TOL && half <= reach,
+            "{q:?}: {half} m"
+        );
+        mirrored += 1;
+    }
+    assert!(
+        mirrored > 200 && deep > 0,
+        "{mirrored} mirrored, {deep} deep"
+    );
+}
+
+/// A dam break against an STL pier with mDBC on the CPU: the water reaches the pier, none
+/// enters it, every density stays finite.
+#[test]
+fn a_dam_break_around_an_stl_pier_with_mdbc_keeps_the_water_out() {
+    let d = Dir::new("mdbc-run");
+    let (r, top) = (0.05, 0.3);
+    d.stl(
+        "pier.stl",
+        &cylinder_triangles([0.23, 0.15, 0.0], r, top, 32),
+    );
+    let c = mdbc_case(
+        &d.0,
+        "[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.16, 0.3, 0.2]\n[[obstacles]]\nstl = \"pier.stl\"\n",
+    );
+    let k = c.constants().unwrap();
+    let p = c.particles(&k).unwrap();
+    let rho0 = k.rho0;
+    let pier: Vec<usize> = (0..p.pos.len())
+        .filter(|&i| {
+            let q = p.pos[i];
+            p.kind[i] == KIND_BOUNDARY && (q[0] - 0.23).hypot(q[1] - 0.15) < r && q[2] > 0.0
+        })
+        .collect();
+    let mut sim = SphSim::new(k, p);
+    while sim.s.time < 0.15 {
+        sim.step();
+    }
+    let s = &sim.s;
+    assert!(s.rho.iter().all(|r| r.is_finite() && *r >= rho0 * 0.9));
+    for (i, q) in s.pos.iter().enumerate() {
+        if s.kind[i] == KIND_FLUID {
+            let radius = (q[0] - 0.23).hypot(q[1] - 0.15);
+            assert!(
+                radius > r - 0.01 || q[2] > top,
+                "fluid {i} at {q:?} in the pier"
+            );
+        }
+    }
+    // The water reached the pier (its upstream face at x = 0.18).
+    let wet = s
+        .pos
+        .iter()
+        .zip(&s.kind)
+        .filter(|(q, &k)| k == KIND_FLUID && q[0] > 0.17)
+        .count();
+    println!(
+        "t = {:.3} s: {wet} fluid particles past x = 0.17 m, {} pier particles",
+        s.time,
+        pier.len()
+    );
+    assert!(wet > 50, "{wet}");
 }

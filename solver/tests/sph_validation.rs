@@ -244,11 +244,14 @@ fn absurd_sph_cases_are_refused_by_name() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("ghost") && e.contains("mdbc"), "{e}");
-    let pier = concat!(env!("CARGO_MANIFEST_DIR"), "/cases/pier.stl");
-    let m = msg(&format!(
-        "[domain]\nmin = [0.0, 0.0, 0.0]\nmax = [1.6, 0.6, 0.5]\n[sph]\nspacing = 0.02\nboundary = \"mdbc\"\n[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.3, 0.6, 0.3]\n[[obstacles]]\nstl = \"{pier}\"\n"
-    ));
-    assert!(m.contains("obstacles[0]") && m.contains("mdbc"), "{m}");
+    // mDBC reads an STL solid's surface with the case's constants: a missing file is named.
+    let m = msg(
+        "[domain]\nmin = [0.0, 0.0, 0.0]\nmax = [1.6, 0.6, 0.5]\n[sph]\nspacing = 0.02\nboundary = \"mdbc\"\n[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.3, 0.6, 0.3]\n[[obstacles]]\nstl = \"/nowhere/pier.stl\"\n",
+    );
+    assert!(
+        m.contains("obstacles[0].stl") && m.contains("/nowhere/pier.stl"),
+        "{m}"
+    );
     let e = SphCase::from_toml_str("method = \"sph\"\ndt = 1e-3\nend_time = 1.0\nbogus = 1\n")
         .unwrap_err()
         .to_string();

@@ -9,11 +9,16 @@
 //! The surfaces are those of the case at rest: the tank's faces (its particles lie outside the
 //! tank box, their ghost nodes inside: the point reflection through the box's closest point,
 //! so that a particle of an edge or a corner mirrors through the edge or the corner) and the faces
-//! of box solids (their particles lie inside the box: the reflection through the nearest face).
+//! of box solids (their particles lie inside the box: the reflection through the nearest face)
+//! and closed STL surfaces (the reflection through the surface's closest point).
 //! A moving solid's ghost nodes move with it: the pose applied to the node at rest.
 
-use super::setup::{MdbcGeometry, SphConstants, KIND_FLUID};
-use crate::core::vec3::V3;
+use super::setup::{MdbcGeometry, MdbcSolid, SphConstants, KIND_FLUID};
+use crate::core::geometry::{closest_point_on_triangle, lattice_sites_inside};
+use crate::core::stl::Triangle;
+use crate::core::vec3::{self, V3};
+use rayon::prelude::*;
+use std::collections::{HashMap, HashSet};
 
 /// Why a decomposed run (several GPUs, MPI ranks) refuses mDBC, or None: a ghost node lies up to
 /// twice the walls' thickness (2 ceil(2h / dp) dp) plus the support from its particle, beyond the
@@ -28,9 +33,18 @@ pub fn refused_when_decomposed(c: &SphConstants) -> Option<String> {
 }
 
 /// The ghost node at rest of every particle (id order): NaN for fluid particles and for a
-/// boundary particle with no surface to mirror through (a solid particle outside every box).
+/// boundary particle with no surface to mirror through (a solid particle outside every solid,
+/// or deeper than the support plus dp below a closed surface: no fluid reaches it).
 pub fn ghost_nodes(g: &MdbcGeometry, pos: &[V3], kind: &[u32]) -> Vec<V3> {
-    pos.iter()
+    let meshes: Vec<Option<MeshMirror>> = g
+        .solids
+        .iter()
+        .map(|s| match s {
+            MdbcSolid::Mesh { tris } => Some(MeshMirror::new(g, tris)),
+            MdbcSolid::Cuboid { .. } => None,
+        })
+        .collect();
+    pos.par_iter()
         .zip(kind)
         .map(|(&p, &k)| {
             if k == KIND_FLUID {
@@ -43,29 +57,135 @@ pub fn ghost_nodes(g: &MdbcGeometry, pos: &[V3], kind: &[u32]) -> Vec<V3> {
                     2.0 * p[a].clamp(g.tank_min[a], g.tank_max[a]) - p[a]
                 });
             }
-            // A solid's particle: through the nearest face of the box that holds it (the first
-            // box listed wins where boxes overlap, the first face where two are as near).
-            for [min, max] in &g.solids {
-                if (0..3).any(|a| p[a] < min[a] || p[a] > max[a]) {
-                    continue;
-                }
-                let mut best = (f64::INFINITY, 0usize, 0.0f64);
-                for a in 0..3 {
-                    for (face, sign) in [(min[a], -1.0), (max[a], 1.0)] {
-                        let d = (face - p[a]).abs();
-                        if d < best.0 {
-                            best = (d, a, sign);
+            // A solid's particle: through the surface of the first solid listed that holds it.
+            for (solid, mesh) in g.solids.iter().zip(&meshes) {
+                match (solid, mesh) {
+                    (MdbcSolid::Cuboid { min, max }, _) => {
+                        if (0..3).all(|a| p[a] >= min[a] && p[a] <= max[a]) {
+                            return mirror_in_box(p, *min, *max);
                         }
                     }
+                    (MdbcSolid::Mesh { tris }, Some(m)) => {
+                        if m.holds(p) {
+                            return m.mirror(tris, p);
+                        }
+                    }
+                    (MdbcSolid::Mesh { .. }, None) => unreachable!("every mesh has its mirror"),
                 }
-                let (d, a, sign) = best;
-                let mut q = p;
-                q[a] += sign * 2.0 * d;
-                return q;
             }
             [f64::NAN; 3]
         })
         .collect()
+}
+
+/// The reflection of `p` (inside the box) through the box's nearest face (the first face, in
+/// the order -x, +x, -y, +y, -z, +z, where two are as near).
+fn mirror_in_box(p: V3, min: V3, max: V3) -> V3 {
+    let mut best = (f64::INFINITY, 0usize, 0.0f64);
+    for a in 0..3 {
+        for (face, sign) in [(min[a], -1.0), (max[a], 1.0)] {
+            let d = (face - p[a]).abs();
+            if d < best.0 {
+                best = (d, a, sign);
+            }
+        }
+    }
+    let (d, a, sign) = best;
+    let mut q = p;
+    q[a] += sign * 2.0 * d;
+    q
+}
+
+/// A closed surface prepared for mirroring: the tank's lattice sites inside it (the solid's
+/// particles at rest, found as the case placed them, so a site is its solid's whatever the
+/// rounding at the surface) and its triangles binned in cubes of the search radius.
+struct MeshMirror {
+    origin: V3,
+    dp: f64,
+    /// The search radius: the support plus dp.
+    radius: f64,
+    inside: HashSet<[i64; 3]>,
+    bins: HashMap<[i64; 3], Vec<u32>>,
+}
+
+impl MeshMirror {
+    fn new(g: &MdbcGeometry, tris: &[Triangle]) -> MeshMirror {
+        let (origin, dp) = (g.tank_min, g.spacing);
+        let radius = g.support + dp;
+        let mut lo = [f64::INFINITY; 3];
+        let mut hi = [f64::NEG_INFINITY; 3];
+        for v in tris.iter().flatten() {
+            for a in 0..3 {
+                lo[a] = lo[a].min(v[a]);
+                hi[a] = hi[a].max(v[a]);
+            }
+        }
+        let first = std::array::from_fn(|a| ((lo[a] - origin[a]) / dp - 0.5).ceil() as i64);
+        let last = std::array::from_fn(|a| ((hi[a] - origin[a]) / dp - 0.5).floor() as i64);
+        // The case placed its particles from the same surface, so it is closed and simple.
+        let inside = lattice_sites_inside(tris, origin, dp, first, last)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let mut bins: HashMap<[i64; 3], Vec<u32>> = HashMap::new();
+        let cell = |x: f64, a: usize| ((x - origin[a]) / radius).floor() as i64;
+        for (k, t) in tris.iter().enumerate() {
+            let b0: [i64; 3] = std::array::from_fn(|a| cell(t[0][a].min(t[1][a]).min(t[2][a]), a));
+            let b1: [i64; 3] = std::array::from_fn(|a| cell(t[0][a].max(t[1][a]).max(t[2][a]), a));
+            for z in b0[2]..=b1[2] {
+                for y in b0[1]..=b1[1] {
+                    for x in b0[0]..=b1[0] {
+                        bins.entry([x, y, z]).or_default().push(k as u32);
+                    }
+                }
+            }
+        }
+        MeshMirror {
+            origin,
+            dp,
+            radius,
+            inside,
+            bins,
+        }
+    }
+
+    /// Whether `p` (at rest) is one of the lattice sites inside the surface.
+    fn holds(&self, p: V3) -> bool {
+        let i = std::array::from_fn(|a| ((p[a] - self.origin[a]) / self.dp - 0.5).round() as i64);
+        self.inside.contains(&i)
+    }
+
+    /// The reflection of `p` through the surface's closest point within the search radius
+    /// (the first triangle, in the file's order, where two points are as near), else NaN.
+    fn mirror(&self, tris: &[Triangle], p: V3) -> V3 {
+        let c: [i64; 3] =
+            std::array::from_fn(|a| ((p[a] - self.origin[a]) / self.radius).floor() as i64);
+        let mut near: Vec<u32> = Vec::new();
+        for z in -1..=1 {
+            for y in -1..=1 {
+                for x in -1..=1 {
+                    if let Some(b) = self.bins.get(&[c[0] + x, c[1] + y, c[2] + z]) {
+                        near.extend_from_slice(b);
+                    }
+                }
+            }
+        }
+        near.sort_unstable();
+        near.dedup();
+        let mut best = (self.radius * self.radius, None);
+        for k in near {
+            let t = &tris[k as usize];
+            let (q, _) = closest_point_on_triangle(p, t[0], t[1], t[2]);
+            let d2 = vec3::norm2(vec3::sub(q, p));
+            if d2 < best.0 {
+                best = (d2, Some(q));
+            }
+        }
+        match best.1 {
+            Some(q) => std::array::from_fn(|a| 2.0 * q[a] - p[a]),
+            None => [f64::NAN; 3],
+        }
+    }
 }
 
 #[cfg(test)]
@@ -78,7 +198,12 @@ mod tests {
         let g = MdbcGeometry {
             tank_min: [0.0; 3],
             tank_max: [1.0; 3],
-            solids: vec![[[0.4, 0.4, 0.0], [0.6, 0.6, 0.3]]],
+            spacing: 0.05,
+            support: 0.2,
+            solids: vec![MdbcSolid::Cuboid {
+                min: [0.4, 0.4, 0.0],
+                max: [0.6, 0.6, 0.3],
+            }],
         };
         let pos = [
             [0.5, 0.5, -0.05],  // floor

@@ -118,12 +118,29 @@ pub enum BoundaryName {
 }
 
 /// The geometry mDBC mirrors boundary particles through ([`super::mdbc`]): the tank's faces,
-/// and the faces of the box solids, all at rest [m].
+/// and the surfaces of the solids, all at rest [m].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MdbcGeometry {
     pub tank_min: V3,
     pub tank_max: V3,
-    pub solids: Vec<[V3; 2]>,
+    /// The particle spacing dp [m]: solids' particles lie on the tank's lattice,
+    /// x = tank_min + dp (i + 1/2).
+    pub spacing: f64,
+    /// The kernel's support 2h [m]: a solid's particle deeper than the support plus dp below
+    /// its surface has no fluid neighbour, and a closed surface gives it no ghost node.
+    pub support: f64,
+    /// The obstacles, in the case's order.
+    pub solids: Vec<MdbcSolid>,
+}
+
+/// An obstacle as mDBC mirrors through it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MdbcSolid {
+    /// A box [min, max]: its particles mirror through the nearest face.
+    Cuboid { min: V3, max: V3 },
+    /// A closed surface (its triangles, scaled): its particles mirror through the surface's
+    /// closest point.
+    Mesh { tris: Vec<Triangle> },
 }
 
 /// A block of fluid or solid: the box [min, max], or the inside of a closed STL surface
@@ -598,21 +615,16 @@ impl SphCase {
             BoundaryName::Mdbc => {
                 let mut solids = Vec::new();
                 for (k, o) in self.obstacles.iter().enumerate() {
-                    match (o.min, o.max, &o.stl) {
-                        (Some(min), Some(max), None) => solids.push([min, max]),
-                        _ => {
-                            return Err(bad(
-                                &format!("obstacles[{k}]"),
-                                "sph.boundary = \"mdbc\" mirrors through box solids only; \
-                                 this one is an STL surface (use boundary = \"dbc\")"
-                                    .into(),
-                            ))
-                        }
-                    }
+                    solids.push(match self.shape(&format!("obstacles[{k}]"), o)? {
+                        Shape::Cuboid { min, max } => MdbcSolid::Cuboid { min, max },
+                        Shape::Mesh { tris, .. } => MdbcSolid::Mesh { tris },
+                    });
                 }
                 Some(MdbcGeometry {
                     tank_min: self.domain.min,
                     tank_max: self.domain.max,
+                    spacing: p.spacing,
+                    support: 2.0 * h,
                     solids,
                 })
             }
