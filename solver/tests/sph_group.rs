@@ -357,8 +357,8 @@ fn f64_group_with_moving_solids_has_the_cpu_bits() {
     }
 }
 
-/// mDBC runs on one worker so far: a group refuses it with the reason before it opens a GPU
-/// (so this runs everywhere, CI included).
+/// mDBC runs on the CPU (one process or MPI ranks) and on one GPU so far: a group refuses it
+/// with the reason before it opens a GPU (so this runs everywhere, CI included).
 #[test]
 fn mdbc_is_refused_on_several_gpus() {
     let case = SphCase::from_toml_str(&DAM.replace("[sph]\n", "[sph]\nboundary = \"mdbc\"\n"))
@@ -373,7 +373,7 @@ fn mdbc_is_refused_on_several_gpus() {
         Ok(_) => panic!("a group accepted mDBC"),
         Err(e) => {
             let m = e.to_string();
-            assert!(m.contains("mdbc") && m.contains("one worker"), "{m}");
+            assert!(m.contains("mdbc") && m.contains("several GPUs"), "{m}");
         }
     }
 }

@@ -11,6 +11,7 @@
 use super::motion::MovingSolids;
 use super::physics::{self, DiffusionParams, FluidRates, FluidState, SphPair};
 use super::setup::{Diffusion, SphConstants, SphParticles, KIND_FLUID};
+use crate::core::geometry::BodyTransform;
 use crate::core::grid::{CellList, Grid};
 use crate::core::vec3::{self, V3};
 use rayon::prelude::*;
@@ -345,40 +346,82 @@ impl SphSim {
     /// never below rho0, as the walls' densities are kept with DBC. The others keep theirs.
     /// Returns whether it ran (mDBC), leaving the fluid sorted at `pos`.
     fn correct_boundary(&mut self, pos: &[V3], vel: &[V3], rho: &mut [f64], t: f64) -> bool {
-        if self.ghost.is_empty() {
+        if !self.has_ghosts() {
             return false;
         }
         let fluid = std::mem::take(&mut self.fluid);
+        let bound = std::mem::take(&mut self.bound);
+        let new = self.ghost_densities(pos, vel, rho, t, &fluid, &bound);
+        (self.fluid, self.bound) = (fluid, bound);
+        for (b, r) in new {
+            rho[b as usize] = r;
+        }
+        true
+    }
+
+    /// Whether the run has mDBC's ghost nodes.
+    pub(crate) fn has_ghosts(&self) -> bool {
+        !self.ghost.is_empty()
+    }
+
+    /// mDBC: those of the boundary particles `ids` whose ghost node at time `t` satisfies `here`.
+    pub(crate) fn ghosts_where(
+        &self,
+        ids: &[u32],
+        t: f64,
+        here: impl Fn(V3) -> bool + Sync,
+    ) -> Vec<u32> {
+        let poses = self.moving.transforms(t);
+        ids.par_iter()
+            .copied()
+            .filter(|&b| self.ghost_at(b as usize, &poses).is_some_and(&here))
+            .collect()
+    }
+
+    /// Boundary particle `b`'s ghost node at the solids' `poses`, if it has one.
+    fn ghost_at(&self, b: usize, poses: &[BodyTransform]) -> Option<V3> {
+        let g0 = self.ghost[b];
+        if g0[0].is_nan() {
+            return None;
+        }
+        Some(match self.moving.ids.binary_search(&(b as u32)) {
+            Ok(k) => poses[self.moving.body[k] as usize].apply(g0),
+            Err(_) => g0,
+        })
+    }
+
+    /// mDBC's new densities (id, density) of the boundary particles `targets` that have fluid
+    /// around their ghost node, from the fluid particles `fluid` (ids; their state in `pos`,
+    /// `vel`, `rho` at time `t`), which it leaves sorted: [`SphSim::correct_boundary`], and an
+    /// MPI rank's share ([`super::ranks`]), which gives the whole run's bits as long as every
+    /// fluid particle within the support of a target's node is present.
+    pub(crate) fn ghost_densities(
+        &mut self,
+        pos: &[V3],
+        vel: &[V3],
+        rho: &[f64],
+        t: f64,
+        fluid: &[u32],
+        targets: &[u32],
+    ) -> Vec<(u32, f64)> {
         let fpos: Vec<V3> = fluid.iter().map(|&k| pos[k as usize]).collect();
-        self.fluid_cells.build(&self.grid, &fpos, &fluid);
+        self.fluid_cells.build(&self.grid, &fpos, fluid);
         let all = Particles { pos, vel, rho };
         self.fluid_sorted.fill(
             &self.c,
             &self.fluid_cells,
-            &fluid,
+            fluid,
             self.grid.num_cells(),
             &all,
         );
-        self.fluid = fluid;
         let (c, grid, list) = (&self.c, &self.grid, &self.fluid_sorted);
         let reach = sph_reach(c, grid);
         let near = 2.0 * c.h * SPH_WALK_MARGIN;
         let poses = self.moving.transforms(t);
-        let moving = &self.moving;
-        let ghost = &self.ghost;
-        let new: Vec<(usize, f64)> = self
-            .bound
+        targets
             .par_iter()
             .map_init(Vec::new, |rows, &b| {
-                let b = b as usize;
-                let g0 = ghost[b];
-                if g0[0].is_nan() {
-                    return None;
-                }
-                let g = match moving.ids.binary_search(&(b as u32)) {
-                    Ok(k) => poses[moving.body[k] as usize].apply(g0),
-                    Err(_) => g0,
-                };
+                let g = self.ghost_at(b as usize, &poses)?;
                 let mut sums = physics::GhostSums::default();
                 grid.neighbour_rows_near(g, reach, near, rows);
                 for &(first, last) in rows.iter() {
@@ -394,15 +437,11 @@ impl SphSim {
                         physics::ghost_pair(&mut sums, w, f, dr, c.mass, list.rho[k]);
                     }
                 }
-                let r = physics::ghost_density(&sums, vec3::sub(pos[b], g));
+                let r = physics::ghost_density(&sums, vec3::sub(pos[b as usize], g));
                 (!r.is_nan()).then(|| (b, r.max(c.rho0)))
             })
             .flatten()
-            .collect();
-        for (b, r) in new {
-            rho[b] = r;
-        }
-        true
+            .collect()
     }
 
     pub fn dt(&self) -> f64 {

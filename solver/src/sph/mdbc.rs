@@ -20,14 +20,16 @@ use crate::core::vec3::{self, V3};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 
-/// Why a decomposed run (several GPUs, MPI ranks) refuses mDBC, or None: a ghost node lies up to
-/// twice the walls' thickness (2 ceil(2h / dp) dp) plus the support from its particle, beyond the
-/// one layer of halo a slab holds, so the particle's owner may not hold the fluid around it.
+/// Why a run on several GPUs (a group, or GPU ranks) refuses mDBC, or None: a ghost node lies
+/// up to twice the walls' thickness (2 ceil(2h / dp) dp) plus the support from its particle,
+/// beyond the one layer of halo a slab holds, so the particle's owner may not hold the fluid
+/// around it. CPU ranks route each node's density from the rank that holds its fluid
+/// ([`super::ranks`]); the GPUs do not yet.
 pub fn refused_when_decomposed(c: &SphConstants) -> Option<String> {
     c.mdbc.as_ref().map(|_| {
-        "sph.boundary = \"mdbc\" runs on one worker so far (the CPU, or one GPU): a ghost \
-         node may lie beyond a slab's one-layer halo; use boundary = \"dbc\" on several GPUs \
-         or MPI ranks"
+        "sph.boundary = \"mdbc\" runs on the CPU (one process or MPI ranks) or on one GPU so \
+         far: on several GPUs a ghost node may lie beyond a slab's one-layer halo; use \
+         boundary = \"dbc\" on several GPUs, or --backend cpu"
             .to_string()
     })
 }

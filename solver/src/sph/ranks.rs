@@ -140,9 +140,6 @@ impl SphCpuRank {
         opts: SphCpuRankOptions,
     ) -> Result<SphCpuRank, SphRankError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
-        if let Some(why) = crate::sph::mdbc::refused_when_decomposed(&c) {
-            return Err(SphRankError::Unsupported(why));
-        }
         moving
             .check(state.pos.len())
             .map_err(SphRankError::Internal)?;
@@ -371,6 +368,57 @@ impl SphCpuRank {
         Ok((fluid, owned))
     }
 
+    /// mDBC over ranks, before the predictor's evaluation (the state at the start of the step,
+    /// every fluid particle of this rank's layers and halo held): the rank whose layers hold a
+    /// wall particle's ghost node computes its density (every fluid particle within the node's
+    /// support lies in those layers or the halo, so the sum is the one process's) and sends it
+    /// to every rank whose layers or halo hold the particle, which may lie several slabs away
+    /// (a node lies up to twice the walls' thickness from its particle). Returns whether it ran,
+    /// leaving `fluid` sorted. Collective.
+    fn correct_boundary(
+        &mut self,
+        pos: &[V3],
+        vel: &[V3],
+        rho: &mut [f64],
+        fluid: &[u32],
+    ) -> Result<bool, SphRankError> {
+        if !self.sim.has_ghosts() {
+            return Ok(false);
+        }
+        let t = self.sim.s.time;
+        let mine = self.bounds[self.rank]..self.bounds[self.rank + 1];
+        let mut walls: Vec<u32> = self.bound_ids.clone();
+        walls.extend(&self.moving.ids);
+        let (grid, axis, reach) = (&self.sim.grid, self.axis, self.reach);
+        let targets = self.sim.ghosts_where(&walls, t, |g| {
+            mine.contains(&sph_layer_of(grid, g, axis, reach))
+        });
+        let new = self.sim.ghost_densities(pos, vel, rho, t, fluid, &targets);
+        let mut sends = vec![Vec::new(); self.ranks];
+        for &(b, r) in &new {
+            let l = self.layer(pos[b as usize]);
+            for (v, to) in sends.iter_mut().enumerate() {
+                if reach_of(&self.bounds, v).contains(&l) {
+                    to.push((b, r));
+                }
+            }
+        }
+        let got = self.comm.exchange(sends.iter().map(encode).collect());
+        for (v, bytes) in got.iter().enumerate() {
+            let vals: Vec<(u32, f64)> = decode(bytes, "an SPH rank's wall densities");
+            for (b, r) in vals {
+                let Some(slot) = rho.get_mut(b as usize) else {
+                    return Err(SphRankError::Internal(format!(
+                        "at step {} rank {} got a wall density from rank {v} for particle {b},                          which this run does not have",
+                        self.sim.s.step, self.rank
+                    )));
+                };
+                *slot = r;
+            }
+        }
+        Ok(true)
+    }
+
     /// One symplectic step of [`SphCpuRank::dt`]; sets the next step from the CFL condition.
     /// Collective.
     pub fn step(&mut self) -> Result<(), SphRankError> {
@@ -387,10 +435,13 @@ impl SphCpuRank {
         // The state is moved out while the rates borrow the simulation (as `SphSim::step`).
         let pos = std::mem::take(&mut self.sim.s.pos);
         let vel = std::mem::take(&mut self.sim.s.vel);
-        let rho = std::mem::take(&mut self.sim.s.rho);
+        let mut rho = std::mem::take(&mut self.sim.s.rho);
+        let t_walls = Instant::now();
+        let corrected = self.correct_boundary(&pos, &vel, &mut rho, &fluid)?;
+        exchange += t_walls.elapsed().as_secs_f64();
         let r0 = self
             .sim
-            .rates_of(&pos, &vel, &rho, &fluid, Some(&owned), false);
+            .rates_of(&pos, &vel, &rho, &fluid, Some(&owned), corrected);
         let kind = &self.sim.s.kind;
         let half: Vec<FluidState> = owned
             .par_iter()
