@@ -364,7 +364,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 30] = [
+pub const SPH_KERNELS: [&str; 31] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -395,6 +395,7 @@ pub const SPH_KERNELS: [&str; 30] = [
     "sph_bound_place",
     "sph_bound_gather",
     "sph_ghost_density",
+    "sph_take_ghost",
 ];
 
 fn headers_source() -> String {

@@ -548,7 +548,9 @@ fn a_bad_case_on_rank_0_ends_every_rank_with_its_message() {
 /// 2 and 3 ranks (bounds moving by count) gives the frame and final checkpoint of one process
 /// bit for bit, and the 2-rank checkpoint continues on one process and on 3 ranks to the same
 /// frame. The split axis is x, across the obstacle's faces and the end walls, so wall
-/// particles have ghost nodes in other ranks' slabs.
+/// particles have ghost nodes in other ranks' slabs. Where the GPU tests run, the same on GPUs:
+/// one GPU, two slabs of GPU 0 in one process, 2 and 3 GPU ranks, and the 2-rank checkpoint on
+/// one GPU and 2 ranks.
 #[test]
 fn mdbc_over_ranks_gives_the_bits_of_one_process() {
     let dir = Scratch::new("mdbc");
@@ -573,6 +575,10 @@ fn mdbc_over_ranks_gives_the_bits_of_one_process() {
         ),
     ];
     sph_runs_agree(&dir, "sphd", &["--backend", "cpu"], &case, &runs, &[], 3);
+    if !gpu_tests() {
+        return;
+    }
+    sph_gpu_runs_agree(&Scratch::new("mdbcgpu"), "sphdg", &case);
 }
 
 /// Whether this machine runs the GPU tests (`PARTICLE_SHM_TEST_BACKENDS` names cuda).

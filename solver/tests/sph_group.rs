@@ -357,23 +357,89 @@ fn f64_group_with_moving_solids_has_the_cpu_bits() {
     }
 }
 
-/// mDBC runs on the CPU (one process or MPI ranks) and on one GPU so far: a group refuses it
-/// with the reason before it opens a GPU (so this runs everywhere, CI included).
+/// mDBC walls on a group: the dam with a block in its path and `boundary = "mdbc"`, f64, on two
+/// slabs along x and three along z (bounds moving by count), and the rocking blade with mDBC on
+/// two, give the CPU reference's bits every 50 steps and its next time step after every step;
+/// along z the nodes of the floor and of the block's top lie in another slab than their
+/// particle (each GPU computes the nodes in its layers and every GPU takes them).
 #[test]
-fn mdbc_is_refused_on_several_gpus() {
-    let case = SphCase::from_toml_str(&DAM.replace("[sph]\n", "[sph]\nboundary = \"mdbc\"\n"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let c = case.constants().unwrap();
-    assert!(c.mdbc.is_some());
-    let p = case.particles(&c).unwrap();
-    let state = SphState::initial(&p);
-    let dt = first_time_step(&c);
-    let opts = group_opts(2, false, None, Balance::Off);
-    match SphGroup::from_state_moving(c, state, dt, p.moving, opts) {
-        Ok(_) => panic!("a group accepted mDBC"),
-        Err(e) => {
-            let m = e.to_string();
-            assert!(m.contains("mdbc") && m.contains("several GPUs"), "{m}");
+fn f64_group_with_mdbc_has_the_cpu_bits() {
+    if !gpu() {
+        return;
+    }
+    let block = DAM.replace("[sph]\n", "[sph]\nboundary = \"mdbc\"\n")
+        + "[[obstacles]]\nmin = [0.3, 0.0, 0.0]\nmax = [0.36, 0.05, 0.06]\n";
+    let blade = sph::rocking_blade_text(0.02).replace("[sph]\n", "[sph]\nboundary = \"mdbc\"\n");
+    assert!(blade.contains("mdbc"));
+    // Along z the floor's nodes and those of the block's top lie across the bounds.
+    let (x, z) = (Axis::X, Axis::Z);
+    for (text, slabs, axis, steps) in [
+        (&block, 2, x, 400u64),
+        (&block, 3, z, 400),
+        (&blade, 2, x, 400),
+    ] {
+        let case = SphCase::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+        let c = case.constants().unwrap();
+        let p = case.particles(&c).unwrap();
+        let dt = first_time_step(&c);
+        let state = SphState::initial(&p);
+        let what = format!(
+            "mDBC, {slabs} slabs along {axis:?}, {} moving solids",
+            p.moving.motions.len()
+        );
+        let at_rest = p.moving.at_rest(&state.pos);
+        let ghosts =
+            solver::sph::mdbc::ghost_nodes(c.mdbc.as_ref().unwrap(), &at_rest, &state.kind);
+        let grid = sph_grid(&c, &at_rest, &state.kind);
+        let reach = sph_reach(&c, &grid);
+        let mut cpu = solver::sph::cpu::SphSim::from_state_moving(
+            c.clone(),
+            state.clone(),
+            dt,
+            p.moving.clone(),
+        );
+        let opts = group_opts(slabs, true, Some(axis), Balance::Count);
+        let mut group =
+            SphGroup::from_state_moving(c.clone(), state.clone(), dt, p.moving.clone(), opts)
+                .expect("the group starts");
+        let mut elsewhere = 0usize;
+        let a = if axis == Axis::Z { 2 } else { 0 };
+        for step in 1..=steps {
+            cpu.step();
+            group.step().expect("group step");
+            assert_eq!(
+                cpu.dt().to_bits(),
+                group.dt().to_bits(),
+                "{what}: next dt after step {step}"
+            );
+            if step % 50 == 0 {
+                assert_same_bits(
+                    &cpu.s,
+                    &group.state().unwrap(),
+                    &format!("{what} at step {step}"),
+                );
+                // Fixed walls whose node lies in another slab than the particle.
+                let b = group.bounds();
+                let slab = |x: [f64; 3]| owner_of(b, sph_layer_of(&grid, x, a, reach));
+                elsewhere += (0..ghosts.len())
+                    .filter(|&k| {
+                        !ghosts[k][0].is_nan() && p.moving.ids.binary_search(&(k as u32)).is_err()
+                    })
+                    .filter(|&k| slab(ghosts[k]) != slab(state.pos[k]))
+                    .count();
+            }
+        }
+        println!(
+            "{what}: {steps} steps with the CPU's bits; bounds {:?}, {} rebalances; {elsewhere} \
+             (wall, check) pairs with the node in another slab",
+            group.bounds(),
+            group.rebalances()
+        );
+        if axis == Axis::Z {
+            assert!(
+                elsewhere > 0,
+                "{what}: every node lay in its particle's slab"
+            );
         }
     }
 }

@@ -660,16 +660,25 @@ extern "C" __global__ void sph_bound_gather(const SphParams p, const SphBound sr
 // are walked in the CPU's order (z, y, x; by id within a cell): the cells that
 // Grid::neighbour_rows_near leaves out hold only pairs that the test r < 2h rejects, so the sums
 // and their order are the CPU's. Positions in double in both modes (a boundary pass).
+// `slab_rho` (a slab of several GPUs, sph/cuda/group.rs): only the slots whose node lies in this
+// slab's layers, whose fluid support its layers and halo hold, are computed, into `slab_rho`
+// instead of `brho`, NaN elsewhere; the owner of each particle then takes it (sph_take_ghost).
 extern "C" __global__ void sph_ghost_density(const SphParams p, const SphArrays f, const unsigned* fstart,
                                              const double* bpos, const double* ghost, const unsigned* body,
-                                             const SphBodies bodies, real* brho) {
+                                             const SphBodies bodies, real* brho, real* slab_rho) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
+    // A quiet NaN (slot not this slab's), in either precision.
+    if (slab_rho) slab_rho[k] = (real)__longlong_as_double(0x7ff8000000000000ll);
     dvec3 g = dload3(ghost + 3 * k);
     if (g.x != g.x) return;
     if (body && body[k] < SPH_MAX_BODIES) {
         dvec3 v;
         sph_body_place(bodies.b[body[k]], dload3(ghost + 3 * k), &g, &v);
+    }
+    if (slab_rho) {
+        const double at[3] = {g.x, g.y, g.z};
+        if (!sph_owns(p, sph_layer(p, at))) return;
     }
     const int R = SPH_REACH;
     const int cx = (int)cell_coord(g.x, p.origin[0], p.cell, p.dims[0]);
@@ -696,7 +705,16 @@ extern "C" __global__ void sph_ghost_density(const SphParams p, const SphArrays 
         }
     }
     const double rho = ghost_density(s, dsub3(dload3(bpos + 3 * k), g));
-    if (rho == rho) brho[k] = (real)fmax(rho, p.rho0);
+    if (rho == rho) (slab_rho ? slab_rho : brho)[k] = (real)fmax(rho, p.rho0);
+}
+
+// mDBC on several GPUs: boundary slot k takes the density another slab (or this one) computed for
+// it from the fluid around its node (`src`, that slab's sph_ghost_density output; NaN: not its).
+extern "C" __global__ void sph_take_ghost(unsigned n, const real* src, real* brho) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    const real v = src[k];
+    if (v == v) brho[k] = v;
 }
 
 // ---- Several GPUs (solver/src/sph/group.rs) ----

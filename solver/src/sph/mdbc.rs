@@ -12,27 +12,19 @@
 //! of box solids (their particles lie inside the box: the reflection through the nearest face)
 //! and closed STL surfaces (the reflection through the surface's closest point).
 //! A moving solid's ghost nodes move with it: the pose applied to the node at rest.
+//!
+//! A decomposed run (CPU ranks, several GPUs, GPU ranks) computes each wall's density on the
+//! worker whose layers hold the wall's *node*, whose layers and halo hold the fluid around it,
+//! and hands it to every worker holding the wall (a node may lie up to twice the walls'
+//! thickness plus the support from its particle, beyond the one-layer halo): the bits of one
+//! worker.
 
-use super::setup::{MdbcGeometry, MdbcSolid, SphConstants, KIND_FLUID};
+use super::setup::{MdbcGeometry, MdbcSolid, KIND_FLUID};
 use crate::core::geometry::{closest_point_on_triangle, lattice_sites_inside};
 use crate::core::stl::Triangle;
 use crate::core::vec3::{self, V3};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
-
-/// Why a run on several GPUs (a group, or GPU ranks) refuses mDBC, or None: a ghost node lies
-/// up to twice the walls' thickness (2 ceil(2h / dp) dp) plus the support from its particle,
-/// beyond the one layer of halo a slab holds, so the particle's owner may not hold the fluid
-/// around it. CPU ranks route each node's density from the rank that holds its fluid
-/// ([`super::ranks`]); the GPUs do not yet.
-pub fn refused_when_decomposed(c: &SphConstants) -> Option<String> {
-    c.mdbc.as_ref().map(|_| {
-        "sph.boundary = \"mdbc\" runs on the CPU (one process or MPI ranks) or on one GPU so \
-         far: on several GPUs a ghost node may lie beyond a slab's one-layer halo; use \
-         boundary = \"dbc\" on several GPUs, or --backend cpu"
-            .to_string()
-    })
-}
 
 /// The ghost node at rest of every particle (id order): NaN for fluid particles and for a
 /// boundary particle with no surface to mirror through (a solid particle outside every solid,

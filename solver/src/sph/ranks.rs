@@ -57,8 +57,6 @@ pub enum SphRankError {
     NonFinite { count: u64, step: u64, time: f64 },
     #[error("internal error: {0}; please report this with the case")]
     Internal(String),
-    #[error("{0}")]
-    Unsupported(String),
 }
 
 /// How an SPH run is spread over CPU ranks.

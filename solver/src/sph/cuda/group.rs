@@ -23,6 +23,7 @@ use cudarc::driver::{CudaContext, CudaEvent};
 
 use super::slab::{record_bytes, SlabSetup, SphSlab};
 use super::{CudaError, FrameArray, FrameCopy, SphCuda, SphCudaOptions, SphGpu};
+use crate::core::vec3::V3;
 use crate::decomp::balance::{self, Balance};
 use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, queue_peer_copies, HostRegistration, MemoryReport, PeerCopy};
@@ -119,13 +120,15 @@ impl SphGroup {
         if g == 0 {
             return Err(CudaError::Unsupported("an SPH group without GPUs".into()));
         }
-        if let Some(why) = crate::sph::mdbc::refused_when_decomposed(&c) {
-            return Err(CudaError::Unsupported(why));
-        }
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;
         let plan = SlabPlan::new(&c, &state, &moving, g, opts.axis, opts.first_cut)?;
+        // mDBC: the ghost nodes at rest, once for every GPU.
+        let ghosts = c
+            .mdbc
+            .as_ref()
+            .map(|m| crate::sph::mdbc::ghost_nodes(m, &moving.at_rest(&state.pos), &state.kind));
         let mut slabs = Vec::with_capacity(g);
         for w in 0..g {
             let frame_n = if w == 0 { state.pos.len() } else { 0 };
@@ -142,6 +145,7 @@ impl SphGroup {
                 w,
                 opts.spare_slots,
                 frame_n,
+                ghosts.as_deref(),
             )?);
         }
         let has_moving = !moving.is_empty();
@@ -310,6 +314,32 @@ impl SphGroup {
         Ok(())
     }
 
+    /// mDBC: every GPU takes the walls' densities that each slab computed for the nodes in its
+    /// layers (whose fluid support it holds: its layers and halo), once all have computed them.
+    /// A node may lie up to twice the walls' thickness from its particle, in a slab that neither
+    /// owns nor borders the particle, so each GPU takes from every other (a node lies in one
+    /// slab's layers: one value per slot). The sums are the one GPU's, so are the bits.
+    fn share_ghost_densities(&self) -> Result<(), CudaError> {
+        if self.slabs[0].ghost_rho_ptr() == 0 {
+            return Ok(());
+        }
+        for s in &self.slabs {
+            s.stream
+                .synchronize()
+                .map_err(|e| CudaError::driver("computing the walls' densities (mDBC)", e))?;
+        }
+        for h in &self.slabs {
+            for v in &self.slabs {
+                // SAFETY: every GPU holds every boundary particle in the same slots (sorted
+                // alike); v's sph_ghost_density completed (the synchronisation above), and v
+                // writes that array again only at the next step's predictor, queued after this
+                // step's read_diag waited for every stream.
+                unsafe { h.queue_take_ghost(v.ghost_rho_ptr()) }?;
+            }
+        }
+        Ok(())
+    }
+
     fn mark(&self, which: usize) -> Result<(), CudaError> {
         for (s, ev) in self.slabs.iter().zip(&self.events) {
             ev[which]
@@ -450,7 +480,11 @@ impl SphGpu for SphGroup {
         self.exchange(false)?;
         self.mark(0)?;
         for s in &mut self.slabs {
-            s.predictor()?;
+            s.predictor_sort()?;
+        }
+        self.share_ghost_densities()?;
+        for s in &mut self.slabs {
+            s.predictor_rates()?;
         }
         self.mark(1)?;
         self.exchange(true)?;
@@ -610,6 +644,7 @@ impl SlabCut {
         w: usize,
         spare_slots: u32,
         frame_n: usize,
+        ghosts: Option<&[V3]>,
     ) -> Result<SphCuda, CudaError> {
         let (lo, hi) = (self.bounds[w], self.bounds[w + 1]);
         let fluid: Vec<u32> = (0..state.pos.len() as u32)
@@ -642,6 +677,9 @@ impl SlabCut {
         )?;
         if !moving.is_empty() {
             sim.attach_moving(state, moving.clone())?;
+        }
+        if let Some(ghosts) = ghosts {
+            sim.attach_ghosts(ghosts)?;
         }
         Ok(sim)
     }

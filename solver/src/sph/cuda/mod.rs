@@ -461,6 +461,9 @@ pub struct SphCuda {
     bid: u64,
     /// mDBC: each boundary slot's ghost node at rest (0 with DBC).
     bghost: u64,
+    /// mDBC in a slab of several GPUs: the densities this slab computed for the slots whose
+    /// node lies in its layers, NaN elsewhere (`sph_ghost_density`; 0 otherwise).
+    bghost_rho: u64,
     bstart: u64,
     g: SphGrid,
     scan_levels: Vec<(u64, u64, u32)>,
@@ -550,6 +553,9 @@ impl SphCuda {
     fn attach_ghosts(&mut self, ghosts: &[V3]) -> Result<(), CudaError> {
         let nb = self.nb as usize;
         self.bghost = self.alloc("boundary.ghost", 24 * nb)?;
+        if self.slab.is_some() {
+            self.bghost_rho = self.alloc("slab.ghost_density", self.real * nb.max(1))?;
+        }
         let g: Vec<f64> = self.bids.iter().flat_map(|&k| ghosts[k as usize]).collect();
         self.put(self.bghost, as_bytes(&g))?;
         if self.mv.is_some() {
@@ -563,7 +569,9 @@ impl SphCuda {
     }
 
     /// mDBC: the boundary's densities from the fluid around their ghost nodes at the state's
-    /// positions (`SphSim::correct_boundary`); the fluid is sorted, the boundary too.
+    /// positions (`SphSim::correct_boundary`); the fluid is sorted, the boundary too. In a slab
+    /// of several GPUs, those of the nodes in its layers, into `bghost_rho` (the group then
+    /// hands each to the particle's holders: `SphCuda::queue_take_ghost`).
     fn correct_boundary(&self) -> Result<(), CudaError> {
         if self.bghost == 0 {
             return Ok(());
@@ -588,6 +596,7 @@ impl SphCuda {
                 &body,
                 &bodies,
                 &self.brho,
+                &self.bghost_rho,
             ],
         )
     }
@@ -728,6 +737,7 @@ impl SphCuda {
             bdrho: 0,
             bid: 0,
             bghost: 0,
+            bghost_rho: 0,
             bstart: 0,
             g: SphGrid::default(),
             scan_levels: Vec::new(),
@@ -1209,13 +1219,24 @@ impl SphCuda {
         )
     }
 
-    /// The predictor half of a step: sort and reorder at the state's positions, rates, and the
-    /// half state of the (owned) fluid and boundary.
+    /// The predictor half of a step: sort and reorder at the state's positions, the walls'
+    /// densities (mDBC), rates, and the half state of the (owned) fluid and boundary.
     fn predictor(&mut self) -> Result<(), CudaError> {
+        self.predictor_sort()?;
+        self.predictor_rates()
+    }
+
+    /// The predictor up to its rates: sort and reorder, the walls' densities (mDBC; a slab's
+    /// share, which the group hands out before [`SphCuda::predictor_rates`]).
+    fn predictor_sort(&mut self) -> Result<(), CudaError> {
         self.sort_fluid(self.s.pos)?;
         self.reorder(Which::State)?;
         self.sort_boundary()?;
-        self.correct_boundary()?;
+        self.correct_boundary()
+    }
+
+    /// The rest of the predictor: rates and the half state.
+    fn predictor_rates(&mut self) -> Result<(), CudaError> {
         self.rates(self.s, self.brho)?;
         let p = self.p;
         let (own, bown) = (self.own_ptr(), self.bown_ptr());

@@ -153,18 +153,30 @@ impl SphRank {
         opts: SphRankOptions,
     ) -> Result<SphRank, CudaError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
-        if let Some(why) = crate::sph::mdbc::refused_when_decomposed(&c) {
-            return Err(CudaError::Unsupported(why));
-        }
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;
         let plan = SlabPlan::new(&c, &state, &moving, ranks, opts.axis, opts.first_cut)?;
+        // mDBC: the ghost nodes at rest (every rank the same).
+        let ghosts = c
+            .mdbc
+            .as_ref()
+            .map(|m| crate::sph::mdbc::ghost_nodes(m, &moving.at_rest(&state.pos), &state.kind));
         let device = SphCudaOptions {
             device: opts.device,
             double: opts.double,
         };
-        let mut sim = plan.build(&c, &state, &moving, dt, device, rank, opts.spare_slots, 0)?;
+        let mut sim = plan.build(
+            &c,
+            &state,
+            &moving,
+            dt,
+            device,
+            rank,
+            opts.spare_slots,
+            0,
+            ghosts.as_deref(),
+        )?;
         let (by_layer, layer_start) = list_boundary_by_layer(&mut sim)?;
         let e = || {
             sim.ctx
@@ -467,13 +479,7 @@ impl SphRank {
     ) -> Result<Vec<u8>, CudaError> {
         let nb = self.sim.nb;
         let real = self.sim.real;
-        if self.pairs[0] == 0 {
-            self.pairs = [
-                self.sim.alloc("rank.pairs.count", 4)?,
-                self.sim.alloc("rank.pairs.slot", 4 * nb as usize)?,
-                self.sim.alloc("rank.pairs.density", real * nb as usize)?,
-            ];
-        }
+        self.fit_pairs()?;
         let [count, slots, vals] = self.pairs;
         self.sim.zero(count, 4)?;
         let s = &self.sim;
@@ -494,6 +500,58 @@ impl SphRank {
         s.get(slots, &mut out[8..8 + 4 * n])?;
         s.get(vals, &mut out[8 + 4 * n..])?;
         Ok(out)
+    }
+
+    /// The device arrays of (slot, density) pairs: a count and room for every boundary slot.
+    fn fit_pairs(&mut self) -> Result<(), CudaError> {
+        if self.pairs[0] == 0 {
+            let (nb, real) = (self.sim.nb as usize, self.sim.real);
+            self.pairs = [
+                self.sim.alloc("rank.pairs.count", 4)?,
+                self.sim.alloc("rank.pairs.slot", 4 * nb.max(1))?,
+                self.sim.alloc("rank.pairs.density", real * nb.max(1))?,
+            ];
+        }
+        Ok(())
+    }
+
+    /// mDBC over GPU ranks, between the predictor's sort and its rates: the walls' densities
+    /// this rank computed for the nodes in its layers (`sph_ghost_density`; its layers and halo
+    /// hold their fluid) go, as (slot, density) pairs, to every rank, which writes them into its
+    /// densities at the same slots (every rank sorts the boundary alike). A node may lie up to
+    /// twice the walls' thickness from its particle, in a rank that neither owns nor borders the
+    /// particle, so every rank takes from every other (one value per slot: a node lies in one
+    /// rank's layers). The sums are one GPU's, so are the bits. Collective.
+    fn share_ghost_densities(&mut self) -> Result<(), CudaError> {
+        let src = self.sim.ghost_rho_ptr();
+        if src == 0 {
+            return Ok(());
+        }
+        let (nb, real) = (self.sim.nb as usize, self.sim.real);
+        let mut all = vec![0u8; nb * real];
+        self.sim.get(src, &mut all)?;
+        let (mut slots, mut vals) = (Vec::new(), Vec::new());
+        for (k, v) in all.chunks_exact(real).enumerate() {
+            let nan = if real == 8 {
+                f64::from_le_bytes(v.try_into().expect("8 bytes")).is_nan()
+            } else {
+                f32::from_le_bytes(v.try_into().expect("4 bytes")).is_nan()
+            };
+            if !nan {
+                slots.extend_from_slice(&(k as u32).to_le_bytes());
+                vals.extend_from_slice(v);
+            }
+        }
+        let mut out = Vec::with_capacity(8 + slots.len() + vals.len());
+        out.extend_from_slice(&((slots.len() / 4) as u64).to_le_bytes());
+        out.extend_from_slice(&slots);
+        out.extend_from_slice(&vals);
+        self.fit_pairs()?;
+        let got = self.comm.all_gather(out);
+        for (from, bytes) in got.iter().enumerate() {
+            self.put_pairs(bytes, false, from)?;
+        }
+        Ok(())
     }
 
     /// Writes the pairs of [`SphRank::pick_pairs`] that rank `from` sent into the densities
@@ -762,7 +820,9 @@ impl SphGpu for SphRank {
         (self.sim.time, self.sim.dt) = (self.time, dt);
         self.exchange(false)?;
         self.mark(0)?;
-        self.sim.predictor()?;
+        self.sim.predictor_sort()?;
+        self.share_ghost_densities()?;
+        self.sim.predictor_rates()?;
         self.mark(1)?;
         self.exchange(true)?;
         self.mark(2)?;

@@ -160,6 +160,27 @@ impl SphCuda {
         )
     }
 
+    /// mDBC: this slab's `sph_ghost_density` output (0 without mDBC).
+    pub(super) fn ghost_rho_ptr(&self) -> u64 {
+        self.bghost_rho
+    }
+
+    /// mDBC: queues taking the walls' densities that a slab (`src`, its
+    /// [`SphCuda::ghost_rho_ptr`]; this one's too) computed from the fluid around their nodes,
+    /// into this slab's state densities at the same slots.
+    ///
+    /// # Safety
+    /// `src` is a live array of `nb` reals readable from this context (peer access), written by
+    /// a `sph_ghost_density` that completed, and not written again until this stream has passed
+    /// the copy.
+    pub(super) unsafe fn queue_take_ghost(&self, src: u64) -> Result<(), CudaError> {
+        let nb = self.nb;
+        if nb == 0 || src == 0 {
+            return Ok(());
+        }
+        self.launch("sph_take_ghost", blocks(nb), &[&nb, &src, &self.brho])
+    }
+
     /// The boundary densities of the state (`half` false) or of the half state.
     pub(super) fn boundary_rho_ptr(&self, half: bool) -> u64 {
         if half {
