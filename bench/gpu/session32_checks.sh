@@ -12,6 +12,10 @@
 #                                        # tests on (one GPU, a group of two slabs, 2 and 3
 #                                        # ranks sharing GPU 0, restarts), the DBC GPU ranks test,
 #                                        # and the SPH GPU suites again
+#   bench/gpu/session32_checks.sh buffer # the pair code's candidate buffer: the SPH GPU suites,
+#                                        # then the dam break at 1 M and 10 M with the buffer of
+#                                        # 8 entries (the default), 0 (the walk as before), 4
+#                                        # and 16, alternated (sph-gpu-bench, float, DBC)
 #
 # Logs $OUT/session32_<part>.log, *.out.
 set -uo pipefail
@@ -19,7 +23,7 @@ part=${1:-mdbc}
 export OUT=${OUT:-bench/results/raw/session32}
 source "$(dirname "$0")/lib.sh" "session32_${part}"
 budget=${BUDGET:-560}
-RESULT_PATTERN="identical|bits|random cases|slabs|test result|panicked|FAILED|steps/s|finished"
+RESULT_PATTERN="identical|bits|random cases|slabs|test result|panicked|FAILED|steps/s|finished|ms/step|ms per step"
 RESULT_LINES=40
 case $part in
 mdbc)
@@ -34,6 +38,16 @@ ranks)
   (cd solver && item 150 result mpi_sph_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 \
     "$BIN/mpi_ranks" sph_gpu_ranks --nocapture)
   item 100 sph_suites
+  ;;
+buffer)
+  item 150 sph_suites
+  for round in 1 2; do
+    for b in 8 0 4 16; do
+      item 45 result "bench_b${b}_r${round}" env PARTICLE_SHM_NVRTC_OPTIONS="-DSPH_BUFFER=$b" \
+        timeout 120 sph-gpu-bench --particles 1e6,1e7 --steps 100 --warmup 20 --frames 0 \
+        --out "$OUT/sph_buffer_b${b}.jsonl"
+    done
+  done
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
