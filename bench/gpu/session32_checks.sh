@@ -12,10 +12,12 @@
 #                                        # tests on (one GPU, a group of two slabs, 2 and 3
 #                                        # ranks sharing GPU 0, restarts), the DBC GPU ranks test,
 #                                        # and the SPH GPU suites again
-#   bench/gpu/session32_checks.sh buffer # the pair code's candidate buffer: the SPH GPU suites,
-#                                        # then the dam break at 1 M and 10 M with the buffer of
-#                                        # 8 entries (the default), 0 (the walk as before), 4
-#                                        # and 16, alternated (sph-gpu-bench, float, DBC)
+#   bench/gpu/session32_checks.sh buffer # the pair code's candidate buffer of commit 9f566f3
+#                                        # (reverted after this run; SPH_BUFFER is unknown to
+#                                        # later code): the SPH GPU suites, then the dam break at
+#                                        # 1 M and 10 M with the buffer of 8 entries (its
+#                                        # default), 0 (the walk as before), 4 and 16,
+#                                        # alternated (sph-gpu-bench, float, DBC)
 #
 # Logs $OUT/session32_<part>.log, *.out.
 set -uo pipefail

@@ -323,29 +323,6 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
     }
 }
 
-// Float mode: candidates within the support gathered per row before their pair terms
-// (sph_sum_list); 0 walks and sums each candidate in turn. Entries per thread (16 bytes each, in
-// shared memory: THREADS_PER_BLOCK x SPH_BUFFER x 16 bytes per block).
-#ifndef SPH_BUFFER
-#define SPH_BUFFER 8
-#endif
-#define THREADS_PER_BLOCK 128
-#if SPH_LOCAL && SPH_BUFFER > 0
-__shared__ float4 sph_buf[SPH_BUFFER * THREADS_PER_BLOCK];
-
-// The pair terms of the `n` gathered entries of this thread's column of sph_buf, in order.
-template <bool FLUID_I, bool FLUID_J>
-__device__ __forceinline__ void sph_sum_buffered(const SphParams& p, const DiffusionParams& dparams, const SphI& i,
-                                                 const float4* loc, const float4* kin, const real* vel, unsigned n,
-                                                 real reject2, SphSums& s) {
-    for (unsigned e = 0; e < n; e++) {
-        const float4 b = sph_buf[e * THREADS_PER_BLOCK + threadIdx.x];
-        const unsigned j = __float_as_uint(b.w);
-        sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(b.x, b.y, b.z), loc[j].w, vel, kin, j, reject2, s);
-    }
-}
-#endif
-
 // Distance along one axis from a particle at `l` (relative to its own cell's lower corner) to the
 // cells `d` cells away (the twin of cell_gap in solver/src/core/grid.rs, in float): 0 for its
 // own. Clamped particles (outside the grid, in an edge cell) keep their true offset, so the gap
@@ -408,30 +385,6 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
             unsigned next = start[row + xa + 1];
             float ax = i.lx - (float)(xa - cx) * cellf;
             const unsigned e_end = start[row + xb + 1];
-#if SPH_BUFFER > 0
-            // The row's candidates within the support are gathered first (r_ij and j, in this
-            // thread's column of `buf`) and summed together: the pair terms then run for the
-            // lanes' pairs side by side instead of for the ~half of the lanes whose candidate
-            // passed the test at each step of the walk. The same pairs in the same order.
-            unsigned nbuf = 0;
-            for (unsigned j = start[row + xa]; j < e_end; j++) {
-                while (j >= next) {
-                    x++;
-                    next = start[row + x + 1];
-                    ax = i.lx - (float)(x - cx) * cellf;
-                }
-                if (j == self_k) continue;
-                const float4 q = loc[j];
-                const real3 r = make_real3(ax - q.x, ay - q.y, az - q.z);
-                if (norm23(r) > reject2) continue;
-                sph_buf[nbuf * THREADS_PER_BLOCK + threadIdx.x] = make_float4(r.x, r.y, r.z, __uint_as_float(j));
-                if (++nbuf == SPH_BUFFER) {
-                    sph_sum_buffered<FLUID_I, FLUID_J>(p, dparams, i, loc, kin, vel, nbuf, reject2, s);
-                    nbuf = 0;
-                }
-            }
-            sph_sum_buffered<FLUID_I, FLUID_J>(p, dparams, i, loc, kin, vel, nbuf, reject2, s);
-#else
             for (unsigned j = start[row + xa]; j < e_end; j++) {
                 while (j >= next) {
                     x++;
@@ -443,7 +396,6 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(ax - q.x, ay - q.y, az - q.z), q.w,
                                                vel, kin, j, reject2, s);
             }
-#endif
 #else
             // The row's cells are consecutive in the sorted order: one range.
             const unsigned e_end = start[row + xb + 1];

@@ -166,8 +166,7 @@ pub fn moving_bytes_per_boundary(real: u64) -> u64 {
 
 /// Bytes of `SphDiag` in sph.cu: dt_f and dt_cv as f64 bits, the non-finite count, padding.
 const DIAG_BYTES: usize = 24;
-/// Threads per block of every SPH launch (a multiple of 32: the rates reduce by warp; sph.cu's
-/// THREADS_PER_BLOCK sizes the pair code's candidate buffer by it).
+/// Threads per block of every launch (a multiple of 32: the rates reduce by warp).
 const THREADS: u32 = 128;
 
 /// Options of the SPH GPU backend.
@@ -1578,17 +1577,6 @@ impl<T: DeviceRepr> ArgRef for T {
 mod tests {
     use super::*;
     use crate::sph::setup::SphCase;
-
-    /// The pair code's candidate buffer (sph.cu's `sph_buf`) has a column per thread of a block
-    /// of THREADS_PER_BLOCK: every SPH launch must use that many threads.
-    #[test]
-    fn the_pair_buffer_has_a_column_per_thread() {
-        let src = kernels::sph_module_source();
-        assert!(
-            src.contains(&format!("#define THREADS_PER_BLOCK {THREADS}\n")),
-            "sph.cu's THREADS_PER_BLOCK differs from the launches' {THREADS} threads"
-        );
-    }
 
     fn params_of(text: &str) -> KernelParams {
         let c = SphCase::from_toml_str(text)
