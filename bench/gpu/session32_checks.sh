@@ -18,6 +18,9 @@
 #                                        # 1 M and 10 M with the buffer of 8 entries (its
 #                                        # default), 0 (the walk as before), 4 and 16,
 #                                        # alternated (sph-gpu-bench, float, DBC)
+#   bench/gpu/session32_checks.sh regs   # the dam break at 1 M and 10 M with NVRTC's register
+#                                        # cap at 40 and 32 per thread against none (the fluid
+#                                        # rates use 48: occupancy 62.5 %), alternated
 #
 # Logs $OUT/session32_<part>.log, *.out.
 set -uo pipefail
@@ -48,6 +51,16 @@ buffer)
       item 45 result "bench_b${b}_r${round}" env PARTICLE_SHM_NVRTC_OPTIONS="-DSPH_BUFFER=$b" \
         timeout 120 sph-gpu-bench --particles 1e6,1e7 --steps 100 --warmup 20 --frames 0 \
         --out "$OUT/sph_buffer_b${b}.jsonl"
+    done
+  done
+  ;;
+regs)
+  for round in 1 2; do
+    for r in none 40 32; do
+      opt=""; [[ $r != none ]] && opt="--maxrregcount=$r"
+      item 45 result "bench_regs_${r}_r${round}" env PARTICLE_SHM_NVRTC_OPTIONS="$opt" \
+        timeout 120 sph-gpu-bench --particles 1e6,1e7 --steps 100 --warmup 20 --frames 0 \
+        --out "$OUT/sph_regs_${r}.jsonl"
     done
   done
   ;;
