@@ -563,17 +563,7 @@ fn mdbc_over_ranks_gives_the_bits_of_one_process() {
     assert!(text.contains("boundary = \"mdbc\""));
     let case = dir.path("dambreak8_mdbc.toml");
     std::fs::write(&case, text).expect("case");
-    let on_ranks = |np: usize| vec![format!("SPH on {np} MPI ranks on the CPU")];
-    let runs: [SphBitsRun; 3] = [
-        ("one", 1, &[], vec![]),
-        ("np2", 2, &["--balance", "count"], on_ranks(2)),
-        (
-            "np3",
-            3,
-            &["--balance", "count", "--first-cut", "count"],
-            on_ranks(3),
-        ),
-    ];
+    let runs = cpu_rank_runs();
     sph_runs_agree(&dir, "sphd", &["--backend", "cpu"], &case, &runs, &[], 3);
     if !gpu_tests() {
         return;
@@ -623,21 +613,10 @@ fn sph_cpu_ranks_give_the_bits_of_one_process() {
     assert!(text.contains("spacing = 0.04"), "the case's spacing moved");
     let case = dir.path("dambreak8.toml");
     std::fs::write(&case, text.replace("spacing = 0.04", "spacing = 0.08")).expect("case");
-    let on_ranks = |np: usize| vec![format!("SPH on {np} MPI ranks on the CPU")];
     // The first cut by estimated work leaves count balancing nothing to move at this coarse
     // spacing; from equal particle counts (walls included) it moves a bound.
-    let mut moved = on_ranks(3);
-    moved.push("SPH rank bounds moved".into());
-    let runs: [SphBitsRun; 3] = [
-        ("one", 1, &[], vec![]),
-        ("np2", 2, &["--balance", "count"], on_ranks(2)),
-        (
-            "np3",
-            3,
-            &["--balance", "count", "--first-cut", "count"],
-            moved,
-        ),
-    ];
+    let mut runs = cpu_rank_runs();
+    runs[2].3.push("SPH rank bounds moved".into());
     sph_runs_agree(&dir, "sphc", &["--backend", "cpu"], &case, &runs, &[], 3);
 }
 
@@ -652,17 +631,7 @@ fn moving_solids_over_ranks_give_the_bits_of_one_process() {
     let dir = Scratch::new("sphmove");
     let case = dir.path("rocking.toml");
     std::fs::write(&case, sph::rocking_blade_text(0.025)).expect("case");
-    let on_ranks = |np: usize| vec![format!("SPH on {np} MPI ranks on the CPU")];
-    let runs: [SphBitsRun; 3] = [
-        ("one", 1, &[], vec![]),
-        ("np2", 2, &["--balance", "count"], on_ranks(2)),
-        (
-            "np3",
-            3,
-            &["--balance", "count", "--first-cut", "count"],
-            on_ranks(3),
-        ),
-    ];
+    let runs = cpu_rank_runs();
     sph_runs_agree(&dir, "sphm", &["--backend", "cpu"], &case, &runs, &[], 3);
     if !gpu_tests() {
         return;
@@ -704,6 +673,22 @@ fn sph_gpu_runs_agree(dir: &Scratch, tag: &str, case: &str) {
 /// One run of [`sph_runs_agree`]: label, ranks (1: one process), arguments beyond the common
 /// ones, lines its log must hold.
 type SphBitsRun<'a> = (&'a str, usize, &'a [&'a str], Vec<String>);
+
+/// One process, then 2 and 3 CPU ranks with the bounds moving by count (3 from a first cut of
+/// equal counts), each saying it runs on ranks.
+fn cpu_rank_runs() -> [SphBitsRun<'static>; 3] {
+    let on_ranks = |np: usize| vec![format!("SPH on {np} MPI ranks on the CPU")];
+    [
+        ("one", 1, &[], vec![]),
+        ("np2", 2, &["--balance", "count"], on_ranks(2)),
+        (
+            "np3",
+            3,
+            &["--balance", "count", "--first-cut", "count"],
+            on_ranks(3),
+        ),
+    ]
+}
 
 /// Runs the SPH `case` with `base` and each run's arguments to 0.3 s (frames kept, output
 /// written) and requires every frame (all fields) and final checkpoint to equal the first

@@ -12,7 +12,7 @@ mod run;
 mod sph;
 
 use solver::decomp::{Axis, Balance};
-use solver::sph::cpu::{first_time_step, sph_grid, sph_layer_of, sph_reach, SphState};
+use solver::sph::cpu::{first_time_step, sph_grid, sph_layer_of, sph_reach, SphSim, SphState};
 use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
 use solver::sph::setup::{SphCase, SphConstants};
 use solver::sph::slabs::owner_of;
@@ -283,6 +283,27 @@ fn the_solver_on_two_slabs_writes_one_gpus_checkpoint() {
     assert_same_bits(&a.state, &b.state, "checkpoint of --devices 0,0");
 }
 
+/// One step of the CPU reference and of `group` side by side: the next time step has the same
+/// bits after it, and the whole state every 50 steps (then true).
+fn step_beside(cpu: &mut SphSim, group: &mut SphGroup, step: u64, what: &str) -> bool {
+    cpu.step();
+    group.step().expect("group step");
+    assert_eq!(
+        cpu.dt().to_bits(),
+        group.dt().to_bits(),
+        "{what}: next dt after step {step}"
+    );
+    let check = step.is_multiple_of(50);
+    if check {
+        assert_same_bits(
+            &cpu.s,
+            &group.state().unwrap(),
+            &format!("{what} at step {step}"),
+        );
+    }
+    check
+}
+
 /// f64, moving solids ([`sph::rocking_blade_text`] at dp = 2 cm): two and three slabs along x
 /// (bounds moving by count) give the CPU reference's bits every 50 steps and the same next time step after every step, while the blade's
 /// particles cross the bounds (each slab places every moving particle and takes the density of
@@ -301,12 +322,7 @@ fn f64_group_with_moving_solids_has_the_cpu_bits() {
     let state = SphState::initial(&p);
     for slabs in [2, 3] {
         let what = format!("{slabs} slabs, moving solids");
-        let mut cpu = solver::sph::cpu::SphSim::from_state_moving(
-            c.clone(),
-            state.clone(),
-            dt,
-            p.moving.clone(),
-        );
+        let mut cpu = SphSim::from_state_moving(c.clone(), state.clone(), dt, p.moving.clone());
         let opts = group_opts(slabs, true, Some(Axis::X), Balance::Count);
         let mut group =
             SphGroup::from_state_moving(c.clone(), state.clone(), dt, p.moving.clone(), opts)
@@ -328,20 +344,7 @@ fn f64_group_with_moving_solids_has_the_cpu_bits() {
         for step in 1..=800u64 {
             let bounds = group.bounds().to_vec();
             let before = slab_of(&cpu.s, &bounds);
-            cpu.step();
-            group.step().expect("group step");
-            assert_eq!(
-                cpu.dt().to_bits(),
-                group.dt().to_bits(),
-                "{what}: next dt after step {step}"
-            );
-            if step % 50 == 0 {
-                assert_same_bits(
-                    &cpu.s,
-                    &group.state().unwrap(),
-                    &format!("{what} at step {step}"),
-                );
-            }
+            step_beside(&mut cpu, &mut group, step, &what);
             // Under the same bounds: a particle's own move, not a move of the bounds.
             let after = slab_of(&cpu.s, &bounds);
             changed += before.iter().zip(&after).filter(|(a, b)| a != b).count();
@@ -392,12 +395,7 @@ fn f64_group_with_mdbc_has_the_cpu_bits() {
             solver::sph::mdbc::ghost_nodes(c.mdbc.as_ref().unwrap(), &at_rest, &state.kind);
         let grid = sph_grid(&c, &at_rest, &state.kind);
         let reach = sph_reach(&c, &grid);
-        let mut cpu = solver::sph::cpu::SphSim::from_state_moving(
-            c.clone(),
-            state.clone(),
-            dt,
-            p.moving.clone(),
-        );
+        let mut cpu = SphSim::from_state_moving(c.clone(), state.clone(), dt, p.moving.clone());
         let opts = group_opts(slabs, true, Some(axis), Balance::Count);
         let mut group =
             SphGroup::from_state_moving(c.clone(), state.clone(), dt, p.moving.clone(), opts)
@@ -405,19 +403,7 @@ fn f64_group_with_mdbc_has_the_cpu_bits() {
         let mut elsewhere = 0usize;
         let a = if axis == Axis::Z { 2 } else { 0 };
         for step in 1..=steps {
-            cpu.step();
-            group.step().expect("group step");
-            assert_eq!(
-                cpu.dt().to_bits(),
-                group.dt().to_bits(),
-                "{what}: next dt after step {step}"
-            );
-            if step % 50 == 0 {
-                assert_same_bits(
-                    &cpu.s,
-                    &group.state().unwrap(),
-                    &format!("{what} at step {step}"),
-                );
+            if step_beside(&mut cpu, &mut group, step, &what) {
                 // Fixed walls whose node lies in another slab than the particle.
                 let b = group.bounds();
                 let slab = |x: [f64; 3]| owner_of(b, sph_layer_of(&grid, x, a, reach));
