@@ -19,12 +19,26 @@
 //! thickness plus the support from its particle, beyond the one-layer halo): the bits of one
 //! worker.
 
-use super::setup::{MdbcGeometry, MdbcSolid, KIND_FLUID};
+use super::motion::MovingSolids;
+use super::setup::{MdbcGeometry, MdbcSolid, SphConstants, KIND_FLUID};
 use crate::core::geometry::{closest_point_on_triangle, lattice_sites_inside};
 use crate::core::stl::Triangle;
 use crate::core::vec3::{self, V3};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
+
+/// With mDBC, every particle's ghost node at rest (id order; None with DBC) for a state whose
+/// positions `pos` have the moving solids at their pose of its time.
+pub fn ghosts_at_rest(
+    c: &SphConstants,
+    moving: &MovingSolids,
+    pos: &[V3],
+    kind: &[u32],
+) -> Option<Vec<V3>> {
+    c.mdbc
+        .as_ref()
+        .map(|m| ghost_nodes(m, &moving.at_rest(pos), kind))
+}
 
 /// The ghost node at rest of every particle (id order): NaN for fluid particles and for a
 /// boundary particle with no surface to mirror through (a solid particle outside every solid,

@@ -407,7 +407,8 @@ impl SphCpuRank {
             for (b, r) in vals {
                 let Some(slot) = rho.get_mut(b as usize) else {
                     return Err(SphRankError::Internal(format!(
-                        "at step {} rank {} got a wall density from rank {v} for particle {b},                          which this run does not have",
+                        "at step {} rank {} got a wall density from rank {v} for particle {b}, \
+                         which this run does not have",
                         self.sim.s.step, self.rank
                     )));
                 };

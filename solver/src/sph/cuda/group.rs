@@ -125,10 +125,7 @@ impl SphGroup {
             .map_err(CudaError::Unsupported)?;
         let plan = SlabPlan::new(&c, &state, &moving, g, opts.axis, opts.first_cut)?;
         // mDBC: the ghost nodes at rest, once for every GPU.
-        let ghosts = c
-            .mdbc
-            .as_ref()
-            .map(|m| crate::sph::mdbc::ghost_nodes(m, &moving.at_rest(&state.pos), &state.kind));
+        let ghosts = crate::sph::mdbc::ghosts_at_rest(&c, &moving, &state.pos, &state.kind);
         let mut slabs = Vec::with_capacity(g);
         for w in 0..g {
             let frame_n = if w == 0 { state.pos.len() } else { 0 };

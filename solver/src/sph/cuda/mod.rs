@@ -534,11 +534,7 @@ impl SphCuda {
             (0, 0, layers),
             !moving.is_empty(),
         )?;
-        let ghosts = sim
-            .c
-            .mdbc
-            .as_ref()
-            .map(|g| super::mdbc::ghost_nodes(g, &moving.at_rest(&state.pos), &state.kind));
+        let ghosts = super::mdbc::ghosts_at_rest(&sim.c, &moving, &state.pos, &state.kind);
         if !moving.is_empty() {
             sim.attach_moving(&state, moving)?;
         }

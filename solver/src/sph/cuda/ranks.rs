@@ -158,10 +158,7 @@ impl SphRank {
             .map_err(CudaError::Unsupported)?;
         let plan = SlabPlan::new(&c, &state, &moving, ranks, opts.axis, opts.first_cut)?;
         // mDBC: the ghost nodes at rest (every rank the same).
-        let ghosts = c
-            .mdbc
-            .as_ref()
-            .map(|m| crate::sph::mdbc::ghost_nodes(m, &moving.at_rest(&state.pos), &state.kind));
+        let ghosts = crate::sph::mdbc::ghosts_at_rest(&c, &moving, &state.pos, &state.kind);
         let device = SphCudaOptions {
             device: opts.device,
             double: opts.double,
