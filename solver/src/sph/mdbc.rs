@@ -20,7 +20,7 @@
 //! worker.
 
 use super::motion::MovingSolids;
-use super::setup::{MdbcGeometry, MdbcSolid, SphConstants, KIND_FLUID};
+use super::setup::{index_box, MdbcGeometry, MdbcSolid, SphConstants, KIND_FLUID};
 use crate::core::geometry::{closest_point_on_triangle, lattice_sites_inside};
 use crate::core::stl::Triangle;
 use crate::core::vec3::{self, V3};
@@ -48,7 +48,7 @@ pub fn ghost_nodes(g: &MdbcGeometry, pos: &[V3], kind: &[u32]) -> Vec<V3> {
         .solids
         .iter()
         .map(|s| match s {
-            MdbcSolid::Mesh { tris } => Some(MeshMirror::new(g, tris)),
+            MdbcSolid::Mesh { tris, min, max } => Some(MeshMirror::new(g, tris, *min, *max)),
             MdbcSolid::Cuboid { .. } => None,
         })
         .collect();
@@ -73,7 +73,7 @@ pub fn ghost_nodes(g: &MdbcGeometry, pos: &[V3], kind: &[u32]) -> Vec<V3> {
                             return mirror_in_box(p, *min, *max);
                         }
                     }
-                    (MdbcSolid::Mesh { tris }, Some(m)) => {
+                    (MdbcSolid::Mesh { tris, .. }, Some(m)) => {
                         if m.holds(p) {
                             return m.mirror(tris, p);
                         }
@@ -117,19 +117,12 @@ struct MeshMirror {
 }
 
 impl MeshMirror {
-    fn new(g: &MdbcGeometry, tris: &[Triangle]) -> MeshMirror {
+    /// `min`, `max`: the triangles' bounding box (the case's, [`MdbcSolid::Mesh`]).
+    fn new(g: &MdbcGeometry, tris: &[Triangle], min: V3, max: V3) -> MeshMirror {
         let (origin, dp) = (g.tank_min, g.spacing);
         let radius = g.support + dp;
-        let mut lo = [f64::INFINITY; 3];
-        let mut hi = [f64::NEG_INFINITY; 3];
-        for v in tris.iter().flatten() {
-            for a in 0..3 {
-                lo[a] = lo[a].min(v[a]);
-                hi[a] = hi[a].max(v[a]);
-            }
-        }
-        let first = std::array::from_fn(|a| ((lo[a] - origin[a]) / dp - 0.5).ceil() as i64);
-        let last = std::array::from_fn(|a| ((hi[a] - origin[a]) / dp - 0.5).floor() as i64);
+        // The sites the case searched (SphCase::tank_sites).
+        let (first, last) = index_box(origin, dp, min, max);
         // The case placed its particles from the same surface, so it is closed and simple.
         let inside = lattice_sites_inside(tris, origin, dp, first, last)
             .unwrap_or_default()

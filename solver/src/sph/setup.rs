@@ -138,9 +138,13 @@ pub struct MdbcGeometry {
 pub enum MdbcSolid {
     /// A box [min, max]: its particles mirror through the nearest face.
     Cuboid { min: V3, max: V3 },
-    /// A closed surface (its triangles, scaled): its particles mirror through the surface's
-    /// closest point.
-    Mesh { tris: Vec<Triangle> },
+    /// A closed surface (its triangles, scaled, and their bounding box): its particles mirror
+    /// through the surface's closest point.
+    Mesh {
+        tris: Vec<Triangle>,
+        min: V3,
+        max: V3,
+    },
 }
 
 /// A block of fluid or solid: the box [min, max], or the inside of a closed STL surface
@@ -617,7 +621,7 @@ impl SphCase {
                 for (k, o) in self.obstacles.iter().enumerate() {
                     solids.push(match self.shape(&format!("obstacles[{k}]"), o)? {
                         Shape::Cuboid { min, max } => MdbcSolid::Cuboid { min, max },
-                        Shape::Mesh { tris, .. } => MdbcSolid::Mesh { tris },
+                        Shape::Mesh { tris, min, max } => MdbcSolid::Mesh { tris, min, max },
                     });
                 }
                 Some(MdbcGeometry {
@@ -810,7 +814,7 @@ impl Sites {
 }
 
 /// The index box of the sites of the lattice (`origin`, `dp`) within [min, max].
-fn index_box(origin: V3, dp: f64, min: V3, max: V3) -> ([i64; 3], [i64; 3]) {
+pub(crate) fn index_box(origin: V3, dp: f64, min: V3, max: V3) -> ([i64; 3], [i64; 3]) {
     (
         std::array::from_fn(|a| ((min[a] - origin[a]) / dp - 0.5).ceil() as i64),
         std::array::from_fn(|a| ((max[a] - origin[a]) / dp - 0.5).floor() as i64),
