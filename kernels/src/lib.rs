@@ -98,6 +98,7 @@ pub enum Kernel {
     Collide,
     CollideInterior,
     CollideBoundary,
+    Springs,
     KickDrift,
     Pack,
     Classify,
@@ -116,7 +117,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 24] = [
+    pub const ALL: [Kernel; 25] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -126,6 +127,7 @@ impl Kernel {
         Kernel::Collide,
         Kernel::CollideInterior,
         Kernel::CollideBoundary,
+        Kernel::Springs,
         Kernel::KickDrift,
         Kernel::Pack,
         Kernel::Classify,
@@ -155,6 +157,7 @@ impl Kernel {
             Kernel::Collide => "dem_collide",
             Kernel::CollideInterior => "dem_collide_interior",
             Kernel::CollideBoundary => "dem_collide_boundary",
+            Kernel::Springs => "dem_springs",
             Kernel::KickDrift => "dem_kick_drift",
             Kernel::Pack => "dem_pack",
             Kernel::Classify => "dem_classify",
@@ -210,6 +213,10 @@ pub struct ModuleConfig {
     /// With friction: one contact-history buffer updated in place (half the history memory,
     /// slower) instead of two (`DEM_HIST_IN_PLACE`, contact.cu).
     pub hist_in_place: bool,
+    /// With friction and [`Self::hist_in_place`]: each particle pair's spring kept once, by the
+    /// pair's owner (`DEM_HIST_PAIRS`): `dem_springs` updates the owned springs in place, then
+    /// `dem_collide` reads every contact's spring, the other side's from its owner's row.
+    pub hist_pairs: bool,
     /// How the collide walks a Verlet list: [`LIST_BUFFERED`], [`LIST_DIRECT`] or
     /// [`LIST_BY_WARP`] (the default; the same contacts in the same order whichever).
     pub list_walk: u32,
@@ -290,8 +297,11 @@ impl ModuleConfig {
         if self.double {
             d.push("-DDEM_DOUBLE".into());
         }
-        if self.friction && self.hist_in_place {
+        if self.friction && (self.hist_in_place || self.hist_pairs) {
             d.push("-DDEM_HIST_IN_PLACE=1".into());
+        }
+        if self.friction && self.hist_pairs {
+            d.push("-DDEM_HIST_PAIRS=1".into());
         }
         d.push(format!("-DDEM_LIST_WALK={}", self.list_walk));
         d.push(format!("-DDEM_ONE_SPECIES={}", u32::from(self.one_species)));
@@ -482,6 +492,7 @@ mod tests {
             candidates: 24,
             min_blocks: 0,
             hist_in_place: false,
+            hist_pairs: false,
             list_walk: LIST_BY_WARP,
             one_species: true,
             stream_hints: false,
@@ -499,11 +510,24 @@ mod tests {
         assert!(!d.iter().any(|x| x.starts_with("-DDEM_HIST_IN_PLACE")));
         let in_place = ModuleConfig {
             hist_in_place: true,
+            hist_pairs: false,
             ..cfg
         };
         assert!(in_place
             .defines()
             .contains(&"-DDEM_HIST_IN_PLACE=1".to_string()));
+        assert!(!in_place
+            .defines()
+            .iter()
+            .any(|x| x.starts_with("-DDEM_HIST_PAIRS")));
+        let pairs = ModuleConfig {
+            hist_in_place: true,
+            hist_pairs: true,
+            ..cfg
+        }
+        .defines();
+        assert!(pairs.contains(&"-DDEM_HIST_IN_PLACE=1".to_string()));
+        assert!(pairs.contains(&"-DDEM_HIST_PAIRS=1".to_string()));
         assert!(d.contains(&format!("-DCOLLIDE_BLOCK={COLLIDE_THREADS}")));
         assert!(d.contains(&"-DDEM_COMPACT=1".to_string()));
         assert!(d.contains(&"-DDEM_CANDIDATES=24".to_string()));

@@ -74,6 +74,7 @@ fn dem_config() -> ModuleConfig {
         candidates: 16,
         min_blocks: 0,
         hist_in_place: false,
+        hist_pairs: false,
         list_walk: LIST_BY_WARP,
         one_species: true,
         stream_hints: false,
@@ -112,6 +113,20 @@ fn dem_modules_are_valid_cxx() {
             hist_in_place: true,
             stream_hints: true,
             passes: true,
+            ..base
+        },
+        // Each pair's spring once (dem_springs), in f32 and f64, with meshes and Hertz.
+        ModuleConfig {
+            hist_in_place: true,
+            hist_pairs: true,
+            ..base
+        },
+        ModuleConfig {
+            model: 1,
+            hist_in_place: true,
+            hist_pairs: true,
+            double: true,
+            meshes: true,
             ..base
         },
         ModuleConfig {

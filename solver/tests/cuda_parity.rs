@@ -178,15 +178,32 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
         ),
         (0, HistLayout::SlotMajor, HistoryMode::InPlace),
         (2, HistLayout::RowMajor, HistoryMode::InPlace),
+        // Each pair's spring once: rows of 10 hold the 6 pairs a site of this lattice owns
+        // (state::owns_pair) and its walls.
+        (
+            cuda::DEFAULT_CANDIDATES,
+            HistLayout::RowMajor,
+            HistoryMode::Pairs,
+        ),
+        (0, HistLayout::SlotMajor, HistoryMode::Pairs),
     ] {
         let opts = CudaOptions {
             candidates,
             hist_layout: layout,
             history,
+            hist_cap: if history == HistoryMode::Pairs {
+                10
+            } else {
+                solver::dem::state::HISTORY_CAP as u32
+            },
             ..parity_opts(true)
         };
         let mut g = CudaSim::new(&sc, &state, &opts).expect("GPU f64");
-        assert_eq!(g.history_in_place(), history == HistoryMode::InPlace);
+        assert_eq!(
+            g.history_in_place(),
+            matches!(history, HistoryMode::InPlace | HistoryMode::Pairs)
+        );
+        assert_eq!(g.history_pairs(), history == HistoryMode::Pairs);
         g.steps(400).expect("gpu");
         let a = g.state().expect("state");
         let label = format!(
@@ -822,6 +839,7 @@ fn kernels_come_from_the_disk_cache_the_second_time() {
         candidates: 16,
         min_blocks: 0,
         hist_in_place: false,
+        hist_pairs: false,
         list_walk: kernels::LIST_BY_WARP,
         one_species: true,
         stream_hints: false,

@@ -19,8 +19,8 @@ use solver::dem::state;
 /// Doubles and words per case in and out (`PARITY_*` in parity.cu).
 const IN: usize = 72;
 const IN_U: usize = 3;
-const OUT: usize = 72;
-const OUT_U: usize = 3;
+const OUT: usize = 81;
+const OUT_U: usize = 4;
 const CASES: usize = 200_000;
 
 fn v3(a: &[f64], o: usize) -> V3 {
@@ -192,10 +192,17 @@ fn expected(a: &[f64], u: &[u32], o: &mut [f64], ou: &mut [u32]) {
         .enumerate()
     {
         o[70 + m] = physics::contact_elastic_energy(model, &pair, r1, delta, &ContactState { xi });
+        put3(
+            o,
+            75 + 3 * m,
+            physics::contact_force_from_spring(model, &pair, &kin, xi, dt).force,
+        );
     }
+    put3(o, 72, physics::spring_force(xi, v_t, law));
     ou[0] = state::wall_partner(u[0]);
     ou[1] = state::triangle_partner(u[1]);
     ou[2] = u32::from(state::is_particle_partner(u[2]));
+    ou[3] = u32::from(state::owns_pair(u[1], u[2]));
 }
 
 /// Names of the outputs, for failure messages.
@@ -223,6 +230,8 @@ fn output_name(i: usize) -> &'static str {
         64..=66 => "drift",
         67..=69 => "wall_velocity",
         70 | 71 => "contact_elastic_energy",
+        72..=74 => "spring_force",
+        75..=80 => "contact_force_from_spring",
         _ => "padding",
     }
 }

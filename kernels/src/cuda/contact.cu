@@ -64,6 +64,15 @@
 #ifndef DEM_HIST_IN_PLACE
 #define DEM_HIST_IN_PLACE 0
 #endif
+// DEM_HIST_PAIRS 1 (with DEM_HIST_IN_PLACE): each particle pair's spring kept once, in the row
+// of the particle that owns the pair (owns_pair). dem_springs walks the contacts first and
+// updates only the owned springs (and the walls' and meshes'), in place; dem_collide then reads
+// every contact's new spring, the other side's negated from its owner's row, and takes the
+// force from it (contact_force_from_spring). The pair's mirror is exact (physics.rs), so the
+// bits are those of the other layouts.
+#ifndef DEM_HIST_PAIRS
+#define DEM_HIST_PAIRS 0
+#endif
 // DEM_AHEAD_ALWAYS 1: find_history reloads its entry ahead after every contact (see there);
 // 0: only when the cursor moved (for comparisons, PARTICLE_SHM_NVRTC_OPTIONS).
 #ifndef DEM_AHEAD_ALWAYS
@@ -129,7 +138,14 @@ struct Accum {
     HistEntry ahead;          // old entry `cursor` (meaningful below old_count), loaded ahead
                               // by find_history
 #endif
+    unsigned self_id;         // the particle's id (the pairs-once history's owner test)
     static constexpr bool ENERGY = false;
+    static constexpr bool SPRINGS = false;
+};
+
+// What dem_springs accumulates: the particle's new history row (its owned springs), no forces.
+struct SpringAccum : Accum {
+    static constexpr bool SPRINGS = true;
 };
 
 // What dem_energies accumulates per particle: the same contacts, their elastic energy [J] (a
@@ -297,6 +313,32 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
     store_entry(out.hist + hist_at(p, acc.hist_out, dst), e);
     acc.hist_out++;
 }
+
+#if DEM_HIST_PAIRS
+// The spring dem_springs stored this step for the contact of the particle `self` (history row
+// `row`) with `partner` (for a particle partner, `j` is its slot): its own entry, or for a pair
+// the other particle owns the owner's entry for `self`, negated. Zero if none (a new contact's
+// spring is stored even when zero, so only an overflowed row lacks one). The rows are read
+// only: every thread's springs are written before this kernel.
+__device__ __forceinline__ real3 stored_spring(const DemParams& p, const ParticleArrays& in, unsigned row,
+                                               unsigned partner, unsigned j, unsigned self) {
+    unsigned r = row, key = partner;
+    const bool other = j != DEM_PARTNER_NONE && !owns_pair(self, partner);
+    if (other) {
+        r = in.row[j];
+        key = self;
+    }
+    const unsigned m = in.hist_count[r];
+    for (unsigned c = 0; c < m; c++) {
+        const HistEntry e = load_entry(in.hist + hist_at(p, c, r));
+        if (e.partner == key) {
+            const real3 xi = make_real3(e.x, e.y, e.z);
+            return other ? make_real3(-xi.x, -xi.y, -xi.z) : xi;
+        }
+    }
+    return zero3();
+}
+#endif
 #endif
 
 // One contact of particle k with a partner (another particle, a wall or a mesh triangle; for a
@@ -306,8 +348,42 @@ template <class Acc>
 __device__ __forceinline__ void apply_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
                                               unsigned row, unsigned k, const MaterialPair& pair, const ContactKinematics& kin,
                                               real arm, unsigned partner, unsigned mesh_lo, unsigned mesh_hi,
-                                              Acc& acc) {
+                                              unsigned j, Acc& acc) {
     acc.contacts++;
+#if DEM_FRICTION && DEM_HIST_PAIRS
+    if constexpr (Acc::SPRINGS) {
+        // dem_springs: the springs this particle keeps (its own pairs, walls, meshes), updated
+        // in place in its row (staged); the forces are dem_collide's.
+        (void)arm;
+        if (j != DEM_PARTNER_NONE && !owns_pair(acc.self_id, partner)) return;
+        ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, acc);
+        (void)contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
+        store_history(p, out, row, k, acc, partner, st);
+        return;
+    } else {
+        (void)mesh_lo;
+        (void)mesh_hi;
+        const real3 xi = stored_spring(p, in, row, partner, j, acc.self_id);
+        if constexpr (Acc::ENERGY) {
+            ContactState st;
+            st.xi = xi;
+            (void)out;
+            (void)k;
+            (void)arm;
+            const double en = contact_elastic_energy(DEM_MODEL, pair, (double)kin.r_eff, (double)kin.delta, &st);
+            acc.elastic += is_particle_partner(partner) ? 0.5 * en : en;
+        } else {
+            (void)out;
+            (void)k;
+            const ContactForce cf = contact_force_from_spring(DEM_MODEL, pair, kin, xi, (real)p.dt);
+            acc.f = add3(acc.f, cf.force);
+            acc.t = add3(acc.t, add3(cross3(scale3(kin.n, arm), cf.tangential), cf.rolling_torque));
+        }
+        return;
+    }
+#else
+    (void)j;
+#endif
     if constexpr (Acc::ENERGY) {
         // stages::compute_energies: the spring stored with this very partner (no mesh fallback).
         ContactState st;
@@ -408,7 +484,7 @@ __device__ __noinline__ Acc mesh_contacts(const DemParams p, const ParticleArray
             kin.m_eff = mi;
             kin.i_eff = ii;
             apply_contact(p, in, out, row, k, p.pw[si * p.n_walls + body.material], kin, contact_arm(ri, kin.delta),
-                          triangle_partner(g), key_lo, key_hi, acc);
+                          triangle_partner(g), key_lo, key_hi, DEM_PARTNER_NONE, acc);
         }
     }
     return acc;
@@ -507,6 +583,12 @@ __device__ __forceinline__ void particle_contact(const DemParams& p, const Parti
                                                  unsigned row_i, unsigned k, unsigned id_i, unsigned si,
                                                  const SpeciesProps& sp, double pix, double piy, double piz,
                                                  real3 vi, real3 wi, unsigned j, Acc& acc) {
+#if DEM_HIST_PAIRS
+    // dem_springs leaves the pairs the other particle keeps to it.
+    if constexpr (Acc::SPRINGS) {
+        if (!owns_pair(id_i, in.id[j])) return;
+    }
+#endif
     const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
     const unsigned sj = species_of(in, j);
 #if DEM_ONE_SPECIES
@@ -542,7 +624,7 @@ __device__ __forceinline__ void particle_contact(const DemParams& p, const Parti
 #endif
     kin.r_eff = effective_radius(ri, rj);
     kin.m_eff = effective_mass(mi, (real)sq.mass);
-    apply_contact(p, in, out, row_i, k, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, acc);
+    apply_contact(p, in, out, row_i, k, p.pp[si * p.n_species + sj], kin, arm_i, in.id[j], 0u, 0u, j, acc);
 }
 
 // The body of dem_collide (Acc = Accum) and of dem_energies (Acc = EnergyAccum: the same
@@ -577,8 +659,9 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
     acc.used = 0;
     acc.cursor = 0;
     acc.old_count = 0;
+    acc.self_id = 0;
 #if DEM_FRICTION && DEM_HIST_IN_PLACE
-    if constexpr (!Acc::ENERGY) {
+    if constexpr (!Acc::ENERGY && !Acc::SPRINGS) {
         // In place, every slot's row goes with its slot, live or dead, and those of the dead
         // tail behind the collided slots too (p.n_rows): the rows stay a permutation. (With two
         // buffers a live particle's new row is its slot, set below.)
@@ -602,7 +685,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         }
         // A removed particle (outflow) was sorted behind the live ones; its slot stays dead.
         if (layer < p.slab_lo || layer >= p.slab_hi || in.id[k] == DEM_DEAD) {
-            if constexpr (!Acc::ENERGY) out.id[k] = DEM_DEAD;
+            if constexpr (!Acc::ENERGY && !Acc::SPRINGS) out.id[k] = DEM_DEAD;
             active = false;
         } else if (PASS == DEM_PASS_INTERIOR && (layer == p.pass_skip[0] || layer == p.pass_skip[1])) {
             // An owned slot of a boundary layer: the boundary pass collides it once its
@@ -622,6 +705,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         const SpeciesProps sp = p.species[si];
         const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
         const unsigned id_i = in.id[k];
+        acc.self_id = id_i;
         const unsigned row_i = in.row ? in.row[k] : k;
 
         const unsigned cx = cell_coord(pix, p.origin[0], p.cell, p.dims[0]);
@@ -644,9 +728,15 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         const unsigned z0 = sz > m ? sz - m : 0, z1 = min(sz + m, p.dims[2] - 1);
 #if DEM_FRICTION
         acc.old_count = in.hist_count[row_i];
-        stage_history(p, in, row_i, acc.old_count);
-        // CudaSim::new requires hist_cap >= 1 with friction.
-        acc.ahead = old_entry(p, in, row_i, 0u);
+#if DEM_HIST_PAIRS
+        // Only dem_springs updates rows; the others read them where they lie.
+        if constexpr (Acc::SPRINGS)
+#endif
+        {
+            stage_history(p, in, row_i, acc.old_count);
+            // CudaSim::new requires hist_cap >= 1 with friction.
+            acc.ahead = old_entry(p, in, row_i, 0u);
+        }
 #endif
         // Particle-particle contacts in two passes: the neighbour cells are scanned for
         // overlapping partners (a cheap test), whose slots are buffered per thread in shared
@@ -677,7 +767,9 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         // same bits.
         if (list) {
 #if DEM_LIST_WALK == 2 && DEM_FRICTION
-            const bool direct = __all_sync(__activemask(), 100u * acc.old_count >= DEM_LIST_VOTE_PCT * listed);
+            // (A pairs-once row holds about half the particle's contacts.)
+            const bool direct =
+                __all_sync(__activemask(), 100u * (DEM_HIST_PAIRS ? 2u : 1u) * acc.old_count >= DEM_LIST_VOTE_PCT * listed);
 #elif DEM_LIST_WALK == 2
             const bool direct = false;
 #else
@@ -752,7 +844,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
                     kin.m_eff = mi;
                     kin.i_eff = ii;
                     apply_contact(p, in, out, row_i, k, p.pw[si * p.n_walls + 2 * a + side], kin, arm, wall_partner(2 * a + side), 0u, 0u,
-                                  acc);
+                                  DEM_PARTNER_NONE, acc);
                 }
             }
         }
@@ -778,7 +870,11 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
             }
         }
 #endif
-        if constexpr (Acc::ENERGY) {
+        if constexpr (Acc::SPRINGS) {
+            // dem_springs: the row's new length; nothing else is written.
+            out.hist_count[row_i] = acc.hist_out;
+            if (acc.overflow) atomicAdd(&diag->hist_overflow, acc.overflow);
+        } else if constexpr (Acc::ENERGY) {
             // stages::compute_energies, in its arithmetic (double).
             const double vx = vi.x, vy = vi.y, vz = vi.z;
             kin_t = 0.5 * sp.mass * (vx * vx + vy * vy + vz * vz);
@@ -830,7 +926,9 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         out.id[k] = id_i;
         if (in.species) out.species[k] = si;
 #if DEM_FRICTION
-#if DEM_HIST_IN_PLACE
+#if DEM_HIST_PAIRS
+        (void)row_i;  // dem_springs wrote the row and its length
+#elif DEM_HIST_IN_PLACE
         out.hist_count[row_i] = acc.hist_out;
 #else
         out.hist_count[k] = acc.hist_out;
@@ -858,6 +956,13 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
                 partial[4 * blockIdx.x + c] = t;
             }
         }
+    } else if constexpr (Acc::SPRINGS) {
+        (void)partial;
+        (void)kin_t;
+        (void)kin_r;
+        (void)pot;
+        (void)skin_moved;
+        (void)path;
     } else {
         (void)partial;
         (void)kin_t;
@@ -889,6 +994,17 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
                                                               const MeshArrays msh) {
     collide_body<Accum, DEM_PASS_ALL>(p, in, out, g, diag, msh, nullptr);
 }
+#if DEM_FRICTION && DEM_HIST_PAIRS
+// The pairs-once history's first pass (DEM_HIST_PAIRS): every particle's owned springs, walls'
+// and meshes' updated in its row, in place, on the same input dem_collide then reads. Nothing
+// else is written (the rows' permutation is dem_collide's to carry).
+extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_springs(const DemParams p, const ParticleArrays in,
+                                                              const GridArrays g, DemDiag* diag,
+                                                              const MeshArrays msh) {
+    ParticleArrays rows = in;  // in place: the history arrays are the same in both copies
+    collide_body<SpringAccum, DEM_PASS_ALL>(p, in, rows, g, diag, msh, nullptr);
+}
+#endif
 #if DEM_PASSES
 // dem_collide over every slot but the owned ones of the layers pass_skip (their ghosts are in
 // flight), beside the ghost refresh.

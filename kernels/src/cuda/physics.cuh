@@ -98,17 +98,26 @@ __device__ __forceinline__ real3 project_spring(real3 xi, real3 n) {
     return len > real(0) ? scale3(p, old / len) : zero3();
 }
 
+// physics::spring_force
+__device__ __forceinline__ real3 spring_force(real3 xi, real3 v_t, real kt, real ct) {
+    return sub3(scale3(xi, -kt), scale3(v_t, ct));
+}
+
 // physics::tangential_force; `sliding` receives the second tuple element.
 __device__ __forceinline__ real3 tangential_force(ContactState* state, real3 n, real3 v_t, real kt, real ct, real mu,
                                                   real fn_, real dt, bool* sliding) {
     real3 xi = axpy3(project_spring(state->xi, n), v_t, dt);
-    real3 trial = sub3(scale3(xi, -kt), scale3(v_t, ct));
+    real3 trial = spring_force(xi, v_t, kt, ct);
     real limit = mu * fmax(fn_, real(0));
     real mag = norm3(trial);
     if (mag > limit) {
         real3 ft = mag > real(0) ? scale3(trial, limit / mag) : zero3();
-        state->xi = kt > real(0) ? scale3(ft, real(-1) / kt) : zero3();
         *sliding = true;
+        if (kt > real(0)) {
+            state->xi = scale3(add3(ft, scale3(v_t, ct)), real(-1) / kt);
+            return spring_force(state->xi, v_t, kt, ct);
+        }
+        state->xi = zero3();
         return ft;
     }
     state->xi = xi;
@@ -126,27 +135,50 @@ __device__ __forceinline__ real3 rolling_torque(real3 omega_rel, real mu_r, real
     return scale3(omega_rel, -mag / w);
 }
 
-// physics::contact_force. `model` is 0 (Linear) or 1 (HertzMindlin), as physics::ContactModel.
-__device__ __forceinline__ ContactForce contact_force(int model, const MaterialPair& pair, const ContactKinematics& k,
-                                                      ContactState* state, real dt) {
+// physics::contact_laws: v_t, the normal force and the tangential law (kt, ct) of one contact.
+__device__ __forceinline__ void contact_laws(int model, const MaterialPair& pair, const ContactKinematics& k, real3* v_t,
+                                             real* fn_, real* kt, real* ct) {
     real delta_dot = dot3(k.v_rel, k.n);
-    real3 v_t = axpy3(k.v_rel, k.n, -delta_dot);
-    real fn_, kt, ct;
+    *v_t = axpy3(k.v_rel, k.n, -delta_dot);
     real beta = (real)pair.beta;
     if (model == 0) {
         real kn = (real)pair.kn;
-        kt = (real)pair.kt;
+        *kt = (real)pair.kt;
         real cn = linear_damping_coefficient(kn, k.m_eff, beta);
-        ct = linear_damping_coefficient(kt, k.m_eff, beta);
-        fn_ = linear_normal_force(kn, cn, k.delta, delta_dot);
+        *ct = linear_damping_coefficient(*kt, k.m_eff, beta);
+        *fn_ = linear_normal_force(kn, cn, k.delta, delta_dot);
     } else {
         real st = mindlin_tangential_stiffness((real)pair.g_star, k.r_eff, k.delta);
-        ct = hertz_damping_coefficient(st, k.m_eff, beta);
-        fn_ = hertz_normal_force((real)pair.e_star, k.r_eff, k.m_eff, beta, k.delta, delta_dot);
-        kt = st;
+        *ct = hertz_damping_coefficient(st, k.m_eff, beta);
+        *fn_ = hertz_normal_force((real)pair.e_star, k.r_eff, k.m_eff, beta, k.delta, delta_dot);
+        *kt = st;
     }
+}
+
+// physics::contact_force. `model` is 0 (Linear) or 1 (HertzMindlin), as physics::ContactModel.
+__device__ __forceinline__ ContactForce contact_force(int model, const MaterialPair& pair, const ContactKinematics& k,
+                                                      ContactState* state, real dt) {
+    real3 v_t;
+    real fn_, kt, ct;
+    contact_laws(model, pair, k, &v_t, &fn_, &kt, &ct);
     ContactForce out;
     out.tangential = tangential_force(state, k.n, v_t, kt, ct, (real)pair.mu_s, fn_, dt, &out.sliding);
+    out.rolling_torque = rolling_torque(k.omega_rel, (real)pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
+    out.force = axpy3(out.tangential, k.n, -fn_);
+    out.normal = fn_;
+    return out;
+}
+
+// physics::contact_force_from_spring: the force of a contact whose spring this step already
+// stored (the pairs-once history's second particle; `sliding` false).
+__device__ __forceinline__ ContactForce contact_force_from_spring(int model, const MaterialPair& pair,
+                                                                  const ContactKinematics& k, real3 xi, real dt) {
+    real3 v_t;
+    real fn_, kt, ct;
+    contact_laws(model, pair, k, &v_t, &fn_, &kt, &ct);
+    ContactForce out;
+    out.tangential = spring_force(xi, v_t, kt, ct);
+    out.sliding = false;
     out.rolling_torque = rolling_torque(k.omega_rel, (real)pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
     out.force = axpy3(out.tangential, k.n, -fn_);
     out.normal = fn_;
@@ -210,3 +242,7 @@ __device__ __forceinline__ dvec3 drift(dvec3 x, real3 v, double dt) {
 __device__ __forceinline__ unsigned wall_partner(unsigned wall) { return DEM_WALL_PARTNER_BASE + wall; }
 __device__ __forceinline__ unsigned triangle_partner(unsigned tri) { return DEM_MESH_PARTNER_BASE + tri; }
 __device__ __forceinline__ bool is_particle_partner(unsigned partner) { return partner < DEM_MESH_PARTNER_BASE; }
+// state::owns_pair
+__device__ __forceinline__ bool owns_pair(unsigned id, unsigned other) {
+    return ((id ^ other) & 1u) ? id < other : id > other;
+}

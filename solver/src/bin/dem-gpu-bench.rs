@@ -31,8 +31,10 @@ struct Args {
     device: usize,
     seconds: f64,
     hist_layout: cuda::HistLayout,
-    /// `--history auto|double|in-place` (frictional contact history, CudaOptions::history).
+    /// `--history auto|double|in-place|pairs` (frictional contact history, CudaOptions::history).
     history: cuda::HistoryMode,
+    /// `--hist-cap N`: history entries per particle row (CudaOptions::hist_cap; default 16).
+    hist_cap: u32,
     candidates: u32,
     min_blocks: u32,
     /// `multi`: the GPUs of the group (the same one twice: two slabs on one GPU).
@@ -106,7 +108,7 @@ const COMMANDS: [&str; 12] = [
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
@@ -131,6 +133,7 @@ fn parse() -> Result<Args> {
         seconds: 3.0,
         hist_layout: cuda::HistLayout::SlotMajor,
         history: cuda::HistoryMode::Auto,
+        hist_cap: solver::dem::state::HISTORY_CAP as u32,
         candidates: cuda::DEFAULT_CANDIDATES,
         min_blocks: 0,
         devices: vec![0, 1],
@@ -171,7 +174,16 @@ fn parse() -> Result<Args> {
             }
             "--history" => {
                 a.history = cuda::HistoryMode::parse(&v)
-                    .with_context(|| format!("--history takes auto, double or in-place, not {v}"))?
+                    .with_context(|| {
+                        format!("--history takes auto, double, in-place or pairs, not {v}")
+                    })?
+            }
+            "--hist-cap" => {
+                a.hist_cap = v
+                    .parse()
+                    .ok()
+                    .filter(|&c: &u32| (1..=64).contains(&c))
+                    .with_context(|| format!("--hist-cap takes 1 to 64 entries, not {v}"))?
             }
             "--candidates" => a.candidates = v.parse()?,
             "--min-blocks" => a.min_blocks = v.parse()?,
@@ -318,6 +330,7 @@ fn opts(a: &Args) -> CudaOptions {
         check_every: 5000,
         hist_layout: a.hist_layout,
         history: a.history,
+        hist_cap: a.hist_cap,
         candidates: a.candidates,
         min_blocks: a.min_blocks,
         graphs: a.graphs,
@@ -407,6 +420,7 @@ fn compile_times(a: &Args) -> Result<()> {
         candidates: cuda::DEFAULT_CANDIDATES,
         min_blocks: 0,
         hist_in_place: false,
+        hist_pairs: false,
         list_walk: kernels::LIST_BY_WARP,
         one_species: true,
         stream_hints: false,
@@ -844,7 +858,9 @@ fn bench(a: &Args) -> Result<()> {
                 js(&format!(
                     "{:?} history{}, candidates {}, min blocks {}, Verlet list {} (walk {}), skin {}",
                     a.hist_layout,
-                    if sim.history_in_place() {
+                    if sim.history_pairs() {
+                        " pairs-once"
+                    } else if sim.history_in_place() {
                         " in place"
                     } else {
                         ""

@@ -307,11 +307,22 @@ pub struct TangentialLaw {
     pub mu: f64,
 }
 
+/// Tangential spring-dashpot force of a spring `xi` [N]: `-kt xi - ct v_t` (Luding 2008, eq. (3)).
+/// The force of every contact is this function of the spring [`tangential_force`] stores, so a
+/// worker that holds only the stored spring of a pair (the GPU's pairs-once history keeps it
+/// with one of the two particles) computes the force the other computed.
+#[inline]
+pub fn spring_force(xi: V3, v_t: V3, law: TangentialLaw) -> V3 {
+    vec3::sub(vec3::scale(xi, -law.kt), vec3::scale(v_t, law.ct))
+}
+
 /// Tangential force with a Coulomb limit and history [N] (Cundall & Strack 1979; Luding 2008,
 /// eqs. (18)-(21)). The spring is first projected into the tangent plane
-/// ([`project_spring`]), then advanced by `v_t dt`; the trial force is `-kt xi - ct v_t`. When
-/// |trial| > mu fn the force is scaled onto the Coulomb cone and the spring is reset to carry the
-/// whole sliding force, xi = -ft / kt (Luding 2008, eq. (21)). Returns (force on i, sliding).
+/// ([`project_spring`]), then advanced by `v_t dt`; the trial force is [`spring_force`]. When
+/// |trial| > mu fn the spring is reset to the length whose force is the trial scaled onto the
+/// Coulomb cone, xi = -(ft + ct v_t) / kt (Luding 2008, eq. (21)), and the force is that
+/// spring's [`spring_force`] (ft to rounding). With kt = 0 (then ct = 0 too, for every law a case
+/// builds) there is no spring and the force is ft. Returns (force on i, sliding).
 #[inline]
 pub fn tangential_force(
     state: &mut ContactState,
@@ -323,7 +334,7 @@ pub fn tangential_force(
 ) -> (V3, bool) {
     let TangentialLaw { kt, ct, mu } = law;
     let xi = vec3::axpy(project_spring(state.xi, n), v_t, dt);
-    let trial = vec3::sub(vec3::scale(xi, -kt), vec3::scale(v_t, ct));
+    let trial = spring_force(xi, v_t, law);
     let limit = mu * fn_.max(0.0);
     let mag = vec3::norm(trial);
     if mag > limit {
@@ -332,12 +343,13 @@ pub fn tangential_force(
         } else {
             vec3::ZERO
         };
-        state.xi = if kt > 0.0 {
-            vec3::scale(ft, -1.0 / kt)
+        if kt > 0.0 {
+            state.xi = vec3::scale(vec3::add(ft, vec3::scale(v_t, ct)), -1.0 / kt);
+            (spring_force(state.xi, v_t, law), true)
         } else {
-            vec3::ZERO
-        };
-        (ft, true)
+            state.xi = vec3::ZERO;
+            (ft, true)
+        }
     } else {
         state.xi = xi;
         (trial, false)
@@ -365,16 +377,14 @@ pub fn rolling_torque(omega_rel: V3, mu_r: f64, r_eff: f64, fn_: f64, i_eff: f64
     vec3::scale(omega_rel, -mag / w)
 }
 
-/// Evaluates one contact: normal force of the chosen `model`, tangential spring with Coulomb limit
-/// (updating `state`), rolling torque. Pure apart from `state`.
+/// The laws of one contact: its tangential relative velocity v_t [m/s], normal force fn [N] of
+/// the chosen `model`, and its tangential law (stiffness, damping, friction).
 #[inline]
-pub fn contact_force(
+fn contact_laws(
     model: ContactModel,
     pair: &MaterialPair,
     k: &ContactKinematics,
-    state: &mut ContactState,
-    dt: f64,
-) -> ContactForce {
+) -> (V3, f64, TangentialLaw) {
     let delta_dot = vec3::dot(k.v_rel, k.n);
     let v_t = vec3::axpy(k.v_rel, k.n, -delta_dot);
     let (fn_, kt, ct) = match model {
@@ -397,18 +407,26 @@ pub fn contact_force(
             )
         }
     };
-    let (ft, sliding) = tangential_force(
-        state,
-        k.n,
-        v_t,
-        TangentialLaw {
-            kt,
-            ct,
-            mu: pair.mu_s,
-        },
-        fn_,
-        dt,
-    );
+    let law = TangentialLaw {
+        kt,
+        ct,
+        mu: pair.mu_s,
+    };
+    (v_t, fn_, law)
+}
+
+/// Evaluates one contact: normal force of the chosen `model`, tangential spring with Coulomb limit
+/// (updating `state`), rolling torque. Pure apart from `state`.
+#[inline]
+pub fn contact_force(
+    model: ContactModel,
+    pair: &MaterialPair,
+    k: &ContactKinematics,
+    state: &mut ContactState,
+    dt: f64,
+) -> ContactForce {
+    let (v_t, fn_, law) = contact_laws(model, pair, k);
+    let (ft, sliding) = tangential_force(state, k.n, v_t, law, fn_, dt);
     let rolling = rolling_torque(k.omega_rel, pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
     ContactForce {
         force: vec3::axpy(ft, k.n, -fn_),
@@ -416,6 +434,31 @@ pub fn contact_force(
         rolling_torque: rolling,
         normal: fn_,
         sliding,
+    }
+}
+
+/// The force [`contact_force`] returned, from the spring it stored (`xi`, already updated this
+/// step) instead of the old one: the tangential force is the stored spring's [`spring_force`].
+/// Equal bits whenever kt > 0, and with kt = 0 too where ct = 0 (every law a case builds): the
+/// GPU's pairs-once history computes the force of the pair's second particle this way. Whether
+/// the contact slid is not known here (`sliding` false).
+#[inline]
+pub fn contact_force_from_spring(
+    model: ContactModel,
+    pair: &MaterialPair,
+    k: &ContactKinematics,
+    xi: V3,
+    dt: f64,
+) -> ContactForce {
+    let (v_t, fn_, law) = contact_laws(model, pair, k);
+    let ft = spring_force(xi, v_t, law);
+    let rolling = rolling_torque(k.omega_rel, pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
+    ContactForce {
+        force: vec3::axpy(ft, k.n, -fn_),
+        tangential: ft,
+        rolling_torque: rolling,
+        normal: fn_,
+        sliding: false,
     }
 }
 
@@ -529,6 +572,98 @@ mod tests {
         assert!(sliding);
         assert!((vec3::norm(f) - 5.0).abs() < 1e-12);
         assert!((s.xi[0] - 5.0 / 1000.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn sliding_spring_carries_the_damping_force_too() {
+        // Luding 2008, eq. (21): the reset spring's trial force is the Coulomb force, so the
+        // force recomputed from the stored spring alone is mu fn (to rounding).
+        let law = TangentialLaw {
+            kt: 1000.0,
+            ct: 3.0,
+            mu: 0.5,
+        };
+        let (n, v_t) = ([0.0, 0.0, 1.0], [1.0, 0.5, 0.0]);
+        let mut s = ContactState::default();
+        let (f, sliding) = tangential_force(&mut s, n, v_t, law, 10.0, 0.1);
+        assert!(sliding);
+        assert!((vec3::norm(f) - 5.0).abs() < 1e-12);
+        assert_eq!(f, spring_force(s.xi, v_t, law));
+        // The spring is longer than ft / kt by the damping part ct v_t / kt.
+        let plain = vec3::scale(f, -1.0 / law.kt);
+        let carried = vec3::sub(s.xi, plain);
+        let damping = vec3::scale(v_t, -law.ct / law.kt);
+        assert!(vec3::norm(vec3::sub(carried, damping)) < 1e-15);
+        // A sticking contact's force is its spring's force.
+        let mut s = ContactState::default();
+        let (f, sliding) = tangential_force(&mut s, n, [1e-3, 0.0, 0.0], law, 10.0, 1e-3);
+        assert!(!sliding);
+        assert_eq!(f, spring_force(s.xi, [1e-3, 0.0, 0.0], law));
+    }
+
+    #[test]
+    fn a_pair_seen_from_its_other_side_is_the_exact_mirror() {
+        // The GPU keeps a pair's spring once: the other particle reads it negated. That gives
+        // its own bits only if every step of the spring's update is odd in (xi, n, v_rel).
+        let pair = MaterialPair {
+            kn: 2e5,
+            kt: 5e4,
+            beta: 0.3,
+            mu_s: 0.4,
+            mu_r: 0.05,
+            e_star: 1e8,
+            g_star: 4e7,
+        };
+        let neg = |v: V3| [-v[0], -v[1], -v[2]];
+        let mut rng = crate::core::rng::SplitMix64::new(7);
+        for model in [ContactModel::Linear, ContactModel::HertzMindlin] {
+            let mut slid = 0;
+            let mut si = ContactState::default();
+            let mut sj = ContactState::default();
+            for step in 0..2000 {
+                let mut u = || rng.range(-1.0, 1.0);
+                let n = vec3::normalize_or_zero([u(), u(), u()]);
+                // Slow steps among fast ones, so that contacts stick as well as slide.
+                let sc = if step % 3 == 0 { 1.0 } else { 1e-4 };
+                let mut v = || [sc * u(), sc * u(), sc * u()];
+                let (vi, wi, vj, wj) = (v(), v(), v(), v());
+                let (ri, rj) = (1e-3, 1.3e-3);
+                let ki = ContactKinematics {
+                    n,
+                    delta: 1e-5 * (1.0 + u()),
+                    v_rel: particle_contact_velocity(vi, wi, ri, vj, wj, rj, n),
+                    omega_rel: vec3::sub(wi, wj),
+                    r_eff: effective_radius(ri, rj),
+                    m_eff: effective_mass(1e-5, 2e-5),
+                    i_eff: effective_inertia(1e-12, 3e-12),
+                };
+                let kj = ContactKinematics {
+                    n: neg(n),
+                    v_rel: particle_contact_velocity(vj, wj, rj, vi, wi, ri, neg(n)),
+                    omega_rel: vec3::sub(wj, wi),
+                    r_eff: effective_radius(rj, ri),
+                    m_eff: effective_mass(2e-5, 1e-5),
+                    i_eff: effective_inertia(3e-12, 1e-12),
+                    ..ki
+                };
+                let fi = contact_force(model, &pair, &ki, &mut si, 1e-5);
+                let fj = contact_force(model, &pair, &kj, &mut sj, 1e-5);
+                assert_eq!(sj.xi, neg(si.xi), "{model:?} step {step}");
+                // The other side's force from the stored spring alone, negated.
+                let from = contact_force_from_spring(model, &pair, &kj, neg(si.xi), 1e-5);
+                assert_eq!(from.force, fj.force, "{model:?} step {step}");
+                assert_eq!(from.rolling_torque, fj.rolling_torque);
+                assert_eq!(fj.force, neg(fi.force), "{model:?} step {step}");
+                assert_eq!(fj.rolling_torque, neg(fi.rolling_torque));
+                assert_eq!(fj.sliding, fi.sliding);
+                slid += usize::from(fi.sliding);
+            }
+            // Both branches of the Coulomb limit were taken.
+            assert!(
+                (200..1800).contains(&slid),
+                "{model:?}: {slid} of 2000 steps slid"
+            );
+        }
     }
 
     #[test]

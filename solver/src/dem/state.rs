@@ -47,6 +47,20 @@ pub fn is_particle_partner(partner: u32) -> bool {
     partner < MESH_PARTNER_BASE
 }
 
+/// Whether particle `id` keeps the spring of its contact with particle `other` when each pair's
+/// spring is kept once (the GPU's pairs-once history, `HistoryMode::Pairs`): the smaller id when
+/// the two differ in parity, else the larger. Both sides decide alike, and in any lattice whose
+/// ids run along it each particle keeps half its pairs (a pair at id offset +d is kept by the
+/// first of the two when d is odd, by the second when d is even).
+#[inline]
+pub fn owns_pair(id: u32, other: u32) -> bool {
+    if (id ^ other) & 1 == 1 {
+        id < other
+    } else {
+        id > other
+    }
+}
+
 /// One contact-history slot: the partner ([`wall_partner`], [`triangle_partner`] or a particle
 /// id; [`PARTNER_NONE`] when unused) and the tangential spring.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -317,6 +331,21 @@ impl SimState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exactly_one_side_owns_a_pair_and_a_lattice_splits_evenly() {
+        for (a, b) in [(0u32, 1u32), (4, 9), (7, 3), (10, 12), (MAX_PARTICLE_ID, 0)] {
+            assert_ne!(owns_pair(a, b), owns_pair(b, a), "{a} {b}");
+        }
+        // The twelve neighbours of an FCC site at id offsets +-d: six are kept by the site.
+        let offsets = [1u32, 2, 37, 38, 1369, 1370];
+        let i = 100_000u32;
+        let kept = offsets
+            .iter()
+            .map(|&d| u32::from(owns_pair(i, i + d)) + u32::from(owns_pair(i, i - d)))
+            .sum::<u32>();
+        assert_eq!(kept, 6);
+    }
 
     /// A fresh start holds no history slots on the host, and reads as one without contacts;
     /// a history of the wrong size is still refused.

@@ -81,9 +81,10 @@ pub fn backends() -> Vec<(String, BackendKind)> {
     list
 }
 
-/// How the CUDA tests keep a frictional contact history (`auto`, `double`, `in-place`; unset:
-/// auto, which is two buffers for every test case): the device suite runs the parity, group and
-/// validation tests once more with `in-place`.
+/// How the CUDA tests keep a frictional contact history (`auto`, `double`, `in-place`, `pairs`;
+/// unset: auto, which is two buffers for every test case): the device suite runs the parity,
+/// group and validation tests once more with `in-place`, and the one-GPU parity and validation
+/// tests with `pairs` (which groups refuse).
 pub const HISTORY_ENV: &str = "PARTICLE_SHM_TEST_HISTORY";
 
 pub fn test_history() -> HistoryMode {
@@ -92,7 +93,7 @@ pub fn test_history() -> HistoryMode {
         return HistoryMode::Auto;
     }
     HistoryMode::parse(v.trim())
-        .unwrap_or_else(|| panic!("{HISTORY_ENV}={v:?}: not auto, double or in-place"))
+        .unwrap_or_else(|| panic!("{HISTORY_ENV}={v:?}: not auto, double, in-place or pairs"))
 }
 
 /// The CUDA backend's default options with the tests' history mode ([`HISTORY_ENV`]).

@@ -10,7 +10,9 @@ use super::{CudaError, CudaOptions};
 use crate::core::grid::Grid;
 use crate::core::vec3::V3;
 use crate::dem::physics;
-use crate::dem::state::{HistEntry, SimState, StepContext, PARTNER_NONE};
+use crate::dem::state::{
+    is_particle_partner, owns_pair, HistEntry, SimState, StepContext, HISTORY_CAP, PARTNER_NONE,
+};
 
 /// GPU memory in use, by array.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -69,6 +71,9 @@ pub(crate) struct DeviceState {
     pub diag: u64,
     pub memory: MemoryReport,
     pub real_size: usize,
+    /// The history rows hold each particle pair's spring once (`HistoryMode::Pairs`): uploads
+    /// keep the owner's side of every pair, downloads rebuild both sides.
+    pub hist_pairs: bool,
 }
 
 /// Bytes of one device `HistEntry` (params.cuh): three `real` springs and a u32 partner, 16 B
@@ -397,6 +402,7 @@ pub(crate) fn upload(
             cells: cells as u64,
         },
         real_size: lay.real,
+        hist_pairs: cfg.friction && cfg.hist_pairs,
     };
     let (mut hist_count, mut hist) = (0, 0);
     for (name, bytes) in lay.history_arrays(n) {
@@ -593,10 +599,19 @@ pub(crate) fn set_state(
         let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
         let live = state.pos.len();
         let eb = hist_entry_bytes(real);
+        // Pairs-once rows keep a pair's spring with its owner only (the other side's entry is
+        // the same spring negated: physics.rs, a_pair_seen_from_its_other_side_is_the_exact_mirror).
+        let pairs = st.hist_pairs;
+        let entries_of = |i: usize| {
+            let id = state.id[i];
+            state.history_of(i).filter(move |h| {
+                !pairs || !is_particle_partner(h.partner) || owns_pair(id, h.partner)
+            })
+        };
         let mut count = vec![0u32; n];
         let mut dropped = 0u64;
         for (i, c) in count.iter_mut().enumerate().take(live) {
-            let k = state.history_of(i).count();
+            let k = entries_of(i).count();
             *c = k.min(cap) as u32;
             dropped += k.saturating_sub(cap) as u64;
         }
@@ -620,7 +635,7 @@ pub(crate) fn set_state(
             for i0 in (0..live).step_by(CHUNK) {
                 let m = CHUNK.min(live - i0);
                 for i in i0..i0 + m {
-                    for (c, h) in state.history_of(i).take(cap).enumerate() {
+                    for (c, h) in entries_of(i).take(cap).enumerate() {
                         let e = c * m + (i - i0);
                         write_hist_entry(&mut buf[e * eb..(e + 1) * eb], h.partner, &h.xi, real);
                     }
@@ -634,7 +649,7 @@ pub(crate) fn set_state(
             let entries = (cap - 1) * sc + (live - 1) * sr + 1;
             let mut all = vec![0u8; entries * eb];
             for i in 0..live {
-                for (c, h) in state.history_of(i).take(cap).enumerate() {
+                for (c, h) in entries_of(i).take(cap).enumerate() {
                     let e = c * sc + i * sr;
                     write_hist_entry(&mut all[e * eb..(e + 1) * eb], h.partner, &h.xi, real);
                 }
@@ -777,6 +792,90 @@ fn history_to_portable(
     }
 }
 
+/// Writes pairs-once rows into the portable history, both sides of every pair, in the order the
+/// other layouts and the CPU keep: a particle's particle contacts in its walk's order, which is
+/// the partners' slot order (slots are sorted by the cell the walk visits them in, then id),
+/// then its walls' and meshes' entries in row order. The portable capacity is
+/// [`HISTORY_CAP`], or a particle's largest count where that is more.
+fn pairs_to_portable(h: &DeviceHistory<'_>, s: &mut SimState, index: &dyn Fn(u32) -> usize) {
+    let eb = hist_entry_bytes(h.real);
+    let live = |k: usize| h.ids[k] != DEAD;
+    let max_id = h.ids.iter().filter(|&&id| id != DEAD).max().copied();
+    let mut slot_of = vec![u32::MAX; max_id.map_or(0, |m| m as usize + 1)];
+    for (k, &id) in h.ids.iter().enumerate() {
+        if id != DEAD {
+            slot_of[id as usize] = k as u32;
+        }
+    }
+    let entry = |k: usize, c: usize| {
+        let e = c * h.strides.0 + h.rows[k] as usize * h.strides.1;
+        read_hist_entry(&h.bytes[e * eb..(e + 1) * eb], h.real)
+    };
+    let count = |k: usize| h.count[h.rows[k] as usize] as usize;
+    // Entries per slot: its row's, and one for each pair another row keeps with it.
+    let n = h.ids.len();
+    let mut per = vec![0usize; n];
+    for k in (0..n).filter(|&k| live(k)) {
+        per[k] += count(k);
+        for c in 0..count(k) {
+            let e = entry(k, c);
+            if is_particle_partner(e.partner) {
+                if let Some(&q) = slot_of.get(e.partner as usize).filter(|&&q| q != u32::MAX) {
+                    per[q as usize] += 1;
+                }
+            }
+        }
+    }
+    let cap = per.iter().copied().max().unwrap_or(0).max(HISTORY_CAP);
+    if s.history_cap != cap || s.history.len() != cap * s.pos.len() {
+        s.history = vec![HistEntry::NONE; cap * s.pos.len()];
+        s.history_cap = cap;
+    }
+    // (partner slot, entry) of each slot's particle contacts, gathered from both sides.
+    let mut start = vec![0usize; n + 1];
+    for k in 0..n {
+        start[k + 1] = start[k] + per[k];
+    }
+    let mut fill = start.clone();
+    let mut pairs: Vec<(u32, HistEntry)> = vec![(0, HistEntry::NONE); start[n]];
+    for k in (0..n).filter(|&k| live(k)) {
+        for c in 0..count(k) {
+            let e = entry(k, c);
+            if !is_particle_partner(e.partner) {
+                continue;
+            }
+            let Some(&q) = slot_of.get(e.partner as usize).filter(|&&q| q != u32::MAX) else {
+                continue;
+            };
+            pairs[fill[k]] = (q, e);
+            fill[k] += 1;
+            let mirror = HistEntry {
+                partner: h.ids[k],
+                xi: [-e.xi[0], -e.xi[1], -e.xi[2]],
+            };
+            pairs[fill[q as usize]] = (k as u32, mirror);
+            fill[q as usize] += 1;
+        }
+    }
+    for k in (0..n).filter(|&k| live(k)) {
+        let mine = &mut pairs[start[k]..fill[k]];
+        mine.sort_unstable_by_key(|&(q, _)| q);
+        let out = &mut s.history[index(h.ids[k]) * cap..][..cap];
+        let mut c = 0;
+        for &(_, e) in mine.iter() {
+            out[c] = e;
+            c += 1;
+        }
+        for e in (0..count(k)).map(|c| entry(k, c)) {
+            if !is_particle_partner(e.partner) {
+                out[c] = e;
+                c += 1;
+            }
+        }
+        out[c..].fill(HistEntry::NONE);
+    }
+}
+
 /// The state in id order: kinematics, contact history (`hist_cap` entries per particle), last
 /// forces when stored.
 pub(crate) fn download_state(
@@ -864,23 +963,23 @@ pub(crate) fn download_into(
         };
         let bytes: Vec<u8> =
             download(stream, st, a.hist, hist_entry_bytes(st.real_size) * entries)?;
-        if s.history_cap != cap || s.history.len() != cap * s.pos.len() {
-            s.history = vec![HistEntry::NONE; cap * s.pos.len()];
-            s.history_cap = cap;
+        let h = DeviceHistory {
+            ids: &ids,
+            rows: &rows,
+            count: &count,
+            bytes: &bytes,
+            real: st.real_size,
+            strides: (sc, sr),
+        };
+        if st.hist_pairs {
+            pairs_to_portable(&h, s, index);
+        } else {
+            if s.history_cap != cap || s.history.len() != cap * s.pos.len() {
+                s.history = vec![HistEntry::NONE; cap * s.pos.len()];
+                s.history_cap = cap;
+            }
+            history_to_portable(&h, cap, &mut s.history, index);
         }
-        history_to_portable(
-            &DeviceHistory {
-                ids: &ids,
-                rows: &rows,
-                count: &count,
-                bytes: &bytes,
-                real: st.real_size,
-                strides: (sc, sr),
-            },
-            cap,
-            &mut s.history,
-            index,
-        );
     }
     Ok(())
 }

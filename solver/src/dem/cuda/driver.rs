@@ -279,6 +279,10 @@ pub fn load_module(ctx: &Arc<CudaContext>, cfg: ModuleConfig) -> Result<Arc<DemM
             // Not compiled (DEM_PASSES 0): one GPU never launches them.
             continue;
         }
+        if k == Kernel::Springs && !(cfg.friction && cfg.hist_pairs) {
+            // Only the pairs-once history has it (DEM_HIST_PAIRS).
+            continue;
+        }
         let m = if k == Kernel::Energies {
             &energies_module
         } else {

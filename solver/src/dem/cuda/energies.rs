@@ -61,7 +61,7 @@ impl CudaSim {
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (kernels::COLLIDE_THREADS, 1, 1),
-            shared_mem_bytes: self.collide_shared,
+            shared_mem_bytes: self.collide_stage(),
         };
         // SAFETY: dem_energies(DemParams, ParticleArrays in, GridArrays, MeshArrays, double*):
         // reads the scratch copy the search just gathered, or the state (p.n slots), the

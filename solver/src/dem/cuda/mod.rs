@@ -275,15 +275,22 @@ pub enum HistoryMode {
     /// One buffer updated in place: `hist_cap` entries per particle (256 B less with f32
     /// springs), the collide about a quarter slower.
     InPlace,
+    /// One buffer updated in place, each particle pair's spring kept once (by
+    /// `state::owns_pair`'s particle): rows of `hist_cap` entries hold about half the contacts,
+    /// so a smaller `hist_cap` serves, at the cost of a second walk over the contacts
+    /// (`dem_springs`). One GPU only; chosen explicitly (`dem-gpu-bench --history pairs
+    /// --hist-cap N`), never by `Auto`, since a row that overflows is an error, not a resize.
+    Pairs,
 }
 
 impl HistoryMode {
-    /// `auto`, `double`, `in-place` (command-line spelling).
+    /// `auto`, `double`, `in-place`, `pairs` (command-line spelling).
     pub fn parse(s: &str) -> Option<HistoryMode> {
         match s {
             "auto" => Some(HistoryMode::Auto),
             "double" => Some(HistoryMode::Double),
             "in-place" => Some(HistoryMode::InPlace),
+            "pairs" => Some(HistoryMode::Pairs),
             _ => None,
         }
     }
@@ -292,6 +299,7 @@ impl HistoryMode {
             HistoryMode::Auto => "auto",
             HistoryMode::Double => "double",
             HistoryMode::InPlace => "in-place",
+            HistoryMode::Pairs => "pairs",
         }
     }
 }
@@ -459,7 +467,8 @@ pub(crate) fn module_config(
         meshes: !sc.meshes.is_empty(),
         candidates: opts.candidates,
         min_blocks: opts.min_blocks,
-        hist_in_place: opts.history == HistoryMode::InPlace,
+        hist_in_place: matches!(opts.history, HistoryMode::InPlace | HistoryMode::Pairs),
+        hist_pairs: opts.history == HistoryMode::Pairs,
         list_walk: opts.list_walk,
         one_species: sc.species_radius.len() == 1,
         stream_hints: particles >= kernels::STREAM_HINTS_FROM,
@@ -605,7 +614,12 @@ impl CudaSim {
         let collide_shared = collide_shared_bytes(&ctx, cfg, opts)?;
         let module = driver::load_module(&ctx, cfg)?;
         if collide_shared > 0 {
-            let mut ks = vec![kernels::Kernel::Collide, kernels::Kernel::Energies];
+            // With pairs-once rows only dem_springs stages them (`collide_stage`).
+            let mut ks = if cfg.hist_pairs {
+                vec![kernels::Kernel::Springs]
+            } else {
+                vec![kernels::Kernel::Collide, kernels::Kernel::Energies]
+            };
             if cfg.passes {
                 ks.extend([
                     kernels::Kernel::CollideInterior,
@@ -691,6 +705,21 @@ impl CudaSim {
     /// Whether the contact history is one buffer updated in place ([`HistoryMode`]).
     pub fn history_in_place(&self) -> bool {
         self.cfg.friction && self.cfg.hist_in_place
+    }
+
+    /// Whether each particle pair's spring is kept once ([`HistoryMode::Pairs`]).
+    pub fn history_pairs(&self) -> bool {
+        self.cfg.friction && self.cfg.hist_pairs
+    }
+
+    /// Dynamic shared memory of `dem_collide` and `dem_energies`: the staged history row, except
+    /// with pairs-once rows, which only `dem_springs` stages.
+    pub(crate) fn collide_stage(&self) -> u32 {
+        if self.history_pairs() {
+            0
+        } else {
+            self.collide_shared
+        }
     }
 
     /// Whether the case uses velocity Verlet (else symplectic Euler).
@@ -926,7 +955,12 @@ mod tests {
     /// is refused (dem-gpu-bench and the tests' PARTICLE_SHM_TEST_HISTORY report it).
     #[test]
     fn history_modes_parse_their_names() {
-        for m in [HistoryMode::Auto, HistoryMode::Double, HistoryMode::InPlace] {
+        for m in [
+            HistoryMode::Auto,
+            HistoryMode::Double,
+            HistoryMode::InPlace,
+            HistoryMode::Pairs,
+        ] {
             assert_eq!(HistoryMode::parse(m.name()), Some(m));
         }
         assert_eq!(HistoryMode::parse("inplace"), None);

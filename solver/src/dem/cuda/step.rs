@@ -423,9 +423,36 @@ impl CudaSim {
         } else {
             self.enqueue_mesh_filter(l, marks)?;
         }
+        if self.history_pairs() {
+            self.mark(marks, "springs")?;
+            self.enqueue_springs(l)?;
+        }
         self.mark(marks, "collide")?;
         let threads = l.pc.n.max(l.pc.n_rows);
         self.enqueue_collide(&self.stream, Kernel::Collide, l, l.pc, threads)
+    }
+
+    /// Queues `dem_springs` (pairs-once history): every live slot's owned springs updated in
+    /// its row, before the collide reads them.
+    fn enqueue_springs(&self, l: &StepLaunches) -> Result<(), CudaError> {
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Springs));
+        b.arg(&l.pc)
+            .arg(&l.input)
+            .arg(&l.grid)
+            .arg(&l.diag)
+            .arg(&l.msh);
+        let mut cfg = blocks(l.pc.n, kernels::COLLIDE_THREADS);
+        cfg.shared_mem_bytes = self.collide_shared;
+        // SAFETY: dem_springs(DemParams, in, GridArrays, DemDiag*, MeshArrays): reads the state
+        // `in` and writes only history row in.row[k] and hist_count[in.row[k]] from thread k
+        // (rows are a permutation of the slots; the row's old entries are first copied into the
+        // thread's part of the dynamic shared memory, `collide_shared` bytes, set up for the
+        // kernel by CudaSim::new), plus one atomic counter of `diag`; the same stream then runs
+        // the collide, which reads the rows.
+        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_springs", e))?;
+        Ok(())
     }
 
     /// Queues `kernel` (dem_collide, or one of its two passes: which slots) on `stream` with
@@ -447,7 +474,7 @@ impl CudaSim {
             .arg(&diag)
             .arg(&msh);
         let mut cfg = blocks(threads, kernels::COLLIDE_THREADS);
-        cfg.shared_mem_bytes = self.collide_shared;
+        cfg.shared_mem_bytes = self.collide_stage();
         // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads one
         // copy of the state (in: the scratch copy the gather wrote, or between a skin's searches
         // the state), writes slot k of the other (out; a distinct allocation), its skin path

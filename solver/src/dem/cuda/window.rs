@@ -422,6 +422,15 @@ impl CudaSim {
         capacity: usize,
         records: u32,
     ) -> Result<(), CudaError> {
+        if self.history_pairs() {
+            // A pair's spring lies with one particle: a halo would have to carry the other
+            // side's rows too. Not built.
+            return Err(CudaError::Unsupported(
+                "the pairs-once contact history (`pairs`) runs on one GPU only; a GPU of a \
+                 group or an MPI rank keeps its history `double` or `in-place`"
+                    .into(),
+            ));
+        }
         let real = self.state.real_size;
         let hist = if self.state.cur.hist_count != 0 {
             self.params.hist_cap as usize
