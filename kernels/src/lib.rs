@@ -189,6 +189,11 @@ pub const CLASSIFY_CHUNK: u32 = 4096;
 pub const BAND_ITEMS: u32 = 1024;
 /// Block size `dem_collide` is compiled for (`__launch_bounds__` in contact.cu).
 pub const COLLIDE_THREADS: u32 = 128;
+/// A pairs-once history row's count word ([`ModuleConfig::hist_pairs`]): the entry count in its
+/// low bits (`DEM_ROW_COUNT_BITS` in contact.cu), a slide flag per entry above them.
+pub const PAIRS_ROW_COUNT_BITS: u32 = 6;
+/// Most entries of a pairs-once row: one slide flag each in the count word (`DEM_ROW_SLIDE_BITS`).
+pub const PAIRS_MAX_ROW: u32 = 32 - PAIRS_ROW_COUNT_BITS;
 
 /// Compile-time specialisation of the DEM module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

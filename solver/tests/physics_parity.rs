@@ -19,7 +19,7 @@ use solver::dem::state;
 /// Doubles and words per case in and out (`PARITY_*` in parity.cu).
 const IN: usize = 72;
 const IN_U: usize = 3;
-const OUT: usize = 81;
+const OUT: usize = 84;
 const OUT_U: usize = 4;
 const CASES: usize = 200_000;
 
@@ -192,13 +192,15 @@ fn expected(a: &[f64], u: &[u32], o: &mut [f64], ou: &mut [u32]) {
         .enumerate()
     {
         o[70 + m] = physics::contact_elastic_energy(model, &pair, r1, delta, &ContactState { xi });
+        // Model 0 as a sticking contact's, model 1 as a sliding one's.
         put3(
             o,
             75 + 3 * m,
-            physics::contact_force_from_spring(model, &pair, &kin, xi, dt).force,
+            physics::contact_force_from_spring(model, &pair, &kin, xi, m == 1, dt).force,
         );
     }
-    put3(o, 72, physics::spring_force(xi, v_t, law));
+    put3(o, 72, physics::spring_force(xi, v_t, law, false));
+    put3(o, 81, physics::spring_force(xi, v_t, law, true));
     ou[0] = state::wall_partner(u[0]);
     ou[1] = state::triangle_partner(u[1]);
     ou[2] = u32::from(state::is_particle_partner(u[2]));
@@ -230,7 +232,7 @@ fn output_name(i: usize) -> &'static str {
         64..=66 => "drift",
         67..=69 => "wall_velocity",
         70 | 71 => "contact_elastic_energy",
-        72..=74 => "spring_force",
+        72..=74 | 81..=83 => "spring_force",
         75..=80 => "contact_force_from_spring",
         _ => "padding",
     }

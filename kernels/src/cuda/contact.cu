@@ -73,6 +73,13 @@
 #ifndef DEM_HIST_PAIRS
 #define DEM_HIST_PAIRS 0
 #endif
+// A pairs-once row's count word: the entry count in its low DEM_ROW_COUNT_BITS bits, and above
+// them whether entry c's contact slid this step (bit DEM_ROW_COUNT_BITS + c), which the force of
+// a stored spring depends on (physics::spring_force). Rows hold at most DEM_ROW_SLIDE_BITS
+// entries (kernels::PAIRS_ROW_COUNT_BITS, PAIRS_MAX_ROW).
+#define DEM_ROW_COUNT_BITS 6
+#define DEM_ROW_COUNT_MASK 63u
+#define DEM_ROW_SLIDE_BITS 26u
 // DEM_AHEAD_ALWAYS 1: find_history reloads its entry ahead after every contact (see there);
 // 0: only when the cursor moved (for comparisons, PARTICLE_SHM_NVRTC_OPTIONS).
 #ifndef DEM_AHEAD_ALWAYS
@@ -139,6 +146,7 @@ struct Accum {
                               // by find_history
 #endif
     unsigned self_id;         // the particle's id (the pairs-once history's owner test)
+    unsigned slid;            // dem_springs: bit c, new entry c's contact slid
     static constexpr bool ENERGY = false;
     static constexpr bool SPRINGS = false;
 };
@@ -315,28 +323,40 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
 }
 
 #if DEM_HIST_PAIRS
+// A spring dem_springs stored, and whether its contact slid.
+struct StoredSpring {
+    real3 xi;
+    bool sliding;
+};
+
 // The spring dem_springs stored this step for the contact of the particle `self` (history row
 // `row`) with `partner` (for a particle partner, `j` is its slot): its own entry, or for a pair
-// the other particle owns the owner's entry for `self`, negated. Zero if none (a new contact's
-// spring is stored even when zero, so only an overflowed row lacks one). The rows are read
-// only: every thread's springs are written before this kernel.
-__device__ __forceinline__ real3 stored_spring(const DemParams& p, const ParticleArrays& in, unsigned row,
-                                               unsigned partner, unsigned j, unsigned self) {
+// the other particle owns the owner's entry for `self`, negated. Zero and sticking if none (a
+// new contact's spring is stored even when zero, so only an overflowed row lacks one). The rows
+// are read only: every thread's springs are written before this kernel.
+__device__ __forceinline__ StoredSpring stored_spring(const DemParams& p, const ParticleArrays& in, unsigned row,
+                                                      unsigned partner, unsigned j, unsigned self) {
     unsigned r = row, key = partner;
     const bool other = j != DEM_PARTNER_NONE && !owns_pair(self, partner);
     if (other) {
         r = in.row[j];
         key = self;
     }
-    const unsigned m = in.hist_count[r];
+    const unsigned w = in.hist_count[r];
+    const unsigned m = w & DEM_ROW_COUNT_MASK;
+    StoredSpring s;
+    s.xi = zero3();
+    s.sliding = false;
     for (unsigned c = 0; c < m; c++) {
         const HistEntry e = load_entry(in.hist + hist_at(p, c, r));
         if (e.partner == key) {
             const real3 xi = make_real3(e.x, e.y, e.z);
-            return other ? make_real3(-xi.x, -xi.y, -xi.z) : xi;
+            s.xi = other ? make_real3(-xi.x, -xi.y, -xi.z) : xi;
+            s.sliding = (w >> (DEM_ROW_COUNT_BITS + c)) & 1u;
+            break;
         }
     }
-    return zero3();
+    return s;
 }
 #endif
 #endif
@@ -357,16 +377,17 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
         (void)arm;
         if (j != DEM_PARTNER_NONE && !owns_pair(acc.self_id, partner)) return;
         ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, acc);
-        (void)contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
+        const ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
+        if (cf.sliding && acc.hist_out < DEM_ROW_SLIDE_BITS) acc.slid |= 1u << acc.hist_out;
         store_history(p, out, row, k, acc, partner, st);
         return;
     } else {
         (void)mesh_lo;
         (void)mesh_hi;
-        const real3 xi = stored_spring(p, in, row, partner, j, acc.self_id);
+        const StoredSpring ss = stored_spring(p, in, row, partner, j, acc.self_id);
         if constexpr (Acc::ENERGY) {
             ContactState st;
-            st.xi = xi;
+            st.xi = ss.xi;
             (void)out;
             (void)k;
             (void)arm;
@@ -375,7 +396,7 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
         } else {
             (void)out;
             (void)k;
-            const ContactForce cf = contact_force_from_spring(DEM_MODEL, pair, kin, xi, (real)p.dt);
+            const ContactForce cf = contact_force_from_spring(DEM_MODEL, pair, kin, ss.xi, ss.sliding, (real)p.dt);
             acc.f = add3(acc.f, cf.force);
             acc.t = add3(acc.t, add3(cross3(scale3(kin.n, arm), cf.tangential), cf.rolling_torque));
         }
@@ -660,6 +681,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
     acc.cursor = 0;
     acc.old_count = 0;
     acc.self_id = 0;
+    acc.slid = 0;
 #if DEM_FRICTION && DEM_HIST_IN_PLACE
     if constexpr (!Acc::ENERGY && !Acc::SPRINGS) {
         // In place, every slot's row goes with its slot, live or dead, and those of the dead
@@ -729,6 +751,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #if DEM_FRICTION
         acc.old_count = in.hist_count[row_i];
 #if DEM_HIST_PAIRS
+        acc.old_count &= DEM_ROW_COUNT_MASK;
         // Only dem_springs updates rows; the others read them where they lie.
         if constexpr (Acc::SPRINGS)
 #endif
@@ -871,8 +894,8 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         }
 #endif
         if constexpr (Acc::SPRINGS) {
-            // dem_springs: the row's new length; nothing else is written.
-            out.hist_count[row_i] = acc.hist_out;
+            // dem_springs: the row's new length and slide flags; nothing else is written.
+            out.hist_count[row_i] = acc.hist_out | (acc.slid << DEM_ROW_COUNT_BITS);
             if (acc.overflow) atomicAdd(&diag->hist_overflow, acc.overflow);
         } else if constexpr (Acc::ENERGY) {
             // stages::compute_energies, in its arithmetic (double).

@@ -9,7 +9,7 @@
 
 #define PARITY_IN 72
 #define PARITY_IN_U 3
-#define PARITY_OUT 81
+#define PARITY_OUT 84
 #define PARITY_OUT_U 4
 
 __device__ __forceinline__ real3 in3(const double* a, unsigned o) { return make_real3(a[o], a[o + 1], a[o + 2]); }
@@ -120,8 +120,11 @@ extern "C" __global__ void physics_parity(const double* in, const unsigned* in_u
         o[70] = contact_elastic_energy(0, pair, r1, delta, &s);
         o[71] = contact_elastic_energy(1, pair, r1, delta, &s);
     }
-    out3(o, 72, spring_force(xi, v_t, kt, ct));
-    for (int model = 0; model < 2; model++) out3(o, 75 + 3 * model, contact_force_from_spring(model, pair, kin, xi, dt).force);
+    out3(o, 72, spring_force(xi, v_t, kt, ct, false));
+    out3(o, 81, spring_force(xi, v_t, kt, ct, true));
+    // Model 0 as a sticking contact's, model 1 as a sliding one's.
+    for (int model = 0; model < 2; model++)
+        out3(o, 75 + 3 * model, contact_force_from_spring(model, pair, kin, xi, model == 1, dt).force);
 
     ou[0] = wall_partner(au[0]);
     ou[1] = triangle_partner(au[1]);

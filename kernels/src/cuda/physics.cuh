@@ -99,7 +99,8 @@ __device__ __forceinline__ real3 project_spring(real3 xi, real3 n) {
 }
 
 // physics::spring_force
-__device__ __forceinline__ real3 spring_force(real3 xi, real3 v_t, real kt, real ct) {
+__device__ __forceinline__ real3 spring_force(real3 xi, real3 v_t, real kt, real ct, bool sliding) {
+    if (sliding) return scale3(xi, -kt);
     return sub3(scale3(xi, -kt), scale3(v_t, ct));
 }
 
@@ -107,15 +108,15 @@ __device__ __forceinline__ real3 spring_force(real3 xi, real3 v_t, real kt, real
 __device__ __forceinline__ real3 tangential_force(ContactState* state, real3 n, real3 v_t, real kt, real ct, real mu,
                                                   real fn_, real dt, bool* sliding) {
     real3 xi = axpy3(project_spring(state->xi, n), v_t, dt);
-    real3 trial = spring_force(xi, v_t, kt, ct);
+    real3 trial = spring_force(xi, v_t, kt, ct, false);
     real limit = mu * fmax(fn_, real(0));
     real mag = norm3(trial);
     if (mag > limit) {
         real3 ft = mag > real(0) ? scale3(trial, limit / mag) : zero3();
         *sliding = true;
         if (kt > real(0)) {
-            state->xi = scale3(add3(ft, scale3(v_t, ct)), real(-1) / kt);
-            return spring_force(state->xi, v_t, kt, ct);
+            state->xi = scale3(ft, real(-1) / kt);
+            return spring_force(state->xi, v_t, kt, ct, true);
         }
         state->xi = zero3();
         return ft;
@@ -169,16 +170,17 @@ __device__ __forceinline__ ContactForce contact_force(int model, const MaterialP
     return out;
 }
 
-// physics::contact_force_from_spring: the force of a contact whose spring this step already
-// stored (the pairs-once history's second particle; `sliding` false).
+// physics::contact_force_from_spring: the force of a contact whose spring (and whether it slid)
+// this step already stored (the pairs-once history).
 __device__ __forceinline__ ContactForce contact_force_from_spring(int model, const MaterialPair& pair,
-                                                                  const ContactKinematics& k, real3 xi, real dt) {
+                                                                  const ContactKinematics& k, real3 xi, bool sliding,
+                                                                  real dt) {
     real3 v_t;
     real fn_, kt, ct;
     contact_laws(model, pair, k, &v_t, &fn_, &kt, &ct);
     ContactForce out;
-    out.tangential = spring_force(xi, v_t, kt, ct);
-    out.sliding = false;
+    out.tangential = spring_force(xi, v_t, kt, ct, sliding);
+    out.sliding = sliding;
     out.rolling_torque = rolling_torque(k.omega_rel, (real)pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
     out.force = axpy3(out.tangential, k.n, -fn_);
     out.normal = fn_;

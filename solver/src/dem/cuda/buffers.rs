@@ -811,7 +811,9 @@ fn pairs_to_portable(h: &DeviceHistory<'_>, s: &mut SimState, index: &dyn Fn(u32
         let e = c * h.strides.0 + h.rows[k] as usize * h.strides.1;
         read_hist_entry(&h.bytes[e * eb..(e + 1) * eb], h.real)
     };
-    let count = |k: usize| h.count[h.rows[k] as usize] as usize;
+    // The count word's low bits (the slide flags above them are the collide's, contact.cu).
+    let count_mask = (1u32 << kernels::PAIRS_ROW_COUNT_BITS) - 1;
+    let count = |k: usize| (h.count[h.rows[k] as usize] & count_mask) as usize;
     // Entries per slot: its row's, and one for each pair another row keeps with it.
     let n = h.ids.len();
     let mut per = vec![0usize; n];
@@ -1175,6 +1177,55 @@ pub(crate) const DEAD: u32 = u32::MAX;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pairs-once rows come out as both sides of every pair: each particle's particle entries
+    /// in its partners' slot order (the walk's), the other side's springs negated, then its
+    /// walls' in row order; the count word's slide flags are not counted as entries.
+    #[test]
+    fn pairs_once_rows_download_as_both_sides() {
+        use crate::dem::state::wall_partner;
+        // Slots 0, 1, 2 hold ids 10, 11, 12 in rows 2, 0, 1; slot 3 is dead. 10 keeps (10, 11),
+        // 11 keeps (11, 12), 12 keeps (10, 12) (state::owns_pair).
+        assert!(owns_pair(10, 11) && owns_pair(11, 12) && owns_pair(12, 10));
+        let (real, cap, n) = (4usize, 4usize, 4usize);
+        let eb = hist_entry_bytes(real);
+        let mut bytes = vec![0u8; cap * n * eb];
+        let put = |bytes: &mut Vec<u8>, row: usize, c: usize, partner: u32, xi: [f64; 3]| {
+            let e = c * n + row;
+            write_hist_entry(&mut bytes[e * eb..(e + 1) * eb], partner, &xi, real);
+        };
+        let (a, b, c, w) = (
+            [1.0, 2.0, 3.0],
+            [4.0, 5.0, 6.0],
+            [7.0, 8.0, 9.0],
+            [0.5, 0.0, 0.0],
+        );
+        put(&mut bytes, 2, 0, 11, a);
+        put(&mut bytes, 2, 1, wall_partner(0), w);
+        put(&mut bytes, 0, 0, 12, b);
+        put(&mut bytes, 1, 0, 10, c);
+        let flag = 1u32 << kernels::PAIRS_ROW_COUNT_BITS;
+        let count = [1 | flag, 1, 2 | (flag << 1), 0];
+        let ids = [10, 11, 12, DEAD];
+        let rows = [2, 0, 1, 3];
+        let h = DeviceHistory {
+            ids: &ids,
+            rows: &rows,
+            count: &count,
+            bytes: &bytes,
+            real,
+            strides: (n, 1),
+        };
+        let mut s = SimState::zeroed(0.0, 0, 3);
+        pairs_to_portable(&h, &mut s, &|id| id as usize - 10);
+        assert_eq!(s.history_cap, HISTORY_CAP);
+        let e = |partner, xi| HistEntry { partner, xi };
+        let neg = |v: [f64; 3]| [-v[0], -v[1], -v[2]];
+        let got = |i: usize| s.history_of(i).copied().collect::<Vec<_>>();
+        assert_eq!(got(0), [e(11, a), e(12, neg(c)), e(wall_partner(0), w)]);
+        assert_eq!(got(1), [e(10, neg(a)), e(12, b)]);
+        assert_eq!(got(2), [e(10, c), e(11, neg(b))]);
+    }
 
     /// A frame part crosses as bytes and back unchanged; a wrong length is named, not trusted.
     #[test]

@@ -419,6 +419,14 @@ fn collide_shared_bytes(
     if !(cfg.friction && cfg.hist_in_place) {
         return Ok(0);
     }
+    if cfg.hist_pairs && opts.hist_cap > kernels::PAIRS_MAX_ROW {
+        return Err(CudaError::Unsupported(format!(
+            "a pairs-once contact history of {} entries per row: at most {} (a row's count \
+             word holds a slide flag per entry); each row holds about half a particle's contacts",
+            opts.hist_cap,
+            kernels::PAIRS_MAX_ROW
+        )));
+    }
     let threads = kernels::COLLIDE_THREADS as u64;
     let entry = buffers::hist_entry_bytes(if cfg.double { 8 } else { 4 }) as u64;
     let stage = opts.hist_cap as u64 * entry * threads;
