@@ -7,12 +7,14 @@
 #   bench/gpu/session33_checks.sh parity  # the physics twins; cuda_parity as it is (f64 bits of
 #                                         # the CPU with the new reset), and again with every
 #                                         # test's history kept pairs-once; cuda_multi
-#   bench/gpu/session33_checks.sh valid   # the DEM validation tests on the GPU, with the
-#                                         # default history and with pairs-once
+#   bench/gpu/session33_checks.sh valid   # cuda_multi (groups against one GPU), then the DEM
+#                                         # validation tests on the GPU with the default
+#                                         # history and with pairs-once
 #   bench/gpu/session33_checks.sh bench   # 10 M dense beds (linear and Hertz with friction):
 #                                         # two buffers, in place and pairs-once (rows of 10),
 #                                         # without the Verlet list and with it; B/particle and
 #                                         # particle-steps/s
+#   bench/gpu/session33_checks.sh layout  # pairs-once and in place with row-major rows
 #
 # Logs $OUT/session33_<part>.log, *.out; records $OUT/dem_gpu.jsonl.
 set -uo pipefail
@@ -34,6 +36,7 @@ parity)
   ;;
 valid)
   cd solver
+  item 100 result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
   for h in auto pairs; do
     for t in impact_linear impact_hertz energy incline packing moving_geometry; do
       item 40 result "validate_${t}_$h" env PARTICLE_SHM_TEST_BACKENDS=cuda PARTICLE_SHM_TEST_HISTORY=$h \
@@ -50,6 +53,13 @@ bench)
   item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200
   item 60 run bench --particles 1e7 --model linear-friction --phase loose --steps 300 --list off --history pairs --hist-cap 10
   item 60 run bench --particles 1e7 --model linear-friction --phase loose --steps 300 --list off --history in-place
+  ;;
+layout)
+  # Pairs-once reads other particles' rows: a row's entries side by side (row-major) against
+  # strided by the slot count (slot-major, the default).
+  item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off --history pairs --hist-cap 10 --hist-layout row
+  item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --history pairs --hist-cap 10 --hist-layout row
+  item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off --history in-place --hist-layout row
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
