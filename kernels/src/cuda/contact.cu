@@ -147,6 +147,7 @@ struct Accum {
 #endif
     unsigned self_id;         // the particle's id (the pairs-once history's owner test)
     unsigned slid;            // dem_springs: bit c, new entry c's contact slid
+    unsigned row_word;        // pairs once, after dem_springs: the row's count word (slide flags)
     static constexpr bool ENERGY = false;
     static constexpr bool SPRINGS = false;
 };
@@ -329,32 +330,50 @@ struct StoredSpring {
     bool sliding;
 };
 
-// The spring dem_springs stored this step for the contact of the particle `self` (history row
-// `row`) with `partner` (for a particle partner, `j` is its slot): its own entry, or for a pair
-// the other particle owns the owner's entry for `self`, negated. Zero and sticking if none (a
-// new contact's spring is stored even when zero, so only an overflowed row lacks one). The rows
-// are read only: every thread's springs are written before this kernel.
+// The spring dem_springs stored this step for the contact of particle acc.self_id (history row
+// `row`, count word acc.row_word) with `partner` (for a particle partner, `j` is its slot): its
+// own entry, or for a pair the other particle owns the owner's entry for it, negated. Zero and
+// sticking if none (a new contact's spring is stored even when zero, so only an overflowed row
+// lacks one). The rows are read only: every thread's springs are written before this kernel.
+// dem_springs wrote the own entries in the order this walk meets their contacts, so the one
+// after the last found (acc.cursor) is tried first.
 __device__ __forceinline__ StoredSpring stored_spring(const DemParams& p, const ParticleArrays& in, unsigned row,
-                                                      unsigned partner, unsigned j, unsigned self) {
-    unsigned r = row, key = partner;
-    const bool other = j != DEM_PARTNER_NONE && !owns_pair(self, partner);
-    if (other) {
-        r = in.row[j];
-        key = self;
-    }
-    const unsigned w = in.hist_count[r];
-    const unsigned m = w & DEM_ROW_COUNT_MASK;
+                                                      unsigned partner, unsigned j, Accum& acc) {
     StoredSpring s;
     s.xi = zero3();
     s.sliding = false;
-    for (unsigned c = 0; c < m; c++) {
-        const HistEntry e = load_entry(in.hist + hist_at(p, c, r));
-        if (e.partner == key) {
-            const real3 xi = make_real3(e.x, e.y, e.z);
-            s.xi = other ? make_real3(-xi.x, -xi.y, -xi.z) : xi;
-            s.sliding = (w >> (DEM_ROW_COUNT_BITS + c)) & 1u;
-            break;
+    const unsigned self = acc.self_id;
+    if (j != DEM_PARTNER_NONE && !owns_pair(self, partner)) {
+        const unsigned r = in.row[j];
+        const unsigned w = in.hist_count[r];
+        const unsigned m = w & DEM_ROW_COUNT_MASK;
+        for (unsigned c = 0; c < m; c++) {
+            const HistEntry e = load_entry(in.hist + hist_at(p, c, r));
+            if (e.partner == self) {
+                s.xi = make_real3(-e.x, -e.y, -e.z);
+                s.sliding = (w >> (DEM_ROW_COUNT_BITS + c)) & 1u;
+                break;
+            }
         }
+        return s;
+    }
+    const unsigned m = acc.old_count;
+    unsigned c = acc.cursor;
+    HistEntry e;
+    bool found = false;
+    if (c < m) {
+        e = load_entry(in.hist + hist_at(p, c, row));
+        found = e.partner == partner;
+    }
+    for (unsigned q = 0; q < m && !found; q++) {
+        e = load_entry(in.hist + hist_at(p, q, row));
+        found = e.partner == partner;
+        c = q;
+    }
+    if (found) {
+        s.xi = make_real3(e.x, e.y, e.z);
+        s.sliding = (acc.row_word >> (DEM_ROW_COUNT_BITS + c)) & 1u;
+        acc.cursor = c + 1;
     }
     return s;
 }
@@ -384,7 +403,7 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
     } else {
         (void)mesh_lo;
         (void)mesh_hi;
-        const StoredSpring ss = stored_spring(p, in, row, partner, j, acc.self_id);
+        const StoredSpring ss = stored_spring(p, in, row, partner, j, acc);
         if constexpr (Acc::ENERGY) {
             ContactState st;
             st.xi = ss.xi;
@@ -682,6 +701,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
     acc.old_count = 0;
     acc.self_id = 0;
     acc.slid = 0;
+    acc.row_word = 0;
 #if DEM_FRICTION && DEM_HIST_IN_PLACE
     if constexpr (!Acc::ENERGY && !Acc::SPRINGS) {
         // In place, every slot's row goes with its slot, live or dead, and those of the dead
@@ -751,6 +771,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #if DEM_FRICTION
         acc.old_count = in.hist_count[row_i];
 #if DEM_HIST_PAIRS
+        acc.row_word = acc.old_count;
         acc.old_count &= DEM_ROW_COUNT_MASK;
         // Only dem_springs updates rows; the others read them where they lie.
         if constexpr (Acc::SPRINGS)
