@@ -7,7 +7,8 @@
 #   bench/gpu/session33_checks.sh parity  # the physics twins; cuda_parity as it is (f64 bits of
 #                                         # the CPU with the new reset), and again with every
 #                                         # test's history kept pairs-once; cuda_multi
-#   bench/gpu/session33_checks.sh valid   # cuda_multi (groups against one GPU), then the DEM
+#   bench/gpu/session33_checks.sh valid   # cuda_parity with pairs-once again (the collide's
+#                                         # cursor), cuda_multi (groups against one GPU), the DEM
 #                                         # validation tests on the GPU with the default
 #                                         # history and with pairs-once
 #   bench/gpu/session33_checks.sh bench   # 10 M dense beds (linear and Hertz with friction):
@@ -15,6 +16,9 @@
 #                                         # without the Verlet list and with it; B/particle and
 #                                         # particle-steps/s
 #   bench/gpu/session33_checks.sh layout  # pairs-once and in place with row-major rows
+#   bench/gpu/session33_checks.sh final   # the session's last call: cuda_parity pairs-once,
+#                                         # cuda_multi, pairs-once slot- and row-major, then the
+#                                         # validation tests (auto, then pairs) as time allows
 #
 # Logs $OUT/session33_<part>.log, *.out; records $OUT/dem_gpu.jsonl.
 set -uo pipefail
@@ -36,6 +40,8 @@ parity)
   ;;
 valid)
   cd solver
+  item 30 result cuda_parity_pairs env PARTICLE_SHM_TEST_HISTORY=pairs timeout 250 \
+    "$BIN/cuda_parity" --test-threads 1 --nocapture
   item 100 result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
   for h in auto pairs; do
     for t in impact_linear impact_hertz energy incline packing moving_geometry; do
@@ -60,6 +66,23 @@ layout)
   item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off --history pairs --hist-cap 10 --hist-layout row
   item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --history pairs --hist-cap 10 --hist-layout row
   item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off --history in-place --hist-layout row
+  ;;
+final)
+  # The last device call of the session: the collide's cursor (pairs once) against the CPU's
+  # bits, groups, the layouts' speed, then the validation tests as the budget allows.
+  (cd solver && item 30 result cuda_parity_pairs env PARTICLE_SHM_TEST_HISTORY=pairs timeout 250 \
+    "$BIN/cuda_parity" --test-threads 1 --nocapture)
+  (cd solver && item 100 result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1)
+  item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off --history pairs --hist-cap 10
+  item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off --history pairs --hist-cap 10 --hist-layout row
+  item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --history pairs --hist-cap 10 --hist-layout row
+  cd solver
+  for h in auto pairs; do
+    for t in incline impact_hertz moving_geometry energy impact_linear packing; do
+      item 40 result "validate_${t}_$h" env PARTICLE_SHM_TEST_BACKENDS=cuda PARTICLE_SHM_TEST_HISTORY=$h \
+        timeout 150 "$BIN/$t" --test-threads 1
+    done
+  done
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

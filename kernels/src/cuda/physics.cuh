@@ -156,18 +156,27 @@ __device__ __forceinline__ void contact_laws(int model, const MaterialPair& pair
     }
 }
 
+// physics::contact_result
+__device__ __forceinline__ ContactForce contact_result(const MaterialPair& pair, const ContactKinematics& k, real fn_,
+                                                       real3 ft, bool sliding, real dt) {
+    ContactForce out;
+    out.tangential = ft;
+    out.sliding = sliding;
+    out.rolling_torque = rolling_torque(k.omega_rel, (real)pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
+    out.force = axpy3(ft, k.n, -fn_);
+    out.normal = fn_;
+    return out;
+}
+
 // physics::contact_force. `model` is 0 (Linear) or 1 (HertzMindlin), as physics::ContactModel.
 __device__ __forceinline__ ContactForce contact_force(int model, const MaterialPair& pair, const ContactKinematics& k,
                                                       ContactState* state, real dt) {
     real3 v_t;
     real fn_, kt, ct;
     contact_laws(model, pair, k, &v_t, &fn_, &kt, &ct);
-    ContactForce out;
-    out.tangential = tangential_force(state, k.n, v_t, kt, ct, (real)pair.mu_s, fn_, dt, &out.sliding);
-    out.rolling_torque = rolling_torque(k.omega_rel, (real)pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
-    out.force = axpy3(out.tangential, k.n, -fn_);
-    out.normal = fn_;
-    return out;
+    bool sliding;
+    const real3 ft = tangential_force(state, k.n, v_t, kt, ct, (real)pair.mu_s, fn_, dt, &sliding);
+    return contact_result(pair, k, fn_, ft, sliding, dt);
 }
 
 // physics::contact_force_from_spring: the force of a contact whose spring (and whether it slid)
@@ -178,13 +187,7 @@ __device__ __forceinline__ ContactForce contact_force_from_spring(int model, con
     real3 v_t;
     real fn_, kt, ct;
     contact_laws(model, pair, k, &v_t, &fn_, &kt, &ct);
-    ContactForce out;
-    out.tangential = spring_force(xi, v_t, kt, ct, sliding);
-    out.sliding = sliding;
-    out.rolling_torque = rolling_torque(k.omega_rel, (real)pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
-    out.force = axpy3(out.tangential, k.n, -fn_);
-    out.normal = fn_;
-    return out;
+    return contact_result(pair, k, fn_, spring_force(xi, v_t, kt, ct, sliding), sliding, dt);
 }
 
 // physics::contact_elastic_energy (energy bookkeeping, in double whatever `real` is).

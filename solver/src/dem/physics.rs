@@ -437,11 +437,24 @@ pub fn contact_force(
 ) -> ContactForce {
     let (v_t, fn_, law) = contact_laws(model, pair, k);
     let (ft, sliding) = tangential_force(state, k.n, v_t, law, fn_, dt);
-    let rolling = rolling_torque(k.omega_rel, pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
+    contact_result(pair, k, fn_, ft, sliding, dt)
+}
+
+/// A contact's forces from its normal force `fn_` and tangential force `ft`: the total on i and
+/// the rolling torque.
+#[inline]
+fn contact_result(
+    pair: &MaterialPair,
+    k: &ContactKinematics,
+    fn_: f64,
+    ft: V3,
+    sliding: bool,
+    dt: f64,
+) -> ContactForce {
     ContactForce {
         force: vec3::axpy(ft, k.n, -fn_),
         tangential: ft,
-        rolling_torque: rolling,
+        rolling_torque: rolling_torque(k.omega_rel, pair.mu_r, k.r_eff, fn_, k.i_eff, dt),
         normal: fn_,
         sliding,
     }
@@ -463,14 +476,7 @@ pub fn contact_force_from_spring(
 ) -> ContactForce {
     let (v_t, fn_, law) = contact_laws(model, pair, k);
     let ft = spring_force(xi, v_t, law, sliding);
-    let rolling = rolling_torque(k.omega_rel, pair.mu_r, k.r_eff, fn_, k.i_eff, dt);
-    ContactForce {
-        force: vec3::axpy(ft, k.n, -fn_),
-        tangential: ft,
-        rolling_torque: rolling,
-        normal: fn_,
-        sliding,
-    }
+    contact_result(pair, k, fn_, ft, sliding, dt)
 }
 
 /// Elastic energy stored in a contact (normal + tangential spring) [J], for energy bookkeeping.
