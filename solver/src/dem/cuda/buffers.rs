@@ -257,6 +257,23 @@ fn real_bytes(v: &[f64], real: usize) -> Vec<u8> {
     }
 }
 
+/// The kernels index a contact history's entries with 32 bits (`hist_at` in contact.cu, the
+/// exchange's records): `capacity` slots of `hist_cap` entries must stay below 2^32 entries, or
+/// the index would wrap onto other rows. Reached on a 141 GB H200 in place (390 B a particle)
+/// above 268 M particles with 16 entries.
+pub(crate) fn history_fits_its_index(capacity: usize, hist_cap: u32) -> Result<(), CudaError> {
+    let entries = capacity as u64 * u64::from(hist_cap);
+    if entries > u64::from(u32::MAX) {
+        return Err(CudaError::Unsupported(format!(
+            "{capacity} particle slots of {hist_cap} contact history entries make {entries} \
+             entries, more than the kernels' 32-bit history index holds ({}); run fewer \
+             particles per GPU, or fewer entries per particle (dem-gpu-bench --hist-cap)",
+            u32::MAX
+        )));
+    }
+    Ok(())
+}
+
 /// Device bytes a case needs: two copies of the particle state (state and gather scratch), with
 /// a contact history each or one shared (in place), the stored forces and contact counts, the neighbour grid (3 x u32 per particle, 2 x u32 per
 /// cell), the scan levels, the publication staging buffers (`publish::STAGING_BYTES_PER_PARTICLE`,
@@ -369,6 +386,9 @@ pub(crate) fn upload(
 ) -> Result<(DeviceState, DemParams), CudaError> {
     let live = state.pos.len();
     assert!(capacity >= live, "capacity below the particle count");
+    if cfg.friction {
+        history_fits_its_index(capacity, opts.hist_cap)?;
+    }
     // Every per-particle array has `capacity` slots; `n` below is that.
     let n = capacity;
     let table = &sc.table;
@@ -1177,6 +1197,16 @@ pub(crate) const DEAD: u32 = u32::MAX;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_history_beyond_the_32_bit_index_is_refused() {
+        assert!(history_fits_its_index(268_000_000, 16).is_ok());
+        let e = history_fits_its_index(300_000_000, 16)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("4800000000 entries"), "{e}");
+        assert!(history_fits_its_index(300_000_000, 10).is_ok());
+    }
 
     /// Pairs-once rows come out as both sides of every pair: each particle's particle entries
     /// in its partners' slot order (the walk's), the other side's springs negated, then its
