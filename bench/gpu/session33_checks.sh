@@ -1,21 +1,19 @@
 #!/usr/bin/env bash
 # Session 33 (2026-12-02) on one GPU (only nvidia-h200 was lent): issue 13's contact history with
-# each particle pair's spring kept once (`--history pairs`), and the sliding spring's reset
-# that carries the damping force too (Luding 2008, eq. 21), which every layout and the CPU now
-# share. From the repository root, after bash bench/gpu/pack.sh:
+# each particle pair's spring kept once (`--history pairs`), and every contact's force taken
+# from the spring it stores, which every layout and the CPU now share (the first `parity` run,
+# raw/session33/first/, had Luding's damping-carrying reset, dropped after it). From the
+# repository root, after bash bench/gpu/pack.sh (the `final` run's output is in
+# raw/session33/final/):
 #
 #   bench/gpu/session33_checks.sh parity  # the physics twins; cuda_parity as it is (f64 bits of
-#                                         # the CPU with the new reset), and again with every
+#                                         # the CPU with the new sliding force), and again with every
 #                                         # test's history kept pairs-once; cuda_multi
-#   bench/gpu/session33_checks.sh valid   # cuda_parity with pairs-once again (the collide's
-#                                         # cursor), cuda_multi (groups against one GPU), the DEM
-#                                         # validation tests on the GPU with the default
-#                                         # history and with pairs-once
 #   bench/gpu/session33_checks.sh bench   # 10 M dense beds (linear and Hertz with friction):
 #                                         # two buffers, in place and pairs-once (rows of 10),
 #                                         # without the Verlet list and with it; B/particle and
-#                                         # particle-steps/s
-#   bench/gpu/session33_checks.sh layout  # pairs-once and in place with row-major rows
+#                                         # particle-steps/s (the loose rows did not fit the
+#                                         # budget)
 #   bench/gpu/session33_checks.sh final   # the session's last call: cuda_parity pairs-once,
 #                                         # cuda_multi, pairs-once slot- and row-major, then the
 #                                         # validation tests (auto, then pairs) as time allows
@@ -38,18 +36,6 @@ parity)
     "$BIN/cuda_parity" --test-threads 1 --nocapture
   item 150 result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
   ;;
-valid)
-  cd solver
-  item 30 result cuda_parity_pairs env PARTICLE_SHM_TEST_HISTORY=pairs timeout 250 \
-    "$BIN/cuda_parity" --test-threads 1 --nocapture
-  item 100 result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
-  for h in auto pairs; do
-    for t in impact_linear impact_hertz energy incline packing moving_geometry; do
-      item 40 result "validate_${t}_$h" env PARTICLE_SHM_TEST_BACKENDS=cuda PARTICLE_SHM_TEST_HISTORY=$h \
-        timeout 150 "$BIN/$t" --test-threads 1
-    done
-  done
-  ;;
 bench)
   for m in linear-friction hertz; do
     item 60 run bench --particles 1e7 --model $m --phase dense --relax 2000 --steps 200 --list off --history in-place
@@ -59,13 +45,6 @@ bench)
   item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200
   item 60 run bench --particles 1e7 --model linear-friction --phase loose --steps 300 --list off --history pairs --hist-cap 10
   item 60 run bench --particles 1e7 --model linear-friction --phase loose --steps 300 --list off --history in-place
-  ;;
-layout)
-  # Pairs-once reads other particles' rows: a row's entries side by side (row-major) against
-  # strided by the slot count (slot-major, the default).
-  item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off --history pairs --hist-cap 10 --hist-layout row
-  item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --history pairs --hist-cap 10 --hist-layout row
-  item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off --history in-place --hist-layout row
   ;;
 final)
   # The last device call of the session: the collide's cursor (pairs once) against the CPU's
