@@ -827,6 +827,13 @@ fn pairs_to_portable(h: &DeviceHistory<'_>, s: &mut SimState, index: &dyn Fn(u32
             slot_of[id as usize] = k as u32;
         }
     }
+    // The live slot of a particle partner (none for a partner that left the run).
+    let partner_slot = |partner: u32| {
+        slot_of
+            .get(partner as usize)
+            .copied()
+            .filter(|&q| q != u32::MAX)
+    };
     let entry = |k: usize, c: usize| {
         let e = c * h.strides.0 + h.rows[k] as usize * h.strides.1;
         read_hist_entry(&h.bytes[e * eb..(e + 1) * eb], h.real)
@@ -842,7 +849,7 @@ fn pairs_to_portable(h: &DeviceHistory<'_>, s: &mut SimState, index: &dyn Fn(u32
         for c in 0..count(k) {
             let e = entry(k, c);
             if is_particle_partner(e.partner) {
-                if let Some(&q) = slot_of.get(e.partner as usize).filter(|&&q| q != u32::MAX) {
+                if let Some(q) = partner_slot(e.partner) {
                     per[q as usize] += 1;
                 }
             }
@@ -866,7 +873,7 @@ fn pairs_to_portable(h: &DeviceHistory<'_>, s: &mut SimState, index: &dyn Fn(u32
             if !is_particle_partner(e.partner) {
                 continue;
             }
-            let Some(&q) = slot_of.get(e.partner as usize).filter(|&&q| q != u32::MAX) else {
+            let Some(q) = partner_slot(e.partner) else {
                 continue;
             };
             pairs[fill[k]] = (q, e);
