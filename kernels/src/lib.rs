@@ -100,6 +100,9 @@ pub enum Kernel {
     CollideBoundary,
     Springs,
     KickDrift,
+    Integrate,
+    GatherWords,
+    SearchCells,
     Pack,
     Classify,
     ClassifyBand,
@@ -117,7 +120,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 25] = [
+    pub const ALL: [Kernel; 28] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -129,6 +132,9 @@ impl Kernel {
         Kernel::CollideBoundary,
         Kernel::Springs,
         Kernel::KickDrift,
+        Kernel::Integrate,
+        Kernel::GatherWords,
+        Kernel::SearchCells,
         Kernel::Pack,
         Kernel::Classify,
         Kernel::ClassifyBand,
@@ -159,6 +165,9 @@ impl Kernel {
             Kernel::CollideBoundary => "dem_collide_boundary",
             Kernel::Springs => "dem_springs",
             Kernel::KickDrift => "dem_kick_drift",
+            Kernel::Integrate => "dem_integrate",
+            Kernel::GatherWords => "dem_gather_words",
+            Kernel::SearchCells => "dem_search_cells",
             Kernel::Pack => "dem_pack",
             Kernel::Classify => "dem_classify",
             Kernel::ClassifyBand => "dem_classify_band",
@@ -239,6 +248,11 @@ pub struct ModuleConfig {
     /// Off for one GPU: they lengthen the compile. (Selected at run time inside one kernel, the
     /// pass cost `dem_collide` 11 % in a 10 M dense bed with friction: 3.41 -> 3.78 ms.)
     pub passes: bool,
+    /// One copy of the particle state instead of two (`DEM_SINGLE_COPY`): `dem_collide` stores
+    /// each slot's force and torque, `dem_integrate` then moves the particles in place, and a
+    /// search reorders the state one array at a time through the force buffer
+    /// (`dem_gather_words`). 56 B less per frictional particle, for a force buffer of 24.
+    pub single_copy: bool,
 }
 
 /// Particles from which a GPU's collide streams its history and list past L2
@@ -315,6 +329,7 @@ impl ModuleConfig {
             u32::from(self.stream_hints)
         ));
         d.push(format!("-DDEM_PASSES={}", u32::from(self.passes)));
+        d.push(format!("-DDEM_SINGLE_COPY={}", u32::from(self.single_copy)));
         d
     }
 }
@@ -502,6 +517,7 @@ mod tests {
             one_species: true,
             stream_hints: false,
             passes: false,
+            single_copy: false,
         };
         let d = cfg.defines();
         assert!(d.contains(&"-DDEM_STREAM_HINTS=0".to_string()));

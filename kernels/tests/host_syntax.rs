@@ -79,6 +79,7 @@ fn dem_config() -> ModuleConfig {
         one_species: true,
         stream_hints: false,
         passes: false,
+        single_copy: false,
     }
 }
 
@@ -113,6 +114,27 @@ fn dem_modules_are_valid_cxx() {
             hist_in_place: true,
             stream_hints: true,
             passes: true,
+            ..base
+        },
+        // One copy of the state (dem_integrate, dem_gather_words), with pairs and in place.
+        ModuleConfig {
+            hist_in_place: true,
+            hist_pairs: true,
+            single_copy: true,
+            ..base
+        },
+        ModuleConfig {
+            model: 1,
+            hist_in_place: true,
+            single_copy: true,
+            double: true,
+            meshes: true,
+            ..base
+        },
+        ModuleConfig {
+            friction: false,
+            rotation: false,
+            single_copy: true,
             ..base
         },
         // Each pair's spring once (dem_springs), in f32 and f64, with meshes and Hertz.

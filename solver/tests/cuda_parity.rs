@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use solver::case::Case;
 use solver::decomp::Decomposition;
-use solver::dem::cuda::{self, CudaOptions, CudaSim, HistLayout, HistoryMode};
+use solver::dem::cuda::{self, CudaOptions, CudaSim, HistLayout, HistoryMode, StateCopies};
 use solver::dem::state::SimState;
 use solver::exec::coordinator::Coordinator;
 use solver::exec::worker::{Energies, FusedWorker};
@@ -162,7 +162,7 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
         springs > 1000,
         "the case must build up contact history ({springs} springs)"
     );
-    for (candidates, layout, history) in [
+    for (candidates, layout, history, copies) in [
         (0, HistLayout::SlotMajor, HistoryMode::Double),
         (2, HistLayout::SlotMajor, HistoryMode::Double),
         (
@@ -186,11 +186,30 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
             HistoryMode::Pairs,
         ),
         (0, HistLayout::SlotMajor, HistoryMode::Pairs),
-    ] {
+    ]
+    .into_iter()
+    .map(|(c, l, h)| (c, l, h, StateCopies::Two))
+    .chain([
+        // One copy of the state: forces stored, dem_integrate, a search through the force
+        // buffer (the history in place either way).
+        (
+            cuda::DEFAULT_CANDIDATES,
+            HistLayout::SlotMajor,
+            HistoryMode::InPlace,
+            StateCopies::One,
+        ),
+        (
+            0,
+            HistLayout::RowMajor,
+            HistoryMode::Pairs,
+            StateCopies::One,
+        ),
+    ]) {
         let opts = CudaOptions {
             candidates,
             hist_layout: layout,
             history,
+            state_copies: copies,
             hist_cap: if history == HistoryMode::Pairs {
                 10
             } else {
@@ -204,11 +223,13 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
             matches!(history, HistoryMode::InPlace | HistoryMode::Pairs)
         );
         assert_eq!(g.history_pairs(), history == HistoryMode::Pairs);
+        assert_eq!(g.module_config().single_copy, copies == StateCopies::One);
         g.steps(400).expect("gpu");
         let a = g.state().expect("state");
         let label = format!(
-            "candidates {candidates}, {layout:?}, history {}",
-            history.name()
+            "candidates {candidates}, {layout:?}, history {}, state copies {}",
+            history.name(),
+            copies.name()
         );
         assert_eq!(a.pos, c.pos, "{label}: positions");
         assert_eq!(a.vel, c.vel, "{label}: velocities");
@@ -264,6 +285,57 @@ fn cuda_runs_are_deterministic() {
         assert!(a.1 .0 > 3, "{name}: the skin searched {} times", a.1 .0);
         assert_eq!(a.1, b.1, "{name}: searches, steps, wider intervals");
         assert_same_bits(name, &a.0, &b.0);
+    }
+}
+
+/// One copy of the state changes nothing but memory: in f32 with the skin's schedule, in
+/// batches, with the energies asked for before the first step (a search through the force
+/// buffer) and on the way, the dense pack and the drum give the bits of two copies (the
+/// history in place in both), forces included; the energies are equal too.
+#[test]
+fn one_state_copy_gives_the_bits_of_two() {
+    if !gpu_present() {
+        return;
+    }
+    let dense = dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
+    let drum = drum_parity_case(Integrator::SymplecticEuler);
+    for (name, sc, state) in [("dense pack", dense.0, dense.1), ("drum", drum.0, drum.1)] {
+        let run = |copies: StateCopies| {
+            let opts = CudaOptions {
+                state_copies: copies,
+                history: HistoryMode::InPlace,
+                store_forces: true,
+                ..CudaOptions::default()
+            };
+            let mut g = CudaSim::new(&sc, &state, &opts).expect("GPU");
+            assert_eq!(g.module_config().single_copy, copies == StateCopies::One);
+            let mut energies = vec![g.energies().expect("energies")];
+            for batch in [1u64, 7, 64, 300, 5, 423] {
+                g.steps(batch).expect("steps");
+                energies.push(g.energies().expect("energies"));
+            }
+            let bpp = g.memory().bytes_per_particle();
+            (
+                g.state().expect("state"),
+                energies,
+                g.skin_counts().expect("a skin"),
+                bpp,
+            )
+        };
+        let (two, one) = (run(StateCopies::Two), run(StateCopies::One));
+        assert_same_bits(&format!("{name}, one copy"), &one.0, &two.0);
+        assert_eq!(one.1, two.1, "{name}: energies");
+        assert_eq!(one.2, two.2, "{name}: searches");
+        assert!(
+            one.3 + 24.0 <= two.3,
+            "{name}: one copy {:.1} B/particle, two {:.1}",
+            one.3,
+            two.3
+        );
+        println!(
+            "{name}: one copy of the state gives the bits of two ({:.1} -> {:.1} B/particle)",
+            two.3, one.3
+        );
     }
 }
 
@@ -406,6 +478,16 @@ fn parity_opts(double: bool) -> CudaOptions {
     }
 }
 
+/// [`parity_opts`] for the case `sc`: velocity Verlet keeps two copies of the state (one is
+/// refused), whatever `PARTICLE_SHM_TEST_COPIES` asks.
+fn parity_opts_for(sc: &StepContext, double: bool) -> CudaOptions {
+    let mut o = parity_opts(double);
+    if sc.integrator == Integrator::VelocityVerlet {
+        o.state_copies = StateCopies::Auto;
+    }
+    o
+}
+
 /// Steps the CPU reference and the GPU in f64 and f32 `steps` times; asserts that f64 is bit
 /// identical (kinematics, forces, contact counts, contact history with its mesh keys) and that
 /// f32 positions and velocities lie within `f32_pos` and `f32_vel` (relative, floors 1e-3 m and
@@ -425,8 +507,8 @@ fn mesh_parity(
         &Decomposition::default(),
     )
     .expect("plan");
-    let mut g64 = CudaSim::new(&sc, &state, &parity_opts(true)).expect("GPU f64");
-    let mut g32 = CudaSim::new(&sc, &state, &parity_opts(false)).expect("GPU f32");
+    let mut g64 = CudaSim::new(&sc, &state, &parity_opts_for(&sc, true)).expect("GPU f64");
+    let mut g32 = CudaSim::new(&sc, &state, &parity_opts_for(&sc, false)).expect("GPU f32");
     cpu.advance(steps).expect("cpu");
     g64.steps(steps).expect("gpu f64");
     g32.steps(steps).expect("gpu f32");
@@ -593,11 +675,12 @@ fn graph_replay_matches_direct_launches() {
 /// runs 300 more; the result must equal the CPU's after 600 steps (mesh history keys, forces and
 /// torques converted both ways). Then checks the mesh transforms and the snapshot one step on.
 fn restart_parity(sc: StepContext, state: SimState, cpu_end: &SimState) {
+    let opts = parity_opts_for(&sc, true);
     let ctx = Arc::new(sc);
-    let mut first = CudaBackend::new(ctx.clone(), state, &parity_opts(true)).expect("GPU");
+    let mut first = CudaBackend::new(ctx.clone(), state, &opts).expect("GPU");
     first.advance(300).expect("steps");
     let mid = first.export_state().unwrap();
-    let mut second = CudaBackend::new(ctx.clone(), mid, &parity_opts(true)).expect("GPU");
+    let mut second = CudaBackend::new(ctx.clone(), mid, &opts).expect("GPU");
     second.advance(300).expect("steps");
     let end = second.export_state().unwrap();
     assert_eq!(end.pos, cpu_end.pos, "restart: positions");
@@ -781,7 +864,7 @@ fn device_energies_equal_the_cpu_reference_and_change_nothing() {
         let ctx = Arc::new(sc);
         for double in [true, false] {
             let label = format!("{name}, double {double}");
-            let opts = parity_opts(double);
+            let opts = parity_opts_for(&ctx, double);
             let mut g = CudaBackend::new(ctx.clone(), state.clone(), &opts).expect("GPU");
             g.advance(300).expect("steps");
             let on_gpu = g.energies().expect("device energies");
@@ -844,6 +927,7 @@ fn kernels_come_from_the_disk_cache_the_second_time() {
         one_species: true,
         stream_hints: false,
         passes: false,
+        single_copy: false,
     };
     let compile = || {
         let (m, t) = cuda::driver::compile_module_in(

@@ -21,6 +21,12 @@
 //      touches the row. Half the history memory; slower (the stage lowers occupancy, rows
 //      drift from slot order as particles mix).
 //
+// DEM_SINGLE_COPY 1 (one GPU, symplectic Euler): the state has one copy, not two. The collide
+// reads it and stores each slot's force and torque (out.force, out.torque: the force buffer);
+// dem_integrate then moves every slot in place with the same arithmetic (integrate_slot), and a
+// search reorders the state one array at a time through the force buffer (dem_gather_words,
+// grid.cu). 56 B of state less per frictional particle for 24 B of forces; the same bits.
+//
 // Compile-time switches (set by the host from the case, one module per combination):
 //   DEM_MODEL     0 linear spring-dashpot, 1 Hertz-Mindlin (physics::ContactModel)
 //   DEM_FRICTION  1: tangential springs with history and rolling resistance
@@ -63,6 +69,9 @@
 #endif
 #ifndef DEM_HIST_IN_PLACE
 #define DEM_HIST_IN_PLACE 0
+#endif
+#ifndef DEM_SINGLE_COPY
+#define DEM_SINGLE_COPY 0
 #endif
 // DEM_HIST_PAIRS 1 (with DEM_HIST_IN_PLACE): each particle pair's spring kept once, in the row
 // of the particle that owns the pair (owns_pair). dem_springs walks the contacts first and
@@ -617,6 +626,57 @@ __device__ __forceinline__ float skin_path_step(real3 v, double dt) {
     return s * (float)dt * 1.001f;
 }
 
+// One slot's new state from its total contact force f and torque t (DemParams::integrate), and
+// its path since the last search (with a skin, after symplectic Euler; 0 otherwise). The fused
+// collide and dem_integrate (DEM_SINGLE_COPY) both call it: the same arithmetic, the same bits.
+struct Integrated {
+    real3 v;
+    real3 w;
+    dvec3 x;
+    float path;
+    bool finite;
+};
+
+__device__ __forceinline__ Integrated integrate_slot(const DemParams& p, const GridArrays& g, unsigned k, real3 vi,
+                                                     real3 wi, dvec3 x, real3 f, real3 t, real mi, real ii) {
+    Integrated r;
+    r.v = vi;
+    r.w = wi;
+    r.x = x;
+    r.path = 0.0f;
+    const real dt = (real)p.dt;
+    const real3 g3 = make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
+    if (p.integrate == DEM_INTEGRATE_EULER) {
+        // Symplectic Euler, as cpu::stages::integrate_euler.
+        r.v = kick(vi, g3, f, mi, dt);
+        r.x = drift(x, r.v, p.dt);
+#if DEM_ROTATION
+        r.w = spin_kick(wi, t, ii, dt);
+#endif
+        if (g.path) {
+            r.path = g.path[k] + skin_path_step(r.v, p.dt);
+            g.path[k] = r.path;
+        }
+    } else if (p.integrate == DEM_INTEGRATE_HALF_KICK) {
+        // Velocity Verlet's closing half kick, as cpu::stages::half_kick.
+        const real h = (real)(0.5 * p.dt);
+        r.v = kick(vi, g3, f, mi, h);
+#if DEM_ROTATION
+        r.w = spin_kick(wi, t, ii, h);
+#endif
+    }
+#if !DEM_ROTATION
+    (void)t;
+    (void)ii;
+#endif
+    r.finite = isfinite(r.x.x) && isfinite(r.x.y) && isfinite(r.x.z) && isfinite(r.v.x) && isfinite(r.v.y) &&
+               isfinite(r.v.z);
+#if DEM_ROTATION
+    r.finite = r.finite && isfinite(r.w.x) && isfinite(r.w.y) && isfinite(r.w.z);
+#endif
+    return r;
+}
+
 // The contact of particle k (slot, id id_i, species si) with the overlapping particle in slot j.
 template <class Acc>
 __device__ __forceinline__ void particle_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
@@ -928,47 +988,27 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #endif
             pot = -sp.mass * (p.gravity[0] * pix + p.gravity[1] * piy + p.gravity[2] * piz);
         } else {
-        const real dt = (real)p.dt;
-        const real3 g3 = make_real3((real)p.gravity[0], (real)p.gravity[1], (real)p.gravity[2]);
-        real3 v = vi;
-        dvec3 x = dv3(pix, piy, piz);
+#if DEM_SINGLE_COPY
+        // One copy of the state: the forces only (dem_integrate moves the particles once every
+        // slot's contacts have been read).
+        (void)ii;
+#else
+        const Integrated r = integrate_slot(p, g, k, vi, wi, dv3(pix, piy, piz), acc.f, acc.t, mi, ii);
+        path = r.path;
+        store3(out.vel, k, r.v);
+        out.pos[3 * k] = r.x.x;
+        out.pos[3 * k + 1] = r.x.y;
+        out.pos[3 * k + 2] = r.x.z;
 #if DEM_ROTATION
-        real3 w = wi;
+        store3(out.omega, k, r.w);
 #endif
-        if (p.integrate == DEM_INTEGRATE_EULER) {
-            // Symplectic Euler, as cpu::stages::integrate_euler.
-            v = kick(vi, g3, acc.f, mi, dt);
-            x = drift(x, v, p.dt);
-#if DEM_ROTATION
-            w = spin_kick(wi, acc.t, ii, dt);
-#endif
-            if (g.path) {
-                path = g.path[k] + skin_path_step(v, p.dt);
-                g.path[k] = path;
-            }
-        } else if (p.integrate == DEM_INTEGRATE_HALF_KICK) {
-            // Velocity Verlet's closing half kick, as cpu::stages::half_kick.
-            const real h = (real)(0.5 * p.dt);
-            v = kick(vi, g3, acc.f, mi, h);
-#if DEM_ROTATION
-            w = spin_kick(wi, acc.t, ii, h);
-#endif
-        }
-        store3(out.vel, k, v);
-        out.pos[3 * k] = x.x;
-        out.pos[3 * k + 1] = x.y;
-        out.pos[3 * k + 2] = x.z;
-        bool finite =
-            isfinite(x.x) && isfinite(x.y) && isfinite(x.z) && isfinite(v.x) && isfinite(v.y) && isfinite(v.z);
-#if DEM_ROTATION
-        store3(out.omega, k, w);
-        finite = finite && isfinite(w.x) && isfinite(w.y) && isfinite(w.z);
+        out.id[k] = id_i;
+        if (in.species) out.species[k] = si;
+        if (!r.finite) atomicAdd(&diag->nonfinite, 1u);
 #endif
         if (out.torque) store3(out.torque, k, acc.t);
         if (out.force) store3(out.force, k, acc.f);
         if (out.contacts) out.contacts[k] = acc.contacts;
-        out.id[k] = id_i;
-        if (in.species) out.species[k] = si;
 #if DEM_FRICTION
 #if DEM_HIST_PAIRS
         (void)row_i;  // dem_springs wrote the row and its length
@@ -979,7 +1019,6 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         out.row[k] = k;
 #endif
 #endif
-        if (!finite) atomicAdd(&diag->nonfinite, 1u);
         if (acc.overflow) atomicAdd(&diag->hist_overflow, acc.overflow);
         }
     }
@@ -1133,4 +1172,39 @@ extern "C" __global__ void dem_kick_drift(const DemParams p, ParticleArrays s) {
     s.pos[3 * k] = x.x;
     s.pos[3 * k + 1] = x.y;
     s.pos[3 * k + 2] = x.z;
+}
+
+// One copy of the state (DEM_SINGLE_COPY): the integration dem_collide leaves out, from the
+// forces and torques it stored (s.force, s.torque), in place, with the fused collide's
+// arithmetic (integrate_slot). With a skin each warp raises the largest path since the search
+// (g.dmax) as the collide does.
+extern "C" __global__ void dem_integrate(const DemParams p, ParticleArrays s, const GridArrays g, DemDiag* diag) {
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned skin_seen = g.dmax ? __ldcg(g.dmax) : 0u;
+    float path = 0.0f;
+    if (k < p.n && s.id[k] != DEM_DEAD) {
+        const SpeciesProps sp = p.species[species_of(s, k)];
+#if DEM_ROTATION
+        const real3 wi = load3(s.omega, k);
+        const real3 ti = load3(s.torque, k);
+#else
+        const real3 wi = zero3();
+        const real3 ti = zero3();
+#endif
+        const Integrated r = integrate_slot(p, g, k, load3(s.vel, k), wi, dload3(s.pos + 3 * k), load3(s.force, k),
+                                            ti, (real)sp.mass, (real)sp.inertia);
+        path = r.path;
+        store3(s.vel, k, r.v);
+        s.pos[3 * k] = r.x.x;
+        s.pos[3 * k + 1] = r.x.y;
+        s.pos[3 * k + 2] = r.x.z;
+#if DEM_ROTATION
+        store3(s.omega, k, r.w);
+#endif
+        if (!r.finite) atomicAdd(&diag->nonfinite, 1u);
+    }
+    if (g.path) {
+        const unsigned wmax = __reduce_max_sync(0xffffffffu, __float_as_uint(path));
+        if ((threadIdx.x & 31) == 0 && wmax > skin_seen) atomicMax(g.dmax, wmax);
+    }
 }

@@ -100,3 +100,23 @@ extern "C" __global__ void dem_gather(const DemParams p, const ParticleArrays sr
         if (k == 0) *g.dmax = 0u;
     }
 }
+
+// One copy of the state (DEM_SINGLE_COPY): the reorder one array at a time, through a scratch
+// buffer the host copies back: dst slot k takes src slot perm[k], `words` 32-bit words a slot.
+extern "C" __global__ void dem_gather_words(const unsigned* src, unsigned* dst, const unsigned* perm, unsigned n,
+                                            unsigned words) {
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    const size_t j = perm[k];
+    for (unsigned w = 0; w < words; w++) dst[(size_t)k * words + w] = src[j * words + w];
+}
+
+// One copy of the state with a skin: what dem_gather does for the skin at a search (every
+// slot's cell is fresh and nothing has moved since).
+extern "C" __global__ void dem_search_cells(const DemParams p, GridArrays g) {
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    g.scell[k] = g.cell[g.perm[k]];
+    g.path[k] = 0.0f;
+    if (k == 0) *g.dmax = 0u;
+}

@@ -82,7 +82,8 @@ struct __align__(16) HistEntry {
 #endif
 
 // Particle state in storage (sorted) order. Two of these exist (the state and the scratch copy
-// the gather writes); they share one contact history (hist_count, hist), addressed by row.
+// the gather writes), or one (DEM_SINGLE_COPY, contact.cu); they share one contact history
+// (hist_count, hist), addressed by row.
 struct ParticleArrays {
     double* pos;             // [3n] positions [m]
     real* vel;               // [3n] velocities [m/s]
@@ -93,6 +94,7 @@ struct ParticleArrays {
     HistEntry* hist;         // [hist_cap * n] entries, entry c of row r at DemParams::hist_sc/sr
                              //   (one buffer, the same in both sets: rows are never moved)
     real* force;             // [3n] contact force of the last step [N], null unless requested or Verlet
+                             //   (DEM_SINGLE_COPY: always, the force buffer, torques behind it)
     unsigned* contacts;      // [n] contacts of the last step, null unless requested
     real* torque;            // [3n] contact torque of the last step [N m], velocity Verlet only
     unsigned* row;           // [n] history row of the slot k's particle (a permutation of 0..n over

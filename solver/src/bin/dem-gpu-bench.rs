@@ -35,6 +35,8 @@ struct Args {
     history: cuda::HistoryMode,
     /// `--hist-cap N`: history entries per particle row (CudaOptions::hist_cap; default 16).
     hist_cap: u32,
+    /// `--copies auto|2|1`: copies of the particle state (CudaOptions::state_copies).
+    copies: cuda::StateCopies,
     candidates: u32,
     min_blocks: u32,
     /// `multi`: the GPUs of the group (the same one twice: two slabs on one GPU).
@@ -108,7 +110,7 @@ const COMMANDS: [&str; 12] = [
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--copies auto|2|1] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
@@ -134,6 +136,7 @@ fn parse() -> Result<Args> {
         hist_layout: cuda::HistLayout::SlotMajor,
         history: cuda::HistoryMode::Auto,
         hist_cap: solver::dem::state::HISTORY_CAP as u32,
+        copies: cuda::StateCopies::Auto,
         candidates: cuda::DEFAULT_CANDIDATES,
         min_blocks: 0,
         devices: vec![0, 1],
@@ -184,6 +187,10 @@ fn parse() -> Result<Args> {
                     .ok()
                     .filter(|&c: &u32| (1..=64).contains(&c))
                     .with_context(|| format!("--hist-cap takes 1 to 64 entries, not {v}"))?
+            }
+            "--copies" => {
+                a.copies = cuda::StateCopies::parse(&v)
+                    .with_context(|| format!("--copies takes auto, 2 or 1, not {v}"))?
             }
             "--candidates" => a.candidates = v.parse()?,
             "--min-blocks" => a.min_blocks = v.parse()?,
@@ -331,6 +338,7 @@ fn opts(a: &Args) -> CudaOptions {
         hist_layout: a.hist_layout,
         history: a.history,
         hist_cap: a.hist_cap,
+        state_copies: a.copies,
         candidates: a.candidates,
         min_blocks: a.min_blocks,
         graphs: a.graphs,
@@ -425,6 +433,7 @@ fn compile_times(a: &Args) -> Result<()> {
         one_species: true,
         stream_hints: false,
         passes: false,
+        single_copy: false,
     };
     let ctx = cudarc::driver::CudaContext::new(a.device)?;
     let src = kernels::dem_module_source();
@@ -856,12 +865,17 @@ fn bench(a: &Args) -> Result<()> {
             (
                 "kernel_variant",
                 js(&format!(
-                    "{:?} history{}, candidates {}, min blocks {}, Verlet list {} (walk {}), skin {}",
+                    "{:?} history{}{}, candidates {}, min blocks {}, Verlet list {} (walk {}), skin {}",
                     a.hist_layout,
                     if sim.history_pairs() {
                         " pairs-once"
                     } else if sim.history_in_place() {
                         " in place"
+                    } else {
+                        ""
+                    },
+                    if sim.module_config().single_copy {
+                        ", one state copy"
                     } else {
                         ""
                     },

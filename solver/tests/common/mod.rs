@@ -7,7 +7,7 @@ use solver::case::{
     SpeciesChoice, WallMaterial,
 };
 use solver::core::stl::Triangle;
-use solver::dem::cuda::{driver::driver_available, CudaOptions, HistoryMode};
+use solver::dem::cuda::{driver::driver_available, CudaOptions, HistoryMode, StateCopies};
 use solver::exec::sim::BackendKind;
 use solver::{FrameInput, SimState, Simulation};
 
@@ -96,10 +96,25 @@ pub fn test_history() -> HistoryMode {
         .unwrap_or_else(|| panic!("{HISTORY_ENV}={v:?}: not auto, double, in-place or pairs"))
 }
 
-/// The CUDA backend's default options with the tests' history mode ([`HISTORY_ENV`]).
+/// Copies of the particle state the CUDA tests keep (`auto`, `2`, `1`; unset: auto, which is
+/// two for every test case): the device suite runs the one-GPU parity tests and the validation
+/// tests that integrate with symplectic Euler once more with `1`.
+pub const COPIES_ENV: &str = "PARTICLE_SHM_TEST_COPIES";
+
+pub fn test_copies() -> StateCopies {
+    let v = std::env::var(COPIES_ENV).unwrap_or_default();
+    if v.trim().is_empty() {
+        return StateCopies::Auto;
+    }
+    StateCopies::parse(v.trim()).unwrap_or_else(|| panic!("{COPIES_ENV}={v:?}: not auto, 2 or 1"))
+}
+
+/// The CUDA backend's default options with the tests' history mode ([`HISTORY_ENV`]) and
+/// state copies ([`COPIES_ENV`]).
 pub fn cuda_options() -> CudaOptions {
     CudaOptions {
         history: test_history(),
+        state_copies: test_copies(),
         ..CudaOptions::default()
     }
 }

@@ -74,6 +74,9 @@ pub(crate) struct DeviceState {
     /// The history rows hold each particle pair's spring once (`HistoryMode::Pairs`): uploads
     /// keep the owner's side of every pair, downloads rebuild both sides.
     pub hist_pairs: bool,
+    /// One copy of the state: the force buffer (address, bytes) that a search reorders the
+    /// state through (`tmp` is then unallocated, all zeros).
+    pub scratch: (u64, usize),
 }
 
 /// Bytes of one device `HistEntry` (params.cuh): three `real` springs and a u32 partner, 16 B
@@ -125,6 +128,8 @@ struct Layout {
     cap: usize,
     /// One history buffer updated in place (shared by both copies) instead of one per copy.
     in_place: bool,
+    /// One copy of the state ([`kernels::ModuleConfig::single_copy`]) and a force buffer.
+    single_copy: bool,
 }
 
 impl Layout {
@@ -154,6 +159,25 @@ impl Layout {
             return Vec::new();
         }
         self.history(n)
+    }
+
+    /// Copies of the state: two (the gather's scratch copy), or one with a force buffer.
+    fn copies(&self) -> usize {
+        if self.single_copy {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Bytes per slot of one copy's force buffer: forces and torques (`real`), which a search
+    /// also uses to reorder the state one array at a time, so at least a position's 24 B.
+    fn force_buffer(&self) -> usize {
+        if self.single_copy {
+            (6 * self.real).max(24)
+        } else {
+            0
+        }
     }
 
     fn history(&self, n: usize) -> Vec<(&'static str, usize)> {
@@ -294,6 +318,7 @@ pub(crate) fn device_bytes_needed(
         multi_species: sc.species_radius.len() > 1,
         cap: opts.hist_cap as usize,
         in_place: cfg.hist_in_place,
+        single_copy: cfg.single_copy,
     };
     let n64 = n as u64;
     let real = lay.real as u64;
@@ -305,11 +330,16 @@ pub(crate) fn device_bytes_needed(
     if opts.store_forces {
         outputs += 4;
     }
-    if opts.store_forces || verlet {
-        outputs += 3 * real;
-    }
-    if verlet && lay.rotation {
-        outputs += 3 * real;
+    if lay.single_copy {
+        // The force buffer holds the stored forces too.
+        outputs += lay.force_buffer() as u64;
+    } else {
+        if opts.store_forces || verlet {
+            outputs += 3 * real;
+        }
+        if verlet && lay.rotation {
+            outputs += 3 * real;
+        }
     }
     // Mesh cases: dem_mesh_filter's two hit masks per slot (`GpuMeshes::ensure_hit_mask`).
     let mesh_masks = if sc.meshes.is_empty() { 0 } else { 16 };
@@ -326,7 +356,7 @@ pub(crate) fn device_bytes_needed(
         0
     };
     let per_particle = per_state
-        .saturating_mul(2)
+        .saturating_mul(lay.copies() as u64)
         .saturating_add(per_history)
         .saturating_add(outputs + 12 + skin_arrays + mesh_masks + staging);
     let cells = gpu_grid_skin(sc, skin).num_cells() as u64 + 1;
@@ -399,6 +429,7 @@ pub(crate) fn upload(
         multi_species: sc.species_radius.len() > 1,
         cap: opts.hist_cap as usize,
         in_place: cfg.hist_in_place,
+        single_copy: cfg.single_copy,
     };
     let skin = super::skin::skin_width(sc, opts.skin, cfg.double);
     let grid = gpu_grid_skin(sc, skin);
@@ -423,6 +454,7 @@ pub(crate) fn upload(
         },
         real_size: lay.real,
         hist_pairs: cfg.friction && cfg.hist_pairs,
+        scratch: (0, 0),
     };
     let (mut hist_count, mut hist) = (0, 0);
     for (name, bytes) in lay.history_arrays(n) {
@@ -432,7 +464,7 @@ pub(crate) fn upload(
             _ => hist = ptr,
         }
     }
-    for copy in ["", "scratch."] {
+    for copy in ["", "scratch."].into_iter().take(lay.copies()) {
         let mut a = ParticleArrays {
             hist_count,
             hist,
@@ -454,14 +486,24 @@ pub(crate) fn upload(
         if copy.is_empty() {
             // Velocity Verlet keeps the last forces and torques (the opening half kick uses
             // them); they stay in the collide's slot order (kick + drift run before the gather).
-            if opts.store_forces || verlet {
-                a.force = alloc(stream, &mut st, "force", 3 * lay.real * n)?;
+            if lay.single_copy {
+                // Forces, then torques; a search's reorder goes through the whole of it.
+                let bytes = lay.force_buffer() * n;
+                a.force = alloc(stream, &mut st, "forces", bytes)?;
+                if lay.rotation {
+                    a.torque = a.force + (3 * lay.real * n) as u64;
+                }
+                st.scratch = (a.force, bytes);
+            } else {
+                if opts.store_forces || verlet {
+                    a.force = alloc(stream, &mut st, "force", 3 * lay.real * n)?;
+                }
+                if verlet && lay.rotation {
+                    a.torque = alloc(stream, &mut st, "torque", 3 * lay.real * n)?;
+                }
             }
             if opts.store_forces {
                 a.contacts = alloc(stream, &mut st, "contacts", 4 * n)?;
-            }
-            if verlet && lay.rotation {
-                a.torque = alloc(stream, &mut st, "torque", 3 * lay.real * n)?;
             }
             st.cur = a;
         } else {
@@ -585,7 +627,9 @@ pub(crate) fn set_state(
         let rows: Vec<u32> = (0..st.memory.particles as u32).collect();
         let tmp_row = st.tmp.row;
         upload_bytes(stream, st, a.row, as_bytes(&rows))?;
-        upload_bytes(stream, st, tmp_row, as_bytes(&rows))?;
+        if tmp_row != 0 {
+            upload_bytes(stream, st, tmp_row, as_bytes(&rows))?;
+        }
     }
     if a.species != 0 {
         upload_bytes(stream, st, a.species, as_bytes(&state.species))?;

@@ -33,7 +33,10 @@ impl CudaSim {
         // With a skin between searches, dem_energies reads the state itself and walks the last
         // search's cells, as the next step's collide will (the run is not touched); else a
         // search gathers the state into the scratch copy, and dem_energies reads that and the
-        // state's (newest) history, as a step's collide does.
+        // state's (newest) history, as a step's collide does. With one copy of the state
+        // (`StateCopies::One`) that search reorders the state itself, through the force
+        // buffer: the next step's search sorts it by (cell, id) again, the same order, but the
+        // last forces are gone until then (`forces_stale`).
         let between = self.skin.as_ref().is_some_and(|s| s.since.is_some());
         let mut l = self.step_launches(p, p, !between)?;
         if between {
@@ -44,6 +47,8 @@ impl CudaSim {
             l.grid.without_skin();
             self.enqueue_search(&l, &mut Marks::off())?;
             self.skin_stale();
+            // One copy of the state was reordered through its force buffer.
+            self.forces_stale |= self.cfg.single_copy;
         }
         let blocks = p.n.div_ceil(kernels::COLLIDE_THREADS).max(1);
         let mut partial = self

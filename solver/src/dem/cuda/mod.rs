@@ -261,6 +261,44 @@ pub struct CudaOptions {
     /// of a group, whose frames GPU 0 stages for every particle (planned as the group's), and
     /// of GPU ranks, which download their part: 52 B a slot that they never allocate.
     pub frame_staging: bool,
+    /// How many copies of the particle state the device keeps ([`StateCopies`]).
+    pub state_copies: StateCopies,
+}
+
+/// Copies of the particle state on one GPU (contact.cu, `DEM_SINGLE_COPY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StateCopies {
+    /// Two when the case fits with them (and one history buffer in place, with friction), else
+    /// one where it can (one GPU, symplectic Euler).
+    #[default]
+    Auto,
+    /// The state and the scratch copy the search gathers into and the fused collide integrates
+    /// into: the fastest.
+    Two,
+    /// One copy: the collide stores forces and torques, `dem_integrate` moves the particles in
+    /// place, a search reorders one array at a time through the force buffer. 32 B less per
+    /// frictional particle (56 B of state for 24 of forces), a contact history in place; one
+    /// GPU with symplectic Euler only.
+    One,
+}
+
+impl StateCopies {
+    /// `auto`, `2`, `1` (command-line spelling).
+    pub fn parse(s: &str) -> Option<StateCopies> {
+        match s {
+            "auto" => Some(StateCopies::Auto),
+            "2" => Some(StateCopies::Two),
+            "1" => Some(StateCopies::One),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            StateCopies::Auto => "auto",
+            StateCopies::Two => "2",
+            StateCopies::One => "1",
+        }
+    }
 }
 
 /// How the contact history of a frictional case is kept on the device (contact.cu).
@@ -348,6 +386,7 @@ impl Default for CudaOptions {
             slab: false,
             memory_fallbacks: true,
             frame_staging: true,
+            state_copies: StateCopies::Auto,
         }
     }
 }
@@ -404,6 +443,9 @@ pub struct CudaSim {
     /// A GPU group's decision for the next step (search or not), which replaces this sim's own
     /// schedule: every GPU of a group searches at the same steps (multi.rs).
     search_override: Option<bool>,
+    /// One copy of the state: a search outside a step (the energies') reordered the state
+    /// through the force buffer, so the last step's forces are gone until the next collide.
+    forces_stale: bool,
 }
 
 /// Dynamic shared memory the collide needs per block: with the history in place, each of its
@@ -449,6 +491,32 @@ fn collide_shared_bytes(
     Ok(stage as u32)
 }
 
+/// Whether one copy of the particle state can run the case (`StateCopies::One`): one GPU (a
+/// group's and a rank's exchange unpack into the scratch copy), symplectic Euler (velocity
+/// Verlet's opening half kick reads the last forces after a search that reuses their buffer),
+/// and with friction a history in place (two history buffers are swapped between the copies).
+fn single_copy_possible(
+    sc: &StepContext,
+    opts: &CudaOptions,
+    friction: bool,
+) -> Result<(), CudaError> {
+    let why = if opts.slab {
+        Some("a GPU of a group or an MPI rank keeps two")
+    } else if sc.integrator == crate::case::Integrator::VelocityVerlet {
+        Some("velocity Verlet keeps its last forces across the search, which reuses their buffer")
+    } else if friction && opts.history == HistoryMode::Double {
+        Some("two contact history buffers need two copies; use the history `in-place` or `pairs`")
+    } else {
+        None
+    };
+    match why {
+        Some(w) => Err(CudaError::Unsupported(format!(
+            "one copy of the particle state (`--copies 1`): {w}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The kernels a case needs on one GPU with `opts` (`spin`: particles that start spinning
 /// without friction) for `particles` slots; the memory check may still turn the history in
 /// place.
@@ -475,12 +543,15 @@ pub(crate) fn module_config(
         meshes: !sc.meshes.is_empty(),
         candidates: opts.candidates,
         min_blocks: opts.min_blocks,
-        hist_in_place: matches!(opts.history, HistoryMode::InPlace | HistoryMode::Pairs),
+        // One copy of the state has no second history buffer to write into.
+        hist_in_place: matches!(opts.history, HistoryMode::InPlace | HistoryMode::Pairs)
+            || opts.state_copies == StateCopies::One,
         hist_pairs: opts.history == HistoryMode::Pairs,
         list_walk: opts.list_walk,
         one_species: sc.species_radius.len() == 1,
         stream_hints: particles >= kernels::STREAM_HINTS_FROM,
         passes: opts.slab,
+        single_copy: opts.state_copies == StateCopies::One,
     }
 }
 
@@ -610,15 +681,36 @@ impl CudaSim {
         };
         if friction && opts.history == HistoryMode::Auto && fits.is_err() && opts.memory_fallbacks {
             cfg.hist_in_place = true;
-            buffers::check_device_memory(&ctx, sc, capacity, cfg, opts)?;
-            tracing::info!(
-                "the contact history is kept in one buffer updated in place: the case does not \
-                 fit GPU {} with two (about a quarter slower)",
-                opts.device
-            );
-        } else {
-            fits?;
+            fits = buffers::check_device_memory(&ctx, sc, capacity, cfg, opts);
+            if fits.is_ok() {
+                tracing::info!(
+                    "the contact history is kept in one buffer updated in place: the case does \
+                     not fit GPU {} with two (about a quarter slower)",
+                    opts.device
+                );
+            }
         }
+        let single_ok = single_copy_possible(sc, opts, friction);
+        if fits.is_err()
+            && opts.state_copies == StateCopies::Auto
+            && opts.memory_fallbacks
+            && single_ok.is_ok()
+        {
+            cfg.single_copy = true;
+            cfg.hist_in_place |= friction;
+            fits = buffers::check_device_memory(&ctx, sc, capacity, cfg, opts);
+            if fits.is_ok() {
+                tracing::info!(
+                    "one copy of the particle state: the case does not fit GPU {} with two (the \
+                     collide stores forces, a second kernel integrates)",
+                    opts.device
+                );
+            }
+        }
+        if cfg.single_copy {
+            single_ok?;
+        }
+        fits?;
         let collide_shared = collide_shared_bytes(&ctx, cfg, opts)?;
         let module = driver::load_module(&ctx, cfg)?;
         if collide_shared > 0 {
@@ -685,6 +777,7 @@ impl CudaSim {
             collide_shared,
             skin: (skin_w > 0.0).then(|| skin::Skin::new(skin_w)),
             search_override: None,
+            forces_stale: false,
         })
     }
 
@@ -820,6 +913,7 @@ impl CudaSim {
         if self.verlet() {
             s.forces_valid = self.forces_valid;
         }
+        self.drop_stale_forces(&mut s);
         Ok(s)
     }
 
@@ -834,7 +928,18 @@ impl CudaSim {
         let index = |id: u32| ids.binary_search(&id).expect("a live id");
         buffers::download_into(&self.stream, &self.state, &self.params, &mut s, &index)?;
         s.forces_valid = self.state.cur.force != 0 && self.step_index > 0;
+        self.drop_stale_forces(&mut s);
         Ok(s)
+    }
+
+    /// One copy of the state after the energies' search ([`CudaSim::energies`]): the force
+    /// buffer held the reorder, so a downloaded state has no forces until the next step.
+    fn drop_stale_forces(&self, s: &mut SimState) {
+        if self.forces_stale {
+            s.forces_valid = false;
+            s.force.iter_mut().for_each(|f| *f = [0.0; 3]);
+            s.torque.iter_mut().for_each(|t| *t = [0.0; 3]);
+        }
     }
 
     /// Transform of each mesh as the last step's contacts saw it (the CPU's
@@ -953,6 +1058,7 @@ mod tests {
             super::ModuleConfig {
                 stream_hints: false,
                 passes: false,
+                single_copy: false,
                 ..big
             },
             small

@@ -201,7 +201,12 @@ impl CudaSim {
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Pack));
-        let (p, cur) = (self.params, self.state.cur);
+        let (p, mut cur) = (self.params, self.state.cur);
+        if self.forces_stale {
+            // One copy of the state after the energies' search: no forces until the next step
+            // (written as zeros).
+            cur.force = 0;
+        }
         b.arg(&p)
             .arg(&cur)
             .arg(&dptr[0])

@@ -257,8 +257,11 @@ impl CudaSim {
         if self.skip_stores && integrate == INTEGRATE_EULER {
             // Nobody reads this step's forces (another step of the call follows): 28 bytes per
             // particle not written (the arrays keep the state's, as the launch's output only).
-            l.output.force = 0;
-            l.output.torque = 0;
+            // One copy of the state integrates from them.
+            if !self.cfg.single_copy {
+                l.output.force = 0;
+                l.output.torque = 0;
+            }
             l.output.contacts = 0;
         }
         Ok((l, live))
@@ -268,8 +271,12 @@ impl CudaSim {
     /// collide left them, and the dead tail is dropped.
     fn close_launches(&mut self, search: bool, live: u32) {
         let in_place = self.history_in_place();
+        // Any collide stores fresh forces (one copy: over what a search left in their buffer).
+        self.forces_stale = false;
         let st = &mut self.state;
-        if !search {
+        if self.cfg.single_copy {
+            // The collide and dem_integrate worked on the one copy in place.
+        } else if !search {
             // The collide wrote the scratch copy in the same slot order: it is the state now.
             swap_state(&mut st.tmp, &mut st.cur);
         } else if !in_place {
@@ -383,7 +390,11 @@ impl CudaSim {
         if self.skin.is_none() {
             grid.without_skin();
         }
-        let (mut input, mut output) = if search {
+        let (mut input, mut output) = if self.cfg.single_copy {
+            // One copy: the collide reads it and stores forces and torques (in cur.force and
+            // cur.torque, the force buffer), which dem_integrate applies in place.
+            (cur, cur)
+        } else if search {
             (tmp, cur)
         } else {
             let mut out = tmp;
@@ -392,7 +403,7 @@ impl CudaSim {
             out.torque = cur.torque;
             (cur, out)
         };
-        if search && !self.history_in_place() {
+        if search && !self.history_in_place() && !self.cfg.single_copy {
             swap_history(&mut input, &mut output);
         }
         // In place, the collide and the gather carry the rows of the dead tail too (free rows
@@ -429,7 +440,93 @@ impl CudaSim {
         }
         self.mark(marks, "collide")?;
         let threads = l.pc.n.max(l.pc.n_rows);
-        self.enqueue_collide(&self.stream, Kernel::Collide, l, l.pc, threads)
+        self.enqueue_collide(&self.stream, Kernel::Collide, l, l.pc, threads)?;
+        if self.cfg.single_copy {
+            self.mark(marks, "integrate")?;
+            self.enqueue_integrate(l)?;
+        }
+        Ok(())
+    }
+
+    /// Queues `dem_integrate` (one copy of the state): every live slot moved in place by the
+    /// forces and torques the collide stored.
+    fn enqueue_integrate(&self, l: &StepLaunches) -> Result<(), CudaError> {
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Integrate));
+        let (pc, s, grid) = (l.pc, l.output, l.grid);
+        b.arg(&pc).arg(&s).arg(&grid).arg(&l.diag);
+        // SAFETY: dem_integrate(DemParams, ParticleArrays, GridArrays, DemDiag*): thread k
+        // reads slot k's force and torque (the force buffer, 3 n reals each) and state and
+        // writes its state and skin path, k < pc.n <= the slots allocated; diag is the
+        // allocated DemDiag.
+        unsafe { b.launch(blocks(pc.n, 256)) }
+            .map_err(|e| CudaError::driver("launching dem_integrate", e))?;
+        Ok(())
+    }
+
+    /// One copy of the state: a search's reorder (what `dem_gather` does between two copies),
+    /// one array at a time: gathered into the force buffer by `perm`, then copied back. The
+    /// skin's cells of the search first, from the grid's cells.
+    fn enqueue_gather_in_place(&self, l: &StepLaunches) -> Result<(), CudaError> {
+        let (cur, grid) = (l.cur, l.grid);
+        let mut pc = l.pc;
+        pc.n = pc.n.max(pc.n_rows);
+        let n = pc.n;
+        if grid.scell != 0 {
+            let mut b = self
+                .stream
+                .launch_builder(self.module.function(Kernel::SearchCells));
+            b.arg(&pc).arg(&grid);
+            // SAFETY: dem_search_cells(DemParams, GridArrays): thread k < n reads cell[perm[k]]
+            // (perm a permutation of 0..n) and writes scell[k], path[k] (n slots each) and dmax.
+            unsafe { b.launch(blocks(n, 256)) }
+                .map_err(|e| CudaError::driver("launching dem_search_cells", e))?;
+        }
+        let (scratch, scratch_bytes) = self.state.scratch;
+        let real_words = self.state.real_size as u32 / 4;
+        let arrays = [
+            (cur.pos, 6),
+            (cur.vel, 3 * real_words),
+            (cur.omega, 3 * real_words),
+            (cur.id, 1),
+            (cur.species, 1),
+            (cur.row, 1),
+        ];
+        crate::dem::cuda::driver::bind(&self.stream)?;
+        for (ptr, words) in arrays {
+            if ptr == 0 {
+                continue;
+            }
+            let bytes = 4 * words as usize * n as usize;
+            assert!(bytes <= scratch_bytes, "the force buffer holds any array");
+            let mut b = self
+                .stream
+                .launch_builder(self.module.function(Kernel::GatherWords));
+            b.arg(&ptr)
+                .arg(&scratch)
+                .arg(&grid.perm)
+                .arg(&n)
+                .arg(&words);
+            // SAFETY: dem_gather_words(src, dst, perm, n, words): thread k < n copies `words`
+            // words of slot perm[k] < n of src (an array of n slots of `words` words) into slot
+            // k of dst, the force buffer, which holds `bytes` (checked above); distinct
+            // allocations.
+            unsafe { b.launch(blocks(n, 256)) }
+                .map_err(|e| CudaError::driver("launching dem_gather_words", e))?;
+            // SAFETY: both ranges are `bytes` long inside live allocations of this sim (the
+            // array and the force buffer), ordered on its stream after the gather.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    ptr,
+                    scratch,
+                    bytes,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| CudaError::driver("copying a reordered array back", e))?;
+        }
+        Ok(())
     }
 
     /// Queues `dem_springs` (pairs-once history): every live slot's owned springs updated in
@@ -537,18 +634,22 @@ impl CudaSim {
         unsafe { b.launch(blocks(cells, 256)) }.map_err(launch_err(Kernel::CellSort))?;
 
         self.mark(marks, "gather")?;
-        let mut b = self
-            .stream
-            .launch_builder(self.module.function(Kernel::Gather));
-        // Over the live slots: a GPU of a group drops its dead ones here, but for their
-        // history rows (slots pc.n..pc.n_rows); one GPU's live slots are all of them.
-        let pc = l.pc;
-        b.arg(&pc).arg(&cur).arg(&tmp).arg(&grid);
-        // SAFETY: dem_gather(DemParams, src, dst, GridArrays): perm[0..n) is a permutation of
-        // the slots below n = max(pc.n, pc.n_rows) (the live ones sorted first, the dead behind
-        // them); src and dst are distinct allocations of the same layout.
-        unsafe { b.launch(blocks(pc.n.max(pc.n_rows), 256)) }
-            .map_err(launch_err(Kernel::Gather))?;
+        if self.cfg.single_copy {
+            self.enqueue_gather_in_place(l)?;
+        } else {
+            let mut b = self
+                .stream
+                .launch_builder(self.module.function(Kernel::Gather));
+            // Over the live slots: a GPU of a group drops its dead ones here, but for their
+            // history rows (slots pc.n..pc.n_rows); one GPU's live slots are all of them.
+            let pc = l.pc;
+            b.arg(&pc).arg(&cur).arg(&tmp).arg(&grid);
+            // SAFETY: dem_gather(DemParams, src, dst, GridArrays): perm[0..n) is a permutation
+            // of the slots below n = max(pc.n, pc.n_rows) (the live ones sorted first, the dead
+            // behind them); src and dst are distinct allocations of the same layout.
+            unsafe { b.launch(blocks(pc.n.max(pc.n_rows), 256)) }
+                .map_err(launch_err(Kernel::Gather))?;
+        }
 
         crate::dem::cuda::driver::bind(&self.stream)?;
         // The counts must be zero for the next step's hash_count.

@@ -431,6 +431,14 @@ impl CudaSim {
                     .into(),
             ));
         }
+        if self.cfg.single_copy {
+            // The exchange packs and unpacks through the scratch copy, which one copy lacks.
+            return Err(CudaError::Unsupported(
+                "one copy of the particle state (`--copies 1`) runs on one GPU only; a GPU of \
+                 a group or an MPI rank keeps two"
+                    .into(),
+            ));
+        }
         let real = self.state.real_size;
         let hist = if self.state.cur.hist_count != 0 {
             self.params.hist_cap as usize

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Session 34 (2026-12-02) on one GPU (only nvidia-h200 was lent): issue 13's one copy of the
+# particle state (`--copies 1`: the collide stores forces, dem_integrate moves the particles, a
+# search reorders the state through the force buffer). From the repository root, after
+# bash bench/gpu/pack.sh:
+#
+#   bench/gpu/session34_checks.sh first   # cuda_parity's new and affected tests (f64 bits of the
+#                                         # CPU with one copy; one copy = two copies in f32), the
+#                                         # whole of cuda_parity with every test on one copy, then
+#                                         # 10 M dense beds: in place and pairs-once, two copies
+#                                         # and one, B/particle and particle-steps/s
+#   bench/gpu/session34_checks.sh final   # the validation tests on one copy, cuda_parity and
+#                                         # cuda_multi as they are, the largest bed that runs
+#
+# Logs $OUT/session34_<part>.log, *.out; records $OUT/dem_gpu.jsonl.
+set -uo pipefail
+part=${1:-first}
+export OUT=${OUT:-bench/results/raw/session34}
+source "$(dirname "$0")/lib.sh" "session34_${part}"
+budget=${BUDGET:-560}
+J="$OUT/dem_gpu.jsonl"
+RESULT_PATTERN="identical|bits|B/particle|test result|panicked|FAILED|steps/s"
+RESULT_LINES=30
+dense() { item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off "$@"; }
+case $part in
+first)
+  (cd solver && item 90 result cuda_parity_new timeout 200 "$BIN/cuda_parity" --test-threads 1 --nocapture \
+    collide_variants one_state_copy device_energies frame_arrays)
+  (cd solver && item 150 result cuda_parity_one env PARTICLE_SHM_TEST_COPIES=1 timeout 250 \
+    "$BIN/cuda_parity" --test-threads 1)
+  dense --history in-place --copies 2
+  dense --history in-place --copies 1
+  dense --history pairs --hist-cap 10 --copies 2
+  dense --history pairs --hist-cap 10 --copies 1
+  ;;
+final)
+  cd solver
+  for t in incline impact_hertz moving_geometry impact_linear packing; do
+    item 40 result "validate_${t}_one" env PARTICLE_SHM_TEST_BACKENDS=cuda PARTICLE_SHM_TEST_COPIES=1 \
+      timeout 150 "$BIN/$t" --test-threads 1
+  done
+  item 150 result cuda_parity timeout 250 "$BIN/cuda_parity" --test-threads 1
+  item 100 result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
+  cd ..
+  item 200 run bench --particles 3.5e8 --model linear-friction --phase dense --relax 20 --steps 20 --list off \
+    --history pairs --hist-cap 10 --copies 1
+  ;;
+*) echo "unknown part $part"; exit 2 ;;
+esac
+echo "session34 $part done in $SECONDS s"
