@@ -247,12 +247,14 @@ fn upload_bytes_at(
     offset: usize,
     data: &[u8],
 ) -> Result<(), CudaError> {
-    let buf = state
+    // `ptr` may lie inside an allocation (one copy's torques follow its forces).
+    let (buf, at) = state
         .bufs
         .iter_mut()
-        .find(|b| b.1.ptr == ptr)
-        .map(|b| &mut b.1.slice)
+        .find(|b| ptr >= b.1.ptr && ptr < b.1.ptr + b.1.slice.len() as u64)
+        .map(|b| (&mut b.1.slice, (ptr - b.1.ptr) as usize))
         .expect("pointer of an allocated buffer");
+    let offset = offset + at;
     stream
         .memcpy_htod(data, &mut buf.slice_mut(offset..offset + data.len()))
         .map_err(|e| CudaError::driver("uploading", e))
@@ -726,14 +728,14 @@ pub(crate) fn set_state(
         .map_err(|e| CudaError::driver("uploading the state", e))
 }
 
-/// The allocation of `st` at device address `ptr` (one of the state's own buffers).
-pub(crate) fn device_buffer(st: &DeviceState, ptr: u64) -> &CudaSlice<u8> {
-    &st.bufs
+/// The allocation of `st` that holds device address `ptr` (one of the state's own buffers, at
+/// its start or inside it: one copy's torques follow its forces) and the offset of `ptr` in it.
+pub(crate) fn device_buffer(st: &DeviceState, ptr: u64) -> (&CudaSlice<u8>, usize) {
+    st.bufs
         .iter()
-        .find(|b| b.1.ptr == ptr)
+        .find(|b| ptr >= b.1.ptr && ptr < b.1.ptr + b.1.slice.len() as u64)
+        .map(|b| (&b.1.slice, (ptr - b.1.ptr) as usize))
         .expect("pointer of an allocated buffer")
-        .1
-        .slice
 }
 
 fn download<T: Copy + Default>(
@@ -742,10 +744,10 @@ fn download<T: Copy + Default>(
     ptr: u64,
     len: usize,
 ) -> Result<Vec<T>, CudaError> {
-    let buf = device_buffer(st, ptr);
+    let (buf, at) = device_buffer(st, ptr);
     let mut bytes = vec![0u8; len * std::mem::size_of::<T>()];
     stream
-        .memcpy_dtoh(&buf.slice(0..bytes.len()), &mut bytes)
+        .memcpy_dtoh(&buf.slice(at..at + bytes.len()), &mut bytes)
         .map_err(|e| CudaError::driver("downloading", e))?;
     let mut out = vec![T::default(); len];
     // SAFETY: `out` has exactly bytes.len() bytes; T is f64, f32 or u32 (any bit pattern valid).
@@ -794,7 +796,7 @@ fn fetch_pinned<'a, T: Copy>(
             .map_err(|e| CudaError::driver("allocating page-locked frame staging", e))?,
         );
     }
-    let buf = device_buffer(st, ptr);
+    let (buf, at) = device_buffer(st, ptr);
     // cudarc copies the destination's whole length: the staging's first `bytes`, as a plain
     // slice. Into page-locked memory the copy is asynchronous: the stream is synchronised
     // before the bytes are read.
@@ -804,7 +806,7 @@ fn fetch_pinned<'a, T: Copy>(
         .as_mut_slice()
         .map_err(|e| CudaError::driver("waiting for the frame staging", e))?[..bytes];
     stream
-        .memcpy_dtoh(&buf.slice(0..bytes), host)
+        .memcpy_dtoh(&buf.slice(at..at + bytes), host)
         .map_err(|e| CudaError::driver("downloading a frame part", e))?;
     stream
         .synchronize()

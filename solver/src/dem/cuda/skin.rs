@@ -306,10 +306,10 @@ impl super::CudaSim {
     fn read_skin_moved(&self) -> Result<f32, super::CudaError> {
         let ptr = self.state.grid.dmax;
         // (allocated with the skin)
-        let buf = super::buffers::device_buffer(&self.state, ptr);
+        let (buf, at) = super::buffers::device_buffer(&self.state, ptr);
         let mut bytes = [0u8; 4];
         self.stream
-            .memcpy_dtoh(&buf.slice(0..4), &mut bytes)
+            .memcpy_dtoh(&buf.slice(at..at + 4), &mut bytes)
             .map_err(|e| super::CudaError::driver("reading the skin's largest move", e))?;
         self.stream
             .synchronize()
