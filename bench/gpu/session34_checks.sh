@@ -9,8 +9,10 @@
 #                                         # whole of cuda_parity with every test on one copy, then
 #                                         # 10 M dense beds: in place and pairs-once, two copies
 #                                         # and one, B/particle and particle-steps/s
-#   bench/gpu/session34_checks.sh final   # the validation tests on one copy, cuda_parity and
-#                                         # cuda_multi as they are, the largest bed that runs
+#   bench/gpu/session34_checks.sh final   # after the search's arrays moved into the force
+#                                         # buffer: cuda_parity (new tests, all on one copy, as
+#                                         # it is), cuda_multi, the validation tests on one copy,
+#                                         # 10 M dense beds on one copy with rows of 10, 8 and 7
 #
 # Logs $OUT/session34_<part>.log, *.out; records $OUT/dem_gpu.jsonl.
 set -uo pipefail
@@ -34,16 +36,21 @@ first)
   dense --history pairs --hist-cap 10 --copies 1
   ;;
 final)
+  # The search's cells, ranks and permutation moved into the force buffer and the skin's paths.
   cd solver
+  item 60 result cuda_parity_new timeout 200 "$BIN/cuda_parity" --test-threads 1 --nocapture \
+    collide_variants one_state_copy
+  item 40 result cuda_parity_one env PARTICLE_SHM_TEST_COPIES=1 timeout 250 "$BIN/cuda_parity" --test-threads 1
+  item 60 result cuda_parity timeout 250 "$BIN/cuda_parity" --test-threads 1
+  item 100 result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
   for t in incline impact_hertz moving_geometry impact_linear packing; do
-    item 40 result "validate_${t}_one" env PARTICLE_SHM_TEST_BACKENDS=cuda PARTICLE_SHM_TEST_COPIES=1 \
+    item 20 result "validate_${t}_one" env PARTICLE_SHM_TEST_BACKENDS=cuda PARTICLE_SHM_TEST_COPIES=1 \
       timeout 150 "$BIN/$t" --test-threads 1
   done
-  item 150 result cuda_parity timeout 250 "$BIN/cuda_parity" --test-threads 1
-  item 100 result cuda_multi timeout 200 "$BIN/cuda_multi" --test-threads 1
   cd ..
-  item 200 run bench --particles 3.5e8 --model linear-friction --phase dense --relax 20 --steps 20 --list off \
-    --history pairs --hist-cap 10 --copies 1
+  dense --history in-place --copies 1
+  # Pairs-once rows shorter than 10: does the dense bed (6 owned pairs a bulk site) fit them?
+  for cap in 10 8 7; do dense --history pairs --hist-cap $cap --copies 1; done
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -642,7 +642,7 @@ fn graph_replay_matches_direct_launches() {
             let run = |graphs: bool| {
                 let opts = CudaOptions {
                     graphs,
-                    ..parity_opts(double)
+                    ..parity_opts_for(&sc, double)
                 };
                 let mut g = CudaSim::new(&sc, &state, &opts).expect("GPU");
                 // Batches of 50 (the first step of each is timed, so launched directly).

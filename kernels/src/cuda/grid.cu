@@ -111,12 +111,13 @@ extern "C" __global__ void dem_gather_words(const unsigned* src, unsigned* dst, 
     for (unsigned w = 0; w < words; w++) dst[(size_t)k * words + w] = src[j * words + w];
 }
 
-// One copy of the state with a skin: what dem_gather does for the skin at a search (every
-// slot's cell is fresh and nothing has moved since).
+// One copy of the state with a skin: what dem_gather does for the skin's cells at a search
+// (every slot's cell is fresh), before the reorder reuses the force buffer that holds g.cell.
+// The paths, which hold the permutation until the reorder is done, are zeroed by the host after
+// it (nothing has moved since the search).
 extern "C" __global__ void dem_search_cells(const DemParams p, GridArrays g) {
     const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     g.scell[k] = g.cell[g.perm[k]];
-    g.path[k] = 0.0f;
     if (k == 0) *g.dmax = 0u;
 }

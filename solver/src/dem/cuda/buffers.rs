@@ -357,10 +357,17 @@ pub(crate) fn device_bytes_needed(
     } else {
         0
     };
+    // The search's cells, ranks and permutation (one copy: in the force buffer and the skin's
+    // paths, or the permutation alone without a skin).
+    let search = match (lay.single_copy, skin > 0.0) {
+        (false, _) => 12,
+        (true, true) => 0,
+        (true, false) => 4,
+    };
     let per_particle = per_state
         .saturating_mul(lay.copies() as u64)
         .saturating_add(per_history)
-        .saturating_add(outputs + 12 + skin_arrays + mesh_masks + staging);
+        .saturating_add(outputs + search + skin_arrays + mesh_masks + staging);
     let cells = gpu_grid_skin(sc, skin).num_cells() as u64 + 1;
     let scan: u64 = {
         let (mut m, mut t) = (cells, 0u64);
@@ -512,14 +519,28 @@ pub(crate) fn upload(
             st.tmp = a;
         }
     }
-    st.grid.cell = alloc(stream, &mut st, "grid.cell", 4 * n)?;
-    st.grid.rank = alloc(stream, &mut st, "grid.rank", 4 * n)?;
-    st.grid.perm = alloc(stream, &mut st, "grid.perm", 4 * n)?;
+    if lay.single_copy {
+        // The search's cells and ranks live in the force buffer (free from the integrate to
+        // the next collide), which the reorder then uses: its permutation lives in the skin's
+        // paths (zeroed after the reorder), or without a skin on its own.
+        st.grid.cell = st.scratch.0;
+        st.grid.rank = st.scratch.0 + 4 * n as u64;
+    } else {
+        st.grid.cell = alloc(stream, &mut st, "grid.cell", 4 * n)?;
+        st.grid.rank = alloc(stream, &mut st, "grid.rank", 4 * n)?;
+        st.grid.perm = alloc(stream, &mut st, "grid.perm", 4 * n)?;
+    }
     st.grid.count = alloc(stream, &mut st, "grid.count", 4 * (cells + 1))?;
     st.grid.start = alloc(stream, &mut st, "grid.start", 4 * (cells + 1))?;
+    if lay.single_copy && skin <= 0.0 {
+        st.grid.perm = alloc(stream, &mut st, "grid.perm", 4 * n)?;
+    }
     if skin > 0.0 {
         st.grid.scell = alloc(stream, &mut st, "skin.cell", 4 * n)?;
         st.grid.path = alloc(stream, &mut st, "skin.path", 4 * n)?;
+        if lay.single_copy {
+            st.grid.perm = st.grid.path;
+        }
         st.grid.dmax = alloc(stream, &mut st, "skin.max", 4)?;
         if opts.neighbour_list {
             let cap = super::skin::LIST_CAP as usize;

@@ -467,7 +467,8 @@ impl CudaSim {
 
     /// One copy of the state: a search's reorder (what `dem_gather` does between two copies),
     /// one array at a time: gathered into the force buffer by `perm`, then copied back. The
-    /// skin's cells of the search first, from the grid's cells.
+    /// skin's cells of the search first, from the grid's cells (which the force buffer holds),
+    /// and its paths zeroed last (they held `perm`).
     fn enqueue_gather_in_place(&self, l: &StepLaunches) -> Result<(), CudaError> {
         let (cur, grid) = (l.cur, l.grid);
         let mut pc = l.pc;
@@ -525,6 +526,20 @@ impl CudaSim {
                 )
             }
             .map_err(|e| CudaError::driver("copying a reordered array back", e))?;
+        }
+        if grid.path != 0 {
+            // The paths held the permutation (buffers.rs): nothing has moved since the search.
+            // SAFETY: plain memset of the skin's n paths (f32 0.0 is all zero bytes), a live
+            // allocation of this sim, on its stream after the reorder.
+            unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    grid.path,
+                    0,
+                    4 * n as usize,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| CudaError::driver("clearing the skin's paths", e))?;
         }
         Ok(())
     }
