@@ -9,6 +9,7 @@
 #                                         # whole of cuda_parity with every test on one copy, then
 #                                         # 10 M dense beds: in place and pairs-once, two copies
 #                                         # and one, B/particle and particle-steps/s
+#   bench/gpu/session34_checks.sh largest # rows of 6 on the 10 M bed; 350 M with rows of 7
 #   bench/gpu/session34_checks.sh final   # after the search's arrays moved into the force
 #                                         # buffer: cuda_parity (new tests, all on one copy, as
 #                                         # it is), cuda_multi, the validation tests on one copy,
@@ -51,6 +52,13 @@ final)
   dense --history in-place --copies 1
   # Pairs-once rows shorter than 10: does the dense bed (6 owned pairs a bulk site) fit them?
   for cap in 10 8 7; do dense --history pairs --hist-cap $cap --copies 1; done
+  ;;
+largest)
+  # Rows of 6 (the owned pairs of a bulk site; walls and faces need more?), then the largest bed
+  # asked for by the issue (350 M) with rows of 7 and one copy.
+  dense --history pairs --hist-cap 6 --copies 1
+  item 300 run bench --particles 3.5e8 --model linear-friction --phase dense --relax 20 --steps 20 --list off \
+    --history pairs --hist-cap 7 --copies 1
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -110,8 +110,10 @@ pub enum CudaError {
     #[error(
         "{count} contacts found their particle's contact history full ({cap} entries) in the steps up to {step}: \
          their tangential springs could not be kept, which changes the friction; a particle touches more \
-         than {cap} partners (walls and mesh triangles included), e.g. a large sphere among many small ones; \
-         the CPU backend (--backend cpu) keeps the first {cpu_cap} and counts the rest",
+         than {cap} partners (walls and mesh triangles included; a pairs-once row holds the pairs its \
+         particle owns, about half its contacts, and its walls), e.g. a large sphere among many small \
+         ones; more entries per particle (dem-gpu-bench --hist-cap) or the CPU backend (--backend cpu, \
+         which keeps the first {cpu_cap} and counts the rest) run it",
         cpu_cap = crate::dem::state::HISTORY_CAP
     )]
     HistoryOverflow { count: u32, cap: u32, step: u64 },
