@@ -1071,7 +1071,10 @@ mod tests {
             msg.contains("3 contacts found their particle's contact history full (16 entries)"),
             "{msg}"
         );
-        assert!(msg.contains("--hist-cap") && msg.contains("pairs-once"), "{msg}");
+        assert!(
+            msg.contains("--hist-cap") && msg.contains("pairs-once"),
+            "{msg}"
+        );
         // A non-finite state is reported first.
         let both = DemDiag {
             nonfinite: 1,
