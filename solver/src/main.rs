@@ -60,7 +60,7 @@ fn main() -> ExitCode {
 /// from the launcher, is handled by rank 0's clean stop), so signals only get noted here.
 fn follow(ranks: solver::exec::sim::RankSet, cli: &Cli) -> Result<()> {
     set_up_process(cli)?;
-    let cuda = match app::sim::backend_kind(pick_backend(cli.backend)?, cli) {
+    let cuda = match app::sim::backend_kind(pick_backend(cli.backend)?, cli)? {
         solver::exec::sim::BackendKind::CudaRanks(opts, _) => Some(opts),
         _ => None,
     };

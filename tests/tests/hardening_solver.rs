@@ -538,3 +538,68 @@ fn load_shm_checks_the_live_ids_and_counters_of_a_flow_run() {
     assert!(err.contains("removed so far"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--gpu-memory`: a bad layout is a clear usage error; the CPU backend runs and says it ignores
+/// the option; an SPH run refuses it (DEM layouts only), with nothing left behind.
+#[test]
+fn gpu_memory_layouts_are_checked() {
+    for (value, expect) in [
+        ("compact:0", "rows of 1 to 26 entries"),
+        ("compact:27", "rows of 1 to 26 entries"),
+        ("compact:x", "rows of 1 to 26 entries"),
+        ("fast", "expected `auto`, `compact` or `compact:N`"),
+    ] {
+        let name = SegName::new("gpumem");
+        let arg = format!("--gpu-memory={value}");
+        let (code, err) = run_to_end(
+            &["--name-shm", &name.0, "--backend", "cpu", &arg],
+            Duration::from_secs(30),
+        );
+        assert_eq!(code, Some(2), "{value}: {err}");
+        assert!(err.contains(expect), "{value}: {err}");
+        assert!(!segment_exists(&name.0), "{value}: a segment was left");
+    }
+    let name = SegName::new("gpumem-cpu");
+    let (code, err) = run_to_end(
+        &[
+            "--name-shm",
+            &name.0,
+            "--backend",
+            "cpu",
+            "--particles",
+            "50",
+            "--end-time",
+            "0.001",
+            "--gpu-memory",
+            "compact:7",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("the CPU backend ignores it"), "{err}");
+    let dir = std::env::temp_dir().join(format!("pshm-gpumem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = dir.join("tank.toml");
+    std::fs::write(&case, sph_tank_case(0.01)).unwrap();
+    let name = SegName::new("gpumem-sph");
+    let (code, err) = run_to_end(
+        &[
+            "--name-shm",
+            &name.0,
+            "--backend",
+            "cpu",
+            "--case",
+            case.to_str().unwrap(),
+            "--gpu-memory",
+            "compact",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("--gpu-memory sets the layout of DEM runs"),
+        "{err}"
+    );
+    assert!(!segment_exists(&name.0), "a segment was left");
+    let _ = std::fs::remove_dir_all(&dir);
+}

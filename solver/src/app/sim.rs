@@ -10,13 +10,13 @@ use shm_protocol::{
 };
 use solver::case::Case;
 use solver::core::vec3;
-use solver::dem::cuda::CudaOptions;
+use solver::dem::cuda::{CudaOptions, HistoryMode, StateCopies};
 use solver::dem::state::SimState;
 use solver::exec::sim::{BackendKind, FrameInput, Simulation};
 use solver::exec::worker::RawKinematics;
 use solver::io::vtk::VtkSeries;
 
-use super::cli::Cli;
+use super::cli::{Cli, GpuMemory};
 use super::port::SimPort;
 use crate::Backend;
 
@@ -32,11 +32,14 @@ const DEFAULT_PARTICLES_CUDA: u64 = 1_000_000;
 /// commands still take effect within a few milliseconds.
 const GPU_BATCH: u64 = 16;
 
-pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
+pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> Result<BackendKind> {
     if backend == Backend::Cpu && cli.devices != super::cli::Devices::List(vec![0]) {
         tracing::warn!("--devices selects GPUs for --backend cuda; the CPU backend ignores it");
     }
-    match backend {
+    if backend == Backend::Cpu && cli.gpu_memory != GpuMemory::Auto {
+        tracing::warn!("--gpu-memory sets the layout on a GPU; the CPU backend ignores it");
+    }
+    Ok(match backend {
         Backend::Cpu => match super::ranks::current() {
             Some(ranks) => BackendKind::CpuRanks(ranks),
             None => BackendKind::Cpu,
@@ -44,6 +47,15 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
         Backend::Cuda => {
             // A driver failure is reported when the backend starts.
             let devices = cli.devices.resolve().unwrap_or_else(|_| vec![0]);
+            if let GpuMemory::Compact(rows) = cli.gpu_memory {
+                if devices.len() > 1 || super::ranks::current().is_some() {
+                    bail!(
+                        "--gpu-memory compact:{rows} runs on one GPU (a pair's spring lies with \
+                         one of its particles, which a GPU's neighbours do not hold); on \
+                         several GPUs or MPI ranks leave it at `auto`"
+                    );
+                }
+            }
             if let Some(ranks) = super::ranks::current() {
                 // One GPU per rank: the ranks of a host take its listed GPUs in turn.
                 let local = super::ranks::local_rank().unwrap_or(ranks.comm.rank());
@@ -51,21 +63,26 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> BackendKind {
                     device: devices[local % devices.len()],
                     ..CudaOptions::default()
                 };
-                return BackendKind::CudaRanks(opts, ranks);
+                return Ok(BackendKind::CudaRanks(opts, ranks));
             }
-            let opts = CudaOptions {
+            let mut opts = CudaOptions {
                 device: devices[0],
                 skin: cli.skin,
                 list_walk: list_walk_from_env(),
                 ..CudaOptions::default()
             };
+            if let GpuMemory::Compact(rows) = cli.gpu_memory {
+                opts.history = HistoryMode::Pairs;
+                opts.hist_cap = rows;
+                opts.state_copies = StateCopies::One;
+            }
             if devices.len() > 1 {
                 BackendKind::CudaGroup(opts, devices)
             } else {
                 BackendKind::Cuda(opts)
             }
         }
-    }
+    })
 }
 
 /// `PARTICLE_SHM_LIST_WALK=buffered|direct|warp`: how the collide walks the Verlet list, for
@@ -186,7 +203,7 @@ pub fn build(case_path: Option<&Path>, backend: Backend, cli: &Cli) -> Result<Bo
         }
     };
     apply_overrides(&mut case, cli);
-    start(case, &backend_kind(backend, cli), cli)
+    start(case, &backend_kind(backend, cli)?, cli)
 }
 
 /// Continues from a checkpoint file.
@@ -199,7 +216,7 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     }
     refuse_sph_options(cli)?;
     let mut sim =
-        Simulation::load_checkpoint_with(path, &backend_kind(backend, cli), cli.decomposition())?;
+        Simulation::load_checkpoint_with(path, &backend_kind(backend, cli)?, cli.decomposition())?;
     if let Some(t) = cli.end_time {
         sim.set_end_time(t);
     }
@@ -278,7 +295,7 @@ pub fn resume_from_frame(
         .clone()
         .filter(|w| w.len() == n)
         .unwrap_or_else(|| vec![[0.0; 3]; n]);
-    let kind = backend_kind(backend, cli);
+    let kind = backend_kind(backend, cli)?;
     let sim = if flow_run {
         // The live particles with their ids, and what the run had removed and added.
         let flow = super::resume::resumed_flow(name, &stored, stat, frame, &ids)?;

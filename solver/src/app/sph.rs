@@ -98,6 +98,9 @@ fn refuse_unsupported(what: &str, cli: &Cli) -> Result<()> {
     if cli.particles.is_some() || cli.fields.is_some() {
         bail!("{what}: --particles and --fields do not apply to SPH runs yet");
     }
+    if cli.gpu_memory != super::cli::GpuMemory::Auto {
+        bail!("{what}: --gpu-memory sets the layout of DEM runs; SPH keeps its own");
+    }
     if cli.decomposition().subdomains.is_some_and(|n| n > 1) {
         bail!(
             "{what}: SPH runs on CPU sub-domains not yet (--subdomains 1; several GPUs: --devices; several processes: mpirun)"

@@ -293,7 +293,7 @@ pub(crate) fn history_fits_its_index(capacity: usize, hist_cap: u32) -> Result<(
         return Err(CudaError::Unsupported(format!(
             "{capacity} particle slots of {hist_cap} contact history entries make {entries} \
              entries, more than the kernels' 32-bit history index holds ({}); run fewer \
-             particles per GPU, or fewer entries per particle (dem-gpu-bench --hist-cap)",
+             particles per GPU, or fewer entries per particle (solver --gpu-memory compact:N, dem-gpu-bench --hist-cap)",
             u32::MAX
         )));
     }

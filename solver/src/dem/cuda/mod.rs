@@ -112,7 +112,7 @@ pub enum CudaError {
          their tangential springs could not be kept, which changes the friction; a particle touches more \
          than {cap} partners (walls and mesh triangles included; a pairs-once row holds the pairs its \
          particle owns, about half its contacts, and its walls), e.g. a large sphere among many small \
-         ones; more entries per particle (dem-gpu-bench --hist-cap) or the CPU backend (--backend cpu, \
+         ones; more entries per particle (solver --gpu-memory compact:N, dem-gpu-bench --hist-cap) or the CPU backend (--backend cpu, \
          which keeps the first {cpu_cap} and counts the rest) run it",
         cpu_cap = crate::dem::state::HISTORY_CAP
     )]
