@@ -10,6 +10,7 @@
 #                                         # 10 M dense beds: in place and pairs-once, two copies
 #                                         # and one, B/particle and particle-steps/s
 #   bench/gpu/session34_checks.sh largest # rows of 6 on the 10 M bed; 350 M with rows of 7
+#   bench/gpu/session34_checks.sh compact # the README's main job with --gpu-memory compact, then auto
 #   bench/gpu/session34_checks.sh final   # after the search's arrays moved into the force
 #                                         # buffer: cuda_parity (new tests, all on one copy, as
 #                                         # it is), cuda_multi, the validation tests on one copy,
@@ -59,6 +60,17 @@ largest)
   dense --history pairs --hist-cap 6 --copies 1
   item 300 run bench --particles 3.5e8 --model linear-friction --phase dense --relax 20 --steps 20 --list off \
     --history pairs --hist-cap 7 --copies 1
+  ;;
+compact)
+  # The main command with the compact layout, as a user runs it (built-in case, 1 M, 1 s), then
+  # as it is (auto), for the comparison on this machine.
+  for mem in compact auto; do
+    echo "+ solver --name-shm main_$mem --backend cuda --gpu-memory $mem"
+    /usr/bin/time -f "wall %e s" timeout 250 solver --name-shm "main_$mem" --backend cuda --gpu-memory $mem \
+      > "$OUT/main_$mem.out" 2>&1
+    echo "exit $?"
+    grep -E "B/particle|steps/s|finished|error|wall" "$OUT/main_$mem.out" | tail -n 8
+  done
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
