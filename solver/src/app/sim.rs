@@ -75,6 +75,8 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> Result<BackendKind> {
                 opts.history = HistoryMode::Pairs;
                 opts.hist_cap = rows;
                 opts.state_copies = StateCopies::One;
+                // The Verlet list costs about 100 B a particle.
+                opts.neighbour_list = false;
             }
             if devices.len() > 1 {
                 BackendKind::CudaGroup(opts, devices)

@@ -233,12 +233,23 @@ impl FusedWorker for CudaBackend {
         } else {
             String::new()
         };
-        // The slower one-buffer history is chosen only when two buffers do not fit: say so.
-        let history = if self.sim.history_in_place() {
-            ", contact history in place"
-        } else {
-            ""
-        };
+        // The slower layouts are chosen only when the fast one does not fit (or asked for): say
+        // so.
+        let history = format!(
+            "{}{}",
+            if self.sim.history_pairs() {
+                ", each pair's contact history once"
+            } else if self.sim.history_in_place() {
+                ", contact history in place"
+            } else {
+                ""
+            },
+            if self.sim.module_config().single_copy {
+                ", one copy of the state"
+            } else {
+                ""
+            }
+        );
         // The skin changes the order of the force sums (last bits) against a search every step.
         let skin = match self.sim.skin_width() {
             w if w > 0.0 => format!(

@@ -480,7 +480,7 @@ impl CudaSim {
                 .launch_builder(self.module.function(Kernel::SearchCells));
             b.arg(&pc).arg(&grid);
             // SAFETY: dem_search_cells(DemParams, GridArrays): thread k < n reads cell[perm[k]]
-            // (perm a permutation of 0..n) and writes scell[k], path[k] (n slots each) and dmax.
+            // (perm a permutation of 0..n) and writes scell[k] (n slots) and dmax.
             unsafe { b.launch(blocks(n, 256)) }
                 .map_err(|e| CudaError::driver("launching dem_search_cells", e))?;
         }
