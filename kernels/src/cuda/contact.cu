@@ -677,6 +677,17 @@ __device__ __forceinline__ Integrated integrate_slot(const DemParams& p, const G
     return r;
 }
 
+// Slot k's integrated state (position, velocity, spin) into `s`.
+__device__ __forceinline__ void store_integrated(const ParticleArrays& s, unsigned k, const Integrated& r) {
+    store3(s.vel, k, r.v);
+    s.pos[3 * k] = r.x.x;
+    s.pos[3 * k + 1] = r.x.y;
+    s.pos[3 * k + 2] = r.x.z;
+#if DEM_ROTATION
+    store3(s.omega, k, r.w);
+#endif
+}
+
 // The contact of particle k (slot, id id_i, species si) with the overlapping particle in slot j.
 template <class Acc>
 __device__ __forceinline__ void particle_contact(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
@@ -995,13 +1006,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #else
         const Integrated r = integrate_slot(p, g, k, vi, wi, dv3(pix, piy, piz), acc.f, acc.t, mi, ii);
         path = r.path;
-        store3(out.vel, k, r.v);
-        out.pos[3 * k] = r.x.x;
-        out.pos[3 * k + 1] = r.x.y;
-        out.pos[3 * k + 2] = r.x.z;
-#if DEM_ROTATION
-        store3(out.omega, k, r.w);
-#endif
+        store_integrated(out, k, r);
         out.id[k] = id_i;
         if (in.species) out.species[k] = si;
         if (!r.finite) atomicAdd(&diag->nonfinite, 1u);
@@ -1194,13 +1199,7 @@ extern "C" __global__ void dem_integrate(const DemParams p, ParticleArrays s, co
         const Integrated r = integrate_slot(p, g, k, load3(s.vel, k), wi, dload3(s.pos + 3 * k), load3(s.force, k),
                                             ti, (real)sp.mass, (real)sp.inertia);
         path = r.path;
-        store3(s.vel, k, r.v);
-        s.pos[3 * k] = r.x.x;
-        s.pos[3 * k + 1] = r.x.y;
-        s.pos[3 * k + 2] = r.x.z;
-#if DEM_ROTATION
-        store3(s.omega, k, r.w);
-#endif
+        store_integrated(s, k, r);
         if (!r.finite) atomicAdd(&diag->nonfinite, 1u);
     }
     if (g.path) {

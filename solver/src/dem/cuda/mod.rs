@@ -278,9 +278,9 @@ pub enum StateCopies {
     /// into: the fastest.
     Two,
     /// One copy: the collide stores forces and torques, `dem_integrate` moves the particles in
-    /// place, a search reorders one array at a time through the force buffer. 32 B less per
-    /// frictional particle (56 B of state for 24 of forces), a contact history in place; one
-    /// GPU with symplectic Euler only.
+    /// place, a search reorders one array at a time through the force buffer. 44 B less per
+    /// frictional particle (56 B of state and 12 of search arrays for 24 of forces), a contact
+    /// history in place; one GPU with symplectic Euler only.
     One,
 }
 
@@ -513,7 +513,8 @@ fn single_copy_possible(
     };
     match why {
         Some(w) => Err(CudaError::Unsupported(format!(
-            "one copy of the particle state (`--copies 1`): {w}"
+            "one copy of the particle state (`solver --gpu-memory compact`, `dem-gpu-bench --copies \
+             1`): {w}"
         ))),
         None => Ok(()),
     }
