@@ -543,29 +543,29 @@ fn load_shm_checks_the_live_ids_and_counters_of_a_flow_run() {
 /// the option; an SPH run refuses it (DEM layouts only), with nothing left behind.
 #[test]
 fn gpu_memory_layouts_are_checked() {
+    // The solver on the CPU publishing into a fresh segment `tag`, with `args` after.
+    let run = |tag: &str, args: &[&str]| {
+        let name = SegName::new(tag);
+        let mut all = vec!["--name-shm", &name.0, "--backend", "cpu"];
+        all.extend_from_slice(args);
+        let (code, err) = run_to_end(&all, Duration::from_secs(60));
+        (code, err, segment_exists(&name.0))
+    };
     for (value, expect) in [
         ("compact:0", "rows of 1 to 26 entries"),
         ("compact:27", "rows of 1 to 26 entries"),
         ("compact:x", "rows of 1 to 26 entries"),
         ("fast", "expected `auto`, `compact` or `compact:N`"),
     ] {
-        let name = SegName::new("gpumem");
         let arg = format!("--gpu-memory={value}");
-        let (code, err) = run_to_end(
-            &["--name-shm", &name.0, "--backend", "cpu", &arg],
-            Duration::from_secs(30),
-        );
+        let (code, err, left) = run("gpumem", &[&arg]);
         assert_eq!(code, Some(2), "{value}: {err}");
         assert!(err.contains(expect), "{value}: {err}");
-        assert!(!segment_exists(&name.0), "{value}: a segment was left");
+        assert!(!left, "{value}: a segment was left");
     }
-    let name = SegName::new("gpumem-cpu");
-    let (code, err) = run_to_end(
+    let (code, err, _) = run(
+        "gpumem-cpu",
         &[
-            "--name-shm",
-            &name.0,
-            "--backend",
-            "cpu",
             "--particles",
             "50",
             "--end-time",
@@ -573,7 +573,6 @@ fn gpu_memory_layouts_are_checked() {
             "--gpu-memory",
             "compact:7",
         ],
-        Duration::from_secs(60),
     );
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("the CPU backend ignores it"), "{err}");
@@ -581,25 +580,13 @@ fn gpu_memory_layouts_are_checked() {
     std::fs::create_dir_all(&dir).unwrap();
     let case = dir.join("tank.toml");
     std::fs::write(&case, sph_tank_case(0.01)).unwrap();
-    let name = SegName::new("gpumem-sph");
-    let (code, err) = run_to_end(
-        &[
-            "--name-shm",
-            &name.0,
-            "--backend",
-            "cpu",
-            "--case",
-            case.to_str().unwrap(),
-            "--gpu-memory",
-            "compact",
-        ],
-        Duration::from_secs(60),
-    );
+    let case = case.to_str().unwrap();
+    let (code, err, left) = run("gpumem-sph", &["--case", case, "--gpu-memory", "compact"]);
     assert_ne!(code, Some(0), "{err}");
     assert!(
         err.contains("--gpu-memory sets the layout of DEM runs"),
         "{err}"
     );
-    assert!(!segment_exists(&name.0), "a segment was left");
+    assert!(!left, "a segment was left");
     let _ = std::fs::remove_dir_all(&dir);
 }
