@@ -120,12 +120,11 @@ pub struct Cli {
     /// histories (about 760 B/particle), dropping the list, then the second history (about
     /// 390 B), then the second copy of the state (about 350 B) when the case does not fit.
     /// `compact` keeps one copy of the state, no Verlet list, and each particle pair's
-    /// tangential spring once, in rows of 10 entries per particle (about 256 B/particle in a dense frictional bed; its
-    /// speed about 0.3x that of the fastest layout, 0.6x that of one history buffer);
-    /// `compact:N` makes the rows N entries long (1 to 26). A
-    /// row holds the pairs its particle keeps (about half its contacts) and its wall and mesh
-    /// contacts; a run whose rows fill stops with an error rather than lose friction. One GPU,
-    /// symplectic Euler.
+    /// tangential spring once, in rows of 10 entries per particle (about 256 B/particle in a
+    /// dense frictional bed; its speed about 0.3x that of the fastest layout, 0.6x that of one
+    /// history buffer); `compact:N` makes the rows N entries long (1 to 26). A row holds the
+    /// pairs its particle keeps (about half its contacts) and its wall and mesh contacts; a run
+    /// whose rows fill stops with an error rather than lose friction. One GPU, symplectic Euler.
     #[arg(long, value_name = "LAYOUT", default_value = "auto", value_parser = parse_gpu_memory)]
     pub gpu_memory: GpuMemory,
     /// CPU threads (default: all cores).

@@ -1061,7 +1061,6 @@ mod tests {
             super::ModuleConfig {
                 stream_hints: false,
                 passes: false,
-                single_copy: false,
                 ..big
             },
             small
