@@ -99,6 +99,7 @@ pub enum Kernel {
     CollideInterior,
     CollideBoundary,
     Springs,
+    SpillCount,
     KickDrift,
     Integrate,
     GatherWords,
@@ -120,7 +121,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 28] = [
+    pub const ALL: [Kernel; 29] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -131,6 +132,7 @@ impl Kernel {
         Kernel::CollideInterior,
         Kernel::CollideBoundary,
         Kernel::Springs,
+        Kernel::SpillCount,
         Kernel::KickDrift,
         Kernel::Integrate,
         Kernel::GatherWords,
@@ -164,6 +166,7 @@ impl Kernel {
             Kernel::CollideInterior => "dem_collide_interior",
             Kernel::CollideBoundary => "dem_collide_boundary",
             Kernel::Springs => "dem_springs",
+            Kernel::SpillCount => "dem_spill_count",
             Kernel::KickDrift => "dem_kick_drift",
             Kernel::Integrate => "dem_integrate",
             Kernel::GatherWords => "dem_gather_words",
@@ -253,6 +256,10 @@ pub struct ModuleConfig {
     /// search reorders the state one array at a time through the force buffer
     /// (`dem_gather_words`). 56 B less per frictional particle, for a force buffer of 24.
     pub single_copy: bool,
+    /// With [`Self::hist_pairs`]: rows that need more than `hist_cap` entries keep the rest in
+    /// spill rows (`DEM_HIST_SPILL`, contact.cu), so rows can be sized for the common particle
+    /// rather than for the busiest.
+    pub hist_spill: bool,
 }
 
 /// Particles from which a GPU's collide streams its history and list past L2
@@ -321,6 +328,9 @@ impl ModuleConfig {
         }
         if self.friction && self.hist_pairs {
             d.push("-DDEM_HIST_PAIRS=1".into());
+            if self.hist_spill {
+                d.push("-DDEM_HIST_SPILL=1".into());
+            }
         }
         d.push(format!("-DDEM_LIST_WALK={}", self.list_walk));
         d.push(format!("-DDEM_ONE_SPECIES={}", u32::from(self.one_species)));
@@ -518,6 +528,7 @@ mod tests {
             stream_hints: false,
             passes: false,
             single_copy: false,
+            hist_spill: false,
         };
         let d = cfg.defines();
         assert!(d.contains(&"-DDEM_STREAM_HINTS=0".to_string()));
@@ -549,6 +560,20 @@ mod tests {
         .defines();
         assert!(pairs.contains(&"-DDEM_HIST_IN_PLACE=1".to_string()));
         assert!(pairs.contains(&"-DDEM_HIST_PAIRS=1".to_string()));
+        assert!(!pairs.iter().any(|x| x.starts_with("-DDEM_HIST_SPILL")));
+        // Spill rows extend pairs-once rows only.
+        let spill = |hist_pairs| {
+            ModuleConfig {
+                hist_in_place: true,
+                hist_pairs,
+                hist_spill: true,
+                ..cfg
+            }
+            .defines()
+            .contains(&"-DDEM_HIST_SPILL=1".to_string())
+        };
+        assert!(spill(true));
+        assert!(!spill(false));
         assert!(d.contains(&format!("-DCOLLIDE_BLOCK={COLLIDE_THREADS}")));
         assert!(d.contains(&"-DDEM_COMPACT=1".to_string()));
         assert!(d.contains(&"-DDEM_CANDIDATES=24".to_string()));

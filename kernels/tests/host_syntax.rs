@@ -80,6 +80,7 @@ fn dem_config() -> ModuleConfig {
         stream_hints: false,
         passes: false,
         single_copy: false,
+        hist_spill: false,
     }
 }
 
@@ -135,6 +136,24 @@ fn dem_modules_are_valid_cxx() {
             friction: false,
             rotation: false,
             single_copy: true,
+            ..base
+        },
+        // Spill rows behind pairs-once rows, one copy and two, f32 and f64 with meshes.
+        ModuleConfig {
+            hist_in_place: true,
+            hist_pairs: true,
+            hist_spill: true,
+            single_copy: true,
+            ..base
+        },
+        ModuleConfig {
+            model: 1,
+            hist_in_place: true,
+            hist_pairs: true,
+            hist_spill: true,
+            double: true,
+            meshes: true,
+            stream_hints: true,
             ..base
         },
         // Each pair's spring once (dem_springs), in f32 and f64, with meshes and Hertz.

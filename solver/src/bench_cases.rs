@@ -97,6 +97,45 @@ pub struct DensePack {
 /// friction, unlike a simple cubic pack, which frictionless spheres leave at once). Denser than
 /// a poured bed (~0.6, ~6 contacts): the pessimistic side. About `n` particles (4 m^3).
 pub fn dense_pack(n: usize, model: BenchModel) -> DensePack {
+    dense_pack_ordered(n, model, IdOrder::Cells)
+}
+
+/// The order a [`dense_pack`]'s particles (ids 0..) take. Physics does not see it; the GPU's
+/// pairs-once contact history does: it keeps each pair's spring with one particle chosen from
+/// the two ids (`state::owns_pair`), and how many pairs a particle keeps decides the rows it
+/// needs (`CudaOptions::hist_cap`). Bulk sites keep 5 or 7 in `Cells`, 6 in `Raster`, and
+/// from 1 to about 12 in `Random` (session 35, bench/results/dem_gpu.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdOrder {
+    /// Lattice cell by cell (x fastest, then y, z), the four sites of a cell in turn.
+    Cells,
+    /// Site by site along x, then y, then z (a lattice source's rows).
+    Raster,
+    /// Shuffled (a seeded permutation): ids unrelated to positions, as in a poured bed.
+    Random,
+}
+
+impl IdOrder {
+    /// `cells`, `raster` or `random`.
+    pub fn parse(s: &str) -> Option<IdOrder> {
+        match s {
+            "cells" => Some(IdOrder::Cells),
+            "raster" => Some(IdOrder::Raster),
+            "random" => Some(IdOrder::Random),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            IdOrder::Cells => "cells",
+            IdOrder::Raster => "raster",
+            IdOrder::Random => "random",
+        }
+    }
+}
+
+/// [`dense_pack`] with its particles in `order` (the same positions).
+pub fn dense_pack_ordered(n: usize, model: BenchModel, order: IdOrder) -> DensePack {
     let m = ((n as f64) / 4.0).cbrt().round().max(2.0) as usize;
     let mut c = Case::default_falling_box(4 * m * m * m);
     model.apply(&mut c);
@@ -110,6 +149,8 @@ pub fn dense_pack(n: usize, model: BenchModel) -> DensePack {
     c.sources = Vec::new();
     let mut rng = crate::core::rng::SplitMix64::new(7);
     let mut positions = Vec::with_capacity(4 * m * m * m);
+    // Each site's lattice coordinates in half cells (x, y, z), for the raster order.
+    let mut sites: Vec<[usize; 3]> = Vec::with_capacity(4 * m * m * m);
     let offs = [
         [0.0, 0.0, 0.0],
         [0.5, 0.5, 0.0],
@@ -124,7 +165,23 @@ pub fn dense_pack(n: usize, model: BenchModel) -> DensePack {
                     positions.push(std::array::from_fn(|a| {
                         lo + (ijk[a] as f64 + o[a]) * ac + 0.002 * d * rng.range(-1.0, 1.0)
                     }));
+                    sites.push(std::array::from_fn(|a| 2 * ijk[a] + (2.0 * o[a]) as usize));
                 }
+            }
+        }
+    }
+    match order {
+        IdOrder::Cells => {}
+        IdOrder::Raster => {
+            let mut by: Vec<usize> = (0..positions.len()).collect();
+            by.sort_unstable_by_key(|&q| (sites[q][2], sites[q][1], sites[q][0]));
+            positions = by.into_iter().map(|q| positions[q]).collect();
+        }
+        IdOrder::Random => {
+            // Fisher-Yates with the pack's generator, after the jitter: the same positions.
+            for q in (1..positions.len()).rev() {
+                let r = (rng.next_u64() % (q as u64 + 1)) as usize;
+                positions.swap(q, r);
             }
         }
     }
@@ -145,4 +202,66 @@ pub fn sph_dambreak(dp: f64, end_time: f64) -> crate::sph::setup::SphCase {
     case.sph.spacing = dp;
     case.end_time = end_time;
     case
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dem::state::owns_pair;
+
+    /// Entries each particle of a dense pack keeps in a pairs-once row (`state::owns_pair`):
+    /// the touching particles it owns the pair with, and its walls.
+    fn row_lengths(p: &DensePack) -> Vec<usize> {
+        let r = p.case.species[0].radius;
+        let (lo, hi) = (p.case.domain.min, p.case.domain.max);
+        let x = &p.positions;
+        (0..x.len())
+            .map(|i| {
+                let pairs = (0..x.len())
+                    .filter(|&j| {
+                        let d2: f64 = (0..3).map(|a| (x[i][a] - x[j][a]).powi(2)).sum();
+                        j != i && d2 < 4.0 * r * r && owns_pair(i as u32, j as u32)
+                    })
+                    .count();
+                let walls = (0..3)
+                    .map(|a| usize::from(x[i][a] - lo[a] < r) + usize::from(hi[a] - x[i][a] < r))
+                    .sum::<usize>();
+                pairs + walls
+            })
+            .collect()
+    }
+
+    /// The orders hold the same positions; in raster order every site keeps at most 6 entries
+    /// (rows of 6 hold the bed), cell by cell a third keep 7, shuffled some keep 10 or more.
+    #[test]
+    fn id_orders_decide_the_pairs_once_rows() {
+        let model = BenchModel::LinearFriction;
+        let packs: Vec<DensePack> = [IdOrder::Cells, IdOrder::Raster, IdOrder::Random]
+            .into_iter()
+            .map(|o| dense_pack_ordered(2000, model, o))
+            .collect();
+        let key = |p: &DensePack| {
+            let mut v: Vec<[u64; 3]> = p.positions.iter().map(|q| q.map(f64::to_bits)).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(key(&packs[0]), key(&packs[1]));
+        assert_eq!(key(&packs[0]), key(&packs[2]));
+        assert_ne!(packs[0].positions, packs[1].positions);
+        let longest = |p: &DensePack| row_lengths(p).into_iter().max().unwrap_or(0);
+        let share_over_6 = |p: &DensePack| {
+            let l = row_lengths(p);
+            l.iter().filter(|&&k| k > 6).count() as f64 / l.len() as f64
+        };
+        assert_eq!(longest(&packs[1]), 6, "raster");
+        assert_eq!(longest(&packs[0]), 7, "cells");
+        assert!(share_over_6(&packs[0]) > 0.25, "cells");
+        assert!(longest(&packs[2]) >= 10, "random");
+        assert_eq!(IdOrder::parse("raster"), Some(IdOrder::Raster));
+        assert_eq!(
+            IdOrder::parse(IdOrder::Random.name()),
+            Some(IdOrder::Random)
+        );
+        assert_eq!(IdOrder::parse("z"), None);
+    }
 }

@@ -240,6 +240,92 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
     }
 }
 
+/// Spill rows behind pairs-once rows (`CudaOptions::hist_spill`): rows of 3 entries where
+/// each site of the pack keeps 5 to 7 entries, so every row spills every step. In f64 the run
+/// keeps the CPU's bits after 400 steps with the spill buffers sized before the first step
+/// (`dem_spill_count`), and again started at exactly the most rows a step takes (a fixed start:
+/// they grow at the first check, their rows copied over mid-run); started at a quarter of that,
+/// the run fails with `SpillFull` instead of losing springs. In f32 spill rows give the bits of
+/// rows long enough not to spill.
+#[test]
+fn spill_rows_keep_the_cpu_bits_and_grow() {
+    if !gpu_present() {
+        return;
+    }
+    let (sc, state) = dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
+    let c = cpu_after(&sc, &state, 400);
+    let base = CudaOptions {
+        history: HistoryMode::Pairs,
+        hist_cap: 3,
+        hist_spill: 8,
+        ..parity_opts(true)
+    };
+    let run = |opts: &CudaOptions| -> Result<(SimState, (u32, u32, u32)), cuda::CudaError> {
+        let mut g = CudaSim::new(&sc, &state, opts)?;
+        assert_eq!(g.history_rows(), (opts.hist_cap, opts.hist_spill));
+        g.steps(400)?;
+        g.check_diag()?;
+        let spill = g.spill_rows()?.unwrap_or((0, 0, 0));
+        Ok((g.state()?, spill))
+    };
+    let same = |label: &str, a: &SimState| {
+        assert_eq!(a.pos, c.pos, "{label}: positions");
+        assert_eq!(a.vel, c.vel, "{label}: velocities");
+        assert_eq!(a.omega, c.omega, "{label}: angular velocities");
+        assert_eq!(a.contacts, c.contacts, "{label}: contact counts");
+        assert!(a.history == c.history, "{label}: contact history");
+    };
+    let (a, (width, rows, taken)) = run(&base).expect("spill rows");
+    same("rows of 3, spill rows of 8", &a);
+    // Every site spills from the first step: the buffers (4,096 rows at the start) were sized
+    // before it to one and a half times the rows it would take (dem_spill_count), and never
+    // grew again.
+    assert_eq!(width, 8);
+    assert_eq!(rows, taken + taken / 2, "{rows} spill rows, {taken} taken");
+    assert!(
+        taken as usize > state.pos.len() / 2,
+        "most sites keep more than 3 entries: {taken} spill rows of {} particles",
+        state.pos.len()
+    );
+    let (b, (_, grown, _)) = run(&CudaOptions {
+        spill_start: taken,
+        ..base.clone()
+    })
+    .expect("spill rows grown mid-run");
+    same("spill rows grown", &b);
+    assert!(grown > taken, "grown to {grown} from {taken}");
+    let err = run(&CudaOptions {
+        spill_start: taken / 4,
+        ..base.clone()
+    })
+    .expect_err("too few spill rows");
+    assert!(
+        matches!(err, cuda::CudaError::SpillFull { rows, .. } if rows == taken / 4),
+        "{err}"
+    );
+    assert!(err.to_string().contains("spill rows"), "{err}");
+    println!("spill rows: {taken} of {} particles spill, bit-identical to the CPU; grown {taken} -> {grown}; {err}", state.pos.len());
+    // f32: the same bits as rows that never spill (the entries are the same, stored elsewhere).
+    let long = CudaOptions {
+        hist_cap: 12,
+        hist_spill: 0,
+        ..parity_opts(false)
+    };
+    let (f, _) = run(&CudaOptions {
+        double: false,
+        ..base.clone()
+    })
+    .expect("f32 spill rows");
+    let (l, _) = run(&CudaOptions {
+        history: HistoryMode::Pairs,
+        ..long
+    })
+    .expect("f32 rows of 12");
+    assert_eq!(f.pos, l.pos, "f32 positions");
+    assert_eq!(f.vel, l.vel, "f32 velocities");
+    assert!(f.history == l.history, "f32 contact history");
+}
+
 /// A dense FCC pack of about 4,000 particles at rest (`bench_cases::dense_pack`) in `model`.
 fn dense_pack_at_rest(model: solver::bench_cases::BenchModel) -> (StepContext, SimState) {
     let pack = solver::bench_cases::dense_pack(4000, model);
@@ -930,6 +1016,7 @@ fn kernels_come_from_the_disk_cache_the_second_time() {
         stream_hints: false,
         passes: false,
         single_copy: false,
+        hist_spill: false,
     };
     let compile = || {
         let (m, t) = cuda::driver::compile_module_in(

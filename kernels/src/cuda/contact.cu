@@ -82,6 +82,21 @@
 #ifndef DEM_HIST_PAIRS
 #define DEM_HIST_PAIRS 0
 #endif
+// DEM_HIST_SPILL 1 (with DEM_HIST_PAIRS): a row holds hist_cap entries inline, and a row that
+// needs more keeps its first hist_cap - 1 there and the rest, up to DemParams::spill_width, in
+// a spill row whose index its entry hist_cap - 1 holds as partner (the count word tells: more
+// than hist_cap entries). Spill rows are taken afresh every step: dem_springs reads a row's old
+// spill row in spill_cur and writes the new one into spill_next, from a counter the host zeroes
+// before the launch; the two buffers alternate (dem/cuda/buffers.rs, Spill). Rows keep the
+// entries' order, so everything that reads them sees the entries of the inline layout: the same
+// bits. A row that finds no spill row left counts its extra contacts as overflow (an error, as a
+// full row is without spill rows); the host grows the buffers before that, from the most rows
+// any step asked for (spill_ctl[2]), which above spill_rows tells it they ran out.
+#ifndef DEM_HIST_SPILL
+#define DEM_HIST_SPILL 0
+#endif
+// A spill link that found no spill row left (Accum::link_new).
+#define DEM_SPILL_FULL 0xFFFFFFFEu
 // A pairs-once row's count word: the entry count in its low DEM_ROW_COUNT_BITS bits, and above
 // them whether entry c's contact slid this step (bit DEM_ROW_COUNT_BITS + c), which the force of
 // a stored spring depends on (physics::spring_force). Rows hold at most DEM_ROW_SLIDE_BITS
@@ -157,13 +172,26 @@ struct Accum {
     unsigned self_id;         // the particle's id (the pairs-once history's owner test)
     unsigned slid;            // dem_springs: bit c, new entry c's contact slid
     unsigned row_word;        // pairs once, after dem_springs: the row's count word (slide flags)
+#if DEM_HIST_SPILL
+    unsigned link_old;        // the row's spill row (in spill_cur for dem_springs, else spill_next),
+                              // or DEM_PARTNER_NONE
+    unsigned link_new;        // dem_springs: the spill row it took this step, DEM_PARTNER_NONE
+                              // (none yet) or DEM_SPILL_FULL
+#endif
     static constexpr bool ENERGY = false;
     static constexpr bool SPRINGS = false;
+    static constexpr bool COUNT = false;
 };
 
 // What dem_springs accumulates: the particle's new history row (its owned springs), no forces.
 struct SpringAccum : Accum {
     static constexpr bool SPRINGS = true;
+};
+
+// What dem_spill_count accumulates: how many entries dem_springs would store in the particle's
+// row (hist_out), nothing stored.
+struct CountAccum : SpringAccum {
+    static constexpr bool COUNT = true;
 };
 
 // What dem_energies accumulates per particle: the same contacts, their elastic energy [J] (a
@@ -245,6 +273,45 @@ __device__ __forceinline__ HistEntry old_entry(const DemParams& p, const Particl
 #endif
 }
 
+#if DEM_HIST_SPILL
+// Where entry c of row `row` lies when its spill row is `link` (DEM_PARTNER_NONE: none): inline
+// below hist_cap - 1, from there on in the spill row (of `spill`).
+__device__ __forceinline__ const HistEntry* row_entry(const DemParams& p, const HistEntry* hist, const HistEntry* spill,
+                                                      unsigned row, unsigned c, unsigned link) {
+    if (link != DEM_PARTNER_NONE && c + 1u >= p.hist_cap)
+        return spill + (size_t)link * p.spill_width + (c + 1u - p.hist_cap);
+    return hist + hist_at(p, c, row);
+}
+
+// The spill row of row `row` with `m` entries (its entry hist_cap - 1's partner), or none.
+__device__ __forceinline__ unsigned row_link(const DemParams& p, const HistEntry* hist, unsigned row, unsigned m) {
+    return m > p.hist_cap ? load_entry(hist + hist_at(p, p.hist_cap - 1u, row)).partner : DEM_PARTNER_NONE;
+}
+#endif
+
+// Old entry c of the particle's row as dem_springs reads it: old_entry, or with spill rows from
+// the old spill row beyond hist_cap - 1 (a c past the row's end reads an entry never counted).
+__device__ __forceinline__ HistEntry old_row_entry(const DemParams& p, const ParticleArrays& in, unsigned row, unsigned c,
+                                                   const Accum& acc) {
+#if DEM_HIST_SPILL
+    if (acc.link_old != DEM_PARTNER_NONE && c + 1u >= p.hist_cap)
+        return load_entry(row_entry(p, in.hist, p.spill_cur, row, c, acc.link_old));
+    return old_entry(p, in, row, min(c, p.hist_cap - 1u));
+#else
+    (void)acc;
+    return old_entry(p, in, row, c);
+#endif
+}
+
+// Entries a row can hold: hist_cap, or with spill rows hist_cap - 1 inline and a spill row.
+__device__ __forceinline__ unsigned row_capacity(const DemParams& p) {
+#if DEM_HIST_SPILL
+    return p.spill_rows ? p.hist_cap - 1u + p.spill_width : p.hist_cap;
+#else
+    return p.hist_cap;
+#endif
+}
+
 // stages::find_history: the entry of the particle's old history with the same partner, not yet
 // taken by an earlier contact of this step; for a mesh contact (partner keys [mesh_lo, mesh_hi)
 // are the triangles of its mesh) that moved to a neighbouring triangle, the first untaken entry
@@ -273,7 +340,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
     } else {
         for (unsigned c = 0; c < m; c++) {
             const bool free_ = c >= 64 || !((acc.used >> c) & 1ull);
-            if (free_ && old_entry(p, in, row, c).partner == partner) {
+            if (free_ && old_row_entry(p, in, row, c, acc).partner == partner) {
                 found = c;
                 break;
             }
@@ -281,7 +348,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
         if (found == DEM_PARTNER_NONE && mesh_lo < mesh_hi) {
             for (unsigned c = 0; c < m; c++) {
                 const bool free_ = c >= 64 || !((acc.used >> c) & 1ull);
-                const unsigned q = old_entry(p, in, row, c).partner;
+                const unsigned q = old_row_entry(p, in, row, c, acc).partner;
                 if (free_ && q >= mesh_lo && q < mesh_hi) {
                     found = c;
                     break;
@@ -289,7 +356,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
             }
         }
         if (found != DEM_PARTNER_NONE) {
-            const HistEntry e = old_entry(p, in, row, found);
+            const HistEntry e = old_row_entry(p, in, row, found, acc);
             s.xi = make_real3(e.x, e.y, e.z);
         }
     }
@@ -298,9 +365,9 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
         acc.cursor = found + 1;
     }
 #if DEM_AHEAD_ALWAYS
-    acc.ahead = old_entry(p, in, row, min(acc.cursor, p.hist_cap - 1u));
+    acc.ahead = old_row_entry(p, in, row, min(acc.cursor, row_capacity(p) - 1u), acc);
 #else
-    if (found != DEM_PARTNER_NONE) acc.ahead = old_entry(p, in, row, min(acc.cursor, p.hist_cap - 1u));
+    if (found != DEM_PARTNER_NONE) acc.ahead = old_row_entry(p, in, row, min(acc.cursor, row_capacity(p) - 1u), acc);
 #endif
     return s;
 }
@@ -316,10 +383,6 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
     (void)row;
     const unsigned dst = k;
 #endif
-    if (acc.hist_out >= p.hist_cap) {
-        acc.overflow++;  // the contact still acts; its spring is not kept (reported as an error)
-        return;
-    }
     HistEntry e;
     e.x = s.xi.x;
     e.y = s.xi.y;
@@ -328,6 +391,40 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
 #ifdef DEM_DOUBLE
     e.pad = 0;
 #endif
+#if DEM_HIST_SPILL
+    const unsigned c = acc.hist_out;
+    if (p.spill_rows && c >= p.hist_cap) {
+        // Entries from hist_cap - 1 on go to a spill row, taken at the first of them beyond
+        // hist_cap: entry hist_cap - 1 moves there and its inline place takes the link.
+        if (acc.link_new == DEM_PARTNER_NONE) {
+            unsigned link = atomicAdd(p.spill_ctl + p.spill_sel, 1u);
+            // The rows asked for, taken or not: more than spill_rows tells the host they ran out.
+            atomicMax(p.spill_ctl + 2, link + 1u);
+            if (link < p.spill_rows) {
+                HistEntry* at = out.hist + hist_at(p, p.hist_cap - 1u, dst);
+                store_entry(p.spill_next + (size_t)link * p.spill_width, load_entry(at));
+                HistEntry l = {};
+                l.partner = link;
+                store_entry(at, l);
+            } else {
+                link = DEM_SPILL_FULL;
+            }
+            acc.link_new = link;
+        }
+        const unsigned x = c + 1u - p.hist_cap;
+        if (acc.link_new == DEM_SPILL_FULL || x >= p.spill_width) {
+            acc.overflow++;  // the contact still acts; its spring is not kept (an error)
+            return;
+        }
+        store_entry(p.spill_next + (size_t)acc.link_new * p.spill_width + x, e);
+        acc.hist_out++;
+        return;
+    }
+#endif
+    if (acc.hist_out >= p.hist_cap) {
+        acc.overflow++;  // the contact still acts; its spring is not kept (reported as an error)
+        return;
+    }
     store_entry(out.hist + hist_at(p, acc.hist_out, dst), e);
     acc.hist_out++;
 }
@@ -356,8 +453,15 @@ __device__ __forceinline__ StoredSpring stored_spring(const DemParams& p, const 
         const unsigned r = in.row[j];
         const unsigned w = in.hist_count[r];
         const unsigned m = w & DEM_ROW_COUNT_MASK;
+#if DEM_HIST_SPILL
+        const unsigned link = row_link(p, in.hist, r, m);
+#endif
         for (unsigned c = 0; c < m; c++) {
+#if DEM_HIST_SPILL
+            const HistEntry e = load_entry(row_entry(p, in.hist, p.spill_cur, r, c, link));
+#else
             const HistEntry e = load_entry(in.hist + hist_at(p, c, r));
+#endif
             if (e.partner == self) {
                 s.xi = make_real3(-e.x, -e.y, -e.z);
                 s.sliding = (w >> (DEM_ROW_COUNT_BITS + c)) & 1u;
@@ -370,15 +474,23 @@ __device__ __forceinline__ StoredSpring stored_spring(const DemParams& p, const 
     unsigned c = acc.cursor;
     HistEntry e;
     bool found = false;
+#if DEM_HIST_SPILL
+    const HistEntry* spill = p.spill_cur;
+    const unsigned link = acc.link_old;
+#define DEM_OWN_ENTRY(c) row_entry(p, in.hist, spill, row, (c), link)
+#else
+#define DEM_OWN_ENTRY(c) (in.hist + hist_at(p, (c), row))
+#endif
     if (c < m) {
-        e = load_entry(in.hist + hist_at(p, c, row));
+        e = load_entry(DEM_OWN_ENTRY(c));
         found = e.partner == partner;
     }
     for (unsigned q = 0; q < m && !found; q++) {
-        e = load_entry(in.hist + hist_at(p, q, row));
+        e = load_entry(DEM_OWN_ENTRY(q));
         found = e.partner == partner;
         c = q;
     }
+#undef DEM_OWN_ENTRY
     if (found) {
         s.xi = make_real3(e.x, e.y, e.z);
         s.sliding = (acc.row_word >> (DEM_ROW_COUNT_BITS + c)) & 1u;
@@ -404,6 +516,10 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
         // in place in its row (staged); the forces are dem_collide's.
         (void)arm;
         if (j != DEM_PARTNER_NONE && !owns_pair(acc.self_id, partner)) return;
+        if constexpr (Acc::COUNT) {
+            acc.hist_out++;
+            return;
+        }
         ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, acc);
         const ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
         if (cf.sliding && acc.hist_out < DEM_ROW_SLIDE_BITS) acc.slid |= 1u << acc.hist_out;
@@ -844,13 +960,19 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #if DEM_HIST_PAIRS
         acc.row_word = acc.old_count;
         acc.old_count &= DEM_ROW_COUNT_MASK;
+#if DEM_HIST_SPILL
+        // The row's spill row: dem_springs reads the old one (spill_cur) and takes a new one;
+        // the kernels after it read the new (the host passes them spill_next as spill_cur).
+        acc.link_old = row_link(p, in.hist, row_i, acc.old_count);
+        acc.link_new = DEM_PARTNER_NONE;
+#endif
         // Only dem_springs updates rows; the others read them where they lie.
         if constexpr (Acc::SPRINGS)
 #endif
         {
-            stage_history(p, in, row_i, acc.old_count);
-            // CudaSim::new requires hist_cap >= 1 with friction.
-            acc.ahead = old_entry(p, in, row_i, 0u);
+            stage_history(p, in, row_i, min(acc.old_count, p.hist_cap));
+            // CudaSim::new requires hist_cap >= 1 with friction (2 with spill rows).
+            acc.ahead = old_row_entry(p, in, row_i, 0u, acc);
         }
 #endif
         // Particle-particle contacts in two passes: the neighbour cells are scanned for
@@ -985,7 +1107,12 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
             }
         }
 #endif
-        if constexpr (Acc::SPRINGS) {
+        if constexpr (Acc::COUNT) {
+#if DEM_HIST_SPILL
+            // dem_spill_count: the rows that will spill, counted in spill_ctl[3].
+            if (acc.hist_out > p.hist_cap) atomicAdd(p.spill_ctl + 3, 1u);
+#endif
+        } else if constexpr (Acc::SPRINGS) {
             // dem_springs: the row's new length and slide flags; nothing else is written.
             out.hist_count[row_i] = acc.hist_out | (acc.slid << DEM_ROW_COUNT_BITS);
             if (acc.overflow) atomicAdd(&diag->hist_overflow, acc.overflow);
@@ -1091,6 +1218,18 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
                                                               const MeshArrays msh) {
     ParticleArrays rows = in;  // in place: the history arrays are the same in both copies
     collide_body<SpringAccum, DEM_PASS_ALL>(p, in, rows, g, diag, msh, nullptr);
+}
+#endif
+#if DEM_FRICTION && DEM_HIST_SPILL
+// Spill rows (DEM_HIST_SPILL): before the first step of a run, the rows that its dem_springs
+// will spill at the state's positions (the same walk, entries counted, nothing written but
+// spill_ctl[3], which the host zeroes first), so that the spill rows are sized before any
+// contact could find none (a bed placed in contact forms all its contacts in that step).
+extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_spill_count(const DemParams p, const ParticleArrays in,
+                                                                  const GridArrays g, DemDiag* diag,
+                                                                  const MeshArrays msh) {
+    ParticleArrays rows = in;
+    collide_body<CountAccum, DEM_PASS_ALL>(p, in, rows, g, diag, msh, nullptr);
 }
 #endif
 #if DEM_PASSES

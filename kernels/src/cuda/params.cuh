@@ -28,6 +28,8 @@ struct SpeciesProps {
 // extra bucket after the last cell, so the sort moves it behind every live particle.
 #define DEM_DEAD 0xFFFFFFFFu
 
+struct HistEntry;
+
 // Case-wide constants of one step.
 struct DemParams {
     double origin[3];    // grid origin [m]
@@ -63,6 +65,21 @@ struct DemParams {
     unsigned pass_count;
     unsigned pass_skip[2];        // dem_collide_interior: owned layers left out (~0u: none)
     unsigned pass_pad;
+    // Spill rows of a pairs-once history (DEM_HIST_SPILL, contact.cu; all 0 without): a row
+    // whose entries outgrow hist_cap keeps its first hist_cap - 1 inline and the rest in a
+    // spill row of spill_width entries, whose index its entry hist_cap - 1 holds (as partner).
+    // Two buffers of spill_rows rows alternate: dem_springs reads a row's old spill row in
+    // spill_cur and writes its new one in spill_next, taking it from the counter
+    // spill_ctl[spill_sel] (zeroed before the launch); the kernels after it read spill_next.
+    HistEntry* spill_cur;
+    HistEntry* spill_next;
+    unsigned* spill_ctl;          // [4]: rows asked for in spill buffers 0 and 1 (the last step that
+                                  //   wrote each), the most any step asked for, and the rows the
+                                  //   next step will spill (dem_spill_count)
+    unsigned spill_rows;          // rows of each spill buffer (0: no spill rows)
+    unsigned spill_width;         // entries of a spill row
+    unsigned spill_sel;           // the counter of spill_next (0 or 1)
+    unsigned spill_pad;
 };
 
 // One contact history entry: a tangential spring and its partner (state::wall_partner, ...),

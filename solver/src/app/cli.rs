@@ -120,11 +120,13 @@ pub struct Cli {
     /// histories (about 760 B/particle), dropping the list, then the second history (about
     /// 390 B), then the second copy of the state (about 350 B) when the case does not fit.
     /// `compact` keeps one copy of the state, no Verlet list, and each particle pair's
-    /// tangential spring once, in rows of 10 entries per particle (about 256 B/particle in a
-    /// dense frictional bed; its speed about 0.3x that of the fastest layout, 0.6x that of one
-    /// history buffer); `compact:N` makes the rows N entries long (1 to 26). A row holds the
-    /// pairs its particle keeps (about half its contacts) and its wall and mesh contacts; a run
-    /// whose rows fill stops with an error rather than lose friction. One GPU, symplectic Euler.
+    /// tangential spring once, in rows of 6 entries per particle with spill rows of 6 more for
+    /// the particles that need them (about 210 B/particle in a poured frictional bed; its speed
+    /// about 0.3x that of the fastest layout, 0.6x that of one history buffer); `compact:N`
+    /// makes the rows N entries long (1 to 26; spill rows take a row to at most 26). A row holds
+    /// the pairs its particle keeps (about half its contacts) and its wall and mesh contacts; the
+    /// spill rows grow with what the run takes; a run whose rows fill stops with an error rather
+    /// than lose friction. One GPU, symplectic Euler.
     #[arg(long, value_name = "LAYOUT", default_value = "auto", value_parser = parse_gpu_memory)]
     pub gpu_memory: GpuMemory,
     /// CPU threads (default: all cores).
@@ -222,13 +224,29 @@ fn parse_skin(s: &str) -> Result<f64, String> {
 pub enum GpuMemory {
     /// The fastest layout that fits (`CudaOptions`' defaults).
     Auto,
-    /// One copy of the state, each pair's spring once, rows of this many entries.
+    /// One copy of the state, each pair's spring once, rows of this many entries (and spill
+    /// rows: [`compact_spill`]).
     Compact(u32),
 }
 
-/// Row length of `--gpu-memory compact` without `:N`: a dense bed's site keeps 6 pairs, a
-/// site at a wall up to 7 (session 34), and a margin.
-pub const COMPACT_ROWS: u32 = 10;
+/// Row length of `--gpu-memory compact` without `:N`. A particle keeps about half its contact
+/// pairs (`state::owns_pair` decides by the two ids) and its walls: in a poured bed (about 6
+/// contacts a particle, ids unrelated to positions, like the built-in case) rows of 6 spill
+/// rarely (the main job: 207 B/particle, session 35); a bed compressed to 12 contacts keeps 6 on
+/// average, more than 8 for 7 % of its particles, and takes fewer bytes with `compact:8`
+/// (242 B/particle against about 290).
+pub const COMPACT_ROWS: u32 = 6;
+
+/// Entries of a spill row behind compact rows of `rows` entries: 6, or fewer where a row
+/// would pass [`kernels::PAIRS_MAX_ROW`] entries; none behind rows of 1 (a row needs an entry
+/// beside its spill row's link).
+pub fn compact_spill(rows: u32) -> u32 {
+    if rows < 2 {
+        0
+    } else {
+        6.min(kernels::PAIRS_MAX_ROW + 1 - rows)
+    }
+}
 
 fn parse_gpu_memory(s: &str) -> Result<GpuMemory, String> {
     let max = kernels::PAIRS_MAX_ROW;
@@ -288,6 +306,28 @@ impl Devices {
                 }
                 Ok((0..n).collect())
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `compact` is rows of 6 with spill rows of 6; a row and its spill row never pass the
+    /// count word's 26 entries, and rows of 1 have no spill rows.
+    #[test]
+    fn compact_layouts_spill_within_a_row_word() {
+        assert_eq!(parse_gpu_memory("compact"), Ok(GpuMemory::Compact(6)));
+        assert_eq!(parse_gpu_memory("compact:3"), Ok(GpuMemory::Compact(3)));
+        assert_eq!(compact_spill(COMPACT_ROWS), 6);
+        assert_eq!(compact_spill(1), 0);
+        assert_eq!(compact_spill(24), 3);
+        for rows in 2..=kernels::PAIRS_MAX_ROW {
+            assert!(
+                rows - 1 + compact_spill(rows) <= kernels::PAIRS_MAX_ROW,
+                "rows of {rows}"
+            );
         }
     }
 }

@@ -74,6 +74,7 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> Result<BackendKind> {
             if let GpuMemory::Compact(rows) = cli.gpu_memory {
                 opts.history = HistoryMode::Pairs;
                 opts.hist_cap = rows;
+                opts.hist_spill = super::cli::compact_spill(rows);
                 opts.state_copies = StateCopies::One;
                 // The Verlet list costs about 100 B a particle.
                 opts.neighbour_list = false;

@@ -27,6 +27,9 @@ struct Args {
     relax: u64,
     model: String,
     phase: String,
+    /// `--ids cells|raster|random`: the order of a dense pack's particles (bench only;
+    /// bench_cases::IdOrder; default cells).
+    ids: bench_cases::IdOrder,
     out: Option<String>,
     device: usize,
     seconds: f64,
@@ -35,6 +38,9 @@ struct Args {
     history: cuda::HistoryMode,
     /// `--hist-cap N`: history entries per particle row (CudaOptions::hist_cap; default 16).
     hist_cap: u32,
+    /// `--hist-spill E`: entries of a spill row behind pairs-once rows (CudaOptions::hist_spill;
+    /// default 0, none).
+    hist_spill: u32,
     /// `--copies auto|2|1`: copies of the particle state (CudaOptions::state_copies).
     copies: cuda::StateCopies,
     candidates: u32,
@@ -110,7 +116,7 @@ const COMMANDS: [&str; 12] = [
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--copies auto|2|1] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--ids cells|raster|random] [--copies auto|2|1] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
@@ -130,12 +136,14 @@ fn parse() -> Result<Args> {
         relax: 2000,
         model: "linear".into(),
         phase: "loose".into(),
+        ids: bench_cases::IdOrder::Cells,
         out: None,
         device: 0,
         seconds: 3.0,
         hist_layout: cuda::HistLayout::SlotMajor,
         history: cuda::HistoryMode::Auto,
         hist_cap: solver::dem::state::HISTORY_CAP as u32,
+        hist_spill: 0,
         copies: cuda::StateCopies::Auto,
         candidates: cuda::DEFAULT_CANDIDATES,
         min_blocks: 0,
@@ -187,6 +195,22 @@ fn parse() -> Result<Args> {
                     .ok()
                     .filter(|&c: &u32| (1..=64).contains(&c))
                     .with_context(|| format!("--hist-cap takes 1 to 64 entries, not {v}"))?
+            }
+            "--ids" => {
+                a.ids = bench_cases::IdOrder::parse(&v)
+                    .with_context(|| format!("--ids takes cells, raster or random, not {v}"))?
+            }
+            "--hist-spill" => {
+                a.hist_spill = v
+                    .parse()
+                    .ok()
+                    .filter(|&c: &u32| c < kernels::PAIRS_MAX_ROW)
+                    .with_context(|| {
+                        format!(
+                            "--hist-spill takes 0 to {} entries, not {v}",
+                            kernels::PAIRS_MAX_ROW - 1
+                        )
+                    })?
             }
             "--copies" => {
                 a.copies = cuda::StateCopies::parse(&v)
@@ -331,6 +355,18 @@ fn dense(n: usize, model: &str) -> Result<(Case, Vec<[f64; 3]>, f64)> {
     Ok((p.case, p.positions, p.solid_fraction))
 }
 
+/// The spill rows of a pairs-once history as a JSON object (entries per spill row, rows per
+/// buffer, the most rows a step took, and that as a share of the particles), or null.
+fn spill_json(sim: &CudaSim) -> Result<String> {
+    Ok(match sim.spill_rows()? {
+        Some((width, rows, taken)) => format!(
+            "{{\"width\": {width}, \"rows\": {rows}, \"most_taken\": {taken}, \"most_taken_share\": {}}}",
+            num(taken as f64 / sim.particle_count().max(1) as f64)
+        ),
+        None => "null".into(),
+    })
+}
+
 fn opts(a: &Args) -> CudaOptions {
     CudaOptions {
         device: a.device,
@@ -338,6 +374,7 @@ fn opts(a: &Args) -> CudaOptions {
         hist_layout: a.hist_layout,
         history: a.history,
         hist_cap: a.hist_cap,
+        hist_spill: a.hist_spill,
         state_copies: a.copies,
         candidates: a.candidates,
         min_blocks: a.min_blocks,
@@ -434,6 +471,7 @@ fn compile_times(a: &Args) -> Result<()> {
         stream_hints: false,
         passes: false,
         single_copy: false,
+        hist_spill: false,
     };
     let ctx = cudarc::driver::CudaContext::new(a.device)?;
     let src = kernels::dem_module_source();
@@ -756,8 +794,12 @@ fn bench(a: &Args) -> Result<()> {
     let t_setup = Instant::now();
     let (mut sim, phi, case) = match a.phase.as_str() {
         "dense" => {
-            let (case, pos, phi) = dense(a.particles, &a.model)?;
-            (start_at(&case, &pos, &opts(a))?.0, phi, case)
+            let p = bench_cases::dense_pack_ordered(a.particles, bench_model(&a.model)?, a.ids);
+            (
+                start_at(&p.case, &p.positions, &opts(a))?.0,
+                p.solid_fraction,
+                p.case,
+            )
         }
         _ => {
             let case = falling(a.particles, &a.model)?;
@@ -847,6 +889,15 @@ fn bench(a: &Args) -> Result<()> {
             ("steps_per_s", num(sps)),
             ("particle_steps_per_s", num(sps * n as f64)),
             ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
+            ("spill_rows", spill_json(&sim)?),
+            (
+                "ids",
+                if a.phase == "dense" {
+                    js(a.ids.name())
+                } else {
+                    "null".into()
+                },
+            ),
             ("publish_share", "null".into()),
             ("mean_contacts", num(contacts)),
             (
@@ -865,7 +916,7 @@ fn bench(a: &Args) -> Result<()> {
             (
                 "kernel_variant",
                 js(&format!(
-                    "{:?} history{}{}, candidates {}, min blocks {}, Verlet list {} (walk {}), skin {}",
+                    "{:?} history{}{}{}, candidates {}, min blocks {}, Verlet list {} (walk {}), skin {}",
                     a.hist_layout,
                     if sim.history_pairs() {
                         " pairs-once"
@@ -878,6 +929,11 @@ fn bench(a: &Args) -> Result<()> {
                         ", one state copy"
                     } else {
                         ""
+                    },
+                    if sim.module_config().hist_spill {
+                        format!(", spill rows of {}", a.hist_spill)
+                    } else {
+                        String::new()
                     },
                     a.candidates,
                     sim.module_config().collide_min_blocks(),
@@ -949,6 +1005,15 @@ fn full(a: &Args) -> Result<()> {
             ("steps_per_s", num(sps)),
             ("particle_steps_per_s", num(sps * n as f64)),
             ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
+            ("spill_rows", spill_json(&sim)?),
+            (
+                "ids",
+                if a.phase == "dense" {
+                    js(a.ids.name())
+                } else {
+                    "null".into()
+                },
+            ),
             ("publish_share", "null".into()),
             ("mean_contacts", num(contacts)),
             ("sim_time_s", num(sim.time())),

@@ -238,11 +238,18 @@ impl FusedWorker for CudaBackend {
         let history = format!(
             "{}{}",
             if self.sim.history_pairs() {
-                ", each pair's contact history once"
+                let (rows, spill) = self.sim.history_rows();
+                if spill > 0 {
+                    format!(
+                        ", each pair's contact history once in rows of {rows} (and spill rows of {spill})"
+                    )
+                } else {
+                    format!(", each pair's contact history once in rows of {rows}")
+                }
             } else if self.sim.history_in_place() {
-                ", contact history in place"
+                ", contact history in place".to_string()
             } else {
-                ""
+                String::new()
             },
             if self.sim.module_config().single_copy {
                 ", one copy of the state"

@@ -77,6 +77,185 @@ pub(crate) struct DeviceState {
     /// One copy of the state: the force buffer (address, bytes) that a search reorders the
     /// state through (`tmp` is then unallocated, all zeros).
     pub scratch: (u64, usize),
+    /// Spill rows behind pairs-once rows (`CudaOptions::hist_spill`), if any.
+    pub spill: Option<Spill>,
+}
+
+/// Spill rows of a pairs-once history (`DEM_HIST_SPILL`, contact.cu): a row that needs more than
+/// `hist_cap` entries keeps its first `hist_cap - 1` inline and the rest in a spill row of
+/// `width` entries, whose index its entry `hist_cap - 1` holds. Two buffers of `rows` spill rows
+/// alternate: each step's `dem_springs` takes the rows afresh in the other buffer (no free list:
+/// what a row gave up is gone at the next step), counting them in `ctl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Spill {
+    /// The two buffers of `rows * width` device `HistEntry`s.
+    pub bufs: [u64; 2],
+    /// Four u32: rows asked for in buffer 0 and in buffer 1 by the last step that wrote each,
+    /// the most rows any step asked for (what the buffers are grown from), and the rows the
+    /// next step will spill (`dem_spill_count`, before a run's first step).
+    pub ctl: u64,
+    pub rows: u32,
+    pub width: u32,
+    /// The buffer the rows' links point into now (0 or 1).
+    pub cur: usize,
+}
+
+/// Spill rows the buffers start with for `slots` particle slots: `start` if set
+/// (`CudaOptions::spill_start`), else one per [`SPILL_START_SHARE`] slots and 4,096 at least
+/// (about 0.8 MB: a small case may spill every particle at once); they grow from what the run
+/// takes ([`spill_rows_after`]).
+pub(crate) fn spill_start_rows(slots: usize, start: u32) -> usize {
+    if start > 0 {
+        start as usize
+    } else {
+        (slots / SPILL_START_SHARE).max(4096)
+    }
+}
+
+/// Slots per spill row at the start ([`spill_start_rows`]): 3 % of the particles may spill
+/// before the first step's count (`CudaSim::size_spill`) or a check grows them.
+pub(crate) const SPILL_START_SHARE: usize = 32;
+
+/// The spill rows to grow to when a step took `taken` of `rows` (None: enough): more than
+/// three quarters taken grows them to twice what was taken, so that the contacts that form
+/// until the next check (`step::SPILL_CHECK_EVERY` steps) find rows.
+pub(crate) fn spill_rows_after(rows: u32, taken: u32) -> Option<u32> {
+    let want = (u64::from(taken) * 2).min(u64::from(u32::MAX)) as u32;
+    (u64::from(taken) * 4 > u64::from(rows) * 3 && want > rows).then_some(want)
+}
+
+/// The spill fields of the kernels' parameters for `spill` (all zero without).
+pub(crate) fn apply_spill(p: &mut DemParams, spill: Option<&Spill>) {
+    match spill {
+        Some(s) => {
+            p.spill_cur = s.bufs[s.cur];
+            p.spill_next = s.bufs[1 - s.cur];
+            p.spill_sel = 1 - s.cur as u32;
+            p.spill_ctl = s.ctl;
+            p.spill_rows = s.rows;
+            p.spill_width = s.width;
+        }
+        None => {
+            (p.spill_cur, p.spill_next, p.spill_ctl) = (0, 0, 0);
+            (p.spill_rows, p.spill_width, p.spill_sel) = (0, 0, 0);
+        }
+    }
+}
+
+/// Allocates two spill buffers of `rows` rows of `width` entries and their counters (zero).
+fn alloc_spill(
+    stream: &Arc<CudaStream>,
+    st: &mut DeviceState,
+    rows: usize,
+    width: usize,
+) -> Result<Spill, CudaError> {
+    let bytes = rows * width * hist_entry_bytes(st.real_size);
+    Ok(Spill {
+        bufs: [
+            alloc(stream, st, "hist_spill.0", bytes)?,
+            alloc(stream, st, "hist_spill.1", bytes)?,
+        ],
+        ctl: alloc(stream, st, "hist_spill.ctl", 16)?,
+        rows: rows as u32,
+        width: width as u32,
+        cur: 0,
+    })
+}
+
+/// Frees the allocation that starts at `ptr` (and its line in the memory report).
+fn free(st: &mut DeviceState, ptr: u64) {
+    if let Some(i) = st.bufs.iter().position(|b| b.1.ptr == ptr) {
+        let (name, _) = st.bufs.remove(i);
+        if let Some(j) = st.memory.arrays.iter().position(|a| a.0 == name) {
+            st.memory.arrays.remove(j);
+        }
+    }
+}
+
+/// Replaces the spill buffers by buffers of `rows` rows (more than now), the current one's rows
+/// copied over (their indices, which the rows' links hold, unchanged). The stream must be idle
+/// (nothing queued reads the old buffers).
+pub(crate) fn grow_spill(
+    stream: &Arc<CudaStream>,
+    st: &mut DeviceState,
+    rows: u32,
+) -> Result<(), CudaError> {
+    let old = st.spill.expect("spill rows to grow");
+    let eb = hist_entry_bytes(st.real_size);
+    let old_bytes = old.rows as usize * old.width as usize * eb;
+    let mut new = alloc_spill(stream, st, rows as usize, old.width as usize)?;
+    new.cur = old.cur;
+    crate::dem::cuda::driver::bind(stream)?;
+    // SAFETY: both ranges lie inside live allocations of this state (the new buffer is larger),
+    // copied on its stream; the counters keep their values (rows taken are still below them).
+    unsafe {
+        cudarc::driver::result::memcpy_dtod_async(
+            new.bufs[new.cur],
+            old.bufs[old.cur],
+            old_bytes,
+            stream.cu_stream(),
+        )
+    }
+    .map_err(|e| CudaError::driver("copying the spill rows", e))?;
+    // SAFETY: as above, 16 bytes of counters.
+    unsafe { cudarc::driver::result::memcpy_dtod_async(new.ctl, old.ctl, 16, stream.cu_stream()) }
+        .map_err(|e| CudaError::driver("copying the spill counters", e))?;
+    stream
+        .synchronize()
+        .map_err(|e| CudaError::driver("growing the spill rows", e))?;
+    for ptr in old.bufs.into_iter().chain([old.ctl]) {
+        free(st, ptr);
+    }
+    st.spill = Some(new);
+    Ok(())
+}
+
+/// The spill counters (rows asked for in buffers 0 and 1, the most any step asked for, and the
+/// rows `dem_spill_count` found will spill); synchronises.
+pub(crate) fn read_spill_ctl(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+) -> Result<[u32; 4], CudaError> {
+    let s = st.spill.expect("spill rows");
+    stream
+        .synchronize()
+        .map_err(|e| CudaError::driver("synchronising", e))?;
+    let v: Vec<u32> = download(stream, st, s.ctl, 4)?;
+    Ok([v[0], v[1], v[2], v[3]])
+}
+
+/// Splits one particle's entries (`row`, at most `cap - 1 + width` with spill rows) into its
+/// inline entries, left in `row`, and with more than `cap` of them its spill row: entries from
+/// `cap - 1` on appended to `spill` (`width` entries in `real` precision, zeros after the last),
+/// and entry `cap - 1` of `row` the link, the spill row's index `*links` (then counted).
+fn place_row(
+    row: &mut Vec<HistEntry>,
+    cap: usize,
+    width: usize,
+    spill: &mut Vec<u8>,
+    links: &mut u32,
+    real: usize,
+) {
+    if width == 0 || row.len() <= cap {
+        return;
+    }
+    let eb = hist_entry_bytes(real);
+    let at = spill.len();
+    spill.resize(at + width * eb, 0);
+    for (x, h) in row[cap - 1..].iter().enumerate() {
+        write_hist_entry(
+            &mut spill[at + x * eb..at + (x + 1) * eb],
+            h.partner,
+            &h.xi,
+            real,
+        );
+    }
+    row.truncate(cap - 1);
+    row.push(HistEntry {
+        partner: *links,
+        xi: [0.0; 3],
+    });
+    *links += 1;
 }
 
 /// Bytes of one device `HistEntry` (params.cuh): three `real` springs and a u32 partner, 16 B
@@ -323,6 +502,14 @@ pub(crate) fn device_bytes_needed(
         single_copy: cfg.single_copy,
     };
     let n64 = n as u64;
+    // Spill rows (pairs once): two buffers of the rows they start with, and their counters.
+    let spill = if cfg.friction && cfg.hist_pairs && cfg.hist_spill {
+        (2 * spill_start_rows(n, opts.spill_start) as u64)
+            .saturating_mul(u64::from(opts.hist_spill) * hist_entry_bytes(lay.real) as u64)
+            .saturating_add(16)
+    } else {
+        0
+    };
     let real = lay.real as u64;
     // Per particle, so that no product of n can overflow before the final saturating one.
     let per_state: u64 = lay.state_arrays(1).iter().map(|a| a.1 as u64).sum();
@@ -380,6 +567,7 @@ pub(crate) fn device_bytes_needed(
     let triangles: u64 = sc.meshes.iter().map(|m| m.triangles.len() as u64).sum();
     n64.saturating_mul(per_particle)
         .saturating_add(8 * cells + scan + triangles * (72 + 4) + (1 << 20))
+        .saturating_add(spill)
 }
 
 /// Refuses a case that does not fit in the device's free memory (cuMemGetInfo) with a margin of
@@ -464,6 +652,7 @@ pub(crate) fn upload(
         real_size: lay.real,
         hist_pairs: cfg.friction && cfg.hist_pairs,
         scratch: (0, 0),
+        spill: None,
     };
     let (mut hist_count, mut hist) = (0, 0);
     for (name, bytes) in lay.history_arrays(n) {
@@ -472,6 +661,14 @@ pub(crate) fn upload(
             "hist_count" => hist_count = ptr,
             _ => hist = ptr,
         }
+    }
+    if lay.friction && cfg.hist_pairs && cfg.hist_spill && opts.hist_spill > 0 {
+        st.spill = Some(alloc_spill(
+            stream,
+            &mut st,
+            spill_start_rows(n, opts.spill_start),
+            opts.hist_spill as usize,
+        )?);
     }
     for copy in ["", "scratch."].into_iter().take(lay.copies()) {
         let mut a = ParticleArrays {
@@ -583,7 +780,7 @@ pub(crate) fn upload(
     upload_bytes(stream, &mut st, pw_ptr, as_bytes(&pw))?;
 
     let hist_strides = opts.hist_layout.strides(n, opts.hist_cap as usize);
-    let params = DemParams {
+    let mut params = DemParams {
         origin: grid.origin,
         cell: grid.cell,
         dt: sc.dt,
@@ -622,8 +819,16 @@ pub(crate) fn upload(
         pass_count: 0,
         pass_skip: [u32::MAX; 2],
         pass_pad: 0,
+        spill_cur: 0,
+        spill_next: 0,
+        spill_ctl: 0,
+        spill_rows: 0,
+        spill_width: 0,
+        spill_sel: 0,
+        spill_pad: 0,
     };
     set_state(stream, &mut st, &params, state)?;
+    apply_spill(&mut params, st.spill.as_ref());
     Ok((st, params))
 }
 
@@ -678,11 +883,15 @@ pub(crate) fn set_state(
         // A fresh start: only the entry counts matter (the slots are read below the count).
         // Skips building and uploading 16 entries per particle (seconds at 10 M particles).
         upload_bytes(stream, st, a.hist_count, as_bytes(&vec![0u32; n]))?;
+        set_spill(stream, st, &[], 0)?;
     } else if a.hist_count != 0 {
         // The partners are the device's own encoding (state::wall_partner, ...): copied as
         // they are. Entries beyond the device's capacity are dropped (their springs restart
         // at zero) and logged.
         let cap = p.hist_cap as usize;
+        let width = st.spill.map_or(0, |s| s.width as usize);
+        // Entries a row holds: `cap`, or with spill rows `cap - 1` inline and a spill row.
+        let row_cap = if width > 0 { cap - 1 + width } else { cap };
         let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
         let live = state.pos.len();
         let eb = hist_entry_bytes(real);
@@ -699,30 +908,40 @@ pub(crate) fn set_state(
         let mut dropped = 0u64;
         for (i, c) in count.iter_mut().enumerate().take(live) {
             let k = entries_of(i).count();
-            *c = k.min(cap) as u32;
-            dropped += k.saturating_sub(cap) as u64;
+            *c = k.min(row_cap) as u32;
+            dropped += k.saturating_sub(row_cap) as u64;
         }
         if dropped > 0 {
             tracing::warn!(
-                "{dropped} contact history entries beyond the device's {cap} per particle are \
+                "{dropped} contact history entries beyond the device's {row_cap} per particle are \
                  dropped; those contacts restart with a zero tangential spring"
             );
         }
         upload_bytes(stream, st, a.hist_count, as_bytes(&count))?;
+        // Each row's inline entries (and its spill row, `place_row`), built once per particle.
+        let mut spill = Vec::new();
+        let mut links = 0u32;
+        let mut row = Vec::with_capacity(row_cap);
+        let mut inline_of = |i: usize, row: &mut Vec<HistEntry>| {
+            row.clear();
+            row.extend(entries_of(i).take(row_cap).copied());
+            place_row(row, cap, width, &mut spill, &mut links, real);
+        };
         // Only entries below a slot's count are ever read, so only those are written: entry c
         // of slot i goes to c * sc + i * sr. In the slot-major layout (sr = 1) entry c of a run
         // of slots is contiguous, so the entries are built for a chunk of slots at a time, plane
         // by plane, and uploaded up to the largest count: at 100 M particles on a GPU of a group
         // (rows = capacity) building the whole array on the host took minutes and tens of GB.
         // Bytes past a slot's count are left as they are (never read).
-        let planes = count.iter().copied().max().unwrap_or(0) as usize;
+        let planes = (count.iter().copied().max().unwrap_or(0) as usize).min(cap);
         if sr == 1 && live > 0 && planes > 0 {
             const CHUNK: usize = 1 << 22;
             let mut buf = vec![0u8; planes * CHUNK.min(live) * eb];
             for i0 in (0..live).step_by(CHUNK) {
                 let m = CHUNK.min(live - i0);
                 for i in i0..i0 + m {
-                    for (c, h) in entries_of(i).take(cap).enumerate() {
+                    inline_of(i, &mut row);
+                    for (c, h) in row.iter().enumerate() {
                         let e = c * m + (i - i0);
                         write_hist_entry(&mut buf[e * eb..(e + 1) * eb], h.partner, &h.xi, real);
                     }
@@ -736,17 +955,42 @@ pub(crate) fn set_state(
             let entries = (cap - 1) * sc + (live - 1) * sr + 1;
             let mut all = vec![0u8; entries * eb];
             for i in 0..live {
-                for (c, h) in entries_of(i).take(cap).enumerate() {
+                inline_of(i, &mut row);
+                for (c, h) in row.iter().enumerate() {
                     let e = c * sc + i * sr;
                     write_hist_entry(&mut all[e * eb..(e + 1) * eb], h.partner, &h.xi, real);
                 }
             }
             upload_bytes_at(stream, st, a.hist, 0, &all)?;
         }
+        set_spill(stream, st, &spill, links)?;
     }
     stream
         .synchronize()
         .map_err(|e| CudaError::driver("uploading the state", e))
+}
+
+/// Uploads `links` spill rows (`bytes`) into the current spill buffer, grown first where they do
+/// not fit, and sets its counters to them (the other buffer's to 0); nothing without spill rows.
+fn set_spill(
+    stream: &Arc<CudaStream>,
+    st: &mut DeviceState,
+    bytes: &[u8],
+    links: u32,
+) -> Result<(), CudaError> {
+    let Some(s) = st.spill else {
+        return Ok(());
+    };
+    if links > s.rows {
+        grow_spill(stream, st, links.saturating_mul(2))?;
+    }
+    let s = st.spill.expect("spill rows");
+    if !bytes.is_empty() {
+        upload_bytes(stream, st, s.bufs[s.cur], bytes)?;
+    }
+    let mut ctl = [0u32, 0, links, 0];
+    ctl[s.cur] = links;
+    upload_bytes(stream, st, s.ctl, as_bytes(&ctl))
 }
 
 /// The allocation of `st` that holds device address `ptr` (one of the state's own buffers, at
@@ -855,6 +1099,18 @@ struct DeviceHistory<'a> {
     real: usize,
     /// (entry stride, row stride): [`super::HistLayout::strides`].
     strides: (usize, usize),
+    /// Pairs-once rows with spill rows ([`Spill`]): the current buffer's rows.
+    spill: Option<SpillRows<'a>>,
+}
+
+/// The spill rows a [`DeviceHistory`]'s rows link to.
+struct SpillRows<'a> {
+    /// Device `HistEntry` bytes, `width` entries per spill row.
+    bytes: &'a [u8],
+    width: usize,
+    /// Entries of a row inline (`hist_cap`): a row of more keeps entry `cap - 1` and on in its
+    /// spill row, whose index entry `cap - 1`'s partner holds.
+    cap: usize,
 }
 
 /// Writes the device history into the portable one (id order, the device's `hist_cap` slots
@@ -901,13 +1157,21 @@ fn pairs_to_portable(h: &DeviceHistory<'_>, s: &mut SimState, index: &dyn Fn(u32
             .copied()
             .filter(|&q| q != u32::MAX)
     };
-    let entry = |k: usize, c: usize| {
-        let e = c * h.strides.0 + h.rows[k] as usize * h.strides.1;
-        read_hist_entry(&h.bytes[e * eb..(e + 1) * eb], h.real)
-    };
     // The count word's low bits (the slide flags above them are the collide's, contact.cu).
     let count_mask = (1u32 << kernels::PAIRS_ROW_COUNT_BITS) - 1;
     let count = |k: usize| (h.count[h.rows[k] as usize] & count_mask) as usize;
+    let inline = |k: usize, c: usize| {
+        let e = c * h.strides.0 + h.rows[k] as usize * h.strides.1;
+        read_hist_entry(&h.bytes[e * eb..(e + 1) * eb], h.real)
+    };
+    let entry = |k: usize, c: usize| match &h.spill {
+        Some(sp) if count(k) > sp.cap && c + 1 >= sp.cap => {
+            let link = inline(k, sp.cap - 1).partner as usize;
+            let e = link * sp.width + c + 1 - sp.cap;
+            read_hist_entry(&sp.bytes[e * eb..(e + 1) * eb], h.real)
+        }
+        _ => inline(k, c),
+    };
     // Entries per slot: its row's, and one for each pair another row keeps with it.
     let n = h.ids.len();
     let mut per = vec![0usize; n];
@@ -1059,6 +1323,15 @@ pub(crate) fn download_into(
         };
         let bytes: Vec<u8> =
             download(stream, st, a.hist, hist_entry_bytes(st.real_size) * entries)?;
+        // The spill rows the rows' links point to: the current buffer's, up to the rows taken.
+        let spill_bytes: Vec<u8> = match st.spill {
+            Some(sp) => {
+                let taken = read_spill_ctl(stream, st)?[sp.cur].min(sp.rows) as usize;
+                let len = taken * sp.width as usize * hist_entry_bytes(st.real_size);
+                download(stream, st, sp.bufs[sp.cur], len)?
+            }
+            None => Vec::new(),
+        };
         let h = DeviceHistory {
             ids: &ids,
             rows: &rows,
@@ -1066,6 +1339,11 @@ pub(crate) fn download_into(
             bytes: &bytes,
             real: st.real_size,
             strides: (sc, sr),
+            spill: st.spill.map(|sp| SpillRows {
+                bytes: &spill_bytes,
+                width: sp.width as usize,
+                cap,
+            }),
         };
         if st.hist_pairs {
             pairs_to_portable(&h, s, index);
@@ -1319,6 +1597,7 @@ mod tests {
             bytes: &bytes,
             real,
             strides: (n, 1),
+            spill: None,
         };
         let mut s = SimState::zeroed(0.0, 0, 3);
         pairs_to_portable(&h, &mut s, &|id| id as usize - 10);
@@ -1329,6 +1608,93 @@ mod tests {
         assert_eq!(got(0), [e(11, a), e(12, neg(c)), e(wall_partner(0), w)]);
         assert_eq!(got(1), [e(10, neg(a)), e(12, b)]);
         assert_eq!(got(2), [e(10, c), e(11, neg(b))]);
+    }
+
+    /// A row of more entries than its inline `cap` keeps `cap - 1` of them inline and the rest
+    /// in a spill row linked from entry `cap - 1` (`place_row`, as `dem_springs` writes it), and
+    /// downloads as the entries it was made of, in their order; shorter rows stay inline.
+    #[test]
+    fn spill_rows_download_as_their_rows() {
+        use crate::dem::state::wall_partner;
+        let (real, cap, width, n) = (4usize, 3usize, 4usize, 4usize);
+        let eb = hist_entry_bytes(real);
+        let e = |partner, xi| HistEntry { partner, xi };
+        let (a, b, c) = ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]);
+        let w = |f: u32| [0.25 * (f + 1) as f64, 0.0, -0.5];
+        // Ids 10, 11, 12 in slots 0, 1, 2 (rows 2, 0, 1); slot 3 dead. 10 keeps (10, 11) and
+        // four walls: five entries in rows of three.
+        let mut own: Vec<Vec<HistEntry>> = vec![
+            [e(11, a)]
+                .into_iter()
+                .chain((0..4).map(|f| e(wall_partner(f), w(f))))
+                .collect(),
+            vec![e(12, b)],
+            vec![e(10, c)],
+        ];
+        let (mut spill, mut links) = (Vec::new(), 0u32);
+        let counts: Vec<usize> = own.iter().map(Vec::len).collect();
+        for row in own.iter_mut() {
+            place_row(row, cap, width, &mut spill, &mut links, real);
+        }
+        assert_eq!(links, 1);
+        assert_eq!(spill.len(), width * eb);
+        assert_eq!(own[0].len(), cap);
+        assert_eq!(own[0][cap - 1].partner, 0, "entry cap - 1 holds the link");
+        assert_eq!(own[1], [e(12, b)]);
+        let rows = [2u32, 0, 1, 3];
+        let mut bytes = vec![0u8; cap * n * eb];
+        for (k, row) in own.iter().enumerate() {
+            for (c, h) in row.iter().enumerate() {
+                let at = c * n + rows[k] as usize;
+                write_hist_entry(&mut bytes[at * eb..(at + 1) * eb], h.partner, &h.xi, real);
+            }
+        }
+        let mut count = [0u32; 4];
+        for (k, &m) in counts.iter().enumerate() {
+            count[rows[k] as usize] = m as u32;
+        }
+        let ids = [10, 11, 12, DEAD];
+        let h = DeviceHistory {
+            ids: &ids,
+            rows: &rows,
+            count: &count,
+            bytes: &bytes,
+            real,
+            strides: (n, 1),
+            spill: Some(SpillRows {
+                bytes: &spill,
+                width,
+                cap,
+            }),
+        };
+        let mut s = SimState::zeroed(0.0, 0, 3);
+        pairs_to_portable(&h, &mut s, &|id| id as usize - 10);
+        let neg = |v: [f64; 3]| [-v[0], -v[1], -v[2]];
+        let got = |i: usize| s.history_of(i).copied().collect::<Vec<_>>();
+        let walls: Vec<HistEntry> = (0..4).map(|f| e(wall_partner(f), w(f))).collect();
+        assert_eq!(got(0), [vec![e(11, a), e(12, neg(c))], walls].concat());
+        assert_eq!(got(1), [e(10, neg(a)), e(12, b)]);
+        assert_eq!(got(2), [e(10, c), e(11, neg(b))]);
+        // A row of exactly `cap` entries, and any row without spill rows, stays as it is.
+        let mut full = vec![e(1, a), e(2, b), e(3, c)];
+        place_row(&mut full, cap, width, &mut spill, &mut links, real);
+        assert_eq!(full, [e(1, a), e(2, b), e(3, c)]);
+        let mut long = own[0].clone();
+        place_row(&mut long, cap, 0, &mut spill, &mut links, real);
+        assert_eq!((long.len(), links), (cap, 1));
+    }
+
+    /// The spill rows grow before they run out: past three quarters taken, to twice that.
+    #[test]
+    fn spill_rows_grow_from_what_a_step_took() {
+        assert_eq!(spill_rows_after(4096, 0), None);
+        assert_eq!(spill_rows_after(4096, 3072), None);
+        assert_eq!(spill_rows_after(4096, 3073), Some(6146));
+        assert_eq!(spill_rows_after(100, 100), Some(200));
+        assert_eq!(spill_rows_after(u32::MAX, u32::MAX), None);
+        assert_eq!(spill_start_rows(10_000_000, 0), 312_500);
+        assert_eq!(spill_start_rows(1000, 0), 4096);
+        assert_eq!(spill_start_rows(10_000_000, 7), 7);
     }
 
     /// A frame part crosses as bytes and back unchanged; a wrong length is named, not trusted.
@@ -1375,6 +1741,7 @@ mod tests {
             bytes: &pack_hist(partner, xi, 8),
             real: 8,
             strides,
+            spill: None,
         };
         history_to_portable(&h, cap, &mut out, &|id| id as usize);
         out

@@ -283,6 +283,10 @@ pub fn load_module(ctx: &Arc<CudaContext>, cfg: ModuleConfig) -> Result<Arc<DemM
             // Only the pairs-once history has it (DEM_HIST_PAIRS).
             continue;
         }
+        if k == Kernel::SpillCount && !(cfg.friction && cfg.hist_pairs && cfg.hist_spill) {
+            // Only spill rows have it (DEM_HIST_SPILL).
+            continue;
+        }
         let m = if k == Kernel::Energies {
             &energies_module
         } else {

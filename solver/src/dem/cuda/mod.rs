@@ -117,6 +117,18 @@ pub enum CudaError {
         cpu_cap = crate::dem::state::HISTORY_CAP
     )]
     HistoryOverflow { count: u32, cap: u32, step: u64 },
+    /// Raised by the periodic checks when a step asked for more spill rows
+    /// (`CudaOptions::hist_spill`) than there were: the contacts of the particles left without
+    /// one lost their tangential springs (the buffers grow from what the steps take, but not
+    /// within one step).
+    #[error(
+        "a step asked for {needed} spill rows of contact history but there were {rows} (in the steps \
+         up to {step}): the contacts of the particles left without one lost their tangential springs, \
+         which changes the friction; more particles outgrew their rows at once than the spill rows had \
+         grown to; longer rows spill less (solver --gpu-memory compact:N with a larger N, \
+         dem-gpu-bench --hist-cap)"
+    )]
+    SpillFull { needed: u32, rows: u32, step: u64 },
     #[error(
         "GPU {device} needs {need} particle slots (its particles, ghosts and arrivals) but has room \
          for {capacity}: the load moved faster than the balancing; run on fewer GPUs or with \
@@ -265,6 +277,16 @@ pub struct CudaOptions {
     pub frame_staging: bool,
     /// How many copies of the particle state the device keeps ([`StateCopies`]).
     pub state_copies: StateCopies,
+    /// With [`HistoryMode::Pairs`]: entries of a spill row (0: none). A row that needs more
+    /// than `hist_cap` entries (a site at a wall, a particle among smaller ones) keeps its first
+    /// `hist_cap - 1` inline and the rest, up to this many, in a spill row taken afresh each
+    /// step from two small buffers that grow with what the run takes (`buffers::Spill`), so
+    /// `hist_cap` can follow the common particle instead of the busiest.
+    pub hist_spill: u32,
+    /// Spill rows the buffers start with (0: one per 32 particle slots, 4,096 at least, and
+    /// as many as the first step will take: `CudaSim::size_spill`); tests set a number, which
+    /// is kept as it is, to see them grow or run out.
+    pub spill_start: u32,
 }
 
 /// Copies of the particle state on one GPU (contact.cu, `DEM_SINGLE_COPY`).
@@ -389,6 +411,8 @@ impl Default for CudaOptions {
             memory_fallbacks: true,
             frame_staging: true,
             state_copies: StateCopies::Auto,
+            hist_spill: 0,
+            spill_start: 0,
         }
     }
 }
@@ -448,6 +472,9 @@ pub struct CudaSim {
     /// One copy of the state: a search outside a step (the energies') reordered the state
     /// through the force buffer, so the last step's forces are gone until the next collide.
     forces_stale: bool,
+    /// Spill rows: whether they were sized for the state's contacts since it was uploaded
+    /// (`CudaSim::size_spill`).
+    spill_sized: bool,
 }
 
 /// Dynamic shared memory the collide needs per block: with the history in place, each of its
@@ -520,6 +547,42 @@ fn single_copy_possible(
     }
 }
 
+/// Whether spill rows ([`CudaOptions::hist_spill`]) can extend the rows of this history: pairs
+/// once, one GPU (a group's and a rank's exchange move rows whole), rows of at least two
+/// entries (one inline beside the link), and a slide flag per entry in a row's count word.
+fn spill_possible(opts: &CudaOptions) -> Result<(), CudaError> {
+    if opts.hist_spill == 0 {
+        return Ok(());
+    }
+    let why = if opts.history != HistoryMode::Pairs {
+        Some("they extend pairs-once rows (the history `pairs`)".to_string())
+    } else if opts.slab {
+        Some("a GPU of a group or an MPI rank moves history rows whole".to_string())
+    } else if opts.hist_cap < 2 {
+        Some(format!(
+            "rows of {} entry: a row needs one beside its spill row's link",
+            opts.hist_cap
+        ))
+    } else if (opts.hist_cap - 1).saturating_add(opts.hist_spill) > kernels::PAIRS_MAX_ROW {
+        Some(format!(
+            "rows of {} entries and spill rows of {} hold more than {} (a row's count word holds \
+             a slide flag per entry)",
+            opts.hist_cap,
+            opts.hist_spill,
+            kernels::PAIRS_MAX_ROW
+        ))
+    } else {
+        None
+    };
+    match why {
+        Some(w) => Err(CudaError::Unsupported(format!(
+            "spill rows of contact history (`dem-gpu-bench --hist-spill`, `solver --gpu-memory \
+             compact`): {w}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The kernels a case needs on one GPU with `opts` (`spin`: particles that start spinning
 /// without friction) for `particles` slots; the memory check may still turn the history in
 /// place.
@@ -555,6 +618,7 @@ pub(crate) fn module_config(
         stream_hints: particles >= kernels::STREAM_HINTS_FROM,
         passes: opts.slab,
         single_copy: opts.state_copies == StateCopies::One,
+        hist_spill: opts.history == HistoryMode::Pairs && opts.hist_spill > 0,
     }
 }
 
@@ -658,6 +722,9 @@ impl CudaSim {
                 "a contact history of 0 entries with friction (at least 1)".into(),
             ));
         }
+        if friction {
+            spill_possible(opts)?;
+        }
         // Before compiling (seconds) and allocating anything: does the case fit? With the
         // skin's Verlet list if it can (else the collide walks the cells between searches);
         // with two history buffers if it can, else (auto) with one.
@@ -718,7 +785,9 @@ impl CudaSim {
         let module = driver::load_module(&ctx, cfg)?;
         if collide_shared > 0 {
             // With pairs-once rows only dem_springs stages them (`collide_stage`).
-            let mut ks = if cfg.hist_pairs {
+            let mut ks = if cfg.hist_pairs && cfg.hist_spill {
+                vec![kernels::Kernel::Springs, kernels::Kernel::SpillCount]
+            } else if cfg.hist_pairs {
                 vec![kernels::Kernel::Springs]
             } else {
                 vec![kernels::Kernel::Collide, kernels::Kernel::Energies]
@@ -781,6 +850,7 @@ impl CudaSim {
             skin: (skin_w > 0.0).then(|| skin::Skin::new(skin_w)),
             search_override: None,
             forces_stale: false,
+            spill_sized: opts.spill_start > 0,
         })
     }
 
@@ -841,6 +911,26 @@ impl CudaSim {
         self.cfg
     }
 
+    /// Entries of a history row and of a spill row (0: no spill rows).
+    pub fn history_rows(&self) -> (u32, u32) {
+        (
+            self.params.hist_cap,
+            self.state.spill.map_or(0, |s| s.width),
+        )
+    }
+
+    /// Spill rows ([`CudaOptions::hist_spill`]): (entries per spill row, spill rows per buffer,
+    /// the most any step took); None without. Synchronises.
+    pub fn spill_rows(&self) -> Result<Option<(u32, u32, u32)>, CudaError> {
+        match self.state.spill {
+            Some(sp) => {
+                let taken = buffers::read_spill_ctl(&self.stream, &self.state)?[2];
+                Ok(Some((sp.width, sp.rows, taken)))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// NVRTC compile time of this sim's module [s] (0 when it came from the disk cache).
     pub fn compile_seconds(&self) -> f64 {
         self.module.timing.compile_s
@@ -889,6 +979,9 @@ impl CudaSim {
     pub fn set_state(&mut self, state: &SimState) -> Result<(), CudaError> {
         self.synchronize()?;
         buffers::set_state(&self.stream, &mut self.state, &self.params, state)?;
+        // Spill rows may have grown to hold the state's; the first step sizes them again.
+        buffers::apply_spill(&mut self.params, self.state.spill.as_ref());
+        self.spill_sized = self.opts.spill_start > 0;
         // Slot = id now: the last search's cells are gone.
         self.skin_stale();
         self.forces_valid = state.forces_valid;

@@ -68,6 +68,18 @@ pub struct DemParams {
     /// `dem_collide_interior`: the owned layers it leaves out (`u32::MAX`: none).
     pub pass_skip: [u32; 2],
     pub pass_pad: u32,
+    /// Spill rows of a pairs-once history (`buffers::Spill`; all 0 without): the buffer the
+    /// rows' links point into now, the one `dem_springs` writes this step's into, and the
+    /// counters (rows asked for in buffers 0 and 1, the most any step asked for).
+    pub spill_cur: u64,
+    pub spill_next: u64,
+    pub spill_ctl: u64,
+    /// Rows of each spill buffer (0: no spill), entries per spill row, and the counter of
+    /// `spill_next` (0 or 1).
+    pub spill_rows: u32,
+    pub spill_width: u32,
+    pub spill_sel: u32,
+    pub spill_pad: u32,
 }
 
 /// `ParticleArrays`: one copy of the sorted particle state.
@@ -159,8 +171,10 @@ pub struct MeshArrays {
 const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
 const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
 const _: () = assert!(std::mem::size_of::<MeshArrays>() == 80);
-const _: () =
-    assert!(std::mem::size_of::<DemParams>() == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8 + 8 + 8 + 24);
+const _: () = assert!(
+    std::mem::size_of::<DemParams>()
+        == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8 + 8 + 8 + 24 + 3 * 8 + 16
+);
 const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
 const _: () = assert!(std::mem::size_of::<GridArrays>() == 80);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);

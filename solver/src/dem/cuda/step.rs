@@ -25,6 +25,10 @@ pub(crate) const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_m
 /// particle (about two resident waves of an H100's threads at 8 lanes).
 const MESH_FILTER_SMALL: u32 = 1 << 18;
 
+/// Steps between two looks at the spill rows taken (`CudaSim::check_spill`; each synchronises):
+/// the spill rows grow before the contacts that form meanwhile run out of them.
+pub(crate) const SPILL_CHECK_EVERY: u64 = 50;
+
 /// Accumulated device time per kernel [ms] and the steps it stands for.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StageTimes {
@@ -222,6 +226,7 @@ impl CudaSim {
     /// (`params::INTEGRATE_*`; returns without waiting for the device). Untimed steps of one GPU
     /// replay a captured graph of the same launches (`graph.rs`).
     fn launch_step(&mut self, marks: &mut Marks, integrate: u32) -> Result<(), CudaError> {
+        self.size_spill()?;
         let (l, live) = self.prepare_step(integrate)?;
         // Several GPUs change their live slots every step (a graph per step would never be
         // replayed); timed steps need their events between the launches.
@@ -271,6 +276,11 @@ impl CudaSim {
     /// collide left them, and the dead tail is dropped.
     fn close_launches(&mut self, search: bool, live: u32) {
         let in_place = self.history_in_place();
+        if let Some(sp) = self.state.spill.as_mut() {
+            // dem_springs wrote this step's spill rows into the other buffer.
+            sp.cur = 1 - sp.cur;
+            super::buffers::apply_spill(&mut self.params, Some(sp));
+        }
         // Any collide stores fresh forces (one copy: over what a search left in their buffer).
         self.forces_stale = false;
         let st = &mut self.state;
@@ -547,6 +557,20 @@ impl CudaSim {
     /// Queues `dem_springs` (pairs-once history): every live slot's owned springs updated in
     /// its row, before the collide reads them.
     fn enqueue_springs(&self, l: &StepLaunches) -> Result<(), CudaError> {
+        if l.pc.spill_rows > 0 {
+            crate::dem::cuda::driver::bind(&self.stream)?;
+            // SAFETY: the 4-byte counter spill_ctl[spill_sel] of the spill buffer dem_springs
+            // takes rows from (buffers::Spill, 16 bytes allocated), on this sim's stream.
+            unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    l.pc.spill_ctl + 4 * u64::from(l.pc.spill_sel),
+                    0,
+                    4,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| CudaError::driver("clearing the spill counter", e))?;
+        }
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::Springs));
@@ -561,8 +585,10 @@ impl CudaSim {
         // `in` and writes only history row in.row[k] and hist_count[in.row[k]] from thread k
         // (rows are a permutation of the slots; the row's old entries are first copied into the
         // thread's part of the dynamic shared memory, `collide_shared` bytes, set up for the
-        // kernel by CudaSim::new), plus one atomic counter of `diag`; the same stream then runs
-        // the collide, which reads the rows.
+        // kernel by CudaSim::new), plus one atomic counter of `diag`; with spill rows it takes
+        // rows of spill_next by the atomic counter spill_ctl[spill_sel] (below spill_rows, each
+        // row one thread's) and reads its old one in spill_cur (a distinct buffer); the same
+        // stream then runs the collide, which reads the rows.
         unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_springs", e))?;
         Ok(())
     }
@@ -578,6 +604,9 @@ impl CudaSim {
         threads: u32,
     ) -> Result<(), CudaError> {
         let (input, output, grid, diag, msh) = (l.input, l.output, l.grid, l.diag, l.msh);
+        // The rows' links point into the spill buffer dem_springs has just written.
+        let mut pc = pc;
+        pc.spill_cur = pc.spill_next;
         let mut b = stream.launch_builder(self.module.function(kernel));
         b.arg(&pc)
             .arg(&input)
@@ -936,6 +965,10 @@ impl CudaSim {
             }
             if self.step_index.checked_rem(self.opts.check_every) == Some(0) {
                 self.check_diag()?;
+            } else if self.state.spill.is_some()
+                && self.step_index.is_multiple_of(SPILL_CHECK_EVERY)
+            {
+                self.check_spill()?;
             }
         }
         Ok(())
@@ -974,6 +1007,92 @@ impl CudaSim {
         .map_err(|e| CudaError::driver("clearing diagnostics", e))
     }
 
+    /// Before the first step after an upload, with spill rows: counts the rows that step will
+    /// spill (`dem_spill_count` on a search of the state, which leaves the run as the energies'
+    /// search does: `energies.rs`) and grows the spill rows to one and a half times that where
+    /// they are fewer. A bed placed in contact forms all its contacts in its first step, before
+    /// any check could grow them. Synchronises once.
+    pub(crate) fn size_spill(&mut self) -> Result<(), CudaError> {
+        if self.spill_sized || self.mid_step {
+            return Ok(());
+        }
+        let Some(sp) = self.state.spill else {
+            return Ok(());
+        };
+        self.spill_sized = true;
+        self.prepare_meshes(self.time)?;
+        let p = self.params;
+        let mut l = self.step_launches(p, p, true)?;
+        // Without the skin's arrays (the cells of now): the next step searches again.
+        l.grid.without_skin();
+        self.enqueue_search(&l, &mut Marks::off())?;
+        self.skin_stale();
+        self.forces_stale |= self.cfg.single_copy;
+        crate::dem::cuda::driver::bind(&self.stream)?;
+        // SAFETY: the 4-byte counter spill_ctl[3] (buffers::Spill, 16 bytes allocated), on
+        // this sim's stream.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(sp.ctl + 12, 0, 4, self.stream.cu_stream())
+        }
+        .map_err(|e| CudaError::driver("clearing the spill count", e))?;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::SpillCount));
+        b.arg(&l.pc)
+            .arg(&l.input)
+            .arg(&l.grid)
+            .arg(&l.diag)
+            .arg(&l.msh);
+        let mut cfg = blocks(l.pc.n, kernels::COLLIDE_THREADS);
+        cfg.shared_mem_bytes = self.collide_shared;
+        // SAFETY: dem_spill_count(DemParams, in, GridArrays, DemDiag*, MeshArrays): dem_springs'
+        // walk over the state the search just sorted (`in`), which reads the rows (each thread
+        // stages its own in its part of the dynamic shared memory, `collide_shared` bytes, set
+        // up by CudaSim::new) and writes nothing but one atomic counter, spill_ctl[3].
+        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_spill_count", e))?;
+        let need = super::buffers::read_spill_ctl(&self.stream, &self.state)?[3];
+        let want = need.saturating_add(need / 2);
+        if want > sp.rows {
+            tracing::info!(
+                "contact history: spill rows {} -> {want} ({need} particles, {:.1} %, need one now)",
+                sp.rows,
+                100.0 * need as f64 / self.params.n.max(1) as f64
+            );
+            super::buffers::grow_spill(&self.stream, &mut self.state, want)?;
+            super::buffers::apply_spill(&mut self.params, self.state.spill.as_ref());
+        }
+        Ok(())
+    }
+
+    /// Grows the spill rows (`buffers::Spill`) when a step since the last check took more than
+    /// three quarters of them, and fails when one asked for more than there were (its extra
+    /// contacts' springs were lost: [`CudaError::SpillFull`]). Synchronises; nothing without
+    /// spill rows.
+    pub(crate) fn check_spill(&mut self) -> Result<(), CudaError> {
+        let Some(sp) = self.state.spill else {
+            return Ok(());
+        };
+        let taken = super::buffers::read_spill_ctl(&self.stream, &self.state)?[2];
+        if taken > sp.rows {
+            return Err(CudaError::SpillFull {
+                needed: taken,
+                rows: sp.rows,
+                step: self.step_index,
+            });
+        }
+        if let Some(rows) = super::buffers::spill_rows_after(sp.rows, taken) {
+            tracing::info!(
+                "contact history: spill rows {} -> {rows} (a step took {taken}, {:.1} % of the \
+                 particles)",
+                sp.rows,
+                100.0 * taken as f64 / self.params.n.max(1) as f64
+            );
+            super::buffers::grow_spill(&self.stream, &mut self.state, rows)?;
+            super::buffers::apply_spill(&mut self.params, self.state.spill.as_ref());
+        }
+        Ok(())
+    }
+
     /// Reads and clears the diagnostics of the steps since the last check, and fails when a
     /// particle went non-finite or a contact found its particle's history full
     /// ([`CudaError::HistoryOverflow`]; the overflows are added to
@@ -989,6 +1108,8 @@ impl CudaSim {
             self.history_overflows += d.hist_overflow as u64;
             self.clear_diag()?;
         }
+        // Contacts that found no spill row left fail as such (before the count of lost springs).
+        self.check_spill()?;
         match diag_failure(d, self.params.hist_cap, self.step_index) {
             Some(e) => Err(e),
             None => Ok(()),
