@@ -13,6 +13,8 @@
 #   bench/gpu/session35_checks.sh final    # after the first step's spill count: the spill test,
 #                                          # the shuffled bed with spill rows, the main job with
 #                                          # compact rows, the whole of cuda_parity
+#   bench/gpu/session35_checks.sh check    # the last build: the spill test (with a restart),
+#                                          # the main job with --gpu-memory compact
 #   bench/gpu/session35_checks.sh largest  # 400 M frictional particles in raster order with
 #                                          # rows of 6
 #
@@ -70,6 +72,16 @@ final)
   echo "exit $?"
   grep -E "CUDA device|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
   (cd solver && item 150 result cuda_parity timeout 220 "$BIN/cuda_parity" --test-threads 1)
+  ;;
+check)
+  # The last build: compact = rows of 6 and spill rows of 6 from one per 32 slots; the spill
+  # test with a restart; the main job as a user runs it with --gpu-memory compact.
+  (cd solver && item 60 result cuda_parity_spill timeout 200 "$BIN/cuda_parity" --test-threads 1 --nocapture spill_rows)
+  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
+  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
+    > "$OUT/main_compact.out" 2>&1
+  echo "exit $?"
+  grep -E "CUDA device|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
   ;;
 largest)
   # 400 M frictional particles in raster order with rows of 6 and one copy (76.8 GB at

@@ -244,9 +244,10 @@ fn collide_variants_match_the_cpu_bit_for_bit() {
 /// each site of the pack keeps 5 to 7 entries, so every row spills every step. In f64 the run
 /// keeps the CPU's bits after 400 steps with the spill buffers sized before the first step
 /// (`dem_spill_count`), and again started at exactly the most rows a step takes (a fixed start:
-/// they grow at the first check, their rows copied over mid-run); started at a quarter of that,
-/// the run fails with `SpillFull` instead of losing springs. In f32 spill rows give the bits of
-/// rows long enough not to spill.
+/// they grow at the first check, their rows copied over mid-run), and restarted from its state
+/// (the upload places the spill rows); started at a quarter of that, the run fails with
+/// `SpillFull` instead of losing springs. In f32 spill rows give the bits of rows long enough
+/// not to spill.
 #[test]
 fn spill_rows_keep_the_cpu_bits_and_grow() {
     if !gpu_present() {
@@ -277,6 +278,17 @@ fn spill_rows_keep_the_cpu_bits_and_grow() {
     };
     let (a, (width, rows, taken)) = run(&base).expect("spill rows");
     same("rows of 3, spill rows of 8", &a);
+    // A restart from that state uploads every row's spill row (`buffers::place_row`) and
+    // continues with the CPU's bits.
+    let c2 = cpu_after(&sc, &a, 100);
+    let mut g = CudaSim::new(&sc, &a, &base).expect("restart with spill rows");
+    g.steps(100).expect("restarted");
+    g.check_diag().expect("diagnostics");
+    let b2 = g.state().expect("state");
+    assert_eq!(b2.pos, c2.pos, "restart: positions");
+    assert_eq!(b2.omega, c2.omega, "restart: angular velocities");
+    assert!(b2.history == c2.history, "restart: contact history");
+    drop(g);
     // Every site spills from the first step: the buffers (4,096 rows at the start) were sized
     // before it to one and a half times the rows it would take (dem_spill_count), and never
     // grew again.
