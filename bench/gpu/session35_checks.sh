@@ -15,6 +15,9 @@
 #                                          # compact rows, the whole of cuda_parity
 #   bench/gpu/session35_checks.sh check    # the last build: the spill test (with a restart),
 #                                          # the main job with --gpu-memory compact
+#   bench/gpu/session35_checks.sh moves    # the history moved with the slots at each search:
+#                                          # cuda_parity on one copy, the shuffled and raster
+#                                          # beds, the compact main job
 #   bench/gpu/session35_checks.sh largest  # 400 M frictional particles in raster order with
 #                                          # rows of 6
 #
@@ -77,6 +80,19 @@ check)
   # The last build: compact = rows of 6 and spill rows of 6 from one per 32 slots; the spill
   # test with a restart; the main job as a user runs it with --gpu-memory compact.
   (cd solver && item 60 result cuda_parity_spill timeout 200 "$BIN/cuda_parity" --test-threads 1 --nocapture spill_rows)
+  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
+  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
+    > "$OUT/main_compact.out" 2>&1
+  echo "exit $?"
+  grep -E "CUDA device|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
+  ;;
+moves)
+  # The history moved with the slots at each search (one copy, slot-major): every test of
+  # cuda_parity on one copy, the shuffled and the raster bed, the main job with compact.
+  (cd solver && item 80 result cuda_parity_one env PARTICLE_SHM_TEST_COPIES=1 timeout 200 \
+    "$BIN/cuda_parity" --test-threads 1 --nocapture)
+  dense --ids random --history pairs --hist-cap 8 --hist-spill 5 --copies 1
+  dense --ids raster --history pairs --hist-cap 6 --copies 1
   echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
   /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
     > "$OUT/main_compact.out" 2>&1

@@ -475,6 +475,15 @@ impl CudaSim {
         Ok(())
     }
 
+    /// Whether a search moves the contact history with the slots (one copy of the state, the
+    /// history in place and slot-major, one GPU): then every slot's history row is its slot.
+    pub(crate) fn history_moves(&self) -> bool {
+        self.cfg.single_copy
+            && self.history_in_place()
+            && self.params.hist_sr == 1
+            && self.window.is_none()
+    }
+
     /// One copy of the state: a search's reorder (what `dem_gather` does between two copies),
     /// one array at a time: gathered into the force buffer by `perm`, then copied back. The
     /// skin's cells of the search first, from the grid's cells (which the force buffer holds),
@@ -496,14 +505,28 @@ impl CudaSim {
         }
         let (scratch, scratch_bytes) = self.state.scratch;
         let real_words = self.state.real_size as u32 / 4;
-        let arrays = [
+        let mut arrays = vec![
             (cur.pos, 6),
             (cur.vel, 3 * real_words),
             (cur.omega, 3 * real_words),
             (cur.id, 1),
             (cur.species, 1),
-            (cur.row, 1),
         ];
+        if self.history_moves() {
+            // The history moves with the slots, a column of entries at a time (slot-major: entry
+            // c of every row is one array), so every slot's row stays its slot: a partner's row
+            // lies beside its state whatever the ids (rows that stayed put were scattered reads
+            // where ids are unrelated to positions). The rows' links to spill rows move with
+            // them. `row` stays the identity it was uploaded as.
+            let eb = super::buffers::hist_entry_bytes(self.state.real_size) as u64;
+            let stride = u64::from(self.params.hist_sc) * eb;
+            for c in 0..u64::from(self.params.hist_cap) {
+                arrays.push((cur.hist + c * stride, eb as u32 / 4));
+            }
+            arrays.push((cur.hist_count, 1));
+        } else {
+            arrays.push((cur.row, 1));
+        }
         crate::dem::cuda::driver::bind(&self.stream)?;
         for (ptr, words) in arrays {
             if ptr == 0 {
