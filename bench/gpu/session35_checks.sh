@@ -30,6 +30,15 @@ budget=${BUDGET:-560}
 J="$OUT/dem_gpu.jsonl"
 RESULT_PATTERN="identical|bits|spill|B/particle|test result|panicked|FAILED|steps/s"
 RESULT_LINES=30
+# main_compact: the README's main command with the compact layout, as a user runs it (built-in
+# case, 1 M, 1 s), its log in $OUT/main_compact.out.
+main_compact() {
+  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
+  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
+    > "$OUT/main_compact.out" 2>&1
+  echo "exit $?"
+  grep -E "CUDA device|B/particle|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
+}
 dense() { item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off "$@"; }
 case $part in
 first)
@@ -40,11 +49,7 @@ first)
   dense --history pairs --hist-cap 6 --hist-spill 4 --copies 1
   dense --history pairs --hist-cap 5 --hist-spill 6 --copies 1
   # The main command with the compact layout, as a user runs it (built-in case, 1 M, 1 s).
-  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
-  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
-    > "$OUT/main_compact.out" 2>&1
-  echo "exit $?"
-  grep -E "B/particle|steps/s|finished|error|wall" "$OUT/main_compact.out" | tail -n 8
+  main_compact
   ;;
 orders)
   # The first part showed the cell-by-cell bed's sites keep 5 or 7 pairs (the rows of 6 spilled
@@ -56,11 +61,7 @@ orders)
   dense --ids random --history pairs --hist-cap 7 --hist-spill 6 --copies 1
   dense --ids random --history pairs --hist-cap 12 --copies 1
   dense --ids raster --history in-place --copies 1
-  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
-  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
-    > "$OUT/main_compact.out" 2>&1
-  echo "exit $?"
-  grep -E "B/particle|steps/s|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
+  main_compact
   ;;
 final)
   # After the first step's spill count (dem_spill_count sizes the spill rows before any
@@ -69,22 +70,14 @@ final)
   (cd solver && item 60 result cuda_parity_spill timeout 200 "$BIN/cuda_parity" --test-threads 1 --nocapture spill_rows)
   dense --ids random --history pairs --hist-cap 8 --hist-spill 5 --copies 1
   dense --ids random --history pairs --hist-cap 7 --hist-spill 6 --copies 1
-  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
-  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
-    > "$OUT/main_compact.out" 2>&1
-  echo "exit $?"
-  grep -E "CUDA device|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
+  main_compact
   (cd solver && item 150 result cuda_parity timeout 220 "$BIN/cuda_parity" --test-threads 1)
   ;;
 check)
   # The last build: compact = rows of 6 and spill rows of 6 from one per 32 slots; the spill
   # test with a restart; the main job as a user runs it with --gpu-memory compact.
   (cd solver && item 60 result cuda_parity_spill timeout 200 "$BIN/cuda_parity" --test-threads 1 --nocapture spill_rows)
-  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
-  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
-    > "$OUT/main_compact.out" 2>&1
-  echo "exit $?"
-  grep -E "CUDA device|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
+  main_compact
   ;;
 moves)
   # The history moved with the slots at each search (one copy, slot-major): every test of
@@ -93,11 +86,7 @@ moves)
     "$BIN/cuda_parity" --test-threads 1 --nocapture)
   dense --ids random --history pairs --hist-cap 8 --hist-spill 5 --copies 1
   dense --ids raster --history pairs --hist-cap 6 --copies 1
-  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
-  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
-    > "$OUT/main_compact.out" 2>&1
-  echo "exit $?"
-  grep -E "CUDA device|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
+  main_compact
   ;;
 largest)
   # 400 M frictional particles in raster order with rows of 6 and one copy (76.8 GB at

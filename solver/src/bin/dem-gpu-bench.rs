@@ -355,6 +355,15 @@ fn dense(n: usize, model: &str) -> Result<(Case, Vec<[f64; 3]>, f64)> {
     Ok((p.case, p.positions, p.solid_fraction))
 }
 
+/// The order of a dense pack's particles (`--ids`) as JSON; null for the loose phase.
+fn ids_json(a: &Args) -> String {
+    if a.phase == "dense" {
+        js(a.ids.name())
+    } else {
+        "null".into()
+    }
+}
+
 /// The spill rows of a pairs-once history as a JSON object (entries per spill row, rows per
 /// buffer, the most rows a step took, and that as a share of the particles), or null.
 fn spill_json(sim: &CudaSim) -> Result<String> {
@@ -890,14 +899,7 @@ fn bench(a: &Args) -> Result<()> {
             ("particle_steps_per_s", num(sps * n as f64)),
             ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
             ("spill_rows", spill_json(&sim)?),
-            (
-                "ids",
-                if a.phase == "dense" {
-                    js(a.ids.name())
-                } else {
-                    "null".into()
-                },
-            ),
+            ("ids", ids_json(a)),
             ("publish_share", "null".into()),
             ("mean_contacts", num(contacts)),
             (
@@ -1006,14 +1008,7 @@ fn full(a: &Args) -> Result<()> {
             ("particle_steps_per_s", num(sps * n as f64)),
             ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
             ("spill_rows", spill_json(&sim)?),
-            (
-                "ids",
-                if a.phase == "dense" {
-                    js(a.ids.name())
-                } else {
-                    "null".into()
-                },
-            ),
+            ("ids", ids_json(a)),
             ("publish_share", "null".into()),
             ("mean_contacts", num(contacts)),
             ("sim_time_s", num(sim.time())),

@@ -594,9 +594,13 @@ impl CudaSim {
             }
             .map_err(|e| CudaError::driver("clearing the spill counter", e))?;
         }
-        let mut b = self
-            .stream
-            .launch_builder(self.module.function(Kernel::Springs));
+        self.enqueue_springs_walk(Kernel::Springs, l)
+    }
+
+    /// Queues `kernel`, `dem_springs` or `dem_spill_count` (the same walk, counting only), on
+    /// the state `l.input` over the live slots.
+    fn enqueue_springs_walk(&self, kernel: Kernel, l: &StepLaunches) -> Result<(), CudaError> {
+        let mut b = self.stream.launch_builder(self.module.function(kernel));
         b.arg(&l.pc)
             .arg(&l.input)
             .arg(&l.grid)
@@ -604,15 +608,17 @@ impl CudaSim {
             .arg(&l.msh);
         let mut cfg = blocks(l.pc.n, kernels::COLLIDE_THREADS);
         cfg.shared_mem_bytes = self.collide_shared;
-        // SAFETY: dem_springs(DemParams, in, GridArrays, DemDiag*, MeshArrays): reads the state
-        // `in` and writes only history row in.row[k] and hist_count[in.row[k]] from thread k
-        // (rows are a permutation of the slots; the row's old entries are first copied into the
-        // thread's part of the dynamic shared memory, `collide_shared` bytes, set up for the
-        // kernel by CudaSim::new), plus one atomic counter of `diag`; with spill rows it takes
-        // rows of spill_next by the atomic counter spill_ctl[spill_sel] (below spill_rows, each
-        // row one thread's) and reads its old one in spill_cur (a distinct buffer); the same
-        // stream then runs the collide, which reads the rows.
-        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_springs", e))?;
+        // SAFETY: dem_springs / dem_spill_count(DemParams, in, GridArrays, DemDiag*,
+        // MeshArrays): read the state `in` and thread k's history row in.row[k] (rows are a
+        // permutation of the slots), whose old entries are first copied into the thread's part
+        // of the dynamic shared memory (`collide_shared` bytes, set up for both kernels by
+        // CudaSim::new). dem_springs writes only that row and hist_count[in.row[k]], plus one
+        // atomic counter of `diag`; with spill rows it takes rows of spill_next by the atomic
+        // counter spill_ctl[spill_sel] (below spill_rows, each row one thread's) and reads its
+        // old one in spill_cur (a distinct buffer); the same stream then runs the collide, which
+        // reads the rows. dem_spill_count writes nothing but the atomic counter spill_ctl[3].
+        unsafe { b.launch(cfg) }
+            .map_err(|e| CudaError::driver(&format!("launching {}", kernel.symbol()), e))?;
         Ok(())
     }
 
@@ -1058,21 +1064,8 @@ impl CudaSim {
             cudarc::driver::result::memset_d8_async(sp.ctl + 12, 0, 4, self.stream.cu_stream())
         }
         .map_err(|e| CudaError::driver("clearing the spill count", e))?;
-        let mut b = self
-            .stream
-            .launch_builder(self.module.function(Kernel::SpillCount));
-        b.arg(&l.pc)
-            .arg(&l.input)
-            .arg(&l.grid)
-            .arg(&l.diag)
-            .arg(&l.msh);
-        let mut cfg = blocks(l.pc.n, kernels::COLLIDE_THREADS);
-        cfg.shared_mem_bytes = self.collide_shared;
-        // SAFETY: dem_spill_count(DemParams, in, GridArrays, DemDiag*, MeshArrays): dem_springs'
-        // walk over the state the search just sorted (`in`), which reads the rows (each thread
-        // stages its own in its part of the dynamic shared memory, `collide_shared` bytes, set
-        // up by CudaSim::new) and writes nothing but one atomic counter, spill_ctl[3].
-        unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_spill_count", e))?;
+        // dem_springs' walk over the state the search just sorted, counting.
+        self.enqueue_springs_walk(Kernel::SpillCount, &l)?;
         let need = super::buffers::read_spill_ctl(&self.stream, &self.state)?[3];
         let want = need.saturating_add(need / 2);
         if want > sp.rows {
