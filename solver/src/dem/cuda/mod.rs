@@ -1160,6 +1160,61 @@ mod tests {
         );
     }
 
+    /// Spill rows extend pairs-once rows of one GPU only, need an entry beside the link, and
+    /// keep a row within its count word's slide flags; the module compiles them only then.
+    #[test]
+    fn spill_rows_are_refused_where_they_cannot_work() {
+        let ok = super::CudaOptions {
+            history: HistoryMode::Pairs,
+            hist_cap: 6,
+            hist_spill: 6,
+            ..Default::default()
+        };
+        assert!(super::spill_possible(&ok).is_ok());
+        let refused = |o: super::CudaOptions, why: &str| {
+            let e = super::spill_possible(&o).expect_err(why).to_string();
+            assert!(e.contains(why) && e.contains("spill rows"), "{e}");
+        };
+        refused(
+            super::CudaOptions {
+                history: HistoryMode::InPlace,
+                ..ok.clone()
+            },
+            "pairs-once rows",
+        );
+        refused(
+            super::CudaOptions {
+                slab: true,
+                ..ok.clone()
+            },
+            "moves history rows whole",
+        );
+        refused(
+            super::CudaOptions {
+                hist_cap: 1,
+                ..ok.clone()
+            },
+            "beside its spill row's link",
+        );
+        refused(
+            super::CudaOptions {
+                hist_cap: 20,
+                hist_spill: 8,
+                ..ok.clone()
+            },
+            "hold more than 26",
+        );
+        assert!(super::spill_possible(&super::CudaOptions::default()).is_ok());
+        let case = crate::case::Case::default_falling_box(1000);
+        let sc = super::step_context(&case).expect("case");
+        assert!(super::module_config(&sc, &ok, false, 1000).hist_spill);
+        let in_place = super::CudaOptions {
+            history: HistoryMode::InPlace,
+            ..ok
+        };
+        assert!(!super::module_config(&sc, &in_place, false, 1000).hist_spill);
+    }
+
     /// The command-line spellings of the history modes read back as themselves; anything else
     /// is refused (dem-gpu-bench and the tests' PARTICLE_SHM_TEST_HISTORY report it).
     #[test]
