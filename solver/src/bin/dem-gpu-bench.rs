@@ -27,8 +27,8 @@ struct Args {
     relax: u64,
     model: String,
     phase: String,
-    /// `--ids cells|raster|random`: the order of a dense pack's particles (bench only;
-    /// bench_cases::IdOrder; default cells).
+    /// `--ids cells|raster|random`: the order of a dense pack's particles, wherever a dense
+    /// pack is made (bench_cases::IdOrder; default cells).
     ids: bench_cases::IdOrder,
     out: Option<String>,
     device: usize,
@@ -350,8 +350,8 @@ fn falling(n: usize, model: &str) -> Result<Case> {
 
 /// Dense phase ([`bench_cases::dense_pack`]): the case (sources empty), the positions and the
 /// solid fraction. Relaxed for `--relax` steps before timing.
-fn dense(n: usize, model: &str) -> Result<(Case, Vec<[f64; 3]>, f64)> {
-    let p = bench_cases::dense_pack(n, bench_model(model)?);
+fn dense(n: usize, model: &str, ids: bench_cases::IdOrder) -> Result<(Case, Vec<[f64; 3]>, f64)> {
+    let p = bench_cases::dense_pack_ordered(n, bench_model(model)?, ids);
     Ok((p.case, p.positions, p.solid_fraction))
 }
 
@@ -595,18 +595,18 @@ fn parity(a: &Args) -> Result<()> {
         ),
         (
             "dense-linear",
-            dense(a.particles, "linear")?.0,
-            Some(dense(a.particles, "linear")?.1),
+            dense(a.particles, "linear", a.ids)?.0,
+            Some(dense(a.particles, "linear", a.ids)?.1),
         ),
         (
             "dense-linear-friction",
-            dense(a.particles, "linear-friction")?.0,
-            Some(dense(a.particles, "linear-friction")?.1),
+            dense(a.particles, "linear-friction", a.ids)?.0,
+            Some(dense(a.particles, "linear-friction", a.ids)?.1),
         ),
         (
             "dense-hertz",
-            dense(a.particles, "hertz")?.0,
-            Some(dense(a.particles, "hertz")?.1),
+            dense(a.particles, "hertz", a.ids)?.0,
+            Some(dense(a.particles, "hertz", a.ids)?.1),
         ),
     ];
     for (label, case, pos) in cases {
@@ -658,7 +658,7 @@ fn parity(a: &Args) -> Result<()> {
 }
 
 fn determinism(a: &Args) -> Result<()> {
-    let (case, pos, _) = dense(a.particles, "linear-friction")?;
+    let (case, pos, _) = dense(a.particles, "linear-friction", a.ids)?;
     let mut states = Vec::new();
     for _ in 0..2 {
         let (mut g, _, _) = start_at(&case, &pos, &opts(a))?;
@@ -803,12 +803,8 @@ fn bench(a: &Args) -> Result<()> {
     let t_setup = Instant::now();
     let (mut sim, phi, case) = match a.phase.as_str() {
         "dense" => {
-            let p = bench_cases::dense_pack_ordered(a.particles, bench_model(&a.model)?, a.ids);
-            (
-                start_at(&p.case, &p.positions, &opts(a))?.0,
-                p.solid_fraction,
-                p.case,
-            )
+            let (case, pos, phi) = dense(a.particles, &a.model, a.ids)?;
+            (start_at(&case, &pos, &opts(a))?.0, phi, case)
         }
         _ => {
             let case = falling(a.particles, &a.model)?;
@@ -1251,7 +1247,7 @@ fn bandwidth(a: &Args) -> Result<()> {
 fn start_state(n: usize, a: &Args) -> Result<(Case, SimState)> {
     match a.phase.as_str() {
         "dense" => {
-            let (case, pos, _) = dense(n, &a.model)?;
+            let (case, pos, _) = dense(n, &a.model, a.ids)?;
             Ok((case, rest_state(pos)))
         }
         _ => {

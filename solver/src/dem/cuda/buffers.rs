@@ -124,6 +124,16 @@ pub(crate) fn spill_rows_after(rows: u32, taken: u32) -> Option<u32> {
     (u64::from(taken) * 4 > u64::from(rows) * 3 && want > rows).then_some(want)
 }
 
+/// Entries a history row holds: `hist_cap`, or with spill rows of `width` entries `hist_cap - 1`
+/// inline and a spill row (`row_capacity` in contact.cu).
+pub(crate) fn row_capacity(hist_cap: u32, width: u32) -> u32 {
+    if width > 0 {
+        hist_cap - 1 + width
+    } else {
+        hist_cap
+    }
+}
+
 /// The spill fields of the kernels' parameters for `spill` (all zero without).
 pub(crate) fn apply_spill(p: &mut DemParams, spill: Option<&Spill>) {
     match spill {
@@ -890,8 +900,7 @@ pub(crate) fn set_state(
         // at zero) and logged.
         let cap = p.hist_cap as usize;
         let width = st.spill.map_or(0, |s| s.width as usize);
-        // Entries a row holds: `cap`, or with spill rows `cap - 1` inline and a spill row.
-        let row_cap = if width > 0 { cap - 1 + width } else { cap };
+        let row_cap = row_capacity(p.hist_cap, width as u32) as usize;
         let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
         let live = state.pos.len();
         let eb = hist_entry_bytes(real);

@@ -1126,10 +1126,12 @@ impl CudaSim {
         }
         // Contacts that found no spill row left fail as such (before the count of lost springs).
         self.check_spill()?;
-        // A full row holds hist_cap entries, or with spill rows hist_cap - 1 and a spill row.
         let (rows, spill) = self.history_rows();
-        let full = if spill > 0 { rows - 1 + spill } else { rows };
-        match diag_failure(d, full, self.step_index) {
+        match diag_failure(
+            d,
+            super::buffers::row_capacity(rows, spill),
+            self.step_index,
+        ) {
             Some(e) => Err(e),
             None => Ok(()),
         }
