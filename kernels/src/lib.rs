@@ -100,6 +100,8 @@ pub enum Kernel {
     CollideBoundary,
     Springs,
     SpillCount,
+    OwnerKeys,
+    Adopt,
     KickDrift,
     Integrate,
     GatherWords,
@@ -121,7 +123,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 29] = [
+    pub const ALL: [Kernel; 31] = [
         Kernel::HashCount,
         Kernel::ScanTile,
         Kernel::ScanAdd,
@@ -133,6 +135,8 @@ impl Kernel {
         Kernel::CollideBoundary,
         Kernel::Springs,
         Kernel::SpillCount,
+        Kernel::OwnerKeys,
+        Kernel::Adopt,
         Kernel::KickDrift,
         Kernel::Integrate,
         Kernel::GatherWords,
@@ -167,6 +171,8 @@ impl Kernel {
             Kernel::CollideBoundary => "dem_collide_boundary",
             Kernel::Springs => "dem_springs",
             Kernel::SpillCount => "dem_spill_count",
+            Kernel::OwnerKeys => "dem_owner_keys",
+            Kernel::Adopt => "dem_adopt",
             Kernel::KickDrift => "dem_kick_drift",
             Kernel::Integrate => "dem_integrate",
             Kernel::GatherWords => "dem_gather_words",
@@ -260,6 +266,12 @@ pub struct ModuleConfig {
     /// spill rows (`DEM_HIST_SPILL`, contact.cu), so rows can be sized for the common particle
     /// rather than for the busiest.
     pub hist_spill: bool,
+    /// With [`Self::hist_spill`] and [`Self::single_copy`] (one GPU, slot-major rows): each
+    /// pair's spring is kept by the particle the two owner keys name (`DEM_OWNER_KEYS`,
+    /// contact.cu: positions at the last search), not the ids, so rows hold about half of any
+    /// particle's contacts whatever its id; `dem_owner_keys` and `dem_adopt` hand pairs over at
+    /// each search.
+    pub owner_keys: bool,
 }
 
 /// Particles from which a GPU's collide streams its history and list past L2
@@ -330,6 +342,9 @@ impl ModuleConfig {
             d.push("-DDEM_HIST_PAIRS=1".into());
             if self.hist_spill {
                 d.push("-DDEM_HIST_SPILL=1".into());
+                if self.owner_keys {
+                    d.push("-DDEM_OWNER_KEYS=1".into());
+                }
             }
         }
         d.push(format!("-DDEM_LIST_WALK={}", self.list_walk));
@@ -529,6 +544,7 @@ mod tests {
             passes: false,
             single_copy: false,
             hist_spill: false,
+            owner_keys: false,
         };
         let d = cfg.defines();
         assert!(d.contains(&"-DDEM_STREAM_HINTS=0".to_string()));
@@ -574,6 +590,21 @@ mod tests {
         };
         assert!(spill(true));
         assert!(!spill(false));
+        // Owner keys come with spill rows only.
+        let keys = |hist_spill| {
+            ModuleConfig {
+                hist_in_place: true,
+                hist_pairs: true,
+                hist_spill,
+                single_copy: true,
+                owner_keys: true,
+                ..cfg
+            }
+            .defines()
+            .contains(&"-DDEM_OWNER_KEYS=1".to_string())
+        };
+        assert!(keys(true));
+        assert!(!keys(false));
         assert!(d.contains(&format!("-DCOLLIDE_BLOCK={COLLIDE_THREADS}")));
         assert!(d.contains(&"-DDEM_COMPACT=1".to_string()));
         assert!(d.contains(&"-DDEM_CANDIDATES=24".to_string()));

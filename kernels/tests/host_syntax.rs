@@ -81,6 +81,7 @@ fn dem_config() -> ModuleConfig {
         passes: false,
         single_copy: false,
         hist_spill: false,
+        owner_keys: false,
     }
 }
 
@@ -154,6 +155,26 @@ fn dem_modules_are_valid_cxx() {
             double: true,
             meshes: true,
             stream_hints: true,
+            ..base
+        },
+        // Owner keys (dem_owner_keys, dem_adopt): one copy with spill rows, f32 and f64.
+        ModuleConfig {
+            hist_in_place: true,
+            hist_pairs: true,
+            hist_spill: true,
+            single_copy: true,
+            owner_keys: true,
+            ..base
+        },
+        ModuleConfig {
+            model: 1,
+            hist_in_place: true,
+            hist_pairs: true,
+            hist_spill: true,
+            single_copy: true,
+            owner_keys: true,
+            double: true,
+            meshes: true,
             ..base
         },
         // Each pair's spring once (dem_springs), in f32 and f64, with meshes and Hertz.

@@ -207,11 +207,16 @@ pub fn sph_dambreak(dp: f64, end_time: f64) -> crate::sph::setup::SphCase {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dem::state::owns_pair;
+    use crate::dem::state::{owner_key, owns_pair, owns_pair_keyed};
 
     /// Entries each particle of a dense pack keeps in a pairs-once row (`state::owns_pair`):
     /// the touching particles it owns the pair with, and its walls.
     fn row_lengths(p: &DensePack) -> Vec<usize> {
+        row_lengths_by(p, &|i, j| owns_pair(i as u32, j as u32))
+    }
+
+    /// [`row_lengths`] with the pair (i, j) kept by i where `owns(i, j)`.
+    fn row_lengths_by(p: &DensePack, owns: &dyn Fn(usize, usize) -> bool) -> Vec<usize> {
         let r = p.case.species[0].radius;
         let (lo, hi) = (p.case.domain.min, p.case.domain.max);
         let x = &p.positions;
@@ -220,7 +225,7 @@ mod tests {
                 let pairs = (0..x.len())
                     .filter(|&j| {
                         let d2: f64 = (0..3).map(|a| (x[i][a] - x[j][a]).powi(2)).sum();
-                        j != i && d2 < 4.0 * r * r && owns_pair(i as u32, j as u32)
+                        j != i && d2 < 4.0 * r * r && owns(i, j)
                     })
                     .count();
                 let walls = (0..3)
@@ -263,5 +268,46 @@ mod tests {
             Some(IdOrder::Random)
         );
         assert_eq!(IdOrder::parse("z"), None);
+    }
+
+    /// Owner keys (`state::owns_pair_keyed`, the GPU's rows with one state copy) decide by
+    /// position: in every id order the bulk keeps 6 entries, and only the layer under the lid
+    /// (its 6 pairs below and the lid) keeps 7.
+    #[test]
+    fn owner_keys_keep_six_whatever_the_ids() {
+        let model = BenchModel::LinearFriction;
+        for order in [IdOrder::Cells, IdOrder::Raster, IdOrder::Random] {
+            let p = dense_pack_ordered(2000, model, order);
+            let keys: Vec<u32> = p.positions.iter().map(|&x| owner_key(x)).collect();
+            let l = row_lengths_by(&p, &|i, j| {
+                owns_pair_keyed(keys[i], i as u32, keys[j], j as u32)
+            });
+            let r = p.case.species[0].radius;
+            let top = p.case.domain.max[2];
+            let over: Vec<usize> = (0..l.len()).filter(|&i| l[i] > 6).collect();
+            assert!(l.iter().all(|&k| k <= 7), "{}", order.name());
+            assert!(
+                over.iter().all(|&i| top - p.positions[i][2] < r),
+                "{}: only the top layer keeps 7",
+                order.name()
+            );
+            let bulk = (0..l.len())
+                .filter(|&i| {
+                    (0..3).all(|a| {
+                        p.positions[i][a] - p.case.domain.min[a] > 2.5 * r
+                            && p.case.domain.max[a] - p.positions[i][a] > 2.5 * r
+                    })
+                })
+                .collect::<Vec<_>>();
+            assert!(!bulk.is_empty());
+            assert!(bulk.iter().all(|&i| l[i] == 6), "{}", order.name());
+        }
+        // The keys order as the coordinate along the owner direction does.
+        let a = owner_key([0.0, 0.0, 1.0]);
+        let b = owner_key([0.0, 0.0, 0.0]);
+        let c = owner_key([0.0, 0.0, -1.0]);
+        assert!(a < b && b < c);
+        assert!(owns_pair_keyed(a, 7, c, 3) && !owns_pair_keyed(c, 3, a, 7));
+        assert_eq!(owns_pair_keyed(b, 4, b, 5), owns_pair(4, 5));
     }
 }

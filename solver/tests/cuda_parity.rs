@@ -338,6 +338,129 @@ fn spill_rows_keep_the_cpu_bits_and_grow() {
     assert!(f.history == l.history, "f32 contact history");
 }
 
+/// Owner keys (`CudaOptions::owner_keys`, the default where pairs-once rows with spill rows
+/// live in one copy of the state): each pair's spring is kept by the particle higher up, and
+/// the pairs whose order changes between searches change hands (`dem_adopt`). In f64 a dense
+/// pack shaken by random velocities (the neighbours side by side in its layers, at heights a
+/// jitter apart, swap heights: thousands of handovers), a falling box with friction and the
+/// rotating drum keep the CPU's bits, as rows whose owners the ids decide do, and a restart
+/// mid-run continues them. A shuffled dense pack, whose ids give rows of 1 to 12 entries, keeps 6 per row but
+/// under its lid: rows of 6 with spill rows of 6 spill for a few particles instead of most.
+#[test]
+fn owner_keys_hand_pairs_over_with_the_cpu_bits() {
+    if !gpu_present() {
+        return;
+    }
+    let (case, state) = falling_box_state(4000);
+    let boxed = cuda::step_context(&case).expect("case");
+    let drum = drum_parity_case(Integrator::SymplecticEuler);
+    let keyed = |sc: &StepContext| CudaOptions {
+        history: HistoryMode::Pairs,
+        hist_cap: 4,
+        hist_spill: 8,
+        state_copies: StateCopies::One,
+        ..parity_opts_for(sc, true)
+    };
+    let run = |sc: &StepContext, state: &SimState, opts: &CudaOptions, steps: u64| {
+        let mut g = CudaSim::new(sc, state, opts).expect("GPU f64");
+        assert_eq!(g.module_config().owner_keys, opts.owner_keys);
+        g.steps(steps).expect("steps");
+        g.check_diag().expect("diagnostics");
+        let handed = g.springs_handed_over().expect("counters");
+        (g.state().expect("state"), handed)
+    };
+    let (shaken_sc, mut shaken) =
+        dense_pack_at_rest(solver::bench_cases::BenchModel::LinearFriction);
+    for (i, v) in shaken.vel.iter_mut().enumerate() {
+        // Up to 0.05 m/s each way, from a fixed hash of the index and axis.
+        *v = std::array::from_fn(|a| {
+            let h = (i as u64 * 3 + a as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            (h as f64 / (1u64 << 24) as f64 - 0.5) * 0.1
+        });
+    }
+    let mut handed_shaken = 0;
+    for (name, sc, state, steps) in [
+        ("shaken dense pack", shaken_sc, shaken, 600u64),
+        ("falling box", boxed, state, 1500),
+        ("drum", drum.0, drum.1, 600),
+    ] {
+        let c = cpu_after(&sc, &state, steps);
+        let opts = keyed(&sc);
+        let (a, handed) = run(&sc, &state, &opts, steps);
+        let handed = handed.expect("owner keys");
+        if name.starts_with("shaken") {
+            handed_shaken = handed;
+        }
+        assert_eq!(a.pos, c.pos, "{name}: positions");
+        assert_eq!(a.vel, c.vel, "{name}: velocities");
+        assert_eq!(a.omega, c.omega, "{name}: angular velocities");
+        assert_eq!(a.contacts, c.contacts, "{name}: contact counts");
+        assert!(a.history == c.history, "{name}: contact history");
+        let by_ids = CudaOptions {
+            owner_keys: false,
+            ..opts.clone()
+        };
+        let (b, none) = run(&sc, &state, &by_ids, steps);
+        assert_eq!(none, None);
+        assert_same_bits(&format!("{name}: owners by id"), &b, &a);
+        // Restarted halfway from the keyed run's own state (the upload places each pair with
+        // the owner the keys name).
+        let (half, _) = run(&sc, &state, &opts, steps / 2);
+        let (rest, _) = run(&sc, &half, &opts, steps - steps / 2);
+        assert_same_bits(&format!("{name}: restarted"), &rest, &a);
+        println!("{name}: {handed} springs handed over in {steps} steps, the CPU's bits");
+    }
+    assert!(
+        handed_shaken > 1000,
+        "the shaken pack must hand pairs over ({handed_shaken})"
+    );
+    // A shuffled dense pack (IdOrder::Random): by the ids most rows of 6 spill, by the keys
+    // only those under the lid.
+    let pack = solver::bench_cases::dense_pack_ordered(
+        4000,
+        solver::bench_cases::BenchModel::LinearFriction,
+        solver::bench_cases::IdOrder::Random,
+    );
+    let sc = cuda::step_context(&pack.case).expect("case");
+    let n = pack.positions.len();
+    // Particle i has id i (SimState::new): the pack's order is the shuffle.
+    let state = SimState::new(
+        0.0,
+        0,
+        vec![0; n],
+        pack.positions,
+        vec![[0.0; 3]; n],
+        vec![[0.0; 3]; n],
+    );
+    let c = cpu_after(&sc, &state, 300);
+    let six = CudaOptions {
+        hist_cap: 6,
+        hist_spill: 6,
+        ..keyed(&sc)
+    };
+    let spilled = |opts: &CudaOptions| {
+        let mut g = CudaSim::new(&sc, &state, opts).expect("GPU f64");
+        g.steps(300).expect("steps");
+        g.check_diag().expect("diagnostics");
+        let taken = g.spill_rows().expect("counters").expect("spill rows").2;
+        (g.state().expect("state"), taken)
+    };
+    let (a, by_keys) = spilled(&six);
+    let (b, by_ids) = spilled(&CudaOptions {
+        owner_keys: false,
+        ..six.clone()
+    });
+    for (label, s) in [("shuffled pack, keys", &a), ("shuffled pack, ids", &b)] {
+        assert_eq!(s.pos, c.pos, "{label}: positions");
+        assert!(s.history == c.history, "{label}: contact history");
+    }
+    assert!(
+        (by_keys as usize) < n / 8 && (by_ids as usize) > n / 4,
+        "spill rows taken: {by_keys} by the keys, {by_ids} by the ids, of {n} particles"
+    );
+    println!("shuffled pack: {by_keys} spill rows by the keys, {by_ids} by the ids, {n} particles");
+}
+
 /// A dense FCC pack of about 4,000 particles at rest (`bench_cases::dense_pack`) in `model`.
 fn dense_pack_at_rest(model: solver::bench_cases::BenchModel) -> (StepContext, SimState) {
     let pack = solver::bench_cases::dense_pack(4000, model);
@@ -1029,6 +1152,7 @@ fn kernels_come_from_the_disk_cache_the_second_time() {
         passes: false,
         single_copy: false,
         hist_spill: false,
+        owner_keys: false,
     };
     let compile = || {
         let (m, t) = cuda::driver::compile_module_in(

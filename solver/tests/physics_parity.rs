@@ -20,7 +20,7 @@ use solver::dem::state;
 const IN: usize = 72;
 const IN_U: usize = 3;
 const OUT: usize = 84;
-const OUT_U: usize = 4;
+const OUT_U: usize = 6;
 const CASES: usize = 200_000;
 
 fn v3(a: &[f64], o: usize) -> V3 {
@@ -205,6 +205,10 @@ fn expected(a: &[f64], u: &[u32], o: &mut [f64], ou: &mut [u32]) {
     ou[1] = state::triangle_partner(u[1]);
     ou[2] = u32::from(state::is_particle_partner(u[2]));
     ou[3] = u32::from(state::owns_pair(u[1], u[2]));
+    let x = v3(a, 52);
+    ou[4] = state::owner_key(x);
+    // One case in eight with equal keys (decided by the ids).
+    ou[5] = u32::from(state::owns_pair_keyed(u[0], u[1], u[0] ^ (u[2] & 7), u[2]));
 }
 
 /// Names of the outputs, for failure messages.

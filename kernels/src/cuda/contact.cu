@@ -95,6 +95,22 @@
 #ifndef DEM_HIST_SPILL
 #define DEM_HIST_SPILL 0
 #endif
+// DEM_OWNER_KEYS 1 (with DEM_HIST_SPILL and DEM_SINGLE_COPY, one GPU, slot-major rows): a pair's
+// spring is kept by the particle owns_pair_keyed names from the two owner keys (ParticleArrays::
+// key: each particle's coordinate along state::OWNER_DIRECTION at the last search), not from
+// the ids: about half of every particle's contacts whatever its id (6 of 12 in a close packing,
+// where shuffled ids give 1 to 12). The rows move with the slots (every slot's row is its slot:
+// ParticleArrays::row is null). A search recomputes the keys (dem_owner_keys), which hands some
+// pairs to their other particle; dem_adopt, between the search and dem_springs, copies each such
+// spring from the row of the particle that kept it into an adoption row of the one that keeps
+// it now (taken from spill_next's counter; DemParams::adopt), where dem_springs finds it. The
+// pair's mirror is exact, so the bits are those of the other layouts.
+#ifndef DEM_OWNER_KEYS
+#define DEM_OWNER_KEYS 0
+#endif
+#if DEM_OWNER_KEYS && !(DEM_FRICTION && DEM_HIST_PAIRS && DEM_HIST_SPILL)
+#error "owner keys need pairs-once rows with spill rows"
+#endif
 // A spill link that found no spill row left (Accum::link_new).
 #define DEM_SPILL_FULL 0xFFFFFFFEu
 // A pairs-once row's count word: the entry count in its low DEM_ROW_COUNT_BITS bits, and above
@@ -152,6 +168,19 @@ __device__ __forceinline__ unsigned species_of(const ParticleArrays& a, unsigned
 #endif
 }
 
+// Whether the particle of `acc` keeps the spring of its pair with the particle in slot j (id
+// `partner`) in pairs-once rows: by the owner keys (DEM_OWNER_KEYS) or the ids.
+template <class Acc>
+__device__ __forceinline__ bool owns_contact(const ParticleArrays& in, const Acc& acc, unsigned j, unsigned partner) {
+#if DEM_OWNER_KEYS
+    return owns_pair_keyed(acc.self_key, acc.self_id, in.key[j], partner);
+#else
+    (void)in;
+    (void)j;
+    return owns_pair(acc.self_id, partner);
+#endif
+}
+
 // Lever arm from the centre to the contact point: the radius (cpu::contacts `lever`).
 __device__ __forceinline__ real contact_arm(real r, real /*delta*/) { return r; }
 
@@ -170,6 +199,8 @@ struct Accum {
                               // by find_history
 #endif
     unsigned self_id;         // the particle's id (the pairs-once history's owner test)
+    unsigned self_key;        // its owner key (DEM_OWNER_KEYS)
+    bool hit;                 // find_history found the entry of its last call's partner
     unsigned slid;            // dem_springs: bit c, new entry c's contact slid
     unsigned row_word;        // pairs once, after dem_springs: the row's count word (slide flags)
 #if DEM_HIST_SPILL
@@ -360,6 +391,7 @@ __device__ __forceinline__ ContactState find_history(const DemParams& p, const P
             s.xi = make_real3(e.x, e.y, e.z);
         }
     }
+    acc.hit = found != DEM_PARTNER_NONE;
     if (found != DEM_PARTNER_NONE) {
         if (found < 64) acc.used |= 1ull << found;
         acc.cursor = found + 1;
@@ -429,6 +461,23 @@ __device__ __forceinline__ void store_history(const DemParams& p, ParticleArrays
     acc.hist_out++;
 }
 
+#if DEM_OWNER_KEYS
+// The spring slot k adopted with `partner` at this step's search (dem_adopt; DemParams::adopt),
+// zero if none (a new contact).
+__device__ __forceinline__ real3 adopted_spring(const DemParams& p, unsigned k, unsigned partner) {
+    const unsigned link = p.adopt[k];
+    if (link != DEM_PARTNER_NONE) {
+        const HistEntry* a = p.spill_next + (size_t)link * p.spill_width;
+        for (unsigned c = 0; c < p.spill_width; c++) {
+            const HistEntry e = load_entry(a + c);
+            if (e.partner == DEM_PARTNER_NONE) break;
+            if (e.partner == partner) return make_real3(e.x, e.y, e.z);
+        }
+    }
+    return zero3();
+}
+#endif
+
 #if DEM_HIST_PAIRS
 // A spring dem_springs stored, and whether its contact slid.
 struct StoredSpring {
@@ -449,8 +498,8 @@ __device__ __forceinline__ StoredSpring stored_spring(const DemParams& p, const 
     s.xi = zero3();
     s.sliding = false;
     const unsigned self = acc.self_id;
-    if (j != DEM_PARTNER_NONE && !owns_pair(self, partner)) {
-        const unsigned r = in.row[j];
+    if (j != DEM_PARTNER_NONE && !owns_contact(in, acc, j, partner)) {
+        const unsigned r = in.row ? in.row[j] : j;
         const unsigned w = in.hist_count[r];
         const unsigned m = w & DEM_ROW_COUNT_MASK;
 #if DEM_HIST_SPILL
@@ -515,12 +564,16 @@ __device__ __forceinline__ void apply_contact(const DemParams& p, const Particle
         // dem_springs: the springs this particle keeps (its own pairs, walls, meshes), updated
         // in place in its row (staged); the forces are dem_collide's.
         (void)arm;
-        if (j != DEM_PARTNER_NONE && !owns_pair(acc.self_id, partner)) return;
+        if (j != DEM_PARTNER_NONE && !owns_contact(in, acc, j, partner)) return;
         if constexpr (Acc::COUNT) {
             acc.hist_out++;
             return;
         }
         ContactState st = find_history(p, in, row, partner, mesh_lo, mesh_hi, acc);
+#if DEM_OWNER_KEYS
+        // A pair this particle keeps since this step's search: its spring in the adoption row.
+        if (!acc.hit && p.adopt && j != DEM_PARTNER_NONE) st.xi = adopted_spring(p, k, partner);
+#endif
         const ContactForce cf = contact_force(DEM_MODEL, pair, kin, &st, (real)p.dt);
         if (cf.sliding && acc.hist_out < DEM_ROW_SLIDE_BITS) acc.slid |= 1u << acc.hist_out;
         store_history(p, out, row, k, acc, partner, st);
@@ -813,7 +866,7 @@ __device__ __forceinline__ void particle_contact(const DemParams& p, const Parti
 #if DEM_HIST_PAIRS
     // dem_springs leaves the pairs the other particle keeps to it.
     if constexpr (Acc::SPRINGS) {
-        if (!owns_pair(id_i, in.id[j])) return;
+        if (!owns_contact(in, acc, j, in.id[j])) return;
     }
 #endif
     const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
@@ -887,6 +940,8 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
     acc.cursor = 0;
     acc.old_count = 0;
     acc.self_id = 0;
+    acc.self_key = 0;
+    acc.hit = false;
     acc.slid = 0;
     acc.row_word = 0;
 #if DEM_FRICTION && DEM_HIST_IN_PLACE
@@ -895,7 +950,7 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         // tail behind the collided slots too (p.n_rows): the rows stay a permutation. (With two
         // buffers a live particle's new row is its slot, set below.)
         // (The interior pass carries every slot's row; the boundary pass none.)
-        if (PASS != DEM_PASS_BOUNDARY && k < max(p.n, p.n_rows)) out.row[k] = in.row[k];
+        if (in.row && PASS != DEM_PASS_BOUNDARY && k < max(p.n, p.n_rows)) out.row[k] = in.row[k];
     }
 #endif
     if (active) {
@@ -935,6 +990,9 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
         const real ri = (real)sp.radius, mi = (real)sp.mass, ii = (real)sp.inertia;
         const unsigned id_i = in.id[k];
         acc.self_id = id_i;
+#if DEM_OWNER_KEYS
+        acc.self_key = in.key[k];
+#endif
         const unsigned row_i = in.row ? in.row[k] : k;
 
         const unsigned cx = cell_coord(pix, p.origin[0], p.cell, p.dims[0]);
@@ -1230,6 +1288,85 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
                                                                   const MeshArrays msh) {
     ParticleArrays rows = in;
     collide_body<CountAccum, DEM_PASS_ALL>(p, in, rows, g, diag, msh, nullptr);
+}
+#endif
+#if DEM_OWNER_KEYS
+// Owner keys, at a search, after the reorder: each slot's key of the last search (moved with it)
+// into old[k], its key now (state::owner_key of its position) into s.key[k].
+extern "C" __global__ void dem_owner_keys(const DemParams p, ParticleArrays s, unsigned* old) {
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    old[k] = s.key[k];
+    s.key[k] = owner_key(s.pos[3 * k], s.pos[3 * k + 1], s.pos[3 * k + 2]);
+}
+
+// Owner keys, at a search, after dem_owner_keys and before dem_springs: the pairs that slot k
+// keeps by the new keys (s.key) and its partner kept by the old ones (old) had their spring in
+// the partner's row, which dem_springs is about to rewrite. Their springs, seen from k (negated:
+// the exact mirror), go to k's adoption row, taken from spill_next's counter (spill_ctl
+// [spill_sel], zeroed by the host before this launch; dem_springs takes its spill rows after
+// them), ended by a DEM_PARTNER_NONE entry where it has room; links[k] is that row or
+// DEM_PARTNER_NONE. Candidates are the 27 cells around k's cell now (the search's: every
+// contact of this step lies within them). Rows are only read: every thread reads the rows as
+// the last step left them. A spring that finds no room is counted as an overflow (an error).
+extern "C" __global__ void dem_adopt(const DemParams p, const ParticleArrays s, const GridArrays g, const unsigned* old,
+                                     unsigned* links, DemDiag* diag) {
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n) return;
+    unsigned link = DEM_PARTNER_NONE, taken = 0, lost = 0;
+    const unsigned id = s.id[k];
+    if (id != DEM_DEAD) {
+        const unsigned kn = s.key[k], ko = old[k];
+        const unsigned cx = cell_coord(s.pos[3 * k], p.origin[0], p.cell, p.dims[0]);
+        const unsigned cy = cell_coord(s.pos[3 * k + 1], p.origin[1], p.cell, p.dims[1]);
+        const unsigned cz = cell_coord(s.pos[3 * k + 2], p.origin[2], p.cell, p.dims[2]);
+        const unsigned x0 = cx > 0 ? cx - 1 : 0, x1 = min(cx + 1, p.dims[0] - 1);
+        const unsigned y0 = cy > 0 ? cy - 1 : 0, y1 = min(cy + 1, p.dims[1] - 1);
+        const unsigned z0 = cz > 0 ? cz - 1 : 0, z1 = min(cz + 1, p.dims[2] - 1);
+        for (unsigned z = z0; z <= z1; z++) {
+            for (unsigned y = y0; y <= y1; y++) {
+                const unsigned b = g.start[cell_index(p, x0, y, z)], e = g.start[cell_index(p, x1, y, z) + 1];
+                for (unsigned j = b; j < e; j++) {
+                    if (j == k) continue;
+                    const unsigned idj = s.id[j];
+                    if (idj == DEM_DEAD) continue;
+                    if (!owns_pair_keyed(kn, id, s.key[j], idj) || owns_pair_keyed(ko, id, old[j], idj)) continue;
+                    // j kept the pair until this search; k keeps it from now.
+                    const unsigned m = s.hist_count[j] & DEM_ROW_COUNT_MASK;
+                    const unsigned jl = row_link(p, s.hist, j, m);
+                    for (unsigned c = 0; c < m; c++) {
+                        const HistEntry h = load_entry(row_entry(p, s.hist, p.spill_cur, j, c, jl));
+                        if (h.partner != id) continue;
+                        if (link == DEM_PARTNER_NONE) {
+                            link = atomicAdd(p.spill_ctl + p.spill_sel, 1u);
+                            atomicMax(p.spill_ctl + 2, link + 1u);
+                            if (link >= p.spill_rows) link = DEM_SPILL_FULL;
+                        }
+                        if (link == DEM_SPILL_FULL || taken >= p.spill_width) {
+                            lost++;
+                        } else {
+                            HistEntry a = {};
+                            a.x = -h.x;
+                            a.y = -h.y;
+                            a.z = -h.z;
+                            a.partner = idj;
+                            store_entry(p.spill_next + (size_t)link * p.spill_width + taken, a);
+                            taken++;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        if (link != DEM_PARTNER_NONE && link != DEM_SPILL_FULL && taken < p.spill_width) {
+            HistEntry end = {};
+            end.partner = DEM_PARTNER_NONE;
+            store_entry(p.spill_next + (size_t)link * p.spill_width + taken, end);
+        }
+        if (lost) atomicAdd(&diag->hist_overflow, lost);
+        if (taken) atomicAdd(p.spill_ctl + 4, taken);  // the springs handed over (a diagnostic)
+    }
+    links[k] = link == DEM_SPILL_FULL ? DEM_PARTNER_NONE : link;
 }
 #endif
 #if DEM_PASSES

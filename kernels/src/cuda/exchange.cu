@@ -275,7 +275,7 @@ extern "C" __global__ void dem_unpack(const DemParams p, ParticleArrays s, const
         // In place: the free row that the slot carries (rows are a permutation over all slots);
         // two buffers: row k of the newest, free beyond the collided slots.
 #if DEM_HIST_IN_PLACE
-        const unsigned row = s.row[k];
+        const unsigned row = s.row ? s.row[k] : k;  // owner keys: every slot's row is its slot
 #else
         const unsigned row = k;
         s.row[k] = k;

@@ -73,13 +73,19 @@ struct DemParams {
     // spill_ctl[spill_sel] (zeroed before the launch); the kernels after it read spill_next.
     HistEntry* spill_cur;
     HistEntry* spill_next;
-    unsigned* spill_ctl;          // [4]: rows asked for in spill buffers 0 and 1 (the last step that
-                                  //   wrote each), the most any step asked for, and the rows the
-                                  //   next step will spill (dem_spill_count)
+    unsigned* spill_ctl;          // [8]: rows asked for in spill buffers 0 and 1 (the last step that
+                                  //   wrote each), the most any step asked for, the rows the
+                                  //   next step will spill (dem_spill_count), the springs
+                                  //   dem_adopt handed over (owner keys), 3 unused
     unsigned spill_rows;          // rows of each spill buffer (0: no spill rows)
     unsigned spill_width;         // entries of a spill row
     unsigned spill_sel;           // the counter of spill_next (0 or 1)
     unsigned spill_pad;
+    // Owner keys (DEM_OWNER_KEYS): on the dem_springs of a step that searched, the adoption row
+    // of each slot (an index into spill_next, or DEM_PARTNER_NONE), which dem_adopt wrote: the
+    // springs of the pairs the slot keeps since this search that the other particle kept
+    // before (contact.cu, dem_adopt). Null on every other launch.
+    const unsigned* adopt;
 };
 
 // One contact history entry: a tangential spring and its partner (state::wall_partner, ...),
@@ -115,7 +121,10 @@ struct ParticleArrays {
     unsigned* contacts;      // [n] contacts of the last step, null unless requested
     real* torque;            // [3n] contact torque of the last step [N m], velocity Verlet only
     unsigned* row;           // [n] history row of the slot k's particle (a permutation of 0..n over
-                             // all slots, moved with the slots), null without friction
+                             // all slots, moved with the slots), null without friction and with
+                             // owner keys (every slot's row is its slot)
+    unsigned* key;           // [n] owner key of slot k (state::owner_key at the last search, moved
+                             // with the slots), DEM_OWNER_KEYS only; null otherwise
 };
 
 // Neighbour-search arrays.

@@ -10,7 +10,7 @@
 #define PARITY_IN 72
 #define PARITY_IN_U 3
 #define PARITY_OUT 84
-#define PARITY_OUT_U 4
+#define PARITY_OUT_U 6
 
 __device__ __forceinline__ real3 in3(const double* a, unsigned o) { return make_real3(a[o], a[o + 1], a[o + 2]); }
 __device__ __forceinline__ void out3(double* a, unsigned o, real3 v) {
@@ -130,4 +130,7 @@ extern "C" __global__ void physics_parity(const double* in, const unsigned* in_u
     ou[1] = triangle_partner(au[1]);
     ou[2] = is_particle_partner(au[2]) ? 1u : 0u;
     ou[3] = owns_pair(au[1], au[2]) ? 1u : 0u;
+    ou[4] = owner_key(a[52], a[53], a[54]);
+    // One case in eight with equal keys (decided by the ids).
+    ou[5] = owns_pair_keyed(au[0], au[1], au[0] ^ (au[2] & 7u), au[2]) ? 1u : 0u;
 }

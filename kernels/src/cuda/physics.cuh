@@ -251,3 +251,21 @@ __device__ __forceinline__ bool is_particle_partner(unsigned partner) { return p
 __device__ __forceinline__ bool owns_pair(unsigned id, unsigned other) {
     return ((id ^ other) & 1u) ? id < other : id > other;
 }
+// state::OWNER_DIRECTION: pairs-once rows with owner keys (DEM_OWNER_KEYS) give a pair to the
+// particle whose position lies further against this direction (mostly down, tilted off the axes
+// so that no lattice row lies across it).
+#define DEM_OWNER_DIR_X 0.0123
+#define DEM_OWNER_DIR_Y 0.0347
+#define DEM_OWNER_DIR_Z (-1.0)
+// state::owner_key: the position's coordinate along the owner direction as an f32 whose bits
+// order as the floats do (a negative float's bits inverted, a positive one's sign bit set).
+__device__ __forceinline__ unsigned owner_key(double x, double y, double z) {
+    const double s = x * DEM_OWNER_DIR_X + y * DEM_OWNER_DIR_Y + z * DEM_OWNER_DIR_Z;
+    const unsigned b = __float_as_uint((float)s);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+// state::owns_pair_keyed: the smaller key keeps the pair (the particle higher up keeps its
+// contacts with those below it), equal keys by the ids (owns_pair).
+__device__ __forceinline__ bool owns_pair_keyed(unsigned key, unsigned id, unsigned other_key, unsigned other) {
+    return key != other_key ? key < other_key : owns_pair(id, other);
+}

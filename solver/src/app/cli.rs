@@ -121,12 +121,13 @@ pub struct Cli {
     /// 390 B), then the second copy of the state (about 350 B) when the case does not fit.
     /// `compact` keeps one copy of the state, no Verlet list, and each particle pair's
     /// tangential spring once, in rows of 6 entries per particle with spill rows of 6 more for
-    /// the particles that need them (about 210 B/particle in a poured frictional bed; its speed
-    /// about 0.3x that of the fastest layout, 0.6x that of one history buffer); `compact:N`
+    /// the particles that need them (about 200 B/particle, 207 in the built-in case; its speed
+    /// about 0.4x that of the fastest layout, 0.6x that of one history buffer); `compact:N`
     /// makes the rows N entries long (1 to 26; spill rows take a row to at most 26). A row holds
-    /// the pairs its particle keeps (about half its contacts) and its wall and mesh contacts; the
-    /// spill rows grow with what the run takes; a run whose rows fill stops with an error rather
-    /// than lose friction. One GPU, symplectic Euler.
+    /// the pairs its particle keeps (those with the contacts below it: about half, 6 of 12 in
+    /// a close packing, whatever the ids) and its wall and mesh contacts; the spill rows grow
+    /// with what the run takes; a run whose rows fill stops with an error rather than lose
+    /// friction. One GPU, symplectic Euler.
     #[arg(long, value_name = "LAYOUT", default_value = "auto", value_parser = parse_gpu_memory)]
     pub gpu_memory: GpuMemory,
     /// CPU threads (default: all cores).
@@ -229,12 +230,12 @@ pub enum GpuMemory {
     Compact(u32),
 }
 
-/// Row length of `--gpu-memory compact` without `:N`. A particle keeps about half its contact
-/// pairs (`state::owns_pair` decides by the two ids) and its walls: in a poured bed (about 6
-/// contacts a particle, ids unrelated to positions, like the built-in case) rows of 6 spill
-/// rarely (the main job: 207 B/particle, session 35); a bed compressed to 12 contacts keeps 6 on
-/// average, more than 8 for 7 % of its particles, and takes fewer bytes with `compact:8`
-/// (242 B/particle against about 290).
+/// Row length of `--gpu-memory compact` without `:N`. A particle keeps the contact pairs with
+/// the particles below it (`state::owns_pair_keyed`, owner keys: about half its contacts,
+/// whatever the ids) and its walls: in a poured bed (about 6 contacts a particle) rows of 6
+/// spill rarely (the main job: 207 B/particle); a bed compressed to 12 contacts keeps 6 at
+/// every site but the layer under a lid (7, in spill rows): 198 B/particle at 10 M in any id
+/// order (session 36; by the ids, shuffled, it needed rows of 8 and 241.5 B).
 pub const COMPACT_ROWS: u32 = 6;
 
 /// Entries of a spill row behind compact rows of `rows` entries: 6, or fewer where a row

@@ -41,6 +41,9 @@ struct Args {
     /// `--hist-spill E`: entries of a spill row behind pairs-once rows (CudaOptions::hist_spill;
     /// default 0, none).
     hist_spill: u32,
+    /// `--owner positions|ids`: who keeps a pair's spring in pairs-once rows with spill rows and
+    /// one state copy (CudaOptions::owner_keys; default positions).
+    owner_keys: bool,
     /// `--copies auto|2|1`: copies of the particle state (CudaOptions::state_copies).
     copies: cuda::StateCopies,
     candidates: u32,
@@ -116,7 +119,7 @@ const COMMANDS: [&str; 12] = [
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--ids cells|raster|random] [--copies auto|2|1] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--owner positions|ids] [--ids cells|raster|random] [--copies auto|2|1] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
@@ -144,6 +147,7 @@ fn parse() -> Result<Args> {
         history: cuda::HistoryMode::Auto,
         hist_cap: solver::dem::state::HISTORY_CAP as u32,
         hist_spill: 0,
+        owner_keys: true,
         copies: cuda::StateCopies::Auto,
         candidates: cuda::DEFAULT_CANDIDATES,
         min_blocks: 0,
@@ -211,6 +215,13 @@ fn parse() -> Result<Args> {
                             kernels::PAIRS_MAX_ROW - 1
                         )
                     })?
+            }
+            "--owner" => {
+                a.owner_keys = match v.as_str() {
+                    "positions" => true,
+                    "ids" => false,
+                    _ => bail!("--owner takes positions or ids, not {v}"),
+                }
             }
             "--copies" => {
                 a.copies = cuda::StateCopies::parse(&v)
@@ -369,8 +380,13 @@ fn ids_json(a: &Args) -> String {
 fn spill_json(sim: &CudaSim) -> Result<String> {
     Ok(match sim.spill_rows()? {
         Some((width, rows, taken)) => format!(
-            "{{\"width\": {width}, \"rows\": {rows}, \"most_taken\": {taken}, \"most_taken_share\": {}}}",
-            num(taken as f64 / sim.particle_count().max(1) as f64)
+            "{{\"width\": {width}, \"rows\": {rows}, \"most_taken\": {taken}, \"most_taken_share\": {}, \"owner\": {}}}",
+            num(taken as f64 / sim.particle_count().max(1) as f64),
+            js(if sim.module_config().owner_keys {
+                "position"
+            } else {
+                "id"
+            })
         ),
         None => "null".into(),
     })
@@ -384,6 +400,7 @@ fn opts(a: &Args) -> CudaOptions {
         history: a.history,
         hist_cap: a.hist_cap,
         hist_spill: a.hist_spill,
+        owner_keys: a.owner_keys,
         state_copies: a.copies,
         candidates: a.candidates,
         min_blocks: a.min_blocks,
@@ -481,6 +498,7 @@ fn compile_times(a: &Args) -> Result<()> {
         passes: false,
         single_copy: false,
         hist_spill: false,
+        owner_keys: false,
     };
     let ctx = cudarc::driver::CudaContext::new(a.device)?;
     let src = kernels::dem_module_source();
@@ -929,7 +947,15 @@ fn bench(a: &Args) -> Result<()> {
                         ""
                     },
                     if sim.module_config().hist_spill {
-                        format!(", spill rows of {}", a.hist_spill)
+                        format!(
+                            ", spill rows of {}, owners by {}",
+                            a.hist_spill,
+                            if sim.module_config().owner_keys {
+                                "position"
+                            } else {
+                                "id"
+                            }
+                        )
                     } else {
                         String::new()
                     },

@@ -61,6 +61,42 @@ pub fn owns_pair(id: u32, other: u32) -> bool {
     }
 }
 
+/// The direction along which pairs-once rows with owner keys (the GPU's `DEM_OWNER_KEYS`, one
+/// state copy) give each pair to one particle: mostly down, tilted off the axes so that no row
+/// of a lattice lies across it. A particle keeps the pairs with the partners that lie further
+/// along it than itself (its contacts below): about half of any particle's contacts whatever
+/// the ids, 6 of 12 in a close packing (where the ids' [`owns_pair`] gives 1 to 12 to shuffled
+/// ids). Twin: `DEM_OWNER_DIR_*` (physics.cuh).
+pub const OWNER_DIRECTION: V3 = [0.0123, 0.0347, -1.0];
+
+/// A position's owner key: its coordinate along [`OWNER_DIRECTION`] as an f32 whose bits order
+/// as the floats do (a negative float's bits inverted, a positive one's sign bit set). Twin:
+/// `owner_key` (physics.cuh).
+#[inline]
+pub fn owner_key(pos: V3) -> u32 {
+    let d = OWNER_DIRECTION;
+    let s = pos[0] * d[0] + pos[1] * d[1] + pos[2] * d[2];
+    let b = (s as f32).to_bits();
+    if b & 0x8000_0000 != 0 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+/// Whether particle `id` with owner key `key` keeps the spring of its contact with particle
+/// `other` (key `other_key`) in pairs-once rows with owner keys: the smaller key (the particle
+/// higher up), equal keys by the ids ([`owns_pair`]). Both sides decide alike. Twin:
+/// `owns_pair_keyed` (physics.cuh).
+#[inline]
+pub fn owns_pair_keyed(key: u32, id: u32, other_key: u32, other: u32) -> bool {
+    if key != other_key {
+        key < other_key
+    } else {
+        owns_pair(id, other)
+    }
+}
+
 /// One contact-history slot: the partner ([`wall_partner`], [`triangle_partner`] or a particle
 /// id; [`PARTNER_NONE`] when unused) and the tangential spring.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -239,9 +239,14 @@ impl FusedWorker for CudaBackend {
             "{}{}",
             if self.sim.history_pairs() {
                 let (rows, spill) = self.sim.history_rows();
+                let owner = if self.sim.module_config().owner_keys {
+                    ", kept by the particle above"
+                } else {
+                    ""
+                };
                 if spill > 0 {
                     format!(
-                        ", each pair's contact history once in rows of {rows} (and spill rows of {spill})"
+                        ", each pair's contact history once{owner} in rows of {rows} (and spill rows of {spill})"
                     )
                 } else {
                     format!(", each pair's contact history once in rows of {rows}")

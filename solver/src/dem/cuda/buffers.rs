@@ -11,7 +11,8 @@ use crate::core::grid::Grid;
 use crate::core::vec3::V3;
 use crate::dem::physics;
 use crate::dem::state::{
-    is_particle_partner, owns_pair, HistEntry, SimState, StepContext, HISTORY_CAP, PARTNER_NONE,
+    is_particle_partner, owner_key, owns_pair, owns_pair_keyed, HistEntry, SimState, StepContext,
+    HISTORY_CAP, PARTNER_NONE,
 };
 
 /// GPU memory in use, by array.
@@ -90,9 +91,10 @@ pub(crate) struct DeviceState {
 pub(crate) struct Spill {
     /// The two buffers of `rows * width` device `HistEntry`s.
     pub bufs: [u64; 2],
-    /// Four u32: rows asked for in buffer 0 and in buffer 1 by the last step that wrote each,
-    /// the most rows any step asked for (what the buffers are grown from), and the rows the
-    /// next step will spill (`dem_spill_count`, before a run's first step).
+    /// Eight u32 ([`SPILL_CTL_WORDS`]): rows asked for in buffer 0 and in buffer 1 by the last
+    /// step that wrote each, the most rows any step asked for (what the buffers are grown
+    /// from), the rows the next step will spill (`dem_spill_count`, before a run's first step),
+    /// and the springs `dem_adopt` handed over since the start (owner keys; wraps), then unused.
     pub ctl: u64,
     pub rows: u32,
     pub width: u32,
@@ -165,7 +167,7 @@ fn alloc_spill(
             alloc(stream, st, "hist_spill.0", bytes)?,
             alloc(stream, st, "hist_spill.1", bytes)?,
         ],
-        ctl: alloc(stream, st, "hist_spill.ctl", 16)?,
+        ctl: alloc(stream, st, "hist_spill.ctl", 4 * SPILL_CTL_WORDS)?,
         rows: rows as u32,
         width: width as u32,
         cur: 0,
@@ -207,9 +209,16 @@ pub(crate) fn grow_spill(
         )
     }
     .map_err(|e| CudaError::driver("copying the spill rows", e))?;
-    // SAFETY: as above, 16 bytes of counters.
-    unsafe { cudarc::driver::result::memcpy_dtod_async(new.ctl, old.ctl, 16, stream.cu_stream()) }
-        .map_err(|e| CudaError::driver("copying the spill counters", e))?;
+    // SAFETY: as above, the counters (SPILL_CTL_WORDS words each).
+    unsafe {
+        cudarc::driver::result::memcpy_dtod_async(
+            new.ctl,
+            old.ctl,
+            4 * SPILL_CTL_WORDS,
+            stream.cu_stream(),
+        )
+    }
+    .map_err(|e| CudaError::driver("copying the spill counters", e))?;
     stream
         .synchronize()
         .map_err(|e| CudaError::driver("growing the spill rows", e))?;
@@ -220,18 +229,21 @@ pub(crate) fn grow_spill(
     Ok(())
 }
 
-/// The spill counters (rows asked for in buffers 0 and 1, the most any step asked for, and the
-/// rows `dem_spill_count` found will spill); synchronises.
+/// Words of the spill counters ([`Spill::ctl`]).
+pub(crate) const SPILL_CTL_WORDS: usize = 8;
+
+/// The spill counters (rows asked for in buffers 0 and 1, the most any step asked for, the rows
+/// `dem_spill_count` found will spill, the springs handed over); synchronises.
 pub(crate) fn read_spill_ctl(
     stream: &Arc<CudaStream>,
     st: &DeviceState,
-) -> Result<[u32; 4], CudaError> {
+) -> Result<[u32; 5], CudaError> {
     let s = st.spill.expect("spill rows");
     stream
         .synchronize()
         .map_err(|e| CudaError::driver("synchronising", e))?;
-    let v: Vec<u32> = download(stream, st, s.ctl, 4)?;
-    Ok([v[0], v[1], v[2], v[3]])
+    let v: Vec<u32> = download(stream, st, s.ctl, 5)?;
+    Ok([v[0], v[1], v[2], v[3], v[4]])
 }
 
 /// Splits one particle's entries (`row`, at most `cap - 1 + width` with spill rows) into its
@@ -319,6 +331,9 @@ struct Layout {
     in_place: bool,
     /// One copy of the state ([`kernels::ModuleConfig::single_copy`]) and a force buffer.
     single_copy: bool,
+    /// Owner keys ([`kernels::ModuleConfig::owner_keys`]): a key per slot instead of its row
+    /// (every slot's row is its slot).
+    owner_keys: bool,
 }
 
 impl Layout {
@@ -333,7 +348,7 @@ impl Layout {
             v.push(("species", 4 * n));
         }
         if self.friction {
-            v.push(("row", 4 * n));
+            v.push((if self.owner_keys { "key" } else { "row" }, 4 * n));
             if !self.in_place {
                 v.extend(self.history(n));
             }
@@ -510,6 +525,7 @@ pub(crate) fn device_bytes_needed(
         cap: opts.hist_cap as usize,
         in_place: cfg.hist_in_place,
         single_copy: cfg.single_copy,
+        owner_keys: cfg.owner_keys,
     };
     let n64 = n as u64;
     // Spill rows (pairs once): two buffers of the rows they start with, and their counters.
@@ -637,6 +653,7 @@ pub(crate) fn upload(
         cap: opts.hist_cap as usize,
         in_place: cfg.hist_in_place,
         single_copy: cfg.single_copy,
+        owner_keys: cfg.owner_keys,
     };
     let skin = super::skin::skin_width(sc, opts.skin, cfg.double);
     let grid = gpu_grid_skin(sc, skin);
@@ -696,6 +713,7 @@ pub(crate) fn upload(
                 "species" => a.species = ptr,
                 "hist_count" => a.hist_count = ptr,
                 "hist" => a.hist = ptr,
+                "key" => a.key = ptr,
                 _ => a.row = ptr,
             }
         }
@@ -836,6 +854,7 @@ pub(crate) fn upload(
         spill_width: 0,
         spill_sel: 0,
         spill_pad: 0,
+        adopt: 0,
     };
     set_state(stream, &mut st, &params, state)?;
     apply_spill(&mut params, st.spill.as_ref());
@@ -872,6 +891,15 @@ pub(crate) fn set_state(
     if a.species != 0 {
         upload_bytes(stream, st, a.species, as_bytes(&state.species))?;
     }
+    // Owner keys: of the positions now (the rows below follow them; the first search keeps them).
+    let keys: Vec<u32> = if a.key != 0 {
+        let mut keys: Vec<u32> = state.pos.iter().map(|&x| owner_key(x)).collect();
+        keys.resize(st.memory.particles as usize, 0);
+        upload_bytes(stream, st, a.key, as_bytes(&keys))?;
+        keys
+    } else {
+        Vec::new()
+    };
     let flat = |v: &[V3]| -> Vec<f64> { v.iter().flatten().copied().collect() };
     upload_bytes(stream, st, a.pos, as_bytes(&flat(&state.pos)))?;
     upload_bytes(stream, st, a.vel, &real_bytes(&flat(&state.vel), real))?;
@@ -906,11 +934,21 @@ pub(crate) fn set_state(
         let eb = hist_entry_bytes(real);
         // Pairs-once rows keep a pair's spring with its owner only (the other side's entry is
         // the same spring negated: physics.rs, a_pair_seen_from_its_other_side_is_the_exact_mirror).
+        // With owner keys by the keys (a partner that has left the run keeps no entry).
         let pairs = st.hist_pairs;
+        let keys = &keys;
+        let ids = &state.id;
         let entries_of = |i: usize| {
             let id = state.id[i];
             state.history_of(i).filter(move |h| {
-                !pairs || !is_particle_partner(h.partner) || owns_pair(id, h.partner)
+                if !pairs || !is_particle_partner(h.partner) {
+                    true
+                } else if keys.is_empty() {
+                    owns_pair(id, h.partner)
+                } else {
+                    ids.binary_search(&h.partner)
+                        .is_ok_and(|q| owns_pair_keyed(keys[i], id, keys[q], h.partner))
+                }
             })
         };
         let mut count = vec![0u32; n];
@@ -997,7 +1035,8 @@ fn set_spill(
     if !bytes.is_empty() {
         upload_bytes(stream, st, s.bufs[s.cur], bytes)?;
     }
-    let mut ctl = [0u32, 0, links, 0];
+    let mut ctl = [0u32; SPILL_CTL_WORDS];
+    ctl[2] = links;
     ctl[s.cur] = links;
     upload_bytes(stream, st, s.ctl, as_bytes(&ctl))
 }
@@ -1320,7 +1359,12 @@ pub(crate) fn download_into(
     if a.hist_count != 0 {
         let cap = p.hist_cap as usize;
         let (sc, sr) = (p.hist_sc as usize, p.hist_sr as usize);
-        let rows: Vec<u32> = download(stream, st, a.row, n)?;
+        // Owner keys: every slot's row is its slot.
+        let rows: Vec<u32> = if a.row != 0 {
+            download(stream, st, a.row, n)?
+        } else {
+            (0..n as u32).collect()
+        };
         // A live slot's row may be any of the capacity's (rows move with the slots).
         let nrows = rows.iter().map(|&r| r as usize + 1).max().unwrap_or(0);
         let count: Vec<u32> = download(stream, st, a.hist_count, nrows)?;

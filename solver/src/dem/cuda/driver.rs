@@ -287,6 +287,10 @@ pub fn load_module(ctx: &Arc<CudaContext>, cfg: ModuleConfig) -> Result<Arc<DemM
             // Only spill rows have it (DEM_HIST_SPILL).
             continue;
         }
+        if matches!(k, Kernel::OwnerKeys | Kernel::Adopt) && !cfg.owner_keys {
+            // Only owner keys have them (DEM_OWNER_KEYS).
+            continue;
+        }
         let m = if k == Kernel::Energies {
             &energies_module
         } else {

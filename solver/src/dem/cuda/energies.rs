@@ -45,6 +45,8 @@ impl CudaSim {
             // Without the skin's arrays (the cells of now); the grid the skin's steps use is
             // overwritten, so the next step searches.
             l.grid.without_skin();
+            // The owner keys stay as the rows hold them (the next step's search moves pairs).
+            l.adopt = false;
             self.enqueue_search(&l, &mut Marks::off())?;
             self.skin_stale();
             // One copy of the state was reordered through its force buffer.

@@ -22,6 +22,10 @@ pub(crate) struct StepLaunches {
     /// Whether the step searches (false: a Verlet skin's step between searches, the collide
     /// alone reading the state: `skin.rs`).
     pub search: bool,
+    /// Owner keys (`DEM_OWNER_KEYS`): whether the search recomputes the keys and hands pairs
+    /// over (`dem_owner_keys`, `dem_adopt`), which a step's does and the extra searches of the
+    /// energies and the spill rows' sizing do not (the next step's search does it for them).
+    pub adopt: bool,
     /// Parameters of the search kernels (all slots).
     pub p: DemParams,
     /// Parameters of the collide (its live slots).

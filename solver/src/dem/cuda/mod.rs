@@ -287,6 +287,11 @@ pub struct CudaOptions {
     /// as many as the first step will take: `CudaSim::size_spill`); tests set a number, which
     /// is kept as it is, to see them grow or run out.
     pub spill_start: u32,
+    /// Where pairs-once rows with spill rows live with one copy of the state on one GPU:
+    /// decide each pair's owner from the particles' positions (owner keys, `DEM_OWNER_KEYS` in
+    /// contact.cu; true, the default), so rows hold about half of any particle's contacts
+    /// whatever its id, or from the ids (false: rows as long as the ids' order needs).
+    pub owner_keys: bool,
 }
 
 /// Copies of the particle state on one GPU (contact.cu, `DEM_SINGLE_COPY`).
@@ -413,6 +418,7 @@ impl Default for CudaOptions {
             state_copies: StateCopies::Auto,
             hist_spill: 0,
             spill_start: 0,
+            owner_keys: true,
         }
     }
 }
@@ -598,7 +604,7 @@ pub(crate) fn module_config(
         .iter()
         .chain(&sc.table.pw)
         .any(|p| p.mu_s > 0.0 || p.mu_r > 0.0);
-    ModuleConfig {
+    let mut cfg = ModuleConfig {
         model: match sc.model {
             ContactModel::Linear => 0,
             ContactModel::HertzMindlin => 1,
@@ -619,7 +625,23 @@ pub(crate) fn module_config(
         passes: opts.slab,
         single_copy: opts.state_copies == StateCopies::One,
         hist_spill: opts.history == HistoryMode::Pairs && opts.hist_spill > 0,
-    }
+        owner_keys: false,
+    };
+    cfg.owner_keys = owner_keys_possible(&cfg, opts);
+    cfg
+}
+
+/// Whether [`ModuleConfig::owner_keys`] can work: asked for, pairs-once rows with spill rows,
+/// one copy of the state, slot-major rows (a search then moves the rows with the slots,
+/// `CudaSim::history_moves`), one GPU.
+fn owner_keys_possible(cfg: &ModuleConfig, opts: &CudaOptions) -> bool {
+    opts.owner_keys
+        && cfg.friction
+        && cfg.hist_pairs
+        && cfg.hist_spill
+        && cfg.single_copy
+        && opts.hist_layout == HistLayout::SlotMajor
+        && !opts.slab
 }
 
 /// Compiles the DEM module a case will need on `devices` ahead, on threads of their own, while
@@ -781,6 +803,8 @@ impl CudaSim {
             single_ok?;
         }
         fits?;
+        // One copy may have been taken above.
+        cfg.owner_keys = owner_keys_possible(&cfg, opts);
         let collide_shared = collide_shared_bytes(&ctx, cfg, opts)?;
         let module = driver::load_module(&ctx, cfg)?;
         if collide_shared > 0 {
@@ -929,6 +953,16 @@ impl CudaSim {
             }
             None => Ok(None),
         }
+    }
+
+    /// Owner keys ([`CudaOptions::owner_keys`]): the springs handed from one particle's row to
+    /// the other's at searches since the start (modulo 2^32), or None without owner keys.
+    /// Synchronises.
+    pub fn springs_handed_over(&self) -> Result<Option<u32>, CudaError> {
+        if !self.cfg.owner_keys {
+            return Ok(None);
+        }
+        Ok(Some(buffers::read_spill_ctl(&self.stream, &self.state)?[4]))
     }
 
     /// NVRTC compile time of this sim's module [s] (0 when it came from the disk cache).

@@ -80,6 +80,9 @@ pub struct DemParams {
     pub spill_width: u32,
     pub spill_sel: u32,
     pub spill_pad: u32,
+    /// Owner keys (`DEM_OWNER_KEYS`): on the `dem_springs` of a step that searched, each slot's
+    /// adoption row (`dem_adopt`, contact.cu), else 0.
+    pub adopt: u64,
 }
 
 /// `ParticleArrays`: one copy of the sorted particle state.
@@ -98,6 +101,9 @@ pub struct ParticleArrays {
     pub contacts: u64,
     pub torque: u64,
     pub row: u64,
+    /// Owner key of each slot (u32, `state::owner_key` at the last search), with owner keys
+    /// only (then `row` is 0: every slot's row is its slot).
+    pub key: u64,
 }
 
 /// `GridArrays`: neighbour-search arrays.
@@ -173,9 +179,9 @@ const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
 const _: () = assert!(std::mem::size_of::<MeshArrays>() == 80);
 const _: () = assert!(
     std::mem::size_of::<DemParams>()
-        == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8 + 8 + 8 + 24 + 3 * 8 + 16
+        == 5 * 8 + 3 * 3 * 8 + 16 * 4 + 3 * 8 + 8 + 8 + 24 + 3 * 8 + 16 + 8
 );
-const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 88);
+const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 96);
 const _: () = assert!(std::mem::size_of::<GridArrays>() == 80);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);
 const _: () = assert!(std::mem::size_of::<crate::dem::physics::MaterialPair>() == 56);

@@ -422,6 +422,7 @@ impl CudaSim {
         pc.n_rows = if self.history_in_place() { p.n } else { 0 };
         Ok(StepLaunches {
             search,
+            adopt: search && self.cfg.owner_keys,
             p,
             pc,
             cur,
@@ -527,6 +528,8 @@ impl CudaSim {
         } else {
             arrays.push((cur.row, 1));
         }
+        // Owner keys move with their slots (0 without).
+        arrays.push((cur.key, 1));
         crate::dem::cuda::driver::bind(&self.stream)?;
         for (ptr, words) in arrays {
             if ptr == 0 {
@@ -560,6 +563,9 @@ impl CudaSim {
             }
             .map_err(|e| CudaError::driver("copying a reordered array back", e))?;
         }
+        if l.adopt {
+            self.enqueue_adopt(l, pc)?;
+        }
         if grid.path != 0 {
             // The paths held the permutation (buffers.rs): nothing has moved since the search.
             // SAFETY: plain memset of the skin's n paths (f32 0.0 is all zero bytes), a live
@@ -577,9 +583,77 @@ impl CudaSim {
         Ok(())
     }
 
+    /// Owner keys, at a step's search, after the reorder (`pc` over every slot): the spill
+    /// counter of this step's rows zeroed, `dem_owner_keys` (the old keys into the force
+    /// buffer's first n words), then `dem_adopt` (each slot's adoption row into its next n
+    /// words: [`Self::adopt_links`]), before `dem_springs` reads them.
+    fn enqueue_adopt(&self, l: &StepLaunches, pc: DemParams) -> Result<(), CudaError> {
+        let n = pc.n;
+        let (scratch, scratch_bytes) = self.state.scratch;
+        assert!(
+            8 * n as usize <= scratch_bytes,
+            "the force buffer holds two words a slot"
+        );
+        let old = scratch;
+        let links = self.adopt_links(n);
+        crate::dem::cuda::driver::bind(&self.stream)?;
+        // SAFETY: the 4-byte counter spill_ctl[spill_sel] (buffers::Spill, 16 bytes), on this
+        // sim's stream; dem_adopt and then dem_springs take rows from it.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(
+                pc.spill_ctl + 4 * u64::from(pc.spill_sel),
+                0,
+                4,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(|e| CudaError::driver("clearing the spill counter", e))?;
+        let cur = l.cur;
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::OwnerKeys));
+        b.arg(&pc).arg(&cur).arg(&old);
+        // SAFETY: dem_owner_keys(DemParams, ParticleArrays, unsigned* old): thread k < n reads
+        // slot k's position and key and writes key[k] and old[k]; the n words of `old` lie in
+        // the force buffer (checked above), which nothing else uses between the reorder and
+        // the collide.
+        unsafe { b.launch(blocks(n, 256)) }
+            .map_err(|e| CudaError::driver("launching dem_owner_keys", e))?;
+        let (grid, diag) = (l.grid, l.diag);
+        let mut b = self
+            .stream
+            .launch_builder(self.module.function(Kernel::Adopt));
+        b.arg(&pc)
+            .arg(&cur)
+            .arg(&grid)
+            .arg(&old)
+            .arg(&links)
+            .arg(&diag);
+        // SAFETY: dem_adopt(DemParams, ParticleArrays, GridArrays, old, links, DemDiag*): thread
+        // k < n reads the state, the keys, the grid's cell starts (this search's) and the rows,
+        // writes links[k] (the force buffer's second n words, distinct from old's) and takes
+        // rows of spill_next (spill_rows of spill_width entries) by the atomic counter
+        // spill_ctl[spill_sel], writing only the rows it took; one atomic counter of `diag`.
+        unsafe { b.launch(blocks(n, 128)) }
+            .map_err(|e| CudaError::driver("launching dem_adopt", e))?;
+        Ok(())
+    }
+
+    /// The device address of the adoption rows' links of a step that searched with owner keys
+    /// ([`Self::enqueue_adopt`]): the force buffer's second `n` words.
+    fn adopt_links(&self, n: u32) -> u64 {
+        self.state.scratch.0 + 4 * u64::from(n)
+    }
+
     /// Queues `dem_springs` (pairs-once history): every live slot's owned springs updated in
-    /// its row, before the collide reads them.
+    /// its row, before the collide reads them. After a search with owner keys it reads the
+    /// adoption rows (whose rows it takes its spill rows after: the counter is not zeroed).
     fn enqueue_springs(&self, l: &StepLaunches) -> Result<(), CudaError> {
+        if l.adopt {
+            let mut pc = l.pc;
+            pc.adopt = self.adopt_links(l.pc.n.max(l.pc.n_rows));
+            return self.enqueue_springs_walk(Kernel::Springs, l, pc);
+        }
         if l.pc.spill_rows > 0 {
             crate::dem::cuda::driver::bind(&self.stream)?;
             // SAFETY: the 4-byte counter spill_ctl[spill_sel] of the spill buffer dem_springs
@@ -594,19 +668,24 @@ impl CudaSim {
             }
             .map_err(|e| CudaError::driver("clearing the spill counter", e))?;
         }
-        self.enqueue_springs_walk(Kernel::Springs, l)
+        self.enqueue_springs_walk(Kernel::Springs, l, l.pc)
     }
 
     /// Queues `kernel`, `dem_springs` or `dem_spill_count` (the same walk, counting only), on
-    /// the state `l.input` over the live slots.
-    fn enqueue_springs_walk(&self, kernel: Kernel, l: &StepLaunches) -> Result<(), CudaError> {
+    /// the state `l.input` over the live slots, with parameters `pc`.
+    fn enqueue_springs_walk(
+        &self,
+        kernel: Kernel,
+        l: &StepLaunches,
+        pc: DemParams,
+    ) -> Result<(), CudaError> {
         let mut b = self.stream.launch_builder(self.module.function(kernel));
-        b.arg(&l.pc)
+        b.arg(&pc)
             .arg(&l.input)
             .arg(&l.grid)
             .arg(&l.diag)
             .arg(&l.msh);
-        let mut cfg = blocks(l.pc.n, kernels::COLLIDE_THREADS);
+        let mut cfg = blocks(pc.n, kernels::COLLIDE_THREADS);
         cfg.shared_mem_bytes = self.collide_shared;
         // SAFETY: dem_springs / dem_spill_count(DemParams, in, GridArrays, DemDiag*,
         // MeshArrays): read the state `in` and thread k's history row in.row[k] (rows are a
@@ -1052,8 +1131,10 @@ impl CudaSim {
         self.prepare_meshes(self.time)?;
         let p = self.params;
         let mut l = self.step_launches(p, p, true)?;
-        // Without the skin's arrays (the cells of now): the next step searches again.
+        // Without the skin's arrays (the cells of now): the next step searches again. The
+        // owner keys stay as the rows hold them (that search moves pairs).
         l.grid.without_skin();
+        l.adopt = false;
         self.enqueue_search(&l, &mut Marks::off())?;
         self.skin_stale();
         self.forces_stale |= self.cfg.single_copy;
@@ -1065,7 +1146,7 @@ impl CudaSim {
         }
         .map_err(|e| CudaError::driver("clearing the spill count", e))?;
         // dem_springs' walk over the state the search just sorted, counting.
-        self.enqueue_springs_walk(Kernel::SpillCount, &l)?;
+        self.enqueue_springs_walk(Kernel::SpillCount, &l, l.pc)?;
         let need = super::buffers::read_spill_ctl(&self.stream, &self.state)?[3];
         let want = need.saturating_add(need / 2);
         if want > sp.rows {

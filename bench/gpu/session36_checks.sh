@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Session 36 (2026-12-03) on one GPU (only nvidia-h200 was lent): issue 13's pairs-once rows
+# with owner keys (CudaOptions::owner_keys, `dem-gpu-bench --owner positions|ids`): each pair's
+# spring kept by the particle higher up, not by the ids, and handed over at searches
+# (dem_owner_keys, dem_adopt). From the repository root, after bash bench/gpu/pack.sh:
+#
+#   bench/gpu/session36_checks.sh keys     # the twins (physics_parity), cuda_parity's owner-key
+#                                          # test and the spill and variant tests; the 10 M
+#                                          # dense bed in its three id orders with rows of 6 and
+#                                          # spill rows of 6 by the keys, the shuffled one by the
+#                                          # ids for comparison; the main job with compact
+#   bench/gpu/session36_checks.sh full     # every cuda_parity test, on one copy and as it is
+#   bench/gpu/session36_checks.sh largest  # 400 M frictional particles with shuffled ids
+#
+# Logs $OUT/session36_<part>.log, *.out; records $OUT/dem_gpu.jsonl.
+set -uo pipefail
+part=${1:-keys}
+export OUT=${OUT:-bench/results/raw/session36}
+source "$(dirname "$0")/lib.sh" "session36_${part}"
+budget=${BUDGET:-560}
+J="$OUT/dem_gpu.jsonl"
+RESULT_PATTERN="identical|bits|spill|handed|B/particle|test result|panicked|FAILED|steps/s|differ"
+RESULT_LINES=30
+# main_compact: the README's main command with the compact layout, as a user runs it (built-in
+# case, 1 M, 1 s), its log in $OUT/main_compact.out.
+main_compact() {
+  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
+  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
+    > "$OUT/main_compact.out" 2>&1
+  echo "exit $?"
+  grep -E "CUDA device|B/particle|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
+}
+dense() { item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off "$@"; }
+case $part in
+keys)
+  (cd solver && item 40 result physics_parity timeout 100 "$BIN/physics_parity" --nocapture)
+  (cd solver && item 150 result cuda_parity_keys timeout 250 "$BIN/cuda_parity" --test-threads 1 --nocapture \
+    owner_keys spill_rows collide_variants)
+  dense --ids random --history pairs --hist-cap 6 --hist-spill 6 --copies 1
+  dense --ids raster --history pairs --hist-cap 6 --hist-spill 6 --copies 1
+  dense --ids cells --history pairs --hist-cap 6 --hist-spill 6 --copies 1
+  dense --ids random --history pairs --hist-cap 8 --hist-spill 5 --copies 1 --owner ids
+  main_compact
+  ;;
+full)
+  (cd solver && item 200 result cuda_parity_one env PARTICLE_SHM_TEST_COPIES=1 timeout 260 \
+    "$BIN/cuda_parity" --test-threads 1 --nocapture)
+  (cd solver && item 200 result cuda_parity timeout 260 "$BIN/cuda_parity" --test-threads 1)
+  ;;
+largest)
+  # 400 M frictional particles with shuffled ids, rows of 6 and spill rows of 6 by the keys.
+  item 330 run bench --particles 4e8 --ids random --model linear-friction --phase dense --relax 20 --steps 20 \
+    --list off --history pairs --hist-cap 6 --hist-spill 6 --copies 1
+  ;;
+*) echo "unknown part $part"; exit 2 ;;
+esac
+echo "session36 $part done in $SECONDS s"
