@@ -104,3 +104,15 @@ dem_suite() {
   done
   popd >/dev/null || return
 }
+# main_compact: the README's main command with the compact layout, as a user runs it (built-in
+# case, 1 M, 1 s), its log in $OUT/main_compact.out.
+main_compact() {
+  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
+  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
+    > "$OUT/main_compact.out" 2>&1
+  echo "exit $?"
+  grep -E "CUDA device|B/particle|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
+}
+# dense ARGS...: the 10 M dense frictional bed of issue 13's memory runs (no Verlet list), with
+# ARGS, its record appended to $J.
+dense() { item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off "$@"; }

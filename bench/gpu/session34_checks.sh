@@ -25,7 +25,6 @@ budget=${BUDGET:-560}
 J="$OUT/dem_gpu.jsonl"
 RESULT_PATTERN="identical|bits|B/particle|test result|panicked|FAILED|steps/s"
 RESULT_LINES=30
-dense() { item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off "$@"; }
 case $part in
 first)
   (cd solver && item 90 result cuda_parity_new timeout 200 "$BIN/cuda_parity" --test-threads 1 --nocapture \

@@ -30,16 +30,6 @@ budget=${BUDGET:-560}
 J="$OUT/dem_gpu.jsonl"
 RESULT_PATTERN="identical|bits|spill|B/particle|test result|panicked|FAILED|steps/s"
 RESULT_LINES=30
-# main_compact: the README's main command with the compact layout, as a user runs it (built-in
-# case, 1 M, 1 s), its log in $OUT/main_compact.out.
-main_compact() {
-  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
-  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
-    > "$OUT/main_compact.out" 2>&1
-  echo "exit $?"
-  grep -E "CUDA device|B/particle|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
-}
-dense() { item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off "$@"; }
 case $part in
 first)
   (cd solver && item 120 result cuda_parity_spill timeout 250 "$BIN/cuda_parity" --test-threads 1 --nocapture \

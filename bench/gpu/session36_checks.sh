@@ -10,7 +10,14 @@
 #                                          # spill rows of 6 by the keys, the shuffled one by the
 #                                          # ids for comparison; the main job with compact
 #   bench/gpu/session36_checks.sh full     # every cuda_parity test, on one copy and as it is
+#   bench/gpu/session36_checks.sh again    # the owner-key and spill tests (revised after full:
+#                                          # the shaken pack searches every step; f32 spill
+#                                          # rows compared with rows of the same owners), on
+#                                          # one copy and as they are
 #   bench/gpu/session36_checks.sh largest  # 400 M frictional particles with shuffled ids
+#   bench/gpu/session36_checks.sh auto     # 450 M with shuffled ids and every layout left to
+#                                          # `auto`: too large for one copy in place (about
+#                                          # 148 GiB), it falls back to the compact layout
 #
 # Logs $OUT/session36_<part>.log, *.out; records $OUT/dem_gpu.jsonl.
 set -uo pipefail
@@ -21,16 +28,6 @@ budget=${BUDGET:-560}
 J="$OUT/dem_gpu.jsonl"
 RESULT_PATTERN="identical|bits|spill|handed|B/particle|test result|panicked|FAILED|steps/s|differ"
 RESULT_LINES=30
-# main_compact: the README's main command with the compact layout, as a user runs it (built-in
-# case, 1 M, 1 s), its log in $OUT/main_compact.out.
-main_compact() {
-  echo "+ solver --name-shm main_compact --backend cuda --gpu-memory compact"
-  /usr/bin/time -f "wall %e s" timeout 200 solver --name-shm main_compact --backend cuda --gpu-memory compact \
-    > "$OUT/main_compact.out" 2>&1
-  echo "exit $?"
-  grep -E "CUDA device|B/particle|finished|error|wall|spill" "$OUT/main_compact.out" | tail -n 10
-}
-dense() { item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off "$@"; }
 case $part in
 keys)
   (cd solver && item 40 result physics_parity timeout 100 "$BIN/physics_parity" --nocapture)
@@ -51,6 +48,15 @@ largest)
   # 400 M frictional particles with shuffled ids, rows of 6 and spill rows of 6 by the keys.
   item 330 run bench --particles 4e8 --ids random --model linear-friction --phase dense --relax 20 --steps 20 \
     --list off --history pairs --hist-cap 6 --hist-spill 6 --copies 1
+  ;;
+again)
+  (cd solver && item 100 result cuda_parity_keys_one env PARTICLE_SHM_TEST_COPIES=1 timeout 200 \
+    "$BIN/cuda_parity" --test-threads 1 --nocapture owner_keys spill_rows)
+  (cd solver && item 100 result cuda_parity_keys timeout 200 "$BIN/cuda_parity" --test-threads 1 --nocapture \
+    owner_keys spill_rows)
+  ;;
+auto)
+  item 330 run bench --particles 4.5e8 --ids random --model linear-friction --phase dense --relax 20 --steps 20
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

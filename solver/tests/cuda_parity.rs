@@ -269,13 +269,7 @@ fn spill_rows_keep_the_cpu_bits_and_grow() {
         let spill = g.spill_rows()?.unwrap_or((0, 0, 0));
         Ok((g.state()?, spill))
     };
-    let same = |label: &str, a: &SimState| {
-        assert_eq!(a.pos, c.pos, "{label}: positions");
-        assert_eq!(a.vel, c.vel, "{label}: velocities");
-        assert_eq!(a.omega, c.omega, "{label}: angular velocities");
-        assert_eq!(a.contacts, c.contacts, "{label}: contact counts");
-        assert!(a.history == c.history, "{label}: contact history");
-    };
+    let same = |label: &str, a: &SimState| assert_cpu_bits(label, a, &c);
     let (a, (width, rows, taken)) = run(&base).expect("spill rows");
     same("rows of 3, spill rows of 8", &a);
     // A restart from that state uploads every row's spill row (`buffers::place_row`) and
@@ -317,25 +311,33 @@ fn spill_rows_keep_the_cpu_bits_and_grow() {
     );
     assert!(err.to_string().contains("spill rows"), "{err}");
     println!("spill rows: {taken} of {} particles spill, bit-identical to the CPU; grown {taken} -> {grown}; {err}", state.pos.len());
-    // f32: the same bits as rows that never spill (the entries are the same, stored elsewhere).
-    let long = CudaOptions {
-        hist_cap: 12,
-        hist_spill: 0,
-        ..parity_opts(false)
-    };
-    let (f, _) = run(&CudaOptions {
-        double: false,
-        ..base.clone()
-    })
-    .expect("f32 spill rows");
-    let (l, _) = run(&CudaOptions {
-        history: HistoryMode::Pairs,
-        ..long
-    })
-    .expect("f32 rows of 12");
-    assert_eq!(f.pos, l.pos, "f32 positions");
-    assert_eq!(f.vel, l.vel, "f32 velocities");
-    assert!(f.history == l.history, "f32 contact history");
+    // f32: the same bits as rows that never spill (the entries are the same, stored elsewhere),
+    // with the same owners: f32 contracts products into FMAs, so a spring's bits depend on
+    // which side updates it. Owners by id (rows of 12 have no spill rows, which owner keys
+    // need), and, where one copy of the state gives owner keys, by the keys with spill rows
+    // that rows of 12 never take.
+    for keys in [false, true] {
+        let (f, _) = run(&CudaOptions {
+            double: false,
+            owner_keys: keys,
+            ..base.clone()
+        })
+        .expect("f32 spill rows");
+        let (l, _) = run(&CudaOptions {
+            double: false,
+            owner_keys: keys,
+            hist_cap: 12,
+            hist_spill: if keys { 8 } else { 0 },
+            ..base.clone()
+        })
+        .expect("f32 rows of 12");
+        assert_eq!(f.pos, l.pos, "f32 positions, owner keys {keys}");
+        assert_eq!(f.vel, l.vel, "f32 velocities, owner keys {keys}");
+        assert!(
+            f.history == l.history,
+            "f32 contact history, owner keys {keys}"
+        );
+    }
 }
 
 /// Owner keys (`CudaOptions::owner_keys`, the default where pairs-once rows with spill rows
@@ -379,23 +381,24 @@ fn owner_keys_hand_pairs_over_with_the_cpu_bits() {
         });
     }
     let mut handed_shaken = 0;
-    for (name, sc, state, steps) in [
-        ("shaken dense pack", shaken_sc, shaken, 600u64),
-        ("falling box", boxed, state, 1500),
-        ("drum", drum.0, drum.1, 600),
+    // The shaken pack searches every step (its skin would see no search in 600 steps: pairs
+    // change hands only at searches); the others keep the default skin.
+    for (name, sc, state, steps, skin) in [
+        ("shaken dense pack", shaken_sc, shaken, 600u64, Some(0.0)),
+        ("falling box", boxed, state, 1500, None),
+        ("drum", drum.0, drum.1, 600, None),
     ] {
         let c = cpu_after(&sc, &state, steps);
-        let opts = keyed(&sc);
+        let mut opts = keyed(&sc);
+        if let Some(skin) = skin {
+            opts.skin = skin;
+        }
         let (a, handed) = run(&sc, &state, &opts, steps);
         let handed = handed.expect("owner keys");
         if name.starts_with("shaken") {
             handed_shaken = handed;
         }
-        assert_eq!(a.pos, c.pos, "{name}: positions");
-        assert_eq!(a.vel, c.vel, "{name}: velocities");
-        assert_eq!(a.omega, c.omega, "{name}: angular velocities");
-        assert_eq!(a.contacts, c.contacts, "{name}: contact counts");
-        assert!(a.history == c.history, "{name}: contact history");
+        assert_cpu_bits(name, &a, &c);
         let by_ids = CudaOptions {
             owner_keys: false,
             ..opts.clone()
@@ -416,22 +419,11 @@ fn owner_keys_hand_pairs_over_with_the_cpu_bits() {
     );
     // A shuffled dense pack (IdOrder::Random): by the ids most rows of 6 spill, by the keys
     // only those under the lid.
-    let pack = solver::bench_cases::dense_pack_ordered(
-        4000,
+    let (sc, state) = dense_pack_ordered_at_rest(
         solver::bench_cases::BenchModel::LinearFriction,
         solver::bench_cases::IdOrder::Random,
     );
-    let sc = cuda::step_context(&pack.case).expect("case");
-    let n = pack.positions.len();
-    // Particle i has id i (SimState::new): the pack's order is the shuffle.
-    let state = SimState::new(
-        0.0,
-        0,
-        vec![0; n],
-        pack.positions,
-        vec![[0.0; 3]; n],
-        vec![[0.0; 3]; n],
-    );
+    let n = state.pos.len();
     let c = cpu_after(&sc, &state, 300);
     let six = CudaOptions {
         hist_cap: 6,
@@ -450,10 +442,8 @@ fn owner_keys_hand_pairs_over_with_the_cpu_bits() {
         owner_keys: false,
         ..six.clone()
     });
-    for (label, s) in [("shuffled pack, keys", &a), ("shuffled pack, ids", &b)] {
-        assert_eq!(s.pos, c.pos, "{label}: positions");
-        assert!(s.history == c.history, "{label}: contact history");
-    }
+    assert_cpu_bits("shuffled pack, keys", &a, &c);
+    assert_cpu_bits("shuffled pack, ids", &b, &c);
     assert!(
         (by_keys as usize) < n / 8 && (by_ids as usize) > n / 4,
         "spill rows taken: {by_keys} by the keys, {by_ids} by the ids, of {n} particles"
@@ -463,7 +453,15 @@ fn owner_keys_hand_pairs_over_with_the_cpu_bits() {
 
 /// A dense FCC pack of about 4,000 particles at rest (`bench_cases::dense_pack`) in `model`.
 fn dense_pack_at_rest(model: solver::bench_cases::BenchModel) -> (StepContext, SimState) {
-    let pack = solver::bench_cases::dense_pack(4000, model);
+    dense_pack_ordered_at_rest(model, solver::bench_cases::IdOrder::Cells)
+}
+
+/// [`dense_pack_at_rest`] with its particles in `order` (particle i has id i).
+fn dense_pack_ordered_at_rest(
+    model: solver::bench_cases::BenchModel,
+    order: solver::bench_cases::IdOrder,
+) -> (StepContext, SimState) {
+    let pack = solver::bench_cases::dense_pack_ordered(4000, model, order);
     let n = pack.positions.len();
     let state = SimState::new(
         0.0,
@@ -560,6 +558,16 @@ fn one_state_copy_gives_the_bits_of_two() {
             two.3, one.3
         );
     }
+}
+
+/// A GPU run in f64 against the CPU reference, bit for bit: positions, velocities, spins,
+/// contact counts and contact histories.
+fn assert_cpu_bits(label: &str, got: &SimState, cpu: &SimState) {
+    assert_eq!(got.pos, cpu.pos, "{label}: positions");
+    assert_eq!(got.vel, cpu.vel, "{label}: velocities");
+    assert_eq!(got.omega, cpu.omega, "{label}: angular velocities");
+    assert_eq!(got.contacts, cpu.contacts, "{label}: contact counts");
+    assert!(got.history == cpu.history, "{label}: contact history");
 }
 
 /// Two GPU runs that must agree bit for bit: positions, velocities, spins, stored forces and

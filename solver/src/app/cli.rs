@@ -118,7 +118,8 @@ pub struct Cli {
     /// DEM on one GPU: how the device stores the particles. `auto` takes the fastest layout
     /// that fits: two copies of the state, a Verlet list and, with friction, two contact
     /// histories (about 760 B/particle), dropping the list, then the second history (about
-    /// 390 B), then the second copy of the state (about 350 B) when the case does not fit.
+    /// 390 B), then the second copy of the state (about 350 B), then `compact` (with friction)
+    /// when the case does not fit.
     /// `compact` keeps one copy of the state, no Verlet list, and each particle pair's
     /// tangential spring once, in rows of 6 entries per particle with spill rows of 6 more for
     /// the particles that need them (about 200 B/particle, 207 in the built-in case; its speed
@@ -236,7 +237,7 @@ pub enum GpuMemory {
 /// spill rarely (the main job: 207 B/particle); a bed compressed to 12 contacts keeps 6 at
 /// every site but the layer under a lid (7, in spill rows): 198 B/particle at 10 M in any id
 /// order (session 36; by the ids, shuffled, it needed rows of 8 and 241.5 B).
-pub const COMPACT_ROWS: u32 = 6;
+pub const COMPACT_ROWS: u32 = solver::dem::cuda::COMPACT_ROWS;
 
 /// Entries of a spill row behind compact rows of `rows` entries: 6, or fewer where a row
 /// would pass [`kernels::PAIRS_MAX_ROW`] entries; none behind rows of 1 (a row needs an entry
@@ -245,7 +246,7 @@ pub fn compact_spill(rows: u32) -> u32 {
     if rows < 2 {
         0
     } else {
-        6.min(kernels::PAIRS_MAX_ROW + 1 - rows)
+        solver::dem::cuda::COMPACT_SPILL.min(kernels::PAIRS_MAX_ROW + 1 - rows)
     }
 }
 

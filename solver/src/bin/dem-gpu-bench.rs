@@ -949,7 +949,7 @@ fn bench(a: &Args) -> Result<()> {
                     if sim.module_config().hist_spill {
                         format!(
                             ", spill rows of {}, owners by {}",
-                            a.hist_spill,
+                            sim.history_rows().1,
                             if sim.module_config().owner_keys {
                                 "position"
                             } else {
