@@ -15,6 +15,11 @@
 #                                          # rows compared with rows of the same owners), on
 #                                          # one copy and as they are
 #   bench/gpu/session36_checks.sh largest  # 400 M frictional particles with shuffled ids
+#   bench/gpu/session36_checks.sh verify   # the final build: compute-sanitizer memcheck on a
+#                                          # small compact run (dem_owner_keys, dem_adopt); the
+#                                          # main job as a user runs it; issue 13's 10 M dense
+#                                          # records in the default layout (linear and Hertz
+#                                          # with friction, frictionless)
 #   bench/gpu/session36_checks.sh auto     # 450 M with shuffled ids and every layout left to
 #                                          # `auto`: too large for one copy in place (about
 #                                          # 148 GiB), it falls back to the compact layout
@@ -26,7 +31,7 @@ export OUT=${OUT:-bench/results/raw/session36}
 source "$(dirname "$0")/lib.sh" "session36_${part}"
 budget=${BUDGET:-560}
 J="$OUT/dem_gpu.jsonl"
-RESULT_PATTERN="identical|bits|spill|handed|B/particle|test result|panicked|FAILED|steps/s|differ"
+RESULT_PATTERN="identical|bits|spill|handed|B/particle|test result|panicked|FAILED|steps/s|differ|ERROR SUMMARY"
 RESULT_LINES=30
 case $part in
 keys)
@@ -54,6 +59,15 @@ again)
     "$BIN/cuda_parity" --test-threads 1 --nocapture owner_keys spill_rows)
   (cd solver && item 100 result cuda_parity_keys timeout 200 "$BIN/cuda_parity" --test-threads 1 --nocapture \
     owner_keys spill_rows)
+  ;;
+verify)
+  item 90 result sanitizer_memcheck_compact compute-sanitizer --tool memcheck --error-exitcode 3 \
+    dem-gpu-bench bench --particles 1e4 --ids random --model linear-friction --phase dense --relax 100 --steps 20 \
+    --list off --history pairs --hist-cap 6 --hist-spill 6 --copies 1 --skin 0
+  item 60 bash bench/gpu/main_job.sh
+  item 60 run bench --particles 1e7 --model linear-friction --phase dense
+  item 60 run bench --particles 1e7 --model hertz --phase dense
+  item 60 run bench --particles 1e7 --model linear --phase dense
   ;;
 auto)
   item 330 run bench --particles 4.5e8 --ids random --model linear-friction --phase dense --relax 20 --steps 20
