@@ -20,6 +20,9 @@
 #                                          # main job as a user runs it; issue 13's 10 M dense
 #                                          # records in the default layout (linear and Hertz
 #                                          # with friction, frictionless)
+#   bench/gpu/session36_checks.sh compact  # the parity tests that take the tests' default
+#                                          # options and the validation suites, with
+#                                          # PARTICLE_SHM_TEST_HISTORY=compact (owner keys)
 #   bench/gpu/session36_checks.sh auto     # 450 M with shuffled ids and every layout left to
 #                                          # `auto`: too large for one copy in place (about
 #                                          # 148 GiB), it falls back to the compact layout
@@ -68,6 +71,17 @@ verify)
   item 60 run bench --particles 1e7 --model linear-friction --phase dense
   item 60 run bench --particles 1e7 --model hertz --phase dense
   item 60 run bench --particles 1e7 --model linear --phase dense
+  ;;
+compact)
+  cd solver
+  item 120 result cuda_parity_compact env PARTICLE_SHM_TEST_HISTORY=compact timeout 200 "$BIN/cuda_parity" \
+    --test-threads 1 --nocapture cuda_matches_cpu two_species cuda_runs_are_deterministic skin_steps frame_arrays \
+    device_energies
+  for t in incline impact_hertz moving_geometry impact_linear packing process_features; do
+    item 60 result "validate_${t}_compact" env PARTICLE_SHM_TEST_BACKENDS=cuda PARTICLE_SHM_TEST_HISTORY=compact \
+      timeout 150 "$BIN/$t" --test-threads 1
+  done
+  cd ..
   ;;
 auto)
   item 330 run bench --particles 4.5e8 --ids random --model linear-friction --phase dense --relax 20 --steps 20

@@ -81,19 +81,33 @@ pub fn backends() -> Vec<(String, BackendKind)> {
     list
 }
 
-/// How the CUDA tests keep a frictional contact history (`auto`, `double`, `in-place`, `pairs`;
-/// unset: auto, which is two buffers for every test case): the device suite runs the parity,
-/// group and validation tests once more with `in-place`, and the one-GPU parity and validation
-/// tests with `pairs` (which groups refuse).
+/// How the CUDA tests keep a frictional contact history (`auto`, `double`, `in-place`, `pairs`,
+/// `compact`; unset: auto, which is two buffers for every test case): the device suite runs the
+/// parity, group and validation tests once more with `in-place`, and the one-GPU parity and
+/// validation tests with `pairs` (which groups refuse) and `compact` (`solver --gpu-memory
+/// compact`: pairs-once rows of 6 with spill rows of 6, kept by owner keys, and one copy of the
+/// state; for the tests that integrate with symplectic Euler).
 pub const HISTORY_ENV: &str = "PARTICLE_SHM_TEST_HISTORY";
 
-pub fn test_history() -> HistoryMode {
+/// [`HISTORY_ENV`]'s value: `compact`, or a history mode.
+fn history_env() -> Option<String> {
     let v = std::env::var(HISTORY_ENV).unwrap_or_default();
-    if v.trim().is_empty() {
-        return HistoryMode::Auto;
+    let v = v.trim();
+    (!v.is_empty()).then(|| v.to_string())
+}
+
+fn test_compact() -> bool {
+    history_env().as_deref() == Some("compact")
+}
+
+pub fn test_history() -> HistoryMode {
+    match history_env() {
+        None => HistoryMode::Auto,
+        Some(v) if v == "compact" => HistoryMode::Pairs,
+        Some(v) => HistoryMode::parse(&v).unwrap_or_else(|| {
+            panic!("{HISTORY_ENV}={v:?}: not auto, double, in-place, pairs or compact")
+        }),
     }
-    HistoryMode::parse(v.trim())
-        .unwrap_or_else(|| panic!("{HISTORY_ENV}={v:?}: not auto, double, in-place or pairs"))
 }
 
 /// Copies of the particle state the CUDA tests keep (`auto`, `2`, `1`; unset: auto, which is
@@ -112,6 +126,15 @@ pub fn test_copies() -> StateCopies {
 /// The CUDA backend's default options with the tests' history mode ([`HISTORY_ENV`]) and
 /// state copies ([`COPIES_ENV`]).
 pub fn cuda_options() -> CudaOptions {
+    if test_compact() {
+        return CudaOptions {
+            history: HistoryMode::Pairs,
+            hist_cap: solver::dem::cuda::COMPACT_ROWS,
+            hist_spill: solver::dem::cuda::COMPACT_SPILL,
+            state_copies: StateCopies::One,
+            ..CudaOptions::default()
+        };
+    }
     CudaOptions {
         history: test_history(),
         state_copies: test_copies(),
