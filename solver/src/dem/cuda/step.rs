@@ -596,18 +596,8 @@ impl CudaSim {
         );
         let old = scratch;
         let links = self.adopt_links(n);
-        crate::dem::cuda::driver::bind(&self.stream)?;
-        // SAFETY: the 4-byte counter spill_ctl[spill_sel] (buffers::Spill, 16 bytes), on this
-        // sim's stream; dem_adopt and then dem_springs take rows from it.
-        unsafe {
-            cudarc::driver::result::memset_d8_async(
-                pc.spill_ctl + 4 * u64::from(pc.spill_sel),
-                0,
-                4,
-                self.stream.cu_stream(),
-            )
-        }
-        .map_err(|e| CudaError::driver("clearing the spill counter", e))?;
+        // dem_adopt and then dem_springs take this step's spill rows from it.
+        self.clear_spill_counter(&pc)?;
         let cur = l.cur;
         let mut b = self
             .stream
@@ -639,6 +629,23 @@ impl CudaSim {
         Ok(())
     }
 
+    /// Zeroes the counter of the spill buffer a step takes its spill rows from
+    /// (`spill_ctl[spill_sel]` of `pc`), on this sim's stream.
+    fn clear_spill_counter(&self, pc: &DemParams) -> Result<(), CudaError> {
+        crate::dem::cuda::driver::bind(&self.stream)?;
+        // SAFETY: one 4-byte counter of spill_ctl (buffers::Spill::ctl, SPILL_CTL_WORDS words
+        // allocated; spill_sel is 0 or 1), on this sim's stream.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(
+                pc.spill_ctl + 4 * u64::from(pc.spill_sel),
+                0,
+                4,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(|e| CudaError::driver("clearing the spill counter", e))
+    }
+
     /// The device address of the adoption rows' links of a step that searched with owner keys
     /// ([`Self::enqueue_adopt`]): the force buffer's second `n` words.
     fn adopt_links(&self, n: u32) -> u64 {
@@ -655,18 +662,7 @@ impl CudaSim {
             return self.enqueue_springs_walk(Kernel::Springs, l, pc);
         }
         if l.pc.spill_rows > 0 {
-            crate::dem::cuda::driver::bind(&self.stream)?;
-            // SAFETY: the 4-byte counter spill_ctl[spill_sel] of the spill buffer dem_springs
-            // takes rows from (buffers::Spill, 16 bytes allocated), on this sim's stream.
-            unsafe {
-                cudarc::driver::result::memset_d8_async(
-                    l.pc.spill_ctl + 4 * u64::from(l.pc.spill_sel),
-                    0,
-                    4,
-                    self.stream.cu_stream(),
-                )
-            }
-            .map_err(|e| CudaError::driver("clearing the spill counter", e))?;
+            self.clear_spill_counter(&l.pc)?;
         }
         self.enqueue_springs_walk(Kernel::Springs, l, l.pc)
     }
@@ -1139,7 +1135,7 @@ impl CudaSim {
         self.skin_stale();
         self.forces_stale |= self.cfg.single_copy;
         crate::dem::cuda::driver::bind(&self.stream)?;
-        // SAFETY: the 4-byte counter spill_ctl[3] (buffers::Spill, 16 bytes allocated), on
+        // SAFETY: the 4-byte counter spill_ctl[3] (buffers::Spill::ctl, SPILL_CTL_WORDS words), on
         // this sim's stream.
         unsafe {
             cudarc::driver::result::memset_d8_async(sp.ctl + 12, 0, 4, self.stream.cu_stream())
