@@ -934,23 +934,9 @@ pub(crate) fn set_state(
         let eb = hist_entry_bytes(real);
         // Pairs-once rows keep a pair's spring with its owner only (the other side's entry is
         // the same spring negated: physics.rs, a_pair_seen_from_its_other_side_is_the_exact_mirror).
-        // With owner keys by the keys (a partner that has left the run keeps no entry).
         let pairs = st.hist_pairs;
         let keys = &keys;
-        let ids = &state.id;
-        let entries_of = |i: usize| {
-            let id = state.id[i];
-            state.history_of(i).filter(move |h| {
-                if !pairs || !is_particle_partner(h.partner) {
-                    true
-                } else if keys.is_empty() {
-                    owns_pair(id, h.partner)
-                } else {
-                    ids.binary_search(&h.partner)
-                        .is_ok_and(|q| owns_pair_keyed(keys[i], id, keys[q], h.partner))
-                }
-            })
-        };
+        let entries_of = |i: usize| kept_entries(state, i, pairs, keys);
         let mut count = vec![0u32; n];
         let mut dropped = 0u64;
         for (i, c) in count.iter_mut().enumerate().take(live) {
@@ -1015,6 +1001,31 @@ pub(crate) fn set_state(
     stream
         .synchronize()
         .map_err(|e| CudaError::driver("uploading the state", e))
+}
+
+/// The entries of particle `i` of `state` that its device row keeps: all of them, or in
+/// pairs-once rows (`pairs`) its walls' and meshes' and the pairs it owns, by the owner keys
+/// `keys` (one per particle of `state`; a pair whose partner has left the run is kept by
+/// neither) or, with none, by the ids.
+fn kept_entries<'a>(
+    state: &'a SimState,
+    i: usize,
+    pairs: bool,
+    keys: &'a [u32],
+) -> impl Iterator<Item = &'a HistEntry> + 'a {
+    let id = state.id[i];
+    state.history_of(i).filter(move |h| {
+        if !pairs || !is_particle_partner(h.partner) {
+            true
+        } else if keys.is_empty() {
+            owns_pair(id, h.partner)
+        } else {
+            state
+                .id
+                .binary_search(&h.partner)
+                .is_ok_and(|q| owns_pair_keyed(keys[i], id, keys[q], h.partner))
+        }
+    })
 }
 
 /// Uploads `links` spill rows (`bytes`) into the current spill buffer, grown first where they do
@@ -1661,6 +1672,84 @@ mod tests {
         assert_eq!(got(0), [e(11, a), e(12, neg(c)), e(wall_partner(0), w)]);
         assert_eq!(got(1), [e(10, neg(a)), e(12, b)]);
         assert_eq!(got(2), [e(10, c), e(11, neg(b))]);
+    }
+
+    /// With owner keys an upload keeps each pair in the row of the particle higher up (walls
+    /// in their particle's), and those rows download as the two-sided history they were made
+    /// from.
+    #[test]
+    fn owner_key_rows_keep_each_pair_once_and_download_whole() {
+        use crate::dem::state::wall_partner;
+        // Ids 10, 11, 12 at heights 0.3, 0.1, 0.2: every pair touches; 10 keeps its pairs with
+        // 11 and 12, 12 its pair with 11; 11 keeps only its floor.
+        let pos = vec![[0.0, 0.0, 0.3], [0.0, 0.0, 0.1], [0.0, 0.0, 0.2]];
+        let mut s = SimState::new(
+            0.0,
+            0,
+            vec![0; 3],
+            pos,
+            vec![[0.0; 3]; 3],
+            vec![[0.0; 3]; 3],
+        );
+        s.id = vec![10, 11, 12];
+        let (a, b, c, w) = (
+            [1.0, 2.0, 3.0],
+            [4.0, 5.0, 6.0],
+            [7.0, 8.0, 9.0],
+            [0.5, 0.0, 0.0],
+        );
+        let e = |partner, xi| HistEntry { partner, xi };
+        let neg = |v: [f64; 3]| [-v[0], -v[1], -v[2]];
+        let full = [
+            vec![e(11, a), e(12, c)],
+            vec![e(10, neg(a)), e(12, neg(b)), e(wall_partner(4), w)],
+            vec![e(10, neg(c)), e(11, b)],
+        ];
+        s.history = vec![HistEntry::NONE; 3 * s.history_cap];
+        for (i, row) in full.iter().enumerate() {
+            s.history[i * s.history_cap..][..row.len()].copy_from_slice(row);
+        }
+        let keys: Vec<u32> = s.pos.iter().map(|&x| owner_key(x)).collect();
+        let kept: Vec<Vec<HistEntry>> = (0..3)
+            .map(|i| kept_entries(&s, i, true, &keys).copied().collect())
+            .collect();
+        assert_eq!(kept[0], [e(11, a), e(12, c)]);
+        assert_eq!(kept[1], [e(wall_partner(4), w)]);
+        assert_eq!(kept[2], [e(11, b)]);
+        // By the ids instead (state::owns_pair): each pair once too, in other rows.
+        let by_ids: usize = (0..3).map(|i| kept_entries(&s, i, true, &[]).count()).sum();
+        assert_eq!(by_ids, 4);
+        assert_eq!(kept_entries(&s, 1, false, &keys).count(), 3);
+        // The rows as the device holds them (slot = index, slot-major), downloaded.
+        let (real, cap, n) = (8usize, 3usize, 3usize);
+        let eb = hist_entry_bytes(real);
+        let mut bytes = vec![0u8; cap * n * eb];
+        for (k, row) in kept.iter().enumerate() {
+            for (c, h) in row.iter().enumerate() {
+                let at = c * n + k;
+                write_hist_entry(&mut bytes[at * eb..(at + 1) * eb], h.partner, &h.xi, real);
+            }
+        }
+        let count: Vec<u32> = kept.iter().map(|r| r.len() as u32).collect();
+        let (ids, rows) = ([10, 11, 12], [0, 1, 2]);
+        let h = DeviceHistory {
+            ids: &ids,
+            rows: &rows,
+            count: &count,
+            bytes: &bytes,
+            real,
+            strides: (n, 1),
+            spill: None,
+        };
+        let mut out = SimState::zeroed(0.0, 0, 3);
+        pairs_to_portable(&h, &mut out, &|id| id as usize - 10);
+        for (i, row) in full.iter().enumerate() {
+            assert_eq!(
+                out.history_of(i).copied().collect::<Vec<_>>(),
+                *row,
+                "particle {i}"
+            );
+        }
     }
 
     /// A row of more entries than its inline `cap` keeps `cap - 1` of them inline and the rest
