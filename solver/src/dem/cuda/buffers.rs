@@ -1624,6 +1624,29 @@ mod tests {
         assert!(history_fits_its_index(300_000_000, 10).is_ok());
     }
 
+    /// Pairs-once rows (slot-major, a slot per entry of `ids`, no spill rows) downloaded into a
+    /// state of the three particles with ids 10, 11 and 12 (`pairs_to_portable`).
+    fn download_pairs(
+        ids: &[u32],
+        rows: &[u32],
+        count: &[u32],
+        bytes: &[u8],
+        real: usize,
+    ) -> SimState {
+        let h = DeviceHistory {
+            ids,
+            rows,
+            count,
+            bytes,
+            real,
+            strides: (ids.len(), 1),
+            spill: None,
+        };
+        let mut s = SimState::zeroed(0.0, 0, 3);
+        pairs_to_portable(&h, &mut s, &|id| id as usize - 10);
+        s
+    }
+
     /// Pairs-once rows come out as both sides of every pair: each particle's particle entries
     /// in its partners' slot order (the walk's), the other side's springs negated, then its
     /// walls' in row order; the count word's slide flags are not counted as entries.
@@ -1652,19 +1675,7 @@ mod tests {
         put(&mut bytes, 1, 0, 10, c);
         let flag = 1u32 << kernels::PAIRS_ROW_COUNT_BITS;
         let count = [1 | flag, 1, 2 | (flag << 1), 0];
-        let ids = [10, 11, 12, DEAD];
-        let rows = [2, 0, 1, 3];
-        let h = DeviceHistory {
-            ids: &ids,
-            rows: &rows,
-            count: &count,
-            bytes: &bytes,
-            real,
-            strides: (n, 1),
-            spill: None,
-        };
-        let mut s = SimState::zeroed(0.0, 0, 3);
-        pairs_to_portable(&h, &mut s, &|id| id as usize - 10);
+        let s = download_pairs(&[10, 11, 12, DEAD], &[2, 0, 1, 3], &count, &bytes, real);
         assert_eq!(s.history_cap, HISTORY_CAP);
         let e = |partner, xi| HistEntry { partner, xi };
         let neg = |v: [f64; 3]| [-v[0], -v[1], -v[2]];
@@ -1731,18 +1742,7 @@ mod tests {
             }
         }
         let count: Vec<u32> = kept.iter().map(|r| r.len() as u32).collect();
-        let (ids, rows) = ([10, 11, 12], [0, 1, 2]);
-        let h = DeviceHistory {
-            ids: &ids,
-            rows: &rows,
-            count: &count,
-            bytes: &bytes,
-            real,
-            strides: (n, 1),
-            spill: None,
-        };
-        let mut out = SimState::zeroed(0.0, 0, 3);
-        pairs_to_portable(&h, &mut out, &|id| id as usize - 10);
+        let out = download_pairs(&[10, 11, 12], &[0, 1, 2], &count, &bytes, real);
         for (i, row) in full.iter().enumerate() {
             assert_eq!(
                 out.history_of(i).copied().collect::<Vec<_>>(),
