@@ -132,6 +132,7 @@ impl SphGroup {
             let device = SphCudaOptions {
                 device: opts.devices[w],
                 double: opts.double,
+                ..SphCudaOptions::default()
             };
             slabs.push(plan.build(
                 &c,

@@ -162,6 +162,7 @@ impl SphRank {
         let device = SphCudaOptions {
             device: opts.device,
             double: opts.double,
+            ..SphCudaOptions::default()
         };
         let mut sim = plan.build(
             &c,

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 37 (2026-12-03) on one GPU (only nvidia-h200 was lent). From the repository root,
+# after bash bench/gpu/pack.sh:
+#
+#   bench/gpu/session37_checks.sh bands    # the SPH fluid rates taken in bands of rows
+#                                          # (SphCudaOptions::band_rows, sph_bands in sph.cu):
+#                                          # the SPH GPU suites (sph_cuda's f64 parity now runs
+#                                          # with bands of 3 rows, and f32_bands_change_no_bit
+#                                          # compares 1, 2, 3 and the default with the sorted
+#                                          # order), then the dam break at 10 M and 100 M with
+#                                          # bands of 0 (the sorted order, as before), 8, 16, 32
+#                                          # and 64 rows, 0 again last (drift)
+#   bench/gpu/session37_checks.sh records  # the records of sph_gpu.json with the default
+#                                          # bands (sph_records) and the user path
+#   bench/gpu/session37_checks.sh compact  # session 36's pending part: the DEM parity tests
+#                                          # and validation suites in the compact layout
+#
+# Logs $OUT/session37_<part>.log, *.out; records $OUT/sph_gpu.jsonl, $OUT/sph_bands.jsonl.
+set -uo pipefail
+part=${1:-bands}
+export OUT=${OUT:-bench/results/raw/session37}
+source "$(dirname "$0")/lib.sh" "session37_${part}"
+budget=${BUDGET:-560}
+RESULT_PATTERN="identical|bits|slabs|test result|panicked|FAILED|steps/s|finished|ms/step"
+RESULT_LINES=40
+case $part in
+bands)
+  item 200 sph_suites
+  item 120 result bench_bands_10m timeout 200 sph-gpu-bench --particles 1e7 --steps 200 --warmup 20 \
+    --frames 0 --band-rows 0,8,16,32,64,0 --out "$OUT/sph_bands.jsonl"
+  item 200 result bench_bands_100m timeout 280 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 \
+    --frames 0 --band-rows 0,8,16,32,64,0 --out "$OUT/sph_bands.jsonl"
+  ;;
+records)
+  item 300 sph_records
+  item 150 sph_user_path
+  ;;
+compact)
+  BUDGET=$budget bash "$(dirname "$0")/session36_checks.sh" compact
+  ;;
+*) echo "unknown part $part"; exit 2 ;;
+esac
+echo "session37 $part done in $SECONDS s"
