@@ -419,7 +419,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 32] = [
+pub const SPH_KERNELS: [&str; 31] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -427,7 +427,6 @@ pub const SPH_KERNELS: [&str; 32] = [
     "sph_cell_rank",
     "sph_gather",
     "sph_localize",
-    "sph_bands",
     "sph_rates_fluid",
     "sph_rates_bound",
     "sph_reset_diag",

@@ -85,10 +85,7 @@ fn same_run(double: bool, opts: SphGroupOptions, steps: u64) -> SphGroup {
     let (c, state) = dam();
     let dt = first_time_step(&c);
     let what = format!("{opts:?}");
-    let one = SphCudaOptions {
-        double,
-        ..SphCudaOptions::default()
-    };
+    let one = SphCudaOptions { device: 0, double };
     let mut single = SphCuda::from_state(c.clone(), state.clone(), dt, one).expect("one GPU");
     let mut group = SphGroup::from_state(c, state, dt, opts).expect("the group starts");
     let first = group.bounds().to_vec();
@@ -166,8 +163,8 @@ fn frames_and_checkpoints_of_a_group_are_one_gpus() {
     let (c, state) = dam();
     let dt = first_time_step(&c);
     let one = SphCudaOptions {
+        device: 0,
         double: true,
-        ..SphCudaOptions::default()
     };
     let mut single = SphCuda::from_state(c.clone(), state.clone(), dt, one).unwrap();
     let mut group = SphGroup::from_state(

@@ -409,95 +409,18 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
     }
 }
 
-// The order in which sph_rates_fluid takes the sorted fluid: in bands of `rows` rows of cells (y),
-// plane (z) after plane within a band, instead of the sorted order, which is row after row of a
-// whole plane. A particle's neighbours lie up to SPH_REACH planes above and below it; in the
-// sorted order the particles in flight (about 1e5 on an H100) cover a fraction of one plane, so
-// the planes they read span 2 SPH_REACH + 1 whole planes: at 100 M particles (a plane of the dam
-// break's fluid is about 10 MB of sph_localize output) more than the 50 MB of L2, and the step
-// was 22 % slower per particle than at 10 M. Within a band they span (rows + 2 SPH_REACH) rows
-// of those planes. The per-particle sums (each walks its own cells in the CPU's order) and every
-// output slot are unchanged: only which thread computes which slot.
-//
-// A segment is (band b, plane z): cells [(0, b rows, z), (0, min((b + 1) rows, dims y), z)), slots
-// start[those cells]; segment s = b dims z + z. sph_bands writes first[s], the number of sorted
-// slots in the segments before s (first[count] = start[cells], the slots in cells), with one
-// block scanning the segments' sizes.
-extern "C" __global__ void sph_bands(const SphParams p, const unsigned* start, unsigned rows, unsigned count,
-                                     unsigned* first) {
-    __shared__ unsigned warp_sums[32];
-    __shared__ unsigned carry;
-    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    if (threadIdx.x == 0) carry = 0;
-    __syncthreads();
-    for (unsigned base = 0; base < count; base += blockDim.x) {
-        const unsigned s = base + threadIdx.x;
-        unsigned size = 0;
-        if (s < count) {
-            const unsigned z = s % p.dims[2], y0 = (s / p.dims[2]) * rows;
-            const unsigned y1 = min(y0 + rows, p.dims[1]);
-            // (0, dims y, z) is (0, 0, z + 1): the end of plane z (start has cells + 1 entries).
-            size = start[sph_cell_index(p, 0, y1, z)] - start[sph_cell_index(p, 0, y0, z)];
-        }
-        // Inclusive scan of the block's sizes: within each warp, then over the warps' sums.
-        unsigned v = size;
-        for (unsigned o = 1; o < 32; o <<= 1) {
-            const unsigned u = __shfl_up_sync(0xffffffffu, v, o);
-            if (lane >= o) v += u;
-        }
-        if (lane == 31) warp_sums[warp] = v;
-        __syncthreads();
-        if (warp == 0) {
-            unsigned w = lane < warps ? warp_sums[lane] : 0;
-            for (unsigned o = 1; o < 32; o <<= 1) {
-                const unsigned u = __shfl_up_sync(0xffffffffu, w, o);
-                if (lane >= o) w += u;
-            }
-            if (lane < warps) warp_sums[lane] = w;
-        }
-        __syncthreads();
-        const unsigned before = carry + (warp ? warp_sums[warp - 1] : 0) + v - size;
-        if (s < count) first[s] = before;
-        __syncthreads();
-        if (threadIdx.x == blockDim.x - 1) carry = before + size;
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) first[count] = carry;
-}
-
-// The sorted slot thread t of sph_rates_fluid takes (sph_bands): t itself without bands
-// (`rows` 0) and for the slots after every cell (a slab's extra bucket); else the t - first[s]-th
-// slot of the segment s whose first slot is the last at or before t.
-__device__ __forceinline__ unsigned sph_band_slot(const SphParams& p, const unsigned* start, const unsigned* first,
-                                                  unsigned rows, unsigned count, unsigned t) {
-    if (rows == 0 || t >= first[count]) return t;
-    // first[lo] <= t < first[hi]; empty segments share their first with the next one, so the
-    // last segment with first <= t holds t.
-    unsigned lo = 0, hi = count;
-    while (hi - lo > 1) {
-        const unsigned mid = (lo + hi) >> 1;
-        if (first[mid] <= t) lo = mid;
-        else hi = mid;
-    }
-    const unsigned z = lo % p.dims[2], y0 = (lo / p.dims[2]) * rows;
-    return start[sph_cell_index(p, 0, y0, z)] + (t - first[lo]);
-}
-
 // Rates of the fluid particles (state `f`, sorted, cell starts `fstart`) against the fluid and the
 // boundary (`bpos`, `brho`, cell starts `bstart`; `bvel` its velocities, read with SPH_MOVING
 // only): acceleration and density rate, and the limits
 // of the next time step into `diag`. `floc`, `fkin`, `bloc`: sph_localize of the fluid and the
 // boundary (float mode; unused in the parity mode).
 // Only the particles of the slab's own layers (the others are its neighbours' halo: their flag
-// in `own`, when given, is cleared and nothing else is written for them). Thread t takes slot
-// sph_band_slot(t) (`band_first`, `band_rows`, `band_count`: sph_bands; rows 0: slot t).
+// in `own`, when given, is cleared and nothing else is written for them).
 extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
                                            const float4* fkin, const unsigned* fstart, const double* bpos, const float4* bloc,
                                            const real* brho, const real* bvel, const unsigned* bstart, real* acc,
-                                           real* drho, unsigned char* own, SphDiag* diag, const unsigned* band_first,
-                                           unsigned band_rows, unsigned band_count) {
-    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
-    const unsigned k = t < p.n ? sph_band_slot(p, fstart, band_first, band_rows, band_count, t) : t;
+                                           real* drho, unsigned char* own, SphDiag* diag) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
     const bool mine = k < p.n && sph_owns(p, sph_layer(p, f.pos + 3 * k));
     if (own && k < p.n) own[k] = mine;

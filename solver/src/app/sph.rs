@@ -246,7 +246,7 @@ fn engine(
     if devices.len() == 1 {
         let opts = SphCudaOptions {
             device: devices[0],
-            ..SphCudaOptions::default()
+            double: false,
         };
         return Ok(Engine::Gpu(Box::new(SphCuda::from_state_moving(
             c, state, dt, opts, moving,

@@ -20,10 +20,6 @@
 //! `--diffusion molteni|none` replaces the case's Fourtakas density diffusion, to show what it
 //! costs.
 //!
-//! `--band-rows 0,8,16` runs each size once per entry (`SphCudaOptions::band_rows`: the fluid
-//! rates take the particles in bands of that many rows of cells, plane after plane; 0 in the
-//! sorted order), to compare them on the same particles.
-//!
 //! Usage: sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] [--frames 5]
 //!                      [--device 0] [--devices 0,1] [--balance off,slice]
 //!                      [--first-cut work] [--diffusion fourtakas] [--out FILE]
@@ -51,7 +47,6 @@ struct Args {
     balance_threshold: Option<f64>,
     diffusion: Diffusion,
     boundary: BoundaryName,
-    band_rows: Vec<u32>,
     out: Option<String>,
 }
 
@@ -69,7 +64,6 @@ fn parse() -> Result<Args> {
         balance_threshold: None,
         diffusion: Diffusion::Fourtakas,
         boundary: BoundaryName::Dbc,
-        band_rows: vec![solver::sph::cuda::BAND_ROWS],
         out: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -161,15 +155,6 @@ fn parse() -> Result<Args> {
                     _ => bail!("--boundary: dbc or mdbc, not {v}"),
                 }
             }
-            "--band-rows" => {
-                a.band_rows = v
-                    .split(',')
-                    .map(|x| {
-                        x.parse::<u32>()
-                            .with_context(|| format!("--band-rows: {x} is not a row count"))
-                    })
-                    .collect::<Result<_>>()?;
-            }
             "--out" => a.out = Some(v.clone()),
             _ => bail!("unknown option {k}\n{USAGE}"),
         }
@@ -184,7 +169,7 @@ fn parse() -> Result<Args> {
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
 [--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--first-cut work,count] \
 [--balance-every 32] [--balance-threshold X] [--diffusion fourtakas] [--boundary dbc|mdbc] \
-[--band-rows 16] [--out FILE]";
+[--out FILE]";
 
 /// The dam-break case (the shipped dambreak.toml) at spacing `dp`, with `diffusion`.
 fn dambreak(dp: f64, diffusion: Diffusion) -> Result<SphCase> {
@@ -252,132 +237,125 @@ fn main() -> Result<()> {
         let n = p.kind.len();
         let nf = p.kind.iter().filter(|&&k| k == KIND_FLUID).count();
         let place_s = t0.elapsed().as_secs_f64();
-        let mut rate = f64::NAN;
-        for &band_rows in &a.band_rows {
-            let t0 = Instant::now();
-            let opts = SphCudaOptions {
-                device: a.device,
-                band_rows,
-                ..SphCudaOptions::default()
-            };
-            let mut sim = SphCuda::new(c.clone(), p.clone(), opts)?;
-            let start_s = t0.elapsed().as_secs_f64();
-            for _ in 0..a.warmup {
-                sim.step()?;
-            }
-            let t0 = Instant::now();
-            for _ in 0..a.steps {
-                sim.step()?;
-            }
-            let wall = t0.elapsed().as_secs_f64();
-            let ms_step = 1e3 * wall / a.steps as f64;
-            rate = n as f64 * a.steps as f64 / wall;
-            // Publication as a run does it: page-locked host memory (the run registers its
-            // segment), a frame every k steps with k giving 10 frames per second of wall time, the
-            // copy overlapping the next steps. The share is the extra wall time against the same
-            // number of steps without frames (the mean of a run before and one after).
-            let (mut pos, mut vel) = (vec![[0f32; 3]; n], vec![[0f32; 3]; n]);
-            let (mut rho, mut pr) = (vec![0f32; n], vec![0f32; n]);
-            let mut frame_ms = f64::NAN;
-            let mut share = f64::NAN;
-            let mut fps = f64::NAN;
-            if a.frames > 0 {
-                let regs = [
-                    (pos.as_mut_ptr() as *mut u8, 12 * n),
-                    (vel.as_mut_ptr() as *mut u8, 12 * n),
-                    (rho.as_mut_ptr() as *mut u8, 4 * n),
-                    (pr.as_mut_ptr() as *mut u8, 4 * n),
-                ];
-                let mut keep = Vec::new();
-                for (ptr, len) in regs {
-                    // SAFETY: the vectors outlive the registrations (dropped at the end of this
-                    // block, before the vectors).
-                    keep.push(unsafe {
-                        solver::dem::cuda::register_host(sim.context(), ptr, len)
-                    }?);
-                }
-                let targets = regs.map(|r| r.0);
-                // One frame alone: pack and copy, waited for.
-                let t0 = Instant::now();
-                // SAFETY: the targets hold n elements each and are not touched until the wait.
-                unsafe { sim.publish_async(targets) }?;
-                sim.publish_wait()?;
-                frame_ms = 1e3 * t0.elapsed().as_secs_f64();
-                let k = ((100.0 / ms_step).round() as u64).max(1);
-                let steps = (k * a.frames as u64).max(a.steps.min(50));
-                let t0 = Instant::now();
-                for _ in 0..steps {
-                    sim.step()?;
-                }
-                let plain = t0.elapsed().as_secs_f64();
-                let t0 = Instant::now();
-                for s in 0..steps {
-                    sim.step()?;
-                    sim.publish_done()?;
-                    if s % k == 0 {
-                        // SAFETY: as above; publish_async waits for the previous copy.
-                        unsafe { sim.publish_async(targets) }?;
-                    }
-                }
-                sim.publish_wait()?;
-                let with = t0.elapsed().as_secs_f64();
-                // The steps without frames again: the step's cost drifts as the dam breaks, so the
-                // frames are compared with the mean of the runs before and after them.
-                let t0 = Instant::now();
-                for _ in 0..steps {
-                    sim.step()?;
-                }
-                let plain = 0.5 * (plain + t0.elapsed().as_secs_f64());
-                share = (with - plain) / plain;
-                fps = (steps.div_ceil(k)) as f64 / with;
-                drop(keep);
-            }
-            let mem = sim.memory();
-            let bpp = mem.total() as f64 / n as f64;
-            println!(
-                "SPH dam break f32: {n} particles ({nf} fluid, dp = {:.5} m) on {}: {ms_step:.3} ms/step, \
-                 {rate:.3e} particle-steps/s; {bpp:.1} B/particle; frame {frame_ms:.2} ms \
-                 (steps {:+.2} % slower with {fps:.1} frames/s); t = {:.4} s after {} steps (placing {place_s:.1} s, start {start_s:.1} s); \
-                 rates in bands of {band_rows} rows",
-                dp,
-                sim.device_name(),
-                100.0 * share,
-                sim.time(),
-                sim.step_index()
-            );
-            let line = format!(
-                "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
-                 {diff} density diffusion, symplectic, variable CFL dt, f32 (positions f64)\", \
-                 \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
-                 \"device\": \"{dev}\", \"particles\": {n}, \"fluid\": {nf}, \"spacing\": {dp}, \
-                 \"steps\": {s}, \"wall_s\": {wall}, \"ms_per_step\": {ms_step}, \
-                 \"particle_steps_per_s\": {rate}, \"bytes_per_particle\": {bpp}, \
-                 \"frame_ms\": {fm}, \"publication_share\": {sh}, \"publication_fps\": {fp}, \
-                 \"sim_time_s\": {t}, \"band_rows\": {band_rows}, \"command\": \"{cmd}\"}}",
-                w = a.warmup,
-                s = a.steps,
-                diff = match a.diffusion {
-                    Diffusion::Fourtakas => "Fourtakas delta-SPH",
-                    Diffusion::Molteni => "Molteni-Colagrossi delta-SPH",
-                    Diffusion::None => "no",
-                },
-                bc = match a.boundary {
-                    BoundaryName::Dbc => "dynamic boundaries",
-                    BoundaryName::Mdbc => "mDBC boundaries",
-                },
-                dev = sim.device_name(),
-                t = sim.time(),
-                fm = json_num(frame_ms),
-                sh = json_num(share),
-                fp = json_num(fps),
-                cmd = command_line(),
-            );
-            if let Some(f) = &mut out {
-                writeln!(f, "{line}")?;
-            }
-            println!("memory:\n{}", mem.breakdown());
-            drop(sim);
+        let t0 = Instant::now();
+        let opts = SphCudaOptions {
+            device: a.device,
+            double: false,
+        };
+        let mut sim = SphCuda::new(c.clone(), p, opts)?;
+        let start_s = t0.elapsed().as_secs_f64();
+        for _ in 0..a.warmup {
+            sim.step()?;
         }
+        let t0 = Instant::now();
+        for _ in 0..a.steps {
+            sim.step()?;
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        let ms_step = 1e3 * wall / a.steps as f64;
+        let rate = n as f64 * a.steps as f64 / wall;
+        // Publication as a run does it: page-locked host memory (the run registers its
+        // segment), a frame every k steps with k giving 10 frames per second of wall time, the
+        // copy overlapping the next steps. The share is the extra wall time against the same
+        // number of steps without frames (the mean of a run before and one after).
+        let (mut pos, mut vel) = (vec![[0f32; 3]; n], vec![[0f32; 3]; n]);
+        let (mut rho, mut pr) = (vec![0f32; n], vec![0f32; n]);
+        let mut frame_ms = f64::NAN;
+        let mut share = f64::NAN;
+        let mut fps = f64::NAN;
+        if a.frames > 0 {
+            let regs = [
+                (pos.as_mut_ptr() as *mut u8, 12 * n),
+                (vel.as_mut_ptr() as *mut u8, 12 * n),
+                (rho.as_mut_ptr() as *mut u8, 4 * n),
+                (pr.as_mut_ptr() as *mut u8, 4 * n),
+            ];
+            let mut keep = Vec::new();
+            for (ptr, len) in regs {
+                // SAFETY: the vectors outlive the registrations (dropped at the end of this
+                // block, before the vectors).
+                keep.push(unsafe { solver::dem::cuda::register_host(sim.context(), ptr, len) }?);
+            }
+            let targets = regs.map(|r| r.0);
+            // One frame alone: pack and copy, waited for.
+            let t0 = Instant::now();
+            // SAFETY: the targets hold n elements each and are not touched until the wait.
+            unsafe { sim.publish_async(targets) }?;
+            sim.publish_wait()?;
+            frame_ms = 1e3 * t0.elapsed().as_secs_f64();
+            let k = ((100.0 / ms_step).round() as u64).max(1);
+            let steps = (k * a.frames as u64).max(a.steps.min(50));
+            let t0 = Instant::now();
+            for _ in 0..steps {
+                sim.step()?;
+            }
+            let plain = t0.elapsed().as_secs_f64();
+            let t0 = Instant::now();
+            for s in 0..steps {
+                sim.step()?;
+                sim.publish_done()?;
+                if s % k == 0 {
+                    // SAFETY: as above; publish_async waits for the previous copy.
+                    unsafe { sim.publish_async(targets) }?;
+                }
+            }
+            sim.publish_wait()?;
+            let with = t0.elapsed().as_secs_f64();
+            // The steps without frames again: the step's cost drifts as the dam breaks, so the
+            // frames are compared with the mean of the runs before and after them.
+            let t0 = Instant::now();
+            for _ in 0..steps {
+                sim.step()?;
+            }
+            let plain = 0.5 * (plain + t0.elapsed().as_secs_f64());
+            share = (with - plain) / plain;
+            fps = (steps.div_ceil(k)) as f64 / with;
+            drop(keep);
+        }
+        let mem = sim.memory();
+        let bpp = mem.total() as f64 / n as f64;
+        println!(
+            "SPH dam break f32: {n} particles ({nf} fluid, dp = {:.5} m) on {}: {ms_step:.3} ms/step, \
+             {rate:.3e} particle-steps/s; {bpp:.1} B/particle; frame {frame_ms:.2} ms \
+             (steps {:+.2} % slower with {fps:.1} frames/s); t = {:.4} s after {} steps (placing {place_s:.1} s, start {start_s:.1} s)",
+            dp,
+            sim.device_name(),
+            100.0 * share,
+            sim.time(),
+            sim.step_index()
+        );
+        let line = format!(
+            "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
+             {diff} density diffusion, symplectic, variable CFL dt, f32 (positions f64)\", \
+             \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
+             \"device\": \"{dev}\", \"particles\": {n}, \"fluid\": {nf}, \"spacing\": {dp}, \
+             \"steps\": {s}, \"wall_s\": {wall}, \"ms_per_step\": {ms_step}, \
+             \"particle_steps_per_s\": {rate}, \"bytes_per_particle\": {bpp}, \
+             \"frame_ms\": {fm}, \"publication_share\": {sh}, \"publication_fps\": {fp}, \
+             \"sim_time_s\": {t}, \"command\": \"{cmd}\"}}",
+            w = a.warmup,
+            s = a.steps,
+            diff = match a.diffusion {
+                Diffusion::Fourtakas => "Fourtakas delta-SPH",
+                Diffusion::Molteni => "Molteni-Colagrossi delta-SPH",
+                Diffusion::None => "no",
+            },
+            bc = match a.boundary {
+                BoundaryName::Dbc => "dynamic boundaries",
+                BoundaryName::Mdbc => "mDBC boundaries",
+            },
+            dev = sim.device_name(),
+            t = sim.time(),
+            fm = json_num(frame_ms),
+            sh = json_num(share),
+            fp = json_num(fps),
+            cmd = command_line(),
+        );
+        if let Some(f) = &mut out {
+            writeln!(f, "{line}")?;
+        }
+        println!("memory:\n{}", mem.breakdown());
+        drop(sim);
         if !a.devices.is_empty() {
             let p = case.particles(&c)?;
             let state = SphState {

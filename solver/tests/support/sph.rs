@@ -29,12 +29,9 @@ pub fn device_validation_wanted() -> bool {
     true
 }
 
-/// The parity mode, with the fluid rates taken in bands of 3 rows (`SphCudaOptions::band_rows`:
-/// a count that leaves a short last band and empty segments), which must not change a bit.
 pub const DOUBLE: SphCudaOptions = SphCudaOptions {
     device: 0,
     double: true,
-    band_rows: 3,
 };
 
 /// A column 0.1 m wide and 0.2 m high collapsing in a 0.3 m tank (dp = 1 cm: about 2,000 fluid

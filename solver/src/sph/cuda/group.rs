@@ -132,7 +132,6 @@ impl SphGroup {
             let device = SphCudaOptions {
                 device: opts.devices[w],
                 double: opts.double,
-                ..SphCudaOptions::default()
             };
             slabs.push(plan.build(
                 &c,

@@ -168,33 +168,13 @@ pub fn moving_bytes_per_boundary(real: u64) -> u64 {
 const DIAG_BYTES: usize = 24;
 /// Threads per block of every launch (a multiple of 32: the rates reduce by warp).
 const THREADS: u32 = 128;
-/// Threads of `sph_bands`' one block (a multiple of 32, at most 32 warps: it scans by warp).
-const BANDS_THREADS: u32 = 1024;
 
 /// Options of the SPH GPU backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SphCudaOptions {
     pub device: usize,
     /// The parity mode: `real` = double, no FMA (the CPU reference's bits; slower).
     pub double: bool,
-    /// Rows of cells per band in which the fluid rates take the particles (`sph_bands` in
-    /// sph.cu: plane after plane within a band, so that the planes a particle's neighbours lie
-    /// in stay in L2 at 100 M particles); 0 takes them in the sorted order. The same sums, the
-    /// same bits: only which thread computes which particle.
-    pub band_rows: u32,
-}
-
-/// [`SphCudaOptions::band_rows`] by default.
-pub const BAND_ROWS: u32 = 16;
-
-impl Default for SphCudaOptions {
-    fn default() -> Self {
-        SphCudaOptions {
-            device: 0,
-            double: false,
-            band_rows: BAND_ROWS,
-        }
-    }
 }
 
 /// Device, parity mode, and the constants of the pair code (`pair_constants`).
@@ -486,11 +466,6 @@ pub struct SphCuda {
     bghost_rho: u64,
     bstart: u64,
     g: SphGrid,
-    /// `sph_bands`: the first slot of each (band, plane) segment (0 without bands), rows per
-    /// band (0: the sorted order) and segments.
-    bands: u64,
-    band_rows: u32,
-    band_count: u32,
     scan_levels: Vec<(u64, u64, u32)>,
     diag: u64,
     /// Publication staging: positions, velocities, densities, pressures (f32, id order).
@@ -660,24 +635,12 @@ impl SphCuda {
         let (nf, nb) = (fluid.len(), bound.len());
         let cap = slab_setup.as_ref().map_or(nf, |s| s.cap as usize).max(nf);
         let frame_n = slab_setup.as_ref().map_or(n, |s| s.frame_n);
-        // Bands only where there is more than one.
-        let band_rows = if opts.band_rows > 0 && opts.band_rows < grid.dims[1] {
-            opts.band_rows
-        } else {
-            0
-        };
-        let band_count = if band_rows > 0 {
-            grid.dims[1].div_ceil(band_rows) * grid.dims[2]
-        } else {
-            0
-        };
         // Refuse before compiling or allocating anything.
         let (per_f, per_b, per_c) = bytes_per_particle(real as u64);
         let need = (cap as u64)
             .saturating_mul(per_f)
             .saturating_add((nb as u64).saturating_mul(per_b))
             .saturating_add((cells as u64 + 1).saturating_mul(per_c))
-            .saturating_add(4 * (band_count as u64 + 1))
             .saturating_add(slab_setup.as_ref().map_or(0, |s| s.extra_bytes(real)))
             .saturating_add(if moving {
                 (nb as u64).saturating_mul(moving_bytes_per_boundary(real as u64))
@@ -773,9 +736,6 @@ impl SphCuda {
             bghost_rho: 0,
             bstart: 0,
             g: SphGrid::default(),
-            bands: 0,
-            band_rows,
-            band_count,
             scan_levels: Vec::new(),
             diag: 0,
             staging: [0; 4],
@@ -936,9 +896,6 @@ impl SphCuda {
             self.scan_levels.push((sums, scanned, t as u32));
         }
         self.diag = self.alloc("diag", DIAG_BYTES)?;
-        if self.band_rows > 0 {
-            self.bands = self.alloc("grid.bands", 4 * (self.band_count as usize + 1))?;
-        }
         self.bstart = self.alloc("boundary.cell_start", 4 * (cells + 1))?;
         self.staging = [
             self.alloc("publish.pos", 12 * frame_n)?,
@@ -1218,18 +1175,6 @@ impl SphCuda {
                 &[&pb, &self.bpos, &brho, &none, &self.bloc, &none],
             )?;
         }
-        if self.band_rows > 0 {
-            let one_block = LaunchConfig {
-                grid_dim: (1, 1, 1),
-                block_dim: (BANDS_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            self.launch(
-                "sph_bands",
-                one_block,
-                &[&p, &start, &self.band_rows, &self.band_count, &self.bands],
-            )?;
-        }
         self.launch(
             "sph_rates_fluid",
             blocks(self.nf),
@@ -1248,9 +1193,6 @@ impl SphCuda {
                 &self.drho,
                 &own,
                 &self.diag,
-                &self.bands,
-                &self.band_rows,
-                &self.band_count,
             ],
         )?;
         p.n = self.nb;

@@ -162,7 +162,6 @@ impl SphRank {
         let device = SphCudaOptions {
             device: opts.device,
             double: opts.double,
-            ..SphCudaOptions::default()
         };
         let mut sim = plan.build(
             &c,
