@@ -2,7 +2,8 @@
 # Session 37 (2026-12-03) on one GPU (only nvidia-h200 was lent). From the repository root,
 # after bash bench/gpu/pack.sh:
 #
-#   bench/gpu/session37_checks.sh bands    # the SPH fluid rates taken in bands of rows
+#   bench/gpu/session37_checks.sh bands    # (the code of commit ea4bf8c, reverted after this
+#                                          # run: no gain) the SPH fluid rates taken in bands of rows
 #                                          # (SphCudaOptions::band_rows, sph_bands in sph.cu):
 #                                          # the SPH GPU suites (sph_cuda's f64 parity now runs
 #                                          # with bands of 3 rows, and f32_bands_change_no_bit
@@ -13,7 +14,12 @@
 #   bench/gpu/session37_checks.sh records  # the records of sph_gpu.json with the default
 #                                          # bands (sph_records) and the user path
 #   bench/gpu/session37_checks.sh compact  # session 36's pending part: the DEM parity tests
-#                                          # and validation suites in the compact layout
+#                                          # and validation suites in the compact layout (it
+#                                          # found the restart of velocity Verlet off: size_spill
+#                                          # placed the meshes at the step's start)
+#   bench/gpu/session37_checks.sh fix      # after the fix (size_spill leaves the meshes where
+#                                          # the step placed them): cuda_parity in the compact
+#                                          # layout, as it is, and on one copy
 #
 # Logs $OUT/session37_<part>.log, *.out; records $OUT/sph_gpu.jsonl, $OUT/sph_bands.jsonl.
 set -uo pipefail
@@ -37,6 +43,17 @@ records)
   ;;
 compact)
   BUDGET=$budget bash "$(dirname "$0")/session36_checks.sh" compact
+  ;;
+fix)
+  cd solver
+  item 60 result cuda_parity_compact env PARTICLE_SHM_TEST_HISTORY=compact timeout 200 "$BIN/cuda_parity" \
+    --test-threads 1 --nocapture cuda_matches_cpu two_species cuda_runs_are_deterministic skin_steps frame_arrays \
+    device_energies
+  item 120 result cuda_parity timeout 250 "$BIN/cuda_parity" --test-threads 1
+  item 120 result cuda_parity_one env PARTICLE_SHM_TEST_COPIES=1 timeout 250 "$BIN/cuda_parity" --test-threads 1
+  item 90 result cuda_parity_pairs env PARTICLE_SHM_TEST_HISTORY=pairs timeout 250 "$BIN/cuda_parity" \
+    --test-threads 1
+  cd ..
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

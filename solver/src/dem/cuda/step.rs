@@ -223,8 +223,9 @@ impl CudaSim {
     }
 
     /// Queues the neighbour search and the collide kernel with integration `integrate`
-    /// (`params::INTEGRATE_*`; returns without waiting for the device). Untimed steps of one GPU
-    /// replay a captured graph of the same launches (`graph.rs`).
+    /// (`params::INTEGRATE_*`; returns without waiting for the device), with the meshes where
+    /// the caller placed them ([`CudaSim::prepare_meshes`]). Untimed steps of one GPU replay a
+    /// captured graph of the same launches (`graph.rs`).
     fn launch_step(&mut self, marks: &mut Marks, integrate: u32) -> Result<(), CudaError> {
         self.size_spill()?;
         let (l, live) = self.prepare_step(integrate)?;
@@ -1116,6 +1117,11 @@ impl CudaSim {
     /// search does: `energies.rs`) and grows the spill rows to one and a half times that where
     /// they are fewer. A bed placed in contact forms all its contacts in its first step, before
     /// any check could grow them. Synchronises once.
+    ///
+    /// The meshes stay where the caller placed them for the step (velocity Verlet's forces at
+    /// the step's end time): placing them at the step's start here made the first step after a
+    /// restart with valid forces collide with the meshes one step back (session 37,
+    /// `cuda_matches_cpu_with_velocity_verlet` in the compact layout).
     pub(crate) fn size_spill(&mut self) -> Result<(), CudaError> {
         if self.spill_sized || self.mid_step {
             return Ok(());
@@ -1124,7 +1130,6 @@ impl CudaSim {
             return Ok(());
         };
         self.spill_sized = true;
-        self.prepare_meshes(self.time)?;
         let p = self.params;
         let mut l = self.step_launches(p, p, true)?;
         // Without the skin's arrays (the cells of now): the next step searches again. The
