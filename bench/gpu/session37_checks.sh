@@ -20,6 +20,15 @@
 #   bench/gpu/session37_checks.sh fix      # after the fix (size_spill leaves the meshes where
 #                                          # the step placed them): cuda_parity in the compact
 #                                          # layout, as it is, and on one copy
+#   bench/gpu/session37_checks.sh peer     # the dam break at the particle counts of the peer
+#                                          # runs (DualSPHysics 5.4 and TNL-SPH on an H100,
+#                                          # sph_gpu.md): with DualSPHysics' h = 2 dp
+#                                          # (--coefh 1.1547) and Molteni diffusion, and as
+#                                          # shipped (h = 1.73 dp, Fourtakas)
+#   bench/gpu/session37_checks.sh peerlong # the peer comparison over the whole flow: 45,000
+#                                          # steps (3.4 s simulated) at 1.31 M particles with
+#                                          # h = 2 dp and Molteni diffusion (run in session 37
+#                                          # as this one command, outside the script's log)
 #
 # Logs $OUT/session37_<part>.log, *.out; records $OUT/sph_gpu.jsonl, $OUT/sph_bands.jsonl.
 set -uo pipefail
@@ -36,6 +45,16 @@ bands)
     --frames 0 --band-rows 0,8,16,32,64,0 --out "$OUT/sph_bands.jsonl"
   item 200 result bench_bands_100m timeout 280 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 \
     --frames 0 --band-rows 0,8,16,32,64,0 --out "$OUT/sph_bands.jsonl"
+  ;;
+peer)
+  item 90 result bench_peer_h2 timeout 200 sph-gpu-bench --particles 1.372e6,4.99e6 --steps 200 --warmup 20 \
+    --frames 0 --coefh 1.1547 --diffusion molteni --out "$OUT/sph_peer.jsonl"
+  item 90 result bench_peer_shipped timeout 200 sph-gpu-bench --particles 1.372e6,4.99e6 --steps 200 \
+    --warmup 20 --frames 0 --out "$OUT/sph_peer.jsonl"
+  ;;
+peerlong)
+  item 240 result bench_peer_long timeout 420 sph-gpu-bench --particles 1.372e6 --steps 45000 --warmup 20 \
+    --frames 0 --coefh 1.1547 --diffusion molteni --out "$OUT/sph_peer_long.jsonl"
   ;;
 records)
   item 300 sph_records

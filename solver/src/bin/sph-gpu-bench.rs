@@ -18,7 +18,9 @@
 //! solver's default), to show what the estimate of the work gains over equal particle counts.
 //!
 //! `--diffusion molteni|none` replaces the case's Fourtakas density diffusion, to show what it
-//! costs.
+//! costs. `--coefh C` replaces the case's smoothing length factor (h = C sqrt(3) dp; the shipped
+//! case's 1.0 is h = 1.73 dp, DualSPHysics' usual 1.1547 is h = 2 dp), to compare with codes
+//! that run the case with more neighbours.
 //!
 //! Usage: sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] [--frames 5]
 //!                      [--device 0] [--devices 0,1] [--balance off,slice]
@@ -47,6 +49,7 @@ struct Args {
     balance_threshold: Option<f64>,
     diffusion: Diffusion,
     boundary: BoundaryName,
+    coefh: Option<f64>,
     out: Option<String>,
 }
 
@@ -64,6 +67,7 @@ fn parse() -> Result<Args> {
         balance_threshold: None,
         diffusion: Diffusion::Fourtakas,
         boundary: BoundaryName::Dbc,
+        coefh: None,
         out: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -155,6 +159,13 @@ fn parse() -> Result<Args> {
                     _ => bail!("--boundary: dbc or mdbc, not {v}"),
                 }
             }
+            "--coefh" => {
+                let c: f64 = v.parse().context("--coefh")?;
+                if !(0.5..=3.0).contains(&c) {
+                    bail!("--coefh: h = coefh sqrt(3) dp with coefh from 0.5 to 3, not {c}");
+                }
+                a.coefh = Some(c);
+            }
             "--out" => a.out = Some(v.clone()),
             _ => bail!("unknown option {k}\n{USAGE}"),
         }
@@ -169,7 +180,7 @@ fn parse() -> Result<Args> {
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
 [--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--first-cut work,count] \
 [--balance-every 32] [--balance-threshold X] [--diffusion fourtakas] [--boundary dbc|mdbc] \
-[--out FILE]";
+[--coefh 1.0] [--out FILE]";
 
 /// The dam-break case (the shipped dambreak.toml) at spacing `dp`, with `diffusion`.
 fn dambreak(dp: f64, diffusion: Diffusion) -> Result<SphCase> {
@@ -231,6 +242,9 @@ fn main() -> Result<()> {
         let dp = spacing_for(target)?;
         let mut case = dambreak(dp, a.diffusion)?;
         case.sph.boundary = a.boundary;
+        if let Some(coefh) = a.coefh {
+            case.sph.coefh = coefh;
+        }
         let c = case.constants()?;
         let t0 = Instant::now();
         let p = case.particles(&c)?;
@@ -317,12 +331,14 @@ fn main() -> Result<()> {
         println!(
             "SPH dam break f32: {n} particles ({nf} fluid, dp = {:.5} m) on {}: {ms_step:.3} ms/step, \
              {rate:.3e} particle-steps/s; {bpp:.1} B/particle; frame {frame_ms:.2} ms \
-             (steps {:+.2} % slower with {fps:.1} frames/s); t = {:.4} s after {} steps (placing {place_s:.1} s, start {start_s:.1} s)",
+             (steps {:+.2} % slower with {fps:.1} frames/s); t = {:.4} s after {} steps (placing {place_s:.1} s, start {start_s:.1} s); \
+             h = {:.3} dp",
             dp,
             sim.device_name(),
             100.0 * share,
             sim.time(),
-            sim.step_index()
+            sim.step_index(),
+            c.h / dp
         );
         let line = format!(
             "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
@@ -332,7 +348,7 @@ fn main() -> Result<()> {
              \"steps\": {s}, \"wall_s\": {wall}, \"ms_per_step\": {ms_step}, \
              \"particle_steps_per_s\": {rate}, \"bytes_per_particle\": {bpp}, \
              \"frame_ms\": {fm}, \"publication_share\": {sh}, \"publication_fps\": {fp}, \
-             \"sim_time_s\": {t}, \"command\": \"{cmd}\"}}",
+             \"sim_time_s\": {t}, \"h_over_dp\": {hdp}, \"command\": \"{cmd}\"}}",
             w = a.warmup,
             s = a.steps,
             diff = match a.diffusion {
@@ -346,6 +362,7 @@ fn main() -> Result<()> {
             },
             dev = sim.device_name(),
             t = sim.time(),
+            hdp = c.h / dp,
             fm = json_num(frame_ms),
             sh = json_num(share),
             fp = json_num(fps),
