@@ -29,6 +29,9 @@
 #                                          # steps (3.4 s simulated) at 1.31 M particles with
 #                                          # h = 2 dp and Molteni diffusion (run in session 37
 #                                          # as this one command, outside the script's log)
+#   bench/gpu/session37_checks.sh largest  # the SPH dam break at 300 M particles (issue 17:
+#                                          # <= 250 B/particle so that >= 300 M run on an
+#                                          # 80 GB H100; never run before): its bytes and steps
 #
 # Logs $OUT/session37_<part>.log, *.out; records $OUT/sph_gpu.jsonl, $OUT/sph_bands.jsonl.
 set -uo pipefail
@@ -55,6 +58,11 @@ peer)
 peerlong)
   item 240 result bench_peer_long timeout 420 sph-gpu-bench --particles 1.372e6 --steps 45000 --warmup 20 \
     --frames 0 --coefh 1.1547 --diffusion molteni --out "$OUT/sph_peer_long.jsonl"
+  ;;
+largest)
+  item 300 result bench_300m timeout 420 sph-gpu-bench --particles 3e8 --steps 5 --warmup 2 --frames 0 \
+    --out "$OUT/sph_largest.jsonl"
+  grep -E "^total|B/particle \(" "$OUT/bench_300m.out" | tail -n 3
   ;;
 records)
   item 300 sph_records
