@@ -32,6 +32,13 @@
 #   bench/gpu/session37_checks.sh largest  # the SPH dam break at 300 M particles (issue 17:
 #                                          # <= 250 B/particle so that >= 300 M run on an
 #                                          # 80 GB H100; never run before): its bytes and steps
+#   bench/gpu/session37_checks.sh verlet   # --gpu-memory compact with velocity Verlet
+#                                          # (StateCopies::Fewest: two copies of the state,
+#                                          # pairs kept by the ids): the energy suite and
+#                                          # cuda_parity's compact subset with
+#                                          # PARTICLE_SHM_TEST_HISTORY=compact, then the drum
+#                                          # with velocity Verlet as a user runs it, with a
+#                                          # checkpoint and a restart
 #
 # Logs $OUT/session37_<part>.log, *.out; records $OUT/sph_gpu.jsonl, $OUT/sph_bands.jsonl.
 set -uo pipefail
@@ -63,6 +70,25 @@ largest)
   item 300 result bench_300m timeout 420 sph-gpu-bench --particles 3e8 --steps 5 --warmup 2 --frames 0 \
     --out "$OUT/sph_largest.jsonl"
   grep -E "^total|B/particle \(" "$OUT/bench_300m.out" | tail -n 3
+  ;;
+verlet)
+  (cd solver && item 30 result energy_compact env PARTICLE_SHM_TEST_BACKENDS=cuda \
+    PARTICLE_SHM_TEST_HISTORY=compact timeout 150 "$BIN/energy" --test-threads 1 --nocapture)
+  (cd solver && item 60 result cuda_parity_compact env PARTICLE_SHM_TEST_HISTORY=compact timeout 200 \
+    "$BIN/cuda_parity" --test-threads 1 --nocapture cuda_matches_cpu two_species cuda_runs_are_deterministic \
+    skin_steps frame_arrays device_energies)
+  sed 's/^integrator = "symplectic_euler"/integrator = "velocity_verlet"/' solver/cases/drum.toml \
+    > solver/cases/drum_verlet_s37.toml
+  d=$(mktemp -d)
+  item 60 result user_verlet_compact timeout 150 solver --case solver/cases/drum_verlet_s37.toml --backend cuda \
+    --gpu-memory compact --end-time 0.5 --name-shm dv37 --output "$d" --checkpoint-every 0.25 --progress-every 5
+  grep -E "copies|B/particle|compact|pairs|finished|rror" "$OUT/user_verlet_compact.out" | head -n 12
+  ck=$(ls "$d"/checkpoint*.bin 2>/dev/null | head -1)
+  echo "checkpoint: $ck"
+  item 60 result user_verlet_restart timeout 150 solver --backend cuda --gpu-memory compact --restart "$ck" \
+    --end-time 0.6 --name-shm dv37b --progress-every 5
+  grep -E "copies|B/particle|finished|rror" "$OUT/user_verlet_restart.out" | head -n 8
+  rm -rf "$d" solver/cases/drum_verlet_s37.toml /dev/shm/dv37 /dev/shm/dv37b
   ;;
 records)
   item 300 sph_records

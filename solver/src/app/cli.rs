@@ -128,7 +128,9 @@ pub struct Cli {
     /// the pairs its particle keeps (those with the contacts below it: about half, 6 of 12 in
     /// a close packing, whatever the ids) and its wall and mesh contacts; the spill rows grow
     /// with what the run takes; a run whose rows fill stops with an error rather than lose
-    /// friction. One GPU, symplectic Euler.
+    /// friction. One GPU. With velocity Verlet, whose last forces must outlive the search, it
+    /// keeps two copies of the state (about 45 B/particle more) and a pair with the particle of
+    /// the lower id, so more rows take spill rows.
     #[arg(long, value_name = "LAYOUT", default_value = "auto", value_parser = parse_gpu_memory)]
     pub gpu_memory: GpuMemory,
     /// CPU threads (default: all cores).

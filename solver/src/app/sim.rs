@@ -75,7 +75,8 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> Result<BackendKind> {
                 opts.history = HistoryMode::Pairs;
                 opts.hist_cap = rows;
                 opts.hist_spill = super::cli::compact_spill(rows);
-                opts.state_copies = StateCopies::One;
+                // One copy where the case allows it (velocity Verlet keeps two).
+                opts.state_copies = StateCopies::Fewest;
                 // The Verlet list costs about 100 B a particle.
                 opts.neighbour_list = false;
             }

@@ -44,7 +44,7 @@ struct Args {
     /// `--owner positions|ids`: who keeps a pair's spring in pairs-once rows with spill rows and
     /// one state copy (CudaOptions::owner_keys; default positions).
     owner_keys: bool,
-    /// `--copies auto|2|1`: copies of the particle state (CudaOptions::state_copies).
+    /// `--copies auto|2|1|fewest`: copies of the particle state (CudaOptions::state_copies).
     copies: cuda::StateCopies,
     candidates: u32,
     min_blocks: u32,
@@ -119,7 +119,7 @@ const COMMANDS: [&str; 12] = [
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--owner positions|ids] [--ids cells|raster|random] [--copies auto|2|1] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--owner positions|ids] [--ids cells|raster|random] [--copies auto|2|1|fewest] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
@@ -225,7 +225,7 @@ fn parse() -> Result<Args> {
             }
             "--copies" => {
                 a.copies = cuda::StateCopies::parse(&v)
-                    .with_context(|| format!("--copies takes auto, 2 or 1, not {v}"))?
+                    .with_context(|| format!("--copies takes auto, 2, 1 or fewest, not {v}"))?
             }
             "--candidates" => a.candidates = v.parse()?,
             "--min-blocks" => a.min_blocks = v.parse()?,

@@ -85,8 +85,8 @@ pub fn backends() -> Vec<(String, BackendKind)> {
 /// `compact`; unset: auto, which is two buffers for every test case): the device suite runs the
 /// parity, group and validation tests once more with `in-place`, and the one-GPU parity and
 /// validation tests with `pairs` (which groups refuse) and `compact` (`solver --gpu-memory
-/// compact`: pairs-once rows of 6 with spill rows of 6, kept by owner keys, and one copy of the
-/// state; for the tests that integrate with symplectic Euler).
+/// compact`: pairs-once rows of 6 with spill rows of 6 and one copy of the state, the pairs kept
+/// by owner keys; velocity Verlet keeps two copies and the pairs by the ids).
 pub const HISTORY_ENV: &str = "PARTICLE_SHM_TEST_HISTORY";
 
 /// [`HISTORY_ENV`]'s value: `compact`, or a history mode.
@@ -110,7 +110,7 @@ pub fn test_history() -> HistoryMode {
     }
 }
 
-/// Copies of the particle state the CUDA tests keep (`auto`, `2`, `1`; unset: auto, which is
+/// Copies of the particle state the CUDA tests keep (`auto`, `2`, `1`, `fewest`; unset: auto, which is
 /// two for every test case): the device suite runs the one-GPU parity tests and the validation
 /// tests that integrate with symplectic Euler once more with `1`.
 pub const COPIES_ENV: &str = "PARTICLE_SHM_TEST_COPIES";
@@ -120,7 +120,8 @@ pub fn test_copies() -> StateCopies {
     if v.trim().is_empty() {
         return StateCopies::Auto;
     }
-    StateCopies::parse(v.trim()).unwrap_or_else(|| panic!("{COPIES_ENV}={v:?}: not auto, 2 or 1"))
+    StateCopies::parse(v.trim())
+        .unwrap_or_else(|| panic!("{COPIES_ENV}={v:?}: not auto, 2, 1 or fewest"))
 }
 
 /// The CUDA backend's default options with the tests' history mode ([`HISTORY_ENV`]) and
@@ -131,7 +132,7 @@ pub fn cuda_options() -> CudaOptions {
             history: HistoryMode::Pairs,
             hist_cap: solver::dem::cuda::COMPACT_ROWS,
             hist_spill: solver::dem::cuda::COMPACT_SPILL,
-            state_copies: StateCopies::One,
+            state_copies: StateCopies::Fewest,
             ..CudaOptions::default()
         };
     }

@@ -318,6 +318,9 @@ pub enum StateCopies {
     /// frictional particle (56 B of state and 12 of search arrays for 24 of forces), a contact
     /// history in place; one GPU with symplectic Euler only.
     One,
+    /// One where the case allows it, else two, said in the log (`solver --gpu-memory compact`:
+    /// velocity Verlet keeps two, as its last forces must survive the search).
+    Fewest,
 }
 
 impl StateCopies {
@@ -327,6 +330,7 @@ impl StateCopies {
             "auto" => Some(StateCopies::Auto),
             "2" => Some(StateCopies::Two),
             "1" => Some(StateCopies::One),
+            "fewest" => Some(StateCopies::Fewest),
             _ => None,
         }
     }
@@ -335,6 +339,7 @@ impl StateCopies {
             StateCopies::Auto => "auto",
             StateCopies::Two => "2",
             StateCopies::One => "1",
+            StateCopies::Fewest => "fewest",
         }
     }
 }
@@ -607,12 +612,9 @@ pub(crate) fn module_config(
     spin: bool,
     particles: usize,
 ) -> ModuleConfig {
-    let friction = sc
-        .table
-        .pp
-        .iter()
-        .chain(&sc.table.pw)
-        .any(|p| p.mu_s > 0.0 || p.mu_r > 0.0);
+    let friction = case_friction(sc);
+    let resolved = fewest_copies(sc, opts, friction, false);
+    let opts = resolved.as_ref().unwrap_or(opts);
     let mut cfg = ModuleConfig {
         model: match sc.model {
             ContactModel::Linear => 0,
@@ -638,6 +640,41 @@ pub(crate) fn module_config(
     };
     cfg.owner_keys = owner_keys_possible(&cfg, opts);
     cfg
+}
+
+/// Whether the case has friction (sliding or rolling) between any two species or with a wall.
+fn case_friction(sc: &StepContext) -> bool {
+    sc.table
+        .pp
+        .iter()
+        .chain(&sc.table.pw)
+        .any(|p| p.mu_s > 0.0 || p.mu_r > 0.0)
+}
+
+/// `opts` with [`StateCopies::Fewest`] made one copy where [`single_copy_possible`], else two
+/// (logged when `log`); `None` for any other choice.
+fn fewest_copies(
+    sc: &StepContext,
+    opts: &CudaOptions,
+    friction: bool,
+    log: bool,
+) -> Option<CudaOptions> {
+    if opts.state_copies != StateCopies::Fewest {
+        return None;
+    }
+    let state_copies = match single_copy_possible(sc, opts, friction) {
+        Ok(()) => StateCopies::One,
+        Err(why) => {
+            if log {
+                tracing::info!("two copies of the particle state, not one: {why}");
+            }
+            StateCopies::Two
+        }
+    };
+    Some(CudaOptions {
+        state_copies,
+        ..opts.clone()
+    })
 }
 
 /// Whether [`ModuleConfig::owner_keys`] can work: asked for, pairs-once rows with spill rows,
@@ -723,6 +760,8 @@ impl CudaSim {
         } else {
             opts
         };
+        let fewest = fewest_copies(sc, opts, case_friction(sc), true);
+        let opts = fewest.as_ref().unwrap_or(opts);
         if n as u64 > crate::dem::state::MAX_PARTICLE_ID as u64 + 1 {
             return Err(CudaError::TooManyParticles(
                 n,
@@ -1235,6 +1274,41 @@ mod tests {
             },
             small
         );
+    }
+
+    /// `StateCopies::Fewest` (`solver --gpu-memory compact`): one copy of the state with
+    /// symplectic Euler (and then owner keys), two with velocity Verlet (whose last forces must
+    /// outlive the search; the pairs then kept by the ids), as the module is compiled.
+    #[test]
+    fn fewest_copies_are_one_but_with_velocity_verlet() {
+        let compact = super::CudaOptions {
+            history: HistoryMode::Pairs,
+            hist_cap: super::COMPACT_ROWS,
+            hist_spill: super::COMPACT_SPILL,
+            state_copies: super::StateCopies::Fewest,
+            ..Default::default()
+        };
+        assert_eq!(
+            super::StateCopies::parse("fewest"),
+            Some(compact.state_copies)
+        );
+        assert_eq!(compact.state_copies.name(), "fewest");
+        let mut case = crate::case::Case::default_falling_box(1000);
+        let sc = super::step_context(&case).expect("case");
+        let euler = super::module_config(&sc, &compact, false, 1000);
+        assert!(euler.friction && euler.single_copy && euler.hist_in_place && euler.owner_keys);
+        case.integrator = crate::case::Integrator::VelocityVerlet;
+        let sc = super::step_context(&case).expect("case");
+        let verlet = super::module_config(&sc, &compact, false, 1000);
+        assert!(verlet.hist_pairs && verlet.hist_spill && verlet.hist_in_place);
+        assert!(!verlet.single_copy && !verlet.owner_keys);
+        // One copy asked for outright is still refused with velocity Verlet.
+        let one = super::CudaOptions {
+            state_copies: super::StateCopies::One,
+            ..compact
+        };
+        let e = super::single_copy_possible(&sc, &one, true).expect_err("Verlet");
+        assert!(e.to_string().contains("velocity Verlet"), "{e}");
     }
 
     /// Spill rows extend pairs-once rows of one GPU only, need an entry beside the link, and
