@@ -38,7 +38,8 @@
 #                                          # cuda_parity's compact subset with
 #                                          # PARTICLE_SHM_TEST_HISTORY=compact, then the drum
 #                                          # with velocity Verlet as a user runs it, with a
-#                                          # checkpoint and a restart
+#                                          # checkpoint and a restart (not run in session 37:
+#                                          # the device budget was spent)
 #
 # Logs $OUT/session37_<part>.log, *.out; records $OUT/sph_gpu.jsonl, $OUT/sph_bands.jsonl.
 set -uo pipefail
