@@ -211,6 +211,23 @@ fn spacing_for(n: f64) -> Result<f64> {
     Ok(hi)
 }
 
+/// The density diffusion as a record's model names it.
+fn diffusion_words(d: Diffusion) -> &'static str {
+    match d {
+        Diffusion::Fourtakas => "Fourtakas delta-SPH",
+        Diffusion::Molteni => "Molteni-Colagrossi delta-SPH",
+        Diffusion::None => "no",
+    }
+}
+
+/// The walls as a record's model names them.
+fn boundary_words(b: BoundaryName) -> &'static str {
+    match b {
+        BoundaryName::Dbc => "dynamic boundaries",
+        BoundaryName::Mdbc => "mDBC boundaries",
+    }
+}
+
 fn json_num(x: f64) -> String {
     if x.is_finite() {
         format!("{x}")
@@ -261,11 +278,12 @@ fn main() -> Result<()> {
         for _ in 0..a.warmup {
             sim.step()?;
         }
-        let t0 = Instant::now();
+        let (timed_from, t0) = (sim.time(), Instant::now());
         for _ in 0..a.steps {
             sim.step()?;
         }
         let wall = t0.elapsed().as_secs_f64();
+        let timed_to = sim.time();
         let ms_step = 1e3 * wall / a.steps as f64;
         let rate = n as f64 * a.steps as f64 / wall;
         // Publication as a run does it: page-locked host memory (the run registers its
@@ -343,7 +361,7 @@ fn main() -> Result<()> {
         let line = format!(
             "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
              {diff} density diffusion, symplectic, variable CFL dt, f32 (positions f64)\", \
-             \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
+             \"phase\": \"from rest: {w} warm-up steps, then {s} timed, t = {tf:.4} to {tt:.4} s\", \
              \"device\": \"{dev}\", \"particles\": {n}, \"fluid\": {nf}, \"spacing\": {dp}, \
              \"steps\": {s}, \"wall_s\": {wall}, \"ms_per_step\": {ms_step}, \
              \"particle_steps_per_s\": {rate}, \"bytes_per_particle\": {bpp}, \
@@ -351,17 +369,12 @@ fn main() -> Result<()> {
              \"sim_time_s\": {t}, \"h_over_dp\": {hdp}, \"command\": \"{cmd}\"}}",
             w = a.warmup,
             s = a.steps,
-            diff = match a.diffusion {
-                Diffusion::Fourtakas => "Fourtakas delta-SPH",
-                Diffusion::Molteni => "Molteni-Colagrossi delta-SPH",
-                Diffusion::None => "no",
-            },
-            bc = match a.boundary {
-                BoundaryName::Dbc => "dynamic boundaries",
-                BoundaryName::Mdbc => "mDBC boundaries",
-            },
+            diff = diffusion_words(a.diffusion),
+            bc = boundary_words(a.boundary),
             dev = sim.device_name(),
             t = sim.time(),
+            tf = timed_from,
+            tt = timed_to,
             hdp = c.h / dp,
             fm = json_num(frame_ms),
             sh = json_num(share),
@@ -427,11 +440,12 @@ fn group_run(
         g.step()?;
     }
     g.reset_phase_times();
-    let t0 = Instant::now();
+    let (timed_from, t0) = (g.time(), Instant::now());
     for _ in 0..a.steps {
         g.step()?;
     }
     let wall = t0.elapsed().as_secs_f64();
+    let timed_to = g.time();
     let rate = n as f64 * a.steps as f64 / wall;
     let (compute, exchange, _) = g.phase_times();
     let mean = compute.iter().sum::<f64>() / compute.len() as f64;
@@ -451,9 +465,9 @@ fn group_run(
         g.rebalances(),
     );
     Ok(format!(
-        "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, dynamic boundaries, \
-         Fourtakas delta-SPH, symplectic, variable CFL dt, f32 (positions f64)\", \
-         \"phase\": \"collapse from rest: {w} warm-up steps, then {s} timed\", \
+        "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
+         {diff} density diffusion, symplectic, variable CFL dt, f32 (positions f64)\", \
+         \"phase\": \"from rest: {w} warm-up steps, then {s} timed, t = {tf:.4} to {tt:.4} s\", \
          \"device\": \"{dev}\", \"gpus\": {gpus}, \"first_cut\": \"{fc}\", \"balance\": \"{bal}\", \"balance_every\": {be}, \"balance_threshold\": {bt}, \"particles\": {n}, \
          \"spacing\": {dp}, \"steps\": {s}, \"wall_s\": {wall}, \"particle_steps_per_s\": {rate}, \
          \"speedup_over_one_gpu\": {speedup}, \"imbalance_max_over_mean\": {imbalance}, \
@@ -461,6 +475,10 @@ fn group_run(
          \"rebalances\": {moves}, \"bytes_per_particle\": {bpp}, \"command\": \"{cmd}\"}}",
         w = a.warmup,
         s = a.steps,
+        tf = timed_from,
+        tt = timed_to,
+        bc = boundary_words(a.boundary),
+        diff = diffusion_words(a.diffusion),
         dev = g.device_name(),
         gpus = a.devices.len(),
         bal = balance.name(),
