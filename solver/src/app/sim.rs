@@ -10,7 +10,7 @@ use shm_protocol::{
 };
 use solver::case::Case;
 use solver::core::vec3;
-use solver::dem::cuda::{CudaOptions, HistoryMode, StateCopies};
+use solver::dem::cuda::{compact_options, CudaOptions};
 use solver::dem::state::SimState;
 use solver::exec::sim::{BackendKind, FrameInput, Simulation};
 use solver::exec::worker::RawKinematics;
@@ -72,11 +72,8 @@ pub(crate) fn backend_kind(backend: Backend, cli: &Cli) -> Result<BackendKind> {
                 ..CudaOptions::default()
             };
             if let GpuMemory::Compact(rows) = cli.gpu_memory {
-                opts.history = HistoryMode::Pairs;
-                opts.hist_cap = rows;
-                opts.hist_spill = super::cli::compact_spill(rows);
                 // One copy where the case allows it (velocity Verlet keeps two).
-                opts.state_copies = StateCopies::Fewest;
+                opts = compact_options(opts, rows, super::cli::compact_spill(rows));
                 // The Verlet list costs about 100 B a particle.
                 opts.neighbour_list = false;
             }

@@ -128,13 +128,11 @@ pub fn test_copies() -> StateCopies {
 /// state copies ([`COPIES_ENV`]).
 pub fn cuda_options() -> CudaOptions {
     if test_compact() {
-        return CudaOptions {
-            history: HistoryMode::Pairs,
-            hist_cap: solver::dem::cuda::COMPACT_ROWS,
-            hist_spill: solver::dem::cuda::COMPACT_SPILL,
-            state_copies: StateCopies::Fewest,
-            ..CudaOptions::default()
-        };
+        return solver::dem::cuda::compact_options(
+            CudaOptions::default(),
+            solver::dem::cuda::COMPACT_ROWS,
+            solver::dem::cuda::COMPACT_SPILL,
+        );
     }
     CudaOptions {
         history: test_history(),

@@ -303,6 +303,19 @@ pub const COMPACT_ROWS: u32 = 6;
 /// Entries of a spill row behind compact rows of [`COMPACT_ROWS`].
 pub const COMPACT_SPILL: u32 = 6;
 
+/// `opts` in the compact layout (`solver --gpu-memory compact:rows`, the tests' compact mode):
+/// each pair's spring once in rows of `rows` entries with spill rows of `spill`, and the fewest
+/// copies of the state the case allows ([`StateCopies::Fewest`]).
+pub fn compact_options(opts: CudaOptions, rows: u32, spill: u32) -> CudaOptions {
+    CudaOptions {
+        history: HistoryMode::Pairs,
+        hist_cap: rows,
+        hist_spill: spill,
+        state_copies: StateCopies::Fewest,
+        ..opts
+    }
+}
+
 /// Copies of the particle state on one GPU (contact.cu, `DEM_SINGLE_COPY`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StateCopies {
@@ -1281,13 +1294,11 @@ mod tests {
     /// outlive the search; the pairs then kept by the ids), as the module is compiled.
     #[test]
     fn fewest_copies_are_one_but_with_velocity_verlet() {
-        let compact = super::CudaOptions {
-            history: HistoryMode::Pairs,
-            hist_cap: super::COMPACT_ROWS,
-            hist_spill: super::COMPACT_SPILL,
-            state_copies: super::StateCopies::Fewest,
-            ..Default::default()
-        };
+        let compact = super::compact_options(
+            Default::default(),
+            super::COMPACT_ROWS,
+            super::COMPACT_SPILL,
+        );
         assert_eq!(
             super::StateCopies::parse("fewest"),
             Some(compact.state_copies)
