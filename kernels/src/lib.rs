@@ -419,7 +419,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 31] = [
+pub const SPH_KERNELS: [&str; 33] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -434,6 +434,8 @@ pub const SPH_KERNELS: [&str; 31] = [
     "sph_bound_predict",
     "sph_correct",
     "sph_bound_correct",
+    "sph_verlet",
+    "sph_bound_verlet",
     "sph_pack",
     "sph_classify",
     "sph_unpack",

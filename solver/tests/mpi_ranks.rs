@@ -639,6 +639,29 @@ fn moving_solids_over_ranks_give_the_bits_of_one_process() {
     sph_gpu_runs_agree(&Scratch::new("sphmovegpu"), "sphmg", &case);
 }
 
+/// The Verlet integrator over ranks: the rocking blade with mDBC walls and `integrator =
+/// "verlet"` (an Euler step every 13) on 2 and 3 CPU ranks gives the frame and final checkpoint
+/// of one process bit for bit (the records carry the state one step back; the checkpoint holds
+/// it), and the 2-rank checkpoint continues on one process and on 3 ranks to the same frame.
+/// Where the GPU tests run, the same on one GPU, two slabs of GPU 0 and 2 and 3 GPU ranks.
+#[test]
+fn verlet_over_ranks_gives_the_bits_of_one_process() {
+    let dir = Scratch::new("sphverlet");
+    let case = dir.path("rocking_verlet.toml");
+    let text = sph::rocking_blade_text(0.025).replace(
+        "\n[sph]\n",
+        "\n[sph]\nintegrator = \"verlet\"\nverlet_steps = 13\nboundary = \"mdbc\"\n",
+    );
+    assert!(text.contains("verlet_steps = 13"));
+    std::fs::write(&case, text).expect("case");
+    let runs = cpu_rank_runs();
+    sph_runs_agree(&dir, "sphv", &["--backend", "cpu"], &case, &runs, &[], 3);
+    if !gpu_tests() {
+        return;
+    }
+    sph_gpu_runs_agree(&Scratch::new("sphverletgpu"), "sphvg", &case);
+}
+
 /// The SPH `case` on GPUs ([`sph_runs_agree`]): one GPU, two slabs of GPU 0 in one process, 2
 /// and 3 ranks on `PARTICLE_SHM_TEST_DEVICES` (default GPU 0, which the ranks then share), bounds
 /// moving by count; the 2-rank checkpoint continues on one GPU and on 2 ranks.

@@ -29,6 +29,8 @@ fn f64_gpu_steps_have_the_cpu_bits() {
         "diffusion = \"none\"\nviscosity = 0.02",
         "viscosity_boundary_factor = 0.5",
         "boundary = \"mdbc\"",
+        "integrator = \"verlet\"",
+        "integrator = \"verlet\"\nverlet_steps = 7\nboundary = \"mdbc\"",
     ] {
         let case = column(extra);
         let c = case.constants().unwrap();
@@ -78,7 +80,13 @@ fn checkpoints_move_between_cpu_and_gpu() {
     if !gpu() {
         return;
     }
-    let case = column("");
+    for extra in ["", "integrator = \"verlet\"\nverlet_steps = 9"] {
+        checkpoint_moves(extra);
+    }
+}
+
+fn checkpoint_moves(extra: &str) {
+    let case = column(extra);
     let c = case.constants().unwrap();
     let p = case.particles(&c).unwrap();
     let mut reference = SphSim::new(c.clone(), p.clone());
@@ -88,7 +96,7 @@ fn checkpoints_move_between_cpu_and_gpu() {
         gpu.step().unwrap();
     }
     let path = std::env::temp_dir().join(format!("sph-gpu-ckpt-{}.bin", std::process::id()));
-    let text = column_text("");
+    let text = column_text(extra);
     solver::sph::checkpoint::save_state(&path, &text, gpu.state().unwrap(), gpu.dt()).unwrap();
     let r = solver::sph::checkpoint::load_state(&path).unwrap();
     std::fs::remove_file(&path).ok();
@@ -217,8 +225,13 @@ fn f64_gpu_moving_solids_have_the_cpu_bits() {
         (moving_column_text(), 2),
         (rocking, 3),
         (moving_column_text_with("boundary = \"mdbc\""), 2),
-        (rocking_mdbc, 3),
+        (rocking_mdbc.clone(), 3),
         (paddle_stl, 2),
+        // The Verlet integrator with all of it but the STL.
+        (
+            rocking_mdbc.replace("[sph]\n", "[sph]\nintegrator = \"verlet\"\n"),
+            3,
+        ),
     ] {
         moving_parity(&text, solids);
     }

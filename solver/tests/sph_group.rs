@@ -47,6 +47,7 @@ fn dam() -> (SphConstants, SphState) {
         pos: p.pos,
         vel: vec![[0.0; 3]; n],
         rho: p.rho,
+        prev: None,
     };
     (c, state)
 }
@@ -427,5 +428,58 @@ fn f64_group_with_mdbc_has_the_cpu_bits() {
                 "{what}: every node lay in its particle's slab"
             );
         }
+    }
+}
+
+/// The Verlet integrator on a group, f64: the dam on two slabs along x (bounds moving by count,
+/// an Euler step every 13) and the rocking blade with mDBC on three give the CPU reference's
+/// bits every 50 steps and its next time step after every step (the records carry the state one
+/// step back across the bounds; the walls' densities one step back follow moved bounds and
+/// moving particles); the group's state, one step back included, continues on the CPU with the
+/// bits of the uninterrupted run.
+#[test]
+fn f64_group_with_verlet_has_the_cpu_bits() {
+    if !gpu() {
+        return;
+    }
+    let verlet = "[sph]\nintegrator = \"verlet\"\nverlet_steps = 13\n";
+    let dam = DAM.replace("[sph]\n", verlet);
+    let blade =
+        sph::rocking_blade_text(0.02).replace("[sph]\n", &format!("{verlet}boundary = \"mdbc\"\n"));
+    assert!(dam.contains("verlet") && blade.contains("mdbc"));
+    for (text, slabs) in [(&dam, 2usize), (&blade, 3)] {
+        let case = SphCase::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+        let c = case.constants().unwrap();
+        let p = case.particles(&c).unwrap();
+        let dt = first_time_step(&c);
+        let state = SphState::initial(&p);
+        let what = format!(
+            "Verlet, {slabs} slabs, {} moving solids",
+            p.moving.motions.len()
+        );
+        let mut cpu = SphSim::from_state_moving(c.clone(), state.clone(), dt, p.moving.clone());
+        let opts = group_opts(slabs, true, Some(Axis::X), Balance::Count);
+        let mut group =
+            SphGroup::from_state_moving(c.clone(), state.clone(), dt, p.moving.clone(), opts)
+                .expect("the group starts");
+        for step in 1..=300u64 {
+            step_beside(&mut cpu, &mut group, step, &what);
+        }
+        let st = group.state().unwrap();
+        assert!(st.prev.is_some(), "{what}: the state one step back");
+        assert_same_bits(&cpu.s, &st, &format!("{what}: the group's state"));
+        let mut resumed = SphSim::from_state_moving(c.clone(), st, group.dt(), p.moving.clone());
+        for _ in 0..30 {
+            cpu.step();
+            resumed.step();
+        }
+        assert_same_bits(&cpu.s, &resumed.s, &format!("{what}: continued on the CPU"));
+        println!(
+            "{what}: 300 steps with the CPU's bits, bounds {:?} after {} rebalances; continued \
+             from its state",
+            group.bounds(),
+            group.rebalances()
+        );
+        assert!(group.rebalances() > 0, "{what}: the bounds must move");
     }
 }

@@ -101,13 +101,19 @@ fn height(f: &Fluid, c: &SphConstants, x: f64, y: f64) -> f64 {
 }
 
 /// The SPHERIC Test 2 case (the shipped `dambreak.toml`) at spacing `dp`, run to `end`, with
-/// the walls of `PARTICLE_SHM_SPHERIC_BOUNDARY` (`dbc`, the case's, or `mdbc`).
+/// the walls of `PARTICLE_SHM_SPHERIC_BOUNDARY` (`dbc`, the case's, or `mdbc`) and the integrator
+/// of `PARTICLE_SHM_SPHERIC_INTEGRATOR` (`symplectic`, the case's, or `verlet`).
 fn spheric_case(dp: f64, end: f64) -> SphCase {
     let mut case = solver::bench_cases::sph_dambreak(dp, end);
     match std::env::var("PARTICLE_SHM_SPHERIC_BOUNDARY").as_deref() {
         Ok("mdbc") => case.sph.boundary = solver::sph::setup::BoundaryName::Mdbc,
         Ok("dbc") | Err(_) => {}
         Ok(other) => panic!("PARTICLE_SHM_SPHERIC_BOUNDARY={other}: dbc or mdbc"),
+    }
+    match std::env::var("PARTICLE_SHM_SPHERIC_INTEGRATOR").as_deref() {
+        Ok("verlet") => case.sph.integrator = solver::sph::setup::IntegratorName::Verlet,
+        Ok("symplectic") | Err(_) => {}
+        Ok(other) => panic!("PARTICLE_SHM_SPHERIC_INTEGRATOR={other}: symplectic or verlet"),
     }
     case
 }
@@ -197,9 +203,9 @@ fn spheric_test2_dam_break_against_the_experiment() {
     let p = case.particles(&c).unwrap();
     let n = p.kind.len();
     println!(
-        "dp = {dp} m, h = {:.4} m, c0 = {:.2} m/s, alpha = {} (walls {}), boundary {:?}: {n} \
-         particles",
-        c.h, c.c0, c.alpha, c.alpha_boundary, case.sph.boundary
+        "dp = {dp} m, h = {:.4} m, c0 = {:.2} m/s, alpha = {} (walls {}), boundary {:?}, {:?}: \
+         {n} particles",
+        c.h, c.c0, c.alpha, c.alpha_boundary, case.sph.boundary, c.integrator
     );
     if dp <= 0.0075 {
         assert!(n >= 2_000_000, "{n} particles, the validation wants 2 M");

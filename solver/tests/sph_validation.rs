@@ -23,7 +23,13 @@ end_time = 1.0
 /// nearly at rest.
 #[test]
 fn hydrostatic_tank_pressure_at_depth() {
-    hydrostatic_tank("dbc", 0.02);
+    hydrostatic_tank("dbc", 0.02, "symplectic");
+}
+
+/// The same tank with the Verlet integrator (`[sph] integrator = "verlet"`).
+#[test]
+fn hydrostatic_tank_pressure_at_depth_with_verlet() {
+    hydrostatic_tank("dbc", 0.02, "verlet");
 }
 
 /// The same tank with mDBC walls (`[sph] boundary = "mdbc"`) at dp = 1 cm (5 minutes on 2
@@ -34,24 +40,29 @@ fn hydrostatic_tank_pressure_at_depth() {
 /// which start in equilibrium with the hydrostatic fluid, give +0.9 to +1.3 %.
 #[test]
 fn hydrostatic_tank_pressure_at_depth_with_mdbc() {
-    hydrostatic_tank("mdbc", 0.01);
+    hydrostatic_tank("mdbc", 0.01, "symplectic");
 }
 
 /// `text` with `boundary = "<boundary>"` in its `[sph]` section.
 fn with_boundary(text: &str, boundary: &str) -> String {
-    assert!(text.contains("\n[sph]\n"));
-    text.replace(
-        "\n[sph]\n",
-        &format!("\n[sph]\nboundary = \"{boundary}\"\n"),
-    )
+    with_sph_line(text, &format!("boundary = \"{boundary}\""))
 }
 
-fn hydrostatic_tank(boundary: &str, dp: f64) {
+/// `text` with `line` first in its `[sph]` section.
+fn with_sph_line(text: &str, line: &str) -> String {
+    assert!(text.contains("\n[sph]\n"));
+    text.replace("\n[sph]\n", &format!("\n[sph]\n{line}\n"))
+}
+
+fn hydrostatic_tank(boundary: &str, dp: f64, integrator: &str) {
     if decomposed_pass() {
         return;
     }
-    let mut case = SphCase::from_toml_str(&with_boundary(&e2e_tests::sph_tank_case(1.0), boundary))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let text = with_sph_line(
+        &with_boundary(&e2e_tests::sph_tank_case(1.0), boundary),
+        &format!("integrator = \"{integrator}\""),
+    );
+    let mut case = SphCase::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
     case.sph.spacing = dp;
     let c = case.constants().unwrap();
     let p = case.particles(&c).unwrap();
@@ -114,7 +125,14 @@ fn column_sim(wall_factor: Option<f64>) -> SphSim {
 }
 
 fn column_sim_with(wall_factor: Option<f64>, boundary: &str) -> SphSim {
-    let text = with_boundary(include_str!("../cases/water_column.toml"), boundary);
+    column_sim_integrated(wall_factor, boundary, "symplectic")
+}
+
+fn column_sim_integrated(wall_factor: Option<f64>, boundary: &str, integrator: &str) -> SphSim {
+    let text = with_sph_line(
+        &with_boundary(include_str!("../cases/water_column.toml"), boundary),
+        &format!("integrator = \"{integrator}\""),
+    );
     let mut case = SphCase::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(case.sph.spacing, COLUMN_A / 10.0);
     if let Some(f) = wall_factor {
@@ -137,22 +155,29 @@ fn surge_front(sim: &SphSim) -> f64 {
 
 #[test]
 fn water_column_collapse_surge_front() {
-    column_collapse("dbc");
+    column_collapse("dbc", "symplectic");
+}
+
+/// The same collapse with the Verlet integrator (one evaluation of the rates per step against
+/// the symplectic scheme's two, the same CFL step).
+#[test]
+fn water_column_collapse_surge_front_with_verlet() {
+    column_collapse("dbc", "verlet");
 }
 
 /// The same collapse with mDBC walls: measured -4.8 % at T = 0.8, then +4.7, +3.5, +4.6, +5.2
 /// and +6.9 % at T = 1.2, 1.6, 2.0, 2.5 and 3.0 (the floor holds the front back less).
 #[test]
 fn water_column_collapse_surge_front_with_mdbc() {
-    column_collapse("mdbc");
+    column_collapse("mdbc", "symplectic");
 }
 
-fn column_collapse(boundary: &str) {
+fn column_collapse(boundary: &str, integrator: &str) {
     if decomposed_pass() {
         return;
     }
     let a = COLUMN_A;
-    let mut sim = column_sim_with(None, boundary);
+    let mut sim = column_sim_integrated(None, boundary, integrator);
     let t_of = |big_t: f64| big_t / (2.0 * 9.81 / a).sqrt();
     let front = surge_front;
     // (T, Z): Martin & Moyce; Koshizuka & Oka.
@@ -174,7 +199,7 @@ fn column_collapse(boundary: &str) {
         let z = front(&sim) / a;
         let exp = 0.5 * (interp(&mm, big_t) + interp(&ko, big_t));
         println!(
-            "{boundary}: T = {big_t}: Z = {z:.3}, M&M {:.3}, K&O {:.3}, mean {exp:.3} ({:+.1} %), {} steps",
+            "{boundary}, {integrator}: T = {big_t}: Z = {z:.3}, M&M {:.3}, K&O {:.3}, mean {exp:.3} ({:+.1} %), {} steps",
             interp(&mm, big_t),
             interp(&ko, big_t),
             100.0 * (z - exp) / exp,
@@ -300,7 +325,66 @@ max = [0.1, 0.1, 0.2]
 /// A checkpoint continues the run bit for bit (state and the step about to be taken).
 #[test]
 fn sph_checkpoint_continues_exactly() {
-    let text = r#"
+    checkpoint_continues_exactly("symplectic");
+}
+
+/// A Verlet run's checkpoint keeps the state one step back: the restart continues bit for bit
+/// across its Euler steps (every 40th), and a restart without it (a frame) takes an Euler step
+/// first and differs.
+#[test]
+fn sph_checkpoint_of_a_verlet_run_continues_exactly() {
+    let sim = checkpoint_continues_exactly("verlet");
+    assert!(sim.s.prev.is_some());
+    let mut a = sim;
+    let mut b = SphSim::from_state(a.c.clone(), a.s.clone(), a.dt());
+    b.s.prev = None;
+    a.step();
+    b.step();
+    assert_ne!(
+        a.s.vel, b.s.vel,
+        "the state one step back made no difference"
+    );
+}
+
+/// A version-1 checkpoint (written before the Verlet integrator) still loads.
+#[test]
+fn sph_checkpoint_of_version_1_loads() {
+    /// A version-1 state: time, step, kinds, positions, velocities, densities.
+    type StateV1 = (f64, u64, Vec<u32>, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>);
+    #[derive(serde::Serialize)]
+    struct V1<'a> {
+        magic: [u8; 8],
+        version: u32,
+        case_toml: &'a str,
+        dt: f64,
+        state: StateV1,
+    }
+    let text = CHECKPOINT_CASE;
+    let case = SphCase::from_toml_str(text).unwrap();
+    let c = case.constants().unwrap();
+    let mut sim = SphSim::new(c.clone(), case.particles(&c).unwrap());
+    sim.step();
+    let s = sim.s.clone();
+    let v1 = V1 {
+        magic: solver::sph::checkpoint::MAGIC,
+        version: 1,
+        case_toml: text,
+        dt: sim.dt(),
+        state: (s.time, s.step, s.kind, s.pos, s.vel, s.rho),
+    };
+    let bytes = bincode::serde::encode_to_vec(&v1, bincode::config::standard()).unwrap();
+    let path = std::env::temp_dir().join(format!("sph-ckpt-v1-{}.bin", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    let loaded = solver::sph::checkpoint::load(&path);
+    std::fs::remove_file(&path).ok();
+    let (_, _, mut back) = loaded.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(back.s, sim.s);
+    back.step();
+    sim.step();
+    assert_eq!(back.s, sim.s);
+}
+
+const CHECKPOINT_CASE: &str = r#"
 method = "sph"
 dt = 1e-3
 end_time = 1.0
@@ -313,25 +397,33 @@ spacing = 0.02
 min = [0.0, 0.0, 0.0]
 max = [0.1, 0.1, 0.2]
 "#;
+
+fn checkpoint_continues_exactly(integrator: &str) -> SphSim {
+    let text = &with_sph_line(CHECKPOINT_CASE, &format!("integrator = \"{integrator}\""));
     let case = SphCase::from_toml_str(text).unwrap();
     let c = case.constants().unwrap();
     let mut sim = SphSim::new(c.clone(), case.particles(&c).unwrap());
-    for _ in 0..40 {
+    for _ in 0..30 {
         sim.step();
     }
-    let path = std::env::temp_dir().join(format!("sph-ckpt-{}.bin", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("sph-ckpt-{integrator}-{}.bin", std::process::id()));
     solver::sph::checkpoint::save(&path, text, &sim).unwrap();
     assert!(solver::sph::checkpoint::is_sph_checkpoint(&path));
     let (_, _, mut back) = solver::sph::checkpoint::load(&path).unwrap();
     std::fs::remove_file(&path).ok();
     assert_eq!(back.s, sim.s);
+    // Across step 40 (a Verlet run's Euler step).
     for _ in 0..40 {
         sim.step();
         back.step();
     }
     assert_eq!(back.s, sim.s, "the restarted run differs");
     // A truncated file is a clear error naming it.
-    let bad = std::env::temp_dir().join(format!("sph-ckpt-bad-{}.bin", std::process::id()));
+    let bad = std::env::temp_dir().join(format!(
+        "sph-ckpt-bad-{integrator}-{}.bin",
+        std::process::id()
+    ));
     std::fs::write(&bad, solver::sph::checkpoint::MAGIC).unwrap();
     let e = match solver::sph::checkpoint::load(&bad) {
         Ok(_) => panic!("a truncated checkpoint loaded"),
@@ -339,4 +431,5 @@ max = [0.1, 0.1, 0.2]
     };
     std::fs::remove_file(&bad).ok();
     assert!(e.contains("sph-ckpt-bad") && e.contains("corrupt"), "{e}");
+    sim
 }

@@ -525,6 +525,38 @@ extern "C" __global__ void sph_bound_correct(const SphParams p, real* brho, cons
     brho[k] = (real)fmax(rho, p.rho0);
 }
 
+// One Verlet step of the fluid, in place (physics::verlet_update): the state at n in `s`, the
+// state one step back in `back` (velocities and densities; on an Euler step, `euler` != 0, the
+// base is the state itself). `back` then holds the state at n, `s` the new one.
+extern "C" __global__ void sph_verlet(const SphParams p, SphArrays s, SphArrays back, const real* acc,
+                                      const real* drho, const unsigned char* own, SphDiag* diag, unsigned euler) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n || (own && !own[k])) return;
+    const FluidState st = sph_load_state(s, k);
+    const real3 vb = euler ? st.v : load3(back.vel, k);
+    const real rb = euler ? st.rho : back.rho[k];
+    const double span = euler ? p.dt : 2.0 * p.dt;
+    const FluidState o = verlet_update(st, vb, rb, sph_load_rates(acc, drho, k), sph_gravity(p), p.dt, span);
+    store3(back.vel, k, st.v);
+    back.rho[k] = st.rho;
+    sph_store_state(s, k, o);
+    if (!(isfinite(o.x.x) && isfinite(o.x.y) && isfinite(o.x.z) && isfinite((double)o.rho)))
+        atomicAdd(&diag->nonfinite, 1u);
+}
+
+// The boundary's Verlet density, never below rho0 (cpu.rs verlet_particle): brho the density at
+// n, bback one step back; bback then holds brho's.
+extern "C" __global__ void sph_bound_verlet(const SphParams p, real* brho, real* bback, const real* bdrho,
+                                            const unsigned char* bown, unsigned euler) {
+    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n || (bown && !bown[k])) return;
+    const real r = brho[k];
+    const double base = euler ? (double)r : (double)bback[k];
+    const double span = euler ? p.dt : 2.0 * p.dt;
+    bback[k] = r;
+    brho[k] = (real)fmax(verlet_density(base, (double)bdrho[k], span), p.rho0);
+}
+
 // Publication in particle-id order (float32): fluid slot k goes to its id, boundary slot k to
 // bid[k] (with its velocity `bvel` when given: moving solids); halo slots (own or bown 0, when
 // given) are skipped. Any destination may be null (and may be another GPU's memory: a slab packs

@@ -322,6 +322,28 @@ __device__ __forceinline__ FluidState symplectic_correct(const FluidState& s, re
     return o;
 }
 
+// physics::verlet_density: rho_base + dt_span drho.
+__device__ __forceinline__ double verlet_density(double rho_base, double drho, double dt_span) {
+    return rho_base + drho * dt_span;
+}
+
+// physics::verlet_update: x + (dt v + dt^2/2 (acc + g)), v_base + dt_span (acc + g),
+// verlet_density(rho_base, drho, dt_span); in double, rounded to real at the end.
+__device__ __forceinline__ FluidState verlet_update(const FluidState& s, real3 v_base, real rho_base,
+                                                    const FluidRates& rates, real3 g, double dt, double dt_span) {
+    const double ax = (double)rates.acc.x + (double)g.x;
+    const double ay = (double)rates.acc.y + (double)g.y;
+    const double az = (double)rates.acc.z + (double)g.z;
+    const double dt205 = 0.5 * dt * dt;
+    FluidState o;
+    o.x = dv3(s.x.x + ((double)s.v.x * dt + ax * dt205), s.x.y + ((double)s.v.y * dt + ay * dt205),
+              s.x.z + ((double)s.v.z * dt + az * dt205));
+    o.v = make_real3((real)((double)v_base.x + ax * dt_span), (real)((double)v_base.y + ay * dt_span),
+                     (real)((double)v_base.z + az * dt_span));
+    o.rho = (real)verlet_density((double)rho_base, (double)rates.drho, dt_span);
+    return o;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Modified dynamic boundary conditions (mDBC). In double whatever `real` is: the 4 x 4 system is
 // solved by its adjugate, whose cancellations float would not survive (a boundary pass, cheap).

@@ -469,6 +469,8 @@ fn frame_state(
             })
             .collect(),
         rho: rho.iter().map(|&r| r as f64).collect(),
+        // A frame has no state one step back: a Verlet run's first step from it is an Euler step.
+        prev: None,
     };
     // Moving solids where their motion has them at the frame's time.
     placed

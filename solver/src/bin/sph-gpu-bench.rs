@@ -20,7 +20,9 @@
 //! `--diffusion molteni|none` replaces the case's Fourtakas density diffusion, to show what it
 //! costs. `--coefh C` replaces the case's smoothing length factor (h = C sqrt(3) dp; the shipped
 //! case's 1.0 is h = 1.73 dp, DualSPHysics' usual 1.1547 is h = 2 dp), to compare with codes
-//! that run the case with more neighbours.
+//! that run the case with more neighbours. `--integrator verlet` replaces the symplectic scheme
+//! (two evaluations of the rates per step) by Verlet (one, an Euler step every 40), as
+//! DualSPHysics and TNL-SPH ran this case in the peer benchmark beside ours.
 //!
 //! Usage: sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] [--frames 5]
 //!                      [--device 0] [--devices 0,1] [--balance off,slice]
@@ -33,7 +35,7 @@ use anyhow::{bail, Context, Result};
 use solver::decomp::Balance;
 use solver::sph::cpu::{first_time_step, SphState};
 use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
-use solver::sph::setup::{BoundaryName, Diffusion, SphCase, KIND_FLUID};
+use solver::sph::setup::{BoundaryName, Diffusion, IntegratorName, SphCase, KIND_FLUID};
 use solver::sph::slabs::FirstCut;
 
 struct Args {
@@ -50,6 +52,7 @@ struct Args {
     diffusion: Diffusion,
     boundary: BoundaryName,
     coefh: Option<f64>,
+    integrator: IntegratorName,
     out: Option<String>,
 }
 
@@ -68,6 +71,7 @@ fn parse() -> Result<Args> {
         diffusion: Diffusion::Fourtakas,
         boundary: BoundaryName::Dbc,
         coefh: None,
+        integrator: IntegratorName::Symplectic,
         out: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -166,6 +170,13 @@ fn parse() -> Result<Args> {
                 }
                 a.coefh = Some(c);
             }
+            "--integrator" => {
+                a.integrator = match v.as_str() {
+                    "symplectic" => IntegratorName::Symplectic,
+                    "verlet" => IntegratorName::Verlet,
+                    _ => bail!("--integrator: symplectic or verlet, not {v}"),
+                }
+            }
             "--out" => a.out = Some(v.clone()),
             _ => bail!("unknown option {k}\n{USAGE}"),
         }
@@ -180,7 +191,7 @@ fn parse() -> Result<Args> {
 const USAGE: &str = "sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] \
 [--frames 5] [--device 0] [--devices 0,1] [--balance off,slice] [--first-cut work,count] \
 [--balance-every 32] [--balance-threshold X] [--diffusion fourtakas] [--boundary dbc|mdbc] \
-[--coefh 1.0] [--out FILE]";
+[--coefh 1.0] [--integrator symplectic|verlet] [--out FILE]";
 
 /// The dam-break case (the shipped dambreak.toml) at spacing `dp`, with `diffusion`.
 fn dambreak(dp: f64, diffusion: Diffusion) -> Result<SphCase> {
@@ -209,6 +220,14 @@ fn spacing_for(n: f64) -> Result<f64> {
         }
     }
     Ok(hi)
+}
+
+/// The integrator as a record's model names it.
+fn integrator_words(i: IntegratorName) -> &'static str {
+    match i {
+        IntegratorName::Symplectic => "symplectic",
+        IntegratorName::Verlet => "Verlet (an Euler step every 40)",
+    }
 }
 
 /// The density diffusion as a record's model names it.
@@ -262,6 +281,7 @@ fn main() -> Result<()> {
         if let Some(coefh) = a.coefh {
             case.sph.coefh = coefh;
         }
+        case.sph.integrator = a.integrator;
         let c = case.constants()?;
         let t0 = Instant::now();
         let p = case.particles(&c)?;
@@ -360,7 +380,7 @@ fn main() -> Result<()> {
         );
         let line = format!(
             "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
-             {diff} density diffusion, symplectic, variable CFL dt, f32 (positions f64)\", \
+             {diff} density diffusion, {integ}, variable CFL dt, f32 (positions f64)\", \
              \"phase\": \"from rest: {w} warm-up steps, then {s} timed, t = {tf:.4} to {tt:.4} s\", \
              \"device\": \"{dev}\", \"particles\": {n}, \"fluid\": {nf}, \"spacing\": {dp}, \
              \"steps\": {s}, \"wall_s\": {wall}, \"ms_per_step\": {ms_step}, \
@@ -370,6 +390,7 @@ fn main() -> Result<()> {
             w = a.warmup,
             s = a.steps,
             diff = diffusion_words(a.diffusion),
+            integ = integrator_words(a.integrator),
             bc = boundary_words(a.boundary),
             dev = sim.device_name(),
             t = sim.time(),
@@ -395,6 +416,7 @@ fn main() -> Result<()> {
                 kind: p.kind,
                 pos: p.pos,
                 rho: p.rho,
+                prev: None,
             };
             for &first_cut in &a.first_cut {
                 for &balance in &a.balance {
@@ -466,7 +488,7 @@ fn group_run(
     );
     Ok(format!(
         "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
-         {diff} density diffusion, symplectic, variable CFL dt, f32 (positions f64)\", \
+         {diff} density diffusion, {integ}, variable CFL dt, f32 (positions f64)\", \
          \"phase\": \"from rest: {w} warm-up steps, then {s} timed, t = {tf:.4} to {tt:.4} s\", \
          \"device\": \"{dev}\", \"gpus\": {gpus}, \"first_cut\": \"{fc}\", \"balance\": \"{bal}\", \"balance_every\": {be}, \"balance_threshold\": {bt}, \"particles\": {n}, \
          \"spacing\": {dp}, \"steps\": {s}, \"wall_s\": {wall}, \"particle_steps_per_s\": {rate}, \
@@ -479,6 +501,7 @@ fn group_run(
         tt = timed_to,
         bc = boundary_words(a.boundary),
         diff = diffusion_words(a.diffusion),
+        integ = integrator_words(a.integrator),
         dev = g.device_name(),
         gpus = a.devices.len(),
         bal = balance.name(),

@@ -1,15 +1,17 @@
 //! Checkpoints of SPH runs: the case text and the full state (positions, velocities, densities,
-//! the step about to be taken), bincode 2. A restart continues bit for bit.
+//! the step about to be taken, and a Verlet run's state one step back), bincode 2. A restart
+//! continues bit for bit. Version 1 (before the Verlet integrator) is still read.
 
 use super::cpu::{SphSim, SphState};
 use super::motion::MovingSolids;
 use super::setup::{SphCase, SphConstants};
+use crate::core::vec3::V3;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// First bytes of an SPH checkpoint (DEM checkpoints start with `PSHMCKPT`).
 pub const MAGIC: [u8; 8] = *b"PSHMSPHC";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct Payload {
@@ -18,6 +20,33 @@ struct Payload {
     case_toml: String,
     dt: f64,
     state: SphState,
+}
+
+/// The first fields of every version.
+#[derive(Deserialize)]
+struct Head {
+    magic: [u8; 8],
+    version: u32,
+}
+
+/// Version 1: the state without `prev`.
+#[derive(Deserialize)]
+struct PayloadV1 {
+    _magic: [u8; 8],
+    _version: u32,
+    case_toml: String,
+    dt: f64,
+    state: StateV1,
+}
+
+#[derive(Deserialize)]
+struct StateV1 {
+    time: f64,
+    step: u64,
+    kind: Vec<u32>,
+    pos: Vec<V3>,
+    vel: Vec<V3>,
+    rho: Vec<f64>,
 }
 
 /// Why an SPH checkpoint could not be written or read; names the file.
@@ -122,28 +151,59 @@ pub struct Restored {
 pub fn load_state(path: &Path) -> Result<Restored, SphCheckpointError> {
     let bytes =
         std::fs::read(path).map_err(|e| err(path, format!("cannot read checkpoint: {e}")))?;
-    let (p, _): (Payload, usize) =
-        bincode::serde::decode_from_slice(&bytes, bincode::config::standard())
-            .map_err(|e| err(path, format!("corrupt SPH checkpoint: {e}")))?;
-    if p.magic != MAGIC {
+    let corrupt =
+        |e: bincode::error::DecodeError| err(path, format!("corrupt SPH checkpoint: {e}"));
+    let cfg = bincode::config::standard();
+    let (head, _): (Head, usize) =
+        bincode::serde::decode_from_slice(&bytes, cfg).map_err(corrupt)?;
+    if head.magic != MAGIC {
         return Err(err(path, "not an SPH checkpoint (bad magic)"));
     }
-    if p.version != VERSION {
-        return Err(err(
-            path,
-            format!(
-                "SPH checkpoint version {}, this build reads {VERSION}",
-                p.version
-            ),
-        ));
-    }
+    let p = match head.version {
+        VERSION => {
+            bincode::serde::decode_from_slice::<Payload, _>(&bytes, cfg)
+                .map_err(corrupt)?
+                .0
+        }
+        1 => {
+            let (v1, _): (PayloadV1, usize) =
+                bincode::serde::decode_from_slice(&bytes, cfg).map_err(corrupt)?;
+            let s = v1.state;
+            Payload {
+                magic: MAGIC,
+                version: 1,
+                case_toml: v1.case_toml,
+                dt: v1.dt,
+                state: SphState {
+                    time: s.time,
+                    step: s.step,
+                    kind: s.kind,
+                    pos: s.pos,
+                    vel: s.vel,
+                    rho: s.rho,
+                    prev: None,
+                },
+            }
+        }
+        v => {
+            return Err(err(
+                path,
+                format!("SPH checkpoint version {v}, this build reads 1 and {VERSION}"),
+            ))
+        }
+    };
     let case = SphCase::from_toml_str(&p.case_toml)
         .map_err(|e| err(path, format!("holds an invalid case: {e}")))?;
     let c = case
         .constants()
         .map_err(|e| err(path, format!("holds an invalid case: {e}")))?;
     let n = p.state.pos.len();
-    if p.state.vel.len() != n || p.state.rho.len() != n || p.state.kind.len() != n {
+    let prev_ok = p
+        .state
+        .prev
+        .as_ref()
+        .is_none_or(|b| b.vel.len() == n && b.rho.len() == n);
+    if p.state.vel.len() != n || p.state.rho.len() != n || p.state.kind.len() != n || !prev_ok {
         return Err(err(
             path,
             "corrupt SPH checkpoint: arrays of different lengths",

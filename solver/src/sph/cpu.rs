@@ -1,6 +1,7 @@
 //! The CPU reference of the SPH method: gather formulation (each particle sums its own
 //! neighbours in (cell, id) order, no float atomics, the same bits for any thread count),
-//! symplectic position Verlet with the variable CFL step, dynamic boundary particles.
+//! symplectic position Verlet (or Verlet, `[sph] integrator`) with the variable CFL step, dynamic
+//! boundary particles.
 //!
 //! One evaluation of the rates (`rates`) serves every particle: fluid particles get an
 //! acceleration and a density rate, boundary particles a density rate only (they do not move, or
@@ -10,7 +11,7 @@
 
 use super::motion::MovingSolids;
 use super::physics::{self, DiffusionParams, FluidRates, FluidState, SphPair};
-use super::setup::{Diffusion, SphConstants, SphParticles, KIND_FLUID};
+use super::setup::{Diffusion, Integrator, SphConstants, SphParticles, KIND_FLUID};
 use crate::core::geometry::BodyTransform;
 use crate::core::grid::{CellList, Grid};
 use crate::core::vec3::{self, V3};
@@ -23,6 +24,17 @@ pub struct SphState {
     pub step: u64,
     pub kind: Vec<u32>,
     pub pos: Vec<V3>,
+    pub vel: Vec<V3>,
+    pub rho: Vec<f64>,
+    /// The Verlet integrator's state one step back (id order); `None` with the symplectic one,
+    /// and before a Verlet run's first step (which is then an Euler step).
+    pub prev: Option<PrevState>,
+}
+
+/// Velocities and densities one step back, by id (the Verlet integrator's); a boundary
+/// particle's velocity is not kept (zero).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PrevState {
     pub vel: Vec<V3>,
     pub rho: Vec<f64>,
 }
@@ -38,6 +50,7 @@ impl SphState {
             pos: vec![[0.0; 3]; n],
             vel: vec![[0.0; 3]; n],
             rho: vec![0.0; n],
+            prev: None,
         }
     }
 
@@ -51,6 +64,7 @@ impl SphState {
             pos: p.pos.clone(),
             vel: vec![[0.0; 3]; n],
             rho: p.rho.clone(),
+            prev: None,
         };
         p.moving.place(0.0, &mut s.pos, &mut s.vel);
         s
@@ -171,6 +185,39 @@ pub(crate) fn correct(
         let rho = physics::symplectic_density(s.rho, half_rho, r.drho, dt);
         FluidState {
             rho: rho.max(c.rho0),
+            ..*s
+        }
+    }
+}
+
+/// Whether the Verlet step that starts at step index `step` is an Euler step: every
+/// `euler_every`-th (DualSPHysics' `VerletSteps`: steps 40, 80, ... counted from 1), and the first
+/// of a run without the state one step back (`has_prev` false: a new run, or one resumed from a
+/// frame).
+pub fn verlet_is_euler(step: u64, euler_every: u32, has_prev: bool) -> bool {
+    !has_prev || (step + 1).is_multiple_of(euler_every.max(1) as u64)
+}
+
+/// One Verlet step of one particle from its state `s`, the base of its velocity and density
+/// (`v_base`, `rho_base`: one step back, or its own on an Euler step) and its rates: a fluid
+/// particle moves ([`physics::verlet_update`]), a boundary particle's density changes only
+/// (never below rho0, as with the symplectic scheme). `dt_span`: 2 dt, or dt on an Euler step.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn verlet_particle(
+    c: &SphConstants,
+    fluid: bool,
+    s: &FluidState,
+    v_base: V3,
+    rho_base: f64,
+    r: &FluidRates,
+    dt: f64,
+    dt_span: f64,
+) -> FluidState {
+    if fluid {
+        physics::verlet_update(s, v_base, rho_base, r, c.gravity, dt, dt_span)
+    } else {
+        FluidState {
+            rho: physics::verlet_density(rho_base, r.drho, dt_span).max(c.rho0),
             ..*s
         }
     }
@@ -324,6 +371,7 @@ impl SphSim {
                 pos: p.pos,
                 vel: vec![[0.0; 3]; n],
                 rho: p.rho,
+                prev: None,
             },
             grid,
             fluid_cells: CellList::default(),
@@ -638,8 +686,74 @@ impl SphSim {
         }
     }
 
-    /// One symplectic step of `self.dt`; sets the next step from the CFL condition.
+    /// One step of `self.dt` with the case's integrator; sets the next step from the CFL
+    /// condition.
     pub fn step(&mut self) {
+        match self.c.integrator {
+            Integrator::Symplectic => self.step_symplectic(),
+            Integrator::Verlet { euler_every } => self.step_verlet(euler_every),
+        }
+    }
+
+    /// One Verlet step: rates at the state (the walls' densities first, mDBC), then the update
+    /// from the state one step back ([`verlet_particle`]), which the state becomes. The next step
+    /// comes from this step's rates, as the symplectic scheme's from its corrector's.
+    fn step_verlet(&mut self, euler_every: u32) {
+        let dt = self.dt;
+        let c = self.c.clone();
+        let mut pos = std::mem::take(&mut self.s.pos);
+        let mut vel = std::mem::take(&mut self.s.vel);
+        let mut rho = std::mem::take(&mut self.s.rho);
+        let prev = self.s.prev.take();
+        let corrected = self.correct_boundary(&pos, &vel, &mut rho, self.s.time);
+        let r = self.rates(&pos, &vel, &rho, corrected);
+        let euler = verlet_is_euler(self.s.step, euler_every, prev.is_some());
+        let span = if euler { dt } else { 2.0 * dt };
+        let kind = &self.s.kind;
+        let new: Vec<FluidState> = (0..pos.len())
+            .into_par_iter()
+            .map(|k| {
+                let s = FluidState {
+                    x: pos[k],
+                    v: vel[k],
+                    rho: rho[k],
+                };
+                let (vb, rb) = match &prev {
+                    Some(p) if !euler => (p.vel[k], p.rho[k]),
+                    _ => (s.v, s.rho),
+                };
+                verlet_particle(&c, kind[k] == KIND_FLUID, &s, vb, rb, &r.r[k], dt, span)
+            })
+            .collect();
+        // The state at n becomes the one step back (its arrays reused).
+        let mut back = prev.unwrap_or_else(|| PrevState {
+            vel: Vec::new(),
+            rho: Vec::new(),
+        });
+        std::mem::swap(&mut back.vel, &mut vel);
+        std::mem::swap(&mut back.rho, &mut rho);
+        // A boundary particle's velocity is prescribed, never integrated: none is kept one step
+        // back (zero, as the GPU keeps only the fluid's).
+        for &k in &self.moving.ids {
+            back.vel[k as usize] = [0.0; 3];
+        }
+        vel.clear();
+        rho.clear();
+        for (k, s) in new.into_iter().enumerate() {
+            pos[k] = s.x;
+            vel.push(s.v);
+            rho.push(s.rho);
+        }
+        self.moving.place(self.s.time + dt, &mut pos, &mut vel);
+        (self.s.pos, self.s.vel, self.s.rho) = (pos, vel, rho);
+        self.s.prev = Some(back);
+        self.s.time += dt;
+        self.s.step += 1;
+        self.dt = next_time_step(&self.c, r.dt_f, r.dt_cv);
+    }
+
+    /// One symplectic step: predictor, rates at the half step, corrector.
+    fn step_symplectic(&mut self) {
         let dt = self.dt;
         let c = self.c.clone();
         // The state at the start of the step is moved out (not copied) while the rates borrow

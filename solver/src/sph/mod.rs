@@ -1,6 +1,6 @@
 //! The weakly compressible SPH method (issue 17). [`physics`]: the smoothing kernels, the Tait
 //! equation of state, artificial viscosity, the momentum and continuity pair terms, delta-SPH
-//! density diffusion, the variable time step and the symplectic integrator, each formula once in
+//! density diffusion, the variable time step and the symplectic and Verlet integrators, each formula once in
 //! Rust with a CUDA twin of the same name in `kernels/src/cuda/sph_physics.cuh`. [`setup`] reads
 //! an SPH case (its own file type for now) and places fluid and dynamic boundary particles;
 //! [`cpu`] is the CPU reference solver and [`cuda`] its GPU twin on one device (bit-identical in

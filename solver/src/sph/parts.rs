@@ -20,16 +20,32 @@ pub(crate) struct OwnedParticles {
     pub pos: Vec<V3>,
     pub vel: Vec<V3>,
     pub rho: Vec<f64>,
+    /// The Verlet integrator's velocities and densities one step back, by entry (empty: none,
+    /// the symplectic scheme or before a Verlet run's first step).
+    pub prev_vel: Vec<V3>,
+    pub prev_rho: Vec<f64>,
 }
 
 impl OwnedParticles {
-    /// Puts these particles into `s` at their ids (boundary particles keep zero velocity).
+    /// Puts these particles into `s` at their ids (boundary particles keep zero velocity), and
+    /// their state one step back when they have it.
     pub fn write_into(&self, s: &mut SphState) {
         for (k, &id) in self.id.iter().enumerate() {
             let i = id as usize;
             s.pos[i] = self.pos[k];
             s.vel[i] = self.vel[k];
             s.rho[i] = self.rho[k];
+        }
+        if self.prev_rho.len() == self.id.len() && !self.id.is_empty() {
+            let n = s.pos.len();
+            let back = s.prev.get_or_insert_with(|| crate::sph::cpu::PrevState {
+                vel: vec![[0.0; 3]; n],
+                rho: vec![0.0; n],
+            });
+            for (k, &id) in self.id.iter().enumerate() {
+                back.vel[id as usize] = self.prev_vel[k];
+                back.rho[id as usize] = self.prev_rho[k];
+            }
         }
     }
 }
@@ -229,12 +245,18 @@ mod tests {
                 pos: ids.iter().map(|&i| [i as f64, 0.0, 0.0]).collect(),
                 vel: vec![[0.0; 3]; ids.len()],
                 rho: vec![1000.0; ids.len()],
+                prev_vel: ids.iter().map(|&i| [0.0, i as f64, 0.0]).collect(),
+                prev_rho: vec![999.0; ids.len()],
             })
         };
         let kind = [1, 1, 2];
         let s = assemble_state(vec![part(&[2, 0]), part(&[1])], 0.5, 3, &kind).unwrap();
         assert_eq!(s.pos[2], [2.0, 0.0, 0.0]);
         assert_eq!((s.time, s.step), (0.5, 3));
+        // The state one step back comes with the parts.
+        let back = s.prev.expect("the state one step back");
+        assert_eq!(back.rho, [999.0; 3]);
+        assert_eq!(back.vel[2], [0.0, 2.0, 0.0]);
         let twice = assemble_state(vec![part(&[0, 1]), part(&[1, 2])], 0.5, 3, &kind);
         assert!(twice
             .unwrap_err()

@@ -29,11 +29,14 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::cpu::{correct, next_time_step, predict, sph_layer_of, SphSim, SphState};
+use super::cpu::{
+    correct, next_time_step, predict, sph_layer_of, verlet_is_euler, verlet_particle, SphSim,
+    SphState,
+};
 use super::motion::MovingSolids;
 use super::parts::{assemble_state, take_parts, FramePart, OwnedParticles, PendingFrame};
 use super::physics::{self, FluidState};
-use super::setup::{SphConstants, KIND_FLUID};
+use super::setup::{Integrator, SphConstants, KIND_FLUID};
 use super::slabs::{decide_over_ranks, owner_of, reach_of, FirstCut, SlabCut, TooFewLayers};
 use crate::core::vec3::V3;
 use crate::decomp::balance::Balance;
@@ -76,7 +79,8 @@ pub struct SphCpuRankOptions {
 }
 
 /// Particles a rank sends a neighbour before an evaluation: ids, position, velocity and density
-/// at the evaluation, and (before the corrector's evaluation only) at the start of the step.
+/// at the evaluation, and (before the corrector's evaluation only) at the start of the step, or
+/// with the Verlet integrator the velocity and density one step back (position unused).
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Records {
     id: Vec<u32>,
@@ -111,7 +115,8 @@ pub struct SphCpuRank {
     /// theirs (empty without moving solids).
     moving: MovingSolids,
     is_moving: Vec<bool>,
-    /// The half-step state of the step being taken (valid where this rank holds a particle).
+    /// The half-step state of the step being taken (valid where this rank holds a particle);
+    /// with Verlet, `half_vel` and `half_rho` hold the state one step back.
     half_pos: Vec<V3>,
     half_vel: Vec<V3>,
     half_rho: Vec<f64>,
@@ -125,6 +130,9 @@ pub struct SphCpuRank {
     rebalances: u64,
     records_sent: u64,
     pending: Option<PendingFrame>,
+    /// Verlet: the half-state arrays hold the state one step back (false before the first step
+    /// of a run without it, which is then an Euler step).
+    verlet_ready: bool,
 }
 
 impl SphCpuRank {
@@ -142,8 +150,18 @@ impl SphCpuRank {
             .check(state.pos.len())
             .map_err(SphRankError::Internal)?;
         let cut = SlabCut::new(&c, &state, &moving, ranks, opts.axis, opts.first_cut)?;
-        let (half_pos, half_vel, half_rho) =
-            (state.pos.clone(), state.vel.clone(), state.rho.clone());
+        let mut state = state;
+        // Verlet: the state one step back lives in the half-state arrays (every rank holds the
+        // whole state at the start).
+        let back = state
+            .prev
+            .take()
+            .filter(|_| matches!(c.integrator, Integrator::Verlet { .. }));
+        let verlet_ready = back.is_some();
+        let (half_pos, half_vel, half_rho) = match back {
+            Some(b) => (state.pos.clone(), b.vel, b.rho),
+            None => (state.pos.clone(), state.vel.clone(), state.rho.clone()),
+        };
         let mut is_moving = Vec::new();
         if !moving.is_empty() {
             is_moving = vec![false; state.pos.len()];
@@ -179,6 +197,7 @@ impl SphCpuRank {
             rebalances: 0,
             records_sent: 0,
             pending: None,
+            verlet_ready,
         };
         let mine = r.bounds[rank]..r.bounds[rank + 1];
         r.owned = (0..r.sim.s.pos.len() as u32)
@@ -287,6 +306,8 @@ impl SphCpuRank {
             });
         }
         let s = &self.sim.s;
+        // With Verlet, the state one step back travels with the state (in `start`).
+        let second = half || self.verlet_ready;
         let state = |k: usize| {
             if half {
                 pack(self.half_pos[k], self.half_vel[k], self.half_rho[k])
@@ -308,6 +329,9 @@ impl SphCpuRank {
                     rec.now.push(state(k));
                     if half {
                         rec.start.push(pack(s.pos[k], s.vel[k], s.rho[k]));
+                    } else if second {
+                        rec.start
+                            .push(pack(s.pos[k], self.half_vel[k], self.half_rho[k]));
                     }
                 }
             }
@@ -334,7 +358,7 @@ impl SphCpuRank {
             let rec: Records = decode(&got[v], "an SPH rank's records");
             let n = self.sim.s.pos.len();
             if rec.now.len() != rec.id.len()
-                || rec.start.len() != if half { rec.id.len() } else { 0 }
+                || rec.start.len() != if second { rec.id.len() } else { 0 }
                 || rec.id.iter().any(|&k| k as usize >= n)
             {
                 return Err(SphRankError::Internal(format!(
@@ -353,6 +377,10 @@ impl SphCpuRank {
                 } else {
                     let s = &mut self.sim.s;
                     (s.pos[i], s.vel[i], s.rho[i]) = (x, u, rho);
+                    if second {
+                        let (_, u1, rho1) = unpack(&rec.start[e]);
+                        (self.half_vel[i], self.half_rho[i]) = (u1, rho1);
+                    }
                 }
                 if self.sim.s.kind[i] == KIND_FLUID {
                     fluid.push(k);
@@ -418,9 +446,113 @@ impl SphCpuRank {
         Ok(true)
     }
 
-    /// One symplectic step of [`SphCpuRank::dt`]; sets the next step from the CFL condition.
-    /// Collective.
+    /// One step of [`SphCpuRank::dt`] with the case's integrator; sets the next step from the
+    /// CFL condition. Collective.
     pub fn step(&mut self) -> Result<(), SphRankError> {
+        match self.sim.c.integrator {
+            Integrator::Symplectic => self.step_symplectic(),
+            Integrator::Verlet { euler_every } => self.step_verlet(euler_every),
+        }
+    }
+
+    /// One Verlet step (`SphSim::step_verlet` on this rank's slab): the exchange carries the
+    /// state one step back with the state, one evaluation, the update of the owned particles.
+    fn step_verlet(&mut self, euler_every: u32) -> Result<(), SphRankError> {
+        let dt = self.sim.dt;
+        let c = self.sim.c.clone();
+        let t = Instant::now();
+        let (fluid, owned) = self.exchange(false)?;
+        let mut exchange = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        if !self.moving.is_empty() {
+            let ids = self.held_boundary(Some(&self.sim.s.pos));
+            self.sim.hold_boundary(ids);
+        }
+        let mut pos = std::mem::take(&mut self.sim.s.pos);
+        let mut vel = std::mem::take(&mut self.sim.s.vel);
+        let mut rho = std::mem::take(&mut self.sim.s.rho);
+        let t_walls = Instant::now();
+        let corrected = self.correct_boundary(&pos, &vel, &mut rho, &fluid)?;
+        exchange += t_walls.elapsed().as_secs_f64();
+        let r = self
+            .sim
+            .rates_of(&pos, &vel, &rho, &fluid, Some(&owned), corrected);
+        let euler = verlet_is_euler(self.sim.s.step, euler_every, self.verlet_ready);
+        let span = if euler { dt } else { 2.0 * dt };
+        let kind = &self.sim.s.kind;
+        let (hv, hr) = (&self.half_vel, &self.half_rho);
+        let new: Vec<FluidState> = owned
+            .par_iter()
+            .zip(&r.r)
+            .map(|(&k, r)| {
+                let k = k as usize;
+                let s = FluidState {
+                    x: pos[k],
+                    v: vel[k],
+                    rho: rho[k],
+                };
+                let (vb, rb) = if euler { (s.v, s.rho) } else { (hv[k], hr[k]) };
+                verlet_particle(&c, kind[k] == KIND_FLUID, &s, vb, rb, r, dt, span)
+            })
+            .collect();
+        let mut nonfinite = 0u64;
+        for (&k, n) in owned.iter().zip(&new) {
+            let k = k as usize;
+            // A boundary particle's velocity is not kept one step back (as `SphSim`).
+            self.half_vel[k] = if kind[k] == KIND_FLUID {
+                vel[k]
+            } else {
+                [0.0; 3]
+            };
+            self.half_rho[k] = rho[k];
+            (pos[k], vel[k], rho[k]) = (n.x, n.v, n.rho);
+            nonfinite += u64::from(!n.rho.is_finite() || !n.x.iter().all(|x| x.is_finite()));
+        }
+        let t0 = self.sim.s.time;
+        self.moving.place(t0 + dt, &mut pos, &mut vel);
+        (self.sim.s.pos, self.sim.s.vel, self.sim.s.rho) = (pos, vel, rho);
+        self.owned = owned;
+        self.verlet_ready = true;
+        let compute = t.elapsed().as_secs_f64();
+        self.finish_step(dt, r.dt_f, r.dt_cv, nonfinite, compute, exchange)
+    }
+
+    /// The end of a step: the next time step and the non-finite count reduced over the ranks,
+    /// the clocks, the balancing. Collective.
+    fn finish_step(
+        &mut self,
+        dt: f64,
+        dt_f: f64,
+        dt_cv: f64,
+        nonfinite: u64,
+        compute: f64,
+        exchange: f64,
+    ) -> Result<(), SphRankError> {
+        let c = &self.sim.c;
+        let (dt_f, dt_cv) = (self.comm.min_f64(dt_f), self.comm.min_f64(dt_cv));
+        let nonfinite = self.comm.sum_u64(nonfinite);
+        self.busy += compute;
+        self.compute_s += compute;
+        self.exchange_s += exchange;
+        let s = &mut self.sim.s;
+        s.time += dt;
+        s.step += 1;
+        if nonfinite > 0 {
+            return Err(SphRankError::NonFinite {
+                count: nonfinite,
+                step: s.step,
+                time: s.time,
+            });
+        }
+        self.sim.dt = next_time_step(c, dt_f, dt_cv);
+        if self.sim.s.step.is_multiple_of(self.interval) {
+            self.rebalance();
+        }
+        Ok(())
+    }
+
+    /// One symplectic step.
+    fn step_symplectic(&mut self) -> Result<(), SphRankError> {
         let dt = self.sim.dt;
         let c = self.sim.c.clone();
         let t = Instant::now();
@@ -507,27 +639,7 @@ impl SphCpuRank {
         self.moving.place(t0 + dt, &mut s.pos, &mut s.vel);
         self.owned = owned;
         compute += t.elapsed().as_secs_f64();
-
-        let (dt_f, dt_cv) = (self.comm.min_f64(r1.dt_f), self.comm.min_f64(r1.dt_cv));
-        let nonfinite = self.comm.sum_u64(nonfinite);
-        self.busy += compute;
-        self.compute_s += compute;
-        self.exchange_s += exchange;
-        let s = &mut self.sim.s;
-        s.time += dt;
-        s.step += 1;
-        if nonfinite > 0 {
-            return Err(SphRankError::NonFinite {
-                count: nonfinite,
-                step: s.step,
-                time: s.time,
-            });
-        }
-        self.sim.dt = next_time_step(&c, dt_f, dt_cv);
-        if self.sim.s.step.is_multiple_of(self.interval) {
-            self.rebalance();
-        }
-        Ok(())
+        self.finish_step(dt, r1.dt_f, r1.dt_cv, nonfinite, compute, exchange)
     }
 
     /// One step, shortened so as not to pass `t_end`. Collective.
@@ -593,6 +705,10 @@ impl SphCpuRank {
             p.pos.push(s.pos[i]);
             p.vel.push(s.vel[i]);
             p.rho.push(s.rho[i]);
+            if self.verlet_ready {
+                p.prev_vel.push(self.half_vel[i]);
+                p.prev_rho.push(self.half_rho[i]);
+            }
         }
         p
     }

@@ -82,6 +82,27 @@ pub fn assert_same_bits(cpu: &SphState, gpu: &SphState, what: &str) {
             cpu.pos[k], cpu.vel[k], cpu.rho[k], gpu.pos[k], gpu.vel[k], gpu.rho[k]
         );
     }
+    // A Verlet run's state one step back.
+    match (&cpu.prev, &gpu.prev) {
+        (None, None) => {}
+        (Some(a), Some(b)) => {
+            let same = |x: f64, y: f64| x.to_bits() == y.to_bits();
+            let differ = (0..n)
+                .filter(|&k| {
+                    !(same(a.rho[k], b.rho[k]) && (0..3).all(|i| same(a.vel[k][i], b.vel[k][i])))
+                })
+                .count();
+            assert_eq!(
+                differ, 0,
+                "{what}: {differ} of {n} particles differ one step back"
+            );
+        }
+        (a, b) => panic!(
+            "{what}: one state has the step back, the other not ({} / {})",
+            a.is_some(),
+            b.is_some()
+        ),
+    }
 }
 
 /// A tank rocking +-3 degrees about the middle of its floor at 1 Hz (all its walls move) with a

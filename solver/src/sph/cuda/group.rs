@@ -29,7 +29,7 @@ use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, queue_peer_copies, HostRegistration, MemoryReport, PeerCopy};
 use crate::sph::cpu::{next_time_step, sph_layer_of, SphState};
 use crate::sph::motion::MovingSolids;
-use crate::sph::setup::{SphConstants, KIND_FLUID};
+use crate::sph::setup::{Integrator, SphConstants, KIND_FLUID};
 pub(super) use crate::sph::slabs::{handover, MIN_SLAB_LAYERS};
 use crate::sph::slabs::{FirstCut, SlabCut};
 
@@ -397,16 +397,30 @@ impl SphGroup {
             self.slabs[w].set_own_layers(lo, hi)?;
             for v in (0..g).filter(|&v| v != w) {
                 let (from, to) = handover(&old, &self.bounds, v, w);
-                let src = self.slabs[v].boundary_rho_ptr(false);
-                // SAFETY: same slots on every GPU; every stream is idle (read_diag waited for
-                // them); a GPU writes here only densities of layers it did not own, and reads
-                // only layers their previous owner did own, so no write meets a read; every
-                // stream passes these copies before the next step's read_counts returns.
-                unsafe { self.slabs[w].queue_take(from, to, src, false) }?;
+                // With Verlet the densities one step back too (`bhalf`), which the new owner
+                // integrates from.
+                for back in [false, true]
+                    .into_iter()
+                    .take(1 + usize::from(self.verlet()))
+                {
+                    let src = self.slabs[v].boundary_rho_ptr(back);
+                    // SAFETY: same slots on every GPU; every stream is idle (read_diag waited
+                    // for them); a GPU writes here only densities of layers it did not own, and
+                    // reads only layers their previous owner did own, so no write meets a read;
+                    // every stream passes these copies before the next step's read_counts
+                    // returns.
+                    unsafe { self.slabs[w].queue_take(from, to, src, back) }?;
+                }
             }
         }
         self.rebalances += 1;
         Ok(())
+    }
+
+    /// Whether the run integrates with Verlet (the boundary's `bhalf` then holds the densities
+    /// one step back, which must follow the particles from slab to slab).
+    fn verlet(&self) -> bool {
+        matches!(self.c.integrator, Integrator::Verlet { .. })
     }
 
     /// The slab bounds (cell layers along the split axis, one more than GPUs).
@@ -474,20 +488,39 @@ impl SphGpu for SphGroup {
             // The slab's clock: where it places the moving solids.
             (s.time, s.dt) = (self.time, dt);
         }
-        self.exchange(false)?;
-        self.mark(0)?;
-        for s in &mut self.slabs {
-            s.predictor_sort()?;
-        }
-        self.share_ghost_densities()?;
-        for s in &mut self.slabs {
-            s.predictor_rates()?;
-        }
-        self.mark(1)?;
-        self.exchange(true)?;
-        self.mark(2)?;
-        for s in &mut self.slabs {
-            s.corrector()?;
+        match self.c.integrator {
+            Integrator::Symplectic => {
+                self.exchange(false)?;
+                self.mark(0)?;
+                for s in &mut self.slabs {
+                    s.predictor_sort()?;
+                }
+                self.share_ghost_densities()?;
+                for s in &mut self.slabs {
+                    s.predictor_rates()?;
+                }
+                self.mark(1)?;
+                self.exchange(true)?;
+                self.mark(2)?;
+                for s in &mut self.slabs {
+                    s.corrector()?;
+                }
+            }
+            Integrator::Verlet { euler_every } => {
+                // One evaluation: the exchange (its records carry the state one step back in
+                // their half-state fields) timed as the exchange, events 1 to 2.
+                self.mark(0)?;
+                self.mark(1)?;
+                self.exchange(false)?;
+                self.mark(2)?;
+                for s in &mut self.slabs {
+                    s.verlet_sort()?;
+                }
+                self.share_ghost_densities()?;
+                for s in &mut self.slabs {
+                    s.verlet_update(euler_every)?;
+                }
+            }
         }
         self.mark(3)?;
         let (mut dt_f, mut dt_cv, mut nonfinite) = (f64::INFINITY, f64::INFINITY, 0);
@@ -498,8 +531,12 @@ impl SphGpu for SphGroup {
             nonfinite += nf;
         }
         // The densities the correctors just integrated (before a move of the bounds flags the
-        // boundary again).
+        // boundary again), and with Verlet those one step back, which the next owner of a
+        // moving particle integrates from.
         self.share_moving(false)?;
+        if self.verlet() {
+            self.share_moving(true)?;
+        }
         // Every stream has passed its events (read_diag waited for it).
         for (w, ev) in self.events.iter().enumerate() {
             let (compute, exchange) = step_times(ev)?;
@@ -677,6 +714,9 @@ impl SlabCut {
         }
         if let Some(ghosts) = ghosts {
             sim.attach_ghosts(ghosts)?;
+        }
+        if let (Integrator::Verlet { .. }, Some(back)) = (c.integrator, &state.prev) {
+            sim.upload_prev(back, &fluid)?;
         }
         Ok(sim)
     }

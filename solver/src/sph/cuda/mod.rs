@@ -31,9 +31,9 @@ use cudarc::driver::{
     LaunchConfig, PushKernelArg,
 };
 
-use super::cpu::{first_time_step, next_time_step, sph_grid, SphState};
+use super::cpu::{first_time_step, next_time_step, sph_grid, verlet_is_euler, PrevState, SphState};
 use super::motion::{MovingSolids, MAX_MOVING_SOLIDS};
-use super::setup::{Diffusion, SphConstants, SphParticles, KIND_FLUID};
+use super::setup::{Diffusion, Integrator, SphConstants, SphParticles, KIND_FLUID};
 use crate::core::grid::{CellList, Grid};
 use crate::core::vec3::V3;
 use crate::dem::cuda::{driver, CudaError, HostRegistration, MemoryReport};
@@ -478,6 +478,9 @@ pub struct SphCuda {
     step: u64,
     dt: f64,
     real: usize,
+    /// Verlet: `half` and `bhalf` hold the state one step back (velocities and densities); false
+    /// before the first step of a run without it, which is then an Euler step.
+    verlet_ready: bool,
 }
 
 impl SphCuda {
@@ -541,7 +544,23 @@ impl SphCuda {
         if let Some(ghosts) = ghosts {
             sim.attach_ghosts(&ghosts)?;
         }
+        if let (Integrator::Verlet { .. }, Some(back)) = (sim.c.integrator, &state.prev) {
+            sim.upload_prev(back, &fluid)?;
+        }
         Ok(sim)
+    }
+
+    /// Verlet: the state one step back (`back`, id order) into `half` (the fluid `fluid`, in the
+    /// order `upload` placed it) and `bhalf` (the boundary's slots).
+    fn upload_prev(&mut self, back: &PrevState, fluid: &[u32]) -> Result<(), CudaError> {
+        let fv = self.reals(fluid.iter().flat_map(|&k| back.vel[k as usize]));
+        self.put(self.half.vel, &fv)?;
+        let fr = self.reals(fluid.iter().map(|&k| back.rho[k as usize]));
+        self.put(self.half.rho, &fr)?;
+        let br = self.reals(self.bids.iter().map(|&k| back.rho[k as usize]));
+        self.put(self.bhalf, &br)?;
+        self.verlet_ready = true;
+        Ok(())
     }
 
     /// mDBC: uploads the ghost nodes at rest (`ghosts`, id order) in the boundary's slot order;
@@ -750,6 +769,7 @@ impl SphCuda {
             step: state.step,
             dt,
             real,
+            verlet_ready: false,
         };
         sim.upload(state, fluid, bound, frame_n)?;
         if let Some(setup) = slab_setup {
@@ -1290,6 +1310,56 @@ impl SphCuda {
         self.place_boundary(self.time + self.dt)
     }
 
+    /// One Verlet step (`SphSim::step_verlet`): sort and reorder the state and the state one
+    /// step back (kept in `half`) at the state's positions, the walls' densities (mDBC), rates
+    /// (the time-step limits reduced into `diag`), and the update, after which `half` holds the
+    /// state at n.
+    fn verlet(&mut self, euler_every: u32) -> Result<(), CudaError> {
+        self.verlet_sort()?;
+        self.verlet_update(euler_every)
+    }
+
+    /// The first part of a Verlet step: sort and reorder (the state one step back with the
+    /// state), the walls' densities (mDBC; a slab's share, which a group hands out before
+    /// [`SphCuda::verlet_update`]).
+    fn verlet_sort(&mut self) -> Result<(), CudaError> {
+        self.sort_fluid(self.s.pos)?;
+        self.reorder(Which::State)?;
+        self.reorder(Which::Half)?;
+        self.sort_boundary()?;
+        self.correct_boundary()
+    }
+
+    /// The rest of a Verlet step: rates and the update of the (owned) particles.
+    fn verlet_update(&mut self, euler_every: u32) -> Result<(), CudaError> {
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        self.launch("sph_reset_diag", one, &[&self.diag])?;
+        self.rates(self.s, self.brho)?;
+        let euler = u32::from(verlet_is_euler(self.step, euler_every, self.verlet_ready));
+        let p = self.p;
+        let (own, bown) = (self.own_ptr(), self.bown_ptr());
+        self.launch(
+            "sph_verlet",
+            blocks(self.nf),
+            &[
+                &p, &self.s, &self.half, &self.acc, &self.drho, &own, &self.diag, &euler,
+            ],
+        )?;
+        let pb = KernelParams { n: self.nb, ..p };
+        self.launch(
+            "sph_bound_verlet",
+            blocks(self.nb),
+            &[&pb, &self.brho, &self.bhalf, &self.bdrho, &bown, &euler],
+        )?;
+        self.verlet_ready = true;
+        // Moving solids at the end of the step, where frames and states read them.
+        self.place_boundary(self.time + self.dt)
+    }
+
     /// The reduced limits of the last corrector: (dt_f, dt_cv, non-finite particles). Waits for
     /// the stream.
     fn read_diag(&self) -> Result<(f64, f64, u32), CudaError> {
@@ -1350,6 +1420,17 @@ impl SphCuda {
             Some(_) => self.own_flags()?,
             None => (vec![1; nf], vec![1; nb]),
         };
+        // Verlet: the state one step back (`half`, `bhalf`; a boundary particle's velocity is
+        // not kept).
+        let (pvel, prho, pbrho) = if self.verlet_ready {
+            (
+                self.download_reals(self.half.vel, 3 * nf)?,
+                self.download_reals(self.half.rho, nf)?,
+                self.download_reals(self.bhalf, nb)?,
+            )
+        } else {
+            (Vec::new(), Vec::new(), Vec::new())
+        };
         let mut out = OwnedParticles::default();
         for (k, &id) in fid.iter().enumerate() {
             if own[k] != 0 {
@@ -1359,6 +1440,11 @@ impl SphCuda {
                 out.vel
                     .push([fvel[3 * k], fvel[3 * k + 1], fvel[3 * k + 2]]);
                 out.rho.push(frho[k]);
+                if self.verlet_ready {
+                    out.prev_vel
+                        .push([pvel[3 * k], pvel[3 * k + 1], pvel[3 * k + 2]]);
+                    out.prev_rho.push(prho[k]);
+                }
             }
         }
         for (k, &id) in bids.iter().enumerate() {
@@ -1369,6 +1455,10 @@ impl SphCuda {
                 out.vel
                     .push([bvel[3 * k], bvel[3 * k + 1], bvel[3 * k + 2]]);
                 out.rho.push(brho[k]);
+                if self.verlet_ready {
+                    out.prev_vel.push([0.0; 3]);
+                    out.prev_rho.push(pbrho[k]);
+                }
             }
         }
         Ok(out)
@@ -1460,8 +1550,13 @@ impl SphCuda {
 impl SphGpu for SphCuda {
     fn step(&mut self) -> Result<(), CudaError> {
         self.p.dt = self.dt;
-        self.predictor()?;
-        self.corrector()?;
+        match self.c.integrator {
+            Integrator::Symplectic => {
+                self.predictor()?;
+                self.corrector()?;
+            }
+            Integrator::Verlet { euler_every } => self.verlet(euler_every)?,
+        }
         let (dt_f, dt_cv, nonfinite) = self.read_diag()?;
         self.time += self.dt;
         self.step += 1;

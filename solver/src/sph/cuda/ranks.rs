@@ -35,7 +35,7 @@ use crate::exec::comm::{encode, Comm};
 use crate::sph::cpu::{next_time_step, SphState};
 use crate::sph::motion::MovingSolids;
 use crate::sph::parts::{assemble_state, take_parts, FramePart, PendingFrame};
-use crate::sph::setup::SphConstants;
+use crate::sph::setup::{Integrator, SphConstants};
 use crate::sph::slabs::{decide_over_ranks, reach_of, FirstCut};
 
 /// How an SPH run is spread over the ranks' GPUs.
@@ -665,18 +665,30 @@ impl SphRank {
         self.list_layers()?;
         self.sim
             .set_own_layers(self.bounds[me], self.bounds[me + 1])?;
-        let mut sends = vec![Vec::new(); self.ranks];
-        for (w, send) in sends.iter_mut().enumerate().filter(|(w, _)| *w != me) {
-            let (lo, hi) = handover(&old, &self.bounds, me, w);
-            *send = self.pick_densities(lo, hi, false)?;
-        }
-        let got = self.comm.exchange(sends);
-        for (v, bytes) in got.iter().enumerate().filter(|(v, _)| *v != me) {
-            let (lo, hi) = handover(&old, &self.bounds, v, me);
-            self.put_densities(lo, hi, false, bytes, v)?;
+        // With Verlet the densities one step back too, which the new owner integrates from.
+        for back in [false, true]
+            .into_iter()
+            .take(1 + usize::from(self.verlet()))
+        {
+            let mut sends = vec![Vec::new(); self.ranks];
+            for (w, send) in sends.iter_mut().enumerate().filter(|(w, _)| *w != me) {
+                let (lo, hi) = handover(&old, &self.bounds, me, w);
+                *send = self.pick_densities(lo, hi, back)?;
+            }
+            let got = self.comm.exchange(sends);
+            for (v, bytes) in got.iter().enumerate().filter(|(v, _)| *v != me) {
+                let (lo, hi) = handover(&old, &self.bounds, v, me);
+                self.put_densities(lo, hi, back, bytes, v)?;
+            }
         }
         self.rebalances += 1;
         Ok(())
+    }
+
+    /// Whether the run integrates with Verlet (the boundary's `bhalf` then holds the densities
+    /// one step back, which must follow moved bounds and moving particles).
+    fn verlet(&self) -> bool {
+        matches!(self.c.integrator, Integrator::Verlet { .. })
     }
 
     /// Grows the device buffers of a frame's part to the slab's slots.
@@ -815,21 +827,40 @@ impl SphGpu for SphRank {
         self.sim.p.dt = dt;
         // The slab's clock: where it places the moving solids.
         (self.sim.time, self.sim.dt) = (self.time, dt);
-        self.exchange(false)?;
-        self.mark(0)?;
-        self.sim.predictor_sort()?;
-        self.share_ghost_densities()?;
-        self.sim.predictor_rates()?;
-        self.mark(1)?;
-        self.exchange(true)?;
-        self.mark(2)?;
-        self.sim.corrector()?;
+        match self.c.integrator {
+            Integrator::Symplectic => {
+                self.exchange(false)?;
+                self.mark(0)?;
+                self.sim.predictor_sort()?;
+                self.share_ghost_densities()?;
+                self.sim.predictor_rates()?;
+                self.mark(1)?;
+                self.exchange(true)?;
+                self.mark(2)?;
+                self.sim.corrector()?;
+            }
+            Integrator::Verlet { euler_every } => {
+                // One evaluation; the exchange (records carrying the state one step back in
+                // their half-state fields) timed as the exchange, events 1 to 2 (as a group).
+                self.mark(0)?;
+                self.mark(1)?;
+                self.exchange(false)?;
+                self.mark(2)?;
+                self.sim.verlet_sort()?;
+                self.share_ghost_densities()?;
+                self.sim.verlet_update(euler_every)?;
+            }
+        }
         self.mark(3)?;
         let (f, cv, nonfinite) = self.sim.read_diag()?;
         let (dt_f, dt_cv) = (self.comm.min_f64(f), self.comm.min_f64(cv));
         let nonfinite = self.comm.sum_u64(nonfinite as u64);
-        // The densities the corrector just integrated (before a move of the bounds).
+        // The densities the corrector just integrated (before a move of the bounds), and with
+        // Verlet those one step back, which the next owner of a moving particle integrates from.
         self.share_moving(false)?;
+        if self.verlet() {
+            self.share_moving(true)?;
+        }
         // The stream has passed its events (read_diag waited for it).
         let (compute, exchange) = step_times(&self.events)?;
         self.exchange_s += exchange;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Session 38 (2026-12-03) on one GPU (only nvidia-h200 was lent). From the repository root,
+# after bash bench/gpu/pack.sh:
+#
+#   bench/gpu/session38_checks.sh verlet   # the SPH Verlet integrator ([sph] integrator =
+#                                          # "verlet", new): sph_cuda (f64 parity with the CPU,
+#                                          # Verlet with DBC, mDBC, moving solids, checkpoints
+#                                          # across backends), sph_group (unchanged paths), the
+#                                          # dam break at 1 M and 10 M with Verlet and with the
+#                                          # symplectic scheme, then SPHERIC Test 2 at 7.5 mm to
+#                                          # 2.0 s with Verlet, then the dam break with Verlet as a
+#                                          # user runs it (checkpoint and restart)
+#   bench/gpu/session38_checks.sh peer     # Verlet at DualSPHysics' settings (h = 2 dp, Molteni)
+#                                          # at the peer runs' sizes, the whole flow (45,000 steps
+#                                          # at 1.31 M: time per simulated second), and 100 M
+#   bench/gpu/session38_checks.sh verlet2  # (after PACK_MPI=1 bash bench/gpu/pack.sh) Verlet on
+#                                          # several workers: sph_cuda again (the boundary's
+#                                          # velocity one step back no longer kept, which the
+#                                          # first run's moving-solid parity found), sph_group
+#                                          # (Verlet on 2 and 3 slabs against the CPU, the state
+#                                          # continued on the CPU), mpi_ranks' Verlet test (CPU
+#                                          # ranks, then one GPU, two slabs, 2 and 3 GPU ranks),
+#                                          # then the dem part
+#   bench/gpu/session38_checks.sh dem      # session 37's pending part: --gpu-memory compact with
+#                                          # velocity Verlet (session37_checks.sh verlet)
+#
+# Logs $OUT/session38_<part>.log, *.out; records $OUT/sph_verlet.jsonl.
+set -uo pipefail
+part=${1:-verlet}
+export OUT=${OUT:-bench/results/raw/session38}
+source "$(dirname "$0")/lib.sh" "session38_${part}"
+budget=${BUDGET:-560}
+RESULT_PATTERN="identical|bits|test result|panicked|FAILED|steps/s|finished|ms/step|impact|H4|H2|P2|peak"
+RESULT_LINES=30
+case $part in
+verlet)
+  (cd solver && item 150 result sph_cuda timeout 240 "$BIN/sph_cuda" --test-threads 1 --nocapture)
+  (cd solver && item 60 result sph_group timeout 200 "$BIN/sph_group" --test-threads 1)
+  item 60 result bench_verlet timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
+    --frames 0 --integrator verlet --out "$OUT/sph_verlet.jsonl"
+  item 40 result bench_symplectic timeout 200 sph-gpu-bench --particles 1e7 --steps 200 --warmup 20 \
+    --frames 0 --out "$OUT/sph_verlet.jsonl"
+  (cd solver && item 230 result spheric_verlet env PARTICLE_SHM_TEST_BACKENDS=cuda \
+    PARTICLE_SHM_SPHERIC_INTEGRATOR=verlet PARTICLE_SHM_SPHERIC_END=2.0 timeout 330 \
+    "$BIN/sph_spheric" spheric_test2_dam_break --nocapture)
+  sed 's/^\[sph\]$/[sph]\nintegrator = "verlet"/' solver/cases/dambreak.toml > solver/cases/dambreak_verlet_s38.toml
+  d=$(mktemp -d)
+  item 60 result user_verlet timeout 150 solver --backend cuda --case solver/cases/dambreak_verlet_s38.toml \
+    --end-time 0.3 --name-shm sv38 --output "$d" --checkpoint-every 0.15 --progress-every 5
+  ck=$(ls "$d"/checkpoint*.bin 2>/dev/null | head -1)
+  echo "checkpoint: $ck"
+  item 60 result user_verlet_restart timeout 150 solver --backend cuda --restart "$ck" --end-time 0.35 \
+    --name-shm sv38b --progress-every 5
+  item 30 result user_verlet_two_slabs timeout 60 solver --backend cuda --devices 0,0 \
+    --case solver/cases/dambreak_verlet_s38.toml --end-time 0.01 --name-shm sv38c
+  rm -rf "$d" solver/cases/dambreak_verlet_s38.toml /dev/shm/sv38 /dev/shm/sv38b /dev/shm/sv38c
+  ;;
+peer)
+  item 90 result bench_peer_verlet timeout 200 sph-gpu-bench --particles 1.372e6,4.99e6 --steps 200 --warmup 20 \
+    --frames 0 --coefh 1.1547 --diffusion molteni --integrator verlet --out "$OUT/sph_verlet.jsonl"
+  item 150 result bench_peer_long_verlet timeout 300 sph-gpu-bench --particles 1.372e6 --steps 45000 --warmup 20 \
+    --frames 0 --coefh 1.1547 --diffusion molteni --integrator verlet --out "$OUT/sph_verlet.jsonl"
+  item 150 result bench_100m_verlet timeout 280 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
+    --integrator verlet --out "$OUT/sph_verlet.jsonl"
+  item 60 result bench_1m_10m_frames timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
+    --frames 5 --integrator verlet --out "$OUT/sph_verlet.jsonl"
+  ;;
+verlet2)
+  (cd solver && item 60 result sph_cuda2 timeout 200 "$BIN/sph_cuda" --test-threads 1 --nocapture)
+  (cd solver && item 90 result sph_group2 timeout 240 "$BIN/sph_group" --test-threads 1 --nocapture)
+  (cd solver && item 150 result mpi_ranks_verlet env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 300 \
+    "$BIN/mpi_ranks" verlet --nocapture --test-threads 1)
+  BUDGET=$((budget - SECONDS)) OUT="$OUT" bash "$(dirname "$0")/session37_checks.sh" verlet
+  ;;
+dem)
+  BUDGET=$budget OUT="$OUT" bash "$(dirname "$0")/session37_checks.sh" verlet
+  ;;
+*) echo "unknown part $part"; exit 2 ;;
+esac
+echo "session38 $part done in $SECONDS s"
