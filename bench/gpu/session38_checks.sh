@@ -21,6 +21,11 @@
 #                                          # continued on the CPU), mpi_ranks' Verlet test (CPU
 #                                          # ranks, then one GPU, two slabs, 2 and 3 GPU ranks),
 #                                          # then the dem part
+#   bench/gpu/session38_checks.sh ranks    # (after the slabs' step index fix) Verlet through the
+#                                          # solver on one GPU, two slabs of GPU 0 and 2 GPU ranks
+#                                          # sharing it, each with a short timeout and its log's
+#                                          # tail (verlet2's mpi_ranks test hung without output),
+#                                          # then sph_group and the mpi_ranks test again
 #   bench/gpu/session38_checks.sh dem      # session 37's pending part: --gpu-memory compact with
 #                                          # velocity Verlet (session37_checks.sh verlet)
 #
@@ -43,7 +48,10 @@ verlet)
   (cd solver && item 230 result spheric_verlet env PARTICLE_SHM_TEST_BACKENDS=cuda \
     PARTICLE_SHM_SPHERIC_INTEGRATOR=verlet PARTICLE_SHM_SPHERIC_END=2.0 timeout 330 \
     "$BIN/sph_spheric" spheric_test2_dam_break --nocapture)
-  sed 's/^\[sph\]$/[sph]\nintegrator = "verlet"/' solver/cases/dambreak.toml > solver/cases/dambreak_verlet_s38.toml
+  # (Run when dambreak.toml had no integrator line: the line was added to the [sph] section. It
+  # has one since; this sets it.)
+  sed 's/^integrator = "symplectic"/integrator = "verlet"/' solver/cases/dambreak.toml \
+    > solver/cases/dambreak_verlet_s38.toml
   d=$(mktemp -d)
   item 60 result user_verlet timeout 150 solver --backend cuda --case solver/cases/dambreak_verlet_s38.toml \
     --end-time 0.3 --name-shm sv38 --output "$d" --checkpoint-every 0.15 --progress-every 5
@@ -71,6 +79,34 @@ verlet2)
   (cd solver && item 150 result mpi_ranks_verlet env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 300 \
     "$BIN/mpi_ranks" verlet --nocapture --test-threads 1)
   BUDGET=$((budget - SECONDS)) OUT="$OUT" bash "$(dirname "$0")/session37_checks.sh" verlet
+  ;;
+ranks)
+  d=$(mktemp -d)
+  sed -e 's/^spacing = 0.04/spacing = 0.08/' -e 's/^integrator = "symplectic"/integrator = "verlet"/' \
+    solver/cases/dambreak.toml > "$d/dam_verlet.toml"
+  sed 's/^\[sph\]$/[sph]\nintegrator = "verlet"\nverlet_steps = 13/' solver/cases/sloshing_tank.toml \
+    > "$d/slosh_verlet.toml"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_mpi_yield_when_idle=1 \
+    OMPI_MCA_btl_vader_single_copy_mechanism=none
+  for c in dam_verlet slosh_verlet; do
+    for how in one group np2; do
+      case $how in
+      one) pre=(); dev=0 ;;
+      group) pre=(); dev=0,0 ;;
+      np2) pre=(mpirun -np 2); dev=0 ;;
+      esac
+      timeout 60 "${pre[@]}" "$BIN/solver" --backend cuda --devices "$dev" --case "$d/$c.toml" \
+        --end-time 0.05 --name-shm "r38$how" --progress-every 2 --threads 2 > "$OUT/ranks_${c}_$how.out" 2>&1
+      echo "RESULT ranks_${c}_$how rc=$?"
+      grep -vE "^\s*$" "$OUT/ranks_${c}_$how.out" | tail -n 4 | cut -c1-400
+      rm -f /dev/shm/r38$how
+    done
+  done
+  rm -rf "$d"
+  (cd solver && item 60 result sph_group3 timeout 200 "$BIN/sph_group" --test-threads 1 --nocapture verlet)
+  (cd solver && item 120 result mpi_ranks_verlet2 env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 \
+    "$BIN/mpi_ranks" verlet --nocapture --test-threads 1)
   ;;
 dem)
   BUDGET=$budget OUT="$OUT" bash "$(dirname "$0")/session37_checks.sh" verlet

@@ -485,8 +485,9 @@ impl SphGpu for SphGroup {
         let dt = self.dt;
         for s in &mut self.slabs {
             s.p.dt = dt;
-            // The slab's clock: where it places the moving solids.
-            (s.time, s.dt) = (self.time, dt);
+            // The slab's clock: where it places the moving solids, and the step index that
+            // says which Verlet steps are Euler steps.
+            (s.time, s.dt, s.step) = (self.time, dt, self.step);
         }
         match self.c.integrator {
             Integrator::Symplectic => {

@@ -825,8 +825,9 @@ impl SphGpu for SphRank {
     fn step(&mut self) -> Result<(), CudaError> {
         let dt = self.dt;
         self.sim.p.dt = dt;
-        // The slab's clock: where it places the moving solids.
-        (self.sim.time, self.sim.dt) = (self.time, dt);
+        // The slab's clock: where it places the moving solids, and the step index that says
+        // which Verlet steps are Euler steps.
+        (self.sim.time, self.sim.dt, self.sim.step) = (self.time, dt, self.step);
         match self.c.integrator {
             Integrator::Symplectic => {
                 self.exchange(false)?;
