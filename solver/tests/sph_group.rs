@@ -14,7 +14,7 @@ mod sph;
 use solver::decomp::{Axis, Balance};
 use solver::sph::cpu::{first_time_step, sph_grid, sph_layer_of, sph_reach, SphSim, SphState};
 use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
-use solver::sph::setup::{SphCase, SphConstants};
+use solver::sph::setup::{SphCase, SphConstants, SphParticles};
 use solver::sph::slabs::owner_of;
 use solver::sph::slabs::FirstCut;
 use sph::{assert_same_bits, gpu};
@@ -284,6 +284,16 @@ fn the_solver_on_two_slabs_writes_one_gpus_checkpoint() {
     assert_same_bits(&a.state, &b.state, "checkpoint of --devices 0,0");
 }
 
+/// A case's constants, particles, first step and state at t = 0.
+fn start_of(text: &str) -> (SphConstants, SphParticles, f64, SphState) {
+    let case = SphCase::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+    let c = case.constants().unwrap();
+    let p = case.particles(&c).unwrap();
+    let dt = first_time_step(&c);
+    let state = SphState::initial(&p);
+    (c, p, dt, state)
+}
+
 /// One step of the CPU reference and of `group` side by side: the next time step has the same
 /// bits after it, and the whole state every 50 steps (then true).
 fn step_beside(cpu: &mut SphSim, group: &mut SphGroup, step: u64, what: &str) -> bool {
@@ -382,11 +392,7 @@ fn f64_group_with_mdbc_has_the_cpu_bits() {
         (&block, 3, z, 400),
         (&blade, 2, x, 400),
     ] {
-        let case = SphCase::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
-        let c = case.constants().unwrap();
-        let p = case.particles(&c).unwrap();
-        let dt = first_time_step(&c);
-        let state = SphState::initial(&p);
+        let (c, p, dt, state) = start_of(text);
         let what = format!(
             "mDBC, {slabs} slabs along {axis:?}, {} moving solids",
             p.moving.motions.len()
@@ -448,11 +454,7 @@ fn f64_group_with_verlet_has_the_cpu_bits() {
         sph::rocking_blade_text(0.02).replace("[sph]\n", &format!("{verlet}boundary = \"mdbc\"\n"));
     assert!(dam.contains("verlet") && blade.contains("mdbc"));
     for (text, slabs) in [(&dam, 2usize), (&blade, 3)] {
-        let case = SphCase::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
-        let c = case.constants().unwrap();
-        let p = case.particles(&c).unwrap();
-        let dt = first_time_step(&c);
-        let state = SphState::initial(&p);
+        let (c, p, dt, state) = start_of(text);
         let what = format!(
             "Verlet, {slabs} slabs, {} moving solids",
             p.moving.motions.len()

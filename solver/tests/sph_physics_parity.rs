@@ -19,7 +19,7 @@ use solver::sph::physics::{self, DiffusionParams, FluidRates, FluidState, SphKer
 
 /// Doubles per case in and out (`SPH_PARITY_IN`, `SPH_PARITY_OUT` in sph_parity.cu).
 const IN: usize = 71;
-const OUT: usize = 89;
+const OUT: usize = 97;
 const CASES: usize = 200_000;
 
 /// Input offsets (`SphParityIn` in sph_parity.cu).
@@ -107,6 +107,10 @@ mod out {
     pub const GHOST_PAIR: usize = 51;
     pub const ADJUGATE: usize = 71;
     pub const GHOST_DENSITY: usize = 88;
+    /// A Verlet step (base velocity v_ij, base density rho_half, span 2 dt), then an Euler
+    /// density.
+    pub const VERLET: usize = 89;
+    pub const VERLET_DENSITY: usize = 96;
 }
 
 fn v3(a: &[f64], o: usize) -> V3 {
@@ -357,6 +361,20 @@ fn expected(a: &[f64], o: &mut [f64]) {
         out::CORRECT,
         &physics::symplectic_correct(&s, a[inp::RHO_HALF], &rates_half, grav, dt),
     );
+    put_state(
+        o,
+        out::VERLET,
+        &physics::verlet_update(
+            &s,
+            v3(a, inp::V_IJ),
+            a[inp::RHO_HALF],
+            &rates,
+            grav,
+            dt,
+            2.0 * dt,
+        ),
+    );
+    o[out::VERLET_DENSITY] = physics::verlet_density(a[inp::RHO_HALF], a[inp::DRHO], dt);
 
     let mut gs = ghost_sums(a);
     let w = physics::kernel_value(kernel, vec3::norm(pair.r_ij), h);
@@ -413,6 +431,8 @@ fn output_name(i: usize) -> &'static str {
         51..=70 => "ghost_pair",
         71..=87 => "adjugate4",
         out::GHOST_DENSITY => "ghost_density",
+        89..=95 => "verlet_update",
+        out::VERLET_DENSITY => "verlet_density",
         _ => "unknown output",
     }
 }

@@ -8,7 +8,7 @@
 // the two in step.
 
 #define SPH_PARITY_IN 71
-#define SPH_PARITY_OUT 89
+#define SPH_PARITY_OUT 97
 
 // Inputs (the Rust test's `inp`).
 enum SphParityIn {
@@ -92,6 +92,8 @@ enum SphParityOut {
     OUT_GHOST_PAIR = 51,  // 20
     OUT_ADJUGATE = 71,    // det, then 16
     OUT_GHOST_DENSITY = 88,  // -1 for NaN
+    OUT_VERLET = 89,  // x 3, v 3, rho
+    OUT_VERLET_DENSITY = 96,
 };
 
 __device__ __forceinline__ GhostSums sph_in_ghost(const double* a) {
@@ -210,6 +212,10 @@ extern "C" __global__ void sph_physics_parity(const double* in, double* out, uns
     rates_half.acc = sph_in3(a, IN_ACC);
     rates_half.drho = a[IN_DRHO_HALF];
     sph_out_state(o, OUT_CORRECT, symplectic_correct(s, a[IN_RHO_HALF], rates_half, grav, dt));
+
+    // Verlet integrator: a Verlet step (base v_ij and rho_half, span 2 dt) and an Euler density.
+    sph_out_state(o, OUT_VERLET, verlet_update(s, sph_in3(a, IN_V_IJ), a[IN_RHO_HALF], rates, grav, dt, 2.0 * dt));
+    o[OUT_VERLET_DENSITY] = verlet_density(a[IN_RHO_HALF], a[IN_DRHO], dt);
 
     // mDBC.
     GhostSums gs = sph_in_ghost(a);

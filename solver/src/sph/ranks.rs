@@ -30,8 +30,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::cpu::{
-    correct, next_time_step, predict, sph_layer_of, verlet_is_euler, verlet_particle, SphSim,
-    SphState,
+    correct, next_time_step, predict, sph_layer_of, verlet_is_euler, verlet_particle, Rates,
+    SphSim, SphState,
 };
 use super::motion::MovingSolids;
 use super::parts::{assemble_state, take_parts, FramePart, OwnedParticles, PendingFrame};
@@ -86,6 +86,19 @@ struct Records {
     id: Vec<u32>,
     now: Vec<[f64; 7]>,
     start: Vec<[f64; 7]>,
+}
+
+/// What [`SphCpuRank::first_evaluation`] leaves a step: the particles this rank owns (ids,
+/// ascending), the state moved out of the simulation, their rates, the time spent exchanging and
+/// when the compute began.
+struct FirstEvaluation {
+    owned: Vec<u32>,
+    pos: Vec<V3>,
+    vel: Vec<V3>,
+    rho: Vec<f64>,
+    rates: Rates,
+    exchange: f64,
+    started: Instant,
 }
 
 fn pack(x: V3, v: V3, rho: f64) -> [f64; 7] {
@@ -455,28 +468,53 @@ impl SphCpuRank {
         }
     }
 
+    /// The start of every step: the exchange at the state's positions (with Verlet the state one
+    /// step back travels with it), the moving walls held at those positions, the walls'
+    /// densities (mDBC), and the rates of the owned particles at the state, which is moved out of
+    /// `sim` (the rates borrow it; the caller puts it back). Collective.
+    fn first_evaluation(&mut self) -> Result<FirstEvaluation, SphRankError> {
+        let t = Instant::now();
+        let (fluid, owned) = self.exchange(false)?;
+        let mut exchange = t.elapsed().as_secs_f64();
+        let started = Instant::now();
+        if !self.moving.is_empty() {
+            let ids = self.held_boundary(Some(&self.sim.s.pos));
+            self.sim.hold_boundary(ids);
+        }
+        let pos = std::mem::take(&mut self.sim.s.pos);
+        let vel = std::mem::take(&mut self.sim.s.vel);
+        let mut rho = std::mem::take(&mut self.sim.s.rho);
+        let t_walls = Instant::now();
+        let corrected = self.correct_boundary(&pos, &vel, &mut rho, &fluid)?;
+        exchange += t_walls.elapsed().as_secs_f64();
+        let rates = self
+            .sim
+            .rates_of(&pos, &vel, &rho, &fluid, Some(&owned), corrected);
+        Ok(FirstEvaluation {
+            owned,
+            pos,
+            vel,
+            rho,
+            rates,
+            exchange,
+            started,
+        })
+    }
+
     /// One Verlet step (`SphSim::step_verlet` on this rank's slab): the exchange carries the
     /// state one step back with the state, one evaluation, the update of the owned particles.
     fn step_verlet(&mut self, euler_every: u32) -> Result<(), SphRankError> {
         let dt = self.sim.dt;
         let c = self.sim.c.clone();
-        let t = Instant::now();
-        let (fluid, owned) = self.exchange(false)?;
-        let mut exchange = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        if !self.moving.is_empty() {
-            let ids = self.held_boundary(Some(&self.sim.s.pos));
-            self.sim.hold_boundary(ids);
-        }
-        let mut pos = std::mem::take(&mut self.sim.s.pos);
-        let mut vel = std::mem::take(&mut self.sim.s.vel);
-        let mut rho = std::mem::take(&mut self.sim.s.rho);
-        let t_walls = Instant::now();
-        let corrected = self.correct_boundary(&pos, &vel, &mut rho, &fluid)?;
-        exchange += t_walls.elapsed().as_secs_f64();
-        let r = self
-            .sim
-            .rates_of(&pos, &vel, &rho, &fluid, Some(&owned), corrected);
+        let FirstEvaluation {
+            owned,
+            mut pos,
+            mut vel,
+            mut rho,
+            rates: r,
+            exchange,
+            started: t,
+        } = self.first_evaluation()?;
         let euler = verlet_is_euler(self.sim.s.step, euler_every, self.verlet_ready);
         let span = if euler { dt } else { 2.0 * dt };
         let kind = &self.sim.s.kind;
@@ -555,24 +593,15 @@ impl SphCpuRank {
     fn step_symplectic(&mut self) -> Result<(), SphRankError> {
         let dt = self.sim.dt;
         let c = self.sim.c.clone();
-        let t = Instant::now();
-        let (fluid, owned) = self.exchange(false)?;
-        let mut exchange = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        if !self.moving.is_empty() {
-            let ids = self.held_boundary(Some(&self.sim.s.pos));
-            self.sim.hold_boundary(ids);
-        }
-        // The state is moved out while the rates borrow the simulation (as `SphSim::step`).
-        let pos = std::mem::take(&mut self.sim.s.pos);
-        let vel = std::mem::take(&mut self.sim.s.vel);
-        let mut rho = std::mem::take(&mut self.sim.s.rho);
-        let t_walls = Instant::now();
-        let corrected = self.correct_boundary(&pos, &vel, &mut rho, &fluid)?;
-        exchange += t_walls.elapsed().as_secs_f64();
-        let r0 = self
-            .sim
-            .rates_of(&pos, &vel, &rho, &fluid, Some(&owned), corrected);
+        let FirstEvaluation {
+            owned,
+            pos,
+            vel,
+            rho,
+            rates: r0,
+            mut exchange,
+            started: t,
+        } = self.first_evaluation()?;
         let kind = &self.sim.s.kind;
         let half: Vec<FluidState> = owned
             .par_iter()
