@@ -26,6 +26,10 @@
 #                                          # sharing it, each with a short timeout and its log's
 #                                          # tail (verlet2's mpi_ranks test hung without output),
 #                                          # then sph_group and the mpi_ranks test again
+#   bench/gpu/session38_checks.sh twins    # the physics twins with Verlet added to the parity
+#                                          # harness (sph_physics_parity: 200,000 random inputs),
+#                                          # and the Verlet tests of sph_group and sph_cuda again
+#                                          # after the CPU ranks' refactor
 #   bench/gpu/session38_checks.sh dem      # session 37's pending part: --gpu-memory compact with
 #                                          # velocity Verlet (session37_checks.sh verlet)
 #
@@ -107,6 +111,11 @@ ranks)
   (cd solver && item 60 result sph_group3 timeout 200 "$BIN/sph_group" --test-threads 1 --nocapture verlet)
   (cd solver && item 120 result mpi_ranks_verlet2 env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 \
     "$BIN/mpi_ranks" verlet --nocapture --test-threads 1)
+  ;;
+twins)
+  (cd solver && item 30 result sph_physics_parity timeout 120 "$BIN/sph_physics_parity" --nocapture)
+  (cd solver && item 30 result sph_group4 timeout 120 "$BIN/sph_group" --test-threads 1 verlet)
+  (cd solver && item 60 result sph_cuda3 timeout 150 "$BIN/sph_cuda" --test-threads 1)
   ;;
 dem)
   BUDGET=$budget OUT="$OUT" bash "$(dirname "$0")/session37_checks.sh" verlet
