@@ -530,8 +530,13 @@ impl SphSim {
             moving: MovingSolids::default(),
         };
         // (With moving solids the boundary's cells are rebuilt at every evaluation.)
+        let symplectic = c.integrator == Integrator::Symplectic;
         let mut sim = SphSim::build(c, p);
         sim.s = state;
+        if symplectic {
+            // Only Verlet keeps a state one step back (a checkpoint's case names its integrator).
+            sim.s.prev = None;
+        }
         sim.dt = dt;
         sim.moving = moving;
         sim
