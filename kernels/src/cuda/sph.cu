@@ -1,7 +1,7 @@
 // The SPH step on the GPU: the kernels of solver/src/sph/cuda/, which mirror the CPU reference
 // solver/src/sph/cpu.rs stage for stage (the order of every sum included, so that the parity mode,
 // -DDEM_DOUBLE without FMA contraction, reproduces the CPU's bits):
-//   sph_hash_count, scan, sph_scatter, sph_cell_rank: fluid particles sorted by (cell, id);
+//   sph_hash_count, scan, sph_scatter, sph_cell_rank: fluid particles sorted by (cell, x, id);
 //   sph_gather: the fluid arrays reordered into that order;
 //   sph_localize (float mode): cell-relative float positions and densities for the pair sums;
 //   sph_rates_fluid, sph_rates_bound: accelerations, density rates and the time-step limits;
@@ -9,7 +9,7 @@
 //   sph_pack: publication in particle-id order (float32).
 // Boundary particles do not move (the host sorts them once and gives their cell starts), unless
 // the case has moving solids (SPH_MOVING 1): then sph_bound_place puts their particles where the
-// body's pose has them and the boundary is sorted by (cell, id) before each evaluation as the
+// body's pose has them and the boundary is sorted by (cell, x, id) before each evaluation as the
 // fluid is (sph_bound_gather), and the pair terms take the boundary's velocities.
 // Needs vec3.cuh, sph_physics.cuh and cells.cu before it.
 
@@ -106,13 +106,21 @@ extern "C" __global__ void sph_scatter(const SphParams p, SphGrid g) {
     if (g.rank[i] == 0) g.count[c] = 0;
 }
 
-// Each cell's entries by particle id (the atomics of sph_hash_count give them in a random order):
-// entry k of cell c goes to start[c] + the number of the cell's entries with a smaller id, into
-// `sorted` (ids are unique, so the ranks are a permutation). One thread per entry, each reading
-// its cell's ids; a thread per cell sorting its ~40 entries by insertion in local memory took
-// 6.5 % of the step. Entries of the extra bucket (slots not kept, after every cell) keep their
-// place.
-extern "C" __global__ void sph_cell_rank(const SphParams p, const unsigned* id, SphGrid g, unsigned* sorted) {
+// The key of x whose unsigned order is the order of the doubles (core::grid::x_order_key).
+__device__ __forceinline__ unsigned long long sph_x_key(double x) {
+    const unsigned long long b = (unsigned long long)__double_as_longlong(x);
+    return (b >> 63) ? ~b : (b | (1ull << 63));
+}
+
+// Each cell's entries by x, then by particle id (the atomics of sph_hash_count give them in a
+// random order), as CellList::by_x orders them: a row of cells along x is then in x order, which
+// the pair walk's chord cut needs. Entry k of cell c goes to start[c] + the number of the cell's
+// entries before it, into `sorted` (the keys are unique, so the ranks are a permutation). One
+// thread per entry, each reading its cell's keys; a thread per cell sorting its entries by
+// insertion in local memory took 6.5 % of the step. Entries of the extra bucket (slots not kept,
+// after every cell) keep their place.
+extern "C" __global__ void sph_cell_rank(const SphParams p, const double* pos, const unsigned* id, SphGrid g,
+                                         unsigned* sorted) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     const unsigned v = g.perm[k];
@@ -122,9 +130,14 @@ extern "C" __global__ void sph_cell_rank(const SphParams p, const unsigned* id, 
         return;
     }
     const unsigned b = g.start[c], e = g.start[c + 1];
+    const unsigned long long xm = sph_x_key(pos[3 * v]);
     const unsigned mine = id[v];
     unsigned r = 0;
-    for (unsigned a = b; a < e; a++) r += id[g.perm[a]] < mine;
+    for (unsigned a = b; a < e; a++) {
+        const unsigned u = g.perm[a];
+        const unsigned long long xa = sph_x_key(pos[3 * u]);
+        r += xa < xm || (xa == xm && id[u] < mine);
+    }
     sorted[b + r] = v;
 }
 
@@ -149,7 +162,7 @@ __device__ __forceinline__ void sph_atomic_min(unsigned long long* target, doubl
 
 // The pair sums of one particle over the sorted particles of cells [lo, hi) of the rows around
 // it (one call per list: fluid, then boundary), in the CPU's order: cells z, then y, then x
-// ascending (a row's three cells are consecutive in the sorted arrays), by id within a cell.
+// ascending (a row's cells are consecutive in the sorted arrays), by x, then id, within a cell.
 // `self_k`: the particle's own slot in this list (skipped), or ~0u.
 struct SphSums {
     real3 acc;
@@ -331,13 +344,19 @@ __device__ __forceinline__ float cell_gap(float l, int d, float cell) {
     return d > 0 ? fmaxf((float)d * cell - l, 0.0f) : d < 0 ? fmaxf(l - (float)(d + 1) * cell, 0.0f) : 0.0f;
 }
 
+// 1: each row's walk is cut to the support's chord along x (the rows are in x order); 0: the
+// whole row's cells (-DSPH_CHORD=0 through PARTICLE_SHM_NVRTC_OPTIONS, to compare; the same sums).
+#ifndef SPH_CHORD
+#define SPH_CHORD 1
+#endif
+
 // The support with a margin for the walk's float arithmetic (SPH_WALK_MARGIN in cpu.rs is the
 // CPU's): a cell farther than this from the particle holds no particle closer than 2h.
 #define SPH_WALK_MARGIN 1.001f
 
 // The pair sums of one particle over the sorted particles of the cells within SPH_REACH of its own
 // ((2 SPH_REACH + 1)^3, cells of 2h / SPH_REACH; one call per list: fluid, then boundary), in the
-// CPU's order: cells z, then y, then x ascending, by id within a cell. Cells whose box lies
+// CPU's order: cells z, then y, then x ascending, by x, then id, within a cell. Cells whose box lies
 // farther than the support (with a margin) are skipped, as Grid::neighbour_rows_near skips them:
 // whole planes and rows by their gap in z and y, and each row's cells to those within the
 // support's half-chord at that gap. They hold only pairs that the test r < 2h rejects, so the
@@ -385,7 +404,20 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
             unsigned next = start[row + xa + 1];
             float ax = i.lx - (float)(xa - cx) * cellf;
             const unsigned e_end = start[row + xb + 1];
-            for (unsigned j = start[row + xa]; j < e_end; j++) {
+            unsigned j = start[row + xa];
+            // The row is in x order (CellList::by_x): the candidates before the chord's near end
+            // are passed over by a loop without the pair code, and the walk stops at the first
+            // past its far end (r_x < -e). Both lie farther than the support (with the margin),
+            // so the sums and their order are those of the whole row.
+            for (; j < e_end; j++) {
+                while (j >= next) {
+                    x++;
+                    next = start[row + x + 1];
+                    ax = i.lx - (float)(x - cx) * cellf;
+                }
+                if (!SPH_CHORD || ax - loc[j].x <= e) break;
+            }
+            for (; j < e_end; j++) {
                 while (j >= next) {
                     x++;
                     next = start[row + x + 1];
@@ -393,16 +425,24 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 }
                 if (j == self_k) continue;
                 const float4 q = loc[j];
-                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(ax - q.x, ay - q.y, az - q.z), q.w,
-                                               vel, kin, j, reject2, s);
+                const float rx = ax - q.x;
+                if (SPH_CHORD && rx < -e) break;
+                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(rx, ay - q.y, az - q.z), q.w, vel, kin,
+                                               j, reject2, s);
             }
 #else
-            // The row's cells are consecutive in the sorted order: one range.
+            // The row's cells are consecutive in the sorted order, and in x order: one range,
+            // cut to the chord as above.
             const unsigned e_end = start[row + xb + 1];
-            for (unsigned j = start[row + xa]; j < e_end; j++) {
+            const double ed = (double)e;
+            unsigned j = start[row + xa];
+            while (SPH_CHORD && j < e_end && i.x.x - pos[3 * j] > ed) j++;
+            for (; j < e_end; j++) {
                 if (j == self_k) continue;
-                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, dload3(pos + 3 * j))), rho[j],
-                                               vel, kin, j, reject2, s);
+                const dvec3 xj = dload3(pos + 3 * j);
+                if (SPH_CHORD && i.x.x - xj.x < -ed) break;
+                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, xj)), rho[j], vel, kin, j,
+                                               reject2, s);
             }
 #endif
         }
@@ -663,7 +703,7 @@ extern "C" __global__ void sph_bound_place(const SphParams p, const SphBodies bo
     store3(b.vel, k, to_real3(v));
 }
 
-// dst slot k takes src slot perm[k]: the boundary in (cell, id) order after sph_hash_count, the
+// dst slot k takes src slot perm[k]: the boundary in (cell, x, id) order after sph_hash_count, the
 // scan, sph_scatter and sph_cell_rank ran over it.
 extern "C" __global__ void sph_bound_gather(const SphParams p, const SphBound src, SphBound dst,
                                             const unsigned* perm) {
@@ -689,7 +729,7 @@ extern "C" __global__ void sph_bound_gather(const SphParams p, const SphBound sr
 // its ghost node (`ghost`, at rest; moved by its solid's pose in `bodies` when `body` names one),
 // extrapolated to the particle (ghost_density), never below rho0; a slot without a node (NaN) or
 // without fluid in reach keeps its density. The (2 SPH_REACH + 1)^3 cells around the node's cell
-// are walked in the CPU's order (z, y, x; by id within a cell): the cells that
+// are walked in the CPU's order (z, y, x; by x, then id, within a cell): the cells that
 // Grid::neighbour_rows_near leaves out hold only pairs that the test r < 2h rejects, so the sums
 // and their order are the CPU's. Positions in double in both modes (a boundary pass).
 // `slab_rho` (a slab of several GPUs, sph/cuda/group.rs): only the slots whose node lies in this
@@ -829,7 +869,7 @@ extern "C" __global__ void sph_unpack(const SphParams p, const unsigned char* re
     keep[j] = 1;
 }
 
-// Every GPU of a group holds every boundary particle in one (cell, id) order, so a slot names
+// Every GPU of a group holds every boundary particle in one (cell, x, id) order, so a slot names
 // the same particle on all of them. bown[k]: the slot's layer is one of this slab's.
 extern "C" __global__ void sph_own_bound(const SphParams p, unsigned nb, const double* bpos, unsigned char* bown) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;

@@ -223,7 +223,7 @@ impl Grid {
 /// stage's output.
 #[derive(Debug, Clone, Default)]
 pub struct CellList {
-    /// Storage slots in (cell, id) order.
+    /// Storage slots in (cell, id) order ((cell, x, id) with [`CellList::by_x`]).
     pub sorted: Vec<u32>,
     /// Cell (global index) of each entry of `sorted`.
     pub sorted_cell: Vec<u32>,
@@ -237,9 +237,35 @@ pub struct CellList {
     /// Per window cell: one past the last entry of `sorted` in it.
     cell_end: Vec<u32>,
     keys: Vec<(u64, u32)>,
+    /// Within a cell by x, then id ([`CellList::by_x`]): the SPH lists, whose walks cut each row
+    /// of cells to the support's chord along x.
+    by_x: bool,
+    keys_x: Vec<(u128, u32)>,
+}
+
+/// The key of `x` whose unsigned order is the order of the f64 values (-0.0 before +0.0; NaN
+/// after +inf or before -inf by its sign): the twin of `sph_x_key` in sph.cu.
+#[inline]
+pub fn x_order_key(x: f64) -> u64 {
+    let b = x.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | 1 << 63
+    }
 }
 
 impl CellList {
+    /// An empty list that orders each cell's particles by x, then by id (the default orders
+    /// them by id): a row of cells along x is then in x order, so an SPH walk can pass over the
+    /// particles outside the support's chord and stop at the first past it.
+    pub fn by_x() -> CellList {
+        CellList {
+            by_x: true,
+            ..CellList::default()
+        }
+    }
+
     /// Hash, sort and cell start/end for particles at `pos` with ids `ids` (storage order) over
     /// the whole grid.
     pub fn build(&mut self, grid: &Grid, pos: &[V3], ids: &[u32]) {
@@ -270,21 +296,37 @@ impl CellList {
         pos.par_iter()
             .map(|p| grid.hash(*p))
             .collect_into_vec(&mut self.cell_of);
-        self.keys.clear();
-        self.keys.extend(
-            self.cell_of
-                .iter()
-                .zip(ids)
-                .enumerate()
-                .map(|(slot, (&c, &id))| (((c as u64) << 32) | id as u64, slot as u32)),
-        );
-        // Keys are unique (ids are), so an unstable sort is deterministic.
-        self.keys.par_sort_unstable_by_key(|k| k.0);
         self.sorted.clear();
-        self.sorted.extend(self.keys.iter().map(|k| k.1));
         self.sorted_cell.clear();
-        self.sorted_cell
-            .extend(self.keys.iter().map(|k| (k.0 >> 32) as u32));
+        // Keys are unique (ids are), so an unstable sort is deterministic.
+        if self.by_x {
+            self.keys_x.clear();
+            self.keys_x
+                .extend(self.cell_of.iter().zip(ids).zip(pos).enumerate().map(
+                    |(slot, ((&c, &id), p))| {
+                        let key =
+                            ((c as u128) << 96) | ((x_order_key(p[0]) as u128) << 32) | id as u128;
+                        (key, slot as u32)
+                    },
+                ));
+            self.keys_x.par_sort_unstable_by_key(|k| k.0);
+            self.sorted.extend(self.keys_x.iter().map(|k| k.1));
+            self.sorted_cell
+                .extend(self.keys_x.iter().map(|k| (k.0 >> 96) as u32));
+        } else {
+            self.keys.clear();
+            self.keys.extend(
+                self.cell_of
+                    .iter()
+                    .zip(ids)
+                    .enumerate()
+                    .map(|(slot, (&c, &id))| (((c as u64) << 32) | id as u64, slot as u32)),
+            );
+            self.keys.par_sort_unstable_by_key(|k| k.0);
+            self.sorted.extend(self.keys.iter().map(|k| k.1));
+            self.sorted_cell
+                .extend(self.keys.iter().map(|k| (k.0 >> 32) as u32));
+        }
         for k in 0..n {
             let c = self.sorted_cell[k];
             assert!(
@@ -431,5 +473,44 @@ mod tests {
         assert_eq!(cl.cell_range(g.hash(pos[0])), 0..1);
         assert_eq!(cl.cell_range(g.hash(pos[1])), 1..2);
         assert_eq!(cl.cell_range(g.hash([0.1; 3])), 0..0);
+    }
+
+    #[test]
+    fn x_order_keys_sort_as_the_values() {
+        let mut v = vec![
+            -1e300, -2.5, -1.0, -1e-300, -0.0, 0.0, 1e-300, 0.3, 0.30000000000000004, 7.0, 1e300,
+        ];
+        let keys: Vec<u64> = v.iter().map(|&x| x_order_key(x)).collect();
+        assert!(keys.windows(2).all(|k| k[0] < k[1]), "{keys:?}");
+        v.reverse();
+        v.sort_by_key(|&x| x_order_key(x));
+        assert_eq!(v[0], -1e300);
+        assert_eq!(v[10], 1e300);
+    }
+
+    #[test]
+    fn by_x_orders_each_cell_by_x_then_id_and_a_row_by_x() {
+        // Cells of 0.5 along x (4 cells per row): each cell's particles by x, ties by id, so
+        // a row of cells is in x order.
+        let g = Grid::new([0.0; 3], [2.0, 0.5, 0.5], 0.5, 2);
+        let pos = vec![
+            [0.40, 0.1, 0.1],
+            [0.10, 0.2, 0.2],
+            [1.20, 0.1, 0.3],
+            [0.10, 0.4, 0.1],
+            [0.70, 0.3, 0.3],
+            [1.05, 0.2, 0.2],
+        ];
+        let ids = [5, 9, 1, 2, 8, 4];
+        let mut cl = CellList::by_x();
+        cl.build(&g, &pos, &ids);
+        // x 0.10 (ids 2 and 9: by id), 0.40; 0.70; 1.05, 1.20.
+        assert_eq!(cl.sorted, vec![3, 1, 0, 4, 5, 2]);
+        let xs: Vec<f64> = cl.sorted.iter().map(|&s| pos[s as usize][0]).collect();
+        assert!(xs.windows(2).all(|w| w[0] <= w[1]));
+        // The default keeps (cell, id).
+        let mut by_id = CellList::default();
+        by_id.build(&g, &pos, &ids);
+        assert_eq!(by_id.sorted, vec![3, 0, 1, 4, 2, 5]);
     }
 }

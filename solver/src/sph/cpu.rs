@@ -1,5 +1,5 @@
 //! The CPU reference of the SPH method: gather formulation (each particle sums its own
-//! neighbours in (cell, id) order, no float atomics, the same bits for any thread count),
+//! neighbours in (cell, x, id) order, no float atomics, the same bits for any thread count),
 //! symplectic position Verlet (or Verlet, `[sph] integrator`) with the variable CFL step, dynamic
 //! boundary particles.
 //!
@@ -255,7 +255,7 @@ struct Particles<'a> {
     rho: &'a [f64],
 }
 
-/// One list's particles (fluid or boundary) in (cell, id) order with copies of what a pair reads,
+/// One list's particles (fluid or boundary) in (cell, x, id) order with copies of what a pair reads,
 /// so that a row of cells is one run of memory: `start[c]..start[c + 1]` are cell c's entries
 /// (`start` has a cell more), `index` their particle indices.
 #[derive(Debug, Default)]
@@ -355,7 +355,7 @@ impl SphSim {
         let bound: Vec<u32> = (0..n32)
             .filter(|&k| p.kind[k as usize] != KIND_FLUID)
             .collect();
-        let mut bound_cells = CellList::default();
+        let mut bound_cells = CellList::by_x();
         let bpos: Vec<V3> = bound.iter().map(|&k| p.pos[k as usize]).collect();
         bound_cells.build(&grid, &bpos, &bound);
         let ghost = c
@@ -374,7 +374,7 @@ impl SphSim {
                 prev: None,
             },
             grid,
-            fluid_cells: CellList::default(),
+            fluid_cells: CellList::by_x(),
             bound_cells,
             fluid_sorted: SortedParticles::default(),
             bound_sorted: SortedParticles::default(),
@@ -554,7 +554,7 @@ impl SphSim {
 
     /// Rates of all particles at positions `pos`, velocities `vel`, densities `rho`. A fluid
     /// particle sums its fluid neighbours, then its boundary neighbours, each cell by cell in
-    /// the grid's fixed order and by id within a cell; a boundary particle sums its fluid
+    /// the grid's fixed order and by x, then id, within a cell; a boundary particle sums its fluid
     /// neighbours only. `fluid_sorted`: right after [`SphSim::correct_boundary`] at the same
     /// state, which sorted the fluid already and changed only the boundary's densities, the
     /// fluid's cells and sorted copies are taken as they are (a second build cost mDBC runs a

@@ -10,7 +10,7 @@
 //! evaluation's positions, in the neighbour's layers or halo (one layer of the kernel support
 //! on each side), with their state at the start of the step for the corrector. It then holds
 //! every fluid particle within the support of each particle in its layers, sums their pairs in
-//! (cell, id) order on the run's one grid as one process does, and integrates the particles in
+//! (cell, x, id) order on the run's one grid as one process does, and integrates the particles in
 //! its layers. The time-step limits are reduced (a minimum is exact), and the bounds follow the
 //! work from all-gathered counts and busy times, as on GPUs; a moved bound needs no transfer of
 //! its own, since the next exchange sends the neighbour what it now owns or borders.

@@ -10,7 +10,7 @@
 //! GPU places all of them and sorts the boundary alike (the same positions), so slots still
 //! agree; each integrates the density of those in its layers, and after each integration every
 //! GPU takes the others' (`SphGroup::share_moving`), so a particle's next owner holds it
-//! wherever it goes. Every slab then sorts its particles by (cell, id) on the run's one grid, so that each owned particle sums exactly the neighbours, in
+//! wherever it goes. Every slab then sorts its particles by (cell, x, id) on the run's one grid, so that each owned particle sums exactly the neighbours, in
 //! exactly the order, of the one-GPU run: the f64 mode gives its bits on any number of GPUs
 //! and any cut. The time-step limits are minima over each slab's own particles, reduced on the
 //! host (a minimum is exact). Frames are packed by every slab into GPU 0's staging (peer

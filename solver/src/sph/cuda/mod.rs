@@ -3,7 +3,7 @@
 //! no FMA contraction), a run has the CPU's bits; in float, velocities and densities are f32
 //! and positions f64 (as the DEM backend).
 //!
-//! A step, as `SphSim::step`: sort the fluid by (cell, id) and reorder it; rates; predictor;
+//! A step, as `SphSim::step`: sort the fluid by (cell, x, id) and reorder it; rates; predictor;
 //! sort and reorder again at the half-step positions (the state and the half state alike, so
 //! that the corrector pairs them slot by slot); rates; corrector; one 24-byte read of the
 //! reduced time-step limits, which set the next step on the host with the CPU's function.
@@ -940,10 +940,10 @@ impl SphCuda {
     }
 
     /// Places the boundary particles `bound` (positions `pos` and densities `rho`, one per
-    /// entry), sorted by (cell, id) on the host: they never move.
+    /// entry), sorted by (cell, x, id) on the host: they never move.
     fn upload_boundary(&mut self, bound: &[u32], pos: &[V3], rho: &[f64]) -> Result<(), CudaError> {
         let (nb, r, cells) = (bound.len(), self.real, self.cells as usize);
-        let mut list = CellList::default();
+        let mut list = CellList::by_x();
         list.build(&self.grid, pos, bound);
         let mut bstart = vec![0u32; cells + 1];
         for &c in &list.sorted_cell {
@@ -1041,7 +1041,7 @@ impl SphCuda {
         self.launch("sph_bound_place", blocks(self.nb), &[&p, &bodies, &mv.b])
     }
 
-    /// Moving solids: sorts the boundary by (cell, id) at its current positions (as `SphSim`
+    /// Moving solids: sorts the boundary by (cell, x, id) at its current positions (as `SphSim`
     /// rebuilds its boundary cells at each evaluation) and reorders its arrays.
     fn sort_boundary(&mut self) -> Result<(), CudaError> {
         let Some(mv) = &self.mv else { return Ok(()) };
@@ -1088,7 +1088,7 @@ impl SphCuda {
         Ok(())
     }
 
-    /// Sorts the fluid slots by (cell, id) of the positions at `pos` (the ids are the state's;
+    /// Sorts the fluid slots by (cell, x, id) of the positions at `pos` (the ids are the state's;
     /// on a slab, slots not kept go last): leaves the order in `g.perm` and the cell starts in
     /// `g.start`; the fluid count becomes the kept count.
     fn sort_fluid(&mut self, pos: u64) -> Result<(), CudaError> {
@@ -1103,7 +1103,7 @@ impl SphCuda {
         Ok(())
     }
 
-    /// The counting sort of the `p.n` slots at `pos` with ids `ids` by (cell, id) (slots whose
+    /// The counting sort of the `p.n` slots at `pos` with ids `ids` by (cell, x, id) (slots whose
     /// `keep` flag, when given, is 0 go last), into `g`: the cell starts in `g.start` and the
     /// permutation (sorted slot k takes slot `g.rank[k]`) in `g.rank`, which is free once the
     /// scatter used it.
@@ -1130,7 +1130,7 @@ impl SphCuda {
             0,
         )?;
         self.launch("sph_scatter", blocks(p.n), &[&p, &g])?;
-        self.launch("sph_cell_rank", blocks(p.n), &[&p, &ids, &g, &g.rank])
+        self.launch("sph_cell_rank", blocks(p.n), &[&p, &pos, &ids, &g, &g.rank])
     }
 
     fn set_fluid_count(&mut self, n: u32) {

@@ -5,7 +5,7 @@
 //! road differs: two processes cannot read each other's device memory, so before each
 //! evaluation the records for a neighbour and the boundary densities of the layer next to it
 //! go through host memory in one MPI all-to-all, and the time-step limits are reduced over the
-//! ranks. Every slab still sorts by (cell, id) on the run's one grid, so the ranks give the
+//! ranks. Every slab still sorts by (cell, x, id) on the run's one grid, so the ranks give the
 //! bits of one GPU and of a group.
 //!
 //! Moving solids: every rank places all of them and sorts the boundary alike, so slots agree on

@@ -1,7 +1,7 @@
 //! What one slab of a several-GPU SPH run adds to the one-GPU engine ([`super::SphCuda`]):
 //! ownership flags, the fluid records it sends to and receives from its neighbours before each
 //! evaluation of the rates, and the densities of the boundary particles in its halo. Every slab
-//! holds every boundary particle, in one (cell, id) order shared by all GPUs, so that a slot names
+//! holds every boundary particle, in one (cell, x, id) order shared by all GPUs, so that a slot names
 //! the same particle everywhere: ownership is a flag set on the device from the layer (again at
 //! each sort of the boundary when solids move), and the halo's densities are read from the
 //! owner's array at the same slots (peer access). The group
