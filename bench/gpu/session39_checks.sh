@@ -79,3 +79,5 @@ ncu)
 *) echo "unknown part $part"; exit 2 ;;
 esac
 echo "session39 $part done in $SECONDS s"
+# One archive of the part's files (the device tool brings back only a few files per call).
+tar -czf "/tmp/session39_$part.tgz" -C "$OUT" . && rm -rf "${OUT:?}"/* && mv "/tmp/session39_$part.tgz" "$OUT/"

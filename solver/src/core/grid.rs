@@ -478,7 +478,17 @@ mod tests {
     #[test]
     fn x_order_keys_sort_as_the_values() {
         let mut v = vec![
-            -1e300, -2.5, -1.0, -1e-300, -0.0, 0.0, 1e-300, 0.3, 0.30000000000000004, 7.0, 1e300,
+            -1e300,
+            -2.5,
+            -1.0,
+            -1e-300,
+            -0.0,
+            0.0,
+            1e-300,
+            0.3,
+            0.30000000000000004,
+            7.0,
+            1e300,
         ];
         let keys: Vec<u64> = v.iter().map(|&x| x_order_key(x)).collect();
         assert!(keys.windows(2).all(|k| k[0] < k[1]), "{keys:?}");

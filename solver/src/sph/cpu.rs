@@ -718,11 +718,7 @@ impl SphSim {
         let new: Vec<FluidState> = (0..pos.len())
             .into_par_iter()
             .map(|k| {
-                let s = FluidState {
-                    x: pos[k],
-                    v: vel[k],
-                    rho: rho[k],
-                };
+                let s = FluidState::at(&pos, &vel, &rho, k);
                 let (vb, rb) = match &prev {
                     Some(p) if !euler => (p.vel[k], p.rho[k]),
                     _ => (s.v, s.rho),
@@ -767,11 +763,7 @@ impl SphSim {
         let mut vel = std::mem::take(&mut self.s.vel);
         let mut rho = std::mem::take(&mut self.s.rho);
         let corrected = self.correct_boundary(&pos, &vel, &mut rho, self.s.time);
-        let at = |k: usize| FluidState {
-            x: pos[k],
-            v: vel[k],
-            rho: rho[k],
-        };
+        let at = |k: usize| FluidState::at(&pos, &vel, &rho, k);
         let r0 = self.rates(&pos, &vel, &rho, corrected);
         // Predictor.
         let kind = &self.s.kind;

@@ -524,11 +524,7 @@ impl SphCpuRank {
             .zip(&r.r)
             .map(|(&k, r)| {
                 let k = k as usize;
-                let s = FluidState {
-                    x: pos[k],
-                    v: vel[k],
-                    rho: rho[k],
-                };
+                let s = FluidState::at(&pos, &vel, &rho, k);
                 let (vb, rb) = if euler { (s.v, s.rho) } else { (hv[k], hr[k]) };
                 verlet_particle(&c, kind[k] == KIND_FLUID, &s, vb, rb, r, dt, span)
             })
@@ -608,11 +604,7 @@ impl SphCpuRank {
             .zip(&r0.r)
             .map(|(&k, r)| {
                 let k = k as usize;
-                let s = FluidState {
-                    x: pos[k],
-                    v: vel[k],
-                    rho: rho[k],
-                };
+                let s = FluidState::at(&pos, &vel, &rho, k);
                 predict(&c, kind[k] == KIND_FLUID, &s, r, dt)
             })
             .collect();
