@@ -8,6 +8,10 @@
 #                                          # cut and without it (-DSPH_CHORD=0, the same build),
 #                                          # alternating twice; cells of h and h/2 with the cut;
 #                                          # and the symplectic default at 10 M
+#   bench/gpu/session39_checks.sh ncu      # a Verlet step's kernels at 10 M; the fluid rates with
+#                                          # and without the cut (instructions, active threads)
+#   bench/gpu/session39_checks.sh variants # the walk's latency variants (NVRTC options), then
+#                                          # the Verlet test over GPU ranks alone
 #   bench/gpu/session39_checks.sh checks   # the SPH suites (f64 parity with the CPU in the new
 #                                          # order, slabs, twins), then the SPH tests over GPU
 #                                          # ranks (mDBC, moving solids, Verlet)
@@ -57,6 +61,21 @@ more)
   item 100 result bench_100m timeout 250 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
     --integrator verlet --out "$J"
   ;;
+variants)
+  # The walk's latency (ncu: 11.5 cycles per issued instruction at 57 % occupancy with the cut):
+  # the candidate's velocity and pressure loaded with its position, the next position
+  # prefetched, and a register cap, alternating twice (the same build, NVRTC options).
+  for round in 1 2; do
+    for v in "" "-DSPH_KIN_EARLY=1" "-DSPH_PREFETCH=1" "-DSPH_KIN_EARLY=1 -DSPH_PREFETCH=1" \
+      "--maxrregcount=40" "-DSPH_KIN_EARLY=1 --maxrregcount=40"; do
+      echo "== round $round: PARTICLE_SHM_NVRTC_OPTIONS='$v'"
+      PARTICLE_SHM_NVRTC_OPTIONS="$v" timeout 100 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
+        --frames 0 --integrator verlet --out "$J" 2>&1 | grep -E "ms/step|rror"
+    done
+  done
+  (cd solver && item 200 result mpi_ranks_verlet env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 \
+    "$BIN/mpi_ranks" verlet --nocapture --test-threads 1)
+  ;;
 ncu)
   # Where a Verlet step's time goes at 10 M (every kernel's duration over 4 steps after 40),
   # then the fluid rates kernel with and without the cut: instructions and active threads.
@@ -67,7 +86,7 @@ ncu)
   python3 bench/gpu/ncu_summary.py "$OUT/ncu_times.csv"
   for v in 1 0; do
     PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_CHORD=$v $NCU --clock-control none --cache-control none \
-      --kernel-name regex:sph_rates_fluid --launch-skip 30 --launch-count 1 --section SpeedOfLight \
+      --kernel-name regex:sph_rates_fluid --launch-skip 24 --launch-count 1 --section SpeedOfLight \
       --section LaunchStats --section Occupancy --section WarpStateStats --section InstructionStats \
       --metrics smsp__thread_inst_executed_per_inst_executed.ratio,gpu__time_duration.sum,smsp__inst_executed.sum,smsp__thread_inst_executed.sum \
       sph-gpu-bench --particles 1e7 --steps 10 --warmup 20 --frames 0 --integrator verlet > "$OUT/ncu_rates_chord$v.txt" 2>&1
@@ -75,6 +94,11 @@ ncu)
     grep -E "Duration|Registers Per|Achieved Occupancy|Avg. Active Threads|Warp Cycles Per Issued|Compute \(SM\) Throughput|Executed Instructions  |thread_inst|inst_executed|Issue Slots Busy" \
       "$OUT/ncu_rates_chord$v.txt" | head -24
   done
+  # The update kernels (the step's streaming part).
+  $NCU --clock-control none --kernel-name regex:"sph_verlet|sph_bound_verlet|sph_gather" --launch-skip 20 \
+    --launch-count 4 --section SpeedOfLight --section LaunchStats \
+    sph-gpu-bench --particles 1e7 --steps 10 --warmup 20 --frames 0 --integrator verlet > "$OUT/ncu_update.txt" 2>&1
+  grep -E "^  sph_|Duration|DRAM Throughput|Memory Throughput|Registers Per|Grid Size" "$OUT/ncu_update.txt" | head -40
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -261,6 +261,17 @@ fn sph_modules_are_valid_cxx() {
             modules.push(("SPH".to_string(), src.clone(), d));
         }
     }
+    // The walk's variants that the benchmarks select through PARTICLE_SHM_NVRTC_OPTIONS.
+    for extra in [
+        "-DSPH_CHORD=0",
+        "-DSPH_KIN_EARLY=1",
+        "-DSPH_PREFETCH=1",
+        "-DSPH_LOCAL=0",
+    ] {
+        let mut d = constants(0, 2);
+        d.push(extra.to_string());
+        modules.push((format!("SPH {extra}"), src.clone(), d));
+    }
     modules.push((
         "SPH physics parity".into(),
         kernels::sph_parity_module_source(),

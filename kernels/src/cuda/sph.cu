@@ -285,10 +285,21 @@ __device__ __forceinline__ DiffusionParams sph_diffusion_params(const SphParams&
 // of candidates outside the support): every pair it rejects has r >= 2h too, so the exact test
 // decides as the CPU does.
 // `kin`: the fluid's sph_localize velocities and pressures (float mode), else `vel`.
+// SPH_KIN_EARLY 1: a fluid candidate's velocity and pressure (`kin_j`) are loaded with its
+// position, before the support test, so that the pair code does not wait for them; 0: loaded
+// by the pair code for the candidates inside the support only.
+#ifndef SPH_KIN_EARLY
+#define SPH_KIN_EARLY 0
+#endif
+// SPH_PREFETCH 1: the walk loads the next candidate's position while it evaluates this one.
+#ifndef SPH_PREFETCH
+#define SPH_PREFETCH 0
+#endif
+
 template <bool FLUID_I, bool FLUID_J>
 __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const DiffusionParams& dparams, const SphI& i,
                                              real3 r_ij, real rho_j, const real* vel, const float4* kin, unsigned j,
-                                             real reject2, SphSums& s) {
+                                             float4 kin_j, real reject2, SphSums& s) {
     const real h = dparams.h;
     const real r2 = norm23(r_ij);
     if (r2 > reject2) return;
@@ -302,7 +313,7 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
     pair.p_i = i.p;
 #if SPH_LOCAL
     if (FLUID_J) {
-        const float4 b = kin[j];
+        const float4 b = SPH_KIN_EARLY ? kin_j : kin[j];
         pair.v_ij = sub3(i.v, make_real3(b.x, b.y, b.z));
         pair.p_j = b.w;
     } else {
@@ -417,18 +428,28 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 }
                 if (!SPH_CHORD || ax - loc[j].x <= e) break;
             }
+#if SPH_PREFETCH
+            float4 qn = j < e_end ? loc[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+#endif
             for (; j < e_end; j++) {
                 while (j >= next) {
                     x++;
                     next = start[row + x + 1];
                     ax = i.lx - (float)(x - cx) * cellf;
                 }
+#if SPH_PREFETCH
+                const float4 q = qn;
+                if (j + 1 < e_end) qn = loc[j + 1];
+                if (j == self_k) continue;
+#else
                 if (j == self_k) continue;
                 const float4 q = loc[j];
+#endif
+                const float4 kj = (SPH_KIN_EARLY && FLUID_J) ? kin[j] : make_float4(0.f, 0.f, 0.f, 0.f);
                 const float rx = ax - q.x;
                 if (SPH_CHORD && rx < -e) break;
                 sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(rx, ay - q.y, az - q.z), q.w, vel, kin,
-                                               j, reject2, s);
+                                               j, kj, reject2, s);
             }
 #else
             // The row's cells are consecutive in the sorted order, and in x order: one range,
@@ -442,7 +463,7 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 const dvec3 xj = dload3(pos + 3 * j);
                 if (SPH_CHORD && i.x.x - xj.x < -ed) break;
                 sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, xj)), rho[j], vel, kin, j,
-                                               reject2, s);
+                                               make_float4(0.f, 0.f, 0.f, 0.f), reject2, s);
             }
 #endif
         }
