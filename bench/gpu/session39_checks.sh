@@ -52,7 +52,7 @@ checks)
     "$BIN/mpi_ranks" over_ranks --nocapture --test-threads 1)
   ;;
 more)
-  (cd solver && item 220 result spheric_verlet env PARTICLE_SHM_TEST_BACKENDS=cuda \
+  [[ ${SPHERIC:-1} == 1 ]] && (cd solver && item 220 result spheric_verlet env PARTICLE_SHM_TEST_BACKENDS=cuda \
     PARTICLE_SHM_SPHERIC_INTEGRATOR=verlet PARTICLE_SHM_SPHERIC_END=2.0 timeout 300 \
     "$BIN/sph_spheric" spheric_test2_dam_break --nocapture)
   item 60 sph_user_path

@@ -9,7 +9,9 @@
 //! Sorting by (cell, id) rather than by (cell, storage slot) makes the neighbour order, and so
 //! every floating-point sum, independent of how particle data happens to be laid out in memory:
 //! reordering for locality, restarting from a checkpoint or changing the thread count cannot
-//! change a single bit of the result.
+//! change a single bit of the result. The SPH lists ([`CellList::by_x`]) sort each cell by
+//! (x, id) instead, which is as independent of the layout and puts a row of cells along x in x
+//! order.
 
 use crate::core::vec3::V3;
 use rayon::prelude::*;
