@@ -12,6 +12,9 @@
 #                                          # and without the cut (instructions, active threads)
 #   bench/gpu/session39_checks.sh variants # the walk's latency variants (NVRTC options), then
 #                                          # the Verlet test over GPU ranks alone
+#   bench/gpu/session39_checks.sh final    # the shipped walk against it without the register
+#                                          # bound, the suites, records with frames (1 M, 10 M,
+#                                          # 100 M), the Verlet test over GPU ranks
 #   bench/gpu/session39_checks.sh checks   # the SPH suites (f64 parity with the CPU in the new
 #                                          # order, slabs, twins), then the SPH tests over GPU
 #                                          # ranks (mDBC, moving solids, Verlet)
@@ -73,7 +76,38 @@ variants)
         --frames 0 --integrator verlet --out "$J" 2>&1 | grep -E "ms/step|rror"
     done
   done
+  # The fluid rates' machine code as shipped (for counting the pair code's instructions): a
+  # fresh cache, one run, then every cached module's SASS of sph_rates_fluid.
+  export XDG_CACHE_HOME=/tmp/sass39 && rm -rf /tmp/sass39
+  timeout 60 sph-gpu-bench --particles 1e6 --steps 5 --warmup 1 --frames 0 --integrator verlet > /dev/null 2>&1
+  CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+  for f in /tmp/sass39/particle-shm/kernels/*; do
+    "$CUOBJ" -sass -fun sph_rates_fluid "$f" 2>/dev/null
+  done | gzip > "$OUT/sass_rates_fluid.txt.gz"
+  echo "SASS lines: $(zcat "$OUT/sass_rates_fluid.txt.gz" | wc -l)"
+  unset XDG_CACHE_HOME
   (cd solver && item 200 result mpi_ranks_verlet env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 200 \
+    "$BIN/mpi_ranks" verlet --nocapture --test-threads 1)
+  ;;
+final)
+  # The shipped walk (the cut, the candidate's kinematics loaded early, the rates kernels bound
+  # to 40 registers) against the same build without the register bound, alternating twice; the
+  # suites; the Verlet test over GPU ranks; the records with frames at 1 M, 10 M and 100 M.
+  for round in 1 2; do
+    for v in "" "-DSPH_RATES_UNBOUNDED"; do
+      echo "== round $round: PARTICLE_SHM_NVRTC_OPTIONS='$v'"
+      PARTICLE_SHM_NVRTC_OPTIONS="$v" timeout 100 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
+        --frames 0 --integrator verlet --out "$J" 2>&1 | grep -E "ms/step|rror"
+    done
+  done
+  item 40 result bench_symplectic timeout 150 sph-gpu-bench --particles 1e7 --steps 200 --warmup 20 \
+    --frames 0 --out "$J"
+  item 110 sph_suites
+  item 15 result bench_frames timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
+    --frames 5 --integrator verlet --out "$J"
+  item 40 result bench_100m timeout 250 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
+    --integrator verlet --out "$J"
+  (cd solver && item 150 result mpi_ranks_verlet env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 150 \
     "$BIN/mpi_ranks" verlet --nocapture --test-threads 1)
   ;;
 ncu)

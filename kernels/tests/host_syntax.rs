@@ -234,6 +234,7 @@ fn sph_modules_are_valid_cxx() {
             format!("-DSPH_KERNEL={kernel}"),
             format!("-DSPH_DIFFUSION={diffusion}"),
             "-DSPH_REACH=3".into(),
+            "-DSPH_BLOCK=128".into(),
         ];
         for (name, v) in [
             ("SPH_H", 0.013),
@@ -264,7 +265,8 @@ fn sph_modules_are_valid_cxx() {
     // The walk's variants that the benchmarks select through PARTICLE_SHM_NVRTC_OPTIONS.
     for extra in [
         "-DSPH_CHORD=0",
-        "-DSPH_KIN_EARLY=1",
+        "-DSPH_KIN_EARLY=0",
+        "-DSPH_RATES_UNBOUNDED",
         "-DSPH_PREFETCH=1",
         "-DSPH_LOCAL=0",
     ] {

@@ -286,10 +286,11 @@ __device__ __forceinline__ DiffusionParams sph_diffusion_params(const SphParams&
 // decides as the CPU does.
 // `kin`: the fluid's sph_localize velocities and pressures (float mode), else `vel`.
 // SPH_KIN_EARLY 1: a fluid candidate's velocity and pressure (`kin_j`) are loaded with its
-// position, before the support test, so that the pair code does not wait for them; 0: loaded
-// by the pair code for the candidates inside the support only.
+// position, before the support test, so that the pair code does not wait for them (10 M Verlet
+// 12.42 -> 12.33 ms per step, raw/session39/more/); 0: loaded by the pair code for the
+// candidates inside the support only.
 #ifndef SPH_KIN_EARLY
-#define SPH_KIN_EARLY 0
+#define SPH_KIN_EARLY 1
 #endif
 // SPH_PREFETCH 1: the walk loads the next candidate's position while it evaluates this one.
 #ifndef SPH_PREFETCH
@@ -477,7 +478,21 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
 // boundary (float mode; unused in the parity mode).
 // Only the particles of the slab's own layers (the others are its neighbours' halo: their flag
 // in `own`, when given, is cleared and nothing else is written for them).
-extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
+// The rates kernels' register bound in float mode: 12 blocks of SPH_BLOCK (128) threads per SM
+// leave 40 registers a thread (48 unbounded) and 75 % occupancy instead of 62.5 %; the walk
+// waits on its loads (11.5 cycles per issued instruction at 57 % achieved). 10 M Verlet with
+// SPH_KIN_EARLY: 12.33 -> 11.92 ms per step (NVRTC's --maxrregcount=40 on the whole module,
+// raw/session39/more/); 1 M 1 % slower. The parity mode keeps the compiler's choice.
+#ifndef SPH_BLOCK
+#error "SPH_BLOCK (the launches' threads per block) must be defined"
+#endif
+#if defined(DEM_DOUBLE) || defined(SPH_RATES_UNBOUNDED)
+#define SPH_RATES_BOUNDS
+#else
+#define SPH_RATES_BOUNDS __launch_bounds__(SPH_BLOCK, 12)
+#endif
+
+extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
                                            const float4* fkin, const unsigned* fstart, const double* bpos, const float4* bloc,
                                            const real* brho, const real* bvel, const unsigned* bstart, real* acc,
                                            real* drho, unsigned char* own, SphDiag* diag) {
@@ -502,7 +517,7 @@ extern "C" __global__ void sph_rates_fluid(const SphParams p, const SphArrays f,
 
 // Rates of the boundary particles: the density rate from their fluid neighbours only.
 // Only the boundary particles the slab owns (`bown`, when given; fixed with the slab bounds).
-extern "C" __global__ void sph_rates_bound(const SphParams p, const SphArrays f, const float4* floc,
+extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_bound(const SphParams p, const SphArrays f, const float4* floc,
                                            const float4* fkin, const unsigned* fstart, const double* bpos, const real* brho,
                                            const real* bvel, real* bdrho, const unsigned char* bown, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;

@@ -223,6 +223,19 @@ pub(crate) fn verlet_particle(
     }
 }
 
+// (Here, not in physics.rs, whose public functions are the formulas with CUDA twins.)
+impl FluidState {
+    /// Particle `k` of the arrays `pos`, `vel` and `rho` (index order).
+    #[inline]
+    pub(crate) fn at(pos: &[V3], vel: &[V3], rho: &[f64], k: usize) -> FluidState {
+        FluidState {
+            x: pos[k],
+            v: vel[k],
+            rho: rho[k],
+        }
+    }
+}
+
 /// A CPU SPH simulation.
 pub struct SphSim {
     pub c: SphConstants,

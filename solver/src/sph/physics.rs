@@ -113,18 +113,6 @@ pub struct FluidState {
     pub rho: f64,
 }
 
-impl FluidState {
-    /// Particle `k` of the arrays `pos`, `vel` and `rho` (index order).
-    #[inline]
-    pub fn at(pos: &[V3], vel: &[V3], rho: &[f64], k: usize) -> FluidState {
-        FluidState {
-            x: pos[k],
-            v: vel[k],
-            rho: rho[k],
-        }
-    }
-}
-
 /// Time derivatives of one particle, summed over its neighbours.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FluidRates {

@@ -194,13 +194,15 @@ fn modules() -> &'static Mutex<HashMap<ModuleKey, Arc<SphModule>>> {
 /// and the diffusion (as run-time branches they cost 12 % of the step at 10 M), and h, rho0, B,
 /// c0, the particle mass, alpha (and `alpha_boundary`, fluid-boundary pairs), delta and gravity
 /// (folded into the arithmetic instead of held in registers); and the cells a neighbour may lie
-/// away (`SPH_REACH`). `{:?}` writes the shortest decimal that parses back to the same f64, so
+/// away (`SPH_REACH`), and the block size the rates kernels' register bound assumes
+/// (`SPH_BLOCK`). `{:?}` writes the shortest decimal that parses back to the same f64, so
 /// the parity mode keeps its bits.
 fn pair_constants(p: &KernelParams, alpha_boundary: f64) -> Vec<String> {
     let mut d = vec![
         format!("-DSPH_KERNEL={}", p.kernel),
         format!("-DSPH_DIFFUSION={}", p.diffusion),
         format!("-DSPH_REACH={}", p.reach),
+        format!("-DSPH_BLOCK={THREADS}"),
     ];
     let values = [
         ("SPH_H", p.h),
