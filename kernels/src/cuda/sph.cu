@@ -287,7 +287,7 @@ __device__ __forceinline__ DiffusionParams sph_diffusion_params(const SphParams&
 // `kin`: the fluid's sph_localize velocities and pressures (float mode), else `vel`.
 // SPH_KIN_EARLY 1: a fluid candidate's velocity and pressure (`kin_j`) are loaded with its
 // position, before the support test, so that the pair code does not wait for them (10 M Verlet
-// 12.42 -> 12.33 ms per step, raw/session39/more/); 0: loaded by the pair code for the
+// 12.42 -> 12.33 ms per step, raw/session39/variants/); 0: loaded by the pair code for the
 // candidates inside the support only.
 #ifndef SPH_KIN_EARLY
 #define SPH_KIN_EARLY 1
@@ -480,9 +480,10 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
 // in `own`, when given, is cleared and nothing else is written for them).
 // The rates kernels' register bound in float mode: 12 blocks of SPH_BLOCK (128) threads per SM
 // leave 40 registers a thread (48 unbounded) and 75 % occupancy instead of 62.5 %; the walk
-// waits on its loads (11.5 cycles per issued instruction at 57 % achieved). 10 M Verlet with
-// SPH_KIN_EARLY: 12.33 -> 11.92 ms per step (NVRTC's --maxrregcount=40 on the whole module,
-// raw/session39/more/); 1 M 1 % slower. The parity mode keeps the compiler's choice.
+// waits on its loads (11.5 cycles per issued instruction at 57 % achieved). 10 M Verlet:
+// 12.36 -> 12.06 ms per step (raw/session39/final/; NVRTC's --maxrregcount=40 on the whole
+// module gave 11.92, raw/session39/variants/); 1 M 1 % slower. The parity mode keeps the
+// compiler's choice; -DSPH_RATES_UNBOUNDED drops the bound (to compare).
 #ifndef SPH_BLOCK
 #error "SPH_BLOCK (the launches' threads per block) must be defined"
 #endif
