@@ -267,7 +267,6 @@ fn sph_modules_are_valid_cxx() {
         "-DSPH_CHORD=0",
         "-DSPH_KIN_EARLY=0",
         "-DSPH_RATES_UNBOUNDED",
-        "-DSPH_PREFETCH=1",
         "-DSPH_LOCAL=0",
     ] {
         let mut d = constants(0, 2);
