@@ -67,7 +67,8 @@ more)
 variants)
   # The walk's latency (ncu: 11.5 cycles per issued instruction at 57 % occupancy with the cut):
   # the candidate's velocity and pressure loaded with its position, the next position
-  # prefetched, and a register cap, alternating twice (the same build, NVRTC options).
+  # prefetched, and a register cap, alternating twice (the same build, NVRTC options). The
+  # prefetch switch (SPH_PREFETCH) was removed after this run (slower); commit 145cb7a has it.
   for round in 1 2; do
     for v in "" "-DSPH_KIN_EARLY=1" "-DSPH_PREFETCH=1" "-DSPH_KIN_EARLY=1 -DSPH_PREFETCH=1" \
       "--maxrregcount=40" "-DSPH_KIN_EARLY=1 --maxrregcount=40"; do
