@@ -265,12 +265,16 @@ fn sph_modules_are_valid_cxx() {
     // The walk's variants that the benchmarks select through PARTICLE_SHM_NVRTC_OPTIONS.
     for extra in [
         "-DSPH_CHORD=0",
-        "-DSPH_KIN_EARLY=0",
+        "-DSPH_LEAN=0",
+        "-DSPH_LEAN=0 -DSPH_CHORD=0",
         "-DSPH_RATES_UNBOUNDED",
         "-DSPH_LOCAL=0",
+        // The hydrostatic series alone, and float mode's folded polynomial of it.
+        "-DSPH_HYDROSTATIC_SERIES -DSPH_HYDRO_TERMS=3 -DSPH_HYDRO_COEFFS=-0.46,-6.4e-4,-1.2e-6",
+        "-DSPH_HYDROSTATIC_SERIES -DSPH_HYDRO_TERMS=1 -DSPH_HYDRO_COEFFS=-0.46 -DDEM_DOUBLE",
     ] {
         let mut d = constants(0, 2);
-        d.push(extra.to_string());
+        d.extend(extra.split_whitespace().map(str::to_string));
         modules.push((format!("SPH {extra}"), src.clone(), d));
     }
     modules.push((

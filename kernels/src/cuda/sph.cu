@@ -193,7 +193,22 @@ __device__ __forceinline__ float sph_local_coord(double x, double origin, double
     return (float)(x - (origin + (double)cell_coord(x, origin, cell, dim) * cell));
 }
 
-// loc[k] = (position relative to its cell's corner, density) of the p.n particles of pos, rho,
+// Along x the float positions are relative to the lower corner of the particle's x-block, the
+// SPH_XBLOCK cells [b SPH_XBLOCK, (b + 1) SPH_XBLOCK) of its row (y and z stay relative to the
+// cell): a row's walk spans at most 2 SPH_REACH + 1 <= SPH_XBLOCK cells, so at most two blocks,
+// and the walk changes its x offset at most once per row instead of tracking each candidate's
+// cell. A block of 8 cells of 2h/3 is 5.3 h: float keeps x there to about 4e-9 m at 10 M
+// particles (dp = 4.6 mm), 1e-6 of the spacing.
+#define SPH_XBLOCK (2 * SPH_REACH + 1 <= 8 ? 8 : 2 * SPH_REACH + 1 <= 16 ? 16 : 32)
+
+// Position x relative to the lower corner of its x-block, in float.
+__device__ __forceinline__ float sph_block_coord(double x, double origin, double cell, unsigned dim) {
+    const unsigned c = cell_coord(x, origin, cell, dim);
+    return (float)(x - (origin + (double)(c - c % SPH_XBLOCK) * cell));
+}
+
+// loc[k] = (position relative to its x-block's corner along x and to its cell's corner along y
+// and z, density) of the p.n particles of pos, rho,
 // and, when `kin` is given (the fluid), kin[k] = (velocity, Tait pressure): refreshed before
 // every evaluation of the rates in float mode, so that a pair loads its neighbour in two 16-byte
 // loads and takes the pressure computed once per particle (the same function of the density).
@@ -202,7 +217,7 @@ extern "C" __global__ void sph_localize(const SphParams p, const double* pos, co
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     const double* x = pos + 3 * k;
-    loc[k] = make_float4(sph_local_coord(x[0], p.origin[0], p.cell, p.dims[0]),
+    loc[k] = make_float4(sph_block_coord(x[0], p.origin[0], p.cell, p.dims[0]),
                          sph_local_coord(x[1], p.origin[1], p.cell, p.dims[1]),
                          sph_local_coord(x[2], p.origin[2], p.cell, p.dims[2]), (float)rho[k]);
     if (kin) {
@@ -212,13 +227,14 @@ extern "C" __global__ void sph_localize(const SphParams p, const double* pos, co
 }
 
 // Particle i as its pair sums see it: state, pressure and sound speed, cell (and the position
-// relative to the cell's corner, float mode).
+// relative to the cell's corner, and along x to its x-block's corner too: float mode).
 struct SphI {
     dvec3 x;
     real3 v;
     real rho, p, c;
     unsigned cx, cy, cz;
     float lx, ly, lz;
+    float bx;
 };
 
 __device__ __forceinline__ SphI sph_particle(const SphParams& p, dvec3 x, real3 v, real rho) {
@@ -234,6 +250,7 @@ __device__ __forceinline__ SphI sph_particle(const SphParams& p, dvec3 x, real3 
     i.lx = sph_local_coord(x.x, p.origin[0], p.cell, p.dims[0]);
     i.ly = sph_local_coord(x.y, p.origin[1], p.cell, p.dims[1]);
     i.lz = sph_local_coord(x.z, p.origin[2], p.cell, p.dims[2]);
+    i.bx = sph_block_coord(x.x, p.origin[0], p.cell, p.dims[0]);
     return i;
 }
 
@@ -280,28 +297,13 @@ __device__ __forceinline__ DiffusionParams sph_diffusion_params(const SphParams&
 #error "SPH_REACH (cells per kernel support, SphParams::reach) must be defined"
 #endif
 
-// Pair (i, j) added to the sums when r_ij < 2h (the CPU's test and terms, in its order).
-// `reject2`: a conservative early rejection on the squared distance (no square root for the ~85 %
-// of candidates outside the support): every pair it rejects has r >= 2h too, so the exact test
-// decides as the CPU does.
-// `kin`: the fluid's sph_localize velocities and pressures (float mode), else `vel`.
-// SPH_KIN_EARLY 1: a fluid candidate's velocity and pressure (`kin_j`) are loaded with its
-// position, before the support test, so that the pair code does not wait for them (10 M Verlet
-// 12.42 -> 12.33 ms per step, raw/session39/variants/); 0: loaded by the pair code for the
-// candidates inside the support only.
-#ifndef SPH_KIN_EARLY
-#define SPH_KIN_EARLY 1
-#endif
-
+// The terms of pair (i, j) at distance r < 2h (r2 = r^2), added to the sums in the CPU's order.
+// `kin_j`: j's sph_localize velocity and pressure (float mode, fluid neighbours), else `vel`.
 template <bool FLUID_I, bool FLUID_J>
-__device__ __forceinline__ void sph_pair_sum(const SphParams& p, const DiffusionParams& dparams, const SphI& i,
-                                             real3 r_ij, real rho_j, const real* vel, const float4* kin, unsigned j,
-                                             float4 kin_j, real reject2, SphSums& s) {
+__device__ __forceinline__ void sph_pair_terms(const DiffusionParams& dparams, const SphI& i, real3 r_ij, real r2,
+                                               real r, real rho_j, const real* vel, unsigned j, float4 kin_j,
+                                               SphSums& s) {
     const real h = dparams.h;
-    const real r2 = norm23(r_ij);
-    if (r2 > reject2) return;
-    const real r = sqrt(r2);  // norm3(r_ij)
-    if (r >= real(2) * h) return;
     const real f = kernel_grad_factor(SPH_KERNEL, r, h);
     SphPair pair;
     pair.r_ij = r_ij;
@@ -310,9 +312,8 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
     pair.p_i = i.p;
 #if SPH_LOCAL
     if (FLUID_J) {
-        const float4 b = SPH_KIN_EARLY ? kin_j : kin[j];
-        pair.v_ij = sub3(i.v, make_real3(b.x, b.y, b.z));
-        pair.p_j = b.w;
+        pair.v_ij = sub3(i.v, make_real3(kin_j.x, kin_j.y, kin_j.z));
+        pair.p_j = kin_j.w;
     } else {
         // A boundary neighbour moves only with its solid (`vel`: the boundary's velocities).
         pair.v_ij = sub3(i.v, SPH_MOVING ? load3(vel, j) : zero3());
@@ -344,6 +345,20 @@ __device__ __forceinline__ void sph_pair_sum(const SphParams& p, const Diffusion
     }
 }
 
+// Pair (i, j) added to the sums when r_ij < 2h, the CPU's test (the parity mode's walk).
+// `reject2`: a conservative early rejection on the squared distance (no square root for the
+// candidates outside the support): every pair it rejects has r >= 2h too, so the exact test
+// decides as the CPU does.
+template <bool FLUID_I, bool FLUID_J>
+__device__ __forceinline__ void sph_pair_sum(const DiffusionParams& dparams, const SphI& i, real3 r_ij, real rho_j,
+                                             const real* vel, unsigned j, real reject2, SphSums& s) {
+    const real r2 = norm23(r_ij);
+    if (r2 > reject2) return;
+    const real r = sqrt(r2);  // norm3(r_ij)
+    if (r >= real(2) * dparams.h) return;
+    sph_pair_terms<FLUID_I, FLUID_J>(dparams, i, r_ij, r2, r, rho_j, vel, j, make_float4(0.f, 0.f, 0.f, 0.f), s);
+}
+
 // Distance along one axis from a particle at `l` (relative to its own cell's lower corner) to the
 // cells `d` cells away (the twin of cell_gap in solver/src/core/grid.rs, in float): 0 for its
 // own. Clamped particles (outside the grid, in an edge cell) keep their true offset, so the gap
@@ -356,6 +371,12 @@ __device__ __forceinline__ float cell_gap(float l, int d, float cell) {
 // whole row's cells (-DSPH_CHORD=0 through PARTICLE_SHM_NVRTC_OPTIONS, to compare; the same sums).
 #ifndef SPH_CHORD
 #define SPH_CHORD 1
+#endif
+
+// 1: float mode's lean walk (below); 0: session 39's, which tracks each candidate's cell
+// (-DSPH_LEAN=0, to compare on one build).
+#ifndef SPH_LEAN
+#define SPH_LEAN 1
 #endif
 
 // The support with a margin for the walk's float arithmetic (SPH_WALK_MARGIN in cpu.rs is the
@@ -379,11 +400,14 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                                              SphSums& s) {
     const real two_h = real(2) * (real)(SPH_H);
     const real reject2 = two_h * two_h * real(1.0001);
+    const real support2 = two_h * two_h;
     const DiffusionParams dparams = sph_diffusion_params(p);
     const int R = SPH_REACH;
     const float cellf = (float)p.cell, inv_cell = 1.0f / cellf;
     const float near = (float)(2.0 * SPH_H) * SPH_WALK_MARGIN, near2 = near * near;
     const int cx = (int)i.cx, cy = (int)i.cy, cz = (int)i.cz;
+    // The first cell of i's x-block (float mode; SPH_XBLOCK is a power of two).
+    const int bi = cx & ~(SPH_XBLOCK - 1);
     const int x0 = max(cx - R, 0), x1 = min(cx + R, (int)p.dims[0] - 1);
     const int y0 = max(cy - R, 0), y1 = min(cy + R, (int)p.dims[1] - 1);
     const int z0 = max(cz - R, 0), z1 = min(cz + R, (int)p.dims[2] - 1);
@@ -402,26 +426,52 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
             const int xb = max(min(cx + (int)floorf((i.lx + e) * inv_cell), x1), cx);
             const unsigned row = sph_cell_index(p, 0, (unsigned)y, (unsigned)z);
 #if SPH_LOCAL
-            // l_i minus the offset of j's cell corner from i's: r_ij = a - l_j.
+            // l_i minus the offset of j's cell corner from i's along y and z, and along x of j's
+            // x-block corner from i's (for the row's first and second block): r_ij = a - l_j.
             const float ay = i.ly - (float)(y - cy) * cellf;
             const float az = i.lz - (float)(z - cz) * cellf;
-            // The row's cells as one range (consecutive in the sorted order), the candidate's cell
-            // tracked for its corner's offset: 1.6 % slower than a loop per cell with cells of 2h
-            // at 1 M, 1 % faster with cells of h and 25 % with cells of 2h / 3 (10 M).
-            int x = xa;
-            unsigned next = start[row + xa + 1];
-            float ax = i.lx - (float)(xa - cx) * cellf;
             const unsigned e_end = start[row + xb + 1];
             unsigned j = start[row + xa];
+#if SPH_LEAN
+            // The entries before jb lie in the row's first block (none when the range lies in
+            // one block: then jb <= j and ax2 = ax1). Both loops take j's offset by a select.
+            const int ba = xa & ~(SPH_XBLOCK - 1), bb = xb & ~(SPH_XBLOCK - 1);
+            const float ax1 = i.bx + (float)(bi - ba) * cellf;
+            const float ax2 = i.bx + (float)(bi - bb) * cellf;
+            const unsigned jb = start[row + bb];
             // The row is in x order (CellList::by_x): the candidates before the chord's near end
             // are passed over by a loop without the pair code, and the walk stops at the first
             // past its far end (r_x < -e). Both lie farther than the support (with the margin),
             // so the sums and their order are those of the whole row.
             for (; j < e_end; j++) {
+                if ((j < jb ? ax1 : ax2) - loc[j].x <= e) break;
+            }
+            for (; j < e_end; j++) {
+                // A fluid candidate's velocity and pressure are loaded with its position, before
+                // the support test, so that the pair code does not wait for them (10 M Verlet
+                // 12.42 -> 12.33 ms per step, raw/session39/variants/).
+                const float4 q = loc[j];
+                const float4 kj = FLUID_J ? kin[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+                const float rx = (j < jb ? ax1 : ax2) - q.x;
+                if (rx < -e) break;
+                const real3 r_ij = make_real3(rx, ay - q.y, az - q.z);
+                const real r2 = norm23(r_ij);
+                // The support test on r^2 (float mode has no CPU bits to keep), with the
+                // particle's own slot: one branch per candidate.
+                if (r2 >= support2 || j == self_k) continue;
+                sph_pair_terms<FLUID_I, FLUID_J>(dparams, i, r_ij, r2, sqrt(r2), q.w, vel, j, kj, s);
+            }
+#else
+            // Session 39's walk (-DSPH_LEAN=0, to compare): the candidate's cell tracked along
+            // the row for its corner's offset.
+            int x = xa;
+            unsigned next = start[row + xa + 1];
+            float ax = i.bx + (float)(bi - (xa & ~(SPH_XBLOCK - 1))) * cellf;
+            for (; j < e_end; j++) {
                 while (j >= next) {
                     x++;
                     next = start[row + x + 1];
-                    ax = i.lx - (float)(x - cx) * cellf;
+                    ax = i.bx + (float)(bi - (x & ~(SPH_XBLOCK - 1))) * cellf;
                 }
                 if (!SPH_CHORD || ax - loc[j].x <= e) break;
             }
@@ -429,18 +479,21 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 while (j >= next) {
                     x++;
                     next = start[row + x + 1];
-                    ax = i.lx - (float)(x - cx) * cellf;
+                    ax = i.bx + (float)(bi - (x & ~(SPH_XBLOCK - 1))) * cellf;
                 }
                 if (j == self_k) continue;
-                // (Loading the next candidate's position here, ahead of this one's pair code, was
-                // 7 % slower at 10 M: raw/session39/variants/.)
                 const float4 q = loc[j];
-                const float4 kj = (SPH_KIN_EARLY && FLUID_J) ? kin[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+                const float4 kj = FLUID_J ? kin[j] : make_float4(0.f, 0.f, 0.f, 0.f);
                 const float rx = ax - q.x;
                 if (SPH_CHORD && rx < -e) break;
-                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, make_real3(rx, ay - q.y, az - q.z), q.w, vel, kin,
-                                               j, kj, reject2, s);
+                const real3 r_ij = make_real3(rx, ay - q.y, az - q.z);
+                const real r2 = norm23(r_ij);
+                if (r2 > reject2) continue;
+                const real r = sqrt(r2);
+                if (r >= two_h) continue;
+                sph_pair_terms<FLUID_I, FLUID_J>(dparams, i, r_ij, r2, r, q.w, vel, j, kj, s);
             }
+#endif
 #else
             // The row's cells are consecutive in the sorted order, and in x order: one range,
             // cut to the chord as above.
@@ -452,8 +505,7 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 if (j == self_k) continue;
                 const dvec3 xj = dload3(pos + 3 * j);
                 if (SPH_CHORD && i.x.x - xj.x < -ed) break;
-                sph_pair_sum<FLUID_I, FLUID_J>(p, dparams, i, to_real3(dsub3(i.x, xj)), rho[j], vel, kin, j,
-                                               make_float4(0.f, 0.f, 0.f, 0.f), reject2, s);
+                sph_pair_sum<FLUID_I, FLUID_J>(dparams, i, to_real3(dsub3(i.x, xj)), rho[j], vel, j, reject2, s);
             }
 #endif
         }

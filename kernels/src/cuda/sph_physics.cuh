@@ -205,9 +205,7 @@ __device__ __forceinline__ real viscous_mu(real h, real vr, real inv) { return h
 // physics::artificial_viscosity: -alpha c_ij mu_ij / rho_ij for approaching pairs (mu < 0), else 0.
 __device__ __forceinline__ real artificial_viscosity(real alpha, real mu, const SphPair& pair) {
     if (mu >= real(0)) return real(0);
-    const real c_mean = real(0.5) * (pair.c_i + pair.c_j);
-    const real rho_mean = real(0.5) * (pair.rho_i + pair.rho_j);
-    return -alpha * c_mean * mu / rho_mean;
+    return -alpha * (pair.c_i + pair.c_j) * mu / (pair.rho_i + pair.rho_j);
 }
 
 // physics::momentum_pair: r_ij scaled by -m_j ((p_i + p_j) / (rho_i rho_j) + Pi_ij) F.
@@ -247,6 +245,16 @@ __device__ __forceinline__ real hydrostatic_density_difference(const DiffusionPa
 #else
     const real g_r = dot3(params.gravity, r_ij);
 #endif
+#if defined(SPH_HYDRO_TERMS) && !defined(DEM_DOUBLE)
+    // Float mode: the same series as a polynomial in g.r_ij, its coefficients folded by the host
+    // and cut where float stops seeing the terms (sph/cuda/mod.rs::hydrostatic_polynomial): four
+    // or five operations per pair instead of twelve.
+    const real a[SPH_HYDRO_TERMS] = {SPH_HYDRO_COEFFS};
+    real poly = a[SPH_HYDRO_TERMS - 1];
+#pragma unroll
+    for (int k = SPH_HYDRO_TERMS - 2; k >= 0; k--) poly = a[k] + g_r * poly;
+    return g_r * poly;
+#else
     const real dp = -params.rho0 * g_r;
     // SPH_HYDROSTATIC_SERIES (sph/cuda/mod.rs::pair_constants): the case bounds every pair's |t|
     // within the series' range, where seventh_root_minus_one would take the series anyway (the
@@ -255,6 +263,7 @@ __device__ __forceinline__ real hydrostatic_density_difference(const DiffusionPa
     return params.rho0 * seventh_root_series(dp / params.b);
 #else
     return params.rho0 * seventh_root_minus_one(dp / params.b);
+#endif
 #endif
 }
 

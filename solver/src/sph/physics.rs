@@ -380,9 +380,9 @@ pub fn artificial_viscosity(alpha: f64, mu: f64, pair: &SphPair) -> f64 {
     if mu >= 0.0 {
         return 0.0;
     }
-    let c_mean = 0.5 * (pair.c_i + pair.c_j);
-    let rho_mean = 0.5 * (pair.rho_i + pair.rho_j);
-    -alpha * c_mean * mu / rho_mean
+    // The means' halves cancel: the bits of -alpha c_mean mu / rho_mean (halving scales exactly,
+    // away from subnormals), two multiplications fewer per approaching pair on the GPU.
+    -alpha * (pair.c_i + pair.c_j) * mu / (pair.rho_i + pair.rho_j)
 }
 
 /// Acceleration of `i` from `j`, -m_j ((p_i + p_j) / (rho_i rho_j) + Pi_ij) grad_i W_ij [m/s^2]
@@ -893,6 +893,35 @@ mod tests {
             assert!(
                 (d - want).abs() <= 4e-15 * want.abs(),
                 "t = {t:e}: {d:e} vs {want:e}"
+            );
+        }
+    }
+
+    /// The form without the means' halves has the bits of Monaghan's written with the means
+    /// (halving scales exactly), over water-like pairs and over random magnitudes.
+    #[test]
+    fn viscosity_without_the_halves_has_the_bits_of_the_means() {
+        let mut rng = SplitMix64::new(13);
+        let (rho0, c0, _) = water();
+        for k in 0..200_000 {
+            let mut pair = random_pair(&mut rng, 0.01);
+            if k % 2 == 0 {
+                pair.rho_i = rho0 * rng.range(0.9, 1.1);
+                pair.rho_j = rho0 * rng.range(0.9, 1.1);
+                pair.c_i = sound_speed(pair.rho_i, rho0, c0);
+                pair.c_j = sound_speed(pair.rho_j, rho0, c0);
+            } else {
+                let mut e = || 10f64.powf(rng.range(-30.0, 30.0));
+                (pair.rho_i, pair.rho_j, pair.c_i, pair.c_j) = (e(), e(), e(), e());
+            }
+            let alpha = rng.range(0.0, 1.0);
+            let mu = -rng.range(0.0, 10.0);
+            let c_mean = 0.5 * (pair.c_i + pair.c_j);
+            let rho_mean = 0.5 * (pair.rho_i + pair.rho_j);
+            let means = -alpha * c_mean * mu / rho_mean;
+            assert_eq!(
+                artificial_viscosity(alpha, mu, &pair).to_bits(),
+                means.to_bits()
             );
         }
     }
