@@ -265,8 +265,6 @@ fn sph_modules_are_valid_cxx() {
     // The walk's variants that the benchmarks select through PARTICLE_SHM_NVRTC_OPTIONS.
     for extra in [
         "-DSPH_CHORD=0",
-        "-DSPH_LEAN=0",
-        "-DSPH_LEAN=0 -DSPH_CHORD=0",
         "-DSPH_RATES_UNBOUNDED",
         "-DSPH_LOCAL=0",
         // The hydrostatic series alone, and float mode's folded polynomial of it.

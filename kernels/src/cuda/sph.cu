@@ -367,17 +367,13 @@ __device__ __forceinline__ float cell_gap(float l, int d, float cell) {
     return d > 0 ? fmaxf((float)d * cell - l, 0.0f) : d < 0 ? fmaxf(l - (float)(d + 1) * cell, 0.0f) : 0.0f;
 }
 
-// 1: each row's walk is cut to the support's chord along x (the rows are in x order); 0: the
-// whole row's cells (-DSPH_CHORD=0 through PARTICLE_SHM_NVRTC_OPTIONS, to compare; the same sums).
+// 1: the parity mode's walk cuts each row to the support's chord along x (the rows are in x
+// order); 0: the whole row's cells (-DSPH_CHORD=0 through PARTICLE_SHM_NVRTC_OPTIONS, to compare;
+// the same sums). Float mode's walk always cuts.
 #ifndef SPH_CHORD
 #define SPH_CHORD 1
 #endif
 
-// 1: float mode's lean walk (below); 0: session 39's, which tracks each candidate's cell
-// (-DSPH_LEAN=0, to compare on one build).
-#ifndef SPH_LEAN
-#define SPH_LEAN 1
-#endif
 
 // The support with a margin for the walk's float arithmetic (SPH_WALK_MARGIN in cpu.rs is the
 // CPU's): a cell farther than this from the particle holds no particle closer than 2h.
@@ -390,9 +386,13 @@ __device__ __forceinline__ float cell_gap(float l, int d, float cell) {
 // whole planes and rows by their gap in z and y, and each row's cells to those within the
 // support's half-chord at that gap. They hold only pairs that the test r < 2h rejects, so the
 // sums and their order are the same; the candidates are 8.0 instead of 12.7 supports cubed with
-// cells of 2h/3 (10.5 instead of 15.6 with cells of h). `self_k`: the particle's own slot in this list (skipped), or ~0u. `loc`: the
-// list's sph_localize output (float mode; `kin` for the fluid), `pos`: its f64 positions (parity
-// mode).
+// cells of 2h/3 (10.5 instead of 15.6 with cells of h). `self_k`: the particle's own slot in this
+// list (skipped), or ~0u. `loc`: the list's sph_localize output (float mode; `kin` for the
+// fluid), `pos`: its f64 positions (parity mode).
+// Float mode's walk is lean (session 40): per candidate a load, the x cut, the distance and one
+// branch (the support test, the particle's own slot folded in), 27 instructions against 50 when
+// it tracked each candidate's cell for its corner's offset (x-blocks instead, SPH_XBLOCK) and
+// tested the support twice; 10 M Verlet 11.94 -> 9.88 ms per step (raw/session40/lean/).
 template <bool FLUID_I, bool FLUID_J>
 __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, const double* pos,
                                              const float4* loc, const float4* kin, const real* vel,
@@ -432,7 +432,6 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
             const float az = i.lz - (float)(z - cz) * cellf;
             const unsigned e_end = start[row + xb + 1];
             unsigned j = start[row + xa];
-#if SPH_LEAN
             // The entries before jb lie in the row's first block (none when the range lies in
             // one block: then jb <= j and ax2 = ax1). Both loops take j's offset by a select.
             const int ba = xa & ~(SPH_XBLOCK - 1), bb = xb & ~(SPH_XBLOCK - 1);
@@ -447,9 +446,9 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 if ((j < jb ? ax1 : ax2) - loc[j].x <= e) break;
             }
             for (; j < e_end; j++) {
-                // A fluid candidate's velocity and pressure are loaded with its position, before
-                // the support test, so that the pair code does not wait for them (10 M Verlet
-                // 12.42 -> 12.33 ms per step, raw/session39/variants/).
+                // A fluid candidate's velocity and pressure are loaded with its position (10 M
+                // Verlet 12.42 -> 12.33 ms per step in session 39's walk); NVRTC now moves the
+                // load behind the support test (raw/session40/lean/sph_module_lean.sass.gz).
                 const float4 q = loc[j];
                 const float4 kj = FLUID_J ? kin[j] : make_float4(0.f, 0.f, 0.f, 0.f);
                 const float rx = (j < jb ? ax1 : ax2) - q.x;
@@ -461,39 +460,6 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
                 if (r2 >= support2 || j == self_k) continue;
                 sph_pair_terms<FLUID_I, FLUID_J>(dparams, i, r_ij, r2, sqrt(r2), q.w, vel, j, kj, s);
             }
-#else
-            // Session 39's walk (-DSPH_LEAN=0, to compare): the candidate's cell tracked along
-            // the row for its corner's offset.
-            int x = xa;
-            unsigned next = start[row + xa + 1];
-            float ax = i.bx + (float)(bi - (xa & ~(SPH_XBLOCK - 1))) * cellf;
-            for (; j < e_end; j++) {
-                while (j >= next) {
-                    x++;
-                    next = start[row + x + 1];
-                    ax = i.bx + (float)(bi - (x & ~(SPH_XBLOCK - 1))) * cellf;
-                }
-                if (!SPH_CHORD || ax - loc[j].x <= e) break;
-            }
-            for (; j < e_end; j++) {
-                while (j >= next) {
-                    x++;
-                    next = start[row + x + 1];
-                    ax = i.bx + (float)(bi - (x & ~(SPH_XBLOCK - 1))) * cellf;
-                }
-                if (j == self_k) continue;
-                const float4 q = loc[j];
-                const float4 kj = FLUID_J ? kin[j] : make_float4(0.f, 0.f, 0.f, 0.f);
-                const float rx = ax - q.x;
-                if (SPH_CHORD && rx < -e) break;
-                const real3 r_ij = make_real3(rx, ay - q.y, az - q.z);
-                const real r2 = norm23(r_ij);
-                if (r2 > reject2) continue;
-                const real r = sqrt(r2);
-                if (r >= two_h) continue;
-                sph_pair_terms<FLUID_I, FLUID_J>(dparams, i, r_ij, r2, r, q.w, vel, j, kj, s);
-            }
-#endif
 #else
             // The row's cells are consecutive in the sorted order, and in x order: one range,
             // cut to the chord as above.
@@ -523,8 +489,9 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
 // leave 40 registers a thread (48 unbounded) and 75 % occupancy instead of 62.5 %; the walk
 // waits on its loads (11.5 cycles per issued instruction at 57 % achieved). 10 M Verlet:
 // 12.36 -> 12.06 ms per step (raw/session39/final/; NVRTC's --maxrregcount=40 on the whole
-// module gave 11.92, raw/session39/variants/); 1 M 1 % slower. The parity mode keeps the
-// compiler's choice; -DSPH_RATES_UNBOUNDED drops the bound (to compare).
+// module gave 11.92, raw/session39/variants/); 1 M 1 % slower. With session 40's lean walk:
+// 9.88 against 9.94 unbounded at 10 M, 0.928 against 0.897 at 1 M (raw/session40/lean/): kept
+// for 10 M. The parity mode keeps the compiler's choice; -DSPH_RATES_UNBOUNDED drops the bound.
 #ifndef SPH_BLOCK
 #error "SPH_BLOCK (the launches' threads per block) must be defined"
 #endif
