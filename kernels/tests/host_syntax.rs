@@ -275,6 +275,12 @@ fn sph_modules_are_valid_cxx() {
         d.extend(extra.split_whitespace().map(str::to_string));
         modules.push((format!("SPH {extra}"), src.clone(), d));
     }
+    // A reach whose row would span three x-blocks is refused by name (SPH_XBLOCK in sph.cu).
+    let mut far = constants(0, 2);
+    far.retain(|d| !d.starts_with("-DSPH_REACH="));
+    far.push("-DSPH_REACH=16".into());
+    let err = check(&src, &far).expect_err("a reach of 16 cells needs a third x-block");
+    assert!(err.contains("two x-blocks"), "{err}");
     modules.push((
         "SPH physics parity".into(),
         kernels::sph_parity_module_source(),

@@ -200,6 +200,9 @@ __device__ __forceinline__ float sph_local_coord(double x, double origin, double
 // cell. A block of 8 cells of 2h/3 is 5.3 h: float keeps x there to about 4e-9 m at 10 M
 // particles (dp = 4.6 mm), 1e-6 of the spacing.
 #define SPH_XBLOCK (2 * SPH_REACH + 1 <= 8 ? 8 : 2 * SPH_REACH + 1 <= 16 ? 16 : 32)
+#if 2 * SPH_REACH + 1 > SPH_XBLOCK
+#error "a row's walk must span at most two x-blocks (SPH_REACH at most 15)"
+#endif
 
 // Position x relative to the lower corner of its x-block, in float.
 __device__ __forceinline__ float sph_block_coord(double x, double origin, double cell, unsigned dim) {
@@ -373,7 +376,6 @@ __device__ __forceinline__ float cell_gap(float l, int d, float cell) {
 #ifndef SPH_CHORD
 #define SPH_CHORD 1
 #endif
-
 
 // The support with a margin for the walk's float arithmetic (SPH_WALK_MARGIN in cpu.rs is the
 // CPU's): a cell farther than this from the particle holds no particle closer than 2h.

@@ -1728,7 +1728,7 @@ mod tests {
     }
 
     /// The folded polynomial gives the hydrostatic difference to float's rounding over the
-    /// support, with three terms in the shipped dam break, and more where |t| is larger.
+    /// support, with four terms in the shipped dam break, and more where |t| is larger.
     #[test]
     fn the_hydrostatic_polynomial_is_the_series_to_float_rounding() {
         use crate::sph::physics::{hydrostatic_density_difference, DiffusionParams};
