@@ -18,6 +18,8 @@
 #                                          # user path, SPHERIC Test 2 to 2.0 s (Verlet)
 #   bench/gpu/session40_checks.sh more     # the Verlet test over GPU ranks alone; the kernels'
 #                                          # times in a 10 M Verlet step
+#   bench/gpu/session40_checks.sh final    # the committed build: Verlet records twice, sph_cuda,
+#                                          # sph_group
 #
 # Logs $OUT/session40_<part>.log, *.out; records $OUT/sph40.jsonl; one archive of it all.
 set -uo pipefail
@@ -125,6 +127,13 @@ more)
     --metrics gpu__time_duration.sum sph-gpu-bench --particles 1e7 --steps 8 --warmup 40 --frames 0 \
     --integrator verlet > "$OUT/ncu_times.csv" 2> "$OUT/ncu_times.err"
   python3 bench/gpu/ncu_summary.py "$OUT/ncu_times.csv"
+  ;;
+final)
+  # The committed build (the comparison walk removed, the x-block check added: the same machine
+  # code) on a fresh machine: the Verlet records twice, the f64 parity and slab suites.
+  for round in 1 2; do bench "final_$round" ""; done
+  pushd solver >/dev/null && result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1 \
+    && result sph_group timeout 200 "$BIN/sph_group" --test-threads 1; popd >/dev/null
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
