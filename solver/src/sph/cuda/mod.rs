@@ -237,8 +237,7 @@ fn pair_constants(p: &KernelParams, alpha_boundary: f64) -> Vec<String> {
 /// series' eight and the scalings). Only where [`hydrostatic_series_suffices`].
 fn hydrostatic_polynomial(p: &KernelParams) -> Vec<f64> {
     let c = super::physics::SEVENTH_ROOT_SERIES;
-    let g = crate::core::vec3::norm(p.gravity);
-    let t_max = p.rho0 * g * 2.0 * p.h / p.b;
+    let t_max = hydrostatic_t_max(p);
     let terms = (1..c.len())
         .find(|&k| (c[k] / c[0]).abs() * t_max.powi(k as i32) <= f64::powi(2.0, -26))
         .unwrap_or(c.len());
@@ -248,13 +247,18 @@ fn hydrostatic_polynomial(p: &KernelParams) -> Vec<f64> {
         .collect()
 }
 
+/// The largest argument of the hydrostatic seventh root over the pairs of a case, |t| =
+/// rho0 |g| 2h / B (r_ij < 2h).
+fn hydrostatic_t_max(p: &KernelParams) -> f64 {
+    p.rho0 * crate::core::vec3::norm(p.gravity) * 2.0 * p.h / p.b
+}
+
 /// Whether every pair's argument of the hydrostatic seventh root, |t| = rho0 |g . r_ij| / B with
 /// r_ij < 2h, lies within the binomial series' range (with 1 % for rounding): then
 /// `seventh_root_minus_one` takes the series for every pair and the GPU calls the series alone
 /// (`SPH_HYDROSTATIC_SERIES`; the same bits). About 1e-3 in a dam break (14 h / (coef^2 H)).
 fn hydrostatic_series_suffices(p: &KernelParams) -> bool {
-    let g = crate::core::vec3::norm(p.gravity);
-    let t_max = p.rho0 * g * 2.0 * p.h / p.b;
+    let t_max = hydrostatic_t_max(p);
     t_max.is_finite() && 1.01 * t_max <= super::physics::SEVENTH_ROOT_SERIES_MAX
 }
 
