@@ -419,7 +419,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 33] = [
+pub const SPH_KERNELS: [&str; 28] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -430,12 +430,7 @@ pub const SPH_KERNELS: [&str; 33] = [
     "sph_rates_fluid",
     "sph_rates_bound",
     "sph_reset_diag",
-    "sph_predict",
-    "sph_bound_predict",
-    "sph_correct",
-    "sph_bound_correct",
-    "sph_verlet",
-    "sph_bound_verlet",
+    "sph_update",
     "sph_pack",
     "sph_classify",
     "sph_unpack",

@@ -266,7 +266,6 @@ fn sph_modules_are_valid_cxx() {
     for extra in [
         "-DSPH_CHORD=0",
         "-DSPH_RATES_UNBOUNDED",
-        "-DSPH_LOCAL=0",
         // The hydrostatic series alone, and float mode's folded polynomial of it.
         "-DSPH_HYDROSTATIC_SERIES -DSPH_HYDRO_TERMS=3 -DSPH_HYDRO_COEFFS=-0.46,-6.4e-4,-1.2e-6",
         "-DSPH_HYDROSTATIC_SERIES -DSPH_HYDRO_TERMS=1 -DSPH_HYDRO_COEFFS=-0.46 -DDEM_DOUBLE",
@@ -281,6 +280,12 @@ fn sph_modules_are_valid_cxx() {
     far.push("-DSPH_REACH=16".into());
     let err = check(&src, &far).expect_err("a reach of 16 cells needs a third x-block");
     assert!(err.contains("two x-blocks"), "{err}");
+    // Float mode's pair sums read the sph_localize copies: the update inside the rates kernel
+    // writes the state arrays, so the old -DSPH_LOCAL=0 comparison is refused by name.
+    let mut local0 = constants(0, 2);
+    local0.push("-DSPH_LOCAL=0".into());
+    let err = check(&src, &local0).expect_err("SPH_LOCAL follows the mode");
+    assert!(err.contains("SPH_LOCAL follows the mode"), "{err}");
     modules.push((
         "SPH physics parity".into(),
         kernels::sph_parity_module_source(),

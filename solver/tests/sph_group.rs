@@ -36,7 +36,11 @@ max = [0.15, 0.05, 0.2]
 "#;
 
 fn dam() -> (SphConstants, SphState) {
-    let case = SphCase::from_toml_str(DAM).unwrap_or_else(|e| panic!("{e}"));
+    dam_of(DAM)
+}
+
+fn dam_of(text: &str) -> (SphConstants, SphState) {
+    let case = SphCase::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
     let c = case.constants().unwrap();
     let p = case.particles(&c).unwrap();
     let n = p.pos.len();
@@ -83,7 +87,12 @@ fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) 
 /// Steps one GPU and a group side by side: the next time step after every step and the whole
 /// state every 100 steps have the same bits.
 fn same_run(double: bool, opts: SphGroupOptions, steps: u64) -> SphGroup {
-    let (c, state) = dam();
+    same_run_of(DAM, double, opts, steps)
+}
+
+/// [`same_run`] on the case `text`.
+fn same_run_of(text: &str, double: bool, opts: SphGroupOptions, steps: u64) -> SphGroup {
+    let (c, state) = dam_of(text);
     let dt = first_time_step(&c);
     let what = format!("{opts:?}");
     let one = SphCudaOptions { device: 0, double };
@@ -145,13 +154,25 @@ fn f64_group_steps_have_one_gpus_bits() {
 }
 
 /// Float (the default mode): the same kernels sum the same neighbours in the same order, so
-/// the group has one GPU's bits here too.
+/// the group has one GPU's bits here too, with either integrator (each particle updated inside
+/// the rates kernel, only the slab's own).
 #[test]
 fn f32_group_steps_have_one_gpus_bits() {
     if !gpu() {
         return;
     }
     same_run(false, group_opts(2, false, None, Balance::Time), 400);
+    let verlet = DAM.replace(
+        "[sph]\n",
+        "[sph]\nintegrator = \"verlet\"\nverlet_steps = 13\n",
+    );
+    assert!(verlet.contains("verlet_steps"));
+    same_run_of(
+        &verlet,
+        false,
+        group_opts(2, false, None, Balance::Count),
+        400,
+    );
 }
 
 /// The group's frame is one GPU's (id order, every particle once), and its state continues on

@@ -4,8 +4,9 @@
 //   sph_hash_count, scan, sph_scatter, sph_cell_rank: fluid particles sorted by (cell, x, id);
 //   sph_gather: the fluid arrays reordered into that order;
 //   sph_localize (float mode): cell-relative float positions and densities for the pair sums;
-//   sph_rates_fluid, sph_rates_bound: accelerations, density rates and the time-step limits;
-//   sph_predict, sph_bound_predict, sph_correct, sph_bound_correct: the symplectic step;
+//   sph_rates_fluid, sph_rates_bound: accelerations, density rates and the time-step limits,
+//   and the update of the symplectic predictor, its corrector or Verlet (SphUpdate; the
+//   parity mode updates the fluid in sph_update);
 //   sph_pack: publication in particle-id order (float32).
 // Boundary particles do not move (the host sorts them once and gives their cell starts), unless
 // the case has moving solids (SPH_MOVING 1): then sph_bound_place puts their particles where the
@@ -146,12 +147,19 @@ extern "C" __global__ void sph_gather(const SphParams p, const SphArrays src, Sp
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     unsigned j = perm[k];
-    for (int a = 0; a < 3; a++) {
-        dst.pos[3 * k + a] = src.pos[3 * j + a];
-        dst.vel[3 * k + a] = src.vel[3 * j + a];
-    }
-    dst.rho[k] = src.rho[j];
-    if (src.id && dst.id) dst.id[k] = src.id[j];
+    // Every load before the first store: the compiler cannot move a load above a store to
+    // memory it may alias, so interleaved they would wait for memory one after the other.
+    const dvec3 x = dload3(src.pos + 3 * j);
+    const real3 v = load3(src.vel, j);
+    const real rho = src.rho[j];
+    const bool ids = src.id && dst.id;
+    const unsigned id = ids ? src.id[j] : 0u;
+    dst.pos[3 * k] = x.x;
+    dst.pos[3 * k + 1] = x.y;
+    dst.pos[3 * k + 2] = x.z;
+    store3(dst.vel, k, v);
+    dst.rho[k] = rho;
+    if (ids) dst.id[k] = id;
 }
 
 // Minimum of v over the warp, then one atomic per warp (fmin ignores NaN, as f64::min does).
@@ -181,10 +189,15 @@ struct SphSums {
 // corner of each particle's cell (sph_localize, with the density in w: one 16-byte load per
 // candidate instead of three 8-byte loads, three double subtractions and three conversions):
 // x_i - x_j = l_i - l_j - (c_j - c_i) cell, exact to about 1e-9 m in a cell of centimetres.
-// -DSPH_LOCAL=0 selects the f64 positions in float mode too (to compare the two).
+// The mode decides (-DSPH_LOCAL=0 in float mode selected the f64 positions, to compare, until
+// session 41): float mode updates each particle inside the rates kernel (SphUpdate), which pair
+// sums reading the state arrays would race with.
+#ifdef SPH_LOCAL
+#error "SPH_LOCAL follows the mode: float mode's update inside the rates kernel needs the copies"
+#endif
 #ifdef DEM_DOUBLE
 #define SPH_LOCAL 0
-#elif !defined(SPH_LOCAL)
+#else
 #define SPH_LOCAL 1
 #endif
 
@@ -480,6 +493,102 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The integrators' updates. In float mode the fluid's runs inside sph_rates_fluid, each
+// particle's as soon as its rates are summed (SphUpdate::stage): the float pair sums read the
+// neighbours' sph_localize copies, never the state arrays an update writes, and a particle's own
+// state is read only by its own thread. That saves a kernel's pass over the state and the rates
+// (at 10 M with Verlet the update kernel took 0.49 ms of a 9.88 ms step). The parity mode's pair
+// sums read the state arrays themselves, so its fluid update stays a kernel of its own after the
+// rates (sph_update). The boundary's density update runs inside
+// sph_rates_bound in both modes: the fluid rates, the only other reader of boundary densities,
+// have finished by then (the same stream), and a boundary particle's rates read only its own.
+// ---------------------------------------------------------------------------------------------
+
+#define SPH_STAGE_NONE 0     // the rates stored in acc and drho; an update kernel follows
+#define SPH_STAGE_PREDICT 1  // the symplectic predictor: half = symplectic_predict(s)
+#define SPH_STAGE_CORRECT 2  // the symplectic corrector: s = symplectic_correct(s, half.rho)
+#define SPH_STAGE_VERLET 3   // Verlet: s = verlet_update(s, half); half = the state at n
+
+// SphUpdate in solver/src/sph/cuda/mod.rs (88 bytes): the update the rates kernels end with.
+struct SphUpdate {
+    SphArrays s;     // the state at n (the corrector and Verlet update it in place)
+    SphArrays half;  // the predictor's half state; with Verlet the state one step back
+    real* brho;      // the boundary densities at n (in place, as s)
+    real* bhalf;     // the boundary's half densities; with Verlet those one step back
+    unsigned stage;  // SPH_STAGE_*
+    unsigned euler;  // Verlet: an Euler step (the base is the state itself, the span dt)
+};
+
+// Fluid slot k of a state and of the rates, as the integrator's structs.
+__device__ __forceinline__ FluidState sph_load_state(const SphArrays& s, unsigned k) {
+    FluidState st;
+    st.x = dload3(s.pos + 3 * k);
+    st.v = load3(s.vel, k);
+    st.rho = s.rho[k];
+    return st;
+}
+
+__device__ __forceinline__ FluidRates sph_load_rates(const real* acc, const real* drho, unsigned k) {
+    FluidRates r;
+    r.acc = load3(acc, k);
+    r.drho = drho[k];
+    return r;
+}
+
+__device__ __forceinline__ void sph_store_state(const SphArrays& s, unsigned k, const FluidState& o) {
+    s.pos[3 * k] = o.x.x;
+    s.pos[3 * k + 1] = o.x.y;
+    s.pos[3 * k + 2] = o.x.z;
+    store3(s.vel, k, o.v);
+    s.rho[k] = o.rho;
+}
+
+__device__ __forceinline__ void sph_count_nonfinite(const FluidState& o, SphDiag* diag) {
+    if (!(isfinite(o.x.x) && isfinite(o.x.y) && isfinite(o.x.z) && isfinite((double)o.rho)))
+        atomicAdd(&diag->nonfinite, 1u);
+}
+
+// The update of fluid slot k with its rates `r` (stage PREDICT, CORRECT or VERLET).
+__device__ __forceinline__ void sph_update_fluid(const SphParams& p, const SphUpdate& u, unsigned k,
+                                                 const FluidRates& r, SphDiag* diag) {
+    const FluidState st = sph_load_state(u.s, k);
+    if (u.stage == SPH_STAGE_PREDICT) {
+        sph_store_state(u.half, k, symplectic_predict(st, r, sph_gravity(p), p.dt));
+    } else if (u.stage == SPH_STAGE_CORRECT) {
+        const FluidState o = symplectic_correct(st, u.half.rho[k], r, sph_gravity(p), p.dt);
+        sph_store_state(u.s, k, o);
+        sph_count_nonfinite(o, diag);
+    } else {
+        const real3 vb = u.euler ? st.v : load3(u.half.vel, k);
+        const real rb = u.euler ? st.rho : u.half.rho[k];
+        const double span = u.euler ? p.dt : 2.0 * p.dt;
+        const FluidState o = verlet_update(st, vb, rb, r, sph_gravity(p), p.dt, span);
+        store3(u.half.vel, k, st.v);
+        u.half.rho[k] = st.rho;
+        sph_store_state(u.s, k, o);
+        sph_count_nonfinite(o, diag);
+    }
+}
+
+// The update of boundary slot k's density with its rate `drho` (stage PREDICT: rho + dt/2 drho,
+// as cpu.rs writes it; CORRECT and VERLET never below rho0: walls do not pull fluid in). The
+// host never passes SPH_STAGE_NONE to sph_rates_bound.
+__device__ __forceinline__ void sph_update_bound(const SphParams& p, const SphUpdate& u, unsigned k, real drho) {
+    const real r = u.brho[k];
+    if (u.stage == SPH_STAGE_PREDICT) {
+        u.bhalf[k] = (real)((double)r + 0.5 * p.dt * (double)drho);
+    } else if (u.stage == SPH_STAGE_CORRECT) {
+        const double rho = symplectic_density((double)r, (double)u.bhalf[k], (double)drho, p.dt);
+        u.brho[k] = (real)fmax(rho, p.rho0);
+    } else if (u.stage == SPH_STAGE_VERLET) {
+        const double base = u.euler ? (double)r : (double)u.bhalf[k];
+        const double span = u.euler ? p.dt : 2.0 * p.dt;
+        u.bhalf[k] = r;
+        u.brho[k] = (real)fmax(verlet_density(base, (double)drho, span), p.rho0);
+    }
+}
+
 // Rates of the fluid particles (state `f`, sorted, cell starts `fstart`) against the fluid and the
 // boundary (`bpos`, `brho`, cell starts `bstart`; `bvel` its velocities, read with SPH_MOVING
 // only): acceleration and density rate, and the limits
@@ -506,7 +615,7 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
 extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
                                            const float4* fkin, const unsigned* fstart, const double* bpos, const float4* bloc,
                                            const real* brho, const real* bvel, const unsigned* bstart, real* acc,
-                                           real* drho, unsigned char* own, SphDiag* diag) {
+                                           real* drho, unsigned char* own, SphDiag* diag, const SphUpdate u) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
     const bool mine = k < p.n && sph_owns(p, sph_layer(p, f.pos + 3 * k));
@@ -516,8 +625,15 @@ extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid(const SphParams p, c
         SphSums s = sph_sums_zero();
         sph_sum_list<true, true>(p, i, f.pos, floc, fkin, f.vel, f.rho, fstart, k, s);
         sph_sum_list<true, false>(p, i, bpos, bloc, 0, bvel, brho, bstart, ~0u, s);
-        store3(acc, k, s.acc);
-        drho[k] = s.drho;
+        if (u.stage == SPH_STAGE_NONE) {
+            store3(acc, k, s.acc);
+            drho[k] = s.drho;
+        } else {
+            FluidRates r;
+            r.acc = s.acc;
+            r.drho = s.drho;
+            sph_update_fluid(p, u, k, r, diag);
+        }
         const real h = (real)p.h;
         dt_f = (double)force_time_step(h, add3(s.acc, sph_gravity(p)));
         dt_cv = (double)viscous_time_step(h, i.c, s.mu_max);
@@ -530,14 +646,14 @@ extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid(const SphParams p, c
 // Only the boundary particles the slab owns (`bown`, when given; fixed with the slab bounds).
 extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_bound(const SphParams p, const SphArrays f, const float4* floc,
                                            const float4* fkin, const unsigned* fstart, const double* bpos, const real* brho,
-                                           const real* bvel, real* bdrho, const unsigned char* bown, SphDiag* diag) {
+                                           const real* bvel, const unsigned char* bown, SphDiag* diag, const SphUpdate u) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_cv = 1.0 / 0.0;
     if (k < p.n && (!bown || bown[k])) {
         const SphI i = sph_particle(p, dload3(bpos + 3 * k), SPH_MOVING ? load3(bvel, k) : zero3(), brho[k]);
         SphSums s = sph_sums_zero();
         sph_sum_list<false, true>(p, i, f.pos, floc, fkin, f.vel, f.rho, fstart, ~0u, s);
-        bdrho[k] = s.drho;
+        sph_update_bound(p, u, k, s.drho);
         dt_cv = (double)viscous_time_step((real)p.h, i.c, s.mu_max);
     }
     sph_atomic_min(&diag->dt_cv, dt_cv);
@@ -549,99 +665,13 @@ extern "C" __global__ void sph_reset_diag(SphDiag* diag) {
     diag->nonfinite = 0;
 }
 
-// Predictor of the fluid: half = symplectic_predict(s, rates).
-// Fluid slot k of a state and of the rates, as the integrator's structs.
-__device__ __forceinline__ FluidState sph_load_state(const SphArrays& s, unsigned k) {
-    FluidState st;
-    st.x = dload3(s.pos + 3 * k);
-    st.v = load3(s.vel, k);
-    st.rho = s.rho[k];
-    return st;
-}
-
-__device__ __forceinline__ FluidRates sph_load_rates(const real* acc, const real* drho, unsigned k) {
-    FluidRates r;
-    r.acc = load3(acc, k);
-    r.drho = drho[k];
-    return r;
-}
-
-__device__ __forceinline__ void sph_store_state(const SphArrays& s, unsigned k, const FluidState& o) {
-    s.pos[3 * k] = o.x.x;
-    s.pos[3 * k + 1] = o.x.y;
-    s.pos[3 * k + 2] = o.x.z;
-    store3(s.vel, k, o.v);
-    s.rho[k] = o.rho;
-}
-
-// Each integration kernel skips the slots whose `own` flag (when given) is 0: halo copies.
-extern "C" __global__ void sph_predict(const SphParams p, const SphArrays s, SphArrays half, const real* acc,
-                                       const real* drho, const unsigned char* own) {
+// The fluid's update as a kernel of its own, after sph_rates_fluid stored the rates (the parity
+// mode, SPH_STAGE_NONE there; see sph_update_fluid). Halo slots (`own` 0, when given) are skipped.
+extern "C" __global__ void sph_update(const SphParams p, const SphUpdate u, const real* acc, const real* drho,
+                                      const unsigned char* own, SphDiag* diag) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n || (own && !own[k])) return;
-    const FluidState o = symplectic_predict(sph_load_state(s, k), sph_load_rates(acc, drho, k), sph_gravity(p), p.dt);
-    sph_store_state(half, k, o);
-}
-
-// Predictor of the boundary: the density only (rho + dt/2 drho, as cpu.rs writes it).
-extern "C" __global__ void sph_bound_predict(const SphParams p, const real* brho, real* bhalf, const real* bdrho,
-                                             const unsigned char* bown) {
-    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n || (bown && !bown[k])) return;
-    bhalf[k] = (real)((double)brho[k] + 0.5 * p.dt * (double)bdrho[k]);
-}
-
-// Corrector of the fluid, in place: s = symplectic_correct(s, half.rho, rates at the half step).
-extern "C" __global__ void sph_correct(const SphParams p, SphArrays s, const real* half_rho, const real* acc,
-                                       const real* drho, const unsigned char* own, SphDiag* diag) {
-    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n || (own && !own[k])) return;
-    const FluidState o =
-        symplectic_correct(sph_load_state(s, k), half_rho[k], sph_load_rates(acc, drho, k), sph_gravity(p), p.dt);
-    sph_store_state(s, k, o);
-    if (!(isfinite(o.x.x) && isfinite(o.x.y) && isfinite(o.x.z) && isfinite((double)o.rho)))
-        atomicAdd(&diag->nonfinite, 1u);
-}
-
-// Corrector of the boundary density, never below rho0 (walls do not pull fluid in).
-extern "C" __global__ void sph_bound_correct(const SphParams p, real* brho, const real* bhalf, const real* bdrho,
-                                             const unsigned char* bown) {
-    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n || (bown && !bown[k])) return;
-    const double rho = symplectic_density((double)brho[k], (double)bhalf[k], (double)bdrho[k], p.dt);
-    brho[k] = (real)fmax(rho, p.rho0);
-}
-
-// One Verlet step of the fluid, in place (physics::verlet_update): the state at n in `s`, the
-// state one step back in `back` (velocities and densities; on an Euler step, `euler` != 0, the
-// base is the state itself). `back` then holds the state at n, `s` the new one.
-extern "C" __global__ void sph_verlet(const SphParams p, SphArrays s, SphArrays back, const real* acc,
-                                      const real* drho, const unsigned char* own, SphDiag* diag, unsigned euler) {
-    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n || (own && !own[k])) return;
-    const FluidState st = sph_load_state(s, k);
-    const real3 vb = euler ? st.v : load3(back.vel, k);
-    const real rb = euler ? st.rho : back.rho[k];
-    const double span = euler ? p.dt : 2.0 * p.dt;
-    const FluidState o = verlet_update(st, vb, rb, sph_load_rates(acc, drho, k), sph_gravity(p), p.dt, span);
-    store3(back.vel, k, st.v);
-    back.rho[k] = st.rho;
-    sph_store_state(s, k, o);
-    if (!(isfinite(o.x.x) && isfinite(o.x.y) && isfinite(o.x.z) && isfinite((double)o.rho)))
-        atomicAdd(&diag->nonfinite, 1u);
-}
-
-// The boundary's Verlet density, never below rho0 (cpu.rs verlet_particle): brho the density at
-// n, bback one step back; bback then holds brho's.
-extern "C" __global__ void sph_bound_verlet(const SphParams p, real* brho, real* bback, const real* bdrho,
-                                            const unsigned char* bown, unsigned euler) {
-    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.n || (bown && !bown[k])) return;
-    const real r = brho[k];
-    const double base = euler ? (double)r : (double)bback[k];
-    const double span = euler ? p.dt : 2.0 * p.dt;
-    bback[k] = r;
-    brho[k] = (real)fmax(verlet_density(base, (double)bdrho[k], span), p.rho0);
+    sph_update_fluid(p, u, k, sph_load_rates(acc, drho, k), diag);
 }
 
 // Publication in particle-id order (float32): fluid slot k goes to its id, boundary slot k to

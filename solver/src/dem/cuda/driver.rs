@@ -176,7 +176,7 @@ pub fn compile_module_in(
     // does not know the option): a machine's first main job compiled in 1.2 s instead of 1.7
     // (H100, session 14). Only the compile's speed changes.
     options.push(SPLIT_COMPILE.to_string());
-    // Extra NVRTC options for experiments and profiling (`-DSPH_LOCAL=0`, `-lineinfo`), so that
+    // Extra NVRTC options for experiments and profiling (`-DSPH_CHORD=0`, `-lineinfo`), so that
     // variants compare on one build; the parity tests never set it.
     if let Ok(extra) = std::env::var("PARTICLE_SHM_NVRTC_OPTIONS") {
         options.extend(extra.split_whitespace().map(str::to_string));

@@ -79,6 +79,30 @@ struct SphArrays {
     id: u64,
 }
 
+/// `SphUpdate` of sph.cu: the integrator's update that the rates kernels end with (the
+/// boundary's always, the fluid's in float mode; see sph.cu).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct SphUpdate {
+    s: SphArrays,
+    half: SphArrays,
+    brho: u64,
+    bhalf: u64,
+    /// One of the `STAGE_*` constants.
+    stage: u32,
+    /// Verlet: 1 on an Euler step.
+    euler: u32,
+}
+
+/// `SPH_STAGE_*` of sph.cu: the rates stored for an update kernel (the parity mode's fluid).
+const STAGE_NONE: u32 = 0;
+/// The symplectic predictor.
+const STAGE_PREDICT: u32 = 1;
+/// The symplectic corrector.
+const STAGE_CORRECT: u32 = 2;
+/// Verlet.
+const STAGE_VERLET: u32 = 3;
+
 /// `SphGrid` of sph.cu: the fluid's counting sort.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -121,6 +145,7 @@ struct SphBodies([SphBody; MAX_MOVING_SOLIDS]);
 const _: () = assert!(std::mem::size_of::<KernelParams>() == 160);
 const _: () = assert!(std::mem::size_of::<SphArrays>() == 32);
 const _: () = assert!(std::mem::size_of::<SphGrid>() == 40);
+const _: () = assert!(std::mem::size_of::<SphUpdate>() == 88);
 const _: () = assert!(std::mem::size_of::<SphBound>() == 64);
 const _: () = assert!(std::mem::size_of::<SphBodies>() == 16 * 168);
 
@@ -129,6 +154,7 @@ const _: () = assert!(std::mem::size_of::<SphBodies>() == 16 * 168);
 unsafe impl DeviceRepr for KernelParams {}
 unsafe impl DeviceRepr for SphArrays {}
 unsafe impl DeviceRepr for SphGrid {}
+unsafe impl DeviceRepr for SphUpdate {}
 unsafe impl DeviceRepr for SphBound {}
 unsafe impl DeviceRepr for SphBodies {}
 
@@ -327,9 +353,19 @@ fn as_bytes_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
 /// and start and the boundary's start.
 pub fn bytes_per_particle(real: u64) -> (u64, u64, u64) {
     let state = 24 + 3 * real + real;
-    let fluid = 3 * state + 2 * 4 + 4 * real + 12 + 32 + 2 * local_bytes(real);
-    let boundary = 24 + 3 * real + 4 + 32 + local_bytes(real);
+    let fluid = 3 * state + 2 * 4 + rates_bytes(real) + 12 + 32 + 2 * local_bytes(real);
+    let boundary = 24 + 2 * real + 4 + 32 + local_bytes(real);
     (fluid, boundary, 12)
+}
+
+/// Bytes per fluid slot of the stored rates (acceleration and density rate): the parity mode's
+/// only, whose update is a kernel of its own; float mode updates inside the rates kernel.
+pub fn rates_bytes(real: u64) -> u64 {
+    if real == 4 {
+        0
+    } else {
+        4 * real
+    }
 }
 
 /// Bytes per particle of each array `sph_localize` fills for the pair sums (a float4 of
@@ -487,7 +523,6 @@ pub struct SphCuda {
     bpos: u64,
     brho: u64,
     bhalf: u64,
-    bdrho: u64,
     bid: u64,
     /// mDBC: each boundary slot's ghost node at rest (0 with DBC).
     bghost: u64,
@@ -779,7 +814,6 @@ impl SphCuda {
             bpos: 0,
             brho: 0,
             bhalf: 0,
-            bdrho: 0,
             bid: 0,
             bghost: 0,
             bghost_rho: 0,
@@ -926,8 +960,10 @@ impl SphCuda {
                 _ => self.alt = a,
             }
         }
-        self.acc = self.alloc("rates.acc", 3 * r * cap)?;
-        self.drho = self.alloc("rates.drho", r * cap)?;
+        // The stored rates: 3 reals of acceleration and 1 of density rate (parity mode only).
+        let rate = rates_bytes(r as u64) as usize / 4;
+        self.acc = self.alloc("rates.acc", 3 * rate * cap)?;
+        self.drho = self.alloc("rates.drho", rate * cap)?;
         self.loc = self.alloc("rates.local", local_bytes(r as u64) as usize * cap)?;
         self.kin = self.alloc("rates.kinematics", local_bytes(r as u64) as usize * cap)?;
         self.g = SphGrid {
@@ -987,7 +1023,6 @@ impl SphCuda {
         self.bpos = self.alloc("boundary.pos", 24 * nb)?;
         self.brho = self.alloc("boundary.rho", r * nb)?;
         self.bhalf = self.alloc("boundary.rho_half", r * nb)?;
-        self.bdrho = self.alloc("boundary.drho", r * nb)?;
         self.bid = self.alloc("boundary.id", 4 * nb)?;
         self.bloc = self.alloc("boundary.local", local_bytes(r as u64) as usize * nb)?;
         let bp: Vec<f64> = order.iter().flat_map(|&j| pos[j]).collect();
@@ -1205,12 +1240,40 @@ impl SphCuda {
         Ok(())
     }
 
-    /// Rates of every (owned) particle at the fluid state `f` and boundary densities `brho`.
-    fn rates(&self, f: SphArrays, brho: u64) -> Result<(), CudaError> {
+    /// The update of `stage` on the current arrays (`euler`: Verlet's Euler step).
+    fn update(&self, stage: u32, euler: bool) -> SphUpdate {
+        SphUpdate {
+            s: self.s,
+            half: self.half,
+            brho: self.brho,
+            bhalf: self.bhalf,
+            stage,
+            euler: u32::from(euler),
+        }
+    }
+
+    /// Whether the fluid's update runs inside the rates kernel: float mode (whose pair sums read
+    /// the sph_localize copies, not the state arrays the update writes; see sph.cu).
+    fn fused_update(&self) -> bool {
+        self.loc != 0
+    }
+
+    /// Rates of every (owned) particle at the fluid state `f` and boundary densities `brho`,
+    /// each particle updated by `u` as soon as its rates are summed (the fluid in float mode;
+    /// the parity mode stores the fluid's rates and runs sph_update after).
+    fn rates(&self, f: SphArrays, brho: u64, u: SphUpdate) -> Result<(), CudaError> {
         let mut p = self.p;
         let start = self.g.start;
         let (own, bown) = (self.own_ptr(), self.bown_ptr());
         let bvel = self.bvel_ptr();
+        let fluid_update = if self.fused_update() {
+            u
+        } else {
+            SphUpdate {
+                stage: STAGE_NONE,
+                ..u
+            }
+        };
         if self.loc != 0 || self.bloc != 0 {
             self.launch(
                 "sph_localize",
@@ -1243,6 +1306,7 @@ impl SphCuda {
                 &self.drho,
                 &own,
                 &self.diag,
+                &fluid_update,
             ],
         )?;
         p.n = self.nb;
@@ -1250,18 +1314,18 @@ impl SphCuda {
             "sph_rates_bound",
             blocks(self.nb),
             &[
-                &p,
-                &f,
-                &self.loc,
-                &self.kin,
-                &start,
-                &self.bpos,
-                &brho,
-                &bvel,
-                &self.bdrho,
-                &bown,
-                &self.diag,
+                &p, &f, &self.loc, &self.kin, &start, &self.bpos, &brho, &bvel, &bown, &self.diag,
+                &u,
             ],
+        )?;
+        if self.fused_update() {
+            return Ok(());
+        }
+        let p = self.p;
+        self.launch(
+            "sph_update",
+            blocks(self.nf),
+            &[&p, &u, &self.acc, &self.drho, &own, &self.diag],
         )
     }
 
@@ -1283,20 +1347,7 @@ impl SphCuda {
 
     /// The rest of the predictor: rates and the half state.
     fn predictor_rates(&mut self) -> Result<(), CudaError> {
-        self.rates(self.s, self.brho)?;
-        let p = self.p;
-        let (own, bown) = (self.own_ptr(), self.bown_ptr());
-        self.launch(
-            "sph_predict",
-            blocks(self.nf),
-            &[&p, &self.s, &self.half, &self.acc, &self.drho, &own],
-        )?;
-        let pb = KernelParams { n: self.nb, ..p };
-        self.launch(
-            "sph_bound_predict",
-            blocks(self.nb),
-            &[&pb, &self.brho, &self.bhalf, &self.bdrho, &bown],
-        )
+        self.rates(self.s, self.brho, self.update(STAGE_PREDICT, false))
     }
 
     /// The corrector half: sort and reorder both states at the half-step positions, rates (the
@@ -1314,28 +1365,7 @@ impl SphCuda {
             shared_mem_bytes: 0,
         };
         self.launch("sph_reset_diag", one, &[&self.diag])?;
-        self.rates(self.half, self.bhalf)?;
-        let p = self.p;
-        let (own, bown) = (self.own_ptr(), self.bown_ptr());
-        self.launch(
-            "sph_correct",
-            blocks(self.nf),
-            &[
-                &p,
-                &self.s,
-                &self.half.rho,
-                &self.acc,
-                &self.drho,
-                &own,
-                &self.diag,
-            ],
-        )?;
-        let pb = KernelParams { n: self.nb, ..p };
-        self.launch(
-            "sph_bound_correct",
-            blocks(self.nb),
-            &[&pb, &self.brho, &self.bhalf, &self.bdrho, &bown],
-        )?;
+        self.rates(self.half, self.bhalf, self.update(STAGE_CORRECT, false))?;
         // Moving solids at the end of the step, where frames and states read them.
         self.place_boundary(self.time + self.dt)
     }
@@ -1368,23 +1398,8 @@ impl SphCuda {
             shared_mem_bytes: 0,
         };
         self.launch("sph_reset_diag", one, &[&self.diag])?;
-        self.rates(self.s, self.brho)?;
-        let euler = u32::from(verlet_is_euler(self.step, euler_every, self.verlet_ready));
-        let p = self.p;
-        let (own, bown) = (self.own_ptr(), self.bown_ptr());
-        self.launch(
-            "sph_verlet",
-            blocks(self.nf),
-            &[
-                &p, &self.s, &self.half, &self.acc, &self.drho, &own, &self.diag, &euler,
-            ],
-        )?;
-        let pb = KernelParams { n: self.nb, ..p };
-        self.launch(
-            "sph_bound_verlet",
-            blocks(self.nb),
-            &[&pb, &self.brho, &self.bhalf, &self.bdrho, &bown, &euler],
-        )?;
+        let euler = verlet_is_euler(self.step, euler_every, self.verlet_ready);
+        self.rates(self.s, self.brho, self.update(STAGE_VERLET, euler))?;
         self.verlet_ready = true;
         // Moving solids at the end of the step, where frames and states read them.
         self.place_boundary(self.time + self.dt)

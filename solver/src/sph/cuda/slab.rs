@@ -333,6 +333,8 @@ impl SphCuda {
         );
         let n = self.nf as usize;
         let cap = cap as usize;
+        // The stored rates exist in the parity mode only (0 bytes: no array).
+        let rate = super::rates_bytes(r as u64) as usize / 4;
         // (array, name, bytes per slot, kept)
         let sl = self.slab();
         let arrays = [
@@ -347,8 +349,8 @@ impl SphCuda {
             (self.alt.vel, "reorder.vel", 3 * r, false),
             (self.alt.rho, "reorder.rho", r, false),
             (self.alt.id, "reorder.id", 4, false),
-            (self.acc, "rates.acc", 3 * r, false),
-            (self.drho, "rates.drho", r, false),
+            (self.acc, "rates.acc", 3 * rate, false),
+            (self.drho, "rates.drho", rate, false),
             (
                 self.loc,
                 "rates.local",
