@@ -15,6 +15,7 @@
 #                                          # kernels without their register bound, A/B twice;
 #                                          # the records: 1 M and 10 M with frames, 100 M, the
 #                                          # symplectic default at 10 M
+#   bench/gpu/session41_checks.sh spheric  # SPHERIC Test 2 to 2.0 s with the symplectic default
 #
 # Logs $OUT/session41_<part>.log, *.out; records $OUT/sph41.jsonl; one archive of it all.
 set -uo pipefail
@@ -91,6 +92,12 @@ records)
     --integrator verlet --out "$J"
   item 40 result bench_symplectic timeout 150 sph-gpu-bench --particles 1e7 --steps 200 --warmup 20 \
     --frames 0 --out "$J"
+  ;;
+spheric)
+  # SPHERIC Test 2 with the shipped case's symplectic default to 2.0 s: the predictor and the
+  # corrector now update inside the rates kernels.
+  (cd solver && item 480 result spheric_symplectic env PARTICLE_SHM_TEST_BACKENDS=cuda \
+    PARTICLE_SHM_SPHERIC_END=2.0 timeout 500 "$BIN/sph_spheric" spheric_test2_dam_break --nocapture)
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
