@@ -390,6 +390,29 @@ __device__ __forceinline__ float cell_gap(float l, int d, float cell) {
 #define SPH_CHORD 1
 #endif
 
+// A row's y and z offsets (ay, az in sph_sum_list), passed through an opaque move: under the
+// 40-register bound the compiler otherwise recomputed them from the row's indices for every
+// candidate, 6 of the candidate path's 27 instructions; kept, 10 M Verlet 9.58 -> 9.25 ms per
+// step (session 42, raw/session42/). One rounding (fmaf), not the compiler's choice: it had
+// fused the product in one rates kernel and rounded it first in the other.
+__device__ __forceinline__ float sph_row_offset(float l, int d, float cell) {
+    const float x = fmaf(-(float)d, cell, l);
+#ifdef __CUDA_ARCH__
+    // SAFETY (of the asm): a register move, no memory; volatile so that it is not repeated.
+    float r;
+    asm volatile("mov.b32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+#else
+    return x;
+#endif
+}
+
+// SPH_PTR_WALK 1 (an experiment, through PARTICLE_SHM_NVRTC_OPTIONS; the same sums): the walk
+// loads its candidates through a pointer it advances instead of the list's base and the index.
+#ifndef SPH_PTR_WALK
+#define SPH_PTR_WALK 0
+#endif
+
 // The support with a margin for the walk's float arithmetic (SPH_WALK_MARGIN in cpu.rs is the
 // CPU's): a cell farther than this from the particle holds no particle closer than 2h.
 #define SPH_WALK_MARGIN 1.001f
@@ -443,8 +466,8 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
 #if SPH_LOCAL
             // l_i minus the offset of j's cell corner from i's along y and z, and along x of j's
             // x-block corner from i's (for the row's first and second block): r_ij = a - l_j.
-            const float ay = i.ly - (float)(y - cy) * cellf;
-            const float az = i.lz - (float)(z - cz) * cellf;
+            const float ay = sph_row_offset(i.ly, y - cy, cellf);
+            const float az = sph_row_offset(i.lz, z - cz, cellf);
             const unsigned e_end = start[row + xb + 1];
             unsigned j = start[row + xa];
             // The entries before jb lie in the row's first block (none when the range lies in
@@ -460,11 +483,12 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
             for (; j < e_end; j++) {
                 if ((j < jb ? ax1 : ax2) - loc[j].x <= e) break;
             }
+            const float4* qp = loc + j;
             for (; j < e_end; j++) {
                 // A fluid candidate's velocity and pressure are loaded with its position (10 M
                 // Verlet 12.42 -> 12.33 ms per step in session 39's walk); NVRTC now moves the
                 // load behind the support test (raw/session40/lean/sph_module_lean.sass.gz).
-                const float4 q = loc[j];
+                const float4 q = SPH_PTR_WALK ? *qp++ : loc[j];
                 const float4 kj = FLUID_J ? kin[j] : make_float4(0.f, 0.f, 0.f, 0.f);
                 const float rx = (j < jb ? ax1 : ax2) - q.x;
                 if (rx < -e) break;
@@ -602,14 +626,19 @@ __device__ __forceinline__ void sph_update_bound(const SphParams& p, const SphUp
 // 12.36 -> 12.06 ms per step (raw/session39/final/; NVRTC's --maxrregcount=40 on the whole
 // module gave 11.92, raw/session39/variants/); 1 M 1 % slower. With session 40's lean walk:
 // 9.88 against 9.94 unbounded at 10 M, 0.928 against 0.897 at 1 M (raw/session40/lean/): kept
-// for 10 M. The parity mode keeps the compiler's choice; -DSPH_RATES_UNBOUNDED drops the bound.
+// for 10 M. With the update inside (session 41) unbounded took 10.20 against 9.58 ms, and 48
+// registers (-DSPH_RATES_MIN_BLOCKS=10) 9.89 (session 42). The parity mode keeps the compiler's
+// choice; -DSPH_RATES_UNBOUNDED drops the bound.
 #ifndef SPH_BLOCK
 #error "SPH_BLOCK (the launches' threads per block) must be defined"
 #endif
 #if defined(DEM_DOUBLE) || defined(SPH_RATES_UNBOUNDED)
 #define SPH_RATES_BOUNDS
 #else
-#define SPH_RATES_BOUNDS __launch_bounds__(SPH_BLOCK, 12)
+#ifndef SPH_RATES_MIN_BLOCKS
+#define SPH_RATES_MIN_BLOCKS 12
+#endif
+#define SPH_RATES_BOUNDS __launch_bounds__(SPH_BLOCK, SPH_RATES_MIN_BLOCKS)
 #endif
 
 extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
