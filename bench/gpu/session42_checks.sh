@@ -22,6 +22,20 @@
 #                                           # Compute breakdown of a 10 M Verlet step
 #   OPTS="..." bench/gpu/session42_checks.sh records  # the records with $OPTS
 #   OPTS="..." bench/gpu/session42_checks.sh spheric  # SPHERIC Test 2 to 2.0 s (symplectic)
+#   (overlap and priority ran on builds with raw/session42/overlap/pack_beside_the_steps.patch,
+#   reverted after them: no gain, then a loss)
+#   bench/gpu/session42_checks.sh overlap   # the frame packed on the copy stream beside the next
+#                                           # step: sph_cuda (with the test of every frame
+#                                           # against its step's state), sph_group, the user
+#                                           # path; the publication share at 1 M, 10 M and
+#                                           # 100 M (twice)
+#   bench/gpu/session42_checks.sh priority  # the same with the steps' stream at the highest
+#                                           # priority: the frames test, 100 M, 1 M and 10 M
+#                                           # with frames (the session's last device minutes)
+#   bench/gpu/session42_checks.sh publish   # the publication share with the bench's last frame
+#                                           # dropped (its copy was waited for with nothing to
+#                                           # overlap): 1 M and 10 M, 100 M twice; sph_pack's
+#                                           # duration at 10 M and 100 M (Nsight Compute)
 #
 # Logs $OUT/session42_<part>.log, *.out; records $OUT/sph42.jsonl; one archive of it all.
 set -uo pipefail
@@ -134,6 +148,40 @@ records)
     --frames 0 --out "$J"
   item 100 result bench_100m timeout 250 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 \
     --integrator verlet --out "$J"
+  ;;
+overlap)
+  item 110 sph_suites
+  item 30 sph_user_path
+  item 60 result overlap_frames timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
+    --frames 5 --integrator verlet --out "$J"
+  for round in 1 2; do
+    item 60 result "overlap_100m_$round" timeout 250 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 \
+      --frames 2 --integrator verlet --out "$J"
+  done
+  item 40 result overlap_symplectic timeout 150 sph-gpu-bench --particles 1e7 --steps 200 --warmup 20 \
+    --frames 5 --out "$J"
+  ;;
+priority)
+  (cd solver && item 60 result frames_test timeout 120 "$BIN/sph_cuda" frames_p --nocapture)
+  item 60 result priority_100m timeout 100 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 \
+    --frames 2 --integrator verlet --out "$J"
+  item 40 result priority_frames timeout 60 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
+    --frames 5 --integrator verlet --out "$J"
+  ;;
+publish)
+  item 60 result publish_frames timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
+    --frames 5 --integrator verlet --out "$J"
+  for round in 1 2; do
+    item 60 result "publish_100m_$round" timeout 250 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 \
+      --frames 2 --integrator verlet --out "$J"
+  done
+  for n in 1e7 1e8; do
+    $NCU --clock-control none --cache-control none --kernel-name sph_pack --launch-count 3 --csv --page raw \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum sph-gpu-bench \
+      --particles $n --steps 2 --warmup 1 --frames 1 --integrator verlet > "$OUT/ncu_pack_$n.csv" 2> "$OUT/ncu_pack_$n.err"
+    python3 bench/gpu/ncu_summary.py "$OUT/ncu_pack_$n.csv"
+    grep -o '"sph_pack".*' "$OUT/ncu_pack_$n.csv" | head -3 | cut -c1-400
+  done
   ;;
 spheric)
   export PARTICLE_SHM_NVRTC_OPTIONS="${OPTS:-}"

@@ -12,7 +12,7 @@ use solver::core::stl::write_binary_stl;
 use solver::sph::cpu::{SphSim, SphState};
 use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGpu};
 use solver::sph::physics;
-use solver::sph::setup::KIND_FLUID;
+use solver::sph::setup::{IntegratorName, SphCase, KIND_FLUID};
 use sph::{assert_same_bits, column, column_text, gpu, DOUBLE};
 
 /// f64 GPU = CPU bit for bit, step by step (the time step too), for the Wendland and cubic
@@ -173,6 +173,93 @@ fn f32_collapse(extra: &str) {
         }
         let p_mid = physics::tait_pressure(g.rho[0], c.rho0, c.b);
         assert!(p_mid.is_finite());
+    }
+}
+
+/// Frames published while the run goes on (one GPU, float mode as a run publishes: the copy to
+/// the host runs beside the next step) hold the state of the step they were taken at, and
+/// publishing changes no step: every frame of a run that publishes after each step against a
+/// twin that does not, for both integrators on the dam break at about 1 M particles (whose copy
+/// takes long enough to still run while the next step's kernels start), mDBC walls and moving
+/// solids.
+#[test]
+fn frames_published_beside_the_steps_are_their_steps_state() {
+    if !gpu() {
+        return;
+    }
+    let float = SphCudaOptions {
+        device: 0,
+        double: false,
+    };
+    let mut cases = Vec::new();
+    for integrator in [IntegratorName::Symplectic, IntegratorName::Verlet] {
+        let mut case = solver::bench_cases::sph_dambreak(0.0114, 1.5);
+        case.sph.integrator = integrator;
+        cases.push((format!("dam break, {integrator:?}"), case));
+    }
+    cases.push((
+        "column, mDBC, Verlet".to_string(),
+        column("boundary = \"mdbc\"\nintegrator = \"verlet\""),
+    ));
+    cases.push((
+        "column, moving solids".to_string(),
+        SphCase::from_toml_str(&moving_column_text()).expect("the moving column parses"),
+    ));
+    for (what, case) in cases {
+        let c = case.constants().unwrap();
+        let p = case.particles(&c).unwrap();
+        let mut a = SphCuda::new(c.clone(), p.clone(), float).expect("GPU backend starts");
+        let mut b = SphCuda::new(c, p, float).expect("GPU backend starts");
+        let n = a.particle_count();
+        let (mut pos, mut vel) = (vec![[0f32; 3]; n], vec![[0f32; 3]; n]);
+        let (mut rho, mut pr) = (vec![0f32; n], vec![0f32; n]);
+        let regs = [
+            (pos.as_mut_ptr() as *mut u8, 12 * n),
+            (vel.as_mut_ptr() as *mut u8, 12 * n),
+            (rho.as_mut_ptr() as *mut u8, 4 * n),
+            (pr.as_mut_ptr() as *mut u8, 4 * n),
+        ];
+        let mut keep = Vec::new();
+        for (ptr, len) in regs {
+            // SAFETY: the vectors outlive the registrations (dropped below, before them).
+            keep.push(unsafe { solver::dem::cuda::register_host(a.context(), ptr, len) }.unwrap());
+        }
+        let targets = regs.map(|r| r.0);
+        let mut expect: Option<SphState> = None;
+        for step in 0..=30 {
+            a.step().unwrap();
+            b.step().unwrap();
+            if let Some(e) = expect.take() {
+                // The frame taken after the step before, packed and copied beside this one.
+                a.publish_wait().unwrap();
+                // SAFETY: the copy is complete; the host reads the registered vectors only now.
+                let (pos, vel, rho) = unsafe {
+                    (
+                        std::slice::from_raw_parts(targets[0] as *const [f32; 3], n),
+                        std::slice::from_raw_parts(targets[1] as *const [f32; 3], n),
+                        std::slice::from_raw_parts(targets[2] as *const f32, n),
+                    )
+                };
+                for k in 0..n {
+                    assert!(
+                        pos[k] == e.pos[k].map(|x| x as f32)
+                            && vel[k] == e.vel[k].map(|x| x as f32)
+                            && rho[k] == e.rho[k] as f32,
+                        "[{what}] the frame after step {} differs from its state at particle {k}",
+                        e.step
+                    );
+                }
+            }
+            if step < 30 {
+                expect = Some(b.state().unwrap());
+                // SAFETY: the targets hold n elements each; the host reads them only after
+                // publish_wait.
+                unsafe { a.publish_async(targets) }.unwrap();
+            }
+        }
+        assert_same_bits(&b.state().unwrap(), &a.state().unwrap(), &what);
+        drop(keep);
+        println!("[{what}] {n} particles: 30 frames, each its step's state; the same steps");
     }
 }
 
