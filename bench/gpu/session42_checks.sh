@@ -98,36 +98,13 @@ ptr)
   bits ptr "-DSPH_PTR_WALK=1"
   ;;
 variants)
-  for v in "${ORDER[@]}"; do
-    # The variant's module: registers, spills, the rates kernels' SASS.
-    export XDG_CACHE_HOME=/tmp/sass42_$v && rm -rf "$XDG_CACHE_HOME"
-    PARTICLE_SHM_NVRTC_OPTIONS="${V[$v]}" timeout 60 sph-gpu-bench --particles 1e6 --steps 5 --warmup 1 \
-      --frames 0 --integrator verlet > "$OUT/sass_run_$v.out" 2>&1
-    python3 bench/gpu/cubin_extract.py "$XDG_CACHE_HOME/particle-shm/kernels" "/tmp/cubins42_$v" > /dev/null
-    for f in /tmp/cubins42_"$v"/*.cubin; do
-      if "$CUOBJ" -sass "$f" | grep -q "Function : sph_rates_fluid"; then
-        "$CUOBJ" -res-usage "$f" > "$OUT/res_$v.txt" 2>&1
-        "$CUOBJ" -sass "$f" | gzip > "$OUT/sph_module_$v.sass.gz"
-      fi
-    done
-    echo "-- $v registers:"; grep -A1 -E "sph_rates_fluid|sph_rates_bound" "$OUT/res_$v.txt" | grep REG
-    unset XDG_CACHE_HOME
-  done
+  # Each variant's module (registers, spills, the rates kernels' SASS), then 1 M and 10 M in one
+  # order and the reverse, then the shipped dam break to 0.3 s (1,067 steps, float mode): the
+  # same sums give the same checkpoint bytes.
+  for v in "${ORDER[@]}"; do sass "$v" "${V[$v]}"; done
   for v in "${ORDER[@]}"; do bench "${v}_1" "${V[$v]}"; done
   for ((k = ${#ORDER[@]} - 1; k >= 0; k--)); do v=${ORDER[$k]}; bench "${v}_2" "${V[$v]}"; done
-  # The same sums, so the same bits: the shipped dam break to 0.3 s (1,067 steps, float mode)
-  # under each variant, its final checkpoint against the base's.
-  for v in "${ORDER[@]}"; do
-    d=/tmp/bits42_$v && rm -rf "$d" && mkdir -p "$d"
-    PARTICLE_SHM_NVRTC_OPTIONS="${V[$v]}" timeout 120 solver --backend cuda --case solver/cases/dambreak.toml \
-      --end-time 0.3 --name-shm "bits42$v" --output "$d" --checkpoint-every 0.3 > "$OUT/bits_$v.out" 2>&1
-    ck=$(ls "$d"/checkpoint*.bin | tail -1)
-    if cmp -s "$ck" "$(ls /tmp/bits42_base/checkpoint*.bin | tail -1)"; then
-      echo "BITS $v: identical to base ($(basename "$ck"))"
-    else
-      echo "BITS $v: DIFFERENT from base ($(basename "$ck"))"
-    fi
-  done
+  for v in "${ORDER[@]}"; do bits "$v" "${V[$v]}"; done
   ;;
 checks)
   export PARTICLE_SHM_NVRTC_OPTIONS="${OPTS:-}"
