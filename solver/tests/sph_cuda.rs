@@ -230,7 +230,7 @@ fn frames_published_beside_the_steps_are_their_steps_state() {
             a.step().unwrap();
             b.step().unwrap();
             if let Some(e) = expect.take() {
-                // The frame taken after the step before, packed and copied beside this one.
+                // The frame of the step before: packed at the end of that step, copied beside this one.
                 a.publish_wait().unwrap();
                 // SAFETY: the copy is complete; the host reads the registered vectors only now.
                 let (pos, vel, rho) = unsafe {
