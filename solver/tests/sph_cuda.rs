@@ -176,12 +176,13 @@ fn f32_collapse(extra: &str) {
     }
 }
 
-/// Frames published while the run goes on (one GPU, float mode as a run publishes: the copy to
-/// the host runs beside the next step) hold the state of the step they were taken at, and
-/// publishing changes no step: every frame of a run that publishes after each step against a
-/// twin that does not, for both integrators on the dam break at about 1 M particles (whose copy
-/// takes long enough to still run while the next step's kernels start), mDBC walls and moving
-/// solids.
+/// Frames published while the run goes on (one GPU, float mode as a run publishes: the fluid
+/// packed by the next step's first gather, the copy to the host beside the rest of that step)
+/// hold the state of the step they were taken at, and publishing changes no step: every frame
+/// of a run that publishes after each step against a twin that does not, for both integrators
+/// on the dam break at about 1 M particles (whose copy takes long enough to still run while the
+/// next step's kernels start), mDBC walls and moving solids. Every fifth frame is waited for
+/// before any step (as a paused run or a requested frame does): packed at once, the same values.
 #[test]
 fn frames_published_beside_the_steps_are_their_steps_state() {
     if !gpu() {
@@ -225,36 +226,61 @@ fn frames_published_beside_the_steps_are_their_steps_state() {
             keep.push(unsafe { solver::dem::cuda::register_host(a.context(), ptr, len) }.unwrap());
         }
         let targets = regs.map(|r| r.0);
+        let (rho0, tait_b) = (a.c.rho0, a.c.b);
+        let check = |e: &SphState| {
+            // SAFETY: the copy is complete; the host reads the registered vectors only now.
+            let (pos, vel, rho, pr) = unsafe {
+                (
+                    std::slice::from_raw_parts(targets[0] as *const [f32; 3], n),
+                    std::slice::from_raw_parts(targets[1] as *const [f32; 3], n),
+                    std::slice::from_raw_parts(targets[2] as *const f32, n),
+                    std::slice::from_raw_parts(targets[3] as *const f32, n),
+                )
+            };
+            for k in 0..n {
+                assert!(
+                    pos[k] == e.pos[k].map(|x| x as f32)
+                        && vel[k] == e.vel[k].map(|x| x as f32)
+                        && rho[k] == e.rho[k] as f32,
+                    "[{what}] the frame after step {} differs from its state at particle {k}",
+                    e.step
+                );
+                // The device's Tait pressure is of the f32 density.
+                let p = physics::tait_pressure(e.rho[k], rho0, tait_b);
+                assert!(
+                    (f64::from(pr[k]) - p).abs() <= 1e-5 * tait_b,
+                    "[{what}] the frame after step {}: pressure {} against {p} at particle {k}",
+                    e.step,
+                    pr[k]
+                );
+            }
+        };
         let mut expect: Option<SphState> = None;
         for step in 0..=30 {
             a.step().unwrap();
             b.step().unwrap();
             if let Some(e) = expect.take() {
-                // The frame of the step before: packed at the end of that step, copied beside this one.
+                // The frame of the step before: its fluid packed by this step's first gather,
+                // the copy beside the rest of this step.
+                a.publish_done().unwrap();
                 a.publish_wait().unwrap();
-                // SAFETY: the copy is complete; the host reads the registered vectors only now.
-                let (pos, vel, rho) = unsafe {
-                    (
-                        std::slice::from_raw_parts(targets[0] as *const [f32; 3], n),
-                        std::slice::from_raw_parts(targets[1] as *const [f32; 3], n),
-                        std::slice::from_raw_parts(targets[2] as *const f32, n),
-                    )
-                };
-                for k in 0..n {
-                    assert!(
-                        pos[k] == e.pos[k].map(|x| x as f32)
-                            && vel[k] == e.vel[k].map(|x| x as f32)
-                            && rho[k] == e.rho[k] as f32,
-                        "[{what}] the frame after step {} differs from its state at particle {k}",
-                        e.step
-                    );
-                }
+                check(&e);
             }
             if step < 30 {
-                expect = Some(b.state().unwrap());
+                let e = b.state().unwrap();
                 // SAFETY: the targets hold n elements each; the host reads them only after
                 // publish_wait.
                 unsafe { a.publish_async(targets) }.unwrap();
+                assert!(
+                    !a.publish_done().unwrap(),
+                    "[{what}] a frame is not complete before it was packed"
+                );
+                if step % 5 == 4 {
+                    a.publish_wait().unwrap();
+                    check(&e);
+                } else {
+                    expect = Some(e);
+                }
             }
         }
         assert_same_bits(&b.state().unwrap(), &a.state().unwrap(), &what);

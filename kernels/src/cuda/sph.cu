@@ -2,7 +2,8 @@
 // solver/src/sph/cpu.rs stage for stage (the order of every sum included, so that the parity mode,
 // -DDEM_DOUBLE without FMA contraction, reproduces the CPU's bits):
 //   sph_hash_count, scan, sph_scatter, sph_cell_rank: fluid particles sorted by (cell, x, id);
-//   sph_gather: the fluid arrays reordered into that order;
+//   sph_gather: the fluid arrays reordered into that order (and, when a frame is pending, its
+//   fluid values packed in particle-id order from the state it reads: sph_frame_put);
 //   sph_localize (float mode): cell-relative float positions and densities for the pair sums;
 //   sph_rates_fluid, sph_rates_bound: accelerations, density rates and the time-step limits,
 //   and the update of the symplectic predictor, its corrector or Verlet (SphUpdate; the
@@ -51,6 +52,33 @@ struct SphArrays {
     real* rho;
     unsigned* id;
 };
+
+// SphFrame in solver/src/sph/cuda/mod.rs (32 bytes): a frame's arrays, f32 in particle-id order
+// (any may be null: not wanted; on a slab, GPU 0's staging).
+struct SphFrame {
+    float* pos;    // 3 per particle
+    float* vel;    // 3 per particle
+    float* rho;    // density
+    float* press;  // tait_pressure of the density
+};
+
+// Particle `i`'s entry of a frame: every publication path writes it through here (sph_gather,
+// sph_pack, sph_pack_part).
+__device__ __forceinline__ void sph_frame_put(const SphParams& p, const SphFrame& fr, unsigned i, const dvec3 x,
+                                              const real3 v, const real rho) {
+    if (fr.pos) {
+        fr.pos[3 * i] = (float)x.x;
+        fr.pos[3 * i + 1] = (float)x.y;
+        fr.pos[3 * i + 2] = (float)x.z;
+    }
+    if (fr.vel) {
+        fr.vel[3 * i] = (float)v.x;
+        fr.vel[3 * i + 1] = (float)v.y;
+        fr.vel[3 * i + 2] = (float)v.z;
+    }
+    if (fr.rho) fr.rho[i] = (float)rho;
+    if (fr.press) fr.press[i] = (float)tait_pressure(rho, (real)p.rho0, (real)p.b);
+}
 
 // Counting-sort arrays of the fluid (SphGrid in cuda.rs); count and start have cells + 1 entries.
 struct SphGrid {
@@ -142,8 +170,12 @@ extern "C" __global__ void sph_cell_rank(const SphParams p, const double* pos, c
     sorted[b + r] = v;
 }
 
-// dst slot k takes src slot perm[k] (the id only where both have one).
-extern "C" __global__ void sph_gather(const SphParams p, const SphArrays src, SphArrays dst, const unsigned* perm) {
+// dst slot k takes src slot perm[k] (the id only where both have one). With a frame (`fr.pos`
+// not null; src has ids) each particle's values also go to its id's entry: the frame of the
+// state before the step, whose values this gather reads anyway (a separate sph_pack read them
+// again: 44 of its 76 bytes a particle).
+extern "C" __global__ void sph_gather(const SphParams p, const SphArrays src, SphArrays dst, const unsigned* perm,
+                                      const SphFrame fr) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     unsigned j = perm[k];
@@ -160,6 +192,7 @@ extern "C" __global__ void sph_gather(const SphParams p, const SphArrays src, Sp
     store3(dst.vel, k, v);
     dst.rho[k] = rho;
     if (ids) dst.id[k] = id;
+    if (fr.pos && src.id) sph_frame_put(p, fr, src.id[j], x, v, rho);
 }
 
 // Minimum of v over the warp, then one atomic per warp (fmin ignores NaN, as f64::min does).
@@ -709,7 +742,7 @@ extern "C" __global__ void sph_update(const SphParams p, const SphUpdate u, cons
 // into GPU 0's frame).
 extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsigned nb, const double* bpos,
                                     const real* brho, const real* bvel, const unsigned* bid, const unsigned char* own,
-                                    const unsigned char* bown, float* pos, float* vel, float* rho, float* press) {
+                                    const unsigned char* bown, const SphFrame fr) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n + nb) return;
     const bool fluid = k < p.n;
@@ -717,15 +750,8 @@ extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsign
     const unsigned char* mine = fluid ? own : bown;
     if (mine && !mine[j]) return;
     const unsigned id = fluid ? f.id[j] : bid[j];
-    const double* x = fluid ? f.pos + 3 * j : bpos + 3 * j;
-    const real r = fluid ? f.rho[j] : brho[j];
-    if (pos)
-        for (int a = 0; a < 3; a++) pos[3 * id + a] = (float)x[a];
-    if (vel)
-        for (int a = 0; a < 3; a++)
-            vel[3 * id + a] = fluid ? (float)f.vel[3 * j + a] : bvel ? (float)bvel[3 * j + a] : 0.0f;
-    if (rho) rho[id] = (float)r;
-    if (press) press[id] = (float)tait_pressure(r, (real)p.rho0, (real)p.b);
+    const real3 v = fluid ? load3(f.vel, j) : bvel ? load3(bvel, j) : zero3();
+    sph_frame_put(p, fr, id, dload3(fluid ? f.pos + 3 * j : bpos + 3 * j), v, fluid ? f.rho[j] : brho[j]);
 }
 
 // sph_pack's values of this GPU's owned particles, compacted for another process (an MPI rank's
@@ -733,8 +759,7 @@ extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsign
 // particle and its values, in no particular order (the root places them by id).
 extern "C" __global__ void sph_pack_part(const SphParams p, const SphArrays f, unsigned nb, const double* bpos,
                                          const real* brho, const real* bvel, const unsigned* bid, const unsigned char* own,
-                                         const unsigned char* bown, unsigned* count, unsigned* ids, float* pos,
-                                         float* vel, float* rho, float* press) {
+                                         const unsigned char* bown, unsigned* count, unsigned* ids, const SphFrame fr) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n + nb) return;
     const bool fluid = k < p.n;
@@ -742,13 +767,8 @@ extern "C" __global__ void sph_pack_part(const SphParams p, const SphArrays f, u
     if (!(fluid ? own : bown)[j]) return;
     const unsigned i = atomicAdd(count, 1u);
     ids[i] = fluid ? f.id[j] : bid[j];
-    const double* x = fluid ? f.pos + 3 * j : bpos + 3 * j;
-    const real r = fluid ? f.rho[j] : brho[j];
-    for (int a = 0; a < 3; a++) pos[3 * i + a] = (float)x[a];
-    for (int a = 0; a < 3; a++)
-        vel[3 * i + a] = fluid ? (float)f.vel[3 * j + a] : bvel ? (float)bvel[3 * j + a] : 0.0f;
-    rho[i] = (float)r;
-    press[i] = (float)tait_pressure(r, (real)p.rho0, (real)p.b);
+    const real3 v = fluid ? load3(f.vel, j) : bvel ? load3(bvel, j) : zero3();
+    sph_frame_put(p, fr, i, dload3(fluid ? f.pos + 3 * j : bpos + 3 * j), v, fluid ? f.rho[j] : brho[j]);
 }
 
 // ---- Moving solids (solver/src/sph/motion.rs) ----

@@ -94,6 +94,29 @@ struct SphUpdate {
     euler: u32,
 }
 
+/// `SphFrame` of sph.cu: a frame's arrays on the device (f32, particle-id order; 0: not
+/// wanted): positions and velocities (3 per particle), densities, pressures.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct SphFrame {
+    pos: u64,
+    vel: u64,
+    rho: u64,
+    press: u64,
+}
+
+impl SphFrame {
+    /// The frame of staging arrays `st` (positions, velocities, densities, pressures).
+    pub(crate) fn of(st: [u64; 4]) -> Self {
+        SphFrame {
+            pos: st[0],
+            vel: st[1],
+            rho: st[2],
+            press: st[3],
+        }
+    }
+}
+
 /// `SPH_STAGE_*` of sph.cu: the rates stored for an update kernel (the parity mode's fluid).
 const STAGE_NONE: u32 = 0;
 /// The symplectic predictor.
@@ -146,6 +169,7 @@ const _: () = assert!(std::mem::size_of::<KernelParams>() == 160);
 const _: () = assert!(std::mem::size_of::<SphArrays>() == 32);
 const _: () = assert!(std::mem::size_of::<SphGrid>() == 40);
 const _: () = assert!(std::mem::size_of::<SphUpdate>() == 88);
+const _: () = assert!(std::mem::size_of::<SphFrame>() == 32);
 const _: () = assert!(std::mem::size_of::<SphBound>() == 64);
 const _: () = assert!(std::mem::size_of::<SphBodies>() == 16 * 168);
 
@@ -155,6 +179,7 @@ unsafe impl DeviceRepr for KernelParams {}
 unsafe impl DeviceRepr for SphArrays {}
 unsafe impl DeviceRepr for SphGrid {}
 unsafe impl DeviceRepr for SphUpdate {}
+unsafe impl DeviceRepr for SphFrame {}
 unsafe impl DeviceRepr for SphBound {}
 unsafe impl DeviceRepr for SphBodies {}
 
@@ -435,7 +460,9 @@ pub trait SphGpu {
     /// Starts publishing the current state: packs on the device, copies on a copy stream into
     /// `targets` (positions, velocities, densities, pressures; null: not wanted) and returns at
     /// once. The frame is complete once [`SphGpu::publish_done`] says so (or
-    /// [`SphGpu::publish_wait`] returned). A copy still in flight is waited for first.
+    /// [`SphGpu::publish_wait`] returned). A copy still in flight is waited for first. Packing
+    /// may wait for the next step, which does it before changing the state (one GPU); then
+    /// `publish_done` stays false until a step came, and `publish_wait` packs at once.
     ///
     /// # Safety
     /// Each non-null target must hold one element per particle ([f32; 3] or f32) and stay
@@ -488,6 +515,10 @@ pub struct SphCuda {
     copy_stream: Arc<CudaStream>,
     /// The frame copy in flight: recorded on the copy stream after its last copy.
     copy_done: FrameCopy,
+    /// A frame published but not packed yet (its host targets): the next step's first gather
+    /// packs its fluid part from the state it reads and queues the copy (one GPU only; the
+    /// boundary part was packed at once).
+    frame_pending: Option<[usize; 4]>,
     /// The segment, page-locked so that frame copies are asynchronous.
     registration: Option<HostRegistration>,
     module: Arc<SphModule>,
@@ -789,6 +820,7 @@ impl SphCuda {
             stream,
             copy_stream,
             copy_done: FrameCopy::default(),
+            frame_pending: None,
             registration: None,
             module,
             device_name,
@@ -1224,10 +1256,19 @@ impl SphCuda {
         if which == Which::Half {
             dst.id = 0;
         }
+        // A pending frame: the step's first gather reads the state it shows.
+        let frame = match which {
+            Which::State => self.frame_pending.take(),
+            Which::Half => None,
+        };
+        let fr = match frame {
+            Some(_) => SphFrame::of(self.staging),
+            None => SphFrame::default(),
+        };
         self.launch(
             "sph_gather",
             blocks(self.nf),
-            &[&p, &src, &dst, &self.g.perm],
+            &[&p, &src, &dst, &self.g.perm, &fr],
         )?;
         match which {
             Which::State => std::mem::swap(&mut self.s, &mut self.alt),
@@ -1236,6 +1277,11 @@ impl SphCuda {
                 std::mem::swap(&mut self.half, &mut self.alt);
                 (self.half.id, self.alt.id) = (0, id);
             }
+        }
+        if let Some(t) = frame {
+            // SAFETY: publish_async's caller keeps the targets valid and untouched until the
+            // copy completed (publish_done or publish_wait).
+            unsafe { self.copy_frame_async(t.map(|a| a as *mut u8), self.kind.len()) }?;
         }
         Ok(())
     }
@@ -1566,15 +1612,35 @@ impl SphCuda {
     /// Packs this GPU's (owned) particles into the staging arrays `st` (id order; on a slab,
     /// GPU 0's).
     fn pack_into(&self, st: [u64; 4]) -> Result<(), CudaError> {
-        let p = self.p;
+        self.pack_part_into(st, true, true)
+    }
+
+    /// Packs the fluid's (owned) particles, the boundary's, or both into `st`.
+    fn pack_part_into(&self, st: [u64; 4], fluid: bool, boundary: bool) -> Result<(), CudaError> {
+        let p = KernelParams {
+            n: if fluid { self.nf } else { 0 },
+            ..self.p
+        };
+        let nb = if boundary { self.nb } else { 0 };
+        if p.n + nb == 0 {
+            return Ok(());
+        }
         let (own, bown) = (self.own_ptr(), self.bown_ptr());
         let bvel = self.bvel_ptr();
         self.launch(
             "sph_pack",
-            blocks(self.nf + self.nb),
+            blocks(p.n + nb),
             &[
-                &p, &self.s, &self.nb, &self.bpos, &self.brho, &bvel, &self.bid, &own, &bown,
-                &st[0], &st[1], &st[2], &st[3],
+                &p,
+                &self.s,
+                &nb,
+                &self.bpos,
+                &self.brho,
+                &bvel,
+                &self.bid,
+                &own,
+                &bown,
+                &SphFrame::of(st),
             ],
         )
     }
@@ -1644,11 +1710,36 @@ impl SphGpu for SphCuda {
         let _ = self.publish_wait();
         self.registration = None;
     }
+    /// On one GPU only the boundary is packed now (moving solids move within a step); the
+    /// fluid is packed by the next step's first gather, which reads the frame's state anyway,
+    /// and the copy queued after it (`frame_pending`). Without a step before
+    /// [`SphGpu::publish_wait`], that packs the fluid itself.
     unsafe fn publish_async(&mut self, targets: [*mut u8; 4]) -> Result<(), CudaError> {
         self.publish_wait()?;
+        if self.slab.is_none() && self.nf > 0 {
+            self.pack_part_into(self.staging, false, true)?;
+            self.frame_pending = Some(targets.map(|t| t as usize));
+            return Ok(());
+        }
         self.pack_frame()?;
         // SAFETY: the caller's contract.
         unsafe { self.copy_frame_async(targets, self.kind.len()) }
+    }
+    fn publish_done(&mut self) -> Result<bool, CudaError> {
+        if self.frame_pending.is_some() {
+            return Ok(false);
+        }
+        self.copy_done.done()
+    }
+    fn publish_wait(&mut self) -> Result<(), CudaError> {
+        if let Some(t) = self.frame_pending.take() {
+            // No step since: the fluid still holds the frame's state.
+            self.pack_part_into(self.staging, true, false)?;
+            // SAFETY: publish_async's caller keeps the targets valid and untouched until the
+            // copy completed.
+            unsafe { self.copy_frame_async(t.map(|a| a as *mut u8), self.kind.len()) }?;
+        }
+        self.copy_done.wait()
     }
     fn pack_frame(&self) -> Result<(), CudaError> {
         self.pack_into(self.staging)

@@ -726,8 +726,18 @@ impl SphRank {
             "sph_pack_part",
             blocks(need),
             &[
-                &s.p, &s.s, &s.nb, &s.bpos, &s.brho, &bvel, &s.bid, &own, &bown, &b.count, &b.id,
-                &b.pos, &b.vel, &b.rho, &b.press,
+                &s.p,
+                &s.s,
+                &s.nb,
+                &s.bpos,
+                &s.brho,
+                &bvel,
+                &s.bid,
+                &own,
+                &bown,
+                &b.count,
+                &b.id,
+                &super::SphFrame::of([b.pos, b.vel, b.rho, b.press]),
             ],
         )?;
         let mut n = [0u32];
