@@ -2,11 +2,23 @@
 """Kernel time summary of an Nsight Compute CSV (--csv --page raw --metrics gpu__time_duration.sum):
     bench/gpu/ncu_summary.py FILE.csv [SPLIT_KERNEL]
 With SPLIT_KERNEL (e.g. dem_classify) the launches before its first one and from it on are
-summarised apart (one GPU, then the group, in dem-gpu-bench multi)."""
+summarised apart (one GPU, then the group, in dem-gpu-bench multi).
+    bench/gpu/ncu_summary.py FILE.csv --launches
+lists each launch instead, with its time and, where the CSV has them, its DRAM bytes read and
+written (--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum)."""
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
 hi = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
 head = rows[hi]; ki = head.index("Kernel Name"); ti = head.index("gpu__time_duration.sum")
+if "--launches" in sys.argv[2:]:
+    cols = [m for m in ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum") if m in head]
+    units = rows[hi + 1] if rows[hi + 1][ki] == "" else None
+    for r in rows[hi + 1:]:
+        if r[ki]:
+            print("LAUNCH", r[ki], *(f"{m}={r[head.index(m)]}" for m in cols))
+    if units:
+        print("UNITS", *(units[head.index(m)] for m in cols))
+    sys.exit(0)
 data = []
 for r in rows[hi + 1:]:
     try:

@@ -36,19 +36,7 @@ RESULT_PATTERN="identical|bits|test result|panicked|FAILED|steps/s|finished|ms/s
 RESULT_LINES=30
 NCU=$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 launches() {  # launches CSV: each launch of an Nsight Compute CSV, its time and DRAM bytes
-  python3 - "$1" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
-hi = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
-h = rows[hi]
-col = {m: h.index(m) for m in ("Kernel Name", "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum")}
-units = rows[hi + 1] if rows[hi + 1][col["Kernel Name"]] == "" else None
-for r in rows[hi + 1:]:
-    if r[col["Kernel Name"]]:
-        print("LAUNCH", r[col["Kernel Name"]], *(f"{m}={r[col[m]]}" for m in list(col)[1:]))
-if units:
-    print("UNITS", *(units[col[m]] for m in list(col)[1:]))
-PY
+  python3 bench/gpu/ncu_summary.py "$1" --launches
 }
 case $part in
 checks)

@@ -262,7 +262,6 @@ fn frames_published_beside_the_steps_are_their_steps_state() {
             if let Some(e) = expect.take() {
                 // The frame of the step before: its fluid packed by this step's first gather,
                 // the copy beside the rest of this step.
-                a.publish_done().unwrap();
                 a.publish_wait().unwrap();
                 check(&e);
             }

@@ -1261,10 +1261,7 @@ impl SphCuda {
             Which::State => self.frame_pending.take(),
             Which::Half => None,
         };
-        let fr = match frame {
-            Some(_) => SphFrame::of(self.staging),
-            None => SphFrame::default(),
-        };
+        let fr = frame.map_or_else(SphFrame::default, |_| SphFrame::of(self.staging));
         self.launch(
             "sph_gather",
             blocks(self.nf),
