@@ -48,10 +48,11 @@ pub enum Source {
     Cells,
     /// Cell hash, counting sort, per-cell id order, scan, reorder.
     Grid,
+    /// Pack into id order for publication (before `Contact`, whose collide packs a deferred
+    /// frame with the same function).
+    Publish,
     /// Fused collide + integrate; velocity Verlet's kick + drift.
     Contact,
-    /// Pack into id order for publication.
-    Publish,
     /// Migrants and ghosts between the GPUs of one run.
     Exchange,
 }
@@ -60,8 +61,8 @@ impl Source {
     pub const ALL: [Source; 5] = [
         Source::Cells,
         Source::Grid,
-        Source::Contact,
         Source::Publish,
+        Source::Contact,
         Source::Exchange,
     ];
 

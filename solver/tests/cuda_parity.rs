@@ -1242,3 +1242,186 @@ fn list_walks_give_the_same_bits() {
         println!("{name}: {steps} steps, the three list walks give the same bits");
     }
 }
+
+/// Frames published after every step hold that step's state, bit for bit in f32, and
+/// publishing changes nothing: a run publishing after each step against a twin that does not,
+/// on a relaxing dense frictional pack of about 100,000 particles (rotation on), with two
+/// copies of the state, one copy, in f64, with an outflow region removing particles (frames
+/// list the live ids by rank), with velocity Verlet (its kick and drift come before the
+/// collide: packed at once), and with the pack at once (`defer_frames` off). On one GPU with
+/// symplectic Euler the next step's collide packs a frame (`publish.rs`); every fifth frame is
+/// waited for before any step, as a paused run or a requested frame is: `dem_pack` packs it.
+#[test]
+fn frames_packed_by_the_next_collide_are_their_steps_state() {
+    use solver::bench_cases::{dense_pack, BenchModel};
+    use solver::case::Integrator;
+    use solver::dem::cuda::{CudaBackend, FrameTarget};
+    if !gpu_present() {
+        return;
+    }
+    let pack = dense_pack(100_000, BenchModel::LinearFriction);
+    let n0 = pack.positions.len();
+    let state = SimState::new(
+        0.0,
+        0,
+        vec![0; n0],
+        pack.positions.clone(),
+        vec![[0.0; 3]; n0],
+        vec![[0.0; 3]; n0],
+    );
+    let sc = cuda::step_context(&pack.case).expect("case");
+    let l = pack.case.domain.max[0];
+    let mut outflow = sc.clone();
+    // The slab x < 0.1 l: its particles go at the first step, and others follow.
+    outflow.outflows = vec![solver::case::Outflow::Box {
+        min: [-1.0; 3],
+        max: [0.1 * l, l + 1.0, l + 1.0],
+    }];
+    let mut verlet = sc.clone();
+    verlet.integrator = Integrator::VelocityVerlet;
+    let base = CudaOptions::default();
+    let cases = [
+        ("two copies", &sc, base.clone(), true),
+        (
+            "one copy",
+            &sc,
+            CudaOptions {
+                state_copies: StateCopies::One,
+                ..base.clone()
+            },
+            true,
+        ),
+        (
+            "f64",
+            &sc,
+            CudaOptions {
+                double: true,
+                ..base.clone()
+            },
+            true,
+        ),
+        ("outflow", &outflow, base.clone(), true),
+        ("velocity Verlet", &verlet, base.clone(), false),
+        (
+            "packed at once",
+            &sc,
+            CudaOptions {
+                defer_frames: false,
+                ..base.clone()
+            },
+            false,
+        ),
+    ];
+    for (what, sc, opts, deferred) in cases {
+        let ctx = Arc::new(sc.clone());
+        let mut ba = CudaBackend::new(ctx.clone(), state.clone(), &opts).expect("GPU");
+        let mut bb = CudaBackend::new(ctx, state.clone(), &opts).expect("GPU");
+        // A step as the solver's batch of one: the step, then the removed particles taken
+        // (from then on frames and states list the live ids by rank).
+        let mut removed = 0;
+        let mut step_both = |ba: &mut CudaBackend, bb: &mut CudaBackend| {
+            ba.sim_mut().step().expect("step");
+            bb.sim_mut().step().expect("step");
+            let (ra, rb) = (
+                ba.take_removed().expect("removed"),
+                bb.take_removed().expect("removed"),
+            );
+            assert_eq!(ra, rb, "[{what}] the same particles removed");
+            removed += ra.len();
+        };
+        let mut arrays = [
+            vec![[0f32; 3]; n0],
+            vec![[0f32; 3]; n0],
+            vec![[0f32; 3]; n0],
+        ];
+        let ptrs = arrays.each_mut().map(|v| v.as_mut_ptr());
+        let mut keep = Vec::new();
+        for p in ptrs {
+            // SAFETY: the vectors outlive the registrations (dropped below, before them).
+            keep.push(unsafe { ba.sim().register_host(p.cast(), 12 * n0) }.expect("register"));
+        }
+        let target = FrameTarget {
+            positions: ptrs[0],
+            velocities: ptrs[1],
+            angular_velocities: ptrs[2],
+            forces: std::ptr::null_mut(),
+            contact_counts: std::ptr::null_mut(),
+        };
+        let check = |e: &SimState| {
+            let m = e.pos.len();
+            // SAFETY: the copy is complete; the host reads the registered vectors only now.
+            let [pos, vel, omega] =
+                ptrs.map(|p| unsafe { std::slice::from_raw_parts(p as *const [f32; 3], m) });
+            for k in 0..m {
+                let f = |v: [f64; 3]| v.map(|x| x as f32);
+                assert!(
+                    pos[k] == f(e.pos[k]) && vel[k] == f(e.vel[k]) && omega[k] == f(e.omega[k]),
+                    "[{what}] the frame of step {} differs from its state at frame index {k} \
+                     (id {}): {:?} {:?} {:?} against {:?} {:?} {:?}",
+                    e.step,
+                    e.id[k],
+                    pos[k],
+                    vel[k],
+                    omega[k],
+                    e.pos[k],
+                    e.vel[k],
+                    e.omega[k]
+                );
+            }
+        };
+        let mut expect: Option<SimState> = None;
+        let mut spinning = false;
+        for step in 0..=30u64 {
+            step_both(&mut ba, &mut bb);
+            let (a, b) = (ba.sim_mut(), bb.sim());
+            if let Some(e) = expect.take() {
+                // The frame of the step before: packed by this step's collide, copied behind it.
+                let t = a.publish_wait().expect("wait").expect("a frame in flight");
+                assert_eq!(t.step, e.step, "[{what}]");
+                check(&e);
+            }
+            if step < 30 {
+                let e = b.state().expect("state");
+                spinning |= e.omega.iter().any(|w| *w != [0.0; 3]);
+                // SAFETY: the arrays hold n0 >= live elements each; the host reads them only
+                // after publish_wait.
+                unsafe { a.publish_async(target) }.expect("publish");
+                assert_eq!(a.publication_deferred(), deferred, "[{what}]");
+                if deferred {
+                    assert!(
+                        a.publish_done().expect("query").is_none(),
+                        "[{what}] a frame is not done before a step packed it"
+                    );
+                }
+                if step % 5 == 4 {
+                    let t = a.publish_wait().expect("wait").expect("a frame in flight");
+                    assert_eq!(t.step, e.step, "[{what}]");
+                    check(&e);
+                } else {
+                    expect = Some(e);
+                }
+            }
+        }
+        let (ea, eb) = (
+            ba.sim().state().expect("state"),
+            bb.sim().state().expect("state"),
+        );
+        assert!(ea == eb, "[{what}] publishing changed the run");
+        assert!(
+            spinning,
+            "[{what}] the particles spin: angular velocities are checked"
+        );
+        if what == "outflow" {
+            assert!(
+                removed > 0 && ea.pos.len() == n0 - removed,
+                "[{what}] particles were removed ({removed}; {} left)",
+                ea.pos.len()
+            );
+        }
+        drop(keep);
+        println!(
+            "[{what}] {} of {n0} particles: 30 frames, each its step's state; the same run",
+            ea.pos.len()
+        );
+    }
+}

@@ -914,7 +914,7 @@ __device__ __forceinline__ void particle_contact(const DemParams& p, const Parti
 template <class Acc, int PASS>
 __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleArrays& in, ParticleArrays& out,
                                              const GridArrays& g, DemDiag* diag, const MeshArrays& msh,
-                                             double* partial) {
+                                             const DemFrame& fr, double* partial) {
     const unsigned t_index = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned k = t_index;
     bool active = k < p.n;
@@ -1184,6 +1184,9 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #endif
             pot = -sp.mass * (p.gravity[0] * pix + p.gravity[1] * piy + p.gravity[2] * piz);
         } else {
+        // A frame of the state read here, deferred to this collide (dem/cuda/publish.rs): the
+        // particle's values are loaded and still live, and every live slot passes here once.
+        if (fr.pos) dem_frame_put(fr, dem_frame_index(fr.rank, id_i), pix, piy, piz, vi, wi);
 #if DEM_SINGLE_COPY
         // One copy of the state: the forces only (dem_integrate moves the particles once every
         // slot's contacts have been read).
@@ -1264,8 +1267,8 @@ __device__ __forceinline__ void collide_body(const DemParams& p, const ParticleA
 #if DEM_MODULE_PART != 2
 extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide(const DemParams p, const ParticleArrays in,
                                                               ParticleArrays out, const GridArrays g, DemDiag* diag,
-                                                              const MeshArrays msh) {
-    collide_body<Accum, DEM_PASS_ALL>(p, in, out, g, diag, msh, nullptr);
+                                                              const MeshArrays msh, const DemFrame fr) {
+    collide_body<Accum, DEM_PASS_ALL>(p, in, out, g, diag, msh, fr, nullptr);
 }
 #if DEM_FRICTION && DEM_HIST_PAIRS
 // The pairs-once history's first pass (DEM_HIST_PAIRS): every particle's owned springs, walls'
@@ -1275,7 +1278,7 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
                                                               const GridArrays g, DemDiag* diag,
                                                               const MeshArrays msh) {
     ParticleArrays rows = in;  // in place: the history arrays are the same in both copies
-    collide_body<SpringAccum, DEM_PASS_ALL>(p, in, rows, g, diag, msh, nullptr);
+    collide_body<SpringAccum, DEM_PASS_ALL>(p, in, rows, g, diag, msh, DemFrame{}, nullptr);
 }
 #endif
 #if DEM_FRICTION && DEM_HIST_SPILL
@@ -1287,7 +1290,7 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOC
                                                                   const GridArrays g, DemDiag* diag,
                                                                   const MeshArrays msh) {
     ParticleArrays rows = in;
-    collide_body<CountAccum, DEM_PASS_ALL>(p, in, rows, g, diag, msh, nullptr);
+    collide_body<CountAccum, DEM_PASS_ALL>(p, in, rows, g, diag, msh, DemFrame{}, nullptr);
 }
 #endif
 #if DEM_OWNER_KEYS
@@ -1374,15 +1377,15 @@ extern "C" __global__ void dem_adopt(const DemParams p, const ParticleArrays s, 
 // flight), beside the ghost refresh.
 extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide_interior(
     const DemParams p, const ParticleArrays in, ParticleArrays out, const GridArrays g, DemDiag* diag,
-    const MeshArrays msh) {
-    collide_body<Accum, DEM_PASS_INTERIOR>(p, in, out, g, diag, msh, nullptr);
+    const MeshArrays msh, const DemFrame fr) {
+    collide_body<Accum, DEM_PASS_INTERIOR>(p, in, out, g, diag, msh, fr, nullptr);
 }
 // dem_collide over the slots pass_list[0..pass_count] (the boundary layers'), once their
 // neighbours' ghosts have arrived.
 extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, DEM_COLLIDE_MIN_BLOCKS) dem_collide_boundary(
     const DemParams p, const ParticleArrays in, ParticleArrays out, const GridArrays g, DemDiag* diag,
-    const MeshArrays msh) {
-    collide_body<Accum, DEM_PASS_BOUNDARY>(p, in, out, g, diag, msh, nullptr);
+    const MeshArrays msh, const DemFrame fr) {
+    collide_body<Accum, DEM_PASS_BOUNDARY>(p, in, out, g, diag, msh, fr, nullptr);
 }
 #endif
 #endif
@@ -1396,7 +1399,7 @@ extern "C" __global__ void __launch_bounds__(COLLIDE_BLOCK, 1) dem_energies(cons
                                                                             const GridArrays g, const MeshArrays msh,
                                                                             double* partial) {
     ParticleArrays none = {};
-    collide_body<EnergyAccum, DEM_PASS_ALL>(p, in, none, g, nullptr, msh, partial);
+    collide_body<EnergyAccum, DEM_PASS_ALL>(p, in, none, g, nullptr, msh, DemFrame{}, partial);
 }
 #endif
 

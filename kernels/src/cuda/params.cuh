@@ -127,6 +127,17 @@ struct ParticleArrays {
                              // with the slots), DEM_OWNER_KEYS only; null otherwise
 };
 
+// A frame of the state a collide reads, written by it in particle-id order (the kinematics
+// of publish.cu's dem_pack, through dem_frame_put): one GPU defers a published frame's pack to
+// the next step's collide, which loads every value anyway (dem/cuda/publish.rs). Null pos: no
+// frame. 32 bytes, mirrored by dem/cuda/params.rs.
+struct DemFrame {
+    float* pos;            // [3 * count] positions [m], by frame index
+    float* vel;            // [3 * count] velocities [m/s], null: not wanted
+    float* omega;          // [3 * count] angular velocities [rad/s] (zeros without rotation), null: not wanted
+    const unsigned* rank;  // [ids] frame index of each id (removed particles), null: the id
+};
+
 // Neighbour-search arrays.
 struct GridArrays {
     unsigned* cell;   // [n] cell of each slot

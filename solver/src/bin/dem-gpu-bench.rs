@@ -65,6 +65,7 @@ struct Args {
     case: Option<String>,
     /// `case --batch N`: steps per call, each call followed by the diagnostics check (a
     /// synchronisation), as the solver's run loop does per batch; 0: 1,000 a call, unchecked.
+    /// `publish --batch N`: steps between two looks at the frame (0: 10).
     batch: u64,
     /// `--store-forces on`: forces and contact counts stored (on the last step of each call
     /// of `steps`), as the solver's backend does (for frames and snapshots).
@@ -82,6 +83,10 @@ struct Args {
     /// `scale --sets 0:0,1:0,1,2,3`: the GPU sets to run in turn, the first that fits the
     /// baseline of the efficiencies.
     sets: Vec<Vec<usize>>,
+    /// `--frame-pack next|now|both`: one GPU packs a frame's kinematics in the next step's
+    /// collide (next, the default) or at once with `dem_pack` (CudaOptions::defer_frames);
+    /// `publish` measures each entry in turn (both: now, next, now, next, in one process).
+    frame_pack: Vec<bool>,
 }
 
 /// The position, velocity and angular velocity arrays of a frame slot being written.
@@ -119,7 +124,7 @@ const COMMANDS: [&str; 12] = [
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--owner positions|ids] [--ids cells|raster|random] [--copies auto|2|1|fewest] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--owner positions|ids] [--ids cells|raster|random] [--copies auto|2|1|fewest] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--frame-pack next|now|both] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
@@ -165,6 +170,7 @@ fn parse() -> Result<Args> {
         list_walk: kernels::LIST_BY_WARP,
         overlap: None,
         sets: vec![vec![0], vec![0, 1]],
+        frame_pack: vec![true],
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -244,6 +250,14 @@ fn parse() -> Result<Args> {
                 }
             }
             "--store-forces" => a.store_forces = on_off("--store-forces", &v)?,
+            "--frame-pack" => {
+                a.frame_pack = match v.as_str() {
+                    "next" => vec![true],
+                    "now" => vec![false],
+                    "both" => vec![false, true, false, true],
+                    _ => bail!("--frame-pack takes next, now or both, not {v}"),
+                }
+            }
             "--overlap" if v == "auto" => a.overlap = None,
             "--overlap" => a.overlap = Some(on_off("--overlap", &v)?),
             "--devices" => {
@@ -410,6 +424,7 @@ fn opts(a: &Args) -> CudaOptions {
         neighbour_list: a.list,
         list_walk: a.list_walk,
         overlap: a.overlap,
+        defer_frames: a.frame_pack[0],
         ..Default::default()
     }
 }
@@ -1103,11 +1118,6 @@ fn case_run(a: &Args) -> Result<()> {
     )
 }
 
-/// Publication share: steps/s for `--seconds` without publishing, then with a frame every
-/// 100 ms of wall time (pack on the GPU, async copy into a registered shared-memory segment,
-/// commit once the copy completed), then without again: the falling particles make every step
-/// dearer than the one before, so the steps with frames are compared with the mean of the
-/// runs before and after them (as sph-gpu-bench does).
 /// A real segment for `n` particles, named after this process; the caller closes (removes) it.
 fn bench_segment(n: usize) -> Result<shm_protocol::Publisher> {
     let name = format!("dem-gpu-bench-{}", std::process::id());
@@ -1116,6 +1126,16 @@ fn bench_segment(n: usize) -> Result<shm_protocol::Publisher> {
         .context("creating the segment")
 }
 
+/// Publication share: steps/s for `--seconds` without publishing, then with a frame every
+/// 100 ms of wall time (pack on the GPU, async copy into a registered shared-memory segment,
+/// commit once the copy completed), then without again: the falling particles make every step
+/// dearer than the one before, so the steps with frames are compared with the mean of the
+/// runs before and after them (as sph-gpu-bench does). The steps go `--batch` at a time (10
+/// when 0), each batch followed by a synchronisation and a look at the frame, in all three
+/// runs: a frame is started at most once a batch and committed at the earliest one batch
+/// later, so at 100 M, where a step takes over 30 ms, `--batch 1` is what reaches 10 frames/s.
+/// With `--frame-pack both` the runs with frames alternate between the two packs, each between
+/// two runs without.
 fn publish(a: &Args) -> Result<()> {
     // `--phase dense`: a dense pack relaxed for `--relax` steps, whose steps cost the same
     // before, during and after the frames (the falling case's do not).
@@ -1128,9 +1148,32 @@ fn publish(a: &Args) -> Result<()> {
         sim.steps(a.relax)?;
     }
     sim.steps(a.warmup)?;
-    let chunk = 10u64;
+    let chunk = if a.batch == 0 { 10 } else { a.batch };
+    // What a run did besides its steps: searches (with a skin), graphs captured, and the
+    // kernels' sampled time per step, since `mark` (taken before the run).
+    let mark = |sim: &mut CudaSim| -> (Option<(u64, u64, u64)>, u64) {
+        sim.reset_stage_times();
+        (sim.skin_counts(), sim.graphs_captured())
+    };
+    let diag = |sim: &CudaSim, m: (Option<(u64, u64, u64)>, u64)| -> String {
+        let searches = match (sim.skin_counts(), m.0) {
+            (Some(now), Some(then)) => format!(
+                "{} searches in {} steps ({} wider)",
+                now.0 - then.0,
+                now.1 - then.1,
+                now.2 - then.2
+            ),
+            _ => "a search every step".into(),
+        };
+        format!(
+            "{searches}, {} graphs captured; kernels: {}",
+            sim.graphs_captured() - m.1,
+            sim.stage_times().summary()
+        )
+    };
     // Without publication.
     let plain = |sim: &mut CudaSim| -> Result<f64> {
+        let m = mark(sim);
         sim.synchronize()?;
         let t0 = Instant::now();
         let mut steps = 0;
@@ -1139,49 +1182,64 @@ fn publish(a: &Args) -> Result<()> {
             sim.synchronize()?;
             steps += chunk;
         }
-        Ok(steps as f64 / t0.elapsed().as_secs_f64())
+        let rate = steps as f64 / t0.elapsed().as_secs_f64();
+        println!("  without frames: {rate:.1} steps/s; {}", diag(sim, m));
+        Ok(rate)
     };
-    let before = plain(&mut sim)?;
+    let mut before = plain(&mut sim)?;
     // With publication into a real segment.
     let publisher = bench_segment(n)?;
     let region_len = publisher.region().len();
     // SAFETY: the mapping lives as long as `publisher`, which outlives `_reg` (dropped first).
     let _reg = unsafe { sim.register_host(publisher.region().base(), region_len)? };
-    let (mut frames, mut last) = (0u64, Instant::now());
-    let mut writer: Option<shm_protocol::FrameWriter<'_>> = None;
-    sim.synchronize()?;
-    let t0 = Instant::now();
-    let mut steps = 0;
-    while t0.elapsed().as_secs_f64() < a.seconds {
-        if writer.is_none() && last.elapsed().as_secs_f64() >= 0.1 {
-            last = Instant::now();
-            let mut w = publisher.begin_frame(n as u64)?;
-            w.step = sim.step_index();
-            w.sim_time = sim.time();
-            let [positions, velocities, angular_velocities] = kinematics_slots(&mut w)?;
-            let target = cuda::FrameTarget {
-                positions,
-                velocities,
-                angular_velocities,
-                forces: std::ptr::null_mut(),
-                contact_counts: std::ptr::null_mut(),
-            };
-            // SAFETY: the slot arrays hold n [f32; 3] each and stay untouched until commit, which
-            // happens only after publish_done returned the ticket.
-            unsafe { sim.publish_async(target)? };
-            writer = Some(w);
-        }
-        sim.steps(chunk)?;
-        steps += chunk;
-        if writer.is_some() && sim.publish_done()?.is_some() {
-            writer.take().expect("pending frame").commit();
-            frames += 1;
-        }
+    for &deferred in &a.frame_pack {
+        sim.set_defer_frames(deferred);
+        let (mut frames, mut last) = (0u64, Instant::now());
+        let mut writer: Option<shm_protocol::FrameWriter<'_>> = None;
+        let host_s0 = sim.publish_host_seconds();
+        let m = mark(&mut sim);
+        // Host time spent queuing the steps (a copy that blocked the host would show here).
+        let mut queue_s = 0.0;
         sim.synchronize()?;
-    }
-    let wall = t0.elapsed().as_secs_f64();
-    // Final frame of the current state, so that the check below compares like with like.
-    if writer.is_none() {
+        let t0 = Instant::now();
+        let mut steps = 0;
+        while t0.elapsed().as_secs_f64() < a.seconds {
+            if writer.is_none() && last.elapsed().as_secs_f64() >= 0.1 {
+                last = Instant::now();
+                let mut w = publisher.begin_frame(n as u64)?;
+                w.step = sim.step_index();
+                w.sim_time = sim.time();
+                let [positions, velocities, angular_velocities] = kinematics_slots(&mut w)?;
+                let target = cuda::FrameTarget {
+                    positions,
+                    velocities,
+                    angular_velocities,
+                    forces: std::ptr::null_mut(),
+                    contact_counts: std::ptr::null_mut(),
+                };
+                // SAFETY: the slot arrays hold n [f32; 3] each and stay untouched until
+                // commit, which happens only after publish_done returned the ticket.
+                unsafe { sim.publish_async(target)? };
+                writer = Some(w);
+            }
+            let q = Instant::now();
+            sim.steps(chunk)?;
+            queue_s += q.elapsed().as_secs_f64();
+            steps += chunk;
+            if writer.is_some() && sim.publish_done()?.is_some() {
+                writer.take().expect("pending frame").commit();
+                frames += 1;
+            }
+            sim.synchronize()?;
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        let with_diag = diag(&sim, m);
+        // The frame still in flight (not counted: it lands after the timed steps), then one of
+        // the current state, so that the check below compares like with like.
+        if let Some(w) = writer.take() {
+            sim.publish_wait()?;
+            w.commit();
+        }
         let mut w = publisher.begin_frame(n as u64)?;
         w.step = sim.step_index();
         let target = cuda::FrameTarget::positions(
@@ -1189,56 +1247,66 @@ fn publish(a: &Args) -> Result<()> {
         );
         // SAFETY: as above; publish_wait below completes the copy before commit.
         unsafe { sim.publish_async(target)? };
-        writer = Some(w);
-    }
-    if let Some(w) = writer.take() {
         sim.publish_wait()?;
         w.commit();
-        frames += 1;
+        let with = steps as f64 / wall;
+        // The last frame was committed after the final steps' copy: it must equal the state.
+        let frame = publisher
+            .read_newest()?
+            .context("no frame in the segment")?;
+        let pos = frame.positions.unwrap_or_default();
+        let state = sim.state()?;
+        let step_ok = frame.meta.step == sim.step_index();
+        let max_err = pos
+            .iter()
+            .zip(&state.pos)
+            .map(|(f, s)| {
+                (0..3)
+                    .map(|k| (f[k] as f64 - s[k]).abs())
+                    .fold(0.0, f64::max)
+            })
+            .fold(0.0, f64::max);
+        let after = plain(&mut sim)?;
+        let base = 0.5 * (before + after);
+        let share = (1.0 - with / base).max(0.0);
+        let fps = frames as f64 / wall;
+        let pack = if deferred { "next" } else { "now" };
+        let host_ms = 1e3 * (sim.publish_host_seconds() - host_s0) / frames.max(1) as f64;
+        println!("publish ({pack}): N = {n}: {base:.1} steps/s without ({before:.1} before, {after:.1} after), {with:.1} with {fps:.1} frames/s: share {:.2} %; host queuing {host_ms:.2} ms/frame", 100.0 * share);
+        println!(
+            "  with frames: {with_diag}; queuing the steps took {:.3} ms a batch",
+            1e3 * queue_s * chunk as f64 / steps.max(1) as f64
+        );
+        println!("  newest frame: {} positions, step matches {step_ok}, max |frame - state| {max_err:.2e} m (f32 rounding)", pos.len());
+        anyhow::ensure!(
+            step_ok && pos.len() == n && max_err < 1e-5,
+            "the newest frame is not the state: step matches {step_ok}, {} of {n} positions, max |frame - state| {max_err:.2e} m",
+            pos.len()
+        );
+        record(
+            a,
+            &[
+                ("device", js(sim.device_name())),
+                ("model", js(&a.model)),
+                ("particles", n.to_string()),
+                ("phase", js(&a.phase)),
+                ("steps_per_s", num(with)),
+                ("steps_per_s_without_publication", num(base)),
+                ("steps_per_s_without_before", num(before)),
+                ("steps_per_s_without_after", num(after)),
+                ("particle_steps_per_s", num(with * n as f64)),
+                ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
+                ("publish_share", num(share)),
+                ("frames_per_s", num(fps)),
+                ("batch", chunk.to_string()),
+                ("frame_pack", js(pack)),
+            ],
+        )?;
+        before = after;
     }
-    let with = steps as f64 / wall;
-    // The last frame was committed after the final steps' copy: it must equal the state.
-    let frame = publisher
-        .read_newest()?
-        .context("no frame in the segment")?;
-    let pos = frame.positions.unwrap_or_default();
-    let state = sim.state()?;
-    let step_ok = frame.meta.step == sim.step_index();
-    let max_err = pos
-        .iter()
-        .zip(&state.pos)
-        .map(|(f, s)| {
-            (0..3)
-                .map(|k| (f[k] as f64 - s[k]).abs())
-                .fold(0.0, f64::max)
-        })
-        .fold(0.0, f64::max);
-    let after = plain(&mut sim)?;
-    let base = 0.5 * (before + after);
-    let share = (1.0 - with / base).max(0.0);
-    let fps = frames as f64 / wall;
-    println!("publish: N = {n}: {base:.1} steps/s without ({before:.1} before, {after:.1} after), {with:.1} with {fps:.1} frames/s: share {:.2} %; host queuing {:.2} ms/frame", 100.0 * share, 1e3 * sim.publish_host_seconds() / frames.max(1) as f64);
-    println!("  newest frame: {} positions, step matches {step_ok}, max |frame - state| {max_err:.2e} m (f32 rounding)", pos.len());
-    drop(writer);
     drop(_reg);
     publisher.close(shm_protocol::SolverState::Finished, false)?;
-    record(
-        a,
-        &[
-            ("device", js(sim.device_name())),
-            ("model", js(&a.model)),
-            ("particles", n.to_string()),
-            ("phase", js(&a.phase)),
-            ("steps_per_s", num(with)),
-            ("steps_per_s_without_publication", num(base)),
-            ("steps_per_s_without_before", num(before)),
-            ("steps_per_s_without_after", num(after)),
-            ("particle_steps_per_s", num(with * n as f64)),
-            ("bytes_per_particle", num(sim.memory().bytes_per_particle())),
-            ("publish_share", num(share)),
-            ("frames_per_s", num(fps)),
-        ],
-    )
+    Ok(())
 }
 
 /// Device-to-device copy bandwidth (bytes read + written per second).
@@ -1653,16 +1721,18 @@ fn publish_group(a: &Args) -> Result<()> {
     drop(state);
     let report = g.device_report().unwrap_or_default();
     println!("  {report}");
-    let run = |g: &mut cuda::CudaGroup| g.advance(10).map_err(|e| anyhow::anyhow!("{e}"));
+    // `--batch` steps between two looks at the frame (10 when 0), as `publish` takes them.
+    let chunk = if a.batch == 0 { 10 } else { a.batch };
+    let run = |g: &mut cuda::CudaGroup| g.advance(chunk).map_err(|e| anyhow::anyhow!("{e}"));
     // Steps taken, for the frames' step field.
     let mut done = 0u64;
     if a.phase == "dense" {
         g.advance(a.relax).map_err(|e| anyhow::anyhow!("{e}"))?;
         done += a.relax;
     }
-    for _ in 0..a.warmup.div_ceil(10) {
+    for _ in 0..a.warmup.div_ceil(chunk) {
         run(&mut g)?;
-        done += 10;
+        done += chunk;
     }
     // Without frames, before and after the run with them (the falling particles make every
     // step dearer: the run with frames is compared with the mean of the two).
@@ -1671,8 +1741,8 @@ fn publish_group(a: &Args) -> Result<()> {
         let mut steps = 0u64;
         while t0.elapsed().as_secs_f64() < a.seconds {
             run(g)?;
-            steps += 10;
-            *done += 10;
+            steps += chunk;
+            *done += chunk;
         }
         Ok(steps as f64 / t0.elapsed().as_secs_f64())
     };
@@ -1707,8 +1777,8 @@ fn publish_group(a: &Args) -> Result<()> {
             writer = Some(w);
         }
         run(&mut g)?;
-        steps += 10;
-        done += 10;
+        steps += chunk;
+        done += chunk;
         if writer.is_some()
             && g.kinematics_copy_done()
                 .map_err(|e| anyhow::anyhow!("{e}"))?
@@ -1764,6 +1834,7 @@ fn publish_group(a: &Args) -> Result<()> {
             ("publish_share", num(share)),
             ("pack_ms_per_gpu", js(&format!("{pack_ms:.3?}"))),
             ("copy_ms", num(copy_ms)),
+            ("batch", chunk.to_string()),
             ("report", js(&report)),
         ],
     )?;

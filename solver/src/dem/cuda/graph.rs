@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaGraph, CudaStream};
 
-use super::params::{DemParams, GridArrays, MeshArrays, ParticleArrays};
+use super::params::{DemFrame, DemParams, GridArrays, MeshArrays, ParticleArrays};
 use super::CudaError;
 
 /// The host-side inputs of one step's neighbour search and collide launches.
@@ -41,6 +41,9 @@ pub(crate) struct StepLaunches {
     pub msh: MeshArrays,
     /// The cell counts' buffer length in bytes (cleared by a memset).
     pub count_bytes: usize,
+    /// A published frame the collide packs (`publish.rs`; none in a captured graph: a step
+    /// that packs one is launched directly).
+    pub frame: DemFrame,
 }
 
 /// One captured step.

@@ -292,6 +292,11 @@ pub struct CudaOptions {
     /// contact.cu; true, the default), so rows hold about half of any particle's contacts
     /// whatever its id, or from the ids (false: rows as long as the ids' order needs).
     pub owner_keys: bool,
+    /// One GPU with symplectic Euler: a published frame's positions, velocities and angular
+    /// velocities are written by the next step's collide, which loads them anyway, instead of
+    /// by `dem_pack` at once (true, the default; `publish.rs`). False packs every frame at
+    /// once, for comparison (`dem-gpu-bench publish --frame-pack now`). The same frames.
+    pub defer_frames: bool,
 }
 
 /// Entries of a pairs-once row in the compact layout (`solver --gpu-memory compact`, and the
@@ -446,6 +451,7 @@ impl Default for CudaOptions {
             hist_spill: 0,
             spill_start: 0,
             owner_keys: true,
+            defer_frames: true,
         }
     }
 }
@@ -1106,6 +1112,8 @@ impl CudaSim {
 
     /// Replaces the state (id order, same particle count and species), history included.
     pub fn set_state(&mut self, state: &SimState) -> Result<(), CudaError> {
+        // A frame published before holds the state it replaces (publish.rs).
+        self.flush_deferred_frame()?;
         self.synchronize()?;
         buffers::set_state(&self.stream, &mut self.state, &self.params, state)?;
         // Spill rows may have grown to hold the state's; the first step sizes them again.

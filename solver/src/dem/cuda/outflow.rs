@@ -189,6 +189,8 @@ impl CudaSim {
         if new.is_empty() {
             return Ok(());
         }
+        // A frame published before them lists the particles of then (publish.rs).
+        self.flush_deferred_frame()?;
         let o = self.outflow.as_ref().ok_or_else(|| {
             CudaError::Unsupported("adding particles to a run started without inflow".into())
         })?;

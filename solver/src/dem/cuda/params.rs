@@ -174,6 +174,21 @@ pub struct MeshArrays {
     pub hit_mask: u64,
 }
 
+/// `DemFrame`: a published frame whose kinematics the next step's collide writes in id order
+/// (`dem_frame_put` in publish.cu; `publish.rs`). Device addresses, 0: none (`pos` 0: no frame).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DemFrame {
+    /// Positions [m], `[f32; 3]` by frame index.
+    pub pos: u64,
+    /// Velocities [m/s], `[f32; 3]` by frame index.
+    pub vel: u64,
+    /// Angular velocities [rad/s], `[f32; 3]` by frame index (zeros without rotation).
+    pub omega: u64,
+    /// `u32` frame index of each id (removed particles: the scan of the alive flags), 0: the id.
+    pub rank: u64,
+}
+
 const _: () = assert!(std::mem::size_of::<SpeciesProps>() == 32);
 const _: () = assert!(std::mem::size_of::<MeshBody>() == 88);
 const _: () = assert!(std::mem::size_of::<MeshArrays>() == 80);
@@ -184,6 +199,7 @@ const _: () = assert!(
 const _: () = assert!(std::mem::size_of::<ParticleArrays>() == 96);
 const _: () = assert!(std::mem::size_of::<GridArrays>() == 80);
 const _: () = assert!(std::mem::size_of::<DemDiag>() == 16);
+const _: () = assert!(std::mem::size_of::<DemFrame>() == 32);
 const _: () = assert!(std::mem::size_of::<crate::dem::physics::MaterialPair>() == 56);
 
 // SAFETY: plain-old-data #[repr(C)] structs of integers and floats with the layout of their C
@@ -193,6 +209,7 @@ unsafe impl DeviceRepr for DemParams {}
 unsafe impl DeviceRepr for ParticleArrays {}
 unsafe impl DeviceRepr for GridArrays {}
 unsafe impl DeviceRepr for DemDiag {}
+unsafe impl DeviceRepr for DemFrame {}
 unsafe impl DeviceRepr for MeshBody {}
 unsafe impl cudarc::driver::ValidAsZeroBits for MeshBody {}
 unsafe impl DeviceRepr for MeshArrays {}

@@ -3,6 +3,13 @@
 //! copy stream, overlapping the next steps. A frame may be made visible (committed) only once
 //! its copy completed: [`CudaSim::publish_done`] says when.
 //!
+//! On one GPU with symplectic Euler the kinematics of a frame (positions, velocities, angular
+//! velocities) are not packed at once: the next step's collide loads exactly those values of
+//! every live particle and writes them into the staging too (`dem_frame_put`), and the copy is
+//! queued behind that step. A frame is done only once its step ran; where the run waits for it
+//! with no step between (the first and last frame, a pause, a requested frame), or something
+//! else would change the state first, `dem_pack` packs it from the same state.
+//!
 //! The host destination must be page-locked for the copy to be asynchronous: pinned memory, or
 //! a shared-memory segment registered once with [`CudaSim::register_host`] (then the copy goes
 //! straight into the frame slot, no extra host copy).
@@ -10,6 +17,7 @@
 use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
 use kernels::Kernel;
 
+use super::params::{DemFrame, INTEGRATE_EULER};
 use super::{CudaError, CudaSim};
 
 /// Where a frame goes: host arrays of `particle_count` elements each (null: not wanted).
@@ -76,11 +84,22 @@ pub struct PublishTicket {
     pub time: f64,
 }
 
+/// A frame whose kinematics the next step's collide packs: the staging it writes and where
+/// the copy goes (host addresses in `FrameTarget` order, 0: not wanted; `n` elements each).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeferredFrame {
+    pub frame: DemFrame,
+    want: [usize; 5],
+    n: usize,
+}
+
 #[derive(Default)]
 pub(crate) struct PublishState {
     staging: Vec<super::buffers::Buf>,
     /// Recorded on the copy stream after the last copy.
     done: Option<CudaEvent>,
+    /// The frame of `pending`, not yet packed (its copy not queued).
+    deferred: Option<DeferredFrame>,
     pending: Option<PublishTicket>,
     /// Host time spent queuing publications [s] (the device-side pack is in the stage times).
     pub host_s: f64,
@@ -271,10 +290,12 @@ impl CudaSim {
         Ok(())
     }
 
-    /// Starts publishing the current state into `target`: pack on the compute stream, copy on
-    /// the copy stream. Returns at once; poll [`CudaSim::publish_done`] between steps and commit
-    /// the frame when it returns the ticket. A previous publication still in flight is waited
-    /// for first (its staging buffers are reused).
+    /// Starts publishing the current state into `target`: pack on the compute stream (by the
+    /// next step's collide where it may: the module's doc), copy on the copy stream. Returns at
+    /// once; poll [`CudaSim::publish_done`] between steps and commit the frame when it returns
+    /// the ticket (a deferred frame is not done before a step ran; [`CudaSim::publish_wait`]
+    /// packs it itself). A previous publication still in flight is waited for first (its
+    /// staging buffers are reused).
     ///
     /// # Safety
     /// Each non-null pointer of `target` must point to `particle_count` writable `[f32; 3]`
@@ -291,13 +312,31 @@ impl CudaSim {
         let n = self.live_count() as usize;
         let want = target.pointers();
         let dptr = staging_pointers(&self.publish.staging, &want);
-        self.queue_pack(&dptr, &self.copy_stream, None)?;
-        // SAFETY: as this function's contract; the staging arrays hold n elements each.
-        let done = unsafe { queue_frame_copy(&self.publish.staging, &want, n, &self.copy_stream) }?;
-        // The compute stream does not wait for the copy (that would stall the steps for the
-        // whole PCIe transfer); the next pack is queued only after the host saw `done` complete
-        // (publish_wait at the top), so staging is never overwritten while the copy reads it.
-        self.publish.done = Some(done);
+        if self.may_defer(&want) {
+            // The frame indices of the live ids now (the step's outflow changes the alive
+            // flags after its collide, not this scan's output).
+            let rank = self.queue_ranks()?;
+            self.publish.deferred = Some(DeferredFrame {
+                frame: DemFrame {
+                    pos: dptr[0],
+                    vel: dptr[1],
+                    omega: dptr[2],
+                    rank,
+                },
+                want: want.map(|p| p as usize),
+                n,
+            });
+        } else {
+            self.queue_pack(&dptr, &self.copy_stream, None)?;
+            // SAFETY: as this function's contract; the staging arrays hold n elements each.
+            let done =
+                unsafe { queue_frame_copy(&self.publish.staging, &want, n, &self.copy_stream) }?;
+            // The compute stream does not wait for the copy (that would stall the steps for
+            // the whole PCIe transfer); the next pack is queued only after the host saw `done`
+            // complete (publish_wait at the top), so staging is never overwritten while the
+            // copy reads it.
+            self.publish.done = Some(done);
+        }
         let ticket = PublishTicket {
             step: self.step_index,
             time: self.time,
@@ -310,6 +349,10 @@ impl CudaSim {
     /// The publication in flight, once its copy completed (then the frame may be committed);
     /// `None` while it is still copying or when nothing is in flight.
     pub fn publish_done(&mut self) -> Result<Option<PublishTicket>, CudaError> {
+        if self.publish.deferred.is_some() {
+            // Packed by the next step (or by publish_wait).
+            return Ok(None);
+        }
         let Some(ev) = &self.publish.done else {
             return Ok(None);
         };
@@ -325,11 +368,87 @@ impl CudaSim {
 
     /// Waits for the publication in flight, if any, and returns its ticket.
     pub fn publish_wait(&mut self) -> Result<Option<PublishTicket>, CudaError> {
+        self.flush_deferred_frame()?;
         if let Some(ev) = self.publish.done.take() {
             ev.synchronize()
                 .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
         }
         Ok(self.publish.pending.take())
+    }
+
+    /// Whether a frame of `want` may be packed by the next step's collide: one GPU (not a
+    /// slab), symplectic Euler (velocity Verlet's kick and drift move the particles before its
+    /// collide), positions wanted, and neither forces nor contact counts (this step's collide
+    /// writes them).
+    fn may_defer(&self, want: &[*mut u8; 5]) -> bool {
+        self.opts.defer_frames
+            && self.window.is_none()
+            && !self.verlet()
+            && !self.mid_step
+            && !want[0].is_null()
+            && want[3].is_null()
+            && want[4].is_null()
+    }
+
+    /// The frame to pack in the collide of a step with integration `integrate`, if one is
+    /// deferred and that step may pack it; a deferred frame it may not pack is packed now.
+    pub(crate) fn take_deferred_frame(
+        &mut self,
+        integrate: u32,
+    ) -> Result<Option<DeferredFrame>, CudaError> {
+        if integrate == INTEGRATE_EULER && self.window.is_none() {
+            return Ok(self.publish.deferred.take());
+        }
+        self.flush_deferred_frame()?;
+        Ok(None)
+    }
+
+    /// Packs a deferred frame now with `dem_pack` (nothing changed the state since it was
+    /// published) and queues its copy.
+    pub(crate) fn flush_deferred_frame(&mut self) -> Result<(), CudaError> {
+        let Some(d) = self.publish.deferred.take() else {
+            return Ok(());
+        };
+        let f = d.frame;
+        self.queue_pack(
+            &[f.pos, f.vel, f.omega, 0, 0],
+            &self.copy_stream,
+            Some(f.rank),
+        )?;
+        self.queue_deferred_copy(d)
+    }
+
+    /// Queues the copy of a deferred frame behind the work queued on the compute stream so far
+    /// (the collide or `dem_pack` that packed it).
+    pub(crate) fn queue_deferred_copy(&mut self, d: DeferredFrame) -> Result<(), CudaError> {
+        let packed = self
+            .stream
+            .record_event(None)
+            .map_err(|e| CudaError::driver("recording an event", e))?;
+        self.copy_stream
+            .wait(&packed)
+            .map_err(|e| CudaError::driver("ordering the copy stream", e))?;
+        let want = d.want.map(|a| a as *mut u8);
+        // SAFETY: `publish_async`'s caller keeps the destinations valid and untouched until the
+        // frame is done, which it is not before this copy completed; the staging arrays hold
+        // `n` elements each and are written again only by the next publication, queued after
+        // the host saw this copy complete (publish_wait).
+        let done =
+            unsafe { queue_frame_copy(&self.publish.staging, &want, d.n, &self.copy_stream) }?;
+        self.publish.done = Some(done);
+        Ok(())
+    }
+
+    /// Whether a frame published from now on may be packed by the next step's collide
+    /// ([`CudaOptions::defer_frames`](super::CudaOptions::defer_frames); the bench compares
+    /// both in one run).
+    pub fn set_defer_frames(&mut self, on: bool) {
+        self.opts.defer_frames = on;
+    }
+
+    /// Whether the frame in flight waits for the next step's collide to pack it.
+    pub fn publication_deferred(&self) -> bool {
+        self.publish.deferred.is_some()
     }
 
     /// Host time spent queuing publications so far [s].

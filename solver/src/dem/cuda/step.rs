@@ -12,7 +12,8 @@ use kernels::Kernel;
 
 use super::graph::StepLaunches;
 use super::params::{
-    DemDiag, DemParams, ParticleArrays, INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE,
+    DemDiag, DemFrame, DemParams, ParticleArrays, INTEGRATE_EULER, INTEGRATE_HALF_KICK,
+    INTEGRATE_NONE,
 };
 use super::{CudaError, CudaSim};
 
@@ -227,11 +228,18 @@ impl CudaSim {
     /// the caller placed them ([`CudaSim::prepare_meshes`]). Untimed steps of one GPU replay a
     /// captured graph of the same launches (`graph.rs`).
     fn launch_step(&mut self, marks: &mut Marks, integrate: u32) -> Result<(), CudaError> {
+        // A frame published since the last step is packed by this collide where it reads that
+        // state (publish.rs), else at once, before anything of the step changes it.
+        let frame = self.take_deferred_frame(integrate)?;
         self.size_spill()?;
-        let (l, live) = self.prepare_step(integrate)?;
+        let (mut l, live) = self.prepare_step(integrate)?;
+        if let Some(f) = &frame {
+            l.frame = f.frame;
+        }
         // Several GPUs change their live slots every step (a graph per step would never be
-        // replayed); timed steps need their events between the launches.
-        if marks.on || self.window.is_some() || !self.opts.graphs {
+        // replayed); timed steps need their events between the launches; a step that packs a
+        // frame runs once per frame.
+        if marks.on || self.window.is_some() || !self.opts.graphs || frame.is_some() {
             self.enqueue_step(&l, marks)?;
         } else {
             let mut graphs = std::mem::take(&mut self.graphs);
@@ -240,6 +248,9 @@ impl CudaSim {
             });
             self.graphs = graphs;
             r?;
+        }
+        if let Some(f) = frame {
+            self.queue_deferred_copy(f)?;
         }
         self.close_launches(l.search, live);
         Ok(())
@@ -310,6 +321,7 @@ impl CudaSim {
     /// stream. Those are [`CudaSim::launch_boundary`]'s, queued on the refresh stream after the
     /// ghosts' unpack, so that they run beside the interior too.
     pub(crate) fn launch_interior(&mut self, integrate: u32) -> Result<InteriorStep, CudaError> {
+        self.flush_deferred_frame()?;
         self.search_override = Some(false);
         let (l, live) = self.prepare_step(integrate)?;
         let (skip, list, count) = self.boundary_slots();
@@ -436,6 +448,7 @@ impl CudaSim {
             msh: self.meshes.as_ref().map(|m| m.arrays).unwrap_or_default(),
             // grid.count holds cells + 1 counters (allocated once with the grid, buffers.rs).
             count_bytes: 4 * (st.cells as usize + 1),
+            frame: DemFrame::default(),
         })
     }
 
@@ -718,10 +731,13 @@ impl CudaSim {
             .arg(&output)
             .arg(&grid)
             .arg(&diag)
-            .arg(&msh);
+            .arg(&msh)
+            .arg(&l.frame);
         let mut cfg = blocks(threads, kernels::COLLIDE_THREADS);
         cfg.shared_mem_bytes = self.collide_stage();
-        // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays): reads one
+        // SAFETY: dem_collide(DemParams, in, out, GridArrays, DemDiag*, MeshArrays, DemFrame):
+        // the frame (publish.rs) is null or staging arrays holding an element for every frame
+        // index, written at the index of each collided slot's id (ids unique); reads one
         // copy of the state (in: the scratch copy the gather wrote, or between a skin's searches
         // the state), writes slot k of the other (out; a distinct allocation), its skin path
         // slot k and one atomic maximum, and one history row from thread k only: in place the
@@ -898,6 +914,8 @@ impl CudaSim {
 
     /// Velocity Verlet's opening half kick and drift, in place on the state.
     fn launch_kick_drift(&mut self, marks: &mut Marks) -> Result<(), CudaError> {
+        // It moves the particles: a frame still to pack is packed first.
+        self.flush_deferred_frame()?;
         self.mark(marks, "kick_drift")?;
         let (p, cur) = (self.params, self.state.cur);
         let mut b = self
