@@ -33,3 +33,15 @@ fn an_unknown_command_is_named_before_any_gpu_is_probed() {
     assert!(err.contains("usage: dem-gpu-bench"), "{err}");
     assert!(!err.contains("driver"), "{err}");
 }
+
+#[test]
+fn a_bad_frame_pack_is_named_before_any_gpu_is_probed() {
+    let out = bench(&["publish", "--frame-pack", "sideways"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--frame-pack takes next, now or both, not sideways"),
+        "{err}"
+    );
+    assert!(!err.contains("driver"), "{err}");
+}

@@ -359,6 +359,20 @@ pub fn prefetch_module(devices: &[usize], cfg: ModuleConfig) {
 /// Makes `stream`'s context current on this thread before a raw driver call (`result::` or
 /// `sys::`), which, unlike cudarc's safe calls, does not bind it: one host thread drives every
 /// GPU of a group, so the current context may be another GPU's.
+/// Makes `waiter` run what is queued on it from now on only after the work queued on
+/// `producer` so far (an event between the two streams), e.g. a frame's copy after its pack.
+pub(crate) fn wait_for(
+    waiter: &cudarc::driver::CudaStream,
+    producer: &cudarc::driver::CudaStream,
+) -> Result<(), CudaError> {
+    let ev = producer
+        .record_event(None)
+        .map_err(|e| CudaError::driver("recording an event", e))?;
+    waiter
+        .wait(&ev)
+        .map_err(|e| CudaError::driver("ordering two streams", e))
+}
+
 pub(crate) fn bind(stream: &cudarc::driver::CudaStream) -> Result<(), CudaError> {
     stream
         .context()

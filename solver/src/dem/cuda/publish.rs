@@ -84,13 +84,27 @@ pub struct PublishTicket {
     pub time: f64,
 }
 
-/// A frame whose kinematics the next step's collide packs: the staging it writes and where
-/// the copy goes (host addresses in `FrameTarget` order, 0: not wanted; `n` elements each).
+/// A published frame not yet packed: the staging addresses of the wanted arrays
+/// (`FrameTarget` order, 0: not wanted), the frame index of each id (0: the id), and where the
+/// copy goes (host addresses, 0: not wanted; `n` elements each).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DeferredFrame {
-    pub frame: DemFrame,
+    dptr: [u64; 5],
+    rank: u64,
     want: [usize; 5],
     n: usize,
+}
+
+impl DeferredFrame {
+    /// The kinematics a collide writes (`dem_frame_put`).
+    pub(crate) fn frame(&self) -> DemFrame {
+        DemFrame {
+            pos: self.dptr[0],
+            vel: self.dptr[1],
+            omega: self.dptr[2],
+            rank: self.rank,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -246,13 +260,7 @@ impl CudaSim {
         // GPU 0's arrays of the whole run, peer access enabled); dead slots are skipped and ids
         // are unique, so no element is written twice.
         unsafe { b.launch(cfg) }.map_err(|e| CudaError::driver("launching dem_pack", e))?;
-        let packed = self
-            .stream
-            .record_event(None)
-            .map_err(|e| CudaError::driver("recording an event", e))?;
-        copy_stream
-            .wait(&packed)
-            .map_err(|e| CudaError::driver("ordering the copy stream", e))
+        super::driver::wait_for(copy_stream, &self.stream)
     }
 
     /// Page-locks `len` bytes at `ptr` (e.g. a whole shared-memory segment, once) so that
@@ -312,30 +320,17 @@ impl CudaSim {
         let n = self.live_count() as usize;
         let want = target.pointers();
         let dptr = staging_pointers(&self.publish.staging, &want);
-        if self.may_defer(&want) {
-            // The frame indices of the live ids now (the step's outflow changes the alive
-            // flags after its collide, not this scan's output).
-            let rank = self.queue_ranks()?;
-            self.publish.deferred = Some(DeferredFrame {
-                frame: DemFrame {
-                    pos: dptr[0],
-                    vel: dptr[1],
-                    omega: dptr[2],
-                    rank,
-                },
-                want: want.map(|p| p as usize),
-                n,
-            });
-        } else {
-            self.queue_pack(&dptr, &self.copy_stream, None)?;
-            // SAFETY: as this function's contract; the staging arrays hold n elements each.
-            let done =
-                unsafe { queue_frame_copy(&self.publish.staging, &want, n, &self.copy_stream) }?;
-            // The compute stream does not wait for the copy (that would stall the steps for
-            // the whole PCIe transfer); the next pack is queued only after the host saw `done`
-            // complete (publish_wait at the top), so staging is never overwritten while the
-            // copy reads it.
-            self.publish.done = Some(done);
+        // The frame indices of the live ids now (a deferred frame's step changes the alive
+        // flags after its collide, not this scan's output).
+        let rank = self.queue_ranks()?;
+        self.publish.deferred = Some(DeferredFrame {
+            dptr,
+            rank,
+            want: want.map(|p| p as usize),
+            n,
+        });
+        if !self.may_defer(&want) {
+            self.flush_deferred_frame()?;
         }
         let ticket = PublishTicket {
             step: self.step_index,
@@ -384,7 +379,6 @@ impl CudaSim {
         self.opts.defer_frames
             && self.window.is_none()
             && !self.verlet()
-            && !self.mid_step
             && !want[0].is_null()
             && want[3].is_null()
             && want[4].is_null()
@@ -396,38 +390,29 @@ impl CudaSim {
         &mut self,
         integrate: u32,
     ) -> Result<Option<DeferredFrame>, CudaError> {
-        if integrate == INTEGRATE_EULER && self.window.is_none() {
+        // (Only one GPU defers a frame: `may_defer`.)
+        if integrate == INTEGRATE_EULER {
             return Ok(self.publish.deferred.take());
         }
         self.flush_deferred_frame()?;
         Ok(None)
     }
 
-    /// Packs a deferred frame now with `dem_pack` (nothing changed the state since it was
-    /// published) and queues its copy.
+    /// Packs a frame not yet packed now with `dem_pack` (nothing changed the state since it
+    /// was published) and queues its copy.
     pub(crate) fn flush_deferred_frame(&mut self) -> Result<(), CudaError> {
         let Some(d) = self.publish.deferred.take() else {
             return Ok(());
         };
-        let f = d.frame;
-        self.queue_pack(
-            &[f.pos, f.vel, f.omega, 0, 0],
-            &self.copy_stream,
-            Some(f.rank),
-        )?;
+        self.queue_pack(&d.dptr, &self.copy_stream, Some(d.rank))?;
         self.queue_deferred_copy(d)
     }
 
-    /// Queues the copy of a deferred frame behind the work queued on the compute stream so far
-    /// (the collide or `dem_pack` that packed it).
+    /// Queues the copy of a packed frame on the copy stream, which the caller has made wait
+    /// for the pack (`queue_pack` does; after a collide, `driver::wait_for`). The compute
+    /// stream does not wait for the copy (that would stall the steps for the whole PCIe
+    /// transfer).
     pub(crate) fn queue_deferred_copy(&mut self, d: DeferredFrame) -> Result<(), CudaError> {
-        let packed = self
-            .stream
-            .record_event(None)
-            .map_err(|e| CudaError::driver("recording an event", e))?;
-        self.copy_stream
-            .wait(&packed)
-            .map_err(|e| CudaError::driver("ordering the copy stream", e))?;
         let want = d.want.map(|a| a as *mut u8);
         // SAFETY: `publish_async`'s caller keeps the destinations valid and untouched until the
         // frame is done, which it is not before this copy completed; the staging arrays hold

@@ -234,7 +234,7 @@ impl CudaSim {
         self.size_spill()?;
         let (mut l, live) = self.prepare_step(integrate)?;
         if let Some(f) = &frame {
-            l.frame = f.frame;
+            l.frame = f.frame();
         }
         // Several GPUs change their live slots every step (a graph per step would never be
         // replayed); timed steps need their events between the launches; a step that packs a
@@ -250,6 +250,7 @@ impl CudaSim {
             r?;
         }
         if let Some(f) = frame {
+            super::driver::wait_for(&self.copy_stream, &self.stream)?;
             self.queue_deferred_copy(f)?;
         }
         self.close_launches(l.search, live);

@@ -1568,13 +1568,7 @@ impl SphCuda {
         targets: [*mut u8; 4],
         n: usize,
     ) -> Result<(), CudaError> {
-        let packed = self
-            .stream
-            .record_event(None)
-            .map_err(|e| CudaError::driver("recording an event", e))?;
-        self.copy_stream
-            .wait(&packed)
-            .map_err(|e| CudaError::driver("ordering the copy stream", e))?;
+        crate::dem::cuda::driver::wait_for(&self.copy_stream, &self.stream)?;
         crate::dem::cuda::driver::bind(&self.copy_stream)?;
         for (k, &dst) in targets.iter().enumerate() {
             if dst.is_null() || n == 0 {
