@@ -233,9 +233,11 @@ next4)
     --warmup 10 --balance off,count,time
   # A relaxed dense pack, bracketed (session 25: the falling case's steps get dearer as it falls),
   # a step at a time so that frames can come at 10 a second (session 44: 10 steps at a time
-  # capped one GPU at 100 M near 1.6 frames/s).
-  item 170 timeout 300 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
-    --phase dense --relax 200 --seconds 5 --warmup 10 --batch 1 --out "$J"
+  # capped one GPU at 100 M near 1.6 frames/s), frames as the solver's default (contact counts
+  # too), packed at once and by the collides alternating (session 45).
+  item 200 timeout 330 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
+    --phase dense --relax 200 --seconds 4 --warmup 10 --batch 1 --frame-pack both --contacts on \
+    --out "$J"
   ;;
 next3)
   # Session 18, after the GPU ranks' frames were made faster (raw bytes, MPI kept moving while a

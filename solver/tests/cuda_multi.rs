@@ -561,3 +561,244 @@ fn the_refresh_beside_the_collide_changes_no_bits() {
         );
     }
 }
+
+/// A group's frames hold their steps' state (kinematics bit for bit in f32, contact counts),
+/// and publishing changes nothing: a group publishing after every step against a twin group
+/// that does not. With symplectic Euler each GPU's collide of the next step writes its own
+/// particles of a frame into GPU 0's staging (publish.rs, multi.rs), whatever that step does
+/// first: refresh its ghosts beside the collide or before it, search and hand particles across
+/// the bounds (every step without a skin), move the bounds (count balancing on three slabs), or
+/// remove particles (the silo's outflow: frames list the live ids by rank). Every fourth frame
+/// is waited for at once, as a pause or a requested frame is (`dem_pack` packs it); velocity
+/// Verlet and `defer_frames` off pack every frame at once.
+#[test]
+fn a_groups_frames_written_by_the_next_collides_are_their_steps_state() {
+    use solver::exec::worker::RawKinematics;
+    if !gpu_present() {
+        return;
+    }
+    let falling = friction_box_with_blade("falling box", Integrator::SymplecticEuler);
+    let verlet = friction_box_with_blade("falling box", Integrator::VelocityVerlet);
+    let silo = silo_case(true);
+    let beside = skin_opts();
+    let before = CudaOptions {
+        overlap: Some(false),
+        ..skin_opts()
+    };
+    let at_once = CudaOptions {
+        defer_frames: false,
+        ..skin_opts()
+    };
+    // (what, case, options, slabs, axis, balance, steps, steps between frames, deferred)
+    let cases = [
+        (
+            "skin, refresh beside",
+            &falling,
+            &beside,
+            2,
+            Axis::Z,
+            Balance::Off,
+            2000,
+            1,
+            true,
+        ),
+        (
+            "skin, refresh before",
+            &falling,
+            &before,
+            2,
+            Axis::Z,
+            Balance::Off,
+            2000,
+            1,
+            true,
+        ),
+        (
+            "search every step",
+            &falling,
+            &opts(false),
+            2,
+            Axis::Z,
+            Balance::Off,
+            1500,
+            1,
+            true,
+        ),
+        (
+            "f64",
+            &falling,
+            &opts(true),
+            2,
+            Axis::X,
+            Balance::Off,
+            1500,
+            1,
+            true,
+        ),
+        (
+            "count balancing",
+            &falling,
+            &beside,
+            3,
+            Axis::Z,
+            Balance::Count,
+            2000,
+            1,
+            true,
+        ),
+        (
+            "outflow",
+            &silo,
+            &beside,
+            2,
+            Axis::Z,
+            Balance::Off,
+            12_000,
+            40,
+            true,
+        ),
+        (
+            "velocity Verlet",
+            &verlet,
+            &opts(false),
+            2,
+            Axis::Z,
+            Balance::Off,
+            400,
+            1,
+            false,
+        ),
+        (
+            "packed at once",
+            &falling,
+            &at_once,
+            2,
+            Axis::Z,
+            Balance::Off,
+            400,
+            1,
+            false,
+        ),
+    ];
+    let d = test_devices();
+    for (what, case, o, slabs, axis, balance, steps, every, deferred) in cases {
+        let sc = Arc::new(cuda::step_context(case).unwrap());
+        let state = initial_state(case);
+        let n0 = state.pos.len();
+        let group = GroupOptions {
+            devices: (0..slabs).map(|i| d[i % d.len()]).collect(),
+            axis: Some(axis),
+            balance,
+        };
+        let mut g = CudaGroup::new(sc.clone(), &state, o, &group).unwrap();
+        let mut h = CudaGroup::new(sc, &state, o, &group).unwrap();
+        // One page-locked block, as a segment is: positions, velocities, angular velocities
+        // (3 floats each) and contact counts of n0 particles.
+        let mut block = vec![0u32; 10 * n0];
+        let base = block.as_mut_ptr();
+        // SAFETY: `block` outlives the registration (released below, before it drops).
+        unsafe { g.register_host_memory(base.cast(), 40 * n0) }.unwrap();
+        let (mut removed, mut published, mut checked) = (0, 0u64, 0u64);
+        let check = |e: &SimState, checked: &mut u64| {
+            let m = e.pos.len();
+            // SAFETY: the copy completed; the host reads the block only now.
+            let f = unsafe { std::slice::from_raw_parts(base as *const u32, 10 * n0) };
+            let f32s = |v: &Vec<[f64; 3]>| {
+                v.iter()
+                    .flatten()
+                    .map(|x| (*x as f32).to_bits())
+                    .collect::<Vec<_>>()
+            };
+            for (a, (got, want)) in [
+                (0, (&f[..3 * m], f32s(&e.pos))),
+                (1, (&f[3 * n0..3 * n0 + 3 * m], f32s(&e.vel))),
+                (2, (&f[6 * n0..6 * n0 + 3 * m], f32s(&e.omega))),
+                (3, (&f[9 * n0..9 * n0 + m], e.contacts.clone())),
+            ] {
+                if let Some(k) = (0..want.len()).find(|&k| got[k] != want[k]) {
+                    panic!(
+                        "{what}: the frame of step {} differs from its state in array {a} \
+                         (position, velocity, angular velocity, contacts) at element {k} \
+                         (frame index {}, id {})",
+                        e.step,
+                        k / if a == 3 { 1 } else { 3 },
+                        e.id[k / if a == 3 { 1 } else { 3 }]
+                    );
+                }
+            }
+            *checked += 1;
+        };
+        let mut expect: Option<SimState> = None;
+        for step in 1..=steps {
+            g.advance(1)
+                .unwrap_or_else(|e| panic!("{what}: step {step}: {e}"));
+            h.advance(1).unwrap();
+            let (rg, rh) = (g.take_removed().unwrap(), h.take_removed().unwrap());
+            assert_eq!(rg, rh, "{what}: the same particles removed");
+            removed += rg.len();
+            if let Some(e) = expect.take() {
+                // Written by this step's collides, copied behind them.
+                g.wait_kinematics_copy().unwrap();
+                check(&e, &mut checked);
+            }
+            if step % every != 0 || step == steps {
+                continue;
+            }
+            let e = h.export_state().unwrap();
+            let m = e.pos.len();
+            // SAFETY: the block holds n0 >= m elements of each array; the host reads it only
+            // once the copy completed (wait_kinematics_copy).
+            let out = unsafe {
+                RawKinematics {
+                    count: m,
+                    positions: base.cast(),
+                    velocities: base.add(3 * n0).cast(),
+                    angular_velocities: base.add(6 * n0).cast(),
+                    forces: std::ptr::null_mut(),
+                    contact_counts: base.add(9 * n0),
+                }
+            };
+            // SAFETY: as above.
+            unsafe { g.begin_kinematics_copy(out) }.unwrap();
+            assert_eq!(g.publication_deferred(), deferred, "{what}");
+            if deferred {
+                assert!(
+                    !g.kinematics_copy_done().unwrap(),
+                    "{what}: a frame is not done before a step wrote it"
+                );
+            }
+            published += 1;
+            if published % 4 == 0 {
+                g.wait_kinematics_copy().unwrap();
+                check(&e, &mut checked);
+            } else {
+                expect = Some(e);
+            }
+        }
+        g.release_host_memory();
+        let (eg, eh) = (g.export_state().unwrap(), h.export_state().unwrap());
+        assert!(bits(&eg) == bits(&eh), "{what}: publishing changed the run");
+        assert_eq!(checked, published, "{what}: every frame checked");
+        assert!(
+            !deferred || eg.contacts.iter().any(|&c| c > 0),
+            "{what}: contact counts to compare"
+        );
+        assert!(g.migrations() > 0, "{what}: nothing crossed a bound");
+        if balance != Balance::Off {
+            assert!(g.rebalances() > 0, "{what}: the bounds never moved");
+        }
+        if what == "outflow" {
+            assert!(
+                removed > 0 && eg.pos.len() == n0 - removed,
+                "{what}: particles were removed ({removed}; {} left)",
+                eg.pos.len()
+            );
+        }
+        println!(
+            "{what}: {published} frames on {slabs} slabs, each its step's state; {} \
+             migrations, {} moves of the bounds, {removed} removed; the same run",
+            g.migrations(),
+            g.rebalances()
+        );
+    }
+}

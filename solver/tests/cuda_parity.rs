@@ -1243,13 +1243,15 @@ fn list_walks_give_the_same_bits() {
     }
 }
 
-/// Frames published after every step hold that step's state, bit for bit in f32, and
-/// publishing changes nothing: a run publishing after each step against a twin that does not,
+/// Frames published after every step hold that step's state (kinematics bit for bit in f32,
+/// and contact counts, which the solver's default frame carries), and publishing changes
+/// nothing: a run publishing after each step against a twin that does not,
 /// on a relaxing dense frictional pack of about 100,000 particles (rotation on), with two
 /// copies of the state, one copy, in f64, with an outflow region removing particles (frames
 /// list the live ids by rank), with velocity Verlet (its kick and drift come before the
 /// collide: packed at once), and with the pack at once (`defer_frames` off). On one GPU with
-/// symplectic Euler the next step's collide packs a frame (`publish.rs`); every fifth frame is
+/// symplectic Euler the next step's collide packs a frame's kinematics (`publish.rs`; its contact
+/// counts are packed at once); every fifth frame is
 /// waited for before any step, as a paused run or a requested frame is: `dem_pack` packs it.
 #[test]
 fn frames_packed_by_the_next_collide_are_their_steps_state() {
@@ -1334,38 +1336,51 @@ fn frames_packed_by_the_next_collide_are_their_steps_state() {
             vec![[0f32; 3]; n0],
             vec![[0f32; 3]; n0],
         ];
+        let mut counts = vec![0u32; n0];
         let ptrs = arrays.each_mut().map(|v| v.as_mut_ptr());
+        let counts_ptr = counts.as_mut_ptr();
         let mut keep = Vec::new();
         for p in ptrs {
             // SAFETY: the vectors outlive the registrations (dropped below, before them).
             keep.push(unsafe { ba.sim().register_host(p.cast(), 12 * n0) }.expect("register"));
         }
+        // SAFETY: as above.
+        keep.push(unsafe { ba.sim().register_host(counts_ptr.cast(), 4 * n0) }.expect("register"));
         let target = FrameTarget {
             positions: ptrs[0],
             velocities: ptrs[1],
             angular_velocities: ptrs[2],
             forces: std::ptr::null_mut(),
-            contact_counts: std::ptr::null_mut(),
+            contact_counts: counts_ptr,
         };
-        let check = |e: &SimState| {
+        let mut touching = false;
+        let mut check = |e: &SimState| {
             let m = e.pos.len();
             // SAFETY: the copy is complete; the host reads the registered vectors only now.
             let [pos, vel, omega] =
                 ptrs.map(|p| unsafe { std::slice::from_raw_parts(p as *const [f32; 3], m) });
+            // SAFETY: as above.
+            let contacts = unsafe { std::slice::from_raw_parts(counts_ptr as *const u32, m) };
+            touching |= contacts.iter().any(|&c| c > 0);
             for k in 0..m {
                 let f = |v: [f64; 3]| v.map(|x| x as f32);
                 assert!(
-                    pos[k] == f(e.pos[k]) && vel[k] == f(e.vel[k]) && omega[k] == f(e.omega[k]),
+                    pos[k] == f(e.pos[k])
+                        && vel[k] == f(e.vel[k])
+                        && omega[k] == f(e.omega[k])
+                        && contacts[k] == e.contacts[k],
                     "[{what}] the frame of step {} differs from its state at frame index {k} \
-                     (id {}): {:?} {:?} {:?} against {:?} {:?} {:?}",
+                     (id {}): {:?} {:?} {:?} {} against {:?} {:?} {:?} {}",
                     e.step,
                     e.id[k],
                     pos[k],
                     vel[k],
                     omega[k],
+                    contacts[k],
                     e.pos[k],
                     e.vel[k],
-                    e.omega[k]
+                    e.omega[k],
+                    e.contacts[k]
                 );
             }
         };
@@ -1407,6 +1422,7 @@ fn frames_packed_by_the_next_collide_are_their_steps_state() {
             bb.sim().state().expect("state"),
         );
         assert!(ea == eb, "[{what}] publishing changed the run");
+        assert!(touching, "[{what}] contact counts in the frames");
         assert!(
             spinning,
             "[{what}] the particles spin: angular velocities are checked"

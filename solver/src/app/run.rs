@@ -80,16 +80,23 @@ pub enum Ending {
 /// batch ends in one (the device diagnostics), which drains the GPU's queue: in a 10 k-particle
 /// drum at 16,000 steps/s a 4 ms batch lost 17 % of the speed to it (`bench/results/small_cases.md`).
 const BATCH_WALL_S: f64 = 0.010;
+/// Longest wall time a batch of slow GPU steps aims at: a 100 M-particle run steps about 30
+/// times a second, and 16 steps a batch held every command and frame back for half a second
+/// (frames at most 2 a second). Such a batch has one step or a few.
+const SLOW_BATCH_WALL_S: f64 = 0.050;
 /// Most steps in one batch.
 const MAX_BATCH: u64 = 1024;
 
-/// Steps of the next run-loop iteration: the method's preferred batch (1 on the CPU), grown for
-/// a GPU stepping faster than `preferred / BATCH_WALL_S` steps per second.
+/// Steps of the next run-loop iteration: the method's preferred batch (1 on the CPU) until a
+/// rate is known; then on a GPU the steps of about `BATCH_WALL_S` where that is more, and
+/// below `preferred / SLOW_BATCH_WALL_S` steps per second those of `SLOW_BATCH_WALL_S` (at
+/// least one step).
 fn batch_for(preferred: u64, steps_per_s: f64) -> u64 {
     if preferred <= 1 || steps_per_s.is_nan() || steps_per_s <= 0.0 {
         return preferred;
     }
-    ((steps_per_s * BATCH_WALL_S) as u64).clamp(preferred, MAX_BATCH.max(preferred))
+    let slow = ((steps_per_s * SLOW_BATCH_WALL_S) as u64).clamp(1, preferred);
+    ((steps_per_s * BATCH_WALL_S) as u64).clamp(slow, MAX_BATCH.max(preferred))
 }
 
 pub fn run(
@@ -332,7 +339,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn batches_grow_only_for_fast_gpu_runs() {
+    fn gpu_batches_take_10_to_50_ms() {
         // The CPU steps one at a time, whatever its speed.
         assert_eq!(batch_for(1, 1e6), 1);
         // No rate measured yet: the preferred batch.
@@ -345,5 +352,11 @@ mod tests {
         assert_eq!(batch_for(16, 15_000.0), 150);
         // Never more than MAX_BATCH.
         assert_eq!(batch_for(16, 1e7), MAX_BATCH);
+        // Slow runs: about 50 ms a batch, at least a step. 320 steps/s keeps 16; 100 M
+        // particles at 30 steps/s step one at a time, 5 M at 100 steps/s five.
+        assert_eq!(batch_for(16, 320.0), 16);
+        assert_eq!(batch_for(16, 100.0), 5);
+        assert_eq!(batch_for(16, 30.0), 1);
+        assert_eq!(batch_for(16, 0.5), 1);
     }
 }

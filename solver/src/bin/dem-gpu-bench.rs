@@ -87,16 +87,31 @@ struct Args {
     /// collide (next, the default) or at once with `dem_pack` (CudaOptions::defer_frames);
     /// `publish` measures each entry in turn (both: now, next, now, next, in one process).
     frame_pack: Vec<bool>,
+    /// `--contacts on|off`: `publish` frames carry contact counts too, as the solver's default
+    /// frame does (off: the kinematics only, as measured up to session 44).
+    contacts: bool,
 }
 
-/// The position, velocity and angular velocity arrays of a frame slot being written.
-fn kinematics_slots(w: &mut shm_protocol::FrameWriter<'_>) -> Result<[*mut [f32; 3]; 3]> {
+/// The position, velocity and angular velocity arrays of a frame slot being written, and its
+/// contact counts with `--contacts on` (null: not published).
+fn frame_slots(
+    w: &mut shm_protocol::FrameWriter<'_>,
+    a: &Args,
+) -> Result<([*mut [f32; 3]; 3], *mut u32)> {
     use shm_protocol::FieldKind;
-    Ok([
-        w.field_ptr(FieldKind::Position)? as *mut [f32; 3],
-        w.field_ptr(FieldKind::Velocity)? as *mut [f32; 3],
-        w.field_ptr(FieldKind::AngularVelocity)? as *mut [f32; 3],
-    ])
+    let contacts = if a.contacts {
+        w.field_ptr(FieldKind::ContactCount)? as *mut u32
+    } else {
+        std::ptr::null_mut()
+    };
+    Ok((
+        [
+            w.field_ptr(FieldKind::Position)? as *mut [f32; 3],
+            w.field_ptr(FieldKind::Velocity)? as *mut [f32; 3],
+            w.field_ptr(FieldKind::AngularVelocity)? as *mut [f32; 3],
+        ],
+        contacts,
+    ))
 }
 
 /// The value of an `on|off` option.
@@ -124,7 +139,7 @@ const COMMANDS: [&str; 12] = [
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--owner positions|ids] [--ids cells|raster|random] [--copies auto|2|1|fewest] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--frame-pack next|now|both] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--owner positions|ids] [--ids cells|raster|random] [--copies auto|2|1|fewest] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--frame-pack next|now|both] [--contacts on|off] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
@@ -171,6 +186,7 @@ fn parse() -> Result<Args> {
         overlap: None,
         sets: vec![vec![0], vec![0, 1]],
         frame_pack: vec![true],
+        contacts: false,
     };
     while let Some(k) = it.next() {
         let v = it.next().with_context(|| format!("{k} needs a value"))?;
@@ -250,6 +266,7 @@ fn parse() -> Result<Args> {
                 }
             }
             "--store-forces" => a.store_forces = on_off("--store-forces", &v)?,
+            "--contacts" => a.contacts = on_off("--contacts", &v)?,
             "--frame-pack" => {
                 a.frame_pack = match v.as_str() {
                     "next" => vec![true],
@@ -1121,7 +1138,9 @@ fn case_run(a: &Args) -> Result<()> {
 /// A real segment for `n` particles, named after this process; the caller closes (removes) it.
 fn bench_segment(n: usize) -> Result<shm_protocol::Publisher> {
     let name = format!("dem-gpu-bench-{}", std::process::id());
-    let caps = shm_protocol::Capacities::for_particles(n as u64);
+    let mut caps = shm_protocol::Capacities::for_particles(n as u64);
+    // Room for contact counts too (`--contacts on`: the solver's default frame carries them).
+    caps.fields |= shm_protocol::FieldKind::ContactCount.bit();
     shm_protocol::Publisher::create(&name, caps, shm_protocol::CreateOptions::default())
         .context("creating the segment")
 }
@@ -1209,13 +1228,14 @@ fn publish(a: &Args) -> Result<()> {
                 let mut w = publisher.begin_frame(n as u64)?;
                 w.step = sim.step_index();
                 w.sim_time = sim.time();
-                let [positions, velocities, angular_velocities] = kinematics_slots(&mut w)?;
+                let ([positions, velocities, angular_velocities], contact_counts) =
+                    frame_slots(&mut w, a)?;
                 let target = cuda::FrameTarget {
                     positions,
                     velocities,
                     angular_velocities,
                     forces: std::ptr::null_mut(),
-                    contact_counts: std::ptr::null_mut(),
+                    contact_counts,
                 };
                 // SAFETY: the slot arrays hold n [f32; 3] each and stay untouched until
                 // commit, which happens only after publish_done returned the ticket.
@@ -1300,6 +1320,7 @@ fn publish(a: &Args) -> Result<()> {
                 ("frames_per_s", num(fps)),
                 ("batch", chunk.to_string()),
                 ("frame_pack", js(pack)),
+                ("contacts", a.contacts.to_string()),
             ],
         )?;
         before = after;
@@ -1746,99 +1767,131 @@ fn publish_group(a: &Args) -> Result<()> {
         }
         Ok(steps as f64 / t0.elapsed().as_secs_f64())
     };
-    let before = plain(&mut g, &mut done)?;
+    let mut before = plain(&mut g, &mut done)?;
     let publisher = bench_segment(n)?;
     let region_len = publisher.region().len();
     // SAFETY: the mapping lives as long as `publisher`; release_host_memory runs before it drops.
     unsafe { g.register_host_memory(publisher.region().base(), region_len) }
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (mut frames, mut last) = (0u64, Instant::now());
-    let mut writer: Option<shm_protocol::FrameWriter<'_>> = None;
-    let t0 = Instant::now();
-    let mut steps = 0u64;
-    while t0.elapsed().as_secs_f64() < a.seconds {
-        if writer.is_none() && last.elapsed().as_secs_f64() >= 0.1 {
-            last = Instant::now();
-            let mut w = publisher.begin_frame(n as u64)?;
-            w.step = done;
-            w.sim_time = g.time();
-            let [positions, velocities, angular_velocities] = kinematics_slots(&mut w)?;
-            let out = RawKinematics {
-                count: n,
-                positions,
-                velocities,
-                angular_velocities,
-                forces: std::ptr::null_mut(),
-                contact_counts: std::ptr::null_mut(),
-            };
-            // SAFETY: the slot arrays hold n [f32; 3] each and stay untouched until commit,
-            // which happens only once kinematics_copy_done said the copy completed.
-            unsafe { g.begin_kinematics_copy(out) }.map_err(|e| anyhow::anyhow!("{e}"))?;
-            writer = Some(w);
+    for &deferred in &a.frame_pack {
+        g.set_defer_frames(deferred);
+        let (mut frames, mut last) = (0u64, Instant::now());
+        let mut writer: Option<shm_protocol::FrameWriter<'_>> = None;
+        let t0 = Instant::now();
+        let mut steps = 0u64;
+        while t0.elapsed().as_secs_f64() < a.seconds {
+            if writer.is_none() && last.elapsed().as_secs_f64() >= 0.1 {
+                last = Instant::now();
+                let mut w = publisher.begin_frame(n as u64)?;
+                w.step = done;
+                w.sim_time = g.time();
+                let ([positions, velocities, angular_velocities], contact_counts) =
+                    frame_slots(&mut w, a)?;
+                let out = RawKinematics {
+                    count: n,
+                    positions,
+                    velocities,
+                    angular_velocities,
+                    forces: std::ptr::null_mut(),
+                    contact_counts,
+                };
+                // SAFETY: the slot arrays hold n elements each and stay untouched until
+                // commit, which happens only once kinematics_copy_done said the copy completed.
+                unsafe { g.begin_kinematics_copy(out) }.map_err(|e| anyhow::anyhow!("{e}"))?;
+                writer = Some(w);
+            }
+            run(&mut g)?;
+            steps += chunk;
+            done += chunk;
+            if writer.is_some()
+                && g.kinematics_copy_done()
+                    .map_err(|e| anyhow::anyhow!("{e}"))?
+            {
+                writer.take().expect("pending frame").commit();
+                frames += 1;
+            }
         }
-        run(&mut g)?;
-        steps += chunk;
-        done += chunk;
-        if writer.is_some()
-            && g.kinematics_copy_done()
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-        {
-            writer.take().expect("pending frame").commit();
-            frames += 1;
+        let wall = t0.elapsed().as_secs_f64();
+        // The frame still in flight (not counted: it lands after the timed steps), then one of
+        // the current state, so that the check below compares like with like.
+        if let Some(w) = writer.take() {
+            g.wait_kinematics_copy()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            w.commit();
         }
-    }
-    let wall = t0.elapsed().as_secs_f64();
-    if let Some(w) = writer.take() {
+        let mut w = publisher.begin_frame(n as u64)?;
+        w.step = done;
+        let positions = w.field_ptr(shm_protocol::FieldKind::Position)? as *mut [f32; 3];
+        let out = RawKinematics {
+            positions,
+            ..RawKinematics::none(n)
+        };
+        // SAFETY: as above; wait_kinematics_copy completes the copy before commit.
+        unsafe { g.begin_kinematics_copy(out) }.map_err(|e| anyhow::anyhow!("{e}"))?;
         g.wait_kinematics_copy()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         w.commit();
-        frames += 1;
+        let with = steps as f64 / wall;
+        // The last frame was committed after the final steps' copy: it must equal the state.
+        let frame = publisher
+            .read_newest()?
+            .context("no frame in the segment")?;
+        let pos = frame.positions.unwrap_or_default();
+        let state = g.state().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let max_err = pos
+            .iter()
+            .zip(&state.pos)
+            .map(|(f, s)| {
+                (0..3)
+                    .map(|k| (f[k] as f64 - s[k]).abs())
+                    .fold(0.0, f64::max)
+            })
+            .fold(0.0, f64::max);
+        anyhow::ensure!(
+            frame.meta.step == done && pos.len() == n && max_err < 1e-5,
+            "the newest frame is not the state: step {} against {done}, {} of {n} positions, max |frame - state| {max_err:.2e} m",
+            frame.meta.step,
+            pos.len()
+        );
+        let after = plain(&mut g, &mut done)?;
+        let base = 0.5 * (before + after);
+        let share = (1.0 - with / base).max(0.0);
+        let fps = frames as f64 / wall;
+        let pack = if deferred { "next" } else { "now" };
+        println!(
+            "publish ({pack}) on {:?}: N = {n}: {base:.2} steps/s without ({before:.2} before, {after:.2} after), {with:.2} with {fps:.2} frames/s: share {:.2} %",
+            a.devices,
+            100.0 * share
+        );
+        // Where a frame's device time goes: each GPU's pack holds up its compute stream (none
+        // when the collides wrote every frame).
+        let (pack_ms, copy_ms) = g.frame_times().unwrap_or_default();
+        println!("  per frame so far: pack {pack_ms:.2?} ms per GPU, copy to the host {copy_ms:.2} ms; newest frame: max |frame - state| {max_err:.2e} m");
+        record(
+            a,
+            &[
+                ("check", js("publish_group")),
+                ("devices", js(&format!("{:?}", a.devices))),
+                ("model", js(&a.model)),
+                ("phase", js(&a.phase)),
+                ("particles", n.to_string()),
+                ("steps_per_s_without", num(base)),
+                ("steps_per_s_without_before", num(before)),
+                ("steps_per_s_without_after", num(after)),
+                ("steps_per_s_with", num(with)),
+                ("frames_per_s", num(fps)),
+                ("publish_share", num(share)),
+                ("pack_ms_per_gpu", js(&format!("{pack_ms:.3?}"))),
+                ("copy_ms", num(copy_ms)),
+                ("batch", chunk.to_string()),
+                ("frame_pack", js(pack)),
+                ("contacts", a.contacts.to_string()),
+                ("report", js(&report)),
+            ],
+        )?;
+        before = after;
     }
     g.release_host_memory();
-    let with = steps as f64 / wall;
-    let after = plain(&mut g, &mut done)?;
-    let base = 0.5 * (before + after);
-    let share = (1.0 - with / base).max(0.0);
-    let fps = frames as f64 / wall;
-    println!(
-        "publish on {:?}: N = {n}: {base:.2} steps/s without ({before:.2} before, {after:.2} after), {with:.2} with {fps:.2} frames/s: share {:.2} %",
-        a.devices,
-        100.0 * share
-    );
-    // Where a frame's device time goes: each GPU's pack holds up its compute stream.
-    let (pack_ms, copy_ms) = g.frame_times().unwrap_or_default();
-    println!("  per frame: pack {pack_ms:.2?} ms per GPU, copy to the host {copy_ms:.2} ms");
-    // The newest frame holds every particle once, in id order: finite positions inside the box.
-    let frame = publisher
-        .read_newest()?
-        .context("no frame in the segment")?;
-    let pos = frame.positions.unwrap_or_default();
-    anyhow::ensure!(pos.len() == n, "frame holds {} of {n} particles", pos.len());
-    anyhow::ensure!(
-        pos.iter().all(|p| p.iter().all(|x| x.is_finite())),
-        "a non-finite position in the published frame"
-    );
-    record(
-        a,
-        &[
-            ("check", js("publish_group")),
-            ("devices", js(&format!("{:?}", a.devices))),
-            ("model", js(&a.model)),
-            ("phase", js(&a.phase)),
-            ("particles", n.to_string()),
-            ("steps_per_s_without", num(base)),
-            ("steps_per_s_without_before", num(before)),
-            ("steps_per_s_without_after", num(after)),
-            ("steps_per_s_with", num(with)),
-            ("frames_per_s", num(fps)),
-            ("publish_share", num(share)),
-            ("pack_ms_per_gpu", js(&format!("{pack_ms:.3?}"))),
-            ("copy_ms", num(copy_ms)),
-            ("batch", chunk.to_string()),
-            ("report", js(&report)),
-        ],
-    )?;
-    drop(writer);
     publisher.close(shm_protocol::SolverState::Finished, false)?;
     Ok(())
 }

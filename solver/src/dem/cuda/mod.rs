@@ -203,6 +203,9 @@ pub const HOST_BYTES_PER_PARTICLE: u64 = crate::case::STATE_BYTES_PER_PARTICLE +
 /// 16 holds the 12 neighbours of a dense monodisperse pack in one pass.
 pub const DEFAULT_CANDIDATES: u32 = 16;
 
+/// Most words one [`CudaSim::read_words`] reads.
+const SMALL_READ_WORDS: usize = 8;
+
 /// Options of the CUDA backend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CudaOptions {
@@ -480,6 +483,9 @@ pub struct CudaSim {
     /// Events of harvested samples, reused (no event is created per batch once warm).
     spare_events: Vec<cudarc::driver::CudaEvent>,
     publish: publish::PublishState,
+    /// Page-locked words that a kernel writes (`CudaSim::read_words`): the step's small reads
+    /// (diagnostics, the skin's largest move, the outflow count, the spill rows taken).
+    words_out: window::MappedWords,
     device_name: String,
     history_overflows: u64,
     last_contacts: u64,
@@ -943,7 +949,9 @@ impl CudaSim {
             state_bufs.memory.arrays.push(("meshes".into(), m.bytes));
             Some(m)
         };
+        let words_out = window::MappedWords::new(&ctx, SMALL_READ_WORDS)?;
         Ok(CudaSim {
+            words_out,
             ctx,
             stream,
             copy_stream,

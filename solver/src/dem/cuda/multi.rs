@@ -8,9 +8,10 @@
 //! collide (every GPU). With a Verlet skin the GPUs search every few steps, on one schedule
 //! (`skin::SharedSkin`); a step between searches refreshes the ghosts in place (pack -> copy ->
 //! unpack, no synchronisation) and collides, and every step ends by reading each GPU's largest
-//! move (window.rs). Frames
-//! are packed by every GPU straight into GPU 0's staging arrays (peer writes, id order) and
-//! copied to the host once. The slab bounds follow the work (`--balance`, [`balance`]).
+//! move (window.rs). Every GPU writes its particles of a frame straight into GPU 0's staging
+//! arrays (peer writes, id order): in the next step's collide with symplectic Euler
+//! (publish.rs), else with `dem_pack` at once; GPU 0 copies the frame to the host once. The
+//! slab bounds follow the work (`--balance`, [`balance`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,14 +94,20 @@ pub struct CudaGroup {
     /// Frame staging arrays on GPU 0 (id order, all particles), pack events and the copy.
     staging: Vec<Buf>,
     publish_done: Option<CudaEvent>,
+    /// A published frame that the next step's collides write, each GPU its own particles
+    /// (symplectic Euler; `publish::may_defer`), its copy queued behind them.
+    deferred: Option<super::publish::DeferredFrame>,
+    /// `CudaOptions::defer_frames`.
+    defer_frames: bool,
     host: Option<HostRegistration>,
     /// Timing of the frames: per GPU, events around its pack (on its compute stream, which the
-    /// pack holds up), and around the copy to the host (GPU 0's copy stream); device time summed
-    /// over the frames timed [ms].
+    /// pack holds up; frames packed at once only), and around the copy to the host (GPU 0's
+    /// copy stream); device time summed over the frames timed [ms].
     frame_events: Option<FrameEvents>,
     pack_ms: Vec<f64>,
     copy_ms: f64,
     frames_timed: u64,
+    frames_packed: u64,
     /// The Verlet skin's schedule, shared by every GPU (None: a search every step, skin.rs).
     skin: Option<SharedSkin>,
     /// With a skin: slab bounds the balancing chose, applied at the next search.
@@ -246,11 +253,14 @@ impl CudaGroup {
             events,
             staging: Vec::new(),
             publish_done: None,
+            deferred: None,
+            defer_frames: opts.defer_frames,
             host: None,
             frame_events: None,
             pack_ms: vec![0.0; g],
             copy_ms: 0.0,
             frames_timed: 0,
+            frames_packed: 0,
             skin: (width > 0.0).then(|| SharedSkin::new(width)),
             pending_bounds: None,
             sims,
@@ -617,27 +627,24 @@ impl CudaGroup {
         let k = (self.step % 2) as usize;
         let dt = self.sims[0].dt();
         if !self.verlet {
-            self.prepare_meshes(self.time)?;
-            let search = self.search_due();
-            if search {
-                if let Some(b) = self.pending_bounds.take() {
-                    self.apply_bounds(b);
-                }
-                self.exchange(false, k)?;
-                self.sort_collide(INTEGRATE_EULER, true)?;
-            } else if self.overlap {
-                self.refresh_beside_collide(k)?;
-            } else {
-                self.refresh(k)?;
-                self.sort_collide(INTEGRATE_EULER, false)?;
-            }
-            // Stage `outflow` closes the step, as on the CPU.
-            let step = self.step + 1;
+            // A frame published since the last step: every GPU's collide writes its own
+            // particles (the state the step starts from; the exchange moves none of them).
+            let frame = self.deferred.take();
             for s in &mut self.sims {
-                s.queue_outflow(step)?;
+                s.publish.slab_frame = frame.as_ref().map(|d| d.frame());
             }
-            self.mark(k, 2)?;
-            self.read_skin(search)?;
+            let r = self.euler_launches(k);
+            for s in &mut self.sims {
+                s.publish.slab_frame = None;
+            }
+            r?;
+            if let Some(d) = frame {
+                let s0 = &self.sims[0];
+                for s in &self.sims {
+                    super::driver::wait_for(&s0.copy_stream, &s.stream)?;
+                }
+                self.queue_copy(d, false)?;
+            }
         } else {
             self.verlet_forces(k)?;
             self.prepare_meshes(self.time + dt)?;
@@ -646,6 +653,32 @@ impl CudaGroup {
             self.mark(k, 2)?;
         }
         self.end_step(k, dt)
+    }
+
+    /// The launches of a symplectic Euler step on every GPU, up to its last event (set `k`).
+    fn euler_launches(&mut self, k: usize) -> Result<(), CudaError> {
+        self.prepare_meshes(self.time)?;
+        let search = self.search_due();
+        if search {
+            if let Some(b) = self.pending_bounds.take() {
+                self.apply_bounds(b);
+            }
+            self.exchange(false, k)?;
+            self.sort_collide(INTEGRATE_EULER, true)?;
+        } else if self.overlap {
+            self.refresh_beside_collide(k)?;
+        } else {
+            self.refresh(k)?;
+            self.sort_collide(INTEGRATE_EULER, false)?;
+        }
+        // Stage `outflow` closes the step, as on the CPU.
+        let step = self.step + 1;
+        for s in &mut self.sims {
+            s.queue_outflow(step)?;
+        }
+        self.mark(k, 2)?;
+        self.read_skin(search)?;
+        Ok(())
     }
 
     /// Velocity Verlet's first forces (a run that starts or restarts without them).
@@ -704,6 +737,9 @@ impl CudaGroup {
     /// Hands each particle an inflow source placed to the GPU owning its cell layer, behind
     /// its live slots; the next exchange sends it on as ghost or migrant.
     fn adopt_new(&mut self, new: &[crate::exec::inflow::NewParticle]) -> Result<(), CudaError> {
+        // The new particles are not in a frame published before them: one waiting for a
+        // collide is packed now.
+        self.flush_deferred()?;
         let grid = self.ctx.grid(self.axis);
         let mut per: Vec<Vec<crate::exec::inflow::NewParticle>> = vec![Vec::new(); self.sims.len()];
         for p in new {
@@ -839,6 +875,7 @@ impl CudaGroup {
     }
 
     fn publish_wait(&mut self) -> Result<(), CudaError> {
+        self.flush_deferred()?;
         if let Some(ev) = self.publish_done.take() {
             ev.synchronize()
                 .map_err(|e| CudaError::driver("waiting for the frame copy", e))?;
@@ -862,10 +899,13 @@ impl CudaGroup {
                 .map_err(|e| CudaError::driver("reading an event", e))? as f64)
         };
         let mut pack = Vec::with_capacity(fe.pack.len());
-        for (g, ev) in fe.pack.iter().enumerate() {
-            let t = ms(&ev[0], &ev[1])?;
-            self.pack_ms[g] += t;
-            pack.push(t);
+        if fe.packed {
+            for (g, ev) in fe.pack.iter().enumerate() {
+                let t = ms(&ev[0], &ev[1])?;
+                self.pack_ms[g] += t;
+                pack.push(t);
+            }
+            self.frames_packed += 1;
         }
         let copy = ms(&fe.copy[0], &fe.copy[1])?;
         self.copy_ms += copy;
@@ -874,24 +914,91 @@ impl CudaGroup {
             step = self.step,
             ?pack,
             copy,
-            "frame: pack per GPU, copy to the host [ms]"
+            "frame: pack per GPU (none: in the collides), copy to the host [ms]"
         );
         Ok(())
     }
 
-    /// Mean device time per frame so far: each GPU's pack (on its compute stream) and the copy
-    /// to the host [ms]; None before a frame was timed.
+    /// Mean device time per frame so far: each GPU's pack (on its compute stream; over the
+    /// frames packed at once, empty if none was) and the copy to the host [ms]; None before a
+    /// frame was timed.
     pub fn frame_times(&self) -> Option<(Vec<f64>, f64)> {
         (self.frames_timed > 0).then(|| {
-            let n = self.frames_timed as f64;
-            (
-                self.pack_ms.iter().map(|t| t / n).collect(),
-                self.copy_ms / n,
-            )
+            let p = self.frames_packed as f64;
+            let pack = if self.frames_packed > 0 {
+                self.pack_ms.iter().map(|t| t / p).collect()
+            } else {
+                Vec::new()
+            };
+            (pack, self.copy_ms / self.frames_timed as f64)
         })
     }
 
-    /// Packs every GPU's particles into GPU 0's staging (id order) and queues the copy.
+    /// Whether a frame published from now on may be written by the next step's collides
+    /// (`CudaOptions::defer_frames`; the bench compares both in one run).
+    pub fn set_defer_frames(&mut self, on: bool) {
+        self.defer_frames = on;
+    }
+
+    /// Whether the frame in flight waits for the next step's collides to write it.
+    pub fn publication_deferred(&self) -> bool {
+        self.deferred.is_some()
+    }
+
+    /// Packs a frame that waits for a collide now, with `dem_pack` on every GPU (nothing
+    /// changed the state since it was published), and queues its copy.
+    fn flush_deferred(&mut self) -> Result<(), CudaError> {
+        match self.deferred.take() {
+            Some(d) => self.pack_frame(d),
+            None => Ok(()),
+        }
+    }
+
+    /// Packs frame `d` now: every GPU packs its particles straight into GPU 0's staging (id
+    /// order, peer writes), then the copy to the host.
+    fn pack_frame(&mut self, d: super::publish::DeferredFrame) -> Result<(), CudaError> {
+        if self.frame_events.is_none() {
+            self.frame_events = Some(FrameEvents::new(&self.sims)?);
+        }
+        let fe = self.frame_events.as_ref().expect("just made");
+        let s0 = &self.sims[0];
+        for (s, ev) in self.sims.iter().zip(&fe.pack) {
+            record(&ev[0], &s.stream)?;
+            s.queue_pack(d.staging(), &s0.copy_stream, Some(d.rank()))?;
+            record(&ev[1], &s.stream)?;
+        }
+        self.queue_copy(d, true)
+    }
+
+    /// Queues the copy of frame `d` to the host on GPU 0's copy stream, which the caller made
+    /// wait for every GPU's pack or collide (`packed`: by `dem_pack`, with its events).
+    fn queue_copy(
+        &mut self,
+        d: super::publish::DeferredFrame,
+        packed: bool,
+    ) -> Result<(), CudaError> {
+        if self.frame_events.is_none() {
+            self.frame_events = Some(FrameEvents::new(&self.sims)?);
+        }
+        let fe = self.frame_events.as_mut().expect("just made");
+        let s0 = &self.sims[0];
+        let (want, n) = d.destinations();
+        record(&fe.copy[0], &s0.copy_stream)?;
+        // SAFETY: `publish_async`'s caller keeps the destinations valid and untouched until the
+        // copy completed; GPU 0's staging arrays hold `total` >= n elements and are written
+        // again only by the next publication, queued after this copy completed (publish_wait).
+        let done =
+            unsafe { super::publish::queue_frame_copy(&self.staging, &want, n, &s0.copy_stream) }?;
+        record(&fe.copy[1], &s0.copy_stream)?;
+        fe.recorded = true;
+        fe.packed = packed;
+        self.publish_done = Some(done);
+        Ok(())
+    }
+
+    /// Publishes the current state into `target` (`count` live particles): written by the next
+    /// step's collides where it may be (`publish::may_defer`), else packed now by every GPU
+    /// into GPU 0's staging (id order); then copied to the host.
     ///
     /// # Safety
     /// As [`CudaSim::publish_async`].
@@ -899,58 +1006,40 @@ impl CudaGroup {
         self.publish_wait()?;
         self.ensure_staging()?;
         let want = target.pointers();
-        let dptr = super::publish::staging_pointers(&self.staging, &want);
         let s0 = &self.sims[0];
         // Frame indices of the live ids (outflow): GPU 0 scans its alive flags once every GPU's
         // outflow stage has passed, and every GPU packs by them.
         let rank = if s0.alive_ptr().is_some() {
             for s in &self.sims[1..] {
-                let ev = s
-                    .stream
-                    .record_event(None)
-                    .map_err(|e| CudaError::driver("recording an event", e))?;
-                s0.stream
-                    .wait(&ev)
-                    .map_err(|e| CudaError::driver("ordering the frame ranks", e))?;
+                super::driver::wait_for(&s0.stream, &s.stream)?;
             }
             let r = s0.queue_ranks()?;
-            let ev = s0
-                .stream
-                .record_event(None)
-                .map_err(|e| CudaError::driver("recording an event", e))?;
             for s in &self.sims[1..] {
-                s.stream
-                    .wait(&ev)
-                    .map_err(|e| CudaError::driver("ordering the frame ranks", e))?;
+                super::driver::wait_for(&s.stream, &s0.stream)?;
             }
-            Some(r)
+            r
         } else {
-            None
+            0
         };
-        if self.frame_events.is_none() {
-            self.frame_events = Some(FrameEvents::new(&self.sims)?);
+        let d = super::publish::DeferredFrame::new(&self.staging, &want, rank, count);
+        if super::publish::may_defer(self.defer_frames, self.verlet, &want) {
+            if let Some(contacts) = d.contacts_only() {
+                for s in &self.sims {
+                    s.queue_pack(&contacts, &s0.copy_stream, Some(rank))?;
+                }
+            }
+            self.deferred = Some(d);
+            Ok(())
+        } else {
+            self.pack_frame(d)
         }
-        let fe = self.frame_events.as_mut().expect("just made");
-        let record = |ev: &CudaEvent, stream: &cudarc::driver::CudaStream| {
-            ev.record(stream)
-                .map_err(|e| CudaError::driver("recording an event", e))
-        };
-        for (s, ev) in self.sims.iter().zip(&fe.pack) {
-            record(&ev[0], &s.stream)?;
-            s.queue_pack(&dptr, &s0.copy_stream, rank)?;
-            record(&ev[1], &s.stream)?;
-        }
-        record(&fe.copy[0], &s0.copy_stream)?;
-        // SAFETY: as this function's contract; GPU 0's staging arrays hold `total` >= count
-        // elements.
-        let done = unsafe {
-            super::publish::queue_frame_copy(&self.staging, &want, count, &s0.copy_stream)
-        }?;
-        record(&fe.copy[1], &s0.copy_stream)?;
-        fe.recorded = true;
-        self.publish_done = Some(done);
-        Ok(())
     }
+}
+
+/// Records `ev` on `stream`.
+fn record(ev: &CudaEvent, stream: &cudarc::driver::CudaStream) -> Result<(), CudaError> {
+    ev.record(stream)
+        .map_err(|e| CudaError::driver("recording an event", e))
 }
 
 /// The balancing decision of a GPU group or of GPU ranks ([`balance::decide`], whole layers,
@@ -1273,6 +1362,8 @@ struct FrameEvents {
     pack: Vec<[CudaEvent; 2]>,
     copy: [CudaEvent; 2],
     recorded: bool,
+    /// The frame was packed by `dem_pack` (its pack events recorded), not by the collides.
+    packed: bool,
 }
 
 impl FrameEvents {
@@ -1290,6 +1381,7 @@ impl FrameEvents {
             pack,
             copy: [ev(&sims[0])?, ev(&sims[0])?],
             recorded: false,
+            packed: false,
         })
     }
 }
@@ -1788,6 +1880,10 @@ impl FusedWorker for CudaGroup {
     }
 
     fn kinematics_copy_done(&mut self) -> Result<bool, StepError> {
+        if self.deferred.is_some() {
+            // Written by the next step's collides (or by wait_kinematics_copy).
+            return Ok(false);
+        }
         let Some(ev) = &self.publish_done else {
             return Ok(false);
         };

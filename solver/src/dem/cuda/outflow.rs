@@ -317,14 +317,7 @@ impl CudaSim {
 
     /// Entries in the removal list (synchronises).
     fn read_count(&self, o: &Outflows) -> Result<u32, CudaError> {
-        let mut c = [0u8; 4];
-        self.stream
-            .memcpy_dtoh(&o.count.slice.slice(0..4), &mut c)
-            .map_err(|e| CudaError::driver("reading the outflow count", e))?;
-        self.stream
-            .synchronize()
-            .map_err(|e| CudaError::driver("reading the outflow count", e))?;
-        Ok(u32::from_ne_bytes(c))
+        Ok(self.read_words(o.count.ptr, 1, "reading the outflow count")?[0])
     }
 
     /// The particles removed since the last call (synchronises), in (step, id) order; drops

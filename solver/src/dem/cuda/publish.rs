@@ -3,12 +3,15 @@
 //! copy stream, overlapping the next steps. A frame may be made visible (committed) only once
 //! its copy completed: [`CudaSim::publish_done`] says when.
 //!
-//! On one GPU with symplectic Euler the kinematics of a frame (positions, velocities, angular
-//! velocities) are not packed at once: the next step's collide loads exactly those values of
-//! every live particle and writes them into the staging too (`dem_frame_put`), and the copy is
-//! queued behind that step. A frame is done only once its step ran; where the run waits for it
-//! with no step between (the first and last frame, a pause, a requested frame), or something
-//! else would change the state first, `dem_pack` packs it from the same state.
+//! With symplectic Euler the kinematics of a frame (positions, velocities, angular velocities)
+//! are not packed at once: the next step's collide loads exactly those values of every live
+//! particle and writes them into the staging too (`dem_frame_put`), and the copy is queued
+//! behind that step. On a GPU group every slab's collide writes its own particles into GPU 0's
+//! staging (multi.rs). Contact counts (the solver's default frame carries them) are packed at
+//! once on their own, since that collide overwrites them. A frame is done only once its step
+//! ran; where the run waits for it with no step between (the first and last frame, a pause, a
+//! requested frame), or something else would change the state first, `dem_pack` packs it from
+//! the same state.
 //!
 //! The host destination must be page-locked for the copy to be asynchronous: pinned memory, or
 //! a shared-memory segment registered once with [`CudaSim::register_host`] (then the copy goes
@@ -96,6 +99,44 @@ pub(crate) struct DeferredFrame {
 }
 
 impl DeferredFrame {
+    /// A frame of `n` particles into the staging arrays `staging` (their wanted ones, with
+    /// the destinations `want`) and frame indices `rank` (0: the id).
+    pub(crate) fn new(
+        staging: &[super::buffers::Buf],
+        want: &[*mut u8; 5],
+        rank: u64,
+        n: usize,
+    ) -> DeferredFrame {
+        DeferredFrame {
+            dptr: staging_pointers(staging, want),
+            rank,
+            want: want.map(|p| p as usize),
+            n,
+        }
+    }
+
+    /// The staging addresses, in `FrameTarget` order (0: not wanted).
+    pub(crate) fn staging(&self) -> &[u64; 5] {
+        &self.dptr
+    }
+
+    /// The staging addresses of the contact counts alone, if they are wanted: what `dem_pack`
+    /// packs at once of a frame whose kinematics a collide writes (the collide computes the
+    /// next step's counts, the frame holds the last step's).
+    pub(crate) fn contacts_only(&self) -> Option<[u64; 5]> {
+        (self.dptr[4] != 0).then(|| [0, 0, 0, 0, self.dptr[4]])
+    }
+
+    /// The frame indices of the ids (0: the id itself).
+    pub(crate) fn rank(&self) -> u64 {
+        self.rank
+    }
+
+    /// The host destinations, in `FrameTarget` order (null: not wanted), and their length.
+    pub(crate) fn destinations(&self) -> ([*mut u8; 5], usize) {
+        (self.want.map(|a| a as *mut u8), self.n)
+    }
+
     /// The kinematics a collide writes (`dem_frame_put`).
     pub(crate) fn frame(&self) -> DemFrame {
         DemFrame {
@@ -115,6 +156,9 @@ pub(crate) struct PublishState {
     /// The frame of `pending`, not yet packed (its copy not queued).
     deferred: Option<DeferredFrame>,
     pending: Option<PublishTicket>,
+    /// A slab of a GPU group: the group's frame that this step's collide writes this slab's
+    /// particles into (multi.rs), set for the step's launches only.
+    pub(crate) slab_frame: Option<DemFrame>,
     /// Host time spent queuing publications [s] (the device-side pack is in the stage times).
     pub host_s: f64,
 }
@@ -166,6 +210,15 @@ pub unsafe fn register_host(
 /// Device addresses of the staging arrays whose destination is wanted (0 for the others).
 pub(crate) fn staging_pointers(staging: &[super::buffers::Buf], want: &[*mut u8; 5]) -> [u64; 5] {
     std::array::from_fn(|i| if want[i].is_null() { 0 } else { staging[i].ptr })
+}
+
+/// Whether the kinematics of a frame of `want` may be packed by the next step's collide:
+/// symplectic Euler (velocity Verlet's kick and drift move the particles before its collide),
+/// positions wanted, and no forces (that collide overwrites them; contact counts, which it
+/// overwrites too, are packed at once on their own: `DeferredFrame::contacts_only`). One GPU
+/// and a GPU group (every slab's collide writes its own particles) both ask.
+pub(crate) fn may_defer(defer_frames: bool, verlet: bool, want: &[*mut u8; 5]) -> bool {
+    defer_frames && !verlet && !want[0].is_null() && want[3].is_null()
 }
 
 /// Allocates the staging arrays for `n` particles on `stream`.
@@ -319,18 +372,15 @@ impl CudaSim {
         self.ensure_staging()?;
         let n = self.live_count() as usize;
         let want = target.pointers();
-        let dptr = staging_pointers(&self.publish.staging, &want);
         // The frame indices of the live ids now (a deferred frame's step changes the alive
         // flags after its collide, not this scan's output).
         let rank = self.queue_ranks()?;
-        self.publish.deferred = Some(DeferredFrame {
-            dptr,
-            rank,
-            want: want.map(|p| p as usize),
-            n,
-        });
-        if !self.may_defer(&want) {
+        let d = DeferredFrame::new(&self.publish.staging, &want, rank, n);
+        self.publish.deferred = Some(d);
+        if self.window.is_some() || !may_defer(self.opts.defer_frames, self.verlet(), &want) {
             self.flush_deferred_frame()?;
+        } else if let Some(contacts) = d.contacts_only() {
+            self.queue_pack(&contacts, &self.copy_stream, Some(rank))?;
         }
         let ticket = PublishTicket {
             step: self.step_index,
@@ -371,26 +421,13 @@ impl CudaSim {
         Ok(self.publish.pending.take())
     }
 
-    /// Whether a frame of `want` may be packed by the next step's collide: one GPU (not a
-    /// slab), symplectic Euler (velocity Verlet's kick and drift move the particles before its
-    /// collide), positions wanted, and neither forces nor contact counts (this step's collide
-    /// writes them).
-    fn may_defer(&self, want: &[*mut u8; 5]) -> bool {
-        self.opts.defer_frames
-            && self.window.is_none()
-            && !self.verlet()
-            && !want[0].is_null()
-            && want[3].is_null()
-            && want[4].is_null()
-    }
-
     /// The frame to pack in the collide of a step with integration `integrate`, if one is
     /// deferred and that step may pack it; a deferred frame it may not pack is packed now.
     pub(crate) fn take_deferred_frame(
         &mut self,
         integrate: u32,
     ) -> Result<Option<DeferredFrame>, CudaError> {
-        // (Only one GPU defers a frame: `may_defer`.)
+        // (A slab never defers a frame of its own: its group does, `slab_frame`.)
         if integrate == INTEGRATE_EULER {
             return Ok(self.publish.deferred.take());
         }
@@ -413,13 +450,12 @@ impl CudaSim {
     /// stream does not wait for the copy (that would stall the steps for the whole PCIe
     /// transfer).
     pub(crate) fn queue_deferred_copy(&mut self, d: DeferredFrame) -> Result<(), CudaError> {
-        let want = d.want.map(|a| a as *mut u8);
+        let (want, n) = d.destinations();
         // SAFETY: `publish_async`'s caller keeps the destinations valid and untouched until the
         // frame is done, which it is not before this copy completed; the staging arrays hold
         // `n` elements each and are written again only by the next publication, queued after
         // the host saw this copy complete (publish_wait).
-        let done =
-            unsafe { queue_frame_copy(&self.publish.staging, &want, d.n, &self.copy_stream) }?;
+        let done = unsafe { queue_frame_copy(&self.publish.staging, &want, n, &self.copy_stream) }?;
         self.publish.done = Some(done);
         Ok(())
     }

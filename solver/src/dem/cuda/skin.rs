@@ -304,17 +304,9 @@ impl super::CudaSim {
 
     /// The largest path since the last search (the collide's atomic maximum, `GridArrays::dmax`).
     fn read_skin_moved(&self) -> Result<f32, super::CudaError> {
-        let ptr = self.state.grid.dmax;
         // (allocated with the skin)
-        let (buf, at) = super::buffers::device_buffer(&self.state, ptr);
-        let mut bytes = [0u8; 4];
-        self.stream
-            .memcpy_dtoh(&buf.slice(at..at + 4), &mut bytes)
-            .map_err(|e| super::CudaError::driver("reading the skin's largest move", e))?;
-        self.stream
-            .synchronize()
-            .map_err(|e| super::CudaError::driver("reading the skin's largest move", e))?;
-        Ok(f32::from_bits(u32::from_ne_bytes(bytes)))
+        let w = self.read_words(self.state.grid.dmax, 1, "reading the skin's largest move")?;
+        Ok(f32::from_bits(w[0]))
     }
 
     /// The cells are not the last search's any more (the state was replaced, or another search

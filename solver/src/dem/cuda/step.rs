@@ -272,6 +272,12 @@ impl CudaSim {
         pc.n = live;
         let search = self.skin_search()?;
         let mut l = self.step_launches(p, pc, search)?;
+        if integrate == INTEGRATE_EULER {
+            // A slab writes its particles into its group's frame, if one waits for this step.
+            if let Some(f) = self.publish.slab_frame {
+                l.frame = f;
+            }
+        }
         if self.skip_stores && integrate == INTEGRATE_EULER {
             // Nobody reads this step's forces (another step of the call follows): 28 bytes per
             // particle not written (the arrays keep the state's, as the launch's output only).
@@ -1099,27 +1105,29 @@ impl CudaSim {
     }
 
     fn read_diag(&self) -> Result<DemDiag, CudaError> {
-        let buf = &self
-            .state
-            .bufs
-            .iter()
-            .find(|b| b.1.ptr == self.state.diag)
-            .expect("diag")
-            .1
-            .slice;
-        let mut bytes = [0u8; 16];
-        self.stream
-            .memcpy_dtoh(buf, &mut bytes)
-            .map_err(|e| CudaError::driver("reading diagnostics", e))?;
-        self.stream
-            .synchronize()
-            .map_err(|e| CudaError::driver("reading diagnostics", e))?;
+        let words = self.read_words(self.state.diag, 4, "reading diagnostics")?;
         let mut d = DemDiag::default();
         // SAFETY: DemDiag is #[repr(C)], 16 bytes of integers (size asserted in params.rs).
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), &mut d as *mut DemDiag as *mut u8, 16)
+            std::ptr::copy_nonoverlapping(words.as_ptr(), &mut d as *mut DemDiag as *mut u32, 4)
         };
         Ok(d)
+    }
+
+    /// `n` words at device address `src` once the compute stream's work before them is done
+    /// (synchronises). A kernel writes them into page-locked host memory: a DMA copy would
+    /// queue behind a frame's copy to the host on the copy engine (tens of ms at 50 M
+    /// particles: session 19 for a group's exchange counts, session 45 for these reads).
+    pub(crate) fn read_words(&self, src: u64, n: u32, what: &str) -> Result<Vec<u32>, CudaError> {
+        assert!(n as usize <= super::SMALL_READ_WORDS, "{what}: {n} words");
+        super::driver::bind(&self.stream)?;
+        self.words_out.queue(self, src, n, 0)?;
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver(what, e))?;
+        let mut w = self.words_out.read();
+        w.truncate(n as usize);
+        Ok(w)
     }
 
     fn clear_diag(&self) -> Result<(), CudaError> {
@@ -1189,7 +1197,7 @@ impl CudaSim {
         let Some(sp) = self.state.spill else {
             return Ok(());
         };
-        let taken = super::buffers::read_spill_ctl(&self.stream, &self.state)?[2];
+        let taken = self.read_words(sp.ctl, 5, "reading the spill rows taken")?[2];
         if taken > sp.rows {
             return Err(CudaError::SpillFull {
                 needed: taken,

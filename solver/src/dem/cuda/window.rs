@@ -193,6 +193,8 @@ pub(crate) struct Window {
     /// The counts as the host reads them.
     pub counts_out: MappedWords,
     pub layer_counts: Buf,
+    /// The layer counts as the host reads them (balancing, every `BALANCE_INTERVAL` steps).
+    pub layer_counts_out: MappedWords,
     /// Bytes of the exchange buffers (memory report).
     pub bytes: u64,
     /// Leading slots in the order of the last sort (grid start lists them by cell); 0 before
@@ -294,7 +296,10 @@ pub(crate) struct MappedWords {
 unsafe impl Send for MappedWords {}
 
 impl MappedWords {
-    fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, n: usize) -> Result<Self, CudaError> {
+    pub(crate) fn new(
+        ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+        n: usize,
+    ) -> Result<Self, CudaError> {
         use cudarc::driver::sys;
         let what = "allocating mapped host memory";
         // SAFETY: page-locked host memory; every word is written by dem_words_out before it
@@ -318,7 +323,13 @@ impl MappedWords {
     }
 
     /// Queues copying `n` words at device address `src` into words `at..at + n`.
-    fn queue(&self, sim: &CudaSim, src: u64, n: u32, at: usize) -> Result<(), CudaError> {
+    pub(crate) fn queue(
+        &self,
+        sim: &CudaSim,
+        src: u64,
+        n: u32,
+        at: usize,
+    ) -> Result<(), CudaError> {
         debug_assert!(at + n as usize <= self.host.len());
         let out = self.dev + 4 * at as u64;
         let mut b = sim
@@ -334,7 +345,7 @@ impl MappedWords {
     }
 
     /// The words, once the stream that wrote them was synchronised.
-    fn read(&self) -> Vec<u32> {
+    pub(crate) fn read(&self) -> Vec<u32> {
         (0..self.host.len())
             // SAFETY: in bounds of the live allocation; volatile, since the device wrote it.
             .map(|i| unsafe { std::ptr::read_volatile(self.ptr.add(i)) })
@@ -468,6 +479,7 @@ impl CudaSim {
             counts,
             counts_out: MappedWords::new(&self.ctx, 8)?,
             layer_counts,
+            layer_counts_out: MappedWords::new(&self.ctx, dims[axis] as usize)?,
             bytes: 0,
             sorted: 0,
             refresh: None,
@@ -989,7 +1001,8 @@ impl CudaSim {
             .map_or([0; 4], |r| r.totals)
     }
 
-    /// Owned particles per cell layer along the split axis (a synchronous download).
+    /// Owned particles per cell layer along the split axis (synchronises; written into
+    /// page-locked memory by a kernel, not copied behind a frame on the copy engine).
     pub(crate) fn layer_counts(&mut self) -> Result<Vec<u32>, CudaError> {
         let axis = self.params.split_axis as usize;
         let layers = self.params.dims[axis] as usize;
@@ -1003,7 +1016,6 @@ impl CudaSim {
         .map_err(|e| CudaError::driver("clearing the layer counts", e))?;
         let (p, cur) = (self.params, self.state.cur);
         let n = p.n;
-        let mut bytes = vec![0u8; 4 * layers];
         let mut b = self
             .stream
             .launch_builder(self.module.function(Kernel::LayerCounts));
@@ -1012,16 +1024,11 @@ impl CudaSim {
         // 0..n, adds into `layers` counters (every layer index is clamped below dims[axis]).
         unsafe { b.launch(blocks(n, 256)) }
             .map_err(|e| CudaError::driver("launching dem_layer_counts", e))?;
-        self.stream
-            .memcpy_dtoh(&w.layer_counts.slice.slice(0..4 * layers), &mut bytes)
-            .map_err(|e| CudaError::driver("reading the layer counts", e))?;
+        w.layer_counts_out.queue(self, ptr, layers as u32, 0)?;
         self.stream
             .synchronize()
             .map_err(|e| CudaError::driver("reading the layer counts", e))?;
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            .collect())
+        Ok(w.layer_counts_out.read())
     }
 
     /// Writes the owned particles into `s` at `index(id)` (synchronises).
