@@ -1145,6 +1145,16 @@ fn bench_segment(n: usize) -> Result<shm_protocol::Publisher> {
         .context("creating the segment")
 }
 
+/// The largest difference between a frame's positions and the state's [m] (f32 rounding when
+/// the frame is the state).
+fn max_frame_error(frame: &[[f32; 3]], state: &[[f64; 3]]) -> f64 {
+    frame
+        .iter()
+        .zip(state)
+        .flat_map(|(f, s)| (0..3).map(move |k| (f[k] as f64 - s[k]).abs()))
+        .fold(0.0, f64::max)
+}
+
 /// Publication share: steps/s for `--seconds` without publishing, then with a frame every
 /// 100 ms of wall time (pack on the GPU, async copy into a registered shared-memory segment,
 /// commit once the copy completed), then without again: the falling particles make every step
@@ -1277,15 +1287,7 @@ fn publish(a: &Args) -> Result<()> {
         let pos = frame.positions.unwrap_or_default();
         let state = sim.state()?;
         let step_ok = frame.meta.step == sim.step_index();
-        let max_err = pos
-            .iter()
-            .zip(&state.pos)
-            .map(|(f, s)| {
-                (0..3)
-                    .map(|k| (f[k] as f64 - s[k]).abs())
-                    .fold(0.0, f64::max)
-            })
-            .fold(0.0, f64::max);
+        let max_err = max_frame_error(&pos, &state.pos);
         let after = plain(&mut sim)?;
         let base = 0.5 * (before + after);
         let share = (1.0 - with / base).max(0.0);
@@ -1838,15 +1840,7 @@ fn publish_group(a: &Args) -> Result<()> {
             .context("no frame in the segment")?;
         let pos = frame.positions.unwrap_or_default();
         let state = g.state().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let max_err = pos
-            .iter()
-            .zip(&state.pos)
-            .map(|(f, s)| {
-                (0..3)
-                    .map(|k| (f[k] as f64 - s[k]).abs())
-                    .fold(0.0, f64::max)
-            })
-            .fold(0.0, f64::max);
+        let max_err = max_frame_error(&pos, &state.pos);
         anyhow::ensure!(
             frame.meta.step == done && pos.len() == n && max_err < 1e-5,
             "the newest frame is not the state: step {} against {done}, {} of {n} positions, max |frame - state| {max_err:.2e} m",
