@@ -234,10 +234,7 @@ pub(crate) const SPILL_CTL_WORDS: usize = 8;
 
 /// The spill counters (rows asked for in buffers 0 and 1, the most any step asked for, the rows
 /// `dem_spill_count` found will spill, the springs handed over); synchronises.
-pub(crate) fn read_spill_ctl(
-    stream: &Arc<CudaStream>,
-    st: &DeviceState,
-) -> Result<[u32; 5], CudaError> {
+fn read_spill_ctl(stream: &Arc<CudaStream>, st: &DeviceState) -> Result<[u32; 5], CudaError> {
     let s = st.spill.expect("spill rows");
     stream
         .synchronize()

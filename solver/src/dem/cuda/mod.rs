@@ -1057,7 +1057,7 @@ impl CudaSim {
     pub fn spill_rows(&self) -> Result<Option<(u32, u32, u32)>, CudaError> {
         match self.state.spill {
             Some(sp) => {
-                let taken = buffers::read_spill_ctl(&self.stream, &self.state)?[2];
+                let taken = self.spill_ctl()?[2];
                 Ok(Some((sp.width, sp.rows, taken)))
             }
             None => Ok(None),
@@ -1071,7 +1071,7 @@ impl CudaSim {
         if !self.cfg.owner_keys {
             return Ok(None);
         }
-        Ok(Some(buffers::read_spill_ctl(&self.stream, &self.state)?[4]))
+        Ok(Some(self.spill_ctl()?[4]))
     }
 
     /// NVRTC compile time of this sim's module [s] (0 when it came from the disk cache).

@@ -954,12 +954,18 @@ impl CudaGroup {
         }
     }
 
-    /// Packs frame `d` now: every GPU packs its particles straight into GPU 0's staging (id
-    /// order, peer writes), then the copy to the host.
-    fn pack_frame(&mut self, d: super::publish::DeferredFrame) -> Result<(), CudaError> {
+    /// The frames' timing events, made at the first frame.
+    fn ensure_frame_events(&mut self) -> Result<(), CudaError> {
         if self.frame_events.is_none() {
             self.frame_events = Some(FrameEvents::new(&self.sims)?);
         }
+        Ok(())
+    }
+
+    /// Packs frame `d` now: every GPU packs its particles straight into GPU 0's staging (id
+    /// order, peer writes), then the copy to the host.
+    fn pack_frame(&mut self, d: super::publish::DeferredFrame) -> Result<(), CudaError> {
+        self.ensure_frame_events()?;
         let fe = self.frame_events.as_ref().expect("just made");
         let s0 = &self.sims[0];
         for (s, ev) in self.sims.iter().zip(&fe.pack) {
@@ -977,9 +983,7 @@ impl CudaGroup {
         d: super::publish::DeferredFrame,
         packed: bool,
     ) -> Result<(), CudaError> {
-        if self.frame_events.is_none() {
-            self.frame_events = Some(FrameEvents::new(&self.sims)?);
-        }
+        self.ensure_frame_events()?;
         let fe = self.frame_events.as_mut().expect("just made");
         let s0 = &self.sims[0];
         let (want, n) = d.destinations();

@@ -1114,6 +1114,14 @@ impl CudaSim {
         Ok(d)
     }
 
+    /// The spill rows' five counters (`buffers::Spill::ctl`; synchronises). Callers have spill
+    /// rows, or owner keys, which come with them.
+    pub(crate) fn spill_ctl(&self) -> Result<[u32; 5], CudaError> {
+        let sp = self.state.spill.expect("spill rows");
+        let w = self.read_words(sp.ctl, 5, "reading the spill rows' counters")?;
+        Ok([w[0], w[1], w[2], w[3], w[4]])
+    }
+
     /// `n` words at device address `src` once the compute stream's work before them is done
     /// (synchronises). A kernel writes them into page-locked host memory: a DMA copy would
     /// queue behind a frame's copy to the host on the copy engine (tens of ms at 50 M
@@ -1175,7 +1183,7 @@ impl CudaSim {
         .map_err(|e| CudaError::driver("clearing the spill count", e))?;
         // dem_springs' walk over the state the search just sorted, counting.
         self.enqueue_springs_walk(Kernel::SpillCount, &l, l.pc)?;
-        let need = super::buffers::read_spill_ctl(&self.stream, &self.state)?[3];
+        let need = self.spill_ctl()?[3];
         let want = need.saturating_add(need / 2);
         if want > sp.rows {
             tracing::info!(
@@ -1197,7 +1205,7 @@ impl CudaSim {
         let Some(sp) = self.state.spill else {
             return Ok(());
         };
-        let taken = self.read_words(sp.ctl, 5, "reading the spill rows taken")?[2];
+        let taken = self.spill_ctl()?[2];
         if taken > sp.rows {
             return Err(CudaError::SpillFull {
                 needed: taken,
