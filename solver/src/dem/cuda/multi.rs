@@ -1027,11 +1027,16 @@ impl CudaGroup {
         };
         let d = super::publish::DeferredFrame::new(&self.staging, &want, rank, count);
         if super::publish::may_defer(self.defer_frames, self.verlet, &want) {
-            if let Some(contacts) = d.contacts_only() {
-                for s in &self.sims {
-                    s.queue_pack(&contacts, &s0.copy_stream, Some(rank))?;
+            let d = match d.contacts_only() {
+                Some(contacts) => {
+                    for s in &self.sims {
+                        s.queue_pack(&contacts, &s0.copy_stream, Some(rank))?;
+                    }
+                    // Packed: a flush packs the kinematics alone.
+                    d.without_contacts()
                 }
-            }
+                None => d,
+            };
             self.deferred = Some(d);
             Ok(())
         } else {

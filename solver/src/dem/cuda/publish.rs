@@ -127,6 +127,14 @@ impl DeferredFrame {
         (self.dptr[4] != 0).then(|| [0, 0, 0, 0, self.dptr[4]])
     }
 
+    /// This frame once its contact counts were packed (`contacts_only`): a collide or a flush
+    /// then writes only the kinematics, while the copy still carries the counts (the
+    /// destinations are unchanged).
+    pub(crate) fn without_contacts(mut self) -> DeferredFrame {
+        self.dptr[4] = 0;
+        self
+    }
+
     /// The frame indices of the ids (0: the id itself).
     pub(crate) fn rank(&self) -> u64 {
         self.rank
@@ -381,6 +389,8 @@ impl CudaSim {
             self.flush_deferred_frame()?;
         } else if let Some(contacts) = d.contacts_only() {
             self.queue_pack(&contacts, &self.copy_stream, Some(rank))?;
+            // Packed: a flush (pause, last frame) packs the kinematics alone.
+            self.publish.deferred = Some(d.without_contacts());
         }
         let ticket = PublishTicket {
             step: self.step_index,
