@@ -17,6 +17,12 @@
 #                                          # reads (its 100 M one-GPU and 50 M two-slab shares
 #                                          # were read with DMA reads); PUBLISH_SPECS picks the
 #                                          # runs, "devices:particles:relax:batch:seconds"
+#   bench/gpu/session46_checks.sh positions  # the bench's frame check reading positions alone
+#                                          # (CudaSim::positions, CudaGroup::positions) instead of
+#                                          # the whole state, whose history took tens of GB on the
+#                                          # host at 100 M: the frames tests (which now compare
+#                                          # positions() with the state), then the 100 M one-GPU
+#                                          # publish with its set-up time printed, all four runs
 #
 # Logs $OUT/session46_<part>.log, *.out; records $OUT/dem46.jsonl; one archive of it all.
 set -uo pipefail
@@ -46,6 +52,16 @@ publish)
     echo "+ dem-gpu-bench publish $args"
     item 150 timeout 400 dem-gpu-bench publish $args --out "$J" 2>&1 | grep -E "publish|frames|newest|share|rror|GPU"
   done
+  ;;
+positions)
+  pushd solver >/dev/null || exit
+  item 40 result frames_one_gpu timeout 150 "$BIN/cuda_parity" frames_packed --nocapture
+  item 90 result frames_group timeout 200 "$BIN/cuda_multi" a_groups_frames --nocapture
+  popd >/dev/null || exit
+  args="--particles 1e8 --model linear-friction --phase dense --relax 200 --seconds 4 --warmup 10 --batch 1 --frame-pack both --contacts on"
+  echo "+ dem-gpu-bench publish $args"
+  item 200 timeout $((budget - SECONDS - 5)) dem-gpu-bench publish $args --out "$J" 2>&1 \
+    | grep -E "set up|publish|frames|newest|share|rror|GPU"
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -745,6 +745,14 @@ fn a_groups_frames_written_by_the_next_collides_are_their_steps_state() {
                 continue;
             }
             let e = h.export_state().unwrap();
+            if published % 4 == 0 {
+                // The bench's frame check reads positions alone.
+                assert_eq!(
+                    h.positions().unwrap(),
+                    e.pos,
+                    "{what}: positions() are the state's"
+                );
+            }
             let m = e.pos.len();
             // SAFETY: the block holds n0 >= m elements of each array; the host reads it only
             // once the copy completed (wait_kinematics_copy).

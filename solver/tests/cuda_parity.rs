@@ -1397,6 +1397,8 @@ fn frames_packed_by_the_next_collide_are_their_steps_state() {
             }
             if step < 30 {
                 let e = b.state().expect("state");
+                // The bench's frame check reads positions alone (ids by rank after outflow).
+                assert_eq!(b.positions().expect("positions"), e.pos, "[{what}]");
                 spinning |= e.omega.iter().any(|w| *w != [0.0; 3]);
                 // SAFETY: the arrays hold n0 >= live elements each; the host reads them only
                 // after publish_wait.

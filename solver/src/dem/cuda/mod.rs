@@ -1158,6 +1158,33 @@ impl CudaSim {
         Ok(s)
     }
 
+    /// The live particles' positions, ids ascending (a frame's order), without the rest of
+    /// the state (synchronises).
+    pub fn positions(&self) -> Result<Vec<[f64; 3]>, CudaError> {
+        // Ids with gaps (removed particles): the live ones in order, as `state` lists them.
+        let live = match &self.outflow {
+            Some(o) if o.ranked => {
+                let mut ids = self.live_ids()?;
+                ids.sort_unstable();
+                Some(ids)
+            }
+            _ => None,
+        };
+        let index = |id: u32| match &live {
+            Some(ids) => ids.binary_search(&id).expect("a live id"),
+            None => id as usize,
+        };
+        let mut out = vec![[0.0; 3]; live.as_ref().map_or(self.params.n as usize, Vec::len)];
+        buffers::download_positions_into(
+            &self.stream,
+            &self.state,
+            &self.params,
+            &mut out,
+            &index,
+        )?;
+        Ok(out)
+    }
+
     /// The live slots' particles as a state of their own, ids ascending, with their history
     /// (synchronises; no overflow count).
     pub(crate) fn live_state(&self) -> Result<SimState, CudaError> {

@@ -863,6 +863,22 @@ impl CudaGroup {
         Ok(s)
     }
 
+    /// The live particles' positions in id order (a frame's), without the rest of the state
+    /// (synchronises every GPU).
+    pub fn positions(&self) -> Result<Vec<[f64; 3]>, CudaError> {
+        let mut ids = Vec::with_capacity(self.total);
+        for sim in &self.sims {
+            ids.extend(sim.live_ids()?);
+        }
+        ids.sort_unstable();
+        let index = |id: u32| ids.binary_search(&id).expect("a live id");
+        let mut out = vec![[0.0; 3]; ids.len()];
+        for sim in &self.sims {
+            sim.download_owned_positions(&mut out, &index)?;
+        }
+        Ok(out)
+    }
+
     fn failure(&self, e: CudaError) -> StepError {
         super::step_error(e, || self.state(), self.step, self.time)
     }

@@ -1040,6 +1040,15 @@ impl CudaSim {
         super::buffers::download_into(&self.stream, &self.state, &self.params, s, index)
     }
 
+    /// Writes this GPU's owned particles' positions into `out` at `index(id)`.
+    pub(crate) fn download_owned_positions(
+        &self,
+        out: &mut [[f64; 3]],
+        index: &dyn Fn(u32) -> usize,
+    ) -> Result<(), CudaError> {
+        super::buffers::download_positions_into(&self.stream, &self.state, &self.params, out, index)
+    }
+
     /// The window, if this sim is one GPU of several.
     pub(crate) fn window(&self) -> Option<&Window> {
         self.window.as_ref()
