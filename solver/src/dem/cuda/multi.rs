@@ -842,12 +842,7 @@ impl CudaGroup {
 
     /// The whole state in id order (synchronises every GPU).
     pub fn state(&self) -> Result<SimState, CudaError> {
-        // The live ids in order (removed particles leave gaps).
-        let mut ids = Vec::with_capacity(self.total);
-        for sim in &self.sims {
-            ids.extend(sim.live_ids()?);
-        }
-        ids.sort_unstable();
+        let ids = self.sorted_live_ids()?;
         let n = ids.len();
         let index = |id: u32| ids.binary_search(&id).expect("a live id");
         let mut s = SimState::zeroed(self.time, self.step, n);
@@ -866,17 +861,24 @@ impl CudaGroup {
     /// The live particles' positions in id order (a frame's), without the rest of the state
     /// (synchronises every GPU).
     pub fn positions(&self) -> Result<Vec<[f64; 3]>, CudaError> {
-        let mut ids = Vec::with_capacity(self.total);
-        for sim in &self.sims {
-            ids.extend(sim.live_ids()?);
-        }
-        ids.sort_unstable();
+        let ids = self.sorted_live_ids()?;
         let index = |id: u32| ids.binary_search(&id).expect("a live id");
         let mut out = vec![[0.0; 3]; ids.len()];
         for sim in &self.sims {
             sim.download_owned_positions(&mut out, &index)?;
         }
         Ok(out)
+    }
+
+    /// Every GPU's live ids in order (removed particles leave gaps): a frame's and a state's
+    /// order.
+    fn sorted_live_ids(&self) -> Result<Vec<u32>, CudaError> {
+        let mut ids = Vec::with_capacity(self.total);
+        for sim in &self.sims {
+            ids.extend(sim.live_ids()?);
+        }
+        ids.sort_unstable();
+        Ok(ids)
     }
 
     fn failure(&self, e: CudaError) -> StepError {
