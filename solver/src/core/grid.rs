@@ -105,9 +105,11 @@ impl Grid {
     /// Integer cell coordinates of `p`, clamped to the grid. NaN maps to cell 0.
     #[inline]
     pub fn cell_coords(&self, p: V3) -> [u32; 3] {
+        // The saturating cast truncates, which is the floor where it matters (a negative
+        // quotient lands on 0 either way), sends NaN to 0, and is no call into libm (`floor` is
+        // not an instruction of baseline x86-64).
         std::array::from_fn(|a| {
-            let c = ((p[a] - self.origin[a]) / self.cell).floor();
-            c.clamp(0.0, (self.dims[a] - 1) as f64) as u32
+            (((p[a] - self.origin[a]) / self.cell) as u32).min(self.dims[a] - 1)
         })
     }
 
@@ -174,53 +176,141 @@ impl Grid {
     /// is still a lower bound on the distance to any particle of the cell.
     pub fn neighbour_rows_near(&self, p: V3, reach: u32, radius: f64, out: &mut Vec<(u32, u32)>) {
         debug_assert_eq!(self.stride[0], 1, "rows along x need x fastest");
-        out.clear();
+        assert!(reach <= MAX_REACH, "reach {reach} above {MAX_REACH}");
         let c = self.cell_coords(p);
-        let r2 = radius * radius;
-        // Per axis: the window's first cell and the squared gap from p to each of its cells
-        // (p's offset from the lower corner of its own cell is `l`; a particle outside the grid
-        // keeps its true offset from its edge cell).
-        const MAX: usize = 2 * MAX_REACH as usize + 1;
-        let mut lo = [0u32; 3];
-        let mut len = [0usize; 3];
-        let mut g2 = [[0.0f64; MAX]; 3];
+        // Per axis: the squared gaps from p to the cells beside its own, nearest first, below
+        // (`lower`) and above (`upper`); infinite past `reach` or the grid's edge (p's offset
+        // from the lower corner of its own cell is `l`; a particle outside the grid keeps its
+        // true offset from its edge cell).
+        let mut lower = [[f64::INFINITY; MAX_REACH as usize]; 3];
+        let mut upper = [[f64::INFINITY; MAX_REACH as usize]; 3];
+        let below: [u32; 3] = std::array::from_fn(|a| c[a].min(reach));
+        let above: [u32; 3] = std::array::from_fn(|a| (self.dims[a] - 1 - c[a]).min(reach));
         for a in 0..3 {
             let l = p[a] - (self.origin[a] + c[a] as f64 * self.cell);
-            lo[a] = c[a].saturating_sub(reach);
-            let hi = (c[a] + reach).min(self.dims[a] - 1);
-            len[a] = (hi - lo[a] + 1) as usize;
-            assert!(len[a] <= MAX, "reach {reach} above {MAX_REACH}");
-            for (k, g) in g2[a][..len[a]].iter_mut().enumerate() {
-                let d = (lo[a] + k as u32) as i64 - c[a] as i64;
-                *g = cell_gap(l, d, self.cell).powi(2);
+            for (d, g) in lower[a].iter_mut().enumerate().take(below[a] as usize) {
+                *g = cell_gap(l, -(d as i64 + 1), self.cell).powi(2);
+            }
+            for (d, g) in upper[a].iter_mut().enumerate().take(above[a] as usize) {
+                *g = cell_gap(l, d as i64 + 1, self.cell).powi(2);
             }
         }
-        let own_x = (c[0] - lo[0]) as usize;
-        for (kz, &gz2) in g2[2][..len[2]].iter().enumerate() {
-            if gz2 >= r2 {
+        let gaps = RowGaps {
+            c,
+            below,
+            above,
+            r2: radius * radius,
+            lower,
+            upper,
+        };
+        // The SPH grids' reach is at most 4 (`cells_per_support`): counts over 4 cells a side.
+        if reach <= 4 {
+            self.push_rows::<4>(&gaps, out);
+        } else {
+            self.push_rows::<{ MAX_REACH as usize }>(&gaps, out);
+        }
+    }
+
+    /// The rows of [`Grid::neighbour_rows_near`] from the gaps around a particle, counting `N`
+    /// cells on each side of its own along x. A gap grows away from the own cell (`cell_gap` is
+    /// monotone in |d|), so a row's cells closer than the radius are its own and a run on each
+    /// side: counted over the fixed `N` cells, without a branch per cell (a walk outwards that
+    /// stopped at the first far cell took a third of the CPU SPH step in its mispredicted exits,
+    /// and counts over the window's varying length, 3 or fewer cells, still a third).
+    fn push_rows<const N: usize>(&self, gaps: &RowGaps, out: &mut Vec<(u32, u32)>) {
+        out.clear();
+        let RowGaps {
+            c,
+            below,
+            above,
+            r2,
+            lower,
+            upper,
+        } = gaps;
+        let count = |side: &[f64; MAX_REACH as usize], g: f64| -> u32 {
+            side[..N].iter().map(|&gx| u32::from(gx + g < *r2)).sum()
+        };
+        // Rows in z, then y, ascending: the cells below nearest-last, the own, those above.
+        let window = |a: usize| {
+            let (n, m) = (below[a] as usize, above[a] as usize);
+            (c[a] - below[a]..).zip(
+                lower[a][..n]
+                    .iter()
+                    .rev()
+                    .chain(std::iter::once(&0.0))
+                    .chain(&upper[a][..m]),
+            )
+        };
+        for (z, &gz2) in window(2) {
+            if gz2 >= *r2 {
                 continue;
             }
-            for (ky, &gy2) in g2[1][..len[1]].iter().enumerate() {
+            for (y, &gy2) in window(1) {
                 let g = gy2 + gz2;
-                if g >= r2 {
+                if g >= *r2 {
                     continue;
                 }
-                // The row's cells closer than `radius`: its own cell and a run on each side.
-                // The gap along x grows away from c[0] (`cell_gap` is monotone in |d|), so the
-                // cells that pass are those next to it: counted without a branch per cell
-                // (a walk outwards that stopped at the first far cell took a third of the
-                // CPU SPH step in its mispredicted exits).
-                let left = g2[0][..own_x].iter().filter(|&&gx| gx + g < r2).count();
-                let right = g2[0][own_x + 1..len[0]]
-                    .iter()
-                    .filter(|&&gx| gx + g < r2)
-                    .count();
-                let (first, last) = (own_x - left, own_x + right);
-                let row = self.cell_index([0, lo[1] + ky as u32, lo[2] + kz as u32]);
-                out.push((row + lo[0] + first as u32, row + lo[0] + last as u32));
+                let own = self.cell_index([c[0], y, z]);
+                out.push((own - count(&lower[0], g), own + count(&upper[0], g)));
             }
         }
     }
+
+    /// Marks in `near` (resized to the grid's cells) the cells with an `occupied` cell within
+    /// `reach` cells along every axis: those whose window of [`Grid::neighbour_rows_near`]
+    /// holds an occupied cell, so that a particle in an unmarked cell has no neighbour there.
+    /// One pass per axis over each line of cells; `tmp` is scratch space.
+    pub fn mark_within_reach(
+        &self,
+        occupied: impl Fn(usize) -> bool,
+        reach: u32,
+        near: &mut Vec<bool>,
+        tmp: &mut Vec<bool>,
+    ) {
+        let total = self.num_cells();
+        near.clear();
+        near.extend((0..total).map(occupied));
+        tmp.clear();
+        tmp.resize(total, false);
+        let r = reach as usize;
+        for a in 0..3 {
+            let (n, s) = (self.dims[a] as usize, self.stride[a] as usize);
+            // A cell is marked when the nearest marked cell before or after it along the line
+            // lies within `r`.
+            let lines = (0..total / (s * n)).flat_map(|hi| (0..s).map(move |lo| hi * s * n + lo));
+            for base in lines {
+                let mut last = None;
+                for i in 0..n {
+                    if near[base + i * s] {
+                        last = Some(i);
+                    }
+                    tmp[base + i * s] = last.is_some_and(|l| i - l <= r);
+                }
+                let mut next = None;
+                for i in (0..n).rev() {
+                    if near[base + i * s] {
+                        next = Some(i);
+                    }
+                    if next.is_some_and(|m| m - i <= r) {
+                        tmp[base + i * s] = true;
+                    }
+                }
+            }
+            std::mem::swap(near, tmp);
+        }
+    }
+}
+
+/// The squared gaps from a particle in cell `c` to the cells beside it along each axis, nearest
+/// first, below and above (infinite where no cell is walked), how many cells are walked on each
+/// side, and the squared radius: [`Grid::neighbour_rows_near`]'s.
+struct RowGaps {
+    c: [u32; 3],
+    below: [u32; 3],
+    above: [u32; 3],
+    r2: f64,
+    lower: [[f64; MAX_REACH as usize]; 3],
+    upper: [[f64; MAX_REACH as usize]; 3],
 }
 
 /// Particles sorted by cell over a window of the grid (a contiguous cell range): the `prepare`
@@ -418,11 +508,12 @@ mod tests {
 
     #[test]
     fn rows_near_are_those_of_the_walk_outwards() {
-        // Cells of 2h / 3 and a support of 2h (reach 3, the SPH default), and cells of h
-        // (reach 2), points inside and outside the grid, near cell faces too.
+        // Cells of 2h / 3 and a support of 2h (reach 3, the SPH default), cells of h (reach 2),
+        // and a reach of 5 (counted over 8 cells a side), points inside and outside the grid,
+        // near cell faces too.
         let mut rng = crate::core::rng::SplitMix64::new(11);
         let mut rows = Vec::new();
-        for (cell, reach) in [(0.1, 3), (0.15, 2)] {
+        for (cell, reach) in [(0.1, 3), (0.15, 2), (0.06, 5)] {
             let g = Grid::new([0.0; 3], [1.0, 0.8, 0.6], cell, 2);
             let radius = cell * reach as f64;
             for k in 0..20_000 {
@@ -434,6 +525,32 @@ mod tests {
                 g.neighbour_rows_near(p, reach, radius, &mut rows);
                 assert_eq!(rows, rows_near_by_walking(&g, p, reach, radius), "{p:?}");
             }
+        }
+    }
+
+    #[test]
+    fn cells_marked_within_reach_are_those_whose_window_holds_an_occupied_cell() {
+        let mut rng = crate::core::rng::SplitMix64::new(5);
+        let (mut near, mut tmp, mut window) = (Vec::new(), Vec::new(), Vec::new());
+        for (slab_axis, reach, fill) in [(2, 3, 0.002), (0, 2, 0.01), (1, 1, 0.05), (2, 3, 0.0)] {
+            let g = Grid::new([0.0; 3], [1.0, 0.7, 0.5], 0.06, slab_axis);
+            let occ: Vec<bool> = (0..g.num_cells()).map(|_| rng.next_f64() < fill).collect();
+            g.mark_within_reach(|c| occ[c], reach, &mut near, &mut tmp);
+            assert_eq!(near.len(), g.num_cells());
+            let mut marked = 0;
+            for x in 0..g.dims[0] {
+                for y in 0..g.dims[1] {
+                    for z in 0..g.dims[2] {
+                        g.neighbour_cells_within([x, y, z], reach, &mut window);
+                        let any = window.iter().any(|&w| occ[w as usize]);
+                        let c = g.cell_index([x, y, z]) as usize;
+                        assert_eq!(near[c], any, "cell {:?}", [x, y, z]);
+                        marked += usize::from(any);
+                    }
+                }
+            }
+            // Neither nothing nor everything, but for the empty grid.
+            assert!(fill == 0.0 || (marked > 0 && marked < g.num_cells()));
         }
     }
 

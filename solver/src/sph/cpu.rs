@@ -121,6 +121,13 @@ pub fn cells_per_support() -> u32 {
 /// cell whose box lies farther than `2 h SPH_WALK_MARGIN` from a particle is not walked.
 pub const SPH_WALK_MARGIN: f64 = 1.001;
 
+/// A bound on r^2 above which r = sqrt(r^2) >= 2h for sure: (2h)^2 (1 + 1e-12), whose root
+/// lies some 2,000 ulps above 2h (a correctly rounded root is monotone), so that a pair walk
+/// takes no root for most of the candidates it rejects and keeps the same pairs.
+pub fn support_squared_bound(h: f64) -> f64 {
+    (2.0 * h) * (2.0 * h) * (1.0 + 1e-12)
+}
+
 /// Cells a particle's neighbours may lie away from its own along an axis on `grid`: the support
 /// 2h over the cell size, rounded up (the grid may have enlarged its cells).
 pub fn sph_reach(c: &SphConstants, grid: &Grid) -> u32 {
@@ -259,6 +266,10 @@ pub struct SphSim {
     moving: MovingSolids,
     /// mDBC: each particle's ghost node at rest (id order; NaN: none); empty with DBC.
     ghost: Vec<V3>,
+    /// Per cell: whether fluid lies within the walk's reach (refilled at every evaluation): a
+    /// boundary particle in an unmarked cell has no neighbour and skips its walk.
+    near_fluid: Vec<bool>,
+    mark_scratch: Vec<bool>,
 }
 
 /// The arrays of every particle (index order) that a pair reads.
@@ -398,6 +409,8 @@ impl SphSim {
             c,
             moving: MovingSolids::default(),
             ghost,
+            near_fluid: Vec::new(),
+            mark_scratch: Vec::new(),
         }
     }
 
@@ -478,6 +491,7 @@ impl SphSim {
         let (c, grid, list) = (&self.c, &self.grid, &self.fluid_sorted);
         let reach = sph_reach(c, grid);
         let near = 2.0 * c.h * SPH_WALK_MARGIN;
+        let beyond = support_squared_bound(c.h);
         let poses = self.moving.transforms(t);
         targets
             .par_iter()
@@ -489,7 +503,11 @@ impl SphSim {
                     let range = list.start[first as usize]..list.start[last as usize + 1];
                     for k in range.map(|k| k as usize) {
                         let dr = vec3::sub(g, list.pos[k]);
-                        let r = vec3::norm2(dr).sqrt();
+                        let r2 = vec3::norm2(dr);
+                        if r2 > beyond {
+                            continue;
+                        }
+                        let r = r2.sqrt();
                         if r >= 2.0 * c.h {
                             continue;
                         }
@@ -613,11 +631,23 @@ impl SphSim {
         }
         self.bound_sorted
             .fill(c, &self.bound_cells, &self.bound, cells, &all);
+        // A boundary particle sees fluid only, and most of a tank's walls have none in reach:
+        // their walks found empty rows, yet cost as much as the fluid's pairs in the quasi-2D
+        // water column (the rows of a walk are never farther than `reach` cells).
+        let start = &self.fluid_sorted.start;
+        grid.mark_within_reach(
+            |k| start[k + 1] > start[k],
+            reach,
+            &mut self.near_fluid,
+            &mut self.mark_scratch,
+        );
+        let near_fluid = &self.near_fluid;
         let lists = [&self.fluid_sorted, &self.bound_sorted];
         let dparams = &self.diffusion;
         // Cells beyond the support hold no pair the test r < 2h keeps: skipped, the order of
         // the rest unchanged (sph.cu walks the same rows).
         let near = 2.0 * c.h * SPH_WALK_MARGIN;
+        let beyond = support_squared_bound(c.h);
         let count = targets.map_or(pos.len(), |t| t.len());
         let out: Vec<(FluidRates, f64, f64)> = (0..count)
             .into_par_iter()
@@ -630,7 +660,11 @@ impl SphSim {
                 let p_i = physics::tait_pressure(rho_i, c.rho0, c.b);
                 let c_i = physics::sound_speed(rho_i, c.rho0, c.c0);
                 let fluid_i = kind[i] == KIND_FLUID;
-                grid.neighbour_rows_near(pos[i], reach, near, rows);
+                if fluid_i || near_fluid[grid.hash(pos[i]) as usize] {
+                    grid.neighbour_rows_near(pos[i], reach, near, rows);
+                } else {
+                    rows.clear();
+                }
                 // Boundary particles see fluid only.
                 let used = if fluid_i { &lists[..] } else { &lists[..1] };
                 for (l, list) in used.iter().enumerate() {
@@ -638,13 +672,15 @@ impl SphSim {
                     for &(first, last) in rows.iter() {
                         let range = list.start[first as usize]..list.start[last as usize + 1];
                         for k in range.map(|k| k as usize) {
-                            if list.index[k] as usize == i {
-                                continue;
-                            }
                             let r_ij = vec3::sub(pos[i], list.pos[k]);
                             let r2 = vec3::norm2(r_ij);
+                            // No root for a candidate surely outside (`beyond`); the exact test
+                            // on r decides the rest, as in sph.cu.
+                            if r2 > beyond {
+                                continue;
+                            }
                             let r = r2.sqrt();
-                            if r >= 2.0 * c.h {
+                            if r >= 2.0 * c.h || list.index[k] as usize == i {
                                 continue;
                             }
                             let f = physics::kernel_grad_factor(c.kernel, r, c.h);
