@@ -488,8 +488,18 @@ impl SphSim {
             self.grid.num_cells(),
             &all,
         );
+        let reach = sph_reach(&self.c, &self.grid);
+        // As in `rates_of`: a node with no fluid within the walk's reach skips its row search
+        // (it would have found no fluid: no sums, no density).
+        let start = &self.fluid_sorted.start;
+        self.grid.mark_within_reach(
+            |k| start[k + 1] > start[k],
+            reach,
+            &mut self.near_fluid,
+            &mut self.mark_scratch,
+        );
         let (c, grid, list) = (&self.c, &self.grid, &self.fluid_sorted);
-        let reach = sph_reach(c, grid);
+        let near_fluid = &self.near_fluid;
         let near = 2.0 * c.h * SPH_WALK_MARGIN;
         let beyond = support_squared_bound(c.h);
         let poses = self.moving.transforms(t);
@@ -498,7 +508,11 @@ impl SphSim {
             .map_init(Vec::new, |rows, &b| {
                 let g = self.ghost_at(b as usize, &poses)?;
                 let mut sums = physics::GhostSums::default();
-                grid.neighbour_rows_near(g, reach, near, rows);
+                if near_fluid[grid.hash(g) as usize] {
+                    grid.neighbour_rows_near(g, reach, near, rows);
+                } else {
+                    rows.clear();
+                }
                 for &(first, last) in rows.iter() {
                     let range = list.start[first as usize]..list.start[last as usize + 1];
                     for k in range.map(|k| k as usize) {
