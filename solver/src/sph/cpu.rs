@@ -491,13 +491,7 @@ impl SphSim {
         let reach = sph_reach(&self.c, &self.grid);
         // As in `rates_of`: a node with no fluid within the walk's reach skips its row search
         // (it would have found no fluid: no sums, no density).
-        let start = &self.fluid_sorted.start;
-        self.grid.mark_within_reach(
-            |k| start[k + 1] > start[k],
-            reach,
-            &mut self.near_fluid,
-            &mut self.mark_scratch,
-        );
+        self.mark_near_fluid(reach);
         let (c, grid, list) = (&self.c, &self.grid, &self.fluid_sorted);
         let near_fluid = &self.near_fluid;
         let near = 2.0 * c.h * SPH_WALK_MARGIN;
@@ -535,6 +529,18 @@ impl SphSim {
             })
             .flatten()
             .collect()
+    }
+
+    /// Marks in `near_fluid` the cells with a cell of the sorted fluid within `reach` cells: a
+    /// walk from an unmarked cell finds no fluid (its rows never leave that window).
+    fn mark_near_fluid(&mut self, reach: u32) {
+        let start = &self.fluid_sorted.start;
+        self.grid.mark_within_reach(
+            |k| start[k + 1] > start[k],
+            reach,
+            &mut self.near_fluid,
+            &mut self.mark_scratch,
+        );
     }
 
     pub fn dt(&self) -> f64 {
@@ -635,7 +641,7 @@ impl SphSim {
             let bpos: Vec<V3> = self.bound.iter().map(|&k| pos[k as usize]).collect();
             self.bound_cells.build(&self.grid, &bpos, &self.bound);
         }
-        let (c, grid, kind) = (&self.c, &self.grid, &self.s.kind);
+        let (c, grid) = (&self.c, &self.grid);
         let reach = sph_reach(c, grid);
         let all = Particles { pos, vel, rho };
         let cells = grid.num_cells();
@@ -647,14 +653,9 @@ impl SphSim {
             .fill(c, &self.bound_cells, &self.bound, cells, &all);
         // A boundary particle sees fluid only, and most of a tank's walls have none in reach:
         // their walks found empty rows, yet cost as much as the fluid's pairs in the quasi-2D
-        // water column (the rows of a walk are never farther than `reach` cells).
-        let start = &self.fluid_sorted.start;
-        grid.mark_within_reach(
-            |k| start[k + 1] > start[k],
-            reach,
-            &mut self.near_fluid,
-            &mut self.mark_scratch,
-        );
+        // water column.
+        self.mark_near_fluid(reach);
+        let (c, grid, kind) = (&self.c, &self.grid, &self.s.kind);
         let near_fluid = &self.near_fluid;
         let lists = [&self.fluid_sorted, &self.bound_sorted];
         let dparams = &self.diffusion;
