@@ -122,8 +122,9 @@ pub fn cells_per_support() -> u32 {
 pub const SPH_WALK_MARGIN: f64 = 1.001;
 
 /// A bound on r^2 above which r = sqrt(r^2) >= 2h for sure: (2h)^2 (1 + 1e-12), whose root
-/// lies some 2,000 ulps above 2h (a correctly rounded root is monotone), so that a pair walk
-/// takes no root for most of the candidates it rejects and keeps the same pairs.
+/// lies 5e-13 of 2h above it, over 2,000 ulps (a correctly rounded root is monotone), so that
+/// a pair walk takes no root for most of the candidates it rejects and keeps the same pairs
+/// (sph.cu's `reject2` is the same test with a wider margin).
 pub fn support_squared_bound(h: f64) -> f64 {
     (2.0 * h) * (2.0 * h) * (1.0 + 1e-12)
 }
