@@ -267,8 +267,9 @@ pub struct SphSim {
     moving: MovingSolids,
     /// mDBC: each particle's ghost node at rest (id order; NaN: none); empty with DBC.
     ghost: Vec<V3>,
-    /// Per cell: whether fluid lies within the walk's reach (refilled at every evaluation): a
-    /// boundary particle in an unmarked cell has no neighbour and skips its walk.
+    /// Per cell: whether fluid lies within the walk's reach, marked after each fill of
+    /// `fluid_sorted` from it ([`SphSim::mark_near_fluid`]): a boundary particle or ghost node
+    /// in an unmarked cell has no neighbour and skips its walk.
     near_fluid: Vec<bool>,
     mark_scratch: Vec<bool>,
 }
@@ -654,8 +655,10 @@ impl SphSim {
             .fill(c, &self.bound_cells, &self.bound, cells, &all);
         // A boundary particle sees fluid only, and most of a tank's walls have none in reach:
         // their walks found empty rows, yet cost as much as the fluid's pairs in the quasi-2D
-        // water column.
-        self.mark_near_fluid(reach);
+        // water column. (A fluid sorted already was marked with its sort, `ghost_densities`.)
+        if !fluid_sorted {
+            self.mark_near_fluid(reach);
+        }
         let (c, grid, kind) = (&self.c, &self.grid, &self.s.kind);
         let near_fluid = &self.near_fluid;
         let lists = [&self.fluid_sorted, &self.bound_sorted];
