@@ -1,10 +1,10 @@
-//! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]), one
-//! GPU or several ([`solver::sph::cuda`]), or slabs on MPI ranks (GPU or CPU:
-//! [`solver::sph::ranks`]) behind [`SimPort`], publishing positions,
-//! velocities, density, pressure and particle kind, and VTK files with `--output`, checkpoints
-//! that `--restart` continues bit for bit (on any backend and number of GPUs: the file is the
-//! same), and `--load-shm` resuming a dead run from its last frame. Not yet: CPU sub-domains in
-//! one process (refused with a message).
+//! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]), CPU
+//! sub-domains in one process ([`solver::sph::subdomains`], `--subdomains`), one GPU or several
+//! ([`solver::sph::cuda`]), or slabs on MPI ranks (GPU or CPU: [`solver::sph::ranks`]) behind
+//! [`SimPort`], publishing positions, velocities, density, pressure and particle kind, and VTK
+//! files with `--output`, checkpoints that `--restart` continues bit for bit (on any backend,
+//! number of GPUs or sub-domains: the file is the same), and `--load-shm` resuming a dead run
+//! from its last frame.
 
 use anyhow::{bail, Context, Result};
 use shm_protocol::layout::{SpeciesMethod, SPECIES_PARAMS};
@@ -18,6 +18,7 @@ use solver::sph::motion::MovingSolids;
 use solver::sph::physics;
 use solver::sph::ranks::{SphCpuRank, SphCpuRankOptions};
 use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
+use solver::sph::subdomains::{SphCpuSubdomains, SphSubdomainOptions};
 use std::path::Path;
 
 use super::cli::Cli;
@@ -101,9 +102,26 @@ fn refuse_unsupported(what: &str, cli: &Cli) -> Result<()> {
     if cli.gpu_memory != super::cli::GpuMemory::Auto {
         bail!("{what}: --gpu-memory sets the layout of DEM runs; SPH keeps its own");
     }
-    if cli.decomposition().subdomains.is_some_and(|n| n > 1) {
+    Ok(())
+}
+
+/// The cut a run asks for: its case's `[decomposition]` with the command line's overrides.
+/// Every MPI rank derives it from the same case text and command line, so all cut alike.
+fn decomposition(config_toml: &str, cli: &Cli) -> Result<solver::decomp::Decomposition> {
+    let case = SphCase::from_toml_str(config_toml).context("the run's SPH case")?;
+    let d = cli.decomposition().apply(case.decomposition);
+    d.check().context("--subdomains")?;
+    Ok(d)
+}
+
+/// Whether `subdomains` fits a run of `slabs` slabs (GPUs or MPI ranks): 1, or the same count.
+fn check_slabs(subdomains: u32, slabs: usize, what: &str) -> Result<()> {
+    if subdomains > 1 && subdomains as usize != slabs {
         bail!(
-            "{what}: SPH runs on CPU sub-domains not yet (--subdomains 1; several GPUs: --devices; several processes: mpirun)"
+            "{subdomains} sub-domains asked for, but an SPH run on {what} has one slab per {}: \
+             drop --subdomains (or the case's [decomposition] subdomains), or use --backend cpu \
+             for CPU sub-domains",
+            if what.contains("rank") { "rank" } else { "GPU" }
         );
     }
     Ok(())
@@ -152,18 +170,32 @@ pub fn is_sph_start(bytes: &[u8]) -> bool {
     bytes.starts_with(&START_MAGIC)
 }
 
-/// This rank's engine of a run over MPI ranks: slab `rank` of the run, on the CPU or on the
-/// rank's GPU of `--devices` (the ranks of a host take its listed GPUs in turn).
-fn rank_engine(
-    ranks: &solver::exec::sim::RankSet,
+/// What every rank starts from: the constants, the state about to take the step `dt`, and the
+/// moving solids.
+struct Initial {
     c: SphConstants,
     state: SphState,
     dt: f64,
     moving: MovingSolids,
+}
+
+/// This rank's engine of a run over MPI ranks: slab `rank` of the run, on the CPU or on the
+/// rank's GPU of `--devices` (the ranks of a host take its listed GPUs in turn).
+fn rank_engine(
+    ranks: &solver::exec::sim::RankSet,
+    initial: Initial,
     gpu: bool,
     cli: &Cli,
+    d: solver::decomp::Decomposition,
 ) -> Result<Engine> {
-    let balance = cli.balance.unwrap_or_default();
+    let Initial {
+        c,
+        state,
+        dt,
+        moving,
+    } = initial;
+    check_slabs(d.subdomains, ranks.comm.size(), "MPI ranks")?;
+    let balance = d.balance;
     let interval = cli
         .balance_every
         .unwrap_or(solver::decomp::balance::BALANCE_INTERVAL);
@@ -175,7 +207,7 @@ fn rank_engine(
             comm: ranks.comm.clone(),
             device: devices[local % devices.len()],
             double: false,
-            axis: cli.split_axis,
+            axis: d.split_axis,
             first_cut: cli.first_cut.unwrap_or_default(),
             balance,
             interval,
@@ -188,11 +220,12 @@ fn rank_engine(
     } else {
         let opts = SphCpuRankOptions {
             comm: ranks.comm.clone(),
-            axis: cli.split_axis,
+            axis: d.split_axis,
             first_cut: cli.first_cut.unwrap_or_default(),
             balance,
             interval,
             threshold,
+            label: "rank",
         };
         let rank = SphCpuRank::from_state(c, state, dt, moving, opts)?;
         let name = format!("{} MPI ranks on the CPU", rank.ranks());
@@ -221,8 +254,11 @@ fn engine(
     run: RunInfo<'_>,
 ) -> Result<Engine> {
     let gpu = backend == Backend::Cuda;
+    let d = decomposition(run.config_toml, cli)?;
     let ranks = super::ranks::current();
     if let Some(ranks) = ranks {
+        // Refused before the start goes out: the other ranks then give up waiting for it.
+        check_slabs(d.subdomains, ranks.comm.size(), "MPI ranks")?;
         let mut bytes = START_MAGIC.to_vec();
         bytes.extend(solver::exec::comm::encode(&(
             run.config_toml,
@@ -235,7 +271,40 @@ fn engine(
             gpu,
         )));
         ranks.send_start_bytes(bytes);
-        return rank_engine(&ranks, c, state, dt, moving, gpu, cli);
+        return rank_engine(
+            &ranks,
+            Initial {
+                c,
+                state,
+                dt,
+                moving,
+            },
+            gpu,
+            cli,
+            d,
+        );
+    }
+    let interval = cli
+        .balance_every
+        .unwrap_or(solver::decomp::balance::BALANCE_INTERVAL);
+    if !gpu && d.subdomains > 1 {
+        let opts = SphSubdomainOptions {
+            subdomains: d.subdomains as usize,
+            axis: d.split_axis,
+            first_cut: cli.first_cut.unwrap_or_default(),
+            balance: d.balance,
+            interval,
+            threshold: cli.balance_threshold,
+        };
+        let group = SphCpuSubdomains::from_state(c, state, dt, moving, opts)?;
+        tracing::info!(
+            "SPH on {} CPU sub-domains (threads of this process, each holding arrays for every \
+             particle): slabs {:?} along {}",
+            group.subdomains(),
+            group.bounds(),
+            ["x", "y", "z"][group.axis()]
+        );
+        return Ok(Engine::Subdomains(Box::new(group)));
     }
     if !gpu {
         return Ok(Engine::Cpu(Box::new(SphSim::from_state_moving(
@@ -243,6 +312,7 @@ fn engine(
         ))));
     }
     let devices = cli.devices.resolve()?;
+    check_slabs(d.subdomains, devices.len(), "the listed GPUs")?;
     if devices.len() == 1 {
         let opts = SphCudaOptions {
             device: devices[0],
@@ -255,12 +325,10 @@ fn engine(
     let opts = SphGroupOptions {
         devices,
         double: false,
-        axis: cli.split_axis,
+        axis: d.split_axis,
         first_cut: cli.first_cut.unwrap_or_default(),
-        balance: cli.balance.unwrap_or_default(),
-        interval: cli
-            .balance_every
-            .unwrap_or(solver::decomp::balance::BALANCE_INTERVAL),
+        balance: d.balance,
+        interval,
         threshold: cli.balance_threshold,
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
     };
@@ -486,7 +554,19 @@ pub fn follow(ranks: solver::exec::sim::RankSet, start: &[u8], cli: &Cli) -> Res
     use super::ranks::Op;
     let (config_toml, end_time, world, c, dt, state, moving, gpu): Start =
         solver::exec::comm::decode(&start[START_MAGIC.len()..], "the SPH start from rank 0");
-    let engine = rank_engine(&ranks, c, state, dt, moving, gpu, cli)?;
+    let d = decomposition(&config_toml, cli)?;
+    let engine = rank_engine(
+        &ranks,
+        Initial {
+            c,
+            state,
+            dt,
+            moving,
+        },
+        gpu,
+        cli,
+        d,
+    )?;
     let mut runner = SphRunner {
         sim: engine,
         world,
@@ -506,7 +586,7 @@ pub fn follow(ranks: solver::exec::sim::RankSet, start: &[u8], cli: &Cli) -> Res
                 Engine::Gpu(g) => unsafe { g.publish_async([std::ptr::null_mut(); 4]) }?,
                 // SAFETY: as above.
                 Engine::Ranks(r) => unsafe { r.publish([std::ptr::null_mut(); 4]) },
-                Engine::Cpu(_) => {}
+                Engine::Cpu(_) | Engine::Subdomains(_) => {}
             },
             Op::State | Op::Snapshot => {
                 runner.sim.state()?;
@@ -518,11 +598,12 @@ pub fn follow(ranks: solver::exec::sim::RankSet, start: &[u8], cli: &Cli) -> Res
 }
 
 /// The solver behind the port: the CPU reference, one GPU or several (also one per MPI rank),
-/// or CPU slabs on MPI ranks.
+/// CPU slabs on MPI ranks, or CPU sub-domains in this process.
 enum Engine {
     Cpu(Box<SphSim>),
     Gpu(Box<dyn SphGpu>),
     Ranks(Box<SphCpuRank>),
+    Subdomains(Box<SphCpuSubdomains>),
 }
 
 impl Engine {
@@ -531,6 +612,7 @@ impl Engine {
             Engine::Cpu(s) => &s.c,
             Engine::Gpu(g) => g.constants(),
             Engine::Ranks(r) => r.constants(),
+            Engine::Subdomains(g) => g.constants(),
         }
     }
     fn step_within(&mut self, t_end: f64) -> Result<()> {
@@ -538,6 +620,7 @@ impl Engine {
             Engine::Cpu(s) => s.step_within(t_end),
             Engine::Gpu(g) => g.step_within(t_end)?,
             Engine::Ranks(r) => r.step_within(t_end)?,
+            Engine::Subdomains(g) => g.step_within(t_end)?,
         }
         Ok(())
     }
@@ -546,6 +629,7 @@ impl Engine {
             Engine::Cpu(s) => s.s.step,
             Engine::Gpu(g) => g.step_index(),
             Engine::Ranks(r) => r.step_index(),
+            Engine::Subdomains(g) => g.step_index(),
         }
     }
     fn time(&self) -> f64 {
@@ -553,6 +637,7 @@ impl Engine {
             Engine::Cpu(s) => s.s.time,
             Engine::Gpu(g) => g.time(),
             Engine::Ranks(r) => r.time(),
+            Engine::Subdomains(g) => g.time(),
         }
     }
     fn dt(&self) -> f64 {
@@ -560,6 +645,7 @@ impl Engine {
             Engine::Cpu(s) => s.dt(),
             Engine::Gpu(g) => g.dt(),
             Engine::Ranks(r) => r.dt(),
+            Engine::Subdomains(g) => g.dt(),
         }
     }
     fn len(&self) -> usize {
@@ -567,6 +653,7 @@ impl Engine {
             Engine::Cpu(s) => s.s.pos.len(),
             Engine::Gpu(g) => g.particle_count(),
             Engine::Ranks(r) => r.kinds().len(),
+            Engine::Subdomains(g) => g.kinds().len(),
         }
     }
     fn kinds(&self) -> &[u32] {
@@ -574,6 +661,7 @@ impl Engine {
             Engine::Cpu(s) => &s.s.kind,
             Engine::Gpu(g) => g.kinds(),
             Engine::Ranks(r) => r.kinds(),
+            Engine::Subdomains(g) => g.kinds(),
         }
     }
     /// The whole state in id order (a download on the GPU).
@@ -582,6 +670,7 @@ impl Engine {
             Engine::Cpu(s) => std::borrow::Cow::Borrowed(&s.s),
             Engine::Gpu(g) => std::borrow::Cow::Owned(g.state()?),
             Engine::Ranks(r) => std::borrow::Cow::Owned(r.state()?),
+            Engine::Subdomains(g) => std::borrow::Cow::Owned(g.state()?),
         })
     }
 }
@@ -772,6 +861,13 @@ impl SimPort for SphRunner {
                 unsafe { r.publish(targets) };
                 return Ok(true);
             }
+            Engine::Subdomains(g) => {
+                let targets = frame_targets(w, g.kinds())?;
+                // Sub-domain 0 places its own part now and the others' as they arrive.
+                // SAFETY: as above.
+                unsafe { g.publish(targets) }?;
+                return Ok(true);
+            }
         }
         // The segment's particle_kind numbers are the setup's (1 fluid, 2 boundary).
         w.particle_kinds_mut()?.copy_from_slice(self.sim.kinds());
@@ -782,6 +878,7 @@ impl SimPort for SphRunner {
             Engine::Cpu(_) => Ok(true),
             Engine::Gpu(g) => Ok(g.publish_done()?),
             Engine::Ranks(r) => Ok(r.publish_done()),
+            Engine::Subdomains(g) => Ok(g.publish_done()?),
         }
     }
     fn wait_frame_copy(&mut self) -> Result<()> {
@@ -789,6 +886,7 @@ impl SimPort for SphRunner {
             Engine::Cpu(_) => {}
             Engine::Gpu(g) => g.publish_wait()?,
             Engine::Ranks(r) => r.publish_wait(),
+            Engine::Subdomains(g) => g.publish_wait()?,
         }
         Ok(())
     }
@@ -842,6 +940,9 @@ impl SimPort for SphRunner {
         match &self.sim {
             Engine::Cpu(_) => "cpu (SPH reference)".into(),
             Engine::Ranks(r) => format!("cpu (SPH reference, {} MPI ranks)", r.ranks()),
+            Engine::Subdomains(g) => {
+                format!("cpu (SPH reference, {} sub-domains)", g.subdomains())
+            }
             Engine::Gpu(g) => format!("cuda (SPH, {})", g.device_name()),
         }
     }

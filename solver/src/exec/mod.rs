@@ -11,5 +11,6 @@ pub mod method;
 pub mod mpi;
 pub mod sim;
 pub mod stages;
+pub mod thread_comm;
 pub mod transport;
 pub mod worker;

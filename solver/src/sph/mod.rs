@@ -8,7 +8,8 @@
 //! all; [`motion`] moves the boundary particles of solids with a prescribed motion; [`probe`] reads pressure at a point as the `analysis` tool does. [`slabs`] cuts a run into
 //! slabs of cell layers for several workers: GPUs of a group, MPI ranks with a GPU each
 //! ([`cuda::SphRank`]) or on the CPU ([`ranks::SphCpuRank`]), whose frames and states travel as
-//! [`parts`]. Not on the DEM coordinator (no CPU sub-domains in one process).
+//! [`parts`]; [`subdomains`] runs those CPU ranks as threads of one process (`--subdomains`).
+//! Not on the DEM coordinator: SPH's slabs are its own.
 
 pub mod checkpoint;
 pub mod cpu;
@@ -21,3 +22,4 @@ pub mod probe;
 pub mod ranks;
 pub mod setup;
 pub mod slabs;
+pub mod subdomains;

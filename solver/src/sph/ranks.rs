@@ -76,6 +76,8 @@ pub struct SphCpuRankOptions {
     /// The balancing's threshold ([`crate::decomp::balance::decide_with`]); `None`: the mode's
     /// default.
     pub threshold: Option<f64>,
+    /// What the log calls a rank: "rank" over MPI, "sub-domain" for threads of one process.
+    pub label: &'static str,
 }
 
 /// Particles a rank sends a neighbour before an evaluation: ids, position, velocity and density
@@ -143,6 +145,7 @@ pub struct SphCpuRank {
     rebalances: u64,
     records_sent: u64,
     pending: Option<PendingFrame>,
+    label: &'static str,
     /// Verlet: the half-state arrays hold the state one step back (false before the first step
     /// of a run without it, which is then an Euler step).
     verlet_ready: bool,
@@ -210,6 +213,7 @@ impl SphCpuRank {
             rebalances: 0,
             records_sent: 0,
             pending: None,
+            label: opts.label,
             verlet_ready,
         };
         let mine = r.bounds[rank]..r.bounds[rank + 1];
@@ -792,6 +796,12 @@ impl SphCpuRank {
         // SAFETY: as in publish_done.
         unsafe { take_parts(self.comm.as_ref(), &mut self.pending, true) };
     }
+
+    /// Drops the pending frame unfinished (its targets are no longer written): for a run whose
+    /// other ranks failed, whose parts will not come.
+    pub fn forget_frame(&mut self) {
+        self.pending = None;
+    }
 }
 
 impl Drop for SphCpuRank {
@@ -800,8 +810,9 @@ impl Drop for SphCpuRank {
         // Where each rank's time went: an exchange also waits for the slower neighbour, so a
         // long one says the cut is uneven (--balance moves it).
         tracing::info!(
-            "SPH rank {} of {}: computed {:.2} s, exchanged and waited {:.2} s; bounds {:?} ({} \
+            "SPH {} {} of {}: computed {:.2} s, exchanged and waited {:.2} s; bounds {:?} ({} \
              moves), {} records sent",
+            self.label,
             self.rank,
             self.ranks,
             self.compute_s,

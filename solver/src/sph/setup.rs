@@ -10,6 +10,7 @@ use super::physics::{self, SphKernel};
 use crate::core::geometry::{self, Motion};
 use crate::core::stl::Triangle;
 use crate::core::vec3::V3;
+use crate::decomp::Decomposition;
 use serde::{Deserialize, Serialize};
 
 /// Density diffusion (delta-SPH) variant.
@@ -247,6 +248,11 @@ pub struct SphCase {
     /// particles on the tank's lattice.
     #[serde(default)]
     pub obstacles: Vec<FluidBlock>,
+    /// `[decomposition]`, as in a DEM case: CPU sub-domains (`subdomains`), and for every cut
+    /// (sub-domains, GPUs, MPI ranks) the split axis and the balancing. The command line's
+    /// `--subdomains`, `--split-axis` and `--balance` override it.
+    #[serde(default, skip_serializing_if = "is_undecomposed")]
+    pub decomposition: Decomposition,
     /// Where `stl` paths start (the case file's folder; the working directory when empty).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -261,6 +267,10 @@ pub struct SphDomain {
     pub max: V3,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub motion: Option<Motion>,
+}
+
+fn is_undecomposed(d: &Decomposition) -> bool {
+    *d == Decomposition::default()
 }
 
 fn default_gravity() -> V3 {
@@ -507,6 +517,9 @@ impl SphCase {
                 "method",
                 format!("must be \"sph\", got {:?}", self.method),
             ));
+        }
+        if let Err(e) = self.decomposition.check() {
+            return Err(bad("decomposition.subdomains", e.to_string()));
         }
         let p = &self.sph;
         let ext: V3 = std::array::from_fn(|a| self.domain.max[a] - self.domain.min[a]);
