@@ -53,13 +53,31 @@ pub fn sph_tank_case(end_time: f64) -> String {
     text.replace("\nend_time = 1.0\n", &format!("\nend_time = {end_time}\n"))
 }
 
-/// Whether this is the CI pass that repeats the solver tests on CPU sub-domains
-/// (`PARTICLE_SHM_TEST_SUBDOMAINS` set): the SPH reference runs undecomposed (it is not on the
-/// coordinator yet), so its long runs skip that pass instead of repeating themselves (and say so).
+/// The sub-domain count of the CI pass that repeats the solver tests on CPU sub-domains
+/// (`PARTICLE_SHM_TEST_SUBDOMAINS`); `None` in the undecomposed pass.
+pub fn decomposed_pass_subdomains() -> Option<usize> {
+    let v = std::env::var("PARTICLE_SHM_TEST_SUBDOMAINS").ok()?;
+    if v.trim().is_empty() {
+        return None;
+    }
+    Some(
+        v.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("PARTICLE_SHM_TEST_SUBDOMAINS={v:?} is not a whole number")),
+    )
+}
+
+/// Whether an SPH test that runs undecomposed skips the sub-domain pass. In that pass the water
+/// column's collapse is validated on CPU sub-domains (`sph_validation.rs`), and
+/// `sph_subdomains.rs` checks every shipped case bit for bit against one process in both
+/// passes; the other long SPH runs would only repeat themselves (and say so).
 pub fn sph_skips_decomposed_pass() -> bool {
-    let set = std::env::var("PARTICLE_SHM_TEST_SUBDOMAINS").is_ok_and(|v| !v.trim().is_empty());
+    let set = decomposed_pass_subdomains().is_some();
     if set {
-        println!("SPH runs undecomposed so far: skipped in the sub-domain pass");
+        println!(
+            "SPH on sub-domains is checked bit for bit in sph_subdomains.rs: skipped in the \
+             sub-domain pass"
+        );
     }
     set
 }

@@ -333,3 +333,250 @@ fn a_moving_solid_is_published_and_resumes_where_its_motion_has_it() {
     block(&f);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A scratch folder removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("pshm-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_string_lossy().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The shipped dam break at dp = 8 cm (7,000 particles), written into `dir` with `extra`
+/// appended.
+fn coarse_dambreak(dir: &Scratch, extra: &str) -> String {
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../solver/cases/dambreak.toml");
+    let text = std::fs::read_to_string(src).expect("dambreak.toml");
+    assert!(text.contains("spacing = 0.04"), "the case's spacing moved");
+    let case = dir.path("dambreak8.toml");
+    std::fs::write(
+        &case,
+        format!(
+            "{}\n{extra}",
+            text.replace("spacing = 0.04", "spacing = 0.08")
+        ),
+    )
+    .unwrap();
+    case
+}
+
+/// The checkpoint files of `dir`, sorted (the first written first).
+fn checkpoints(dir: &str) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| {
+        let n = p.file_name().unwrap_or_default().to_string_lossy();
+        n.starts_with("checkpoint-") && n.ends_with(".bin")
+    });
+    v.sort();
+    v
+}
+
+/// Every field of the newest frames of two segments, bit for bit.
+fn same_newest_frame(a: &str, b: &str) {
+    let read = |n: &str| {
+        Consumer::attach(n)
+            .expect("attach")
+            .read_newest()
+            .expect("read")
+            .expect("a frame")
+    };
+    let (fa, fb) = (read(a), read(b));
+    assert_eq!(fa.meta.step, fb.meta.step, "step");
+    assert_eq!(fa.meta.sim_time, fb.meta.sim_time, "time");
+    assert_eq!(fa.positions, fb.positions, "positions");
+    assert_eq!(fa.velocities, fb.velocities, "velocities");
+    assert_eq!(fa.densities, fb.densities, "densities");
+    assert_eq!(fa.pressures, fb.pressures, "pressures");
+    assert_eq!(fa.particle_kinds, fb.particle_kinds, "kinds");
+}
+
+/// `solver --subdomains 3` on an SPH case (CPU sub-domains in one process, bounds moving by
+/// count) gives the last frame and every checkpoint of one process bit for bit; its middle
+/// checkpoint continues on 2 sub-domains to the same final checkpoint; the case's
+/// `[decomposition]` asks for the same; a cut the tank cannot take is a clear error that leaves
+/// no segment behind.
+#[test]
+fn sph_sub_domains_give_the_frames_and_checkpoints_of_one_process() {
+    let dir = Scratch::new("sphsub");
+    let case = coarse_dambreak(&dir, "");
+    let run = |tag: &str, extra: &[&str]| -> (SegName, String, String) {
+        let seg = SegName::new(tag);
+        let out = dir.path(tag);
+        let mut args = vec![
+            "--name-shm",
+            &seg.0,
+            "--backend",
+            "cpu",
+            "--end-time",
+            "0.06",
+            "--output",
+            &out,
+            "--checkpoint-every",
+            "0.03",
+            "--keep-shm",
+            "--balance",
+            "count",
+            "--balance-every",
+            "4",
+        ];
+        args.extend_from_slice(extra);
+        let (code, err) = Running::spawn(solver(&args)).wait_exit(Duration::from_secs(300));
+        assert_eq!(code, Some(0), "{tag}: {err}");
+        (seg, out, err)
+    };
+    let (one, one_out, _) = run("sub1", &["--case", &case]);
+    let (three, three_out, err) = run("sub3", &["--case", &case, "--subdomains", "3"]);
+    assert!(err.contains("SPH on 3 CPU sub-domains"), "{err}");
+    assert!(err.contains("moves)"), "the sub-domains' summaries: {err}");
+    same_newest_frame(&one.0, &three.0);
+    let (a, b) = (checkpoints(&one_out), checkpoints(&three_out));
+    // At 0.03 s and at the end.
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert_eq!(b.len(), a.len(), "{b:?}");
+    for (x, y) in a.iter().zip(&b) {
+        assert!(
+            std::fs::read(x).unwrap() == std::fs::read(y).unwrap(),
+            "{} and {} differ",
+            x.display(),
+            y.display()
+        );
+    }
+    // The middle checkpoint of 3 sub-domains, continued on 2: the final checkpoint of one.
+    let middle = b[0].to_string_lossy().to_string();
+    let (_two, two_out, _) = run("sub2", &["--restart", &middle, "--subdomains", "2"]);
+    let c = checkpoints(&two_out);
+    assert_eq!(
+        std::fs::read(c.last().unwrap()).unwrap(),
+        std::fs::read(a.last().unwrap()).unwrap(),
+        "restarted on 2 sub-domains: not the final checkpoint of one process"
+    );
+    // The case file can ask for the cut.
+    let in_case = coarse_dambreak(
+        &dir,
+        "[decomposition]\nsubdomains = 2\nsplit_axis = \"x\"\n",
+    );
+    let seg = SegName::new("subcase");
+    let (code, err) = Running::spawn(solver(&[
+        "--name-shm",
+        &seg.0,
+        "--case",
+        &in_case,
+        "--backend",
+        "cpu",
+        "--end-time",
+        "0.005",
+    ]))
+    .wait_exit(Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("SPH on 2 CPU sub-domains"), "{err}");
+    assert!(err.contains("along x"), "{err}");
+    // Too many: refused before a step, the segment removed.
+    let seg = SegName::new("subbad");
+    let (code, err) = Running::spawn(solver(&[
+        "--name-shm",
+        &seg.0,
+        "--case",
+        &case,
+        "--backend",
+        "cpu",
+        "--subdomains",
+        "64",
+    ]))
+    .wait_exit(Duration::from_secs(60));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("use fewer sub-domains"), "{err}");
+    assert!(
+        !std::path::Path::new(&shm_protocol::shm_path(&seg.0)).exists(),
+        "a refused run left its segment"
+    );
+}
+
+/// Pause, publish now, checkpoint, resume and stop reach an SPH run on CPU sub-domains as they
+/// reach one process: no step while paused, a checkpoint at the paused step, steps after
+/// resume, and a clean exit on stop.
+#[test]
+fn commands_reach_an_sph_run_on_sub_domains() {
+    use shm_protocol::{Command as Cmd, CommandOutcome};
+    let dir = Scratch::new("sphsubcmd");
+    let case = coarse_dambreak(&dir, "");
+    let seg = SegName::new("subcmd");
+    let out = dir.path("out");
+    let mut running = Running::spawn(solver(&[
+        "--name-shm",
+        &seg.0,
+        "--case",
+        &case,
+        "--backend",
+        "cpu",
+        "--subdomains",
+        "3",
+        "--end-time",
+        "100",
+        "--output",
+        &out,
+    ]));
+    let mut c = poll(Duration::from_secs(60), || {
+        Consumer::attach(&seg.0)
+            .ok()
+            .filter(|c| c.read_newest().ok().flatten().is_some())
+    })
+    .expect("the run's first frame");
+    let t = Duration::from_secs(30);
+    let done = |o: CommandOutcome| match o {
+        CommandOutcome::Done(s) => s,
+        CommandOutcome::Rejected(why) => panic!("rejected: {why}"),
+    };
+    let newest = |c: &Consumer| c.read_newest().expect("read").expect("a frame").meta.step;
+    done(c.send(&Cmd::Pause, t).expect("pause"));
+    done(c.send(&Cmd::UpdateNow, t).expect("update"));
+    let paused = newest(&c);
+    std::thread::sleep(Duration::from_millis(500));
+    done(c.send(&Cmd::UpdateNow, t).expect("update"));
+    assert_eq!(newest(&c), paused, "steps go on while paused");
+    let path = done(c.send(&Cmd::Checkpoint, t).expect("checkpoint"));
+    assert!(std::path::Path::new(&path).is_file(), "checkpoint {path}");
+    assert!(
+        path.ends_with(&format!("checkpoint-{paused:09}.bin")),
+        "{path}: not at the paused step {paused}"
+    );
+    done(c.send(&Cmd::Resume, t).expect("resume"));
+    assert!(
+        poll(Duration::from_secs(30), || (newest(&c) > paused)
+            .then_some(()))
+        .is_some(),
+        "no step after resume"
+    );
+    done(c.send(&Cmd::Stop, t).expect("stop"));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Ok(Some(s)) = running.0.try_wait() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no exit after stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "stop must end the run cleanly ({status})");
+    assert!(
+        !std::path::Path::new(&shm_protocol::shm_path(&seg.0)).exists(),
+        "segment removed on a clean stop"
+    );
+}
