@@ -161,14 +161,14 @@ fn front_of(s: &SphState, dp: f64) -> f64 {
 /// sub-domains (the slabs' bounds balanced by count every 32 steps), which must pass the same
 /// check.
 enum ColumnRun {
-    One(SphSim),
+    One(Box<SphSim>),
     Cut(Box<SphCpuSubdomains>),
 }
 
 impl ColumnRun {
     fn new(sim: SphSim) -> ColumnRun {
         let Some(n) = e2e_tests::decomposed_pass_subdomains() else {
-            return ColumnRun::One(sim);
+            return ColumnRun::One(Box::new(sim));
         };
         let opts = SphSubdomainOptions {
             subdomains: n,
