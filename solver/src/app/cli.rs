@@ -14,8 +14,10 @@ pub enum BackendChoice {
     Cuda,
 }
 
-/// Discrete element simulation of spheres, walls and moving meshes, published live into a
-/// shared-memory segment that viewers and analysis tools attach to.
+/// Particle simulation published live into a shared-memory segment that viewers and analysis
+/// tools attach to: the discrete element method (spheres, walls and moving meshes) or, for a
+/// case file with `method = "sph"`, weakly compressible SPH (free-surface flow; examples in
+/// solver/cases: dambreak.toml, water_column.toml, sloshing_tank.toml, ...).
 #[derive(Debug, Parser)]
 #[command(
     name = "solver",
@@ -24,9 +26,11 @@ pub enum BackendChoice {
     solver --name-shm run1                      built-in case (spheres falling into a 2 m box)\n  \
     solver --name-shm run1 --particles 100000   the same, with 100k particles\n  \
     solver --name-shm mix --case mixer.toml --output out --output-every 0.01\n  \
+    solver --name-shm db --case solver/cases/dambreak.toml   SPH dam break (SPHERIC Test 2)\n  \
     solver --load-shm run1                      resume from run1's last frame after a crash\n  \
     solver --restart out/checkpoint.bin         continue bit-for-bit from a checkpoint\n  \
     solver --name-shm run1 --backend cpu --subdomains 4 --split-axis x   4 CPU sub-domains\n  \
+    solver --name-shm db --case dambreak.toml --backend cpu --subdomains 3   SPH on 3 CPU sub-domains\n  \
     mpirun -np 4 solver --name-shm run1 --backend cpu --threads 2   4 MPI ranks (--features mpi)\n  \
     mpirun -np 8 solver --name-shm run1 --backend cuda --devices all   one GPU per MPI rank\n  \
     mpirun -np 2 solver --name-shm db --backend cuda --case dambreak.toml   SPH on 2 GPU ranks\n  \
@@ -59,7 +63,9 @@ pub struct Cli {
     pub backend: BackendChoice,
     /// Cut the domain into N slabs, one CPU worker each, exchanging ghost layers and migrating
     /// particles every step (overrides the case's [decomposition]). Results are bit-identical
-    /// for every N; speed is what changes.
+    /// for every N; speed is what changes. SPH: one thread per slab, each holding arrays for
+    /// every particle (as an MPI rank does), so memory grows with N; a slab needs at least 3
+    /// layers of the kernel support.
     #[arg(long, value_name = "N")]
     pub subdomains: Option<u32>,
     /// Axis the slabs are cut along [default: the longest axis of the domain; on ties x on the
