@@ -1,7 +1,8 @@
 //! Collective operations between the processes of one run (MPI ranks), as plain bytes.
 //!
 //! A run in one process uses [`Solo`]: every operation is the identity. A run launched by
-//! `mpirun` uses `exec::mpi::MpiComm` (cargo feature `mpi`). Every rank must call the same
+//! `mpirun` uses `exec::mpi::MpiComm` (cargo feature `mpi`); an SPH run on CPU sub-domains in
+//! one process runs its ranks as threads over [`super::thread_comm::ThreadComm`]. Every rank must call the same
 //! operations in the same order (they are collective); the coordinator and the application's
 //! rank protocol (`app::ranks`) are written so that they do. A failed MPI operation ends the
 //! whole job (MPI's default error handler), so none of these returns an error.
