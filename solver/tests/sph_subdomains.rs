@@ -62,6 +62,9 @@ fn same_state(what: &str, a: &SphState, b: &SphState) {
 /// `steps` steps of `case` on one process and on 2 and 3 sub-domains: the same bits after
 /// every step. Returns how many of the two runs moved a bound.
 fn same_bits(what: &str, case: &SphCase, steps: u64) -> usize {
+    if repeat() {
+        return 1;
+    }
     let c = case.constants().unwrap_or_else(|e| panic!("{what}: {e}"));
     let p = case.particles(&c).unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut one = SphSim::new(c.clone(), p.clone());
@@ -110,6 +113,16 @@ fn same_bits(what: &str, case: &SphCase, steps: u64) -> usize {
     moved
 }
 
+/// Whether this is CI's sub-domain pass, where these comparisons (on 2 and 3 sub-domains
+/// whatever the pass) would only repeat the first pass's (and say so).
+fn repeat() -> bool {
+    let set = e2e_tests::decomposed_pass_subdomains().is_some();
+    if set {
+        println!("the same comparison as in the undecomposed pass: skipped");
+    }
+    set
+}
+
 /// The dam break (SPHERIC Test 2's tank and obstacle), dynamic boundaries, symplectic.
 #[test]
 fn dambreak_on_sub_domains_gives_the_bits_of_one_process() {
@@ -156,6 +169,9 @@ fn tank_and_column_on_sub_domains_give_the_bits_of_one_process() {
 /// state gathered from them continues on one process to the same bits.
 #[test]
 fn frames_and_states_of_sub_domains_are_those_of_one_process() {
+    if repeat() {
+        return;
+    }
     let case = shipped("dambreak", 0.08, "");
     let c = case.constants().unwrap();
     let p = case.particles(&c).unwrap();

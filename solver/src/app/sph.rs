@@ -194,7 +194,7 @@ fn rank_engine(
         dt,
         moving,
     } = initial;
-    check_slabs(d.subdomains, ranks.comm.size(), "MPI ranks")?;
+    // (Rank 0 checked `d.subdomains` against the ranks before it sent the start.)
     let balance = d.balance;
     let interval = cli
         .balance_every
@@ -933,8 +933,20 @@ impl SimPort for SphRunner {
         }
         Ok(())
     }
+    /// The step; on CPU slabs (sub-domains or MPI ranks) also where they are and how often the
+    /// balancing moved them.
     fn stage_summary(&self) -> String {
-        format!("dt {:.3e} s", self.sim.dt())
+        let dt = format!("dt {:.3e} s", self.sim.dt());
+        let (bounds, axis, moves) = match &self.sim {
+            Engine::Subdomains(g) => (g.bounds(), g.axis(), g.rebalances()),
+            Engine::Ranks(r) => (r.bounds(), r.axis(), r.rebalances()),
+            Engine::Cpu(_) | Engine::Gpu(_) => return dt,
+        };
+        format!(
+            "{dt}, slabs at layers {bounds:?} of {}, moved {moves} time{}",
+            ["x", "y", "z"][axis],
+            if moves == 1 { "" } else { "s" }
+        )
     }
     fn backend_name(&self) -> String {
         match &self.sim {

@@ -294,6 +294,10 @@ impl SphCpuRank {
     pub fn ranks(&self) -> usize {
         self.ranks
     }
+    /// How often the bounds moved.
+    pub fn rebalances(&self) -> u64 {
+        self.rebalances
+    }
 
     /// Sends each neighbour the own particles it needs for the next evaluation (at the
     /// half-step positions with `half`), takes what the neighbours send, and returns the fluid

@@ -247,6 +247,10 @@ impl SphCpuSubdomains {
     pub fn subdomains(&self) -> usize {
         self.root.ranks()
     }
+    /// How often the bounds moved.
+    pub fn rebalances(&self) -> u64 {
+        self.root.rebalances()
+    }
 }
 
 impl Drop for SphCpuSubdomains {
