@@ -544,6 +544,42 @@ fn a_bad_case_on_rank_0_ends_every_rank_with_its_message() {
     );
 }
 
+/// An SPH run over ranks has one slab per rank: asking for another number of sub-domains is
+/// refused on rank 0 before the start, and every rank ends with the reason.
+#[test]
+fn sph_sub_domains_other_than_the_ranks_are_refused() {
+    let seg = Seg::new("sphsub");
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/hydrostatic_tank.toml");
+    let case = case.to_string_lossy();
+    let (code, err) = run(
+        mpirun(
+            2,
+            &[
+                "--backend",
+                "cpu",
+                "--name-shm",
+                &seg.0,
+                "--case",
+                &case,
+                "--subdomains",
+                "3",
+            ],
+        ),
+        Duration::from_secs(30),
+    );
+    assert_ne!(code, Some(0));
+    assert!(err.contains("3 sub-domains asked for"), "{err}");
+    assert!(err.contains("one slab per rank"), "{err}");
+    assert!(
+        err.contains("rank 0 failed before the run started"),
+        "the other rank must say why it ends: {err}"
+    );
+    assert!(
+        !Path::new(&shm_protocol::shm_path(&seg.0)).exists(),
+        "no segment left behind"
+    );
+}
+
 /// mDBC walls over CPU ranks: the dam break at dp = 8 cm with `boundary = "mdbc"` to 0.3 s on
 /// 2 and 3 ranks (bounds moving by count) gives the frame and final checkpoint of one process
 /// bit for bit, and the 2-rank checkpoint continues on one process and on 3 ranks to the same
