@@ -8,6 +8,7 @@ mod sph;
 #[path = "support/run_solver.rs"]
 mod support;
 
+use e2e_tests::same_sph_frame;
 use shm_protocol::{Command as Cmd, CommandOutcome, Consumer, Frame};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -624,17 +625,6 @@ fn cuda_without_a_gpu_is_refused_over_ranks() {
     );
     assert_ne!(code, Some(0));
     assert!(err.contains("--backend cuda over MPI ranks"), "{err}");
-}
-
-/// Every field of two SPH frames, bit for bit.
-fn same_sph_frame(frame: &Frame, what: &str, f: &Frame) {
-    assert_eq!(frame.meta.step, f.meta.step, "{what}: step");
-    assert_eq!(frame.meta.sim_time, f.meta.sim_time, "{what}: time");
-    assert_eq!(frame.positions, f.positions, "{what}: positions");
-    assert_eq!(frame.velocities, f.velocities, "{what}: velocities");
-    assert_eq!(frame.densities, f.densities, "{what}: densities");
-    assert_eq!(frame.pressures, f.pressures, "{what}: pressures");
-    assert_eq!(frame.particle_kinds, f.particle_kinds, "{what}: kinds");
 }
 
 /// SPH on CPU ranks (issue 18 through MPI, no GPU needed): the dam break at dp = 8 cm (7,000

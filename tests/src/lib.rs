@@ -82,6 +82,17 @@ pub fn sph_skips_decomposed_pass() -> bool {
     set
 }
 
+/// Every field of two SPH frames, bit for bit (`what` names the comparison in a failure).
+pub fn same_sph_frame(a: &shm_protocol::Frame, what: &str, b: &shm_protocol::Frame) {
+    assert_eq!(a.meta.step, b.meta.step, "{what}: step");
+    assert_eq!(a.meta.sim_time, b.meta.sim_time, "{what}: time");
+    assert_eq!(a.positions, b.positions, "{what}: positions");
+    assert_eq!(a.velocities, b.velocities, "{what}: velocities");
+    assert_eq!(a.densities, b.densities, "{what}: densities");
+    assert_eq!(a.pressures, b.pressures, "{what}: pressures");
+    assert_eq!(a.particle_kinds, b.particle_kinds, "{what}: kinds");
+}
+
 /// A segment name unique to this test, removed (if left) on drop.
 pub struct SegName(pub String);
 
