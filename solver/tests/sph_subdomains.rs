@@ -174,8 +174,9 @@ fn tank_and_column_on_sub_domains_give_the_bits_of_one_process() {
     same_bits("water column", &shipped("water_column", 0.01, ""), 30);
 }
 
-/// A frame from the sub-domains holds what the undecomposed state gives, in id order, and a
-/// state gathered from them continues on one process to the same bits.
+/// A run to a given time takes the steps of one process; a frame from the sub-domains holds
+/// what the undecomposed state gives, in id order; and a state gathered from them continues on
+/// one process to the same bits.
 #[test]
 fn frames_and_states_of_sub_domains_are_those_of_one_process() {
     if repeat() {
@@ -198,6 +199,11 @@ fn frames_and_states_of_sub_domains_are_those_of_one_process() {
         one.step();
         g.step().unwrap();
     }
+    // Run to a time (the last step shortened to land on it): the same steps.
+    let t = one.s.time + 5.5 * one.dt();
+    one.run_to(t);
+    g.run_to(t).unwrap();
+    same_state("run to a time", &one.s, &g.state().unwrap());
     let n = one.s.pos.len();
     let (mut pos, mut vel) = (vec![[f32::NAN; 3]; n], vec![[f32::NAN; 3]; n]);
     let (mut rho, mut press) = (vec![f32::NAN; n], vec![f32::NAN; n]);

@@ -185,9 +185,10 @@ impl SphCpuSubdomains {
         self.step_within(f64::INFINITY)
     }
 
-    /// Steps until the time reaches `t` (the last step shortened to land on it).
+    /// Steps until the time reaches `t` (the last step shortened to land on it), as
+    /// [`super::cpu::SphSim::run_to`] does: the same steps.
     pub fn run_to(&mut self, t: f64) -> Result<(), SphSubdomainError> {
-        while self.time() < t {
+        while self.time() < t - 1e-12 {
             self.step_within(t)?;
         }
         Ok(())
