@@ -315,6 +315,10 @@ fn absurd_sph_cases_are_refused_by_name() {
         "{tank}[sph]\nspacing = 0.02\nviscosity_boundary_factor = -1.0\n[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.1, 0.2]\n"
     ));
     assert!(m.contains("sph.viscosity_boundary_factor"), "{m}");
+    let m = msg(&format!(
+        "{tank}[sph]\nspacing = 0.02\n[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.1, 0.2]\n[decomposition]\nsubdomains = 0\n"
+    ));
+    assert!(m.contains("decomposition.subdomains"), "{m}");
     let e = SphCase::from_toml_str(&format!(
         "method = \"sph\"\ndt = 1e-3\nend_time = 1.0\n{tank}[sph]\nspacing = 0.02\nboundary = \"ghost\"\n[[fluid]]\nmin = [0.0, 0.0, 0.0]\nmax = [0.2, 0.1, 0.2]\n"
     ))
