@@ -114,14 +114,14 @@ fn decomposition(config_toml: &str, cli: &Cli) -> Result<solver::decomp::Decompo
     Ok(d)
 }
 
-/// Whether `subdomains` fits a run of `slabs` slabs (GPUs or MPI ranks): 1, or the same count.
-fn check_slabs(subdomains: u32, slabs: usize, what: &str) -> Result<()> {
+/// Whether `subdomains` fits a run of `slabs` slabs, one per `each` (an MPI rank or a GPU) of
+/// `what`: 1, or the same count.
+fn check_slabs(subdomains: u32, slabs: usize, what: &str, each: &str) -> Result<()> {
     if subdomains > 1 && subdomains as usize != slabs {
         bail!(
-            "{subdomains} sub-domains asked for, but an SPH run on {what} has one slab per {}: \
-             drop --subdomains (or the case's [decomposition] subdomains), or use --backend cpu \
-             for CPU sub-domains",
-            if what.contains("rank") { "rank" } else { "GPU" }
+            "{subdomains} sub-domains asked for, but an SPH run on {what} has one slab per \
+             {each}: drop --subdomains (or the case's [decomposition] subdomains), or use \
+             --backend cpu for CPU sub-domains"
         );
     }
     Ok(())
@@ -258,7 +258,7 @@ fn engine(
     let ranks = super::ranks::current();
     if let Some(ranks) = ranks {
         // Refused before the start goes out: the other ranks then give up waiting for it.
-        check_slabs(d.subdomains, ranks.comm.size(), "MPI ranks")?;
+        check_slabs(d.subdomains, ranks.comm.size(), "MPI ranks", "rank")?;
         let mut bytes = START_MAGIC.to_vec();
         bytes.extend(solver::exec::comm::encode(&(
             run.config_toml,
@@ -312,7 +312,7 @@ fn engine(
         ))));
     }
     let devices = cli.devices.resolve()?;
-    check_slabs(d.subdomains, devices.len(), "the listed GPUs")?;
+    check_slabs(d.subdomains, devices.len(), "the listed GPUs", "GPU")?;
     if devices.len() == 1 {
         let opts = SphCudaOptions {
             device: devices[0],

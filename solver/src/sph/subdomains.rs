@@ -126,15 +126,21 @@ impl SphCpuSubdomains {
             comm: comm.clone(),
             followers: Vec::with_capacity(n - 1),
         };
+        // The last sub-domain takes `state` itself: one copy of the whole state per thread.
+        let mut state = Some(state);
+        let last = comms.len();
         for (k, theirs) in comms.into_iter().enumerate() {
             let index = k + 1;
             let (tx, rx) = mpsc::channel();
-            let (c, state, moving, o) = (
-                c.clone(),
-                state.clone(),
-                moving.clone(),
-                rank_opts(theirs.clone()),
-            );
+            let state = if index == last {
+                state.take()
+            } else {
+                state.clone()
+            };
+            let (c, moving, o) = (c.clone(), moving.clone(), rank_opts(theirs.clone()));
+            let Some(state) = state else {
+                unreachable!("the state is taken by the last sub-domain only");
+            };
             let thread = std::thread::Builder::new()
                 .name(format!("sph-subdomain-{index}"))
                 .spawn(move || {
