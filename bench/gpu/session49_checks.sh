@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Session 49 (2026-12-05) on one GPU (only nvidia-h200 was lent). From the repository root,
+# after PACK_MPI=1 bash bench/gpu/pack.sh:
+#
+#   bench/gpu/session49_checks.sh checks   # after session 48's CPU changes (the SPH pair loops
+#                                          # in pieces of at most 256 particles; SPH cases read
+#                                          # [decomposition], whose split_axis and balance now
+#                                          # reach GPU groups too): the suites that compare the
+#                                          # GPU's f64 bits with the CPU (sph_cuda, sph_group,
+#                                          # cuda_parity), SPH through the solver on two slabs
+#                                          # of this GPU (the case's split axis, refusals), and
+#                                          # the README's main job
+#
+# Logs $OUT/session49_<part>.log; one archive of it all.
+set -uo pipefail
+part=${1:-checks}
+export OUT=${OUT:-bench/results/raw/session49}
+source "$(dirname "$0")/lib.sh" "session49_${part}"
+RESULT_PATTERN="identical|bits|test result|panicked|FAILED|steps/s|finished|the same run"
+RESULT_LINES=30
+# sph_app NAME EXPECT_RC PATTERN SOLVER_ARGS...: the solver on an SPH case; prints its last lines
+# and whether its exit status and log are as expected.
+sph_app() {
+  local name=$1 want=$2 pattern=$3; shift 3
+  echo "+ solver $*"
+  timeout 120 solver "$@" > "$OUT/app_$name.out" 2>&1
+  local rc=$?
+  tail -n 4 "$OUT/app_$name.out" | cut -c1-300
+  local ok=no
+  if [ "$rc" = "$want" ] && grep -Eq "$pattern" "$OUT/app_$name.out"; then ok=yes; fi
+  # Nothing may be left behind by a refused start.
+  if [ "$want" != 0 ] && ls /dev/shm | grep -q "$name"; then ok="no (segment left)"; fi
+  echo "RESULT app_$name rc=$rc expected=$want as-expected=$ok"
+}
+case $part in
+checks)
+  pushd solver >/dev/null || exit
+  item 150 result sph_cuda timeout 250 "$BIN/sph_cuda" --test-threads 1
+  item 150 result sph_group timeout 250 "$BIN/sph_group" --test-threads 1
+  item 120 result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  popd >/dev/null || exit
+  # The dam break's [decomposition] with split_axis = "y": two slabs of this GPU cut along y.
+  sed 's/^\[decomposition\].*//' solver/cases/dambreak.toml > /tmp/db_y.toml
+  printf '\n[decomposition]\nsubdomains = 2\nsplit_axis = "y"\nbalance = "count"\n' >> /tmp/db_y.toml
+  item 60 sph_app dby 0 "along y" --case /tmp/db_y.toml --backend cuda --devices 0,0 \
+    --end-time 0.01 --name-shm dby --progress-every 1
+  # The command line overrides the case: along x.
+  item 60 sph_app dbx 0 "along x" --case /tmp/db_y.toml --backend cuda --devices 0,0 \
+    --split-axis x --end-time 0.01 --name-shm dbx --progress-every 1
+  # A count other than the listed GPUs' is refused, naming both.
+  item 30 sph_app db3 1 "sub-domain|GPU" --case /tmp/db_y.toml --backend cuda --devices 0,0 \
+    --subdomains 3 --end-time 0.01 --name-shm db3
+  item 30 sph_app db1 1 "sub-domain|GPU" --case solver/cases/dambreak.toml --backend cuda \
+    --devices 0 --subdomains 2 --end-time 0.01 --name-shm db1
+  echo "== main job"; item 60 env OUT="$OUT/main_job" bash bench/gpu/main_job.sh
+  ;;
+*) echo "unknown part $part"; exit 2 ;;
+esac
+echo "session49 $part done in $SECONDS s"
+# One archive of the part's files (the device tool brings back only a few files per call).
+tar -czf "/tmp/session49_$part.tgz" -C "$OUT" . && rm -rf "${OUT:?}"/* && mv "/tmp/session49_$part.tgz" "$OUT/"
