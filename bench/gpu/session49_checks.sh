@@ -10,6 +10,12 @@
 #                                          # cuda_parity), SPH through the solver on two slabs
 #                                          # of this GPU (the case's split axis, refusals), and
 #                                          # the README's main job
+#   bench/gpu/session49_checks.sh near     # walls without fluid in reach skip their walk
+#                                          # (sph_fluid_blocks, sph_fluid_near): the GPU's f64
+#                                          # bits against the CPU (sph_cuda, sph_group), the same
+#                                          # suite with a wrong mark on purpose (must fail), and
+#                                          # the dam break's speed against the build before
+#                                          # (gpu-carry/sph-gpu-bench-before), alternated
 #
 # Logs $OUT/session49_<part>.log; one archive of it all.
 set -uo pipefail
@@ -53,6 +59,31 @@ checks)
   item 30 sph_app db1 1 "sub-domain|GPU" --case solver/cases/dambreak.toml --backend cuda \
     --devices 0 --subdomains 2 --end-time 0.01 --name-shm db1
   echo "== main job"; item 60 env OUT="$OUT/main_job" bash bench/gpu/main_job.sh
+  ;;
+near)
+  budget=${BUDGET:-560}
+  pushd solver >/dev/null || exit
+  item 100 result sph_cuda timeout 250 "$BIN/sph_cuda" --test-threads 1
+  item 80 result sph_group timeout 250 "$BIN/sph_group" --test-threads 1
+  # The mutation: each block marked by its own fluid alone. Walls whose fluid lies in the next
+  # block then lose their density rate, and the f64 parity must fail.
+  PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_FLUID_NEAR_OWN_BLOCK item 60 result mutation_sph_cuda \
+    timeout 200 "$BIN/sph_cuda" --test-threads 1 f64_gpu_steps_have_the_cpu_bits
+  popd >/dev/null || exit
+  cp gpu-carry/sph-gpu-bench-before "$BIN/"
+  J=$OUT/sph_near.jsonl
+  for b in before new before new new before; do
+    exe=$BIN/sph-gpu-bench; [ $b = before ] && exe=$BIN/sph-gpu-bench-before
+    echo "+ $b: sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 --frames 0 --integrator verlet"
+    item 40 timeout 120 "$exe" --particles 1e6,1e7 --steps 200 --warmup 20 --frames 0 \
+      --integrator verlet --out "$OUT/near_$b.jsonl" 2>&1 | grep -E "ms/step|ITEM|SKIPPED" | cut -c1-200
+  done
+  for b in before new new before; do
+    exe=$BIN/sph-gpu-bench; [ $b = before ] && exe=$BIN/sph-gpu-bench-before
+    echo "+ $b: sph-gpu-bench --particles 1e7 --steps 100 --warmup 10 --frames 0 (symplectic)"
+    item 40 timeout 120 "$exe" --particles 1e7 --steps 100 --warmup 10 --frames 0 \
+      --out "$OUT/near_symplectic_$b.jsonl" 2>&1 | grep -E "ms/step|ITEM|SKIPPED" | cut -c1-200
+  done
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

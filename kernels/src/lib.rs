@@ -420,7 +420,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 28] = [
+pub const SPH_KERNELS: [&str; 30] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -449,6 +449,8 @@ pub const SPH_KERNELS: [&str; 28] = [
     "sph_bound_gather",
     "sph_ghost_density",
     "sph_take_ghost",
+    "sph_fluid_blocks",
+    "sph_fluid_near",
 ];
 
 fn headers_source() -> String {

@@ -352,6 +352,16 @@ fn load_module(
     Ok(m)
 }
 
+/// Blocks of `reach`^3 cells over a grid of `dims` cells (`sph_block_dims` in sph.cu).
+fn fluid_block_count_of(dims: [u32; 3], reach: u32) -> u64 {
+    dims.iter().map(|&d| d.div_ceil(reach) as u64).product()
+}
+
+/// [`fluid_block_count_of`] the grid of `p`.
+fn fluid_block_count(p: &KernelParams) -> u64 {
+    fluid_block_count_of(p.dims, p.reach)
+}
+
 fn blocks(n: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(THREADS).max(1), 1, 1),
@@ -561,6 +571,11 @@ pub struct SphCuda {
     /// node lies in its layers, NaN elsewhere (`sph_ghost_density`; 0 otherwise).
     bghost_rho: u64,
     bstart: u64,
+    /// Per block of `reach`^3 cells: whether the sorted fluid has a particle in it, and whether
+    /// in it or a block beside it (sph_fluid_blocks, sph_fluid_near): boundary particles whose
+    /// block has none skip their walk (see sph.cu).
+    fluid_blocks: u64,
+    fluid_near: u64,
     g: SphGrid,
     scan_levels: Vec<(u64, u64, u32)>,
     diag: u64,
@@ -756,6 +771,7 @@ impl SphCuda {
             .saturating_mul(per_f)
             .saturating_add((nb as u64).saturating_mul(per_b))
             .saturating_add((cells as u64 + 1).saturating_mul(per_c))
+            .saturating_add(2 * fluid_block_count_of(grid.dims, super::cpu::sph_reach(&c, &grid)))
             .saturating_add(slab_setup.as_ref().map_or(0, |s| s.extra_bytes(real)))
             .saturating_add(if moving {
                 (nb as u64).saturating_mul(moving_bytes_per_boundary(real as u64))
@@ -850,6 +866,8 @@ impl SphCuda {
             bghost: 0,
             bghost_rho: 0,
             bstart: 0,
+            fluid_blocks: 0,
+            fluid_near: 0,
             g: SphGrid::default(),
             scan_levels: Vec::new(),
             diag: 0,
@@ -1015,6 +1033,9 @@ impl SphCuda {
         }
         self.diag = self.alloc("diag", DIAG_BYTES)?;
         self.bstart = self.alloc("boundary.cell_start", 4 * (cells + 1))?;
+        let nblocks = fluid_block_count(&self.p) as usize;
+        self.fluid_blocks = self.alloc("grid.fluid_blocks", nblocks)?;
+        self.fluid_near = self.alloc("grid.fluid_near", nblocks)?;
         self.staging = [
             self.alloc("publish.pos", 12 * frame_n)?,
             self.alloc("publish.vel", 12 * frame_n)?,
@@ -1352,12 +1373,34 @@ impl SphCuda {
                 &fluid_update,
             ],
         )?;
+        // The blocks with fluid in reach, from the cell starts the fluid kernel walked.
+        let nblocks = fluid_block_count(&p) as u32;
+        self.launch(
+            "sph_fluid_blocks",
+            blocks(nblocks),
+            &[&p, &start, &self.fluid_blocks],
+        )?;
+        self.launch(
+            "sph_fluid_near",
+            blocks(nblocks),
+            &[&p, &self.fluid_blocks, &self.fluid_near],
+        )?;
         p.n = self.nb;
         self.launch(
             "sph_rates_bound",
             blocks(self.nb),
             &[
-                &p, &f, &self.loc, &self.kin, &start, &self.bpos, &brho, &bvel, &bown, &self.diag,
+                &p,
+                &f,
+                &self.loc,
+                &self.kin,
+                &start,
+                &self.bpos,
+                &brho,
+                &bvel,
+                &bown,
+                &self.fluid_near,
+                &self.diag,
                 &u,
             ],
         )?;
