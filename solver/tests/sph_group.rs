@@ -16,7 +16,7 @@ use solver::sph::cpu::{first_time_step, sph_grid, sph_layer_of, sph_reach, SphSi
 use solver::sph::cuda::{FrameArray, SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
 use solver::sph::setup::{SphCase, SphConstants, SphParticles};
 use solver::sph::slabs::owner_of;
-use solver::sph::slabs::FirstCut;
+use solver::sph::slabs::{FirstCut, SlabOptions};
 use sph::{assert_same_bits, gpu};
 
 /// A dam 0.15 m wide and 0.2 m high breaking along a 0.6 m tank (dp = 1 cm: 22 cell layers
@@ -67,18 +67,21 @@ fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) 
     SphGroupOptions {
         devices: slab_devices(slabs),
         double,
-        axis,
-        // Count balancing from a cut of equal counts moves the bounds as the dam breaks (the
-        // bits are tested while they move); from the default cut of equal estimated work this
-        // small dam has nothing to move. The other balancings start from the default.
-        first_cut: if balance == Balance::Count {
-            FirstCut::Count
-        } else {
-            FirstCut::Work
+        slabs: SlabOptions {
+            axis,
+            // Count balancing from a cut of equal counts moves the bounds as the dam breaks
+            // (the bits are tested while they move); from the default cut of equal estimated
+            // work this small dam has nothing to move. The other balancings start from the
+            // default.
+            first_cut: if balance == Balance::Count {
+                FirstCut::Count
+            } else {
+                FirstCut::Work
+            },
+            balance,
+            interval: 10,
+            threshold: None,
         },
-        balance,
-        interval: 10,
-        threshold: None,
         // No spare slots: every GPU grows its arrays as the dam flows to it.
         spare_slots: 0,
     }

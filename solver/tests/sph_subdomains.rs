@@ -9,7 +9,7 @@ use std::path::Path;
 use solver::decomp::balance::Balance;
 use solver::sph::cpu::{SphSim, SphState};
 use solver::sph::setup::{IntegratorName, SphCase, KIND_FLUID};
-use solver::sph::slabs::FirstCut;
+use solver::sph::slabs::SlabOptions;
 use solver::sph::subdomains::{SphCpuSubdomains, SphSubdomainError, SphSubdomainOptions};
 
 /// The shipped case `name` at spacing `dp`, with `line` added to its `[sph]` section.
@@ -29,11 +29,11 @@ fn shipped(name: &str, dp: f64, line: &str) -> SphCase {
 fn options(subdomains: usize) -> SphSubdomainOptions {
     SphSubdomainOptions {
         subdomains,
-        axis: None,
-        first_cut: FirstCut::Work,
-        balance: Balance::Count,
-        interval: 4,
-        threshold: None,
+        slabs: SlabOptions {
+            balance: Balance::Count,
+            interval: 4,
+            ..SlabOptions::default()
+        },
     }
 }
 

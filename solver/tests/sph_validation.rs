@@ -172,11 +172,10 @@ impl ColumnRun {
         };
         let opts = SphSubdomainOptions {
             subdomains: n,
-            axis: None,
-            first_cut: Default::default(),
-            balance: solver::decomp::Balance::Count,
-            interval: 32,
-            threshold: None,
+            slabs: solver::sph::slabs::SlabOptions {
+                balance: solver::decomp::Balance::Count,
+                ..Default::default()
+            },
         };
         let dt = sim.dt();
         let moving = sim.moving().clone();

@@ -18,6 +18,7 @@ use solver::sph::motion::MovingSolids;
 use solver::sph::physics;
 use solver::sph::ranks::{SphCpuRank, SphCpuRankOptions};
 use solver::sph::setup::{SphCase, SphConstants, KIND_FLUID};
+use solver::sph::slabs::SlabOptions;
 use solver::sph::subdomains::{SphCpuSubdomains, SphSubdomainOptions};
 use std::path::Path;
 
@@ -114,6 +115,20 @@ fn decomposition(config_toml: &str, cli: &Cli) -> Result<solver::decomp::Decompo
     Ok(d)
 }
 
+/// The cut and balancing of `d` (the case and command line, [`decomposition`]) with the command
+/// line's `--first-cut`, `--balance-every` and `--balance-threshold`.
+fn slab_options(d: &solver::decomp::Decomposition, cli: &Cli) -> SlabOptions {
+    SlabOptions {
+        axis: d.split_axis,
+        first_cut: cli.first_cut.unwrap_or_default(),
+        balance: d.balance,
+        interval: cli
+            .balance_every
+            .unwrap_or(solver::decomp::balance::BALANCE_INTERVAL),
+        threshold: cli.balance_threshold,
+    }
+}
+
 /// Whether `subdomains` fits a run of `slabs` slabs, one per `each` (an MPI rank or a GPU) of
 /// `what`: 1, or the same count.
 fn check_slabs(subdomains: u32, slabs: usize, what: &str, each: &str) -> Result<()> {
@@ -195,11 +210,7 @@ fn rank_engine(
         moving,
     } = initial;
     // (Rank 0 checked `d.subdomains` against the ranks before it sent the start.)
-    let balance = d.balance;
-    let interval = cli
-        .balance_every
-        .unwrap_or(solver::decomp::balance::BALANCE_INTERVAL);
-    let threshold = cli.balance_threshold;
+    let slabs = slab_options(&d, cli);
     let (name, bounds, axis, engine) = if gpu {
         let devices = cli.devices.resolve()?;
         let local = super::ranks::local_rank().unwrap_or(ranks.comm.rank());
@@ -207,11 +218,7 @@ fn rank_engine(
             comm: ranks.comm.clone(),
             device: devices[local % devices.len()],
             double: false,
-            axis: d.split_axis,
-            first_cut: cli.first_cut.unwrap_or_default(),
-            balance,
-            interval,
-            threshold,
+            slabs,
             spare_slots: solver::sph::cuda::SPARE_SLOTS,
         };
         let rank = SphRank::from_state(c, state, dt, moving, opts)?;
@@ -220,11 +227,7 @@ fn rank_engine(
     } else {
         let opts = SphCpuRankOptions {
             comm: ranks.comm.clone(),
-            axis: d.split_axis,
-            first_cut: cli.first_cut.unwrap_or_default(),
-            balance,
-            interval,
-            threshold,
+            slabs,
             label: "rank",
         };
         let rank = SphCpuRank::from_state(c, state, dt, moving, opts)?;
@@ -284,17 +287,10 @@ fn engine(
             d,
         );
     }
-    let interval = cli
-        .balance_every
-        .unwrap_or(solver::decomp::balance::BALANCE_INTERVAL);
     if !gpu && d.subdomains > 1 {
         let opts = SphSubdomainOptions {
             subdomains: d.subdomains as usize,
-            axis: d.split_axis,
-            first_cut: cli.first_cut.unwrap_or_default(),
-            balance: d.balance,
-            interval,
-            threshold: cli.balance_threshold,
+            slabs: slab_options(&d, cli),
         };
         let group = SphCpuSubdomains::from_state(c, state, dt, moving, opts)?;
         tracing::info!(
@@ -325,11 +321,7 @@ fn engine(
     let opts = SphGroupOptions {
         devices,
         double: false,
-        axis: d.split_axis,
-        first_cut: cli.first_cut.unwrap_or_default(),
-        balance: d.balance,
-        interval,
-        threshold: cli.balance_threshold,
+        slabs: slab_options(&d, cli),
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
     };
     let group = SphGroup::from_state_moving(c, state, dt, moving, opts)?;

@@ -36,7 +36,7 @@ use solver::decomp::Balance;
 use solver::sph::cpu::{first_time_step, SphState};
 use solver::sph::cuda::{SphCuda, SphCudaOptions, SphGpu, SphGroup, SphGroupOptions};
 use solver::sph::setup::{BoundaryName, Diffusion, IntegratorName, SphCase, KIND_FLUID};
-use solver::sph::slabs::FirstCut;
+use solver::sph::slabs::{FirstCut, SlabOptions};
 
 struct Args {
     particles: Vec<f64>,
@@ -454,11 +454,13 @@ fn group_run(
     let opts = SphGroupOptions {
         devices: a.devices.clone(),
         double: false,
-        axis: None,
-        first_cut,
-        balance,
-        interval: a.balance_every,
-        threshold: a.balance_threshold,
+        slabs: SlabOptions {
+            axis: None,
+            first_cut,
+            balance,
+            interval: a.balance_every,
+            threshold: a.balance_threshold,
+        },
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
     };
     let t0 = Instant::now();

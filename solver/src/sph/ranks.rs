@@ -37,10 +37,9 @@ use super::motion::MovingSolids;
 use super::parts::{assemble_state, take_parts, FramePart, OwnedParticles, PendingFrame};
 use super::physics::{self, FluidState};
 use super::setup::{Integrator, SphConstants, KIND_FLUID};
-use super::slabs::{decide_over_ranks, owner_of, reach_of, FirstCut, SlabCut, TooFewLayers};
+use super::slabs::{decide_over_ranks, owner_of, reach_of, SlabCut, SlabOptions, TooFewLayers};
 use crate::core::vec3::V3;
 use crate::decomp::balance::Balance;
-use crate::decomp::Axis;
 use crate::exec::comm::{decode, encode, Comm};
 
 /// Why a CPU rank of an SPH run stopped.
@@ -66,16 +65,8 @@ pub enum SphRankError {
 #[derive(Debug, Clone)]
 pub struct SphCpuRankOptions {
     pub comm: Arc<dyn Comm>,
-    /// Split axis; default: the axis with the most cell layers.
-    pub axis: Option<Axis>,
-    /// How the first bounds are chosen.
-    pub first_cut: FirstCut,
-    pub balance: Balance,
-    /// Steps between balancing decisions.
-    pub interval: u64,
-    /// The balancing's threshold ([`crate::decomp::balance::decide_with`]); `None`: the mode's
-    /// default.
-    pub threshold: Option<f64>,
+    /// The cut and its balancing.
+    pub slabs: SlabOptions,
     /// What the log calls a rank: "rank" over MPI, "sub-domain" for threads of one process.
     pub label: &'static str,
 }
@@ -165,7 +156,14 @@ impl SphCpuRank {
         moving
             .check(state.pos.len())
             .map_err(SphRankError::Internal)?;
-        let cut = SlabCut::new(&c, &state, &moving, ranks, opts.axis, opts.first_cut)?;
+        let cut = SlabCut::new(
+            &c,
+            &state,
+            &moving,
+            ranks,
+            opts.slabs.axis,
+            opts.slabs.first_cut,
+        )?;
         let mut state = state;
         // Verlet: the state one step back lives in the half-state arrays (every rank holds the
         // whole state at the start).
@@ -204,9 +202,9 @@ impl SphCpuRank {
             half_pos,
             half_vel,
             half_rho,
-            balance: opts.balance,
-            interval: opts.interval.max(1),
-            threshold: opts.threshold,
+            balance: opts.slabs.balance,
+            interval: opts.slabs.interval.max(1),
+            threshold: opts.slabs.threshold,
             busy: 0.0,
             compute_s: 0.0,
             exchange_s: 0.0,

@@ -42,6 +42,36 @@ pub enum FirstCut {
     Count,
 }
 
+/// How an SPH run is cut into slabs and kept balanced: what every way of running it on several
+/// workers (a GPU group, MPI ranks on GPUs or the CPU, CPU sub-domains) takes from the case's
+/// `[decomposition]` and the command line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlabOptions {
+    /// Split axis; default: the axis with the most cell layers.
+    pub axis: Option<Axis>,
+    /// How the first bounds are chosen.
+    pub first_cut: FirstCut,
+    pub balance: Balance,
+    /// Steps between balancing decisions (0 counts as 1).
+    pub interval: u64,
+    /// The balancing's threshold ([`balance::decide_with`]); `None`: the mode's default.
+    pub threshold: Option<f64>,
+}
+
+impl Default for SlabOptions {
+    /// The longest axis, equal estimated work, balancing by time every
+    /// [`balance::BALANCE_INTERVAL`] steps at the mode's threshold: the solver's defaults.
+    fn default() -> Self {
+        SlabOptions {
+            axis: None,
+            first_cut: FirstCut::default(),
+            balance: Balance::default(),
+            interval: balance::BALANCE_INTERVAL,
+            threshold: None,
+        }
+    }
+}
+
 /// The first cut of a run into slabs: the run's grid, the split axis, the bounds (equal estimated
 /// work, [`work_per_layer`]; at least [`MIN_SLAB_LAYERS`] layers each) and the boundary particles, which every
 /// slab holds (moving solids' too: every slab places them).

@@ -20,9 +20,7 @@ use super::cpu::SphState;
 use super::motion::MovingSolids;
 use super::ranks::{SphCpuRank, SphCpuRankOptions, SphRankError};
 use super::setup::SphConstants;
-use super::slabs::{FirstCut, TooFewLayers};
-use crate::decomp::balance::Balance;
-use crate::decomp::Axis;
+use super::slabs::{SlabOptions, TooFewLayers};
 use crate::exec::thread_comm::{catch_abandoned, Abandoned, ThreadComm};
 
 /// How an SPH run is cut into CPU sub-domains.
@@ -30,14 +28,8 @@ use crate::exec::thread_comm::{catch_abandoned, Abandoned, ThreadComm};
 pub struct SphSubdomainOptions {
     /// Sub-domains, at least 1 (1: one slab, still on the sub-domain machinery).
     pub subdomains: usize,
-    /// Split axis; default: the axis with the most cell layers.
-    pub axis: Option<Axis>,
-    pub first_cut: FirstCut,
-    pub balance: Balance,
-    /// Steps between balancing decisions.
-    pub interval: u64,
-    /// The balancing's threshold; `None`: the mode's default.
-    pub threshold: Option<f64>,
+    /// The cut and its balancing.
+    pub slabs: SlabOptions,
 }
 
 /// Why an SPH run on CPU sub-domains cannot go on.
@@ -104,11 +96,7 @@ impl SphCpuSubdomains {
             ThreadComm::group(n).into_iter().map(Arc::new).collect();
         let rank_opts = |comm: Arc<ThreadComm>| SphCpuRankOptions {
             comm,
-            axis: opts.axis,
-            first_cut: opts.first_cut,
-            balance: opts.balance,
-            interval: opts.interval,
-            threshold: opts.threshold,
+            slabs: opts.slabs,
             label: "sub-domain",
         };
         let comm = comms.remove(0);

@@ -25,13 +25,12 @@ use super::slab::{record_bytes, SlabSetup, SphSlab};
 use super::{CudaError, FrameArray, FrameCopy, SphCuda, SphCudaOptions, SphGpu};
 use crate::core::vec3::V3;
 use crate::decomp::balance::{self, Balance};
-use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, queue_peer_copies, HostRegistration, MemoryReport, PeerCopy};
 use crate::sph::cpu::{next_time_step, sph_layer_of, SphState};
 use crate::sph::motion::MovingSolids;
 use crate::sph::setup::{Integrator, SphConstants, KIND_FLUID};
 pub(super) use crate::sph::slabs::{handover, MIN_SLAB_LAYERS};
-use crate::sph::slabs::{FirstCut, SlabCut};
+use crate::sph::slabs::{SlabCut, SlabOptions};
 
 /// How an SPH run is spread over GPUs.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,16 +40,8 @@ pub struct SphGroupOptions {
     pub devices: Vec<usize>,
     /// The parity mode (see [`SphCudaOptions::double`]).
     pub double: bool,
-    /// Split axis; default: the axis with the most cell layers.
-    pub axis: Option<Axis>,
-    /// How the first bounds are chosen.
-    pub first_cut: FirstCut,
-    pub balance: Balance,
-    /// Steps between balancing decisions.
-    pub interval: u64,
-    /// The balancing's threshold ([`crate::decomp::balance::decide_with`]); `None`: the mode's
-    /// default.
-    pub threshold: Option<f64>,
+    /// The cut and its balancing.
+    pub slabs: SlabOptions,
     /// Fluid slots each GPU reserves beyond its own fluid and a quarter more (halo and
     /// arrivals); a GPU grows its arrays when the load moves to it faster than the balancing
     /// moves the bounds. [`SPARE_SLOTS`] by default.
@@ -123,7 +114,14 @@ impl SphGroup {
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;
-        let plan = SlabPlan::new(&c, &state, &moving, g, opts.axis, opts.first_cut)?;
+        let plan = SlabPlan::new(
+            &c,
+            &state,
+            &moving,
+            g,
+            opts.slabs.axis,
+            opts.slabs.first_cut,
+        )?;
         // mDBC: the ghost nodes at rest, once for every GPU.
         let ghosts = crate::sph::mdbc::ghosts_at_rest(&c, &moving, &state.pos, &state.kind);
         let mut slabs = Vec::with_capacity(g);
@@ -169,9 +167,9 @@ impl SphGroup {
             time: state.time,
             step: state.step,
             dt,
-            balance: opts.balance,
-            interval: opts.interval.max(1),
-            threshold: opts.threshold,
+            balance: opts.slabs.balance,
+            interval: opts.slabs.interval.max(1),
+            threshold: opts.slabs.threshold,
             busy: vec![0.0; g],
             interval_s: vec![0.0; g],
             interval_steps: 0,

@@ -29,14 +29,13 @@ use super::{
     SphGpu,
 };
 use crate::decomp::balance::Balance;
-use crate::decomp::Axis;
 use crate::dem::cuda::{neighbour, MemoryReport};
 use crate::exec::comm::{encode, Comm};
 use crate::sph::cpu::{next_time_step, SphState};
 use crate::sph::motion::MovingSolids;
 use crate::sph::parts::{assemble_state, take_parts, FramePart, PendingFrame};
 use crate::sph::setup::{Integrator, SphConstants};
-use crate::sph::slabs::{decide_over_ranks, reach_of, FirstCut};
+use crate::sph::slabs::{decide_over_ranks, reach_of, SlabOptions};
 
 /// How an SPH run is spread over the ranks' GPUs.
 #[derive(Debug, Clone)]
@@ -46,16 +45,8 @@ pub struct SphRankOptions {
     pub device: usize,
     /// The parity mode (see [`SphCudaOptions::double`]).
     pub double: bool,
-    /// Split axis; default: the axis with the most cell layers.
-    pub axis: Option<Axis>,
-    /// How the first bounds are chosen.
-    pub first_cut: FirstCut,
-    pub balance: Balance,
-    /// Steps between balancing decisions.
-    pub interval: u64,
-    /// The balancing's threshold ([`crate::decomp::balance::decide_with`]); `None`: the mode's
-    /// default.
-    pub threshold: Option<f64>,
+    /// The cut and its balancing.
+    pub slabs: SlabOptions,
     /// See [`super::SphGroupOptions::spare_slots`].
     pub spare_slots: u32,
 }
@@ -156,7 +147,14 @@ impl SphRank {
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;
-        let plan = SlabPlan::new(&c, &state, &moving, ranks, opts.axis, opts.first_cut)?;
+        let plan = SlabPlan::new(
+            &c,
+            &state,
+            &moving,
+            ranks,
+            opts.slabs.axis,
+            opts.slabs.first_cut,
+        )?;
         // mDBC: the ghost nodes at rest (every rank the same).
         let ghosts = crate::sph::mdbc::ghosts_at_rest(&c, &moving, &state.pos, &state.kind);
         let device = SphCudaOptions {
@@ -194,9 +192,9 @@ impl SphRank {
             time: state.time,
             step: state.step,
             dt,
-            balance: opts.balance,
-            interval: opts.interval.max(1),
-            threshold: opts.threshold,
+            balance: opts.slabs.balance,
+            interval: opts.slabs.interval.max(1),
+            threshold: opts.slabs.threshold,
             by_layer,
             layer_start,
             xfer: 0,
