@@ -156,14 +156,7 @@ impl SphCpuRank {
         moving
             .check(state.pos.len())
             .map_err(SphRankError::Internal)?;
-        let cut = SlabCut::new(
-            &c,
-            &state,
-            &moving,
-            ranks,
-            opts.slabs.axis,
-            opts.slabs.first_cut,
-        )?;
+        let cut = SlabCut::new(&c, &state, &moving, ranks, &opts.slabs)?;
         let mut state = state;
         // Verlet: the state one step back lives in the half-state arrays (every rank holds the
         // whole state at the start).

@@ -86,23 +86,22 @@ pub struct SlabCut {
 }
 
 impl SlabCut {
-    /// Cuts `state` into `g` slabs along `axis` (default: the axis with the most cell layers)
-    /// as `first` says. The grid is built with the `moving` solids at rest, as one process
-    /// builds it ([`crate::sph::cpu::SphSim::from_state_moving`]).
+    /// Cuts `state` into `g` slabs along `opts.axis` (default: the axis with the most cell
+    /// layers) as `opts.first_cut` says. The grid is built with the `moving` solids at rest, as
+    /// one process builds it ([`crate::sph::cpu::SphSim::from_state_moving`]).
     pub fn new(
         c: &SphConstants,
         state: &SphState,
         moving: &MovingSolids,
         g: usize,
-        axis: Option<Axis>,
-        first: FirstCut,
+        opts: &SlabOptions,
     ) -> Result<SlabCut, TooFewLayers> {
         let grid = if moving.is_empty() {
             sph_grid(c, &state.pos, &state.kind)
         } else {
             sph_grid(c, &moving.at_rest(&state.pos), &state.kind)
         };
-        let axis = match axis {
+        let axis = match opts.axis {
             Some(a) => a.index(),
             None => (0..3).max_by_key(|&a| (grid.dims[a], 3 - a)).unwrap_or(0),
         };
@@ -116,7 +115,7 @@ impl SlabCut {
                 axis: ["x", "y", "z"][axis],
             });
         }
-        let work = match first {
+        let work = match opts.first_cut {
             FirstCut::Work => {
                 let w = work_per_layer(&grid, axis, reach, &state.pos, &state.kind);
                 if w.is_none() {

@@ -114,14 +114,7 @@ impl SphGroup {
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;
-        let plan = SlabPlan::new(
-            &c,
-            &state,
-            &moving,
-            g,
-            opts.slabs.axis,
-            opts.slabs.first_cut,
-        )?;
+        let plan = SlabPlan::new(&c, &state, &moving, g, &opts.slabs)?;
         // mDBC: the ghost nodes at rest, once for every GPU.
         let ghosts = crate::sph::mdbc::ghosts_at_rest(&c, &moving, &state.pos, &state.kind);
         let mut slabs = Vec::with_capacity(g);

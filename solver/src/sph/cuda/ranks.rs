@@ -147,14 +147,7 @@ impl SphRank {
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;
-        let plan = SlabPlan::new(
-            &c,
-            &state,
-            &moving,
-            ranks,
-            opts.slabs.axis,
-            opts.slabs.first_cut,
-        )?;
+        let plan = SlabPlan::new(&c, &state, &moving, ranks, &opts.slabs)?;
         // mDBC: the ghost nodes at rest (every rank the same).
         let ghosts = crate::sph::mdbc::ghosts_at_rest(&c, &moving, &state.pos, &state.kind);
         let device = SphCudaOptions {
