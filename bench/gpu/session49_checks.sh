@@ -16,6 +16,10 @@
 #                                          # suite with a wrong mark on purpose (must fail), and
 #                                          # the dam break's speed against the build before
 #                                          # (gpu-carry/sph-gpu-bench-before), alternated
+#   bench/gpu/session49_checks.sh mdbc     # mDBC's ghost nodes without fluid in reach skip their
+#                                          # walk too: sph_cuda, sph_group (f64 bits with mDBC),
+#                                          # and the dam break with mDBC against the build before
+#                                          # (the dry-wall skip alone), alternated
 #
 # Logs $OUT/session49_<part>.log; one archive of it all.
 set -uo pipefail
@@ -83,6 +87,22 @@ near)
     echo "+ $b: sph-gpu-bench --particles 1e7 --steps 100 --warmup 10 --frames 0 (symplectic)"
     item 40 timeout 120 "$exe" --particles 1e7 --steps 100 --warmup 10 --frames 0 \
       --out "$OUT/near_symplectic_$b.jsonl" 2>&1 | grep -E "ms/step|ITEM|SKIPPED" | cut -c1-200
+  done
+  ;;
+mdbc)
+  budget=${BUDGET:-560}
+  pushd solver >/dev/null || exit
+  item 100 result sph_cuda timeout 250 "$BIN/sph_cuda" --test-threads 1
+  item 80 result sph_group timeout 250 "$BIN/sph_group" --test-threads 1
+  popd >/dev/null || exit
+  cp gpu-carry/sph-gpu-bench-before "$BIN/"
+  for integ in verlet symplectic; do
+    for b in before new new before; do
+      exe=$BIN/sph-gpu-bench; [ $b = before ] && exe=$BIN/sph-gpu-bench-before
+      echo "+ $b: sph-gpu-bench --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc --integrator $integ"
+      item 40 timeout 120 "$exe" --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc \
+        --integrator $integ --out "$OUT/mdbc_${integ}_$b.jsonl" 2>&1 | grep -E "ms/step|ITEM|SKIPPED" | cut -c1-200
+    done
   done
   ;;
 *) echo "unknown part $part"; exit 2 ;;

@@ -937,9 +937,12 @@ extern "C" __global__ void sph_bound_gather(const SphParams p, const SphBound sr
 // `slab_rho` (a slab of several GPUs, sph/cuda/group.rs): only the slots whose node lies in this
 // slab's layers, whose fluid support its layers and halo hold, are computed, into `slab_rho`
 // instead of `brho`, NaN elsewhere; the owner of each particle then takes it (sph_take_ghost).
+// `near`: sph_fluid_near's marks of the fluid sorted at `fstart` (null: every node walks); a
+// node whose block has none finds no fluid, as a dry wall's particle (sph_rates_bound).
 extern "C" __global__ void sph_ghost_density(const SphParams p, const SphArrays f, const unsigned* fstart,
                                              const double* bpos, const double* ghost, const unsigned* body,
-                                             const SphBodies bodies, real* brho, real* slab_rho) {
+                                             const SphBodies bodies, real* brho, real* slab_rho,
+                                             const unsigned char* near) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n) return;
     // A quiet NaN (slot not this slab's), in either precision.
@@ -958,6 +961,8 @@ extern "C" __global__ void sph_ghost_density(const SphParams p, const SphArrays 
     const int cx = (int)cell_coord(g.x, p.origin[0], p.cell, p.dims[0]);
     const int cy = (int)cell_coord(g.y, p.origin[1], p.cell, p.dims[1]);
     const int cz = (int)cell_coord(g.z, p.origin[2], p.cell, p.dims[2]);
+    // No fluid in reach: no sums, no density (ghost_density's NaN below), as after the walk.
+    if (!sph_fluid_in_reach(p, near, (unsigned)cx, (unsigned)cy, (unsigned)cz)) return;
     const int x0 = max(cx - R, 0), x1 = min(cx + R, (int)p.dims[0] - 1);
     const int y0 = max(cy - R, 0), y1 = min(cy + R, (int)p.dims[1] - 1);
     const int z0 = max(cz - R, 0), z1 = min(cz + R, (int)p.dims[2] - 1);
