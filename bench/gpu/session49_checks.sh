@@ -20,6 +20,10 @@
 #                                          # walk too: sph_cuda, sph_group (f64 bits with mDBC),
 #                                          # and the dam break with mDBC against the build before
 #                                          # (the dry-wall skip alone), alternated
+#   bench/gpu/session49_checks.sh trim     # mDBC's ghost walk cut to the support as the rates'
+#                                          # parity walk is: sph_cuda, sph_group, and the dam
+#                                          # break with mDBC against the build with the ghost
+#                                          # skip alone (gpu-carry/sph-gpu-bench-skip), alternated
 #
 # Logs $OUT/session49_<part>.log; one archive of it all.
 set -uo pipefail
@@ -102,6 +106,22 @@ mdbc)
       echo "+ $b: sph-gpu-bench --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc --integrator $integ"
       item 40 timeout 120 "$exe" --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc \
         --integrator $integ --out "$OUT/mdbc_${integ}_$b.jsonl" 2>&1 | grep -E "ms/step|ITEM|SKIPPED" | cut -c1-200
+    done
+  done
+  ;;
+trim)
+  budget=${BUDGET:-560}
+  pushd solver >/dev/null || exit
+  item 100 result sph_cuda timeout 250 "$BIN/sph_cuda" --test-threads 1
+  item 80 result sph_group timeout 250 "$BIN/sph_group" --test-threads 1
+  popd >/dev/null || exit
+  cp gpu-carry/sph-gpu-bench-skip "$BIN/"
+  for integ in verlet symplectic; do
+    for b in skip new new skip; do
+      exe=$BIN/sph-gpu-bench; [ $b = skip ] && exe=$BIN/sph-gpu-bench-skip
+      echo "+ $b: sph-gpu-bench --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc --integrator $integ"
+      item 40 timeout 120 "$exe" --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc \
+        --integrator $integ --out "$OUT/trim_${integ}_$b.jsonl" 2>&1 | grep -E "ms/step|ITEM|SKIPPED" | cut -c1-200
     done
   done
   ;;
