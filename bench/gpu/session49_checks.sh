@@ -46,6 +46,27 @@ sph_app() {
   if [ "$want" != 0 ] && ls /dev/shm | grep -q "$name"; then ok="no (segment left)"; fi
   echo "RESULT app_$name rc=$rc expected=$want as-expected=$ok"
 }
+# parity_suites: the suites that compare the GPU's f64 bits with the CPU reference.
+parity_suites() {
+  pushd solver >/dev/null || exit
+  item 100 result sph_cuda timeout 250 "$BIN/sph_cuda" --test-threads 1
+  item 80 result sph_group timeout 250 "$BIN/sph_group" --test-threads 1
+  popd >/dev/null || exit
+}
+# mdbc_ab OLD_LABEL OLD_BIN PREFIX: the dam break with mDBC, gpu-carry/OLD_BIN against this build,
+# alternated (old new new old) for each integrator; records in $OUT/PREFIX_<integrator>_<label>.jsonl.
+mdbc_ab() {
+  local old=$1 old_bin=$2 prefix=$3 integ b exe
+  cp "gpu-carry/$old_bin" "$BIN/"
+  for integ in verlet symplectic; do
+    for b in "$old" new new "$old"; do
+      exe=$BIN/sph-gpu-bench; [ "$b" = "$old" ] && exe=$BIN/$old_bin
+      echo "+ $b: sph-gpu-bench --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc --integrator $integ"
+      item 40 timeout 120 "$exe" --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc \
+        --integrator $integ --out "$OUT/${prefix}_${integ}_$b.jsonl" 2>&1 | grep -E "ms/step|ITEM|SKIPPED" | cut -c1-200
+    done
+  done
+}
 case $part in
 checks)
   pushd solver >/dev/null || exit
@@ -79,7 +100,6 @@ near)
     timeout 200 "$BIN/sph_cuda" --test-threads 1 f64_gpu_steps_have_the_cpu_bits
   popd >/dev/null || exit
   cp gpu-carry/sph-gpu-bench-before "$BIN/"
-  J=$OUT/sph_near.jsonl
   for b in before new before new new before; do
     exe=$BIN/sph-gpu-bench; [ $b = before ] && exe=$BIN/sph-gpu-bench-before
     echo "+ $b: sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 --frames 0 --integrator verlet"
@@ -95,35 +115,13 @@ near)
   ;;
 mdbc)
   budget=${BUDGET:-560}
-  pushd solver >/dev/null || exit
-  item 100 result sph_cuda timeout 250 "$BIN/sph_cuda" --test-threads 1
-  item 80 result sph_group timeout 250 "$BIN/sph_group" --test-threads 1
-  popd >/dev/null || exit
-  cp gpu-carry/sph-gpu-bench-before "$BIN/"
-  for integ in verlet symplectic; do
-    for b in before new new before; do
-      exe=$BIN/sph-gpu-bench; [ $b = before ] && exe=$BIN/sph-gpu-bench-before
-      echo "+ $b: sph-gpu-bench --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc --integrator $integ"
-      item 40 timeout 120 "$exe" --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc \
-        --integrator $integ --out "$OUT/mdbc_${integ}_$b.jsonl" 2>&1 | grep -E "ms/step|ITEM|SKIPPED" | cut -c1-200
-    done
-  done
+  parity_suites
+  mdbc_ab before sph-gpu-bench-before mdbc
   ;;
 trim)
   budget=${BUDGET:-560}
-  pushd solver >/dev/null || exit
-  item 100 result sph_cuda timeout 250 "$BIN/sph_cuda" --test-threads 1
-  item 80 result sph_group timeout 250 "$BIN/sph_group" --test-threads 1
-  popd >/dev/null || exit
-  cp gpu-carry/sph-gpu-bench-skip "$BIN/"
-  for integ in verlet symplectic; do
-    for b in skip new new skip; do
-      exe=$BIN/sph-gpu-bench; [ $b = skip ] && exe=$BIN/sph-gpu-bench-skip
-      echo "+ $b: sph-gpu-bench --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc --integrator $integ"
-      item 40 timeout 120 "$exe" --particles 1e6,1e7 --steps 100 --warmup 10 --frames 0 --boundary mdbc \
-        --integrator $integ --out "$OUT/trim_${integ}_$b.jsonl" 2>&1 | grep -E "ms/step|ITEM|SKIPPED" | cut -c1-200
-    done
-  done
+  parity_suites
+  mdbc_ab skip sph-gpu-bench-skip trim
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
