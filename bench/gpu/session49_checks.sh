@@ -20,10 +20,6 @@
 #                                          # walk too: sph_cuda, sph_group (f64 bits with mDBC),
 #                                          # and the dam break with mDBC against the build before
 #                                          # (the dry-wall skip alone), alternated
-#   bench/gpu/session49_checks.sh trim     # mDBC's ghost walk cut to the support as the rates'
-#                                          # parity walk is: sph_cuda, sph_group, and the dam
-#                                          # break with mDBC against the build with the ghost
-#                                          # skip alone (gpu-carry/sph-gpu-bench-skip), alternated
 #
 # Logs $OUT/session49_<part>.log; one archive of it all.
 set -uo pipefail
@@ -117,11 +113,6 @@ mdbc)
   budget=${BUDGET:-560}
   parity_suites
   mdbc_ab before sph-gpu-bench-before mdbc
-  ;;
-trim)
-  budget=${BUDGET:-560}
-  parity_suites
-  mdbc_ab skip sph-gpu-bench-skip trim
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -968,36 +968,13 @@ extern "C" __global__ void sph_ghost_density(const SphParams p, const SphArrays 
     const int z0 = max(cz - R, 0), z1 = min(cz + R, (int)p.dims[2] - 1);
     const double two_h = 2.0 * p.h;
     const real h = (real)p.h;
-    // The walk of sph_sum_list's parity mode: planes and rows farther than the support (with
-    // SPH_WALK_MARGIN) skipped, each row cut to the support's chord along x (the rows are in x
-    // order). What it leaves out lies farther than 2h, so the sums and their order are those
-    // of every cell within SPH_REACH (the CPU's ghost walk, Grid::neighbour_rows_near, leaves
-    // out the same cells). Session 49: the whole cube had been walked.
-    const float cellf = (float)p.cell, inv_cell = 1.0f / cellf;
-    const float reach = (float)(2.0 * SPH_H) * SPH_WALK_MARGIN, reach2 = reach * reach;
-    const float lx = sph_local_coord(g.x, p.origin[0], p.cell, p.dims[0]);
-    const float ly = sph_local_coord(g.y, p.origin[1], p.cell, p.dims[1]);
-    const float lz = sph_local_coord(g.z, p.origin[2], p.cell, p.dims[2]);
     GhostSums s = ghost_sums_zero();
     for (int z = z0; z <= z1; z++) {
-        const float gz = cell_gap(lz, z - cz, cellf);
-        const float gz2 = gz * gz;
-        if (gz2 >= reach2) continue;
         for (int y = y0; y <= y1; y++) {
-            const float gy = cell_gap(ly, y - cy, cellf);
-            const float g2 = gy * gy + gz2;
-            if (g2 >= reach2) continue;
-            const float e = sqrtf(reach2 - g2);
-            const int xa = min(max(cx + (int)floorf((lx - e) * inv_cell), x0), cx);
-            const int xb = max(min(cx + (int)floorf((lx + e) * inv_cell), x1), cx);
             const unsigned row = sph_cell_index(p, 0, (unsigned)y, (unsigned)z);
-            const unsigned e_end = fstart[row + xb + 1];
-            const double ed = (double)e;
-            unsigned j = fstart[row + xa];
-            while (j < e_end && g.x - f.pos[3 * j] > ed) j++;
-            for (; j < e_end; j++) {
+            const unsigned e_end = fstart[row + x1 + 1];
+            for (unsigned j = fstart[row + x0]; j < e_end; j++) {
                 const dvec3 dr = dsub3(g, dload3(f.pos + 3 * j));
-                if (dr.x < -ed) break;
                 const double r = sqrt(dr.x * dr.x + dr.y * dr.y + dr.z * dr.z);
                 if (r >= two_h) continue;
                 const real w = kernel_value(SPH_KERNEL, (real)r, h);
