@@ -5,6 +5,8 @@
 //   sph_gather: the fluid arrays reordered into that order (and, when a frame is pending, its
 //   fluid values packed in particle-id order from the state it reads: sph_frame_put);
 //   sph_localize (float mode): cell-relative float positions and densities for the pair sums;
+//   sph_fluid_blocks, sph_fluid_near: the blocks of cells with sorted fluid in reach, which the
+//   walls' and mDBC's ghost nodes' walks consult (a dry one skips its walk);
 //   sph_rates_fluid, sph_rates_bound: accelerations, density rates and the time-step limits,
 //   and the update of the symplectic predictor, its corrector or Verlet (SphUpdate; the
 //   parity mode updates the fluid in sph_update);
