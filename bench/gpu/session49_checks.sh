@@ -87,9 +87,8 @@ checks)
   ;;
 near)
   budget=${BUDGET:-560}
+  parity_suites
   pushd solver >/dev/null || exit
-  item 100 result sph_cuda timeout 250 "$BIN/sph_cuda" --test-threads 1
-  item 80 result sph_group timeout 250 "$BIN/sph_group" --test-threads 1
   # The mutation: each block marked by its own fluid alone. Walls whose fluid lies in the next
   # block then lose their density rate, and the f64 parity must fail.
   PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_FLUID_NEAR_OWN_BLOCK item 60 result mutation_sph_cuda \
