@@ -126,9 +126,8 @@ pub struct SphCpuRank {
     half_pos: Vec<V3>,
     half_vel: Vec<V3>,
     half_rho: Vec<f64>,
-    balance: Balance,
-    interval: u64,
-    threshold: Option<f64>,
+    /// The cut's balancing (mode, interval, threshold).
+    balancing: SlabOptions,
     /// Compute time since the last balancing decision, and over the run [s].
     busy: f64,
     compute_s: f64,
@@ -195,9 +194,7 @@ impl SphCpuRank {
             half_pos,
             half_vel,
             half_rho,
-            balance: opts.slabs.balance,
-            interval: opts.slabs.interval.max(1),
-            threshold: opts.slabs.threshold,
+            balancing: opts.slabs,
             busy: 0.0,
             compute_s: 0.0,
             exchange_s: 0.0,
@@ -578,7 +575,12 @@ impl SphCpuRank {
             });
         }
         self.sim.dt = next_time_step(c, dt_f, dt_cv);
-        if self.sim.s.step.is_multiple_of(self.interval) {
+        if self
+            .sim
+            .s
+            .step
+            .is_multiple_of(self.balancing.interval.max(1))
+        {
             self.rebalance();
         }
         Ok(())
@@ -674,7 +676,7 @@ impl SphCpuRank {
     /// Moves the bounds as the GPU ranks do ([`decide_over_ranks`]: the all-gathered counts of
     /// own fluid per layer and busy times, so that every rank decides alike).
     fn rebalance(&mut self) {
-        if self.balance == Balance::Off {
+        if self.balancing.balance == Balance::Off {
             return;
         }
         let layers = self.bounds[self.ranks] as usize;
@@ -693,8 +695,8 @@ impl SphCpuRank {
         };
         let decision = decide_over_ranks(
             self.comm.as_ref(),
-            self.balance,
-            self.threshold,
+            self.balancing.balance,
+            self.balancing.threshold,
             &self.bounds,
             mine,
             self.busy,
@@ -706,7 +708,7 @@ impl SphCpuRank {
         };
         tracing::debug!(
             step = self.sim.s.step,
-            by = self.balance.name(),
+            by = self.balancing.balance.name(),
             from = ?self.bounds,
             to = ?new,
             "SPH rank bounds moved"

@@ -65,9 +65,8 @@ pub struct SphGroup {
     time: f64,
     step: u64,
     dt: f64,
-    balance: Balance,
-    interval: u64,
-    threshold: Option<f64>,
+    /// The cut's balancing (mode, interval, threshold).
+    balancing: SlabOptions,
     /// Device compute time per GPU since the last balancing decision, and over the run [s].
     busy: Vec<f64>,
     /// Device time per GPU of the steps since the last decision (compute and exchange) [s],
@@ -160,9 +159,7 @@ impl SphGroup {
             time: state.time,
             step: state.step,
             dt,
-            balance: opts.slabs.balance,
-            interval: opts.slabs.interval.max(1),
-            threshold: opts.slabs.threshold,
+            balancing: opts.slabs,
             busy: vec![0.0; g],
             interval_s: vec![0.0; g],
             interval_steps: 0,
@@ -341,20 +338,24 @@ impl SphGroup {
     /// layers to its new GPU; here every GPU flags the boundary particles it now owns and takes
     /// the densities of the layers it now owns or borders from their previous owners.
     fn rebalance(&mut self) -> Result<(), CudaError> {
-        if self.balance == Balance::Off {
+        if self.balancing.balance == Balance::Off {
             return Ok(());
         }
         let layers = self.bounds[self.slabs.len()] as usize;
         let mut per_layer = vec![0u64; layers];
-        if matches!(self.balance, Balance::Count | Balance::Time) {
+        if matches!(self.balancing.balance, Balance::Count | Balance::Time) {
             for s in &self.slabs {
                 for (a, b) in per_layer.iter_mut().zip(s.layer_counts()?) {
                     *a += b as u64;
                 }
             }
         }
-        let (how, threshold, bounds, busy) =
-            (self.balance, self.threshold, &self.bounds, &self.busy);
+        let (how, threshold, bounds, busy) = (
+            self.balancing.balance,
+            self.balancing.threshold,
+            &self.bounds,
+            &self.busy,
+        );
         let propose =
             || balance::decide_with(how, threshold, bounds, &per_layer, busy, MIN_SLAB_LAYERS);
         // The measured-time modes' moves are judged by their effect (balance::MoveGuard), as
@@ -376,7 +377,7 @@ impl SphGroup {
         self.guard.applied();
         tracing::debug!(
             step = self.step,
-            by = self.balance.name(),
+            by = self.balancing.balance.name(),
             from = ?self.bounds,
             to = ?new,
             "SPH slab bounds moved"
@@ -548,7 +549,7 @@ impl SphGpu for SphGroup {
             });
         }
         self.dt = next_time_step(&self.c, dt_f, dt_cv);
-        if self.step.is_multiple_of(self.interval) {
+        if self.step.is_multiple_of(self.balancing.interval.max(1)) {
             self.rebalance()?;
         }
         Ok(())

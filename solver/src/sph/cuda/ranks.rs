@@ -96,9 +96,8 @@ pub struct SphRank {
     time: f64,
     step: u64,
     dt: f64,
-    balance: Balance,
-    interval: u64,
-    threshold: Option<f64>,
+    /// The cut's balancing (mode, interval, threshold).
+    balancing: SlabOptions,
     /// The boundary slots sorted by layer (on the device) and where each layer starts (listed
     /// again at each move of the bounds when solids move).
     by_layer: u64,
@@ -185,9 +184,7 @@ impl SphRank {
             time: state.time,
             step: state.step,
             dt,
-            balance: opts.slabs.balance,
-            interval: opts.slabs.interval.max(1),
-            threshold: opts.slabs.threshold,
+            balancing: opts.slabs,
             by_layer,
             layer_start,
             xfer: 0,
@@ -620,22 +617,24 @@ impl SphRank {
     /// now owns and takes the densities of the layers it now owns or borders from their
     /// previous owners.
     fn rebalance(&mut self) -> Result<(), CudaError> {
-        if self.balance == Balance::Off {
+        if self.balancing.balance == Balance::Off {
             return Ok(());
         }
         let sim = &self.sim;
         let decision = decide_over_ranks(
             self.comm.as_ref(),
-            self.balance,
-            self.threshold,
+            self.balancing.balance,
+            self.balancing.threshold,
             &self.bounds,
             || sim.layer_counts(),
             self.busy,
-            crate::decomp::balance::guarded(self.balance).then_some(crate::sph::slabs::RankGuard {
-                guard: &mut self.guard,
-                step_s: self.interval_s,
-                steps: self.interval_steps,
-            }),
+            crate::decomp::balance::guarded(self.balancing.balance).then_some(
+                crate::sph::slabs::RankGuard {
+                    guard: &mut self.guard,
+                    step_s: self.interval_s,
+                    steps: self.interval_steps,
+                },
+            ),
         )?;
         self.busy = 0.0;
         self.interval_s = 0.0;
@@ -646,7 +645,7 @@ impl SphRank {
         self.guard.applied();
         tracing::debug!(
             step = self.step,
-            by = self.balance.name(),
+            by = self.balancing.balance.name(),
             from = ?self.bounds,
             to = ?new,
             "SPH rank bounds moved"
@@ -880,7 +879,7 @@ impl SphGpu for SphRank {
             });
         }
         self.dt = next_time_step(&self.c, dt_f, dt_cv);
-        if self.step.is_multiple_of(self.interval) {
+        if self.step.is_multiple_of(self.balancing.interval.max(1)) {
             self.rebalance()?;
         }
         Ok(())
