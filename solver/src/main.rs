@@ -135,18 +135,51 @@ fn check_cli(cli: &Cli) -> Result<()> {
     Ok(())
 }
 
-/// The simulated-time intervals of the command line against the case's time step.
-fn check_intervals(cli: &Cli, dt: f64) -> Result<()> {
+/// The simulated-time intervals of the command line, and the case's `[output]` intervals that
+/// it does not override, against the case's time step.
+fn check_intervals(cli: &Cli, sim: &dyn SimPort) -> Result<()> {
+    let case = sim.case_intervals();
+    let dt = sim.dt();
     for (flag, v) in [
         ("--refresh", cli.refresh),
         ("--output-every", cli.output_every),
         ("--checkpoint-every", cli.checkpoint_every),
+        (
+            "the case's output.vtk_interval",
+            case.vtk.filter(|_| cli.output_every.is_none()),
+        ),
+        (
+            "the case's output.checkpoint_interval",
+            case.checkpoint.filter(|_| cli.checkpoint_every.is_none()),
+        ),
     ] {
         if let Some(v) = v {
             app::control::check_interval(flag, v, dt).map_err(|e| anyhow::anyhow!(e))?;
         }
     }
     Ok(())
+}
+
+/// The VTK and checkpoint intervals of the run: the command line's, else the case's `[output]`
+/// table's. Files need `--output DIR`; a case that asks for them without it is told so.
+fn output_intervals(cli: &Cli, sim: &dyn SimPort) -> (Option<f64>, Option<f64>) {
+    let case = sim.case_intervals();
+    let vtk = cli.output_every.or(case.vtk);
+    let checkpoint = cli.checkpoint_every.or(case.checkpoint);
+    if cli.output.is_none() {
+        for (key, v) in [
+            ("output.vtk_interval", vtk),
+            ("output.checkpoint_interval", checkpoint),
+        ] {
+            if let Some(v) = v {
+                tracing::info!(
+                    "the case's {key} = {v} s writes nothing without --output DIR (where the \
+                     files go)"
+                );
+            }
+        }
+    }
+    (vtk, checkpoint)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,7 +275,7 @@ fn real_main(cli: Cli) -> Result<()> {
     let (mut sim, mut publisher, stat, created) = if let Some(name) = &cli.load_shm {
         let (stat, frame) = read_dead_run(name)?;
         let sim = app::sim::resume_from_frame(name, &stat, &frame, backend, &cli)?;
-        check_intervals(&cli, sim.dt())?;
+        check_intervals(&cli, sim.as_ref())?;
         let publisher = Publisher::take_over(name)?;
         if publisher.read_newest()?.map(|f| f.meta.seq) != Some(frame.meta.seq) {
             bail!("segment {name:?} changed while it was being resumed; try again");
@@ -259,7 +292,7 @@ fn real_main(cli: Cli) -> Result<()> {
             Some(path) => app::sim::restore(path, backend, &cli)?,
             None => app::sim::build(cli.case.as_deref(), backend, &cli)?,
         };
-        check_intervals(&cli, sim.dt())?;
+        check_intervals(&cli, sim.as_ref())?;
         let (name, announce) = match cli.segment_name() {
             Some(name) => {
                 let note = format!("solver: publishing into shared-memory segment {name:?} (attach with `viewer --attach {name}`)");
@@ -308,12 +341,13 @@ fn real_main(cli: Cli) -> Result<()> {
     let refresh = cli
         .refresh
         .unwrap_or_else(|| (sim.end_time() / 100.0).clamp(sim.dt(), 0.01));
+    let (output_every, checkpoint_every) = output_intervals(&cli, sim.as_ref());
     let settings = RunSettings {
         refresh_sim: refresh,
         refresh_wall_ms: cli.refresh_wall_ms,
         output: cli.output.clone(),
-        output_every: cli.output_every,
-        checkpoint_every: cli.checkpoint_every,
+        output_every,
+        checkpoint_every,
         progress_every: Duration::from_secs_f64(cli.progress_every),
         interrupted,
     };

@@ -163,10 +163,11 @@ pub struct Cli {
     /// Write a checkpoint every SECONDS of simulated time (needs --output).
     #[arg(long, value_name = "SECONDS")]
     pub checkpoint_every: Option<f64>,
-    /// Per-particle arrays each frame carries, comma-separated: pos, vel, omega, force,
-    /// contacts. Positions are always carried; forces cost 12 bytes per particle in every frame
-    /// slot, so they are stored only when asked [default: the case's `[output] fields`, else
-    /// pos,vel,omega,contacts].
+    /// Per-particle arrays each frame carries, comma-separated. DEM: pos, vel, omega, force,
+    /// contacts (positions always; forces cost 12 bytes per particle in every frame slot, so
+    /// they are stored only when asked). SPH: pos, vel, density, pressure, kind (positions and
+    /// kinds always; a frame without vel and density cannot be resumed with --load-shm)
+    /// [default: the case's `[output] fields`, else DEM pos,vel,omega,contacts, SPH all].
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub fields: Option<Vec<String>>,
     /// Leave the segment in /dev/shm after a clean exit (it is always left after a crash).

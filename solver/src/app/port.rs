@@ -4,6 +4,23 @@ use std::path::Path;
 
 use shm_protocol::{BodyTransform, FrameWriter, Region, StaticData};
 
+/// The VTK and checkpoint intervals a case's `[output]` table asks for [s] (the command line's
+/// `--output-every` and `--checkpoint-every` override them).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CaseIntervals {
+    pub vtk: Option<f64>,
+    pub checkpoint: Option<f64>,
+}
+
+impl CaseIntervals {
+    pub fn of(o: &solver::case::Output) -> CaseIntervals {
+        CaseIntervals {
+            vtk: o.vtk_interval,
+            checkpoint: o.checkpoint_interval,
+        }
+    }
+}
+
 pub trait SimPort {
     /// Advances `n` time steps.
     fn step_n(&mut self, n: u64) -> anyhow::Result<()>;
@@ -27,6 +44,8 @@ pub trait SimPort {
     fn species_count(&self) -> usize;
     /// Segment field mask of the frames (`--fields`, the case, or the method's default).
     fn frame_fields(&self) -> u32;
+    /// The case's `[output]` intervals.
+    fn case_intervals(&self) -> CaseIntervals;
     /// Static section contents (configuration text, species, radii, meshes, world box).
     fn static_data(&self) -> StaticData;
     /// Current mesh poses, one per mesh.

@@ -209,6 +209,9 @@ impl SimPort for RankRoot {
     fn frame_fields(&self) -> u32 {
         self.inner.frame_fields()
     }
+    fn case_intervals(&self) -> super::port::CaseIntervals {
+        self.inner.case_intervals()
+    }
     fn static_data(&self) -> StaticData {
         self.inner.static_data()
     }

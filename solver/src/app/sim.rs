@@ -414,6 +414,9 @@ impl SimPort for SimRunner {
     fn frame_fields(&self) -> u32 {
         self.fields
     }
+    fn case_intervals(&self) -> super::port::CaseIntervals {
+        super::port::CaseIntervals::of(&self.sim.case().output)
+    }
 
     fn static_data(&self) -> StaticData {
         let species = self

@@ -1,7 +1,8 @@
 //! An SPH case as the run loop sees it: the CPU reference solver ([`solver::sph::cpu`]), CPU
 //! sub-domains in one process ([`solver::sph::subdomains`], `--subdomains`), one GPU or several
 //! ([`solver::sph::cuda`]), or slabs on MPI ranks (GPU or CPU: [`solver::sph::ranks`]) behind
-//! [`SimPort`], publishing positions, velocities, density, pressure and particle kind, and VTK
+//! [`SimPort`], publishing positions, velocities, density, pressure and particle kind (or those
+//! of them `--fields` or the case's `[output] fields` name; positions and kinds always), and VTK
 //! files with `--output`, checkpoints that `--restart` continues bit for bit (on any backend,
 //! number of GPUs or sub-domains: the file is the same), and `--load-shm` resuming a dead run
 //! from its last frame.
@@ -23,7 +24,7 @@ use solver::sph::subdomains::{SphCpuSubdomains, SphSubdomainOptions};
 use std::path::Path;
 
 use super::cli::Cli;
-use super::port::SimPort;
+use super::port::{CaseIntervals, SimPort};
 use crate::Backend;
 
 /// Whether the case text names `method = "sph"`.
@@ -47,6 +48,7 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
         case.dt = dt;
     }
     let c = case.constants().with_context(|| format!("{name}"))?;
+    let fields = frame_fields(&case, cli).with_context(|| format!("{name}"))?;
     let acoustic = c.cfl * c.h / c.c0;
     if case.dt > acoustic {
         // Not an error: `dt` only caps the step, which always meets the CFL condition.
@@ -92,18 +94,29 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
         sim,
         world,
         vtk: None,
+        fields,
+        intervals: CaseIntervals::of(&case.output),
     }))
 }
 
-/// The options an SPH run does not take yet.
+/// The options an SPH run does not take.
 fn refuse_unsupported(what: &str, cli: &Cli) -> Result<()> {
-    if cli.particles.is_some() || cli.fields.is_some() {
-        bail!("{what}: --particles and --fields do not apply to SPH runs yet");
+    if cli.particles.is_some() {
+        bail!("{what}: --particles scales the built-in DEM case; an SPH case sets its spacing");
     }
     if cli.gpu_memory != super::cli::GpuMemory::Auto {
         bail!("{what}: --gpu-memory sets the layout of DEM runs; SPH keeps its own");
     }
     Ok(())
+}
+
+/// The frame field mask: `--fields`, else the case's `[output] fields`, else every SPH field.
+fn frame_fields(case: &SphCase, cli: &Cli) -> Result<u32> {
+    match &cli.fields {
+        Some(names) => solver::exec::method::frame_mask::<solver::sph::Sph>(names)
+            .map_err(|e| anyhow::anyhow!("--fields: {e}")),
+        None => Ok(case.frame_fields()?),
+    }
 }
 
 /// The cut a run asks for: its case's `[decomposition]` with the command line's overrides.
@@ -336,12 +349,11 @@ fn engine(
 
 /// Continues an SPH run from its checkpoint (`--restart FILE`; `--end-time` may change).
 pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
-    if cli.particles.is_some() || cli.dt.is_some() || cli.fields.is_some() {
-        bail!(
-            "--particles, --dt and --fields cannot change a checkpointed SPH run (--end-time can)"
-        );
+    if cli.particles.is_some() || cli.dt.is_some() {
+        bail!("--particles and --dt cannot change a checkpointed SPH run (--end-time can)");
     }
     let r = solver::sph::checkpoint::load_state(path)?;
+    let fields = frame_fields(&r.case, cli).with_context(|| format!("{}", path.display()))?;
     tracing::info!(
         "restarted SPH run from {} at step {}, t = {:.6} s",
         path.display(),
@@ -360,10 +372,12 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
         .with_context(|| format!("{}", path.display()))?;
     Ok(Box::new(SphRunner {
         end_time: cli.end_time.unwrap_or(r.case.end_time),
+        intervals: CaseIntervals::of(&r.case.output),
         config_toml: r.case_toml,
         sim,
         world,
         vtk: None,
+        fields,
     }))
 }
 
@@ -419,6 +433,9 @@ pub fn resume_from_frame(
         sim,
         world,
         vtk: None,
+        // The segment keeps the fields it was made with.
+        fields: frame.meta.fields,
+        intervals: CaseIntervals::of(&case.output),
     }))
 }
 
@@ -464,7 +481,10 @@ fn frame_state(
         match v {
             Some(k) if k == n => Ok(()),
             Some(k) => Err(bad(format!("has {k} {what} for {n} particles"))),
-            None => Err(bad(format!("has no {what} (an SPH frame carries them)"))),
+            None => Err(bad(format!(
+                "has no {what}: the run left them out of its frames (--fields or [output] \
+                 fields), so it cannot resume from them; use --restart with a checkpoint"
+            ))),
         }
     };
     need(frame.positions.as_ref().map(Vec::len), "positions")?;
@@ -565,6 +585,9 @@ pub fn follow(ranks: solver::exec::sim::RankSet, start: &[u8], cli: &Cli) -> Res
         end_time,
         config_toml,
         vtk: None,
+        // Rank 0's segment says which fields a frame keeps; this rank posts its whole part.
+        fields: 0,
+        intervals: CaseIntervals::default(),
     };
     loop {
         let mut w = [0u64; 4];
@@ -687,15 +710,10 @@ struct SphRunner {
     end_time: f64,
     config_toml: String,
     vtk: Option<(std::path::PathBuf, VtkSeries)>,
+    /// The segment's frame fields.
+    fields: u32,
+    intervals: CaseIntervals,
 }
-
-const FIELDS: [FieldKind; 5] = [
-    FieldKind::Position,
-    FieldKind::Velocity,
-    FieldKind::Density,
-    FieldKind::Pressure,
-    FieldKind::ParticleKind,
-];
 
 impl SimPort for SphRunner {
     fn step_n(&mut self, n: u64) -> Result<()> {
@@ -758,7 +776,10 @@ impl SimPort for SphRunner {
         2
     }
     fn frame_fields(&self) -> u32 {
-        FIELDS.iter().fold(0, |m, f| m | f.bit())
+        self.fields
+    }
+    fn case_intervals(&self) -> CaseIntervals {
+        self.intervals
     }
 
     fn static_data(&self) -> StaticData {
@@ -821,20 +842,26 @@ impl SimPort for SphRunner {
         match &mut self.sim {
             Engine::Cpu(sim) => {
                 let s = &sim.s;
+                let has = |k: FieldKind| self.fields & k.bit() != 0;
                 let f3 = |v: &[f64; 3]| v.map(|c| c as f32);
                 w.write_vec3(
                     FieldKind::Position,
                     &s.pos.iter().map(f3).collect::<Vec<_>>(),
                 )?;
-                w.write_vec3(
-                    FieldKind::Velocity,
-                    &s.vel.iter().map(f3).collect::<Vec<_>>(),
-                )?;
-                let (rho, p): (Vec<f32>, Vec<f32>) = (0..s.pos.len())
-                    .map(|k| (s.rho[k] as f32, sim.pressure(k) as f32))
-                    .unzip();
-                w.scalar_mut(FieldKind::Density)?.copy_from_slice(&rho);
-                w.scalar_mut(FieldKind::Pressure)?.copy_from_slice(&p);
+                if has(FieldKind::Velocity) {
+                    w.write_vec3(
+                        FieldKind::Velocity,
+                        &s.vel.iter().map(f3).collect::<Vec<_>>(),
+                    )?;
+                }
+                if has(FieldKind::Density) {
+                    let rho: Vec<f32> = s.rho.iter().map(|&r| r as f32).collect();
+                    w.scalar_mut(FieldKind::Density)?.copy_from_slice(&rho);
+                }
+                if has(FieldKind::Pressure) {
+                    let p: Vec<f32> = (0..s.pos.len()).map(|k| sim.pressure(k) as f32).collect();
+                    w.scalar_mut(FieldKind::Pressure)?.copy_from_slice(&p);
+                }
             }
             Engine::Gpu(g) => {
                 let targets = frame_targets(w, g.kinds())?;

@@ -736,9 +736,10 @@ pub struct Output {
     pub vtk_interval: Option<f64>,
     #[serde(default)]
     pub checkpoint_interval: Option<f64>,
-    /// Per-particle arrays each published frame carries (`["pos", "vel", "omega", "force",
-    /// "contacts"]` or the segment's names); positions always. Default: the method's
-    /// (`pos, vel, omega, contacts` for DEM: forces only when asked).
+    /// Per-particle arrays each published frame carries (DEM: `["pos", "vel", "omega",
+    /// "force", "contacts"]`; SPH: `["pos", "vel", "density", "pressure", "kind"]`; or the
+    /// segment's names); positions always (SPH: and kinds). Default: the method's
+    /// (`pos, vel, omega, contacts` for DEM: forces only when asked; every field for SPH).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<Vec<String>>,
 }

@@ -7,14 +7,13 @@ pub mod exchange;
 pub mod physics;
 pub mod state;
 
-use crate::exec::method::{Field, FieldSet, Method};
+use crate::exec::method::{Field, FieldSet, FrameFields, Method};
 use shm_protocol::FieldKind;
 
 /// The DEM's declarations.
 pub struct Dem;
 
 impl Method for Dem {
-    const NAME: &'static str = "dem";
     /// The force stage reads a neighbour's id (history key, tie-break), species (radius,
     /// material), position, velocity and spin.
     const HALO: FieldSet = FieldSet::of(&[
@@ -36,6 +35,10 @@ impl Method for Dem {
         Field::Contacts,
         Field::History,
     ]);
+}
+
+impl FrameFields for Dem {
+    const NAME: &'static str = "dem";
     const FRAME: &'static [FieldKind] = &[
         FieldKind::Position,
         FieldKind::Velocity,
@@ -50,4 +53,5 @@ impl Method for Dem {
         FieldKind::AngularVelocity,
         FieldKind::ContactCount,
     ];
+    const FRAME_ALWAYS: &'static [FieldKind] = &[FieldKind::Position];
 }

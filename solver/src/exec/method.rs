@@ -1,6 +1,6 @@
-//! What a method (DEM now, SPH next) declares to the shared machinery: which per-particle fields
-//! cross a sub-domain boundary as read-only ghosts, which travel with a migrating particle, and
-//! which a frame can carry.
+//! What a method declares to the shared machinery: which per-particle fields a frame can carry
+//! (DEM and SPH, [`FrameFields`]), and for the DEM's workers which cross a sub-domain boundary
+//! as read-only ghosts and which travel with a migrating particle ([`Method`]).
 
 /// A per-particle field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,18 +43,25 @@ impl FieldSet {
     }
 }
 
-/// The declarations of a method.
-pub trait Method {
+/// What a method's frames can carry: every method publishes (DEM and SPH); `--fields` and a
+/// case's `[output] fields` choose among these.
+pub trait FrameFields {
     /// Name in the case file (`method = "dem"`).
     const NAME: &'static str;
-    /// Fields a worker sends to its neighbours each step for their force stage.
-    const HALO: FieldSet;
-    /// Fields that move with a particle to its new owner.
-    const MIGRATE: FieldSet;
     /// Segment fields a frame of this method can carry.
     const FRAME: &'static [shm_protocol::FieldKind];
     /// The fields a frame carries unless the case or `--fields` says otherwise.
     const FRAME_DEFAULT: &'static [shm_protocol::FieldKind];
+    /// The fields every frame carries, whatever is asked (what every reader needs).
+    const FRAME_ALWAYS: &'static [shm_protocol::FieldKind];
+}
+
+/// The declarations of a method that runs on the shared workers (DEM).
+pub trait Method: FrameFields {
+    /// Fields a worker sends to its neighbours each step for their force stage.
+    const HALO: FieldSet;
+    /// Fields that move with a particle to its new owner.
+    const MIGRATE: FieldSet;
 }
 
 /// Short names of frame fields (what `--fields` lists); the others go by the segment's names.
@@ -88,11 +95,11 @@ pub fn frame_field_name(f: shm_protocol::FieldKind) -> &'static str {
 }
 
 /// The segment field mask of `names` for method `M`: unknown names and fields the method does
-/// not publish are errors naming what it does publish; positions are always included (every
-/// reader places particles by them).
-pub fn frame_mask<M: Method>(names: &[String]) -> Result<u32, String> {
+/// not publish are errors naming what it does publish; [`FrameFields::FRAME_ALWAYS`] is always
+/// included (positions: every reader places particles by them).
+pub fn frame_mask<M: FrameFields>(names: &[String]) -> Result<u32, String> {
     let known: Vec<&str> = M::FRAME.iter().map(|&f| frame_field_name(f)).collect();
-    let mut mask = shm_protocol::FieldKind::Position.bit();
+    let mut mask = M::FRAME_ALWAYS.iter().fold(0, |m, f| m | f.bit());
     for n in names {
         let f = frame_field(n).ok_or_else(|| {
             format!(
@@ -114,8 +121,11 @@ pub fn frame_mask<M: Method>(names: &[String]) -> Result<u32, String> {
 }
 
 /// The default frame field mask of method `M`.
-pub fn default_frame_mask<M: Method>() -> u32 {
-    M::FRAME_DEFAULT.iter().fold(0, |m, f| m | f.bit())
+pub fn default_frame_mask<M: FrameFields>() -> u32 {
+    M::FRAME_DEFAULT
+        .iter()
+        .chain(M::FRAME_ALWAYS)
+        .fold(0, |m, f| m | f.bit())
 }
 
 #[cfg(test)]

@@ -23,3 +23,23 @@ pub mod ranks;
 pub mod setup;
 pub mod slabs;
 pub mod subdomains;
+
+use shm_protocol::FieldKind;
+
+/// The SPH method's frame declarations (its slabs are its own, not the DEM's workers).
+pub struct Sph;
+
+impl crate::exec::method::FrameFields for Sph {
+    const NAME: &'static str = "sph";
+    const FRAME: &'static [FieldKind] = &[
+        FieldKind::Position,
+        FieldKind::Velocity,
+        FieldKind::Density,
+        FieldKind::Pressure,
+        FieldKind::ParticleKind,
+    ];
+    const FRAME_DEFAULT: &'static [FieldKind] = Self::FRAME;
+    /// Positions, and the kinds by which readers tell the fluid from the walls (the viewer
+    /// hides the walls, `analysis` sums the fluid).
+    const FRAME_ALWAYS: &'static [FieldKind] = &[FieldKind::Position, FieldKind::ParticleKind];
+}

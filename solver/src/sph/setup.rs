@@ -253,6 +253,12 @@ pub struct SphCase {
     /// `--subdomains`, `--split-axis` and `--balance` override it.
     #[serde(default, skip_serializing_if = "is_undecomposed")]
     pub decomposition: Decomposition,
+    /// `[output]`, as in a DEM case: VTK and checkpoint intervals (the command line's
+    /// `--output-every` and `--checkpoint-every` override them; files need `--output DIR`) and
+    /// the fields each frame carries (of [`super::Sph`]'s: `pos`, `vel`, `density`, `pressure`,
+    /// `kind`; positions and kinds always).
+    #[serde(default, skip_serializing_if = "is_default_output")]
+    pub output: crate::case::Output,
     /// Where `stl` paths start (the case file's folder; the working directory when empty).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -267,6 +273,10 @@ pub struct SphDomain {
     pub max: V3,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub motion: Option<Motion>,
+}
+
+fn is_default_output(o: &crate::case::Output) -> bool {
+    *o == crate::case::Output::default()
 }
 
 fn is_undecomposed(d: &Decomposition) -> bool {
@@ -335,6 +345,15 @@ pub struct SphParticles {
 impl SphCase {
     pub fn from_toml_str(text: &str) -> Result<SphCase, SphCaseError> {
         toml::from_str(text).map_err(|e| bad("case", e.to_string()))
+    }
+
+    /// The segment field mask of `[output] fields` (every SPH field when absent).
+    pub fn frame_fields(&self) -> Result<u32, SphCaseError> {
+        use crate::exec::method::{default_frame_mask, frame_mask};
+        match &self.output.fields {
+            None => Ok(default_frame_mask::<super::Sph>()),
+            Some(names) => frame_mask::<super::Sph>(names).map_err(|m| bad("output.fields", m)),
+        }
     }
 
     /// Whether a solid moves (`[[obstacles]] motion` or `[domain] motion`, not fixed).
@@ -521,6 +540,19 @@ impl SphCase {
         if let Err(e) = self.decomposition.check() {
             return Err(bad("decomposition.subdomains", e.to_string()));
         }
+        for (name, v) in [
+            ("output.vtk_interval", self.output.vtk_interval),
+            (
+                "output.checkpoint_interval",
+                self.output.checkpoint_interval,
+            ),
+        ] {
+            if let Some(v) = v {
+                // (The message names the key: "output.vtk_interval must be ...".)
+                shm_protocol::limits::check_sim_interval("it", v).map_err(|m| bad(name, m))?;
+            }
+        }
+        self.frame_fields()?;
         let p = &self.sph;
         let ext: V3 = std::array::from_fn(|a| self.domain.max[a] - self.domain.min[a]);
         if ext.iter().any(|&e| !(e > 0.0 && e.is_finite())) {
