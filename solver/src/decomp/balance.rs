@@ -18,11 +18,13 @@ pub enum Balance {
     /// their particle counts): follows contact density as well as counts.
     #[default]
     Time,
-    /// Verma et al.: neighbours whose times differ by more than [`NEIGHBOUR_THRESHOLD`]
-    /// (relative) move their common bound one layer toward the faster.
+    /// Verma et al.: neighbours whose times differ by more than p = 5 % (relative;
+    /// for SPH `--balance-threshold` sets p) move their common bound one layer toward the faster.
+    // (Plain text, not doc links: clap prints these lines in --help. The values are
+    // NEIGHBOUR_THRESHOLD and SLICE_THRESHOLD.)
     Neighbour,
-    /// GPUSPH (Rustico): a worker slower than the mean by more than [`SLICE_THRESHOLD`] of the
-    /// time of one layer gives a layer toward the fastest such worker.
+    /// GPUSPH (Rustico): a worker slower than the mean by more than H_LB = 0.5 of the time of
+    /// one layer (for SPH `--balance-threshold` sets H_LB) gives a layer toward the fastest such worker.
     Slice,
 }
 
@@ -405,6 +407,19 @@ pub fn rebalance_within(bounds: &[u32], layer_cost: &[f64], tolerance: f64) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Balance`'s doc lines, which `--help` prints, give these values as plain text.
+    #[test]
+    fn the_help_text_states_the_papers_thresholds() {
+        assert_eq!(
+            NEIGHBOUR_THRESHOLD, 0.05,
+            "update Balance::Neighbour's doc (p = 5 %)"
+        );
+        assert_eq!(
+            SLICE_THRESHOLD, 0.5,
+            "update Balance::Slice's doc (H_LB = 0.5)"
+        );
+    }
 
     /// A move that would put more particles on a worker than its slots hold is refused.
     #[test]

@@ -35,7 +35,7 @@ pub struct TooFewLayers {
 /// How the first slab bounds are chosen (`--first-cut`); the balancing moves them afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum FirstCut {
-    /// Equal estimated work: the pairs each particle's rates walk ([`work_per_layer`]).
+    /// Equal estimated work: the pairs each particle's rates walk (`work_per_layer`).
     #[default]
     Work,
     /// Equal particle counts, fluid and boundary alike.
