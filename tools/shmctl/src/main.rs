@@ -141,6 +141,13 @@ fn describe(name: &str) -> Result<Value> {
             "slot_count": caps.slot_count,
             "fields": caps.fields,
         },
+        // The per-particle arrays each frame carries, by the segment's names (`fields` above is
+        // their bit mask).
+        "frame_fields": shm_protocol::FieldKind::ALL
+            .iter()
+            .filter(|f| caps.fields & f.bit() != 0)
+            .map(|f| f.name())
+            .collect::<Vec<_>>(),
     }))
 }
 
@@ -170,19 +177,21 @@ fn list(as_json: bool) -> Result<ExitCode> {
         "{:<28} {:>8} {:<6} {:<10} {:>10} {:>10} {:>12} {:>9}",
         "NAME", "PID", "OWNER", "STATE", "PARTICLES", "FRAME", "SIM TIME", "SIZE MiB"
     );
+    // JSON values print without padding: numbers become strings first ("-" where absent).
+    let num = |v: &Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
     for r in rows {
         println!(
             "{:<28} {:>8} {:<6} {:<10} {:>10} {:>10} {:>12} {:>9.1}",
             r["name"].as_str().unwrap_or("?"),
-            r["pid"],
+            num(&r["pid"]),
             if r["alive"].as_bool() == Some(true) {
                 "alive"
             } else {
                 "stale"
             },
             r["state"].as_str().unwrap_or("?"),
-            r["particles"],
-            r["frame_seq"],
+            num(&r["particles"]),
+            num(&r["frame_seq"]),
             r["sim_time"]
                 .as_f64()
                 .map_or("-".into(), |t| format!("{t:.4} s")),

@@ -54,10 +54,32 @@ fn info_json_and_list_show_the_segment() {
     assert_eq!(v["sim_time"], 0.25);
     assert_eq!(v["particles"], 8);
     assert_eq!(v["frame_seq"], 1);
+    assert_eq!(
+        v["frame_fields"],
+        serde_json::json!(["position", "velocity", "angular_velocity"]),
+        "the fields by name"
+    );
     let (code, out, _) = shmctl(&["list"]);
     assert_eq!(code, 0);
     let line = out.lines().find(|l| l.starts_with(&n.0)).expect("listed");
     assert!(line.contains("alive") && line.contains("running"), "{line}");
+    // Every column lines up under its heading (right-aligned numbers end where it ends).
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("NAME"))
+        .expect("a header");
+    for (heading, value) in [
+        ("PID", std::process::id().to_string()),
+        ("PARTICLES", "8".to_string()),
+        ("FRAME", "1".to_string()),
+    ] {
+        let end = header.find(heading).unwrap() + heading.len();
+        assert_eq!(
+            &line[end - value.len()..end],
+            value,
+            "{heading} column:\n{header}\n{line}"
+        );
+    }
 }
 
 #[test]
