@@ -106,6 +106,11 @@ fn check_cli(cli: &Cli) -> Result<()> {
             bail!("--dt must be a positive number of seconds, got {dt}");
         }
     }
+    if let Some(dp) = cli.spacing {
+        if !(dp.is_finite() && dp > 0.0) {
+            bail!("--spacing must be a positive number of metres, got {dp}");
+        }
+    }
     limits::check_wall_interval_ms("--refresh-wall-ms", cli.refresh_wall_ms).map_err(err)?;
     limits::wall_duration("--progress-every", cli.progress_every, 0.05).map_err(err)?;
     if cli.particles == Some(0) {

@@ -145,9 +145,15 @@ pub struct Cli {
     /// Simulated end time [s] (overrides the case).
     #[arg(long)]
     pub end_time: Option<f64>,
-    /// Time step [s] (overrides the case; checked against the contact time).
+    /// Time step [s] (overrides the case; checked against the contact time). SPH: the largest
+    /// step, each step being the CFL step at most this.
     #[arg(long)]
     pub dt: Option<f64>,
+    /// SPH: particle spacing dp [m], overriding the case's `[sph] spacing` (half the spacing
+    /// makes about 8 times the particles and steps about half as long). The segment and the
+    /// checkpoints keep it, as they keep --dt and --end-time.
+    #[arg(long, value_name = "METRES")]
+    pub spacing: Option<f64>,
     /// Publication interval in simulated seconds [default: 1/100 of the end time, at most 0.01].
     #[arg(long, value_name = "SECONDS")]
     pub refresh: Option<f64>,

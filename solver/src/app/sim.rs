@@ -142,6 +142,9 @@ fn frame_fields_asked(case: &Case, cli: &Cli) -> Result<u32> {
 
 /// The options only SPH runs take, refused for a DEM run rather than ignored.
 fn refuse_sph_options(cli: &Cli) -> Result<()> {
+    if cli.spacing.is_some() {
+        bail!("--spacing sets the particle spacing of SPH cases; DEM sizes come from the case's species");
+    }
     if cli.first_cut.is_some() {
         bail!("--first-cut applies to SPH runs; DEM slabs start at equal particle counts");
     }

@@ -47,6 +47,9 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
     if let Some(dt) = cli.dt {
         case.dt = dt;
     }
+    if let Some(dp) = cli.spacing {
+        case.sph.spacing = dp;
+    }
     let c = case.constants().with_context(|| format!("{name}"))?;
     let fields = frame_fields(&case, cli).with_context(|| format!("{name}"))?;
     let acoustic = c.cfl * c.h / c.c0;
@@ -59,17 +62,14 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
         );
     }
     let particles = case.particles(&c).with_context(|| format!("{name}"))?;
-    // The segment, checkpoints and the other ranks keep the case text: with its STL paths
-    // made absolute, a run resumed from the segment finds them from anywhere.
-    let stored;
-    let text = if case.uses_stl() {
-        stored = case
-            .self_contained_toml()
-            .with_context(|| format!("{name}"))?;
-        stored.as_str()
-    } else {
-        text
-    };
+    // The segment, checkpoints and the other ranks keep the run's case: with the command
+    // line's overrides (a restart or a resume continues with them; the case file's text gave
+    // a restart after --dt the file's largest step) and its STL paths made absolute (a run
+    // resumed from the segment finds them from anywhere).
+    let stored = case
+        .self_contained_toml()
+        .with_context(|| format!("{name}"))?;
+    let text = stored.as_str();
     tracing::info!(
         "SPH case {name}: {} fluid and {} boundary particles, dp = {} m, h = {:.4} m, c0 = {:.2} m/s",
         particles.kind.iter().filter(|&&k| k == KIND_FLUID).count(),
@@ -349,8 +349,10 @@ fn engine(
 
 /// Continues an SPH run from its checkpoint (`--restart FILE`; `--end-time` may change).
 pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPort>> {
-    if cli.particles.is_some() || cli.dt.is_some() {
-        bail!("--particles and --dt cannot change a checkpointed SPH run (--end-time can)");
+    if cli.particles.is_some() || cli.dt.is_some() || cli.spacing.is_some() {
+        bail!(
+            "--particles, --dt and --spacing cannot change a checkpointed SPH run (--end-time can)"
+        );
     }
     let r = solver::sph::checkpoint::load_state(path)?;
     let fields = frame_fields(&r.case, cli).with_context(|| format!("{}", path.display()))?;
@@ -396,6 +398,9 @@ pub fn resume_from_frame(
     cli: &Cli,
 ) -> Result<Box<dyn SimPort>> {
     refuse_unsupported(&format!("segment {name:?}"), cli)?;
+    if cli.spacing.is_some() {
+        bail!("--load-shm resumes the segment's particles; --spacing cannot change them");
+    }
     let mut case = SphCase::from_toml_str(&stat.config_toml)
         .with_context(|| format!("segment {name:?}: its stored SPH case cannot be read"))?;
     if let Some(t) = cli.end_time {

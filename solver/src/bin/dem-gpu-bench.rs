@@ -139,7 +139,7 @@ const COMMANDS: [&str; 12] = [
     "bandwidth",
 ];
 
-const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--owner positions|ids] [--ids cells|raster|random] [--copies auto|2|1|fewest] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--frame-pack next|now|both] [--contacts on|off] [--out FILE]";
+const USAGE: &str = "usage: dem-gpu-bench <smoke|compile|parity|determinism|restitution|bench|case|multi|scale|full|publish|bandwidth> [--particles N] [--steps S] [--warmup W] [--seconds T (publish)] [--device D] [--model linear|linear-friction|hertz] [--phase loose|dense] [--relax S] [--hist-layout slot|row] [--history auto|double|in-place|pairs] [--hist-cap N] [--hist-spill E] [--owner positions|ids] [--ids cells|raster|random] [--copies auto|2|1|fewest] [--candidates N] [--min-blocks B] [--devices 0,1] [--balance off,count,time] [--axis x|y|z] [--weak on|off] [--sets 0:0,1:0,1,2,3] [--graphs on|off] [--case FILE] [--batch N] [--store-forces on|off] [--skin F|auto] [--list on|off] [--list-walk buffered|direct|warp] [--overlap on|off|auto] [--frame-pack next|now|both] [--contacts on|off] [--out FILE]";
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);

@@ -1,0 +1,153 @@
+//! An SPH run's command-line overrides of its case (`--dt`, `--end-time`, `--spacing`) are the
+//! run's case: the segment and the checkpoints keep them, so a restart or a resume continues the
+//! run that was started, not the case file's. The real solver binary against real segments.
+
+use e2e_tests::*;
+use shm_protocol::{Consumer, Frame};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pshm-over-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    Running::spawn(solver(args)).wait_exit(Duration::from_secs(120))
+}
+
+fn newest(seg: &SegName) -> Frame {
+    Consumer::attach(&seg.0)
+        .expect("attach")
+        .read_newest()
+        .expect("read")
+        .expect("a frame")
+}
+
+/// The hydrostatic tank (its case file's dt = 1e-3 s; the CFL step is about 2.4e-4 s).
+fn tank_file(dir: &Path) -> String {
+    let case = dir.join("tank.toml");
+    std::fs::write(&case, sph_tank_case(1.0)).unwrap();
+    case.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_restart_continues_the_time_step_the_command_line_set() {
+    let dir = scratch("dt");
+    let case = tank_file(&dir);
+    let out = dir.join("out");
+    // --dt 1e-4 caps every step below the CFL step: the run's steps are the cap's.
+    let whole = SegName::new("dtwhole");
+    let (code, err) = run(&[
+        "--name-shm",
+        &whole.0,
+        "--backend",
+        "cpu",
+        "--keep-shm",
+        "--case",
+        &case,
+        "--dt",
+        "1e-4",
+        "--end-time",
+        "0.004",
+        "--output",
+        out.to_str().unwrap(),
+        "--checkpoint-every",
+        "0.002",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let first = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("checkpoint-"))
+        .min()
+        .expect("a periodic checkpoint");
+    let again = SegName::new("dtagain");
+    let (code, err) = run(&[
+        "--name-shm",
+        &again.0,
+        "--backend",
+        "cpu",
+        "--keep-shm",
+        "--restart",
+        out.join(&first).to_str().unwrap(),
+        "--end-time",
+        "0.004",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let (a, b) = (newest(&whole), newest(&again));
+    // 0.004 s in steps of the 1e-4 cap (the last one a sliver of rounding), not the CFL's 17.
+    assert!((40..=41).contains(&a.meta.step), "{}", a.meta.step);
+    assert_eq!(
+        b.meta.step, a.meta.step,
+        "the restart kept the step the run was given"
+    );
+    same_sph_frame(&a, "the run restarted from its checkpoint", &b);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn spacing_sets_the_resolution_of_an_sph_case() {
+    let dir = scratch("dp");
+    let case = tank_file(&dir);
+    // 0.2 x 0.1 x 0.2 m of water: 10 x 5 x 10 = 500 sites at 2 cm (the file's), 4,000 at 1 cm.
+    let fine = SegName::new("dpfine");
+    let (code, err) = run(&[
+        "--name-shm",
+        &fine.0,
+        "--backend",
+        "cpu",
+        "--keep-shm",
+        "--case",
+        &case,
+        "--spacing",
+        "0.01",
+        "--end-time",
+        "0.001",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let f = newest(&fine);
+    let kinds = f.particle_kinds.as_ref().expect("kinds");
+    assert_eq!(
+        kinds.iter().filter(|&&k| k == 1).count(),
+        4000,
+        "fluid at 1 cm"
+    );
+    assert!(
+        err.contains("dp = 0.01 m"),
+        "the start log says the spacing: {err}"
+    );
+
+    // The segment keeps the spacing: the run resumes from it (its case places the same sites).
+    let (code, err) = run(&[
+        "--load-shm",
+        &fine.0,
+        "--backend",
+        "cpu",
+        "--keep-shm",
+        "--end-time",
+        "0.002",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!((newest(&fine).meta.sim_time - 0.002).abs() < 1e-9);
+
+    // Absurd spacings are refused by name, a DEM run and a restart refuse the option.
+    let seg = SegName::new("dpbad");
+    for (args, says) in [
+        (vec!["--case", &case, "--spacing", "0.5"], "sph.spacing"),
+        (vec!["--case", &case, "--spacing=-1"], "--spacing"),
+        (vec!["--case", &case, "--spacing", "nan"], "--spacing"),
+        (vec!["--particles", "100", "--spacing", "0.01"], "SPH"),
+    ] {
+        let mut a = vec!["--name-shm", &seg.0, "--backend", "cpu"];
+        a.extend(&args);
+        let (code, err) = run(&a);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!Path::new("/dev/shm").join(&seg.0).exists());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
