@@ -108,6 +108,31 @@ impl Drop for SegName {
     }
 }
 
+/// Runs the solver on the CPU backend into segment `seg` with `args` after those, to its end
+/// (at most two minutes); returns the exit code and stderr.
+pub fn solve_cpu(seg: &SegName, args: &[&str]) -> (Option<i32>, String) {
+    let mut all = vec!["--name-shm", seg.0.as_str(), "--backend", "cpu"];
+    all.extend(args);
+    Running::spawn(solver(&all)).wait_exit(Duration::from_secs(120))
+}
+
+/// The newest complete frame of segment `seg` (a panic when there is none).
+pub fn newest_frame(seg: &SegName) -> shm_protocol::Frame {
+    shm_protocol::Consumer::attach(&seg.0)
+        .expect("attach")
+        .read_newest()
+        .expect("read")
+        .expect("a frame")
+}
+
+/// A fresh, empty directory for one test (`tag` tells tests apart).
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pshm-e2e-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// A child process killed on drop.
 pub struct Running(pub Child);
 

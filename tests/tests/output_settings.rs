@@ -5,15 +5,24 @@
 
 use e2e_tests::*;
 use shm_protocol::{Consumer, FieldKind};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-/// A fresh directory for one test.
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pshm-out-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// Runs case file `case` on the CPU into `seg` with `--output out` and `extra`.
+fn into_dir(seg: &SegName, case: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec![
+        "--case",
+        case.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    solve_cpu(seg, &args)
+}
+
+/// Runs the solver with `args` to its end; returns the exit code and stderr.
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    Running::spawn(solver(args)).wait_exit(Duration::from_secs(120))
 }
 
 /// The falling box with 216 spheres, to `end` s, with `output` as its `[output]` table.
@@ -45,14 +54,9 @@ fn files_ending(dir: &Path, ext: &str) -> Vec<String> {
     names
 }
 
-/// Runs the solver to its end time; returns the exit code and stderr.
-fn run(args: &[&str]) -> (Option<i32>, String) {
-    Running::spawn(solver(args)).wait_exit(Duration::from_secs(120))
-}
-
 #[test]
 fn a_case_s_output_intervals_write_vtk_and_checkpoints() {
-    let dir = scratch("dem-case");
+    let dir = scratch_dir("out-dem-case");
     let case = dir.join("box.toml");
     std::fs::write(
         &case,
@@ -61,16 +65,7 @@ fn a_case_s_output_intervals_write_vtk_and_checkpoints() {
     .unwrap();
     let out = dir.join("out");
     let seg = SegName::new("outcase");
-    let (code, err) = run(&[
-        "--name-shm",
-        &seg.0,
-        "--backend",
-        "cpu",
-        "--case",
-        case.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let (code, err) = into_dir(&seg, &case, &out, &[]);
     assert_eq!(code, Some(0), "{err}");
     // t = 0, 0.001, 0.002 and 0.003 (300 steps of 1e-5 s).
     let vtu = files_ending(&out, ".vtu");
@@ -95,23 +90,12 @@ fn a_case_s_output_intervals_write_vtk_and_checkpoints() {
 
 #[test]
 fn the_command_line_overrides_the_case_s_intervals() {
-    let dir = scratch("dem-cli");
+    let dir = scratch_dir("out-dem-cli");
     let case = dir.join("box.toml");
     std::fs::write(&case, small_box(0.003, "vtk_interval = 0.001")).unwrap();
     let out = dir.join("out");
     let seg = SegName::new("outcli");
-    let (code, err) = run(&[
-        "--name-shm",
-        &seg.0,
-        "--backend",
-        "cpu",
-        "--case",
-        case.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-        "--output-every",
-        "0.0015",
-    ]);
+    let (code, err) = into_dir(&seg, &case, &out, &["--output-every", "0.0015"]);
     assert_eq!(code, Some(0), "{err}");
     let vtu = files_ending(&out, ".vtu");
     assert_eq!(vtu.len(), 3, "t = 0, 0.0015, 0.003: {vtu:?}\n{err}");
@@ -120,18 +104,11 @@ fn the_command_line_overrides_the_case_s_intervals() {
 
 #[test]
 fn case_intervals_without_an_output_directory_say_what_is_missing() {
-    let dir = scratch("dem-noout");
+    let dir = scratch_dir("out-dem-noout");
     let case = dir.join("box.toml");
     std::fs::write(&case, small_box(0.001, "vtk_interval = 0.0005")).unwrap();
     let seg = SegName::new("outnone");
-    let (code, err) = run(&[
-        "--name-shm",
-        &seg.0,
-        "--backend",
-        "cpu",
-        "--case",
-        case.to_str().unwrap(),
-    ]);
+    let (code, err) = solve_cpu(&seg, &["--case", case.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
     assert!(
         err.contains("output.vtk_interval") && err.contains("--output DIR"),
@@ -140,16 +117,7 @@ fn case_intervals_without_an_output_directory_say_what_is_missing() {
     // A case interval shorter than the time step is refused by name, as --output-every is.
     std::fs::write(&case, small_box(0.001, "vtk_interval = 1e-7")).unwrap();
     let out = dir.join("out");
-    let (code, err) = run(&[
-        "--name-shm",
-        &seg.0,
-        "--backend",
-        "cpu",
-        "--case",
-        case.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let (code, err) = into_dir(&seg, &case, &out, &[]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("output.vtk_interval") && err.contains("at least one time step"),
@@ -169,25 +137,16 @@ fn tank(extra: &str) -> String {
 
 /// Runs an SPH case to its end and returns the last frame of its kept segment.
 fn sph_frame(case: &Path, seg: &SegName, extra: &[&str]) -> shm_protocol::Frame {
-    let mut args = vec![
-        "--name-shm",
-        &seg.0,
-        "--backend",
-        "cpu",
-        "--keep-shm",
-        "--case",
-        case.to_str().unwrap(),
-    ];
+    let mut args = vec!["--keep-shm", "--case", case.to_str().unwrap()];
     args.extend(extra);
-    let (code, err) = run(&args);
+    let (code, err) = solve_cpu(seg, &args);
     assert_eq!(code, Some(0), "{err}");
-    let c = Consumer::attach(&seg.0).expect("attach");
-    c.read_newest().expect("read").expect("a frame")
+    newest_frame(seg)
 }
 
 #[test]
 fn an_sph_run_publishes_only_the_fields_asked() {
-    let dir = scratch("sph-fields");
+    let dir = scratch_dir("out-sph-fields");
     let case = dir.join("tank.toml");
     std::fs::write(&case, tank("")).unwrap();
     let everything = sph_frame(&case, &SegName::new("sphall"), &[]);
@@ -220,7 +179,7 @@ fn an_sph_run_publishes_only_the_fields_asked() {
 
 #[test]
 fn an_sph_case_s_output_table_sets_fields_and_intervals() {
-    let dir = scratch("sph-case");
+    let dir = scratch_dir("out-sph-case");
     let case = dir.join("tank.toml");
     std::fs::write(
         &case,
@@ -258,25 +217,20 @@ fn an_sph_case_s_output_table_sets_fields_and_intervals() {
     // Its checkpoint continues with the fields the command line asks for now.
     let ckpt = out.join("checkpoint.bin");
     let again = SegName::new("sphagain");
-    let (code, err) = run(&[
-        "--name-shm",
-        &again.0,
-        "--backend",
-        "cpu",
-        "--keep-shm",
-        "--restart",
-        ckpt.to_str().unwrap(),
-        "--end-time",
-        "0.015",
-        "--fields",
-        "vel,pressure",
-    ]);
+    let (code, err) = solve_cpu(
+        &again,
+        &[
+            "--keep-shm",
+            "--restart",
+            ckpt.to_str().unwrap(),
+            "--end-time",
+            "0.015",
+            "--fields",
+            "vel,pressure",
+        ],
+    );
     assert_eq!(code, Some(0), "{err}");
-    let f = Consumer::attach(&again.0)
-        .expect("attach")
-        .read_newest()
-        .unwrap()
-        .expect("a frame");
+    let f = newest_frame(&again);
     assert!(f.velocities.is_some() && f.pressures.is_some() && f.densities.is_none());
     assert!((f.meta.sim_time - 0.015).abs() < 1e-9);
     let _ = std::fs::remove_dir_all(&dir);
@@ -284,29 +238,18 @@ fn an_sph_case_s_output_table_sets_fields_and_intervals() {
 
 #[test]
 fn sph_fields_the_method_does_not_publish_are_refused_by_name() {
-    let dir = scratch("sph-badfields");
+    let dir = scratch_dir("out-sph-badfields");
     let case = dir.join("tank.toml");
     std::fs::write(&case, tank("")).unwrap();
     let seg = SegName::new("sphbad");
-    let args = |fields: &'static str| {
-        vec![
-            "--name-shm".to_string(),
-            seg.0.clone(),
-            "--backend".into(),
-            "cpu".into(),
-            "--case".into(),
-            case.to_string_lossy().into_owned(),
-            "--fields".into(),
-            fields.into(),
-        ]
-    };
     for (fields, says) in [
         ("omega", "does not publish \"omega\""),
         ("colour", "unknown frame field \"colour\""),
     ] {
-        let a = args(fields);
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let (code, err) = run(&a);
+        let (code, err) = solve_cpu(
+            &seg,
+            &["--case", case.to_str().unwrap(), "--fields", fields],
+        );
         assert_eq!(code, Some(1), "{err}");
         assert!(
             err.contains(says) && err.contains("pressure"),
@@ -315,14 +258,7 @@ fn sph_fields_the_method_does_not_publish_are_refused_by_name() {
         assert!(!Path::new("/dev/shm").join(&seg.0).exists());
     }
     std::fs::write(&case, tank("[output]\nfields = [\"force\"]")).unwrap();
-    let (code, err) = run(&[
-        "--name-shm",
-        &seg.0,
-        "--backend",
-        "cpu",
-        "--case",
-        case.to_str().unwrap(),
-    ]);
+    let (code, err) = solve_cpu(&seg, &["--case", case.to_str().unwrap()]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("output.fields") && err.contains("force"),

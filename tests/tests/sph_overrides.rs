@@ -3,27 +3,12 @@
 //! run that was started, not the case file's. The real solver binary against real segments.
 
 use e2e_tests::*;
-use shm_protocol::{Consumer, Frame};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pshm-over-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
+/// Runs the solver with `args` to its end; returns the exit code and stderr.
 fn run(args: &[&str]) -> (Option<i32>, String) {
     Running::spawn(solver(args)).wait_exit(Duration::from_secs(120))
-}
-
-fn newest(seg: &SegName) -> Frame {
-    Consumer::attach(&seg.0)
-        .expect("attach")
-        .read_newest()
-        .expect("read")
-        .expect("a frame")
 }
 
 /// The hydrostatic tank (its case file's dt = 1e-3 s; the CFL step is about 2.4e-4 s).
@@ -35,28 +20,27 @@ fn tank_file(dir: &Path) -> String {
 
 #[test]
 fn a_restart_continues_the_time_step_the_command_line_set() {
-    let dir = scratch("dt");
+    let dir = scratch_dir("over-dt");
     let case = tank_file(&dir);
     let out = dir.join("out");
     // --dt 1e-4 caps every step below the CFL step: the run's steps are the cap's.
     let whole = SegName::new("dtwhole");
-    let (code, err) = run(&[
-        "--name-shm",
-        &whole.0,
-        "--backend",
-        "cpu",
-        "--keep-shm",
-        "--case",
-        &case,
-        "--dt",
-        "1e-4",
-        "--end-time",
-        "0.004",
-        "--output",
-        out.to_str().unwrap(),
-        "--checkpoint-every",
-        "0.002",
-    ]);
+    let (code, err) = solve_cpu(
+        &whole,
+        &[
+            "--keep-shm",
+            "--case",
+            &case,
+            "--dt",
+            "1e-4",
+            "--end-time",
+            "0.004",
+            "--output",
+            out.to_str().unwrap(),
+            "--checkpoint-every",
+            "0.002",
+        ],
+    );
     assert_eq!(code, Some(0), "{err}");
     let first = std::fs::read_dir(&out)
         .unwrap()
@@ -66,19 +50,18 @@ fn a_restart_continues_the_time_step_the_command_line_set() {
         .min()
         .expect("a periodic checkpoint");
     let again = SegName::new("dtagain");
-    let (code, err) = run(&[
-        "--name-shm",
-        &again.0,
-        "--backend",
-        "cpu",
-        "--keep-shm",
-        "--restart",
-        out.join(&first).to_str().unwrap(),
-        "--end-time",
-        "0.004",
-    ]);
+    let (code, err) = solve_cpu(
+        &again,
+        &[
+            "--keep-shm",
+            "--restart",
+            out.join(&first).to_str().unwrap(),
+            "--end-time",
+            "0.004",
+        ],
+    );
     assert_eq!(code, Some(0), "{err}");
-    let (a, b) = (newest(&whole), newest(&again));
+    let (a, b) = (newest_frame(&whole), newest_frame(&again));
     // 0.004 s in steps of the 1e-4 cap (the last one a sliver of rounding), not the CFL's 17.
     assert!((40..=41).contains(&a.meta.step), "{}", a.meta.step);
     assert_eq!(
@@ -91,25 +74,24 @@ fn a_restart_continues_the_time_step_the_command_line_set() {
 
 #[test]
 fn spacing_sets_the_resolution_of_an_sph_case() {
-    let dir = scratch("dp");
+    let dir = scratch_dir("over-dp");
     let case = tank_file(&dir);
     // 0.2 x 0.1 x 0.2 m of water: 10 x 5 x 10 = 500 sites at 2 cm (the file's), 4,000 at 1 cm.
     let fine = SegName::new("dpfine");
-    let (code, err) = run(&[
-        "--name-shm",
-        &fine.0,
-        "--backend",
-        "cpu",
-        "--keep-shm",
-        "--case",
-        &case,
-        "--spacing",
-        "0.01",
-        "--end-time",
-        "0.001",
-    ]);
+    let (code, err) = solve_cpu(
+        &fine,
+        &[
+            "--keep-shm",
+            "--case",
+            &case,
+            "--spacing",
+            "0.01",
+            "--end-time",
+            "0.001",
+        ],
+    );
     assert_eq!(code, Some(0), "{err}");
-    let f = newest(&fine);
+    let f = newest_frame(&fine);
     let kinds = f.particle_kinds.as_ref().expect("kinds");
     assert_eq!(
         kinds.iter().filter(|&&k| k == 1).count(),
@@ -132,9 +114,9 @@ fn spacing_sets_the_resolution_of_an_sph_case() {
         "0.002",
     ]);
     assert_eq!(code, Some(0), "{err}");
-    assert!((newest(&fine).meta.sim_time - 0.002).abs() < 1e-9);
+    assert!((newest_frame(&fine).meta.sim_time - 0.002).abs() < 1e-9);
 
-    // Absurd spacings are refused by name, a DEM run and a restart refuse the option.
+    // Absurd spacings are refused by name; a DEM run refuses the option.
     let seg = SegName::new("dpbad");
     for (args, says) in [
         (vec!["--case", &case, "--spacing", "0.5"], "sph.spacing"),
@@ -142,9 +124,7 @@ fn spacing_sets_the_resolution_of_an_sph_case() {
         (vec!["--case", &case, "--spacing", "nan"], "--spacing"),
         (vec!["--particles", "100", "--spacing", "0.01"], "SPH"),
     ] {
-        let mut a = vec!["--name-shm", &seg.0, "--backend", "cpu"];
-        a.extend(&args);
-        let (code, err) = run(&a);
+        let (code, err) = solve_cpu(&seg, &args);
         assert_eq!(code, Some(1), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!Path::new("/dev/shm").join(&seg.0).exists());
