@@ -141,9 +141,14 @@ fn check_cli(cli: &Cli) -> Result<()> {
 }
 
 /// The simulated-time intervals of the command line, and the case's `[output]` intervals that
-/// it does not override, against the case's time step.
+/// it does not override (with `--output`: without, they write nothing), against the case's
+/// time step.
 fn check_intervals(cli: &Cli, sim: &dyn SimPort) -> Result<()> {
-    let case = sim.case_intervals();
+    let case = if cli.output.is_some() {
+        sim.case_intervals()
+    } else {
+        app::port::CaseIntervals::default()
+    };
     let dt = sim.dt();
     for (flag, v) in [
         ("--refresh", cli.refresh),

@@ -114,7 +114,11 @@ fn case_intervals_without_an_output_directory_say_what_is_missing() {
         err.contains("output.vtk_interval") && err.contains("--output DIR"),
         "the log says the case's VTK interval needs --output: {err}"
     );
-    // A case interval shorter than the time step is refused by name, as --output-every is.
+    // A case interval shorter than the time step writes nothing without --output (the run goes
+    // on), and with it is refused by name, as --output-every is.
+    std::fs::write(&case, small_box(0.001, "vtk_interval = 1e-7")).unwrap();
+    let (code, err) = solve_cpu(&seg, &["--case", case.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
     std::fs::write(&case, small_box(0.001, "vtk_interval = 1e-7")).unwrap();
     let out = dir.join("out");
     let (code, err) = into_dir(&seg, &case, &out, &[]);
