@@ -119,7 +119,6 @@ fn case_intervals_without_an_output_directory_say_what_is_missing() {
     std::fs::write(&case, small_box(0.001, "vtk_interval = 1e-7")).unwrap();
     let (code, err) = solve_cpu(&seg, &["--case", case.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
-    std::fs::write(&case, small_box(0.001, "vtk_interval = 1e-7")).unwrap();
     let out = dir.join("out");
     let (code, err) = into_dir(&seg, &case, &out, &[]);
     assert_eq!(code, Some(1), "{err}");
