@@ -247,8 +247,9 @@ pub fn run(
             };
             let (removed, removed_mass) = sim.removed();
             tracing::info!(
-                "t = {t:.5}/{end} s  step {}  {steps_per_s:.0} steps/s  {:.3e} particle-steps/s  {} particles{}  ETA {}{}",
+                "t = {t:.5}/{end} s  step {}  {} steps/s  {:.3e} particle-steps/s  {} particles{}  ETA {}{}",
                 sim.step_index(),
+                format_rate(steps_per_s),
                 steps_per_s * sim.particle_count() as f64,
                 sim.particle_count(),
                 if removed > 0 {
@@ -282,9 +283,9 @@ pub fn run(
     let wall = start_wall.elapsed().as_secs_f64();
     let steps = sim.step_index() - start_step;
     tracing::info!(
-        "{} after {steps} steps in {wall:.2} s ({:.0} steps/s, {:.3e} particle-steps/s), t = {:.6} s",
+        "{} after {steps} steps in {wall:.2} s ({} steps/s, {:.3e} particle-steps/s), t = {:.6} s",
         if ctl.stop { "stopped" } else { "finished" },
-        steps as f64 / wall.max(1e-9),
+        format_rate(steps as f64 / wall.max(1e-9)),
         steps as f64 * sim.particle_count() as f64 / wall.max(1e-9),
         sim.time()
     );
@@ -334,9 +335,30 @@ fn format_eta(s: f64) -> String {
     }
 }
 
+/// A rate for the log: whole numbers from 100 up, and enough decimals below that a run of
+/// millions of particles on the CPU (a step every few seconds) does not read "0 steps/s".
+fn format_rate(per_s: f64) -> String {
+    if per_s >= 99.5 {
+        format!("{per_s:.0}")
+    } else if per_s >= 0.995 {
+        format!("{per_s:.1}")
+    } else {
+        format!("{per_s:.3}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slow_rates_keep_their_digits() {
+        assert_eq!(format_rate(3832.4), "3832");
+        assert_eq!(format_rate(99.96), "100");
+        assert_eq!(format_rate(12.34), "12.3");
+        assert_eq!(format_rate(0.0376), "0.038");
+        assert_eq!(format_rate(0.0), "0.000");
+    }
 
     #[test]
     fn gpu_batches_take_10_to_50_ms() {
