@@ -114,6 +114,20 @@ impl ColorChoice {
         }
     }
 
+    /// As [`ColorChoice::resolve`] for the fields `frame` carries: `auto` on an SPH run whose
+    /// frames leave pressure out (`solver --fields`) takes the next of density and speed that
+    /// they carry, rather than species.
+    pub fn resolve_for(self, sph: bool, frame: &Frame) -> ColorBy {
+        let first = self.resolve(sph);
+        if self != Self::Auto || !sph {
+            return first;
+        }
+        [first, ColorBy::Density, ColorBy::Speed]
+            .into_iter()
+            .find(|c| c.field().is_none_or(|f| frame.meta.has(f)))
+            .unwrap_or(ColorBy::Species)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Auto => "auto",
@@ -441,6 +455,33 @@ mod tests {
             (fixed.resolve(true), fixed.resolve(false)),
             (ColorBy::Density, ColorBy::Density)
         );
+    }
+
+    #[test]
+    fn auto_on_sph_frames_without_pressure_takes_what_they_carry() {
+        let with = |kinds: &[FieldKind]| {
+            let mut f = Frame::default();
+            f.meta.fields = kinds.iter().fold(0, |m, k| m | k.bit());
+            f
+        };
+        let all = with(&[
+            FieldKind::Position,
+            FieldKind::Velocity,
+            FieldKind::Density,
+            FieldKind::Pressure,
+        ]);
+        let auto = ColorChoice::Auto;
+        assert_eq!(auto.resolve_for(true, &all), ColorBy::Pressure);
+        let no_p = with(&[FieldKind::Position, FieldKind::Velocity, FieldKind::Density]);
+        assert_eq!(auto.resolve_for(true, &no_p), ColorBy::Density);
+        let vel = with(&[FieldKind::Position, FieldKind::Velocity]);
+        assert_eq!(auto.resolve_for(true, &vel), ColorBy::Speed);
+        let pos = with(&[FieldKind::Position]);
+        assert_eq!(auto.resolve_for(true, &pos), ColorBy::Species);
+        // DEM runs and fixed choices are as asked (a missing field falls back with a note).
+        assert_eq!(auto.resolve_for(false, &pos), ColorBy::Species);
+        let fixed = ColorChoice::Fixed(ColorBy::Pressure);
+        assert_eq!(fixed.resolve_for(true, &pos), ColorBy::Pressure);
     }
 
     #[test]

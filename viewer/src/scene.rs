@@ -136,7 +136,7 @@ impl Scene {
         // Frames of a run whose particle set changes hold fewer particles than the static
         // section, and element i is the particle named by its id: map species and radii.
         let el = Elements::of(st, frame);
-        let color_by = opts.color_by.resolve(sph::is_sph(st, frame));
+        let color_by = opts.color_by.resolve_for(sph::is_sph(st, frame), frame);
         let boundary = sph::boundary_mask(st, &el, frame, n);
         let boundary_count = boundary
             .as_ref()
