@@ -116,6 +116,24 @@ fn spacing_sets_the_resolution_of_an_sph_case() {
     assert_eq!(code, Some(0), "{err}");
     assert!((newest_frame(&fine).meta.sim_time - 0.002).abs() < 1e-9);
 
+    // A spacing whose particles would not fit this machine's memory is refused before anything
+    // is placed, saying what fits: the dam break at 1 mm is about 750 M particles, 474 GiB on
+    // the CPU (more than any machine these tests run on).
+    let dambreak = Path::new(env!("CARGO_MANIFEST_DIR")).join("../solver/cases/dambreak.toml");
+    let huge = SegName::new("dphuge");
+    let (code, err) = solve_cpu(
+        &huge,
+        &["--case", dambreak.to_str().unwrap(), "--spacing", "0.001"],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("of host memory")
+            && err.contains("particles fit")
+            && err.contains("--spacing"),
+        "{err}"
+    );
+    assert!(!Path::new("/dev/shm").join(&huge.0).exists());
+
     // Absurd spacings are refused by name; a DEM run refuses the option.
     let seg = SegName::new("dpbad");
     for (args, says) in [

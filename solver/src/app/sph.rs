@@ -61,6 +61,8 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
             case.dt
         );
     }
+    check_host_memory(case.particle_bound(&c), backend, &case, cli)
+        .with_context(|| format!("{name}"))?;
     let particles = case.particles(&c).with_context(|| format!("{name}"))?;
     // The segment, checkpoints and the other ranks keep the run's case: with the command
     // line's overrides (a restart or a resume continues with them; the case file's text gave
@@ -108,6 +110,55 @@ fn refuse_unsupported(what: &str, cli: &Cli) -> Result<()> {
         bail!("{what}: --gpu-memory sets the layout of DEM runs; SPH keeps its own");
     }
     Ok(())
+}
+
+/// Host memory an SPH run of `particles` needs on the CPU [B]: the reference's arrays, and
+/// those of each further sub-domain (every slab keeps arrays for all particles).
+fn cpu_host_bytes(particles: u64, subdomains: u32) -> u64 {
+    use solver::sph::cpu::{SPH_CPU_HOST_BYTES_PER_PARTICLE, SPH_SUBDOMAIN_BYTES_PER_PARTICLE};
+    let per = SPH_CPU_HOST_BYTES_PER_PARTICLE
+        + SPH_SUBDOMAIN_BYTES_PER_PARTICLE * u64::from(subdomains.max(1) - 1);
+    particles.saturating_mul(per)
+}
+
+/// Why a run that needs `need` bytes for `particles` cannot start with `available`, if it
+/// cannot.
+fn memory_refusal(particles: u64, need: u64, available: u64) -> Option<String> {
+    use solver::case::human_bytes;
+    (need > available).then(|| {
+        let per = need / particles.max(1);
+        format!(
+            "about {particles} particles need about {} of host memory on the CPU ({per} B per \
+             particle), but this machine has {} available (MemAvailable in /proc/meminfo); at \
+             most about {} particles fit: use a coarser --spacing, fewer --subdomains, MPI ranks \
+             on several hosts, or a GPU",
+            human_bytes(need),
+            human_bytes(available),
+            available / per.max(1)
+        )
+    })
+}
+
+/// Refuses an SPH run on the CPU that would need more host memory than this machine has
+/// available, before anything is placed (an out-of-memory kill says nothing). `particles`: at
+/// least the run's count. A GPU run keeps its arrays on the device, which checks its own
+/// memory; over MPI each rank checks its own share (one slab, arrays for every particle).
+fn check_host_memory(particles: u64, backend: Backend, case: &SphCase, cli: &Cli) -> Result<()> {
+    if backend != Backend::Cpu {
+        return Ok(());
+    }
+    let Some(available) = solver::case::available_memory() else {
+        return Ok(());
+    };
+    let subdomains = if super::ranks::current().is_some() {
+        1
+    } else {
+        cli.decomposition().apply(case.decomposition).subdomains
+    };
+    match memory_refusal(particles, cpu_host_bytes(particles, subdomains), available) {
+        Some(why) => bail!(why),
+        None => Ok(()),
+    }
 }
 
 /// The frame field mask: `--fields`, else the case's `[output] fields`, else every SPH field.
@@ -355,6 +406,8 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
         );
     }
     let r = solver::sph::checkpoint::load_state(path)?;
+    check_host_memory(r.state.pos.len() as u64, backend, &r.case, cli)
+        .with_context(|| format!("{}", path.display()))?;
     let fields = frame_fields(&r.case, cli).with_context(|| format!("{}", path.display()))?;
     tracing::info!(
         "restarted SPH run from {} at step {}, t = {:.6} s",
@@ -412,6 +465,8 @@ pub fn resume_from_frame(
     let c = case
         .constants()
         .with_context(|| format!("segment {name:?}: its stored SPH case"))?;
+    check_host_memory(frame.meta.particle_count, backend, &case, cli)
+        .with_context(|| format!("segment {name:?}"))?;
     let placed = case
         .particles(&c)
         .with_context(|| format!("segment {name:?}: its stored SPH case"))?;
@@ -981,5 +1036,25 @@ impl SimPort for SphRunner {
             }
             Engine::Gpu(g) => format!("cuda (SPH, {})", g.device_name()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_run_that_does_not_fit_is_refused_with_what_fits() {
+        // 10 M particles on one worker: 6.8 GB; on 3 sub-domains 11.2 GB.
+        assert_eq!(cpu_host_bytes(10_000_000, 1), 6_800_000_000);
+        assert_eq!(cpu_host_bytes(10_000_000, 3), 11_200_000_000);
+        assert_eq!(cpu_host_bytes(u64::MAX, 2), u64::MAX, "saturates");
+        let gib = 1u64 << 30;
+        assert_eq!(memory_refusal(10_000_000, 6_800_000_000, 8 * gib), None);
+        let why = memory_refusal(10_000_000, 6_800_000_000, 4 * gib).expect("refused");
+        assert!(why.contains("10000000 particles"), "{why}");
+        assert!(why.contains("680 B per particle"), "{why}");
+        assert!(why.contains("at most about 6316128 particles fit"), "{why}");
+        assert!(why.contains("--spacing"), "{why}");
     }
 }

@@ -347,6 +347,44 @@ impl SphCase {
         toml::from_str(text).map_err(|e| bad("case", e.to_string()))
     }
 
+    /// At least as many particles as [`SphCase::particles`] places, counted without placing
+    /// them (for the memory check before a run allocates): the tank's wall shell and the sites
+    /// of every block's box (an STL's bounding box; the whole tank where it cannot be read,
+    /// which placing will report).
+    pub fn particle_bound(&self, c: &SphConstants) -> u64 {
+        let dp = c.dp;
+        let sites = |min: V3, max: V3, round: bool| -> u64 {
+            (0..3)
+                .map(|a| {
+                    let n = (max[a] - min[a]) / dp;
+                    let n = if round {
+                        n.round()
+                    } else {
+                        (n + 1e-9).floor() + 1.0
+                    };
+                    n.max(0.0) as u64
+                })
+                .fold(1u64, u64::saturating_mul)
+        };
+        let (lo, hi) = (self.domain.min, self.domain.max);
+        let interior = sites(lo, hi, true);
+        let layers = (2.0 * c.h / dp).ceil();
+        let grown = |p: V3, by: f64| -> V3 { std::array::from_fn(|a| p[a] + by * dp) };
+        let shell = sites(grown(lo, -layers), grown(hi, layers), true).saturating_sub(interior);
+        let blocks = self
+            .fluid
+            .iter()
+            .chain(&self.obstacles)
+            .map(|b| match self.shape("block", b) {
+                Ok(Shape::Cuboid { min, max } | Shape::Mesh { min, max, .. }) => {
+                    sites(min, max, false).min(interior)
+                }
+                Err(_) => interior,
+            })
+            .fold(0u64, u64::saturating_add);
+        shell.saturating_add(blocks)
+    }
+
     /// The segment field mask of `[output] fields` (every SPH field when absent).
     pub fn frame_fields(&self) -> Result<u32, SphCaseError> {
         use crate::exec::method::{default_frame_mask, frame_mask};
