@@ -124,7 +124,7 @@ impl ColorChoice {
         }
         [first, ColorBy::Density, ColorBy::Speed]
             .into_iter()
-            .find(|c| c.field().is_none_or(|f| frame.meta.has(f)))
+            .find(|&c| carries(frame, c))
             .unwrap_or(ColorBy::Species)
     }
 
@@ -222,6 +222,18 @@ pub struct Coloring {
 
 fn norm3(v: &[f32; 3]) -> f32 {
     (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
+}
+
+/// Whether `frame` holds what colouring `by` reads (static data needs nothing).
+fn carries(frame: &Frame, by: ColorBy) -> bool {
+    match by {
+        ColorBy::Species | ColorBy::Id => true,
+        ColorBy::Speed => frame.velocities.is_some(),
+        ColorBy::AngularSpeed => frame.angular_velocities.is_some(),
+        ColorBy::Contacts => frame.contact_counts.is_some(),
+        ColorBy::Density => frame.densities.is_some(),
+        ColorBy::Pressure => frame.pressures.is_some(),
+    }
 }
 
 /// Scalar values for a continuous colouring, or `None` if the frame lacks the field.
@@ -460,9 +472,14 @@ mod tests {
     #[test]
     fn auto_on_sph_frames_without_pressure_takes_what_they_carry() {
         let with = |kinds: &[FieldKind]| {
-            let mut f = Frame::default();
-            f.meta.fields = kinds.iter().fold(0, |m, k| m | k.bit());
-            f
+            let has = |k: FieldKind| kinds.contains(&k);
+            Frame {
+                positions: Some(vec![[0.0; 3]]),
+                velocities: has(FieldKind::Velocity).then(|| vec![[0.0; 3]]),
+                densities: has(FieldKind::Density).then(|| vec![1000.0]),
+                pressures: has(FieldKind::Pressure).then(|| vec![0.0]),
+                ..Frame::default()
+            }
         };
         let all = with(&[
             FieldKind::Position,

@@ -289,6 +289,98 @@ fn scene() -> Scene {
         }],
         world_min: [0.0; 3],
         world_max: [1.0; 3],
+        methods: Vec::new(),
+        pressures: None,
+    }
+}
+
+/// An SPH scene: fluid at rest at (0.25, 0.5, 0.5) with 0 Pa and at (0.75, 0.5, 0.5) with
+/// 1,000 Pa, a wall particle between them at 5,000 Pa (the walls' pressure spikes, which must
+/// not stretch the colour range).
+fn sph_scene() -> Scene {
+    use shm_protocol::layout::SpeciesMethod;
+    Scene {
+        positions: vec![[0.25, 0.5, 0.5], [0.75, 0.5, 0.5], [0.5, 0.5, 0.5]],
+        velocities: vec![[0.0; 3]; 3],
+        species: vec![0, 0, 1],
+        radii: vec![0.06; 3],
+        species_names: vec!["fluid".into(), "boundary".into()],
+        methods: vec![SpeciesMethod::SphFluid, SpeciesMethod::SphBoundary],
+        pressures: Some(vec![0.0, 1000.0, 5000.0]),
+        world_min: [0.0; 3],
+        world_max: [1.0; 3],
+        ..Scene::default()
+    }
+}
+
+#[test]
+fn browser_hides_sph_walls_and_colours_by_pressure() {
+    chromium();
+    let name = unique_name("websph");
+    let _solver = SceneSolver::start(&name, sph_scene());
+    let fw = ForwarderProcess::start(Path::new(env!("CARGO_BIN_EXE_forwarder")), &name, &[]);
+    let dir = TestDir::new("browser-sph");
+    // Probes: the two fluid particles and the wall particle.
+    let base = format!(
+        "http://{}/?view=top&probe=0.25,0.5,0.5;0.75,0.5,0.5;0.5,0.5,0.5",
+        fw.addr
+    );
+    for (walls, drawn, legend) in [
+        ("", "2", "0,1000"),
+        ("&walls=dimmed", "3", "0,1000"),
+        ("&walls=shown", "3", "0,5000"),
+    ] {
+        let url = format!("{base}{walls}");
+        let dom = dump_dom(&url, &dir.0);
+        let ctx = format!("{url}; DOM:\n{dom}\nlog:\n{}", fw.log());
+        let want = if walls.is_empty() {
+            "hidden"
+        } else {
+            &walls[7..]
+        };
+        assert_eq!(data_attr(&dom, "walls").as_deref(), Some(want), "{ctx}");
+        assert_eq!(data_attr(&dom, "drawn").as_deref(), Some(drawn), "{ctx}");
+        assert_eq!(
+            data_attr(&dom, "legend").as_deref(),
+            Some(legend),
+            "coloured by pressure, the walls outside the range unless shown: {ctx}"
+        );
+        let shot = screenshot(&url, &dir.0);
+        let (w, h, px) = decode_png(&shot);
+        let p = probes(&dom, (w, h));
+        let at = |i: usize| pixel(&px, w, p[i]);
+        let ctx = format!("{walls}: probes {p:?}, screenshot {}", shot.display());
+        assert!(
+            near(at(0), VIRIDIS_LOW, 12),
+            "0 Pa fluid {:?} ({ctx})",
+            at(0)
+        );
+        let high = if walls == "&walls=shown" {
+            // 1,000 of 0..5,000 Pa: not the top of the ramp.
+            assert!(
+                near(at(2), VIRIDIS_HIGH, 12),
+                "wall shown {:?} ({ctx})",
+                at(2)
+            );
+            !near(at(1), VIRIDIS_HIGH, 40)
+        } else {
+            near(at(1), VIRIDIS_HIGH, 12)
+        };
+        assert!(high, "1,000 Pa fluid {:?} ({ctx})", at(1));
+        let wall = at(2);
+        match walls {
+            "" => assert!(
+                near(wall, BACKGROUND, 6),
+                "hidden wall drawn {wall:?} ({ctx})"
+            ),
+            "&walls=dimmed" => assert!(
+                !near(wall, BACKGROUND, 20)
+                    && (wall[0] - wall[1]).abs() < 12
+                    && (wall[1] - wall[2]).abs() < 12,
+                "a dimmed wall is a grey dot {wall:?} ({ctx})"
+            ),
+            _ => {}
+        }
     }
 }
 

@@ -2,16 +2,18 @@
 // pass and the WebGL2 renderer to the page's controls and HUD.
 //
 // Query flags (all optional): token=T, rate=HZ (max_rate_hz), color=MODE, range=LO,HI,
-// max=N (max particles received and drawn), clip=AXIS,VALUE[,above], view=top, hide=S1,S2 (species ids).
+// max=N (max particles received and drawn), clip=AXIS,VALUE[,above], view=top, hide=S1,S2 (species ids),
+// walls=hidden|dimmed|shown (SPH boundary particles; default hidden, and an SPH run is coloured
+// by pressure unless color= says otherwise, as in the native viewer).
 // Test/bench hooks, each doing what a user would: autopause=1 (presses Pause after the first
 // frame is drawn), typetoken=T (types T into the token form when it appears and presses
 // Connect), probe=X,Y,Z;... (writes the screen positions of these world points to
 // body[data-probes]), bench=S (counts frames drawn for S s, result in body[data-bench]).
 // The page reports its state on <body data-*>: renderer, state, frames, drawn, total, received
-// (particles in the last frame message), legend.
+// (particles in the last frame message), legend, walls (SPH runs: what is done with the walls).
 
 import { Camera } from "./camera.js";
-import { build, COLOR_BY, SPECIES_PALETTE } from "./colors.js";
+import { build, COLOR_BY, isSph, SPECIES_PALETTE, WALLS } from "./colors.js";
 import { Client, FIELD } from "./protocol.js";
 import { Renderer } from "./renderer.js";
 
@@ -25,7 +27,10 @@ const opts = {
   maxParticles: Number(params.get("max") || 2_000_000),
   hidden: new Set((params.get("hide") || "").split(",").filter((s) => s !== "").map(Number)),
   clip: null,
+  walls: WALLS.includes(params.get("walls")) ? params.get("walls") : "hidden",
 };
+// The colouring was chosen (URL or menu): an SPH run's static data does not change it.
+let colorChosen = COLOR_BY[params.get("color")] !== undefined;
 if (params.get("clip")) {
   const [axis, value, keep] = params.get("clip").split(",");
   opts.clip = { axis: "xyz".indexOf(axis), value: Number(value), keep: keep === "above" ? "above" : "below" };
@@ -90,6 +95,14 @@ function connect() {
     status: (s) => { status = s; showHud(); },
     static_: (s) => {
       st = s;
+      const sph = isSph(s);
+      $("wallsbox").style.display = sph ? "" : "none";
+      body.walls = sph ? opts.walls : "";
+      if (sph && !colorChosen && opts.colorBy !== "pressure") {
+        opts.colorBy = "pressure";
+        $("colorby").value = opts.colorBy;
+        client.subscribe(subscription());
+      }
       renderer.setStatic(s);
       if (fitted !== null && !fitted) { fitBox(); fitted = true; }
       if (fitted === null) { applyView(); fitted = true; }
@@ -160,7 +173,7 @@ function showHud(extra) {
     const age = Date.now() - m.wall_unix_ns / 1e6;
     lines.push(`t = ${m.sim_time.toPrecision(6)} s   step ${m.step}   ${m.steps_per_s.toFixed(1)} steps/s`);
     lines.push(`frame ${m.seq}   age ${age < 1e4 ? age.toFixed(0) + " ms" : (age / 1000).toFixed(1) + " s"}   ${fps.toFixed(1)} frames/s drawn`);
-    if (built) lines.push(`particles ${built.count.toLocaleString()} drawn of ${built.total.toLocaleString()}` + (built.stride > 1 ? ` (every ${built.stride}th)` : ""));
+    if (built) lines.push(`particles ${built.count.toLocaleString()} drawn of ${built.total.toLocaleString()}` + (built.stride > 1 ? ` (every ${built.stride}th)` : "") + (built.walls > 0 ? `, ${built.walls.toLocaleString()} walls hidden` : ""));
     if (m.removed_count > 0) lines.push(`${m.removed_count} removed (${m.removed_mass.toPrecision(4)} kg)`);
   } else lines.push("no frame yet");
   lines.push(`GL: ${renderer.glName}`);
@@ -232,10 +245,17 @@ for (const [mode, [title]] of Object.entries(COLOR_BY)) {
 $("colorby").value = opts.colorBy;
 $("colorby").onchange = (e) => {
   opts.colorBy = e.target.value;
+  colorChosen = true;
   if (opts.range === null) $("rmin").value = $("rmax").value = "";
   client.subscribe(subscription());
   rebuild();
 };
+for (const w of WALLS) {
+  const o = document.createElement("option");
+  o.value = w; o.textContent = w; $("walls").append(o);
+}
+$("walls").value = opts.walls;
+$("walls").onchange = (e) => { opts.walls = e.target.value; body.walls = opts.walls; rebuild(); };
 $("rauto").checked = opts.range === null;
 if (opts.range) { $("rmin").value = opts.range[0]; $("rmax").value = opts.range[1]; }
 const setRange = () => {

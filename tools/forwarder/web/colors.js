@@ -38,6 +38,18 @@ export function viridis(t) {
 const LUT = new Uint8Array(256 * 3);
 for (let i = 0; i < 256; i++) LUT.set(viridis(i / 255), 3 * i);
 
+// SPH runs: the boundary (wall) particles enclose the tank, lid included, and would hide the
+// fluid; like the native viewer (`viewer/src/sph.rs`) the page hides them by default, or draws
+// them as small grey dots outside the colour range ("dimmed"), or like the fluid ("shown").
+export const WALLS = ["hidden", "dimmed", "shown"];
+const DIMMED = [110, 110, 110];
+const DIMMED_RADIUS = 0.2;
+
+// Whether the static data describes an SPH run (a species of an SPH method).
+export function isSph(st) {
+  return !!st && st.header.species.some((s) => s.method === "sph_fluid" || s.method === "sph_boundary");
+}
+
 export function speciesColor(s) {
   return SPECIES_PALETTE[s % SPECIES_PALETTE.length];
 }
@@ -55,7 +67,7 @@ function scalarOf(mode, frame, ids) {
 }
 
 // opts: {colorBy, range: [lo, hi] | null (auto), maxParticles, hidden: Set of species,
-//        clip: {axis 0..2, value, keep: "below"|"above"} | null}
+//        clip: {axis 0..2, value, keep: "below"|"above"} | null, walls: one of WALLS}
 // st: decoded static message or null. Returns what the renderer uploads.
 export function build(frame, st, opts) {
   const n = frame.n;
@@ -81,25 +93,38 @@ export function build(frame, st, opts) {
   // whose particle set changes; every subsampled frame), else i itself.
   const staticIndex = frameIds ? (i) => frameIds[i] : (i) => i;
   const clip = opts.clip, hidden = opts.hidden;
+  // Species whose particles are SPH walls, and what becomes of them.
+  const wall = st ? st.header.species.map((s) => s.method === "sph_boundary") : [];
+  const walls = opts.walls || "shown";
+  out.walls = 0;
   let mode = opts.colorBy;
   let scalar = mode === "species" ? null : scalarOf(mode, frame, frameIds);
   if (mode !== "species" && !scalar) mode = "species";
   out.mode = mode;
   const values = scalar ? new Float32Array(cap) : null;
   const species = new Uint32Array(cap);
+  const dimmed = [];
   let c = 0, vmin = Infinity, vmax = -Infinity;
   for (let i = 0; i < n; i += stride) {
     const j = staticIndex(i);
     const sp = j < nStatic ? sSpecies[j] : 0;
     if (hidden.size && hidden.has(sp)) continue;
+    const isWall = walls !== "shown" && wall[sp] === true;
+    if (isWall && walls === "hidden") { out.walls++; continue; }
     if (clip) {
       const a = clip.axis;
       const x = q ? lo[a] + pos[3 * i + a] * qs[a] : pos[3 * i + a];
       if (clip.keep === "below" ? x > clip.value : x < clip.value) continue;
     }
     out.pos[3 * c] = pos[3 * i]; out.pos[3 * c + 1] = pos[3 * i + 1]; out.pos[3 * c + 2] = pos[3 * i + 2];
-    out.radius[c] = j < nStatic ? sRadius[j] : defaultRadius;
+    out.radius[c] = (j < nStatic ? sRadius[j] : defaultRadius) * (isWall ? DIMMED_RADIUS : 1);
     species[c] = sp;
+    if (isWall) {
+      // Outside the colour range: NaN marks the element for the grey below.
+      if (values) values[c] = NaN; else dimmed.push(c);
+      c++;
+      continue;
+    }
     if (values) {
       const v = scalar(i);
       values[c] = v;
@@ -115,6 +140,7 @@ export function build(frame, st, opts) {
     out.range = [r0, r1];
     const scale = r1 > r0 ? 255 / (r1 - r0) : 0;
     for (let k = 0; k < c; k++) {
+      if (Number.isNaN(values[k])) { out.color.set([...DIMMED, 255], 4 * k); continue; }
       const t = Math.min(255, Math.max(0, Math.round((values[k] - r0) * scale))) | 0;
       out.color[4 * k] = LUT[3 * t]; out.color[4 * k + 1] = LUT[3 * t + 1];
       out.color[4 * k + 2] = LUT[3 * t + 2]; out.color[4 * k + 3] = 255;
@@ -125,6 +151,7 @@ export function build(frame, st, opts) {
       out.color[4 * k] = rgb[0]; out.color[4 * k + 1] = rgb[1]; out.color[4 * k + 2] = rgb[2];
       out.color[4 * k + 3] = 255;
     }
+    for (const k of dimmed) out.color.set([...DIMMED, 255], 4 * k);
   }
   return out;
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use shm_protocol::layout::SpeciesMethod;
 use shm_protocol::{
     BodyTransform, Capacities, Command, CreateOptions, FieldKind, MeshStatic, Publisher,
     SolverState, SpeciesRecord, StaticData,
@@ -28,6 +29,10 @@ pub struct Scene {
     pub bodies: Vec<BodyTransform>,
     pub world_min: [f64; 3],
     pub world_max: [f64; 3],
+    /// Each species' method (empty: every species DEM); SPH methods make an SPH scene.
+    pub methods: Vec<SpeciesMethod>,
+    /// One per particle: the frames carry pressures (an SPH scene's colouring).
+    pub pressures: Option<Vec<f32>>,
 }
 
 /// The publisher thread; stops and removes the segment on drop.
@@ -45,6 +50,9 @@ impl SceneSolver {
         let n = scene.positions.len();
         let mut caps = Capacities::for_particles(n as u64);
         caps.fields = FieldKind::Position.bit() | FieldKind::Velocity.bit();
+        if scene.pressures.is_some() {
+            caps.fields |= FieldKind::Pressure.bit();
+        }
         caps.max_bodies = scene.meshes.len() as u32;
         caps.max_triangles = scene.meshes.iter().map(|m| m.triangles.len() as u64).sum();
         let mut p =
@@ -54,7 +62,14 @@ impl SceneSolver {
             species: scene
                 .species_names
                 .iter()
-                .map(|s| SpeciesRecord::dem(s, 0.01, 1000.0, Default::default()))
+                .enumerate()
+                .map(|(k, s)| match scene.methods.get(k) {
+                    Some(&m) if m != SpeciesMethod::Dem => SpeciesRecord {
+                        method: m as u32,
+                        ..SpeciesRecord::named(s, 0.01, 1000.0)
+                    },
+                    _ => SpeciesRecord::dem(s, 0.01, 1000.0, Default::default()),
+                })
                 .collect(),
             particle_ids: (0..n as u32).collect(),
             particle_species: scene.species.clone(),
@@ -117,6 +132,11 @@ fn run(p: Publisher, scene: Scene, (stop, paused, commands): Ctx) {
             .expect("positions");
         w.write_vec3(FieldKind::Velocity, &scene.velocities)
             .expect("velocities");
+        if let Some(p) = &scene.pressures {
+            w.scalar_mut(FieldKind::Pressure)
+                .expect("pressures")
+                .copy_from_slice(p);
+        }
         w.set_bodies(&scene.bodies).expect("bodies");
         w.commit();
         std::thread::sleep(Duration::from_millis(20));
