@@ -123,12 +123,13 @@ pub const SPH_WALK_MARGIN: f64 = 1.001;
 
 /// Host memory of an SPH run on the CPU reference per particle [B]: the solver's peak resident
 /// size (placement, the state, the sorted copies a pair walk reads, the cell lists, the
-/// segment's frame slots) was 536-557 B with dynamic boundaries (the dam break at 2.3 M and
-/// 7.9 M particles) and 631 B with mDBC (the sloshing tank at 375 k); with some headroom.
+/// segment's frame slots) was 548-570 B with dynamic boundaries (the dam break at 7.9 M and
+/// 2.3 M particles) and 650 B with mDBC (the sloshing tank at 375 k); with some headroom
+/// (`bench/cpu/sph_memory.sh`, `bench/results/sph_cpu_memory.json`).
 pub const SPH_CPU_HOST_BYTES_PER_PARTICLE: u64 = 680;
 
 /// What each CPU sub-domain after the first adds per particle [B]: every slab keeps arrays for
-/// all particles (the dam break at 2.3 M: 557, 773 and 954 B in all on 1, 2 and 3).
+/// all particles (the dam break at 2.3 M: 570, 794 and 980 B in all on 1, 2 and 3).
 pub const SPH_SUBDOMAIN_BYTES_PER_PARTICLE: u64 = 220;
 
 /// A bound on r^2 above which r = sqrt(r^2) >= 2h for sure: (2h)^2 (1 + 1e-12), whose root
