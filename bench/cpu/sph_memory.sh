@@ -9,6 +9,7 @@
 #   bench/cpu/sph_memory.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source bench/cpu/records.sh
 OUT=bench/results/sph_cpu_memory.json
 [[ -x /usr/bin/time ]] || { echo "needs GNU time at /usr/bin/time" >&2; exit 1; }
 records=()
@@ -29,19 +30,4 @@ run "dam break dp 8 mm, 2 sub-domains" --case solver/cases/dambreak.toml --spaci
 run "dam break dp 8 mm, 3 sub-domains" --case solver/cases/dambreak.toml --spacing 0.008 --subdomains 3
 run "dam break dp 5 mm, 1 worker" --case solver/cases/dambreak.toml --spacing 0.005
 run "sloshing tank (mDBC) dp 4 mm, 1 worker" --case solver/cases/sloshing_tank.toml --spacing 0.004
-{
-  echo "{"
-  echo "  \"bench\": \"sph_cpu_memory\","
-  echo "  \"model\": \"SPH CPU reference (f64): peak resident size of the solver process over one step, the segment included\","
-  echo "  \"machine_cores\": $(nproc),"
-  echo "  \"date\": \"$(date -u +%Y-%m-%d)\","
-  echo "  \"git\": \"$(git rev-parse --short HEAD)\","
-  echo "  \"results\": ["
-  for k in "${!records[@]}"; do
-    sep=","; (( k == ${#records[@]} - 1 )) && sep=""
-    echo "    ${records[$k]}$sep"
-  done
-  echo "  ]"
-  echo "}"
-} > "$OUT"
-echo "wrote $OUT" >&2
+write_records "$OUT" sph_cpu_memory "SPH CPU reference (f64): peak resident size of the solver process over one step, the segment included"

@@ -6,6 +6,7 @@
 # `cargo build --release -p solver`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source bench/cpu/records.sh
 END=${1:-0.05}
 OUT=bench/results/sph_cpu_subdomains.json
 records=()
@@ -19,19 +20,4 @@ for n in 1 2 3 4; do
     rate=$(sed -E 's/.*, ([0-9.e+]+) particle-steps\/s.*/\1/' <<<"$line")
     records+=("{\"subdomains\": $n, \"steps\": $steps, \"wall_s\": $wall, \"particle_steps_per_s\": $rate, \"command\": \"$cmd\"}")
 done
-{
-    echo "{"
-    echo "  \"bench\": \"sph_cpu_subdomains\","
-    echo "  \"model\": \"SPH dam break (solver/cases/dambreak.toml: Wendland, dynamic boundaries, Fourtakas delta-SPH, symplectic), f64 CPU reference\","
-    echo "  \"machine_cores\": $(nproc),"
-    echo "  \"date\": \"$(date -u +%Y-%m-%d)\","
-    echo "  \"git\": \"$(git rev-parse --short HEAD)\","
-    echo "  \"results\": ["
-    for k in "${!records[@]}"; do
-        sep=$([ "$k" -lt $((${#records[@]} - 1)) ] && echo "," || true)
-        echo "    ${records[$k]}$sep"
-    done
-    echo "  ]"
-    echo "}"
-} > "$OUT"
-echo "wrote $OUT" >&2
+write_records "$OUT" sph_cpu_subdomains "SPH dam break (solver/cases/dambreak.toml: Wendland, dynamic boundaries, Fourtakas delta-SPH, symplectic), f64 CPU reference"
