@@ -744,6 +744,18 @@ pub struct Output {
     pub fields: Option<Vec<String>>,
 }
 
+impl Output {
+    /// The segment field mask of `fields` for method `M` (its default when absent); an error
+    /// names what `M` publishes. DEM and SPH cases both read their `[output]` table so.
+    pub fn frame_mask<M: crate::exec::method::FrameFields>(&self) -> Result<u32, String> {
+        use crate::exec::method::{default_frame_mask, frame_mask};
+        match &self.fields {
+            None => Ok(default_frame_mask::<M>()),
+            Some(names) => frame_mask::<M>(names),
+        }
+    }
+}
+
 /// Why a case is not usable. Messages start with the case's name (file) and name the field.
 #[derive(Debug, thiserror::Error)]
 pub enum CaseError {

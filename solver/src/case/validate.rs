@@ -357,23 +357,19 @@ fn show3(v: [f64; 3]) -> String {
 }
 
 impl Case {
-    /// Checks every field, loads meshes, places the particles (checking initial overlaps) and runs
-    /// the time-step stability check. Returns warnings that do not prevent a run.
     /// The segment field mask of `[output] fields` (the method's default when absent).
     pub fn frame_fields(&self) -> Result<u32, CaseError> {
-        use crate::exec::method::{default_frame_mask, frame_mask};
-        match &self.output.fields {
-            None => Ok(default_frame_mask::<crate::dem::Dem>()),
-            Some(names) => {
-                frame_mask::<crate::dem::Dem>(names).map_err(|message| CaseError::Invalid {
-                    origin: self.origin.name.clone(),
-                    field: "output.fields".into(),
-                    message,
-                })
-            }
-        }
+        self.output
+            .frame_mask::<crate::dem::Dem>()
+            .map_err(|message| CaseError::Invalid {
+                origin: self.origin.name.clone(),
+                field: "output.fields".into(),
+                message,
+            })
     }
 
+    /// Checks every field, loads meshes, places the particles (checking initial overlaps) and runs
+    /// the time-step stability check. Returns warnings that do not prevent a run.
     pub fn validate(&self) -> Result<Vec<CaseWarning>, CaseError> {
         self.validate_fields()?;
         let meshes = self.load_meshes()?;

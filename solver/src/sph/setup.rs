@@ -387,11 +387,9 @@ impl SphCase {
 
     /// The segment field mask of `[output] fields` (every SPH field when absent).
     pub fn frame_fields(&self) -> Result<u32, SphCaseError> {
-        use crate::exec::method::{default_frame_mask, frame_mask};
-        match &self.output.fields {
-            None => Ok(default_frame_mask::<super::Sph>()),
-            Some(names) => frame_mask::<super::Sph>(names).map_err(|m| bad("output.fields", m)),
-        }
+        self.output
+            .frame_mask::<super::Sph>()
+            .map_err(|m| bad("output.fields", m))
     }
 
     /// Whether a solid moves (`[[obstacles]] motion` or `[domain] motion`, not fixed).
@@ -586,7 +584,7 @@ impl SphCase {
             ),
         ] {
             if let Some(v) = v {
-                // (The message names the key: "output.vtk_interval must be ...".)
+                // Reads "output.vtk_interval: it must be between ..." (`bad` adds the key).
                 shm_protocol::limits::check_sim_interval("it", v).map_err(|m| bad(name, m))?;
             }
         }
