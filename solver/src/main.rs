@@ -87,7 +87,7 @@ fn set_up_process(cli: &Cli) -> Result<Arc<AtomicBool>> {
 const THREADS_PER_CORE_MAX: usize = 4;
 
 /// Checks the command line before anything is created. Every number has a range; intervals
-/// are checked again against the time step once the case is known ([`check_intervals`]).
+/// are checked again against the time step once the case is known ([`output_intervals`]).
 fn check_cli(cli: &Cli) -> Result<()> {
     use shm_protocol::limits;
     let err = |e: String| anyhow::anyhow!(e);
@@ -140,56 +140,46 @@ fn check_cli(cli: &Cli) -> Result<()> {
     Ok(())
 }
 
-/// The simulated-time intervals of the command line, and the case's `[output]` intervals that
-/// it does not override (with `--output`: without, they write nothing), against the case's
-/// time step.
-fn check_intervals(cli: &Cli, sim: &dyn SimPort) -> Result<()> {
-    let case = if cli.output.is_some() {
-        sim.case_intervals()
-    } else {
-        app::port::CaseIntervals::default()
-    };
-    let dt = sim.dt();
-    for (flag, v) in [
-        ("--refresh", cli.refresh),
-        ("--output-every", cli.output_every),
-        ("--checkpoint-every", cli.checkpoint_every),
-        (
-            "the case's output.vtk_interval",
-            case.vtk.filter(|_| cli.output_every.is_none()),
-        ),
-        (
-            "the case's output.checkpoint_interval",
-            case.checkpoint.filter(|_| cli.checkpoint_every.is_none()),
-        ),
-    ] {
-        if let Some(v) = v {
-            app::control::check_interval(flag, v, dt).map_err(|e| anyhow::anyhow!(e))?;
-        }
-    }
-    Ok(())
-}
-
-/// The VTK and checkpoint intervals of the run: the command line's, else the case's `[output]`
-/// table's. Files need `--output DIR`; a case that asks for them without it is told so.
-fn output_intervals(cli: &Cli, sim: &dyn SimPort) -> (Option<f64>, Option<f64>) {
+/// The run's VTK and checkpoint intervals: the command line's, else the case's `[output]`
+/// table's. They and `--refresh` are checked against the case's time step, each named as the
+/// user gave it. Files need `--output DIR`: without it a case's intervals write nothing (and are
+/// not checked), which the log says; the flags themselves need it ([`check_cli`]).
+fn output_intervals(cli: &Cli, sim: &dyn SimPort) -> Result<(Option<f64>, Option<f64>)> {
     let case = sim.case_intervals();
-    let vtk = cli.output_every.or(case.vtk);
-    let checkpoint = cli.checkpoint_every.or(case.checkpoint);
-    if cli.output.is_none() {
-        for (key, v) in [
-            ("output.vtk_interval", vtk),
-            ("output.checkpoint_interval", checkpoint),
-        ] {
-            if let Some(v) = v {
-                tracing::info!(
-                    "the case's {key} = {v} s writes nothing without --output DIR (where the \
-                     files go)"
-                );
-            }
+    let pick = |flag: &'static str, given: Option<f64>, key: &'static str, in_case: Option<f64>| {
+        given.map(|v| (flag, v)).or(in_case.map(|v| (key, v)))
+    };
+    let vtk = pick(
+        "--output-every",
+        cli.output_every,
+        "output.vtk_interval",
+        case.vtk,
+    );
+    let checkpoint = pick(
+        "--checkpoint-every",
+        cli.checkpoint_every,
+        "output.checkpoint_interval",
+        case.checkpoint,
+    );
+    let dt = sim.dt();
+    let check = |name: &str, v: f64| {
+        app::control::check_interval(name, v, dt).map_err(|e| anyhow::anyhow!(e))
+    };
+    if let Some(v) = cli.refresh {
+        check("--refresh", v)?;
+    }
+    for (name, v) in [vtk, checkpoint].into_iter().flatten() {
+        if name.starts_with("--") {
+            check(name, v)?;
+        } else if cli.output.is_some() {
+            check(&format!("the case's {name}"), v)?;
+        } else {
+            tracing::info!(
+                "the case's {name} = {v} s writes nothing without --output DIR (where the files go)"
+            );
         }
     }
-    (vtk, checkpoint)
+    Ok((vtk.map(|(_, v)| v), checkpoint.map(|(_, v)| v)))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -282,10 +272,14 @@ fn real_main(cli: Cli) -> Result<()> {
 
     // Build and check the simulation first: a bad case or frame must not leave a segment
     // behind or change one.
-    let (mut sim, mut publisher, stat, created) = if let Some(name) = &cli.load_shm {
+    let (mut sim, mut publisher, stat, created, (output_every, checkpoint_every)) = if let Some(
+        name,
+    ) =
+        &cli.load_shm
+    {
         let (stat, frame) = read_dead_run(name)?;
         let sim = app::sim::resume_from_frame(name, &stat, &frame, backend, &cli)?;
-        check_intervals(&cli, sim.as_ref())?;
+        let intervals = output_intervals(&cli, sim.as_ref())?;
         let publisher = Publisher::take_over(name)?;
         if publisher.read_newest()?.map(|f| f.meta.seq) != Some(frame.meta.seq) {
             bail!("segment {name:?} changed while it was being resumed; try again");
@@ -296,13 +290,13 @@ fn real_main(cli: Cli) -> Result<()> {
             frame.meta.seq, frame.meta.step, frame.meta.sim_time
         );
         let stat = sim.static_data();
-        (sim, publisher, stat, false)
+        (sim, publisher, stat, false, intervals)
     } else {
         let sim = match &cli.restart {
             Some(path) => app::sim::restore(path, backend, &cli)?,
             None => app::sim::build(cli.case.as_deref(), backend, &cli)?,
         };
-        check_intervals(&cli, sim.as_ref())?;
+        let intervals = output_intervals(&cli, sim.as_ref())?;
         let (name, announce) = match cli.segment_name() {
             Some(name) => {
                 let note = format!("solver: publishing into shared-memory segment {name:?} (attach with `viewer --attach {name}`)");
@@ -323,7 +317,7 @@ fn real_main(cli: Cli) -> Result<()> {
             },
         )?;
         eprintln!("{announce}");
-        (sim, publisher, stat, true)
+        (sim, publisher, stat, true, intervals)
     };
     let prepared = (|| -> Result<()> {
         // Built once: at millions of particles the id, species and radius arrays cost time.
@@ -351,7 +345,6 @@ fn real_main(cli: Cli) -> Result<()> {
     let refresh = cli
         .refresh
         .unwrap_or_else(|| (sim.end_time() / 100.0).clamp(sim.dt(), 0.01));
-    let (output_every, checkpoint_every) = output_intervals(&cli, sim.as_ref());
     let settings = RunSettings {
         refresh_sim: refresh,
         refresh_wall_ms: cli.refresh_wall_ms,

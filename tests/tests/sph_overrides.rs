@@ -127,7 +127,7 @@ fn spacing_sets_the_resolution_of_an_sph_case() {
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("of host memory")
+        err.contains("of memory for an SPH run on the CPU")
             && err.contains("particles fit")
             && err.contains("--spacing"),
         "{err}"

@@ -197,6 +197,23 @@ impl Cli {
         }
     }
 
+    /// The frame field mask of method `M` that `--fields` asks for, else `from_case` (the
+    /// case's `[output] fields`, or the method's default).
+    pub fn frame_mask<M, E>(
+        &self,
+        from_case: impl FnOnce() -> Result<u32, E>,
+    ) -> anyhow::Result<u32>
+    where
+        M: solver::exec::method::FrameFields,
+        E: Into<anyhow::Error>,
+    {
+        match &self.fields {
+            Some(names) => solver::exec::method::frame_mask::<M>(names)
+                .map_err(|e| anyhow::anyhow!("--fields: {e}")),
+            None => from_case().map_err(Into::into),
+        }
+    }
+
     pub fn segment_name(&self) -> Option<String> {
         if let Some(n) = &self.name_shm {
             Some(n.clone())

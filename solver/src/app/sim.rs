@@ -129,15 +129,7 @@ fn frame_fields(case: &Case, cli: &Cli) -> Result<u32> {
     } else {
         0
     };
-    Ok(ids | frame_fields_asked(case, cli)?)
-}
-
-fn frame_fields_asked(case: &Case, cli: &Cli) -> Result<u32> {
-    match &cli.fields {
-        Some(names) => solver::exec::method::frame_mask::<solver::dem::Dem>(names)
-            .map_err(|e| anyhow::anyhow!("--fields: {e}")),
-        None => Ok(case.frame_fields()?),
-    }
+    Ok(ids | cli.frame_mask::<solver::dem::Dem, _>(|| case.frame_fields())?)
 }
 
 /// The options only SPH runs take, refused for a DEM run rather than ignored.

@@ -121,20 +121,13 @@ fn cpu_host_bytes(particles: u64, subdomains: u32) -> u64 {
     particles.saturating_mul(per)
 }
 
-/// Why a run that needs `need` bytes for `particles` cannot start with `available`, if it
-/// cannot.
+/// Why an SPH run of `particles` that needs `need` bytes cannot start on this CPU with
+/// `available`, if it cannot, with what to change.
 fn memory_refusal(particles: u64, need: u64, available: u64) -> Option<String> {
-    use solver::case::human_bytes;
-    (need > available).then(|| {
-        let per = need / particles.max(1);
+    solver::case::memory_refusal(particles, need, available, "an SPH run on the CPU").map(|why| {
         format!(
-            "about {particles} particles need about {} of host memory on the CPU ({per} B per \
-             particle), but this machine has {} available (MemAvailable in /proc/meminfo); at \
-             most about {} particles fit: use a coarser --spacing, fewer --subdomains, MPI ranks \
-             on several hosts, or a GPU",
-            human_bytes(need),
-            human_bytes(available),
-            available / per.max(1)
+            "{why}: use a coarser --spacing, fewer --subdomains, MPI ranks on several hosts, or \
+             a GPU"
         )
     })
 }
@@ -163,11 +156,7 @@ fn check_host_memory(particles: u64, backend: Backend, case: &SphCase, cli: &Cli
 
 /// The frame field mask: `--fields`, else the case's `[output] fields`, else every SPH field.
 fn frame_fields(case: &SphCase, cli: &Cli) -> Result<u32> {
-    match &cli.fields {
-        Some(names) => solver::exec::method::frame_mask::<solver::sph::Sph>(names)
-            .map_err(|e| anyhow::anyhow!("--fields: {e}")),
-        None => Ok(case.frame_fields()?),
-    }
+    cli.frame_mask::<solver::sph::Sph, _>(|| case.frame_fields())
 }
 
 /// The cut a run asks for: its case's `[decomposition]` with the command line's overrides.

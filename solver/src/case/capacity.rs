@@ -67,6 +67,23 @@ pub fn human_bytes(b: u64) -> String {
     format!("{b:.0} B")
 }
 
+/// Why `particles` that need `need` bytes of host memory for `purpose` (e.g. "a run on the CPU
+/// backend") cannot start with `available`, if they cannot: what they need, what there is, and
+/// how many would fit. DEM cases and SPH runs on the CPU are refused with it.
+pub fn memory_refusal(particles: u64, need: u64, available: u64, purpose: &str) -> Option<String> {
+    (need > available).then(|| {
+        let per = need as f64 / particles.max(1) as f64;
+        format!(
+            "{particles} particles need about {} of memory for {purpose} ({per:.0} B per \
+             particle), but this machine has {} available (MemAvailable in /proc/meminfo); at \
+             most about {} particles fit",
+            human_bytes(need),
+            human_bytes(available),
+            (available as f64 / per) as u64
+        )
+    })
+}
+
 /// Lattice sites per axis of a grid source and their product (saturating: a lattice too large
 /// to count is `u64::MAX` sites, which every limit refuses).
 pub(crate) fn lattice(min: [f64; 3], max: [f64; 3], spacing: f64) -> ([u64; 3], u64) {
@@ -180,19 +197,13 @@ impl Case {
         let need = particles
             .saturating_mul(bytes_per_particle)
             .saturating_add(random.saturating_mul(RANDOM_BOX_BYTES_PER_PARTICLE));
-        if need <= available {
-            return Ok(());
+        match memory_refusal(particles, need, available, purpose) {
+            None => Ok(()),
+            Some(message) => Err(CaseError::Memory {
+                origin: self.origin.name.clone(),
+                message,
+            }),
         }
-        let per = need as f64 / particles.max(1) as f64;
-        Err(CaseError::Memory {
-            origin: self.origin.name.clone(),
-            message: format!(
-                "{particles} particles need about {} of memory for {purpose} ({per:.0} B per particle), but this machine has {} available (MemAvailable in /proc/meminfo); at most about {} particles fit",
-                human_bytes(need),
-                human_bytes(available),
-                (available as f64 / per) as u64
-            ),
-        })
     }
 }
 

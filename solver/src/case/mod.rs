@@ -18,7 +18,7 @@ pub(crate) mod sources;
 mod validate;
 
 pub use capacity::{
-    available_memory, human_bytes, MAX_PARTICLES, PLACEMENT_BYTES_PER_PARTICLE,
+    available_memory, human_bytes, memory_refusal, MAX_PARTICLES, PLACEMENT_BYTES_PER_PARTICLE,
     RANDOM_BOX_BYTES_PER_PARTICLE, STATE_BYTES_PER_PARTICLE,
 };
 pub use materials::{InteractionTarget, MaterialTable, StabilityReport, BOX_FACES};
