@@ -72,6 +72,107 @@ fn a_restart_continues_the_time_step_the_command_line_set() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The checkpoints in `dir`, oldest first.
+fn checkpoints(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("checkpoint-"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_resumed_or_restarted_run_keeps_the_overrides_it_was_given() {
+    let dir = scratch_dir("over-resume");
+    let case = tank_file(&dir);
+    // The file's step: every step the CFL's, about 2.4e-4 s.
+    let seg = SegName::new("rsfirst");
+    let (code, err) = solve_cpu(
+        &seg,
+        &["--keep-shm", "--case", &case, "--end-time", "0.002"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let start = newest_frame(&seg).meta.step;
+
+    // Resumed from the segment with a smaller step and a later end, writing a checkpoint.
+    let out = dir.join("resumed");
+    let (code, err) = run(&[
+        "--load-shm",
+        &seg.0,
+        "--backend",
+        "cpu",
+        "--keep-shm",
+        "--dt",
+        "1e-4",
+        "--end-time",
+        "0.004",
+        "--output",
+        out.to_str().unwrap(),
+        "--checkpoint-every",
+        "0.001",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let resumed = newest_frame(&seg);
+    assert!(
+        (19..=21).contains(&(resumed.meta.step - start)),
+        "0.002 s in steps of 1e-4: {} steps",
+        resumed.meta.step - start
+    );
+    // Its first checkpoint, at 0.003 s, restarts with that step and end: to the same frame,
+    // bit for bit, with neither given again (the segment's case text had kept the first run's
+    // end, 0.002 s, and the file's step, so the restart stopped at once).
+    let first = checkpoints(&out).into_iter().next().expect("a checkpoint");
+    let again = SegName::new("rsagain");
+    let (code, err) = solve_cpu(
+        &again,
+        &["--keep-shm", "--restart", first.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let restarted = newest_frame(&again);
+    assert_eq!(restarted.meta.step, resumed.meta.step, "{err}");
+    same_sph_frame(
+        &resumed,
+        "the run restarted from its checkpoint",
+        &restarted,
+    );
+
+    // A restart given a later end keeps it too: its own first checkpoint (0.004 s) restarts
+    // to that end.
+    let out2 = dir.join("restarted");
+    let (code, err) = solve_cpu(
+        &again,
+        &[
+            "--keep-shm",
+            "--restart",
+            first.to_str().unwrap(),
+            "--end-time",
+            "0.005",
+            "--output",
+            out2.to_str().unwrap(),
+            "--checkpoint-every",
+            "0.001",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let longer = newest_frame(&again);
+    assert!((longer.meta.sim_time - 0.005).abs() < 1e-9);
+    let second = checkpoints(&out2).into_iter().next().expect("a checkpoint");
+    let third = SegName::new("rsthird");
+    let (code, err) = solve_cpu(
+        &third,
+        &["--keep-shm", "--restart", second.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    same_sph_frame(&longer, "the restart's restart", &newest_frame(&third));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn spacing_sets_the_resolution_of_an_sph_case() {
     let dir = scratch_dir("over-dp");

@@ -394,7 +394,16 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
             "--particles, --dt and --spacing cannot change a checkpointed SPH run (--end-time can)"
         );
     }
-    let r = solver::sph::checkpoint::load_state(path)?;
+    let mut r = solver::sph::checkpoint::load_state(path)?;
+    // The run's case keeps a new end time, as a run's keeps its overrides (`build`): the
+    // checkpoints this run writes restart with it.
+    if let Some(t) = cli.end_time {
+        r.case.end_time = t;
+        r.case_toml = r
+            .case
+            .self_contained_toml()
+            .with_context(|| format!("{}", path.display()))?;
+    }
     check_host_memory(r.state.pos.len() as u64, backend, &r.case, cli)
         .with_context(|| format!("{}", path.display()))?;
     let fields = frame_fields(&r.case, cli).with_context(|| format!("{}", path.display()))?;
@@ -407,7 +416,7 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     let world = bounds(&r.state.pos);
     let run = RunInfo {
         config_toml: &r.case_toml,
-        end_time: cli.end_time.unwrap_or(r.case.end_time),
+        end_time: r.case.end_time,
         world,
     };
     // Moving solids are placed from their rest positions, which the case gives.
@@ -415,7 +424,7 @@ pub fn restore(path: &Path, backend: Backend, cli: &Cli) -> Result<Box<dyn SimPo
     let sim = engine(backend, r.constants, r.state, r.dt, moving, cli, run)
         .with_context(|| format!("{}", path.display()))?;
     Ok(Box::new(SphRunner {
-        end_time: cli.end_time.unwrap_or(r.case.end_time),
+        end_time: r.case.end_time,
         intervals: CaseIntervals::of(&r.case.output),
         config_toml: r.case_toml,
         sim,
@@ -454,6 +463,11 @@ pub fn resume_from_frame(
     let c = case
         .constants()
         .with_context(|| format!("segment {name:?}: its stored SPH case"))?;
+    // The segment and this run's checkpoints keep the case with these overrides, as a run's
+    // own do (`build`): a restart after `--load-shm --dt` goes on with the step it was given.
+    let stored = case
+        .self_contained_toml()
+        .with_context(|| format!("segment {name:?}: its stored SPH case"))?;
     check_host_memory(frame.meta.particle_count, backend, &case, cli)
         .with_context(|| format!("segment {name:?}"))?;
     let placed = case
@@ -470,7 +484,7 @@ pub fn resume_from_frame(
     let world = bounds(&placed.pos);
     let dt = solver::sph::cpu::first_time_step(&c);
     let run = RunInfo {
-        config_toml: &stat.config_toml,
+        config_toml: &stored,
         end_time: case.end_time,
         world,
     };
@@ -478,7 +492,7 @@ pub fn resume_from_frame(
         .with_context(|| format!("segment {name:?}"))?;
     Ok(Box::new(SphRunner {
         end_time: case.end_time,
-        config_toml: stat.config_toml.clone(),
+        config_toml: stored,
         sim,
         world,
         vtk: None,
