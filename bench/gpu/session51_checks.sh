@@ -14,6 +14,7 @@
 #                                           # symplectic default), and the 300 M run the issue's
 #                                           # 250 B/particle is for: the bench, then the solver
 #                                           # itself with a segment, as a user starts it
+#   bench/gpu/session51_checks.sh publish100  # the 100 M record's publication share, twice more
 #
 # Logs $OUT/session51_<part>.log; one archive of it all.
 set -uo pipefail
@@ -63,6 +64,14 @@ records)
     --progress-every 5
   grep -E "particles|B/particle|segment|GiB|steps/s|Maximum resident|Elapsed|rror" "$OUT/solver_300m.out" | cut -c1-240 | tail -n 25
   rm -f /dev/shm/s300*
+  ;;
+publish100)
+  # The 100 M publication share again (the records' one run read 2.24 %; four on the H200
+  # 1.72-1.76 %): two more runs of the same command.
+  for i in 1 2; do
+    item 45 result "verlet_100m_$i" timeout 250 sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 \
+      --frames 2 --integrator verlet --out "$OUT/sph_gpu_publish100.jsonl"
+  done
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
