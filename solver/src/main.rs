@@ -297,17 +297,10 @@ fn real_main(cli: Cli) -> Result<()> {
             None => app::sim::build(cli.case.as_deref(), backend, &cli)?,
         };
         let intervals = output_intervals(&cli, sim.as_ref())?;
-        let (name, announce) = match cli.segment_name() {
-            Some(name) => {
-                let note = format!("solver: publishing into shared-memory segment {name:?} (attach with `viewer --attach {name}`)");
-                (name, note)
-            }
-            None => {
-                let name = format!("particle-shm-{}", std::process::id());
-                let note = format!("solver: no --name-shm given; publishing into {name:?}");
-                (name, note)
-            }
-        };
+        let given = cli.segment_name();
+        let name = given
+            .clone()
+            .unwrap_or_else(|| format!("particle-shm-{}", std::process::id()));
         let stat = sim.static_data();
         let publisher = Publisher::create(
             &name,
@@ -316,7 +309,17 @@ fn real_main(cli: Cli) -> Result<()> {
                 group_access: cli.group_access,
             },
         )?;
-        eprintln!("{announce}");
+        // Its size: at hundreds of millions of particles the frame slots take tens of GB of
+        // the machine's memory.
+        let size = solver::case::human_bytes(publisher.region().len() as u64);
+        if given.is_some() {
+            eprintln!(
+                "solver: publishing into shared-memory segment {name:?} ({size}; attach with \
+                 `viewer --attach {name}`)"
+            );
+        } else {
+            eprintln!("solver: no --name-shm given; publishing into {name:?} ({size})");
+        }
         (sim, publisher, stat, true, intervals)
     };
     let prepared = (|| -> Result<()> {
