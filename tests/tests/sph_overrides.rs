@@ -18,6 +18,21 @@ fn tank_file(dir: &Path) -> String {
     case.to_string_lossy().into_owned()
 }
 
+/// The checkpoints in `dir`, oldest first.
+fn checkpoints(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("checkpoint-"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 #[test]
 fn a_restart_continues_the_time_step_the_command_line_set() {
     let dir = scratch_dir("over-dt");
@@ -42,12 +57,9 @@ fn a_restart_continues_the_time_step_the_command_line_set() {
         ],
     );
     assert_eq!(code, Some(0), "{err}");
-    let first = std::fs::read_dir(&out)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("checkpoint-"))
-        .min()
+    let first = checkpoints(&out)
+        .into_iter()
+        .next()
         .expect("a periodic checkpoint");
     let again = SegName::new("dtagain");
     let (code, err) = solve_cpu(
@@ -55,7 +67,7 @@ fn a_restart_continues_the_time_step_the_command_line_set() {
         &[
             "--keep-shm",
             "--restart",
-            out.join(&first).to_str().unwrap(),
+            first.to_str().unwrap(),
             "--end-time",
             "0.004",
         ],
@@ -70,21 +82,6 @@ fn a_restart_continues_the_time_step_the_command_line_set() {
     );
     same_sph_frame(&a, "the run restarted from its checkpoint", &b);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The checkpoints in `dir`, oldest first.
-fn checkpoints(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("checkpoint-"))
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
