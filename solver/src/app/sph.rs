@@ -367,9 +367,15 @@ fn engine(
             device: devices[0],
             double: false,
         };
-        return Ok(Engine::Gpu(Box::new(SphCuda::from_state_moving(
-            c, state, dt, opts, moving,
-        )?)));
+        let sim = SphCuda::from_state_moving(c, state, dt, opts, moving)?;
+        let m = sim.memory();
+        tracing::info!(
+            "SPH on {}: {} of device memory ({:.0} B/particle)",
+            sim.device_name(),
+            solver::case::human_bytes(m.total()),
+            m.bytes_per_particle()
+        );
+        return Ok(Engine::Gpu(Box::new(sim)));
     }
     let opts = SphGroupOptions {
         devices,
@@ -378,11 +384,14 @@ fn engine(
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
     };
     let group = SphGroup::from_state_moving(c, state, dt, moving, opts)?;
+    let m = group.memory();
     tracing::info!(
-        "SPH on {}: slabs {:?} along {}",
+        "SPH on {}: slabs {:?} along {}, {} of device memory over all GPUs ({:.0} B/particle)",
         group.device_name(),
         group.bounds(),
-        ["x", "y", "z"][group.axis()]
+        ["x", "y", "z"][group.axis()],
+        solver::case::human_bytes(m.total()),
+        m.bytes_per_particle()
     );
     Ok(Engine::Gpu(Box::new(group)))
 }
