@@ -15,6 +15,7 @@
 #                                           # 250 B/particle is for: the bench, then the solver
 #                                           # itself with a segment, as a user starts it
 #   bench/gpu/session51_checks.sh publish100  # the 100 M record's publication share, twice more
+#   bench/gpu/session51_checks.sh logs      # the start log's segment size and SPH device memory
 #
 # Logs $OUT/session51_<part>.log; one archive of it all.
 set -uo pipefail
@@ -64,6 +65,16 @@ records)
     --progress-every 5
   grep -E "particles|B/particle|segment|GiB|steps/s|Maximum resident|Elapsed|rror" "$OUT/solver_300m.out" | cut -c1-240 | tail -n 25
   rm -f /dev/shm/s300*
+  ;;
+logs)
+  # The start log's new lines on a GPU: the segment's size, and the device memory of one GPU
+  # and of a group of two slabs; then the SPH user path on this build.
+  for devs in 0 0,0; do
+    timeout 120 solver --case solver/cases/dambreak.toml --backend cuda --devices $devs --end-time 0.01 \
+      --name-shm lg51 --progress-every 5 2>&1 | grep -E "segment|SPH on|finished|rror" | cut -c1-240
+    echo "RESULT logs_$devs rc=${PIPESTATUS[0]}"
+  done
+  item 30 sph_user_path
   ;;
 publish100)
   # The 100 M publication share again (the records' one run read 2.24 %; four on the H200
