@@ -272,11 +272,7 @@ fn real_main(cli: Cli) -> Result<()> {
 
     // Build and check the simulation first: a bad case or frame must not leave a segment
     // behind or change one.
-    let (mut sim, mut publisher, stat, created, (output_every, checkpoint_every)) = if let Some(
-        name,
-    ) =
-        &cli.load_shm
-    {
+    let (mut sim, mut publisher, stat, created, intervals) = if let Some(name) = &cli.load_shm {
         let (stat, frame) = read_dead_run(name)?;
         let sim = app::sim::resume_from_frame(name, &stat, &frame, backend, &cli)?;
         let intervals = output_intervals(&cli, sim.as_ref())?;
@@ -345,6 +341,7 @@ fn real_main(cli: Cli) -> Result<()> {
         sim.backend_name()
     );
 
+    let (output_every, checkpoint_every) = intervals;
     let refresh = cli
         .refresh
         .unwrap_or_else(|| (sim.end_time() / 100.0).clamp(sim.dt(), 0.01));
