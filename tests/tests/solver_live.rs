@@ -75,6 +75,47 @@ fn live_run_is_inspected_paused_resumed_updated_and_stopped() {
 }
 
 #[test]
+fn the_start_line_names_the_segment_and_its_size() {
+    let name = SegName::new("size");
+    let (code, err) = solve_cpu(
+        &name,
+        &["--keep-shm", "--particles", "2000", "--end-time", "0.01"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let line = err
+        .lines()
+        .find(|l| {
+            l.contains(&format!(
+                "publishing into shared-memory segment {:?}",
+                name.0
+            ))
+        })
+        .unwrap_or_else(|| panic!("no start line naming the segment: {err}"));
+    // "(150.0 MiB; attach with ...)": the segment's size, to the shown digit.
+    let size = line
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(';'))
+        .map(|(size, _)| size)
+        .unwrap_or_else(|| panic!("no size: {line}"));
+    let (value, unit) = size.split_once(' ').expect("a number and a unit");
+    let unit = match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        other => panic!("unit {other:?} in {line}"),
+    };
+    let stated = value.parse::<f64>().expect("a number") * unit;
+    let bytes = std::fs::metadata(shm_protocol::shm_path(&name.0))
+        .expect("the kept segment")
+        .len() as f64;
+    assert!(
+        (stated - bytes).abs() <= 0.05 * unit,
+        "{line}: the segment has {bytes} bytes"
+    );
+}
+
+#[test]
 fn missing_case_file_fails_naming_the_file_and_leaves_no_segment() {
     let name = SegName::new("nocase");
     let o = solver(&["--name-shm", &name.0, "--case", "does-not-exist.toml"])
