@@ -183,6 +183,7 @@ fn f32_collapse(extra: &str) {
 /// on the dam break at about 1 M particles (whose copy takes long enough to still run while the
 /// next step's kernels start), mDBC walls and moving solids. Every fifth frame is waited for
 /// before any step (as a paused run or a requested frame does): packed at once, the same values.
+/// The fixed walls' positions and velocities are staged on the device by the first frame only.
 #[test]
 fn frames_published_beside_the_steps_are_their_steps_state() {
     if !gpu() {
@@ -267,6 +268,14 @@ fn frames_published_beside_the_steps_are_their_steps_state() {
             }
             if step < 30 {
                 let e = b.state().unwrap();
+                // Every frame's copy brings the whole frame, the parts staged on the device
+                // once (the fixed boundary's positions and velocities) too: the host side is
+                // poisoned (NaN) before each.
+                for (ptr, len) in regs {
+                    // SAFETY: no copy is in flight (each frame was waited for above); the
+                    // registered vectors hold `len` bytes at `ptr`.
+                    unsafe { std::ptr::write_bytes(ptr, 0xff, len) };
+                }
                 // SAFETY: the targets hold n elements each; the host reads them only after
                 // publish_wait.
                 unsafe { a.publish_async(targets) }.unwrap();

@@ -817,7 +817,7 @@ extern "C" __global__ void sph_update(const SphParams p, const SphUpdate u, cons
 // Publication in particle-id order (float32): fluid slot k goes to its id, boundary slot k to
 // bid[k] (with its velocity `bvel` when given: moving solids); halo slots (own or bown 0, when
 // given) are skipped. Any destination may be null (and may be another GPU's memory: a slab packs
-// into GPU 0's frame).
+// into GPU 0's frame); a null position or velocity array is not read either.
 extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsigned nb, const double* bpos,
                                     const real* brho, const real* bvel, const unsigned* bid, const unsigned char* own,
                                     const unsigned char* bown, const SphFrame fr) {
@@ -828,8 +828,10 @@ extern "C" __global__ void sph_pack(const SphParams p, const SphArrays f, unsign
     const unsigned char* mine = fluid ? own : bown;
     if (mine && !mine[j]) return;
     const unsigned id = fluid ? f.id[j] : bid[j];
-    const real3 v = fluid ? load3(f.vel, j) : bvel ? load3(bvel, j) : zero3();
-    sph_frame_put(p, fr, id, dload3(fluid ? f.pos + 3 * j : bpos + 3 * j), v, fluid ? f.rho[j] : brho[j]);
+    // A frame without positions or velocities (the fixed boundary's, staged once) reads neither.
+    const real3 v = !fr.vel ? zero3() : fluid ? load3(f.vel, j) : bvel ? load3(bvel, j) : zero3();
+    const dvec3 x = fr.pos ? dload3(fluid ? f.pos + 3 * j : bpos + 3 * j) : dv3(0.0, 0.0, 0.0);
+    sph_frame_put(p, fr, id, x, v, fluid ? f.rho[j] : brho[j]);
 }
 
 // sph_pack's values of this GPU's owned particles, compacted for another process (an MPI rank's
