@@ -1441,9 +1441,21 @@ pub(crate) fn download_positions_into(
     out: &mut [[f64; 3]],
     index: &dyn Fn(u32) -> usize,
 ) -> Result<(), CudaError> {
-    let n = p.n as usize;
     let ids = download_ids(stream, st, p)?;
-    let pos: Vec<f64> = download(stream, st, st.cur.pos, 3 * n)?;
+    download_positions_by_ids(stream, st, p, &ids, out, index)
+}
+
+/// [`download_positions_into`] with the slots' ids already downloaded (`ids[k]`: slot k's id,
+/// [`DEAD`] for a removed particle).
+pub(crate) fn download_positions_by_ids(
+    stream: &Arc<CudaStream>,
+    st: &DeviceState,
+    p: &DemParams,
+    ids: &[u32],
+    out: &mut [[f64; 3]],
+    index: &dyn Fn(u32) -> usize,
+) -> Result<(), CudaError> {
+    let pos: Vec<f64> = download(stream, st, st.cur.pos, 3 * p.n as usize)?;
     for (k, &id) in ids.iter().enumerate() {
         if id != DEAD {
             out[index(id)] = [pos[3 * k], pos[3 * k + 1], pos[3 * k + 2]];

@@ -1161,24 +1161,27 @@ impl CudaSim {
     /// The live particles' positions, ids ascending (a frame's order), without the rest of
     /// the state (synchronises).
     pub fn positions(&self) -> Result<Vec<[f64; 3]>, CudaError> {
+        let ids = buffers::download_ids(&self.stream, &self.state, &self.params)?;
         // Ids with gaps (removed particles): the live ones in order, as `state` lists them.
-        let live = match &self.outflow {
-            Some(o) if o.ranked => {
-                let mut ids = self.live_ids()?;
-                ids.sort_unstable();
-                Some(ids)
-            }
-            _ => None,
-        };
+        let live = self.outflow.as_ref().filter(|o| o.ranked).map(|_| {
+            let mut live: Vec<u32> = ids
+                .iter()
+                .copied()
+                .filter(|&id| id != buffers::DEAD)
+                .collect();
+            live.sort_unstable();
+            live
+        });
         let index = |id: u32| match &live {
-            Some(ids) => ids.binary_search(&id).expect("a live id"),
+            Some(live) => live.binary_search(&id).expect("a live id"),
             None => id as usize,
         };
         let mut out = vec![[0.0; 3]; live.as_ref().map_or(self.params.n as usize, Vec::len)];
-        buffers::download_positions_into(
+        buffers::download_positions_by_ids(
             &self.stream,
             &self.state,
             &self.params,
+            &ids,
             &mut out,
             &index,
         )?;
