@@ -11,6 +11,9 @@
 #     3. the SPH GPU suites; the start log's segment size and device memory (session 51's
 #        lines, never run on a device); the SPH user path.
 #   bench/gpu/session52_checks.sh ab   # step 2 again, three times each (the same warm machine)
+#   bench/gpu/session52_checks.sh more # cuda_parity (CudaSim::positions after outflow now
+#                                      # downloads the ids once: its frame test reads it), then
+#                                      # the 1 M and 10 M records of this build, both integrators
 #
 # Logs $OUT/session52_<part>.log; one archive of it all.
 set -uo pipefail
@@ -49,6 +52,16 @@ ab)
     item 40 timeout 200 "$exe" --particles 1e8 --steps 20 --warmup 3 --frames 2 --integrator verlet \
       --out "$OUT/publish100_$b.jsonl" 2>&1 | grep -E "ms/step|rror" | cut -c1-400
   done
+  ;;
+more)
+  pushd solver >/dev/null || exit
+  item 150 result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1
+  popd >/dev/null || exit
+  J=$OUT/sph_gpu.jsonl
+  item 30 result verlet_1m_10m timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 --frames 5 \
+    --integrator verlet --out "$J"
+  item 30 result symplectic_1m_10m timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
+    --frames 5 --out "$J"
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
