@@ -318,12 +318,26 @@ fn real_main(cli: Cli) -> Result<()> {
         }
         (sim, publisher, stat, true, intervals)
     };
+    let preparing = std::time::Instant::now();
     let prepared = (|| -> Result<()> {
         // Built once: at millions of particles the id, species and radius arrays cost time.
         publisher.write_static(&stat)?;
         sim.attach_segment(publisher.region())?;
         Ok(())
     })();
+    let preparing = preparing.elapsed().as_secs_f64();
+    if prepared.is_ok() && preparing >= 1.0 {
+        // At hundreds of millions of particles: tens of GB of pages written, and on a GPU
+        // page-locked for its frame copies (a silent minute at 318 M particles before this).
+        tracing::info!(
+            "segment ready in {preparing:.1} s (its static data written{})",
+            if backend == Backend::Cuda {
+                ", its pages locked for the GPU's frame copies"
+            } else {
+                ""
+            }
+        );
+    }
     drop(stat);
     if let Err(e) = prepared {
         // Nothing was published: a segment this run created goes with it.

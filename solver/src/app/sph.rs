@@ -61,9 +61,15 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
             case.dt
         );
     }
-    check_host_memory(case.particle_bound(&c), backend, &case, cli)
-        .with_context(|| format!("{name}"))?;
+    let bound = case.particle_bound(&c);
+    check_host_memory(bound, backend, &case, cli).with_context(|| format!("{name}"))?;
+    if bound >= LARGE_START {
+        // Placing 300 M particles takes about half a minute: say so before the wait.
+        tracing::info!("{name}: placing up to {bound} particles");
+    }
+    let placing = std::time::Instant::now();
     let particles = case.particles(&c).with_context(|| format!("{name}"))?;
+    let placing = placing.elapsed().as_secs_f64();
     // The segment, checkpoints and the other ranks keep the run's case: with the command
     // line's overrides (a restart or a resume continues with them; the case file's text gave
     // a restart after --dt the file's largest step) and its STL paths made absolute (a run
@@ -73,12 +79,13 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
         .with_context(|| format!("{name}"))?;
     let text = stored.as_str();
     tracing::info!(
-        "SPH case {name}: {} fluid and {} boundary particles, dp = {} m, h = {:.4} m, c0 = {:.2} m/s",
+        "SPH case {name}: {} fluid and {} boundary particles, dp = {} m, h = {:.4} m, c0 = {:.2} m/s{}",
         particles.kind.iter().filter(|&&k| k == KIND_FLUID).count(),
         particles.kind.iter().filter(|&&k| k != KIND_FLUID).count(),
         c.dp,
         c.h,
-        c.c0
+        c.c0,
+        took(placing, "placed")
     );
     let world = bounds(&particles.pos);
     let dt = solver::sph::cpu::first_time_step(&c);
@@ -99,6 +106,18 @@ pub fn build(path: &Path, text: &str, backend: Backend, cli: &Cli) -> Result<Box
         fields,
         intervals: CaseIntervals::of(&case.output),
     }))
+}
+
+/// Particles from which the start says what it is doing before each long phase.
+const LARGE_START: u64 = 20_000_000;
+
+/// `", placed in 26.1 s"` for a phase of at least a second (a large run's start), else nothing.
+fn took(seconds: f64, what: &str) -> String {
+    if seconds >= 1.0 {
+        format!(", {what} in {seconds:.1} s")
+    } else {
+        String::new()
+    }
 }
 
 /// The options an SPH run does not take.
@@ -362,6 +381,18 @@ fn engine(
     }
     let devices = cli.devices.resolve()?;
     check_slabs(d.subdomains, devices.len(), "the listed GPUs", "GPU")?;
+    if state.kind.len() as u64 >= LARGE_START {
+        tracing::info!(
+            "uploading {} particles to {}",
+            state.kind.len(),
+            if devices.len() == 1 {
+                "the GPU"
+            } else {
+                "the GPUs"
+            }
+        );
+    }
+    let upload = std::time::Instant::now();
     if devices.len() == 1 {
         let opts = SphCudaOptions {
             device: devices[0],
@@ -370,10 +401,11 @@ fn engine(
         let sim = SphCuda::from_state_moving(c, state, dt, opts, moving)?;
         let m = sim.memory();
         tracing::info!(
-            "SPH on {}: {} of device memory ({:.0} B/particle)",
+            "SPH on {}: {} of device memory ({:.0} B/particle){}",
             sim.device_name(),
             solver::case::human_bytes(m.total()),
-            m.bytes_per_particle()
+            m.bytes_per_particle(),
+            took(upload.elapsed().as_secs_f64(), "set up")
         );
         return Ok(Engine::Gpu(Box::new(sim)));
     }
@@ -386,12 +418,13 @@ fn engine(
     let group = SphGroup::from_state_moving(c, state, dt, moving, opts)?;
     let m = group.memory();
     tracing::info!(
-        "SPH on {}: slabs {:?} along {}, {} of device memory over all GPUs ({:.0} B/particle)",
+        "SPH on {}: slabs {:?} along {}, {} of device memory over all GPUs ({:.0} B/particle){}",
         group.device_name(),
         group.bounds(),
         ["x", "y", "z"][group.axis()],
         solver::case::human_bytes(m.total()),
-        m.bytes_per_particle()
+        m.bytes_per_particle(),
+        took(upload.elapsed().as_secs_f64(), "set up")
     );
     Ok(Engine::Gpu(Box::new(group)))
 }
