@@ -14,6 +14,11 @@
 #   bench/gpu/session52_checks.sh more # cuda_parity (CudaSim::positions after outflow now
 #                                      # downloads the ids once: its frame test reads it), then
 #                                      # the 1 M and 10 M records of this build, both integrators
+#   bench/gpu/session52_checks.sh stcs # the 100 M publication share with the frame's stores
+#                                      # evict-first (-DSPH_FRAME_STCS=1) against without,
+#                                      # alternated three times; then the start log of a 28 M
+#                                      # dam break as a user starts it (placing, uploading, the
+#                                      # segment's preparation, with their times)
 #
 # Logs $OUT/session52_<part>.log; one archive of it all.
 set -uo pipefail
@@ -23,18 +28,27 @@ source "$(dirname "$0")/lib.sh" "session52_${part}"
 budget=${BUDGET:-560}
 RESULT_PATTERN="test result|panicked|FAILED|steps/s|finished|ms/step|rror|frames, each"
 RESULT_LINES=30
+# pub100 LABEL...: the 100 M publication record once per label, in order (`prev`: the build
+# before, gpu-carry/sph-gpu-bench-prev; `stcs`: this build with -DSPH_FRAME_STCS=1; else this
+# build), each appended to $OUT/publish100_<label>.jsonl.
+pub100() {
+  local b exe opt
+  for b in "$@"; do
+    exe=$BIN/sph-gpu-bench; opt=""
+    [ "$b" = prev ] && exe=$BIN/sph-gpu-bench-prev
+    [ "$b" = stcs ] && opt="-DSPH_FRAME_STCS=1"
+    echo "+ $b: PARTICLE_SHM_NVRTC_OPTIONS=$opt sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 --integrator verlet"
+    PARTICLE_SHM_NVRTC_OPTIONS=$opt item 40 timeout 200 "$exe" --particles 1e8 --steps 20 --warmup 3 --frames 2 \
+      --integrator verlet --out "$OUT/publish100_$b.jsonl" 2>&1 | grep -E "ms/step|rror" | cut -c1-400
+  done
+}
 case $part in
 all)
   pushd solver >/dev/null || exit
   item 40 result frames timeout 120 "$BIN/sph_cuda" --test-threads 1 --nocapture frames_published_beside
   popd >/dev/null || exit
   cp gpu-carry/sph-gpu-bench-prev "$BIN/"
-  for b in new prev new prev; do
-    exe=$BIN/sph-gpu-bench; [ $b = prev ] && exe=$BIN/sph-gpu-bench-prev
-    echo "+ $b: sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 --integrator verlet"
-    item 40 timeout 200 "$exe" --particles 1e8 --steps 20 --warmup 3 --frames 2 --integrator verlet \
-      --out "$OUT/publish100_$b.jsonl" 2>&1 | grep -E "ms/step|rror" | cut -c1-400
-  done
+  pub100 new prev new prev
   item 150 sph_suites
   for devs in 0 0,0; do
     timeout 120 solver --case solver/cases/dambreak.toml --backend cuda --devices $devs --end-time 0.01 \
@@ -46,12 +60,7 @@ all)
   ;;
 ab)
   cp gpu-carry/sph-gpu-bench-prev "$BIN/"
-  for b in prev new prev new prev new; do
-    exe=$BIN/sph-gpu-bench; [ $b = prev ] && exe=$BIN/sph-gpu-bench-prev
-    echo "+ $b: sph-gpu-bench --particles 1e8 --steps 20 --warmup 3 --frames 2 --integrator verlet"
-    item 40 timeout 200 "$exe" --particles 1e8 --steps 20 --warmup 3 --frames 2 --integrator verlet \
-      --out "$OUT/publish100_$b.jsonl" 2>&1 | grep -E "ms/step|rror" | cut -c1-400
-  done
+  pub100 prev new prev new prev new
   ;;
 more)
   pushd solver >/dev/null || exit
@@ -62,6 +71,13 @@ more)
     --integrator verlet --out "$J"
   item 30 result symplectic_1m_10m timeout 200 sph-gpu-bench --particles 1e6,1e7 --steps 200 --warmup 20 \
     --frames 5 --out "$J"
+  ;;
+stcs)
+  pub100 new stcs new stcs new stcs
+  echo "+ solver --case solver/cases/dambreak.toml --backend cuda --spacing 0.0031 --end-time 0.00002 --fields pos,pressure --name-shm s28 --progress-every 5"
+  item 60 timeout 200 solver --case solver/cases/dambreak.toml --backend cuda --spacing 0.0031 --end-time 0.00002 \
+    --fields pos,pressure --name-shm s28 --progress-every 5 2>&1 | cut -c1-240 | tail -n 14
+  rm -f /dev/shm/s28*
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
