@@ -15,10 +15,13 @@
 #                                      # downloads the ids once: its frame test reads it), then
 #                                      # the 1 M and 10 M records of this build, both integrators
 #   bench/gpu/session52_checks.sh stcs # the 100 M publication share with the frame's stores
-#                                      # evict-first (-DSPH_FRAME_STCS=1) against without,
-#                                      # alternated three times; then the start log of a 28 M
+#                                      # evict-first (-DSPH_FRAME_STCS=1, commit d8a2ef2; no
+#                                      # gain, reverted: raw/session52/frame_stcs.patch and
+#                                      # stcs_ab.txt) against without,
+#                                      # in the order ABBA; then the start log of a 28 M
 #                                      # dam break as a user starts it (placing, uploading, the
 #                                      # segment's preparation, with their times)
+#   bench/gpu/session52_checks.sh startlog  # that start log alone
 #
 # Logs $OUT/session52_<part>.log; one archive of it all.
 set -uo pipefail
@@ -73,7 +76,9 @@ more)
     --frames 5 --out "$J"
   ;;
 stcs)
-  pub100 new stcs new stcs new stcs
+  pub100 new stcs stcs new
+  ;&
+startlog)
   echo "+ solver --case solver/cases/dambreak.toml --backend cuda --spacing 0.0031 --end-time 0.00002 --fields pos,pressure --name-shm s28 --progress-every 5"
   item 60 timeout 200 solver --case solver/cases/dambreak.toml --backend cuda --spacing 0.0031 --end-time 0.00002 \
     --fields pos,pressure --name-shm s28 --progress-every 5 2>&1 | cut -c1-240 | tail -n 14

@@ -268,8 +268,6 @@ fn sph_modules_are_valid_cxx() {
         "-DSPH_RATES_UNBOUNDED",
         "-DSPH_RATES_MIN_BLOCKS=10",
         "-DSPH_PTR_WALK=1",
-        // The frame's stores evict-first.
-        "-DSPH_FRAME_STCS=1",
         // The hydrostatic series alone, and float mode's folded polynomial of it.
         "-DSPH_HYDROSTATIC_SERIES -DSPH_HYDRO_TERMS=3 -DSPH_HYDRO_COEFFS=-0.46,-6.4e-4,-1.2e-6",
         "-DSPH_HYDROSTATIC_SERIES -DSPH_HYDRO_TERMS=1 -DSPH_HYDRO_COEFFS=-0.46 -DDEM_DOUBLE",

@@ -272,10 +272,14 @@ fn real_main(cli: Cli) -> Result<()> {
 
     // Build and check the simulation first: a bad case or frame must not leave a segment
     // behind or change one.
+    // When the segment's creation (or take-over) began: at hundreds of millions of particles
+    // creating, filling and page-locking it takes most of a minute.
+    let segment_t0;
     let (mut sim, mut publisher, stat, created, intervals) = if let Some(name) = &cli.load_shm {
         let (stat, frame) = read_dead_run(name)?;
         let sim = app::sim::resume_from_frame(name, &stat, &frame, backend, &cli)?;
         let intervals = output_intervals(&cli, sim.as_ref())?;
+        segment_t0 = std::time::Instant::now();
         let publisher = Publisher::take_over(name)?;
         if publisher.read_newest()?.map(|f| f.meta.seq) != Some(frame.meta.seq) {
             bail!("segment {name:?} changed while it was being resumed; try again");
@@ -298,6 +302,7 @@ fn real_main(cli: Cli) -> Result<()> {
             .clone()
             .unwrap_or_else(|| format!("particle-shm-{}", std::process::id()));
         let stat = sim.static_data();
+        segment_t0 = std::time::Instant::now();
         let publisher = Publisher::create(
             &name,
             capacities(sim.as_ref(), &stat),
@@ -318,19 +323,18 @@ fn real_main(cli: Cli) -> Result<()> {
         }
         (sim, publisher, stat, true, intervals)
     };
-    let preparing = std::time::Instant::now();
     let prepared = (|| -> Result<()> {
         // Built once: at millions of particles the id, species and radius arrays cost time.
         publisher.write_static(&stat)?;
         sim.attach_segment(publisher.region())?;
         Ok(())
     })();
-    let preparing = preparing.elapsed().as_secs_f64();
+    let preparing = segment_t0.elapsed().as_secs_f64();
     if prepared.is_ok() && preparing >= 1.0 {
         // At hundreds of millions of particles: tens of GB of pages written, and on a GPU
         // page-locked for its frame copies (a silent minute at 318 M particles before this).
         tracing::info!(
-            "segment ready in {preparing:.1} s (its static data written{})",
+            "segment ready in {preparing:.1} s (created, its static data written{})",
             if backend == Backend::Cuda {
                 ", its pages locked for the GPU's frame copies"
             } else {

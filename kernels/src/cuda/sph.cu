@@ -64,36 +64,22 @@ struct SphFrame {
     float* press;  // tait_pressure of the density
 };
 
-// 1: a frame's entries are stored evict-first (__stcs): nothing on the device reads the staging
-// again (the copy engine does), so L2 may drop its lines first. An experiment, off by default
-// (PARTICLE_SHM_NVRTC_OPTIONS=-DSPH_FRAME_STCS=1).
-#ifndef SPH_FRAME_STCS
-#define SPH_FRAME_STCS 0
-#endif
-__device__ __forceinline__ void sph_frame_store(float* a, float v) {
-#if SPH_FRAME_STCS
-    __stcs(a, v);
-#else
-    *a = v;
-#endif
-}
-
 // Particle `i`'s entry of a frame: every publication path writes it through here (sph_gather,
 // sph_pack, sph_pack_part).
 __device__ __forceinline__ void sph_frame_put(const SphParams& p, const SphFrame& fr, unsigned i, const dvec3 x,
                                               const real3 v, const real rho) {
     if (fr.pos) {
-        sph_frame_store(fr.pos + 3 * i, (float)x.x);
-        sph_frame_store(fr.pos + 3 * i + 1, (float)x.y);
-        sph_frame_store(fr.pos + 3 * i + 2, (float)x.z);
+        fr.pos[3 * i] = (float)x.x;
+        fr.pos[3 * i + 1] = (float)x.y;
+        fr.pos[3 * i + 2] = (float)x.z;
     }
     if (fr.vel) {
-        sph_frame_store(fr.vel + 3 * i, (float)v.x);
-        sph_frame_store(fr.vel + 3 * i + 1, (float)v.y);
-        sph_frame_store(fr.vel + 3 * i + 2, (float)v.z);
+        fr.vel[3 * i] = (float)v.x;
+        fr.vel[3 * i + 1] = (float)v.y;
+        fr.vel[3 * i + 2] = (float)v.z;
     }
-    if (fr.rho) sph_frame_store(fr.rho + i, (float)rho);
-    if (fr.press) sph_frame_store(fr.press + i, (float)tait_pressure(rho, (real)p.rho0, (real)p.b));
+    if (fr.rho) fr.rho[i] = (float)rho;
+    if (fr.press) fr.press[i] = (float)tait_pressure(rho, (real)p.rho0, (real)p.b);
 }
 
 // Counting-sort arrays of the fluid (SphGrid in cuda.rs); count and start have cells + 1 entries.
