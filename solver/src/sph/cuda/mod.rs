@@ -1696,7 +1696,7 @@ impl SphCuda {
     /// Packs the boundary into the staging (one GPU). Without moving solids the boundary's
     /// positions and velocities are those of the first frame: only its densities and pressures
     /// are packed again (at 100 M particles, 17 M boundary particles, that is 8 of 32 bytes a
-    /// particle written and a third of the bytes read).
+    /// particle written and a quarter of the bytes read).
     fn pack_boundary(&mut self) -> Result<(), CudaError> {
         if !self.fixed_boundary_staged || self.mv.is_some() {
             self.pack_part_into(self.staging, false, true)?;
