@@ -200,6 +200,8 @@ impl Kernel {
 pub const SCAN_TILE: usize = 1024;
 /// Threads per block of `scan_tile` (`SCAN_THREADS` in cells.cu).
 pub const SCAN_THREADS: u32 = 256;
+/// Elements per thread of `scan_tile` and `scan_add` (`SCAN_ITEMS` in cells.cu).
+pub const SCAN_ITEMS: u32 = 4;
 /// Threads of `dem_mesh_filter` per particle in small cases (its `lanes` argument: 1, 2, 4 or 8).
 pub const MESH_FILTER_LANES: u32 = 8;
 /// Slots each block of `dem_classify` handles (`CLASSIFY_CHUNK` in exchange.cu).

@@ -24,39 +24,74 @@ __device__ __forceinline__ void count_in_layer(unsigned* counts, unsigned layer)
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
 // Exclusive scan of one tile of `in` into `out`; the tile total goes to block_sums[blockIdx.x].
+// A thread's SCAN_ITEMS (4) elements travel as one 16-byte load and store where the arrays are
+// aligned (allocations are), and the per-thread sums are scanned by warp shuffles. For the 80 M
+// cells of a 100 M dam break's grid on an H100 the whole scan took 1.00 ms with a shared-memory
+// scan (16 barriers a tile) and scalar accesses, and takes 0.79 ms so (session 53).
 extern "C" __global__ void scan_tile(const unsigned* in, unsigned* out, unsigned* block_sums, unsigned n) {
-    __shared__ unsigned sh[SCAN_THREADS];
-    unsigned base = blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
-    unsigned v[SCAN_ITEMS];
-    unsigned sum = 0;
-#pragma unroll
-    for (int k = 0; k < SCAN_ITEMS; k++) {
-        unsigned idx = base + k;
-        v[k] = idx < n ? in[idx] : 0u;
-        sum += v[k];
+    __shared__ unsigned warp_total[SCAN_THREADS / 32];
+    const unsigned base = blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
+    const bool whole = base + SCAN_ITEMS <= n && ((size_t)in & 15) == 0 && ((size_t)out & 15) == 0;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (whole) {
+        v = *(const uint4*)(in + base);
+    } else {
+        if (base < n) v.x = in[base];
+        if (base + 1 < n) v.y = in[base + 1];
+        if (base + 2 < n) v.z = in[base + 2];
+        if (base + 3 < n) v.w = in[base + 3];
     }
-    sh[threadIdx.x] = sum;
+    const unsigned sum = v.x + v.y + v.z + v.w;
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    unsigned x = sum;  // inclusive scan of the warp's per-thread sums
+#pragma unroll
+    for (unsigned off = 1; off < 32; off <<= 1) {
+        const unsigned t = __shfl_up_sync(0xffffffffu, x, off);
+        if (lane >= off) x += t;
+    }
+    if (lane == 31) warp_total[warp] = x;
     __syncthreads();
-    // Hillis-Steele inclusive scan of the per-thread sums.
-    for (unsigned off = 1; off < SCAN_THREADS; off <<= 1) {
-        unsigned t = threadIdx.x >= off ? sh[threadIdx.x - off] : 0u;
-        __syncthreads();
-        sh[threadIdx.x] += t;
-        __syncthreads();
-    }
-    unsigned run = sh[threadIdx.x] - sum;
+    if (warp == 0) {
+        unsigned w = lane < SCAN_THREADS / 32 ? warp_total[lane] : 0u;
 #pragma unroll
-    for (int k = 0; k < SCAN_ITEMS; k++) {
-        unsigned idx = base + k;
-        if (idx < n) out[idx] = run;
-        run += v[k];
+        for (unsigned off = 1; off < SCAN_THREADS / 32; off <<= 1) {
+            const unsigned t = __shfl_up_sync(0xffffffffu, w, off);
+            if (lane >= off) w += t;
+        }
+        if (lane < SCAN_THREADS / 32) warp_total[lane] = w;  // inclusive over the warps
     }
-    if (threadIdx.x == SCAN_THREADS - 1) block_sums[blockIdx.x] = sh[threadIdx.x];
+    __syncthreads();
+    uint4 o;
+    o.x = x - sum + (warp > 0 ? warp_total[warp - 1] : 0u);
+    o.y = o.x + v.x;
+    o.z = o.y + v.y;
+    o.w = o.z + v.z;
+    if (whole) {
+        *(uint4*)(out + base) = o;
+    } else {
+        if (base < n) out[base] = o.x;
+        if (base + 1 < n) out[base + 1] = o.y;
+        if (base + 2 < n) out[base + 2] = o.z;
+        if (base + 3 < n) out[base + 3] = o.w;
+    }
+    if (threadIdx.x == SCAN_THREADS - 1) block_sums[blockIdx.x] = warp_total[SCAN_THREADS / 32 - 1];
 }
 
-// Adds the scanned tile offsets to every element of its tile.
+// Adds the scanned tile offsets to every element of its tile: SCAN_ITEMS elements per thread
+// (one tile's, SCAN_TILE being a multiple of it), as one 16-byte access where aligned.
 extern "C" __global__ void scan_add(unsigned* out, const unsigned* offsets, unsigned n) {
-    unsigned idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx < n) out[idx] += offsets[idx / SCAN_TILE];
+    const unsigned base = (blockIdx.x * blockDim.x + threadIdx.x) * SCAN_ITEMS;
+    if (base >= n) return;
+    const unsigned add = offsets[base / SCAN_TILE];
+    if (base + SCAN_ITEMS <= n && ((size_t)out & 15) == 0) {
+        uint4 v = *(uint4*)(out + base);
+        v.x += add;
+        v.y += add;
+        v.z += add;
+        v.w += add;
+        *(uint4*)(out + base) = v;
+    } else {
+        for (unsigned k = base; k < min(base + SCAN_ITEMS, n); k++) out[k] += add;
+    }
 }
 

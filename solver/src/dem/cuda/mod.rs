@@ -1286,6 +1286,60 @@ pub enum CudaSetupError {
     Cuda(#[from] CudaError),
 }
 
+/// The counting sorts' exclusive scan ([`step::exclusive_scan`]) of `input` on GPU `device`,
+/// with its level buffers sized as a run sizes them: for the scan kernels' own test
+/// (`solver/tests/cuda_scan.rs`), which compares it with the host's prefix sums.
+#[doc(hidden)]
+pub fn scan_on_device(device: usize, input: &[u32]) -> Result<Vec<u32>, CudaError> {
+    driver::driver_available()?;
+    let n = u32::try_from(input.len())
+        .map_err(|_| CudaError::Unsupported(format!("a scan of {} elements", input.len())))?;
+    let case = Case::default_falling_box(1000);
+    let sc = StepContext::from_case(&case, Vec::new());
+    let cfg = module_config(&sc, &CudaOptions::default(), false, 1000);
+    // SAFETY: everything below runs on the one stream, and the buffers are freed (dropped)
+    // after the download that synchronises it.
+    let dev = unsafe { driver::open_device(device) }?;
+    let module = driver::load_module(&dev.ctx, cfg)?;
+    let s = &dev.stream;
+    let bytes = 4 * input.len();
+    let mut inp = window::alloc(s, bytes, "the scan's input")?;
+    let out = window::alloc(s, bytes, "the scan's output")?;
+    if !input.is_empty() {
+        let mut dst = inp.slice.slice_mut(0..bytes);
+        // SAFETY: u32 as bytes.
+        let src = unsafe { std::slice::from_raw_parts(input.as_ptr() as *const u8, bytes) };
+        s.memcpy_htod(src, &mut dst)
+            .map_err(|e| CudaError::driver("uploading the scan's input", e))?;
+    }
+    let mut levels = Vec::new();
+    let mut level_bufs = Vec::new();
+    for t in step::scan_level_sizes(input.len()) {
+        let (a, b) = (
+            window::alloc(s, 4 * t, "scan sums")?,
+            window::alloc(s, 4 * t, "scan sums")?,
+        );
+        levels.push((a.ptr, b.ptr, t as u32));
+        level_bufs.push((a, b));
+    }
+    let fns = (
+        module.function(kernels::Kernel::ScanTile),
+        module.function(kernels::Kernel::ScanAdd),
+    );
+    step::exclusive_scan(s, fns, &levels, inp.ptr, out.ptr, n, 0)?;
+    let mut host = vec![0u8; bytes];
+    if bytes > 0 {
+        s.memcpy_dtoh(&out.slice.slice(0..bytes), &mut host)
+            .map_err(|e| CudaError::driver("downloading the scan", e))?;
+    }
+    s.synchronize()
+        .map_err(|e| CudaError::driver("finishing the scan", e))?;
+    Ok(host
+        .chunks_exact(4)
+        .map(|w| u32::from_ne_bytes(w.try_into().expect("4 bytes")))
+        .collect())
+}
+
 /// The run constants of `case` as `sim::Simulation` derives them (meshes loaded: STL files are
 /// read here).
 pub fn step_context(case: &Case) -> Result<StepContext, CaseError> {

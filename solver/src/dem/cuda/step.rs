@@ -106,9 +106,9 @@ pub(crate) fn exclusive_scan(
         exclusive_scan(stream, fns, levels, sums, scanned, tiles, level + 1)?;
         let mut b = stream.launch_builder(fns.1);
         b.arg(&output).arg(&scanned).arg(&n);
-        // SAFETY: scan_add(unsigned*, const unsigned*, unsigned) over n elements; `scanned`
-        // holds one offset per tile.
-        unsafe { b.launch(blocks(n, 256)) }
+        // SAFETY: scan_add(unsigned*, const unsigned*, unsigned) over n elements, SCAN_ITEMS
+        // per thread; `scanned` holds one offset per tile.
+        unsafe { b.launch(blocks(n.div_ceil(kernels::SCAN_ITEMS), 256)) }
             .map_err(|e| CudaError::driver("launching scan_add", e))?;
     }
     Ok(())
