@@ -20,6 +20,10 @@
 #                                         # suites, the SPH GPU-rank test (PACK_MPI=1 pack)
 #   bench/gpu/session53_checks.sh scan    # after the scan rewrite: cuda_scan, the 100 M split
 #                                         # against the base, diag, the SPH suites, cuda_parity
+#   bench/gpu/session53_checks.sh hash    # sph_hash_count's bucket of slots not kept one atomic
+#                                         # per warp: diag at 100 M, the split against the build
+#                                         # before it (gpu-carry/sph-gpu-bench-prev), the group
+#                                         # and one-GPU suites, the SPH GPU-rank test
 #
 # Records: bench/gpu/session53_records.py.
 #
@@ -103,6 +107,21 @@ scan)
   grep -E "DIAG sph|scan|classify|ms/step|rror" "$OUT/diagscan_1e8.out"
   item 130 sph_suites
   (cd solver && item 150 result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1)
+  ;;
+hash)
+  PSHM_SPH_DIAG=1 item 45 timeout 250 gpu-carry/sph-gpu-bench-diag --particles 1e8 --steps 20 --warmup 2 \
+    --frames 0 --integrator verlet --devices 0,0 --balance off > "$OUT/diaghash_1e8.out" 2>&1
+  grep -E "DIAG sph|hash_count|ms/step|rror" "$OUT/diaghash_1e8.out"
+  for b in new prev; do
+    exe=sph-gpu-bench; [ $b = prev ] && exe=gpu-carry/sph-gpu-bench-prev
+    echo "+ $b"
+    item 60 timeout 150 $exe --particles 1e8 --steps 40 --warmup 5 --frames 0 --integrator verlet \
+      --devices 0,0 --balance off --out "$OUT/hash_$b.jsonl" 2>&1 | show
+  done
+  (cd solver && item 60 result sph_group timeout 200 "$BIN/sph_group" --test-threads 1)
+  (cd solver && item 70 result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1)
+  (cd solver && item 30 result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 300 "$BIN/mpi_ranks" \
+    sph_gpu_ranks --test-threads 1)
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

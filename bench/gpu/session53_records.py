@@ -9,8 +9,9 @@ RAW holds the unpacked archives of `bench/gpu/session53_checks.sh` split, diag, 
 split/sph_split.jsonl (the build before, 10 M and 100 M Verlet, 10 M symplectic),
 fix/split_{base,new}.jsonl (the build before and the classify fix, alternated on one warm
 H100), scan/scan_{base,new}.jsonl (the build before and the session's final kernels, 100 M),
+hash/hash_{new,prev}.jsonl (sph_hash_count's bucket per warp, rejected, against the kept kernels),
 and the diagnostic per-kernel timings in diag/diag_*.out, fix/diagfix_*.out and
-scan/diagscan_1e8.out (lines `DIAG   name   calls   ms`, one block per engine)."""
+scan/diagscan_1e8.out, hash/diaghash_1e8.out (lines `DIAG   name   calls   ms`, one block per engine)."""
 import json
 import re
 import sys
@@ -70,6 +71,8 @@ runs += pairs(jl("fix/split_base.jsonl"), "before")
 runs += pairs(jl("fix/split_new.jsonl"), "classify fix")
 runs += pairs(jl("scan/scan_base.jsonl"), "before")
 runs += pairs(jl("scan/scan_new.jsonl"), "classify fix and scan")
+runs += pairs(jl("hash/hash_new.jsonl"), "hash bucket per warp (rejected)")
+runs += pairs(jl("hash/hash_prev.jsonl"), "classify fix and scan")
 
 
 def ratios(build, n):
@@ -88,7 +91,10 @@ d["sph"]["same_device_session53"] = {
             "synchronisations, so the slabs do not overlap) found sph_classify's kept count, one "
             "same-address atomic per particle, at 1.68 ms per call for a 44 M slab (now one per "
             "block: 0.78 ms), and the full-grid scan at 1.00 ms per sort for 80 M cells on every "
-            "slab (now 0.79 ms).",
+            "slab (now 0.79 ms). Tried and rejected: sph_hash_count's bucket of slots not "
+            "kept taking one atomic per warp (raw/session53/hash/"
+            "hash_count_per_warp_rejected.patch): 16.6 / 17.8 ms over 22 steps per slab against "
+            "16.5 / 17.7, and 131.32 against 131.33 ms/step for the two slabs.",
     "split_ratio_verlet_10m": {"before": ratios("before", 9.9e6),
                                "classify fix": ratios("classify fix", 9.9e6)},
     "split_ratio_verlet_100m": {"before": ratios("before", 1.04e8),
@@ -99,6 +105,7 @@ d["sph"]["same_device_session53"] = {
         "before": diag("diag/diag_1e8.out"),
         "classify fix": diag("fix/diagfix_1e8.out"),
         "classify fix and scan": diag("scan/diagscan_1e8.out"),
+        "hash bucket per warp (rejected)": diag("hash/diaghash_1e8.out"),
     },
     "kernel_ms_10m_22_steps": {
         "before": diag("diag/diag_1e7.out"),
