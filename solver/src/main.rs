@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use shm_protocol::{
     Capacities, Consumer, CreateOptions, Frame, Publisher, SolverState, StaticData,
 };
@@ -26,7 +26,13 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    cli.devices_given =
+        matches.value_source("devices") == Some(clap::parser::ValueSource::CommandLine);
     if let Err(e) = app::ranks::init() {
         eprintln!("solver: error: {}", shm_protocol::error_report(&e));
         return ExitCode::FAILURE;
@@ -60,7 +66,7 @@ fn main() -> ExitCode {
 /// from the launcher, is handled by rank 0's clean stop), so signals only get noted here.
 fn follow(ranks: solver::exec::sim::RankSet, cli: &Cli) -> Result<()> {
     set_up_process(cli)?;
-    let cuda = match app::sim::backend_kind(pick_backend(cli.backend)?, cli)? {
+    let cuda = match app::sim::backend_kind(pick_backend(cli)?, cli)? {
         solver::exec::sim::BackendKind::CudaRanks(opts, _) => Some(opts),
         _ => None,
     };
@@ -188,7 +194,8 @@ pub enum Backend {
     Cuda,
 }
 
-fn pick_backend(choice: BackendChoice) -> Result<Backend> {
+fn pick_backend(cli: &Cli) -> Result<Backend> {
+    let choice = cli.backend;
     let ranks = app::ranks::current().map(|r| r.comm.size());
     if let (Some(n), BackendChoice::Auto) = (ranks, choice) {
         // Not the GPUs by default: every rank would have to agree, and ranks that outnumber a
@@ -199,7 +206,12 @@ fn pick_backend(choice: BackendChoice) -> Result<Backend> {
         return Ok(Backend::Cpu);
     }
     match choice {
-        BackendChoice::Cpu => Ok(Backend::Cpu),
+        BackendChoice::Cpu => {
+            if cli.devices_given {
+                tracing::warn!("--devices names GPUs: the CPU backend ignores it");
+            }
+            Ok(Backend::Cpu)
+        }
         BackendChoice::Cuda => match app::gpu::cuda_driver_available() {
             Ok(()) if app::sim::CUDA_AVAILABLE => {
                 if let Some(n) = ranks {
@@ -223,6 +235,12 @@ fn pick_backend(choice: BackendChoice) -> Result<Backend> {
                 );
                 Ok(Backend::Cpu)
             }
+            // Named GPUs are a request for them: a run that would take hours on the CPU
+            // instead stops here.
+            Err(why) if cli.devices_given => bail!(
+                "--devices names GPUs, but {why}; leave --devices out (or give --backend cpu) \
+                 to run on the CPU"
+            ),
             Err(why) => {
                 tracing::info!("{why}: running on the CPU backend");
                 Ok(Backend::Cpu)
@@ -267,7 +285,7 @@ fn read_dead_run(name: &str) -> Result<(StaticData, Frame)> {
 
 fn real_main(cli: Cli) -> Result<()> {
     check_cli(&cli)?;
-    let backend = pick_backend(cli.backend)?;
+    let backend = pick_backend(&cli)?;
     let interrupted = set_up_process(&cli)?;
 
     // Build and check the simulation first: a bad case or frame must not leave a segment

@@ -455,6 +455,80 @@ fn every_numeric_option_gives_a_clear_error_or_runs() {
     let _ = std::fs::remove_dir_all(out);
 }
 
+/// A negative number after a space reaches the option's own check (clap took `-0.01` for a
+/// flag and answered "unexpected argument '-0' found"), and GPUs named with `--devices` are not
+/// silently replaced by the CPU when `--backend auto` finds no driver.
+#[test]
+fn negative_values_and_named_gpus_get_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("pshm-neg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = dir.join("tank.toml");
+    std::fs::write(&case, sph_tank_case(0.01)).unwrap();
+    let case = case.to_str().unwrap();
+    let name = SegName::new("neg");
+    let base = ["--name-shm", &name.0, "--backend", "cpu"];
+    for (args, expect) in [
+        (
+            &["--case", case, "--spacing", "-0.01"][..],
+            "--spacing must be a positive number of metres, got -0.01",
+        ),
+        (&["--end-time", "-1"][..], "--end-time must be between"),
+        (
+            &["--particles", "50", "--end-time", "0.001", "--dt", "-0.5"][..],
+            "--dt must be a positive number of seconds, got -0.5",
+        ),
+    ] {
+        let all: Vec<&str> = base.iter().chain(args).copied().collect();
+        let (code, err) = run_to_end(&all, Duration::from_secs(60));
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(expect), "{args:?}: {err}");
+        assert!(!segment_exists(&name.0), "{args:?} left a segment");
+    }
+    // The CPU backend runs and says that it ignores the GPUs named.
+    let (code, err) = run_to_end(
+        &[
+            &base[..],
+            &[
+                "--particles",
+                "50",
+                "--end-time",
+                "0.001",
+                "--devices",
+                "0,1",
+            ],
+        ]
+        .concat(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("--devices names GPUs: the CPU backend ignores it"),
+        "{err}"
+    );
+    // `--backend auto` (the default) with GPUs named: on a machine without a driver, a clear
+    // error and nothing left behind; with one, the run is on the GPU, never on the CPU.
+    let (code, err) = run_to_end(
+        &[
+            "--name-shm",
+            &name.0,
+            "--particles",
+            "50",
+            "--end-time",
+            "0.001",
+            "--devices",
+            "0",
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(!err.contains("running on the CPU backend"), "{err}");
+    if code != Some(0) {
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains("--devices names GPUs, but"), "{err}");
+        assert!(!segment_exists(&name.0), "a segment was left");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Regression (items 9-10): float-to-duration options of the consumers panicked on 1e300.
 #[test]
 fn consumer_duration_options_never_panic() {

@@ -22,6 +22,9 @@ pub enum BackendChoice {
 #[command(
     name = "solver",
     version,
+    // `--spacing -0.01` reaches the value's own check ("must be a positive number of
+    // metres"), not clap's "unexpected argument '-0' found".
+    allow_negative_numbers = true,
     after_help = "EXAMPLES:\n  \
     solver --name-shm run1                      built-in case (spheres falling into a 2 m box)\n  \
     solver --name-shm run1 --particles 100000   the same, with 100k particles\n  \
@@ -109,9 +112,15 @@ pub struct Cli {
     /// skin, where one GPU searches wider cells instead), from where the contacts are summed
     /// in another order (last-bit differences); runs repeat bit for bit. Between searches
     /// each GPU sends its boundary layers to its neighbours while it computes its interior;
-    /// the progress line shows how much of that exchange was hidden.
+    /// the progress line shows how much of that exchange was hidden. Naming GPUs on a machine
+    /// without an NVIDIA driver is an error, not a run on the CPU (leave it out, or give
+    /// --backend cpu, which ignores it).
     #[arg(long, default_value = "0", value_name = "LIST")]
     pub devices: Devices,
+    /// Whether `--devices` was on the command line (not the default): with `--backend auto` on
+    /// a machine without a GPU, a run that names GPUs stops instead of running on the CPU.
+    #[arg(skip)]
+    pub devices_given: bool,
     /// DEM on GPUs: Verlet skin of the neighbour search, as a fraction of the largest particle
     /// diameter, or `auto`. Cells are that much wider and the search (hash, sort, reorder, and
     /// on several GPUs the exchange) runs only when some particle may have moved half the
