@@ -35,6 +35,23 @@ source "$(dirname "$0")/lib.sh" "session53_${part}"
 budget=${BUDGET:-560}
 J=$OUT/sph_split.jsonl
 show() { grep -E "ms/step|speedup|rror|panicked" | cut -c1-420; }
+# split BUILD N STEPS EST LIMIT JSONL: two slabs of GPU 0 against one GPU (Verlet, balance off)
+# with BUILD's bench (new: this build; base, prev: gpu-carry/sph-gpu-bench-BUILD), its record
+# appended to $OUT/JSONL.
+split() {
+  local b=$1 n=$2 steps=$3 est=$4 limit=$5 jsonl=$6 exe=sph-gpu-bench
+  [ "$b" != new ] && exe=gpu-carry/sph-gpu-bench-$b
+  echo "+ $b"
+  item "$est" timeout "$limit" $exe --particles "$n" --steps "$steps" --warmup 5 --frames 0 \
+    --integrator verlet --devices 0,0 --balance off --out "$OUT/$jsonl" 2>&1 | show
+}
+# diag N EST LOG PATTERN: the diagnostic build's per-kernel times (22 steps) into $OUT/LOG,
+# printing the lines that match PATTERN.
+diag() {
+  PSHM_SPH_DIAG=1 item "$2" timeout 250 gpu-carry/sph-gpu-bench-diag --particles "$1" --steps 20 --warmup 2 \
+    --frames 0 --integrator verlet --devices 0,0 --balance off > "$OUT/$3" 2>&1
+  grep -E "$4" "$OUT/$3"
+}
 case $part in
 split)
   item 150 timeout 300 sph-gpu-bench --particles 1e7,1e8 --steps 40 --warmup 5 --frames 0 \
@@ -54,38 +71,21 @@ split)
   fi
   ;;
 diag)
-  # A diagnostic build (branch diag53, not merged): with PSHM_SPH_DIAG set every launch, memset,
-  # read and the group's peer copies are timed on the host between stream synchronisations
-  # (so slabs on one GPU do not overlap), summed per kernel name and printed per engine.
+  # A diagnostic build (raw/session53/diag_timers.patch, not merged): with PSHM_SPH_DIAG set
+  # every launch, memset, read and the group's peer copies are timed on the host between stream
+  # synchronisations (so slabs on one GPU do not overlap), summed per kernel name and printed
+  # per engine.
   ls /usr/local/cuda*/bin 2>/dev/null | grep -E "ncu|nsys|sanitizer" | head
-  for n in 1e7 1e8; do
-    PSHM_SPH_DIAG=1 timeout 250 gpu-carry/sph-gpu-bench-diag --particles $n --steps 20 --warmup 2 --frames 0 \
-      --integrator verlet --devices 0,0 --balance off > "$OUT/diag_$n.out" 2>&1
-    grep -E "DIAG|ms/step|rror" "$OUT/diag_$n.out"
-  done
+  for n in 1e7 1e8; do diag $n 60 "diag_$n.out" "DIAG|ms/step|rror"; done
   ;;
 fix)
   # After the fixes (sph_classify's kept count and sph_pack_part's entries one atomic per block
   # or warp, sph_atomic_min skipping +inf): the split against the build before them
   # (gpu-carry/sph-gpu-bench-base), alternated; the diagnostic timings again (the diag build
   # carries the fixes); then the SPH GPU suites and the SPH GPU-rank test (PACK_MPI=1 pack).
-  for b in base new base new; do
-    exe=sph-gpu-bench; [ $b = base ] && exe=gpu-carry/sph-gpu-bench-base
-    echo "+ $b"
-    item 25 timeout 100 $exe --particles 1e7 --steps 100 --warmup 5 --frames 0 --integrator verlet \
-      --devices 0,0 --balance off --out "$OUT/split_$b.jsonl" 2>&1 | show
-  done
-  for b in base new; do
-    exe=sph-gpu-bench; [ $b = base ] && exe=gpu-carry/sph-gpu-bench-base
-    echo "+ $b"
-    item 60 timeout 150 $exe --particles 1e8 --steps 40 --warmup 5 --frames 0 --integrator verlet \
-      --devices 0,0 --balance off --out "$OUT/split_$b.jsonl" 2>&1 | show
-  done
-  for n in 1e7 1e8; do
-    PSHM_SPH_DIAG=1 item 40 timeout 250 gpu-carry/sph-gpu-bench-diag --particles $n --steps 20 --warmup 2 \
-      --frames 0 --integrator verlet --devices 0,0 --balance off > "$OUT/diagfix_$n.out" 2>&1
-    grep -E "DIAG sph|classify|rates_bound|ms/step|rror" "$OUT/diagfix_$n.out"
-  done
+  for b in base new base new; do split $b 1e7 100 25 100 "split_$b.jsonl"; done
+  for b in base new; do split $b 1e8 40 60 150 "split_$b.jsonl"; done
+  for n in 1e7 1e8; do diag $n 40 "diagfix_$n.out" "DIAG sph|classify|rates_bound|ms/step|rror"; done
   item 150 sph_suites
   (cd solver && item 60 result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 300 "$BIN/mpi_ranks" \
     sph_gpu_ranks --test-threads 1)
@@ -96,28 +96,14 @@ scan)
   # 100 M, the diagnostic timings at 100 M (the diag build carries this code), then the DEM and
   # SPH suites, whose sorts all use the scan.
   (cd solver && item 30 result cuda_scan timeout 120 "$BIN/cuda_scan" --nocapture)
-  for b in new base; do
-    exe=sph-gpu-bench; [ $b = base ] && exe=gpu-carry/sph-gpu-bench-base
-    echo "+ $b"
-    item 60 timeout 150 $exe --particles 1e8 --steps 40 --warmup 5 --frames 0 --integrator verlet \
-      --devices 0,0 --balance off --out "$OUT/scan_$b.jsonl" 2>&1 | show
-  done
-  PSHM_SPH_DIAG=1 item 45 timeout 250 gpu-carry/sph-gpu-bench-diag --particles 1e8 --steps 20 --warmup 2 \
-    --frames 0 --integrator verlet --devices 0,0 --balance off > "$OUT/diagscan_1e8.out" 2>&1
-  grep -E "DIAG sph|scan|classify|ms/step|rror" "$OUT/diagscan_1e8.out"
+  for b in new base; do split $b 1e8 40 60 150 "scan_$b.jsonl"; done
+  diag 1e8 45 diagscan_1e8.out "DIAG sph|scan|classify|ms/step|rror"
   item 130 sph_suites
   (cd solver && item 150 result cuda_parity timeout 300 "$BIN/cuda_parity" --test-threads 1)
   ;;
 hash)
-  PSHM_SPH_DIAG=1 item 45 timeout 250 gpu-carry/sph-gpu-bench-diag --particles 1e8 --steps 20 --warmup 2 \
-    --frames 0 --integrator verlet --devices 0,0 --balance off > "$OUT/diaghash_1e8.out" 2>&1
-  grep -E "DIAG sph|hash_count|ms/step|rror" "$OUT/diaghash_1e8.out"
-  for b in new prev; do
-    exe=sph-gpu-bench; [ $b = prev ] && exe=gpu-carry/sph-gpu-bench-prev
-    echo "+ $b"
-    item 60 timeout 150 $exe --particles 1e8 --steps 40 --warmup 5 --frames 0 --integrator verlet \
-      --devices 0,0 --balance off --out "$OUT/hash_$b.jsonl" 2>&1 | show
-  done
+  diag 1e8 45 diaghash_1e8.out "DIAG sph|hash_count|ms/step|rror"
+  for b in new prev; do split $b 1e8 40 60 150 "hash_$b.jsonl"; done
   (cd solver && item 60 result sph_group timeout 200 "$BIN/sph_group" --test-threads 1)
   (cd solver && item 70 result sph_cuda timeout 200 "$BIN/sph_cuda" --test-threads 1)
   (cd solver && item 30 result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 300 "$BIN/mpi_ranks" \
