@@ -101,6 +101,8 @@ fn a_tiny_refresh_command_is_refused_and_the_solver_keeps_stepping_and_stops() {
     for (value, expect) in [
         ("1e-300", "refresh must be between"),
         ("1e-9", "at least one time step"),
+        // Not clap's "unexpected argument '-1' found".
+        ("-1", "refresh must be between"),
     ] {
         let (code, out, err) = shmctl(&["send", &name.0, "refresh", value]);
         // shmctl refuses what the protocol forbids itself; the solver refuses the rest.
@@ -562,6 +564,55 @@ fn consumer_duration_options_never_panic() {
         );
         assert!(!err.contains("panicked"), "{tool} {args:?}: {err}");
         assert!(err.contains("must be between"), "{tool} {args:?}: {err}");
+    }
+}
+
+/// A negative number after a space reaches each consumer option's own check: clap had taken
+/// `-1` for a flag ("unexpected argument '-1' found").
+#[test]
+fn consumer_options_take_negative_numbers_to_their_checks() {
+    let tools: [(&str, &[&str], &str); 5] = [
+        (
+            "analysis",
+            &["--attach", "pshm-none", "--every", "-1"],
+            "--every must be between",
+        ),
+        (
+            "analysis",
+            &["--attach", "pshm-none", "--lacey-cell", "-0.1"],
+            "--lacey-cell must be a cell size",
+        ),
+        (
+            "viewer",
+            &[
+                "--attach",
+                "pshm-none",
+                "--snapshot",
+                "/tmp/x.png",
+                "--wait",
+                "-3",
+            ],
+            "--wait must be between",
+        ),
+        (
+            "forwarder",
+            &["--attach", "pshm-none", "--stall-timeout-s", "-1"],
+            "--stall-timeout-s must be between",
+        ),
+        (
+            "shmctl",
+            &["send", "pshm-none", "refresh", "-1"],
+            "refresh must be between",
+        ),
+    ];
+    for (tool, args, expect) in tools {
+        let o = Command::new(bin(tool)).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            matches!(o.status.code(), Some(1 | 2)),
+            "{tool} {args:?}: {o:?}"
+        );
+        assert!(err.contains(expect), "{tool} {args:?}: {err}");
     }
 }
 

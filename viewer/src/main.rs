@@ -39,7 +39,9 @@ use sph::BoundaryMode;
 #[command(
     name = "viewer",
     version,
-    about = "Live 3D view of a particle-shm run, or headless PNG snapshots of it"
+    about = "Live 3D view of a particle-shm run, or headless PNG snapshots of it",
+    // `--every -1` reaches the option's own check, not clap's "unexpected argument".
+    allow_negative_numbers = true
 )]
 struct Args {
     #[command(flatten)]

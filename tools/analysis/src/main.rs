@@ -23,7 +23,13 @@ use clap::Parser;
 use shm_protocol::{Consumer, FrameSource};
 
 #[derive(Parser, Debug)]
-#[command(version, about = "Live metrics of a particle-shm run")]
+// allow_negative_numbers: `--every -1` reaches the option's own check, not clap's "unexpected
+// argument '-1' found".
+#[command(
+    version,
+    about = "Live metrics of a particle-shm run",
+    allow_negative_numbers = true
+)]
 struct Cli {
     #[command(flatten)]
     source: forwarder::SourceArgs,

@@ -13,7 +13,9 @@ use forwarder::server::{self, Config};
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "Serve a particle-shm segment over TCP, WebSocket and a browser page"
+    about = "Serve a particle-shm segment over TCP, WebSocket and a browser page",
+    // `--stall-timeout-s -1` reaches the option's own check, not clap's "unexpected argument".
+    allow_negative_numbers = true
 )]
 struct Args {
     /// Segment name to follow (re-attached by name when the solver restarts).

@@ -45,8 +45,9 @@ enum Cmd {
     /// refresh SECONDS (simulated), refresh-wall MILLISECONDS (0 = off).
     Send {
         name: String,
-        /// The command and its value, e.g. `pause` or `refresh 0.01`.
-        #[arg(required = true, num_args = 1..)]
+        /// The command and its value, e.g. `pause` or `refresh 0.01`. (A negative value reaches
+        /// the command's own check, not clap's "unexpected argument".)
+        #[arg(required = true, num_args = 1.., allow_negative_numbers = true)]
         command: Vec<String>,
         /// Seconds to wait for the acknowledgement.
         #[arg(long, default_value_t = 10.0)]
