@@ -195,8 +195,15 @@ pub enum Backend {
 }
 
 fn pick_backend(cli: &Cli) -> Result<Backend> {
-    let choice = cli.backend;
     let ranks = app::ranks::current().map(|r| r.comm.size());
+    // GPUs named with `--devices` under `--backend auto`: on ranks they ask for GPU ranks, as
+    // `--backend cuda` does (every rank reads the same command line, so all agree).
+    let named = cli.devices_given && cli.backend == BackendChoice::Auto;
+    let choice = if named && ranks.is_some() {
+        BackendChoice::Cuda
+    } else {
+        cli.backend
+    };
     if let (Some(n), BackendChoice::Auto) = (ranks, choice) {
         // Not the GPUs by default: every rank would have to agree, and ranks that outnumber a
         // host's GPUs would share them.
@@ -222,6 +229,10 @@ fn pick_backend(cli: &Cli) -> Result<Backend> {
             Ok(()) => {
                 bail!("--backend cuda: this build has no CUDA backend yet; use --backend cpu")
             }
+            Err(why) if ranks.is_some() && named => bail!(
+                "--devices names GPUs for the MPI ranks, but {why}; leave --devices out (or \
+                 give --backend cpu) to run on CPU ranks"
+            ),
             Err(why) if ranks.is_some() => {
                 bail!("--backend cuda over MPI ranks: {why}; use --backend cpu")
             }

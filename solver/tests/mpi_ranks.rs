@@ -625,6 +625,17 @@ fn cuda_without_a_gpu_is_refused_over_ranks() {
     );
     assert_ne!(code, Some(0));
     assert!(err.contains("--backend cuda over MPI ranks"), "{err}");
+    // GPUs named under --backend auto ask for GPU ranks too: refused alike, not run on CPU
+    // ranks.
+    let (code, err) = run(
+        mpirun(2, &["--devices", "0", "--shm"]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("--devices names GPUs for the MPI ranks"),
+        "{err}"
+    );
 }
 
 /// SPH on CPU ranks (issue 18 through MPI, no GPU needed): the dam break at dp = 8 cm (7,000
