@@ -248,7 +248,7 @@ fn pick_backend(cli: &Cli) -> Result<Backend> {
             }
             // Named GPUs are a request for them: a run that would take hours on the CPU
             // instead stops here.
-            Err(why) if cli.devices_given => bail!(
+            Err(why) if named => bail!(
                 "--devices names GPUs, but {why}; leave --devices out (or give --backend cpu) \
                  to run on the CPU"
             ),

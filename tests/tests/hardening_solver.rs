@@ -532,17 +532,27 @@ fn negative_values_and_named_gpus_get_clear_errors() {
 }
 
 /// Regression (items 9-10): float-to-duration options of the consumers panicked on 1e300.
+/// And a negative number after a space reaches each option's own check: clap had taken `-1`
+/// for a flag ("unexpected argument '-1' found"). Each case: an exit code of 1 or 2, no panic,
+/// and the option's own message.
 #[test]
-fn consumer_duration_options_never_panic() {
-    let tools: [(&str, &[&str]); 4] = [
-        ("shmctl", &["send", "pshm-none", "pause", "--timeout=1e300"]),
+fn consumer_options_give_their_own_errors_and_never_panic() {
+    const BETWEEN: &str = "must be between";
+    let cases: [(&str, &[&str], &str); 9] = [
+        (
+            "shmctl",
+            &["send", "pshm-none", "pause", "--timeout=1e300"],
+            BETWEEN,
+        ),
         (
             "analysis",
             &["--attach", "pshm-none", "--once", "--timeout=1e300"],
+            BETWEEN,
         ),
         (
             "analysis",
             &["--attach", "pshm-none", "--once", "--plot-every=NaN"],
+            BETWEEN,
         ),
         (
             "viewer",
@@ -553,25 +563,8 @@ fn consumer_duration_options_never_panic() {
                 "/tmp/x.png",
                 "--wait=1e300",
             ],
+            BETWEEN,
         ),
-    ];
-    for (tool, args) in tools {
-        let o = Command::new(bin(tool)).args(args).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            matches!(o.status.code(), Some(1 | 2)),
-            "{tool} {args:?}: {o:?}"
-        );
-        assert!(!err.contains("panicked"), "{tool} {args:?}: {err}");
-        assert!(err.contains("must be between"), "{tool} {args:?}: {err}");
-    }
-}
-
-/// A negative number after a space reaches each consumer option's own check: clap had taken
-/// `-1` for a flag ("unexpected argument '-1' found").
-#[test]
-fn consumer_options_take_negative_numbers_to_their_checks() {
-    let tools: [(&str, &[&str], &str); 5] = [
         (
             "analysis",
             &["--attach", "pshm-none", "--every", "-1"],
@@ -605,13 +598,14 @@ fn consumer_options_take_negative_numbers_to_their_checks() {
             "refresh must be between",
         ),
     ];
-    for (tool, args, expect) in tools {
+    for (tool, args, expect) in cases {
         let o = Command::new(bin(tool)).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
             matches!(o.status.code(), Some(1 | 2)),
             "{tool} {args:?}: {o:?}"
         );
+        assert!(!err.contains("panicked"), "{tool} {args:?}: {err}");
         assert!(err.contains(expect), "{tool} {args:?}: {err}");
     }
 }
