@@ -116,3 +116,22 @@ main_compact() {
 # dense ARGS...: the 10 M dense frictional bed of issue 13's memory runs (no Verlet list), with
 # ARGS, its record appended to $J.
 dense() { item 60 run bench --particles 1e7 --model linear-friction --phase dense --relax 2000 --steps 200 --list off "$@"; }
+# sph_split BUILD N STEPS EST LIMIT JSONL: two slabs of GPU 0 (--devices 0,0) against one GPU,
+# the SPH dam break with Verlet, balance off, with BUILD's bench (new: this build; else
+# gpu-carry/sph-gpu-bench-BUILD), its record appended to $OUT/JSONL.
+sph_split() {
+  local b=$1 n=$2 steps=$3 est=$4 limit=$5 jsonl=$6 exe=sph-gpu-bench
+  [ "$b" != new ] && exe=gpu-carry/sph-gpu-bench-$b
+  echo "+ $b"
+  item "$est" timeout "$limit" $exe --particles "$n" --steps "$steps" --warmup 5 --frames 0 \
+    --integrator verlet --devices 0,0 --balance off --out "$OUT/$jsonl" 2>&1 \
+    | grep -E "ms/step|speedup|rror|panicked" | cut -c1-420
+}
+# sph_diag N EST LOG PATTERN: per-kernel times (22 steps) of gpu-carry/sph-gpu-bench-diag, a
+# build with bench/results/raw/session53/diag_timers.patch applied, into $OUT/LOG, printing the
+# lines that match PATTERN.
+sph_diag() {
+  PSHM_SPH_DIAG=1 item "$2" timeout 250 gpu-carry/sph-gpu-bench-diag --particles "$1" --steps 20 --warmup 2 \
+    --frames 0 --integrator verlet --devices 0,0 --balance off > "$OUT/$3" 2>&1
+  grep -E "$4" "$OUT/$3"
+}

@@ -34,24 +34,10 @@ export OUT=${OUT:-bench/results/raw/session53}
 source "$(dirname "$0")/lib.sh" "session53_${part}"
 budget=${BUDGET:-560}
 J=$OUT/sph_split.jsonl
+# The split and diagnostic runs: sph_split and sph_diag of lib.sh.
 show() { grep -E "ms/step|speedup|rror|panicked" | cut -c1-420; }
-# split BUILD N STEPS EST LIMIT JSONL: two slabs of GPU 0 against one GPU (Verlet, balance off)
-# with BUILD's bench (new: this build; base, prev: gpu-carry/sph-gpu-bench-BUILD), its record
-# appended to $OUT/JSONL.
-split() {
-  local b=$1 n=$2 steps=$3 est=$4 limit=$5 jsonl=$6 exe=sph-gpu-bench
-  [ "$b" != new ] && exe=gpu-carry/sph-gpu-bench-$b
-  echo "+ $b"
-  item "$est" timeout "$limit" $exe --particles "$n" --steps "$steps" --warmup 5 --frames 0 \
-    --integrator verlet --devices 0,0 --balance off --out "$OUT/$jsonl" 2>&1 | show
-}
-# diag N EST LOG PATTERN: the diagnostic build's per-kernel times (22 steps) into $OUT/LOG,
-# printing the lines that match PATTERN.
-diag() {
-  PSHM_SPH_DIAG=1 item "$2" timeout 250 gpu-carry/sph-gpu-bench-diag --particles "$1" --steps 20 --warmup 2 \
-    --frames 0 --integrator verlet --devices 0,0 --balance off > "$OUT/$3" 2>&1
-  grep -E "$4" "$OUT/$3"
-}
+split() { sph_split "$@"; }
+diag() { sph_diag "$@"; }
 case $part in
 split)
   item 150 timeout 300 sph-gpu-bench --particles 1e7,1e8 --steps 40 --warmup 5 --frames 0 \

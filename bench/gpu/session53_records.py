@@ -13,57 +13,17 @@ hash/hash_{new,prev}.jsonl (sph_hash_count's bucket per warp, rejected, against 
 and the diagnostic per-kernel timings in diag/diag_*.out, fix/diagfix_*.out and
 scan/diagscan_1e8.out, hash/diaghash_1e8.out (lines `DIAG   name   calls   ms`, one block per engine)."""
 import json
-import re
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sph_split_records import Raw  # noqa: E402
 
 raw = sys.argv[1] if len(sys.argv) > 1 else "bench/results/raw/session53"
 path = "bench/results/multi_gpu.json"
 with open(path) as f:
     d = json.load(f)
-
-
-def jl(name):
-    with open(f"{raw}/{name}") as f:
-        return [json.loads(l) for l in f if l.strip()]
-
-
-def pairs(records, build):
-    """(one GPU, group) record pairs in file order, tagged with the build."""
-    out, one = [], None
-    for r in records:
-        if "gpus" not in r:
-            one = r
-        else:
-            out.append({
-                "build": build,
-                "integrator": "verlet" if "Verlet" in r["model"] else "symplectic",
-                "balance": r["balance"],
-                "particles": r["particles"],
-                "one_gpu_ms_per_step": one["ms_per_step"],
-                "two_slabs_ms_per_step": 1e3 * r["wall_s"] / r["steps"],
-                "split_ratio": r["speedup_over_one_gpu"],
-                "exchange_share": r["exchange_share"],
-                "bytes_per_particle_two_slabs": r["bytes_per_particle"],
-                "bytes_per_particle_one_gpu": one["bytes_per_particle"],
-                "command": r["command"],
-            })
-    return out
-
-
-def diag(name):
-    """{engine: {kernel: ms over the run}} from a diagnostic log."""
-    out, cur = {}, None
-    with open(f"{raw}/{name}") as f:
-        for line in f:
-            m = re.match(r"DIAG sph .*\(own_lo (None|Some\((\d+)\)), nf (\d+), nb (\d+)\)", line)
-            if m:
-                cur = "one GPU" if m.group(1) == "None" else f"slab from layer {m.group(2)}"
-                out[cur] = {}
-                continue
-            m = re.match(r"DIAG\s+(\S+)\s+(\d+) calls\s+([\d.]+) ms", line)
-            if m and cur:
-                out[cur][m.group(1)] = float(m.group(3))
-    return out
+jl, pairs, diag = Raw(raw).jl, Raw.pairs, Raw(raw).diag
 
 
 runs = pairs(jl("split/sph_split.jsonl"), "before")

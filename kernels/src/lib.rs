@@ -422,7 +422,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 30] = [
+pub const SPH_KERNELS: [&str; 32] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -430,6 +430,8 @@ pub const SPH_KERNELS: [&str; 30] = [
     "sph_cell_rank",
     "sph_gather",
     "sph_localize",
+    "sph_own_fluid",
+    "sph_list_fill",
     "sph_rates_fluid",
     "sph_rates_bound",
     "sph_reset_diag",

@@ -258,14 +258,77 @@ __device__ __forceinline__ float sph_block_coord(double x, double origin, double
     return (float)(x - (origin + (double)(c - c % SPH_XBLOCK) * cell));
 }
 
+// A slab's ownership of its fluid slots at positions `pos` (slot k of n): own[k] for every slot,
+// and counts[b] = the owned slots of launch block b (counts[gridDim.x] = 0, so that the
+// exclusive scan of gridDim.x + 1 counts ends in the total), which sph_list_fill turns into the
+// list of owned slots in slot order that sph_rates_fluid runs over, one thread per particle.
+// With one thread per slot, the halo's particles idled lanes beside owned ones in the same
+// warps: split along x, every row of cells ends in halo cells of about five particles, and the
+// two slabs' fluid rates of the 104 M dam break took 1.7 % more than one GPU's (session 53).
+// The list keeps slot order: appended one atomic per warp, in the order the warps reached it,
+// the fluid rates of those slabs took 21 % longer than in slot order (session 54), as the warps
+// that share an SM no longer read the same cells. Every thread of the block must call it.
+__device__ __forceinline__ void sph_flag_own(const SphParams& p, unsigned k, unsigned n, const double* pos,
+                                             unsigned char* own, unsigned* counts) {
+    const bool mine = k < n && sph_owns(p, sph_layer(p, pos + 3 * k));
+    if (k < n) own[k] = mine ? 1 : 0;
+    const unsigned c = __syncthreads_count(mine);
+    if (threadIdx.x == 0) counts[blockIdx.x] = c;
+    if (threadIdx.x == 0 && blockIdx.x == gridDim.x - 1) counts[gridDim.x] = 0;
+}
+
+// The parity mode's sph_flag_own (float mode's runs inside sph_localize, which the parity mode
+// skips).
+extern "C" __global__ void sph_own_fluid(const SphParams p, const double* pos, unsigned char* own, unsigned* counts) {
+    sph_flag_own(p, blockIdx.x * blockDim.x + threadIdx.x, p.n, pos, own, counts);
+}
+
+// list[offs[b] + i] = the i-th slot of block b of sph_flag_own's launch (SPH_BLOCK = 128 slots)
+// whose flag is set: the flagged slots of n in slot order (offs: the exclusive scan of
+// sph_flag_own's counts). One warp per such block, four slots a lane (one 4-byte load of
+// flags), so a warp's scan of its lanes' counts places them without a barrier: with a thread
+// per slot and the block's warps summed in shared memory it took 0.22 ms for 44 M slots on an
+// H100 (session 54).
+#if SPH_BLOCK != 128
+#error "sph_list_fill reads sph_flag_own's blocks of SPH_BLOCK slots as one warp of 4 slots a lane"
+#endif
+extern "C" __global__ void sph_list_fill(unsigned n, const unsigned char* flags, const unsigned* offs,
+                                         unsigned* list) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned lane = threadIdx.x & 31u, k0 = 4 * t;
+    unsigned f = 0;  // bit j: slot k0 + j is flagged
+    if (k0 + 4 <= n) {
+        const unsigned v = *(const unsigned*)(flags + k0);  // slot k0 + j in byte j (little-endian)
+        for (unsigned j = 0; j < 4; j++)
+            if (v & (0xffu << (8 * j))) f |= 1u << j;
+    } else {
+        for (unsigned j = 0; j < 4; j++)
+            if (k0 + j < n && flags[k0 + j]) f |= 1u << j;
+    }
+    const unsigned c = (unsigned)__popc(f);
+    unsigned x = c;  // inclusive scan of the warp's counts
+#pragma unroll
+    for (unsigned off = 1; off < 32; off <<= 1) {
+        const unsigned y = __shfl_up_sync(0xffffffffu, x, off);
+        if (lane >= off) x += y;
+    }
+    if (f == 0) return;
+    unsigned i = offs[t >> 5] + x - c;
+    for (unsigned j = 0; j < 4; j++)
+        if (f & (1u << j)) list[i++] = k0 + j;
+}
+
 // loc[k] = (position relative to its x-block's corner along x and to its cell's corner along y
 // and z, density) of the p.n particles of pos, rho,
 // and, when `kin` is given (the fluid), kin[k] = (velocity, Tait pressure): refreshed before
 // every evaluation of the rates in float mode, so that a pair loads its neighbour in two 16-byte
 // loads and takes the pressure computed once per particle (the same function of the density).
+// On a slab of a group (`counts` given: the fluid) it flags the slab's owned slots too
+// (sph_flag_own), from the positions it reads anyway.
 extern "C" __global__ void sph_localize(const SphParams p, const double* pos, const real* rho, const real* vel,
-                                        float4* loc, float4* kin) {
+                                        float4* loc, float4* kin, unsigned char* own, unsigned* counts) {
     unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (counts) sph_flag_own(p, k, p.n, pos, own, counts);
     if (k >= p.n) return;
     const double* x = pos + 3 * k;
     loc[k] = make_float4(sph_block_coord(x[0], p.origin[0], p.cell, p.dims[0]),
@@ -653,8 +716,9 @@ __device__ __forceinline__ void sph_update_bound(const SphParams& p, const SphUp
 // only): acceleration and density rate, and the limits
 // of the next time step into `diag`. `floc`, `fkin`, `bloc`: sph_localize of the fluid and the
 // boundary (float mode; unused in the parity mode).
-// Only the particles of the slab's own layers (the others are its neighbours' halo: their flag
-// in `own`, when given, is cleared and nothing else is written for them).
+// On a slab, the particles of its own layers only, one thread each: `act` lists their slots in
+// slot order (`*act_n` of them; sph_flag_own, sph_list_fill). Nothing is written for the halo's.
+// One GPU: every slot (`act` null).
 // The rates kernels' register bound in float mode: 12 blocks of SPH_BLOCK (128) threads per SM
 // leave 40 registers a thread (48 unbounded) and 75 % occupancy instead of 62.5 %; the walk
 // waits on its loads (11.5 cycles per issued instruction at 57 % achieved). 10 M Verlet:
@@ -679,11 +743,12 @@ __device__ __forceinline__ void sph_update_bound(const SphParams& p, const SphUp
 extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
                                            const float4* fkin, const unsigned* fstart, const double* bpos, const float4* bloc,
                                            const real* brho, const real* bvel, const unsigned* bstart, real* acc,
-                                           real* drho, unsigned char* own, SphDiag* diag, const SphUpdate u) {
-    unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+                                           real* drho, const unsigned* act, const unsigned* act_n, SphDiag* diag,
+                                           const SphUpdate u) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
-    const bool mine = k < p.n && sph_owns(p, sph_layer(p, f.pos + 3 * k));
-    if (own && k < p.n) own[k] = mine;
+    const bool mine = act ? t < *act_n : t < p.n && sph_owns(p, sph_layer(p, f.pos + 3 * t));
+    const unsigned k = act && mine ? act[t] : t;
     if (mine) {
         const SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
         SphSums s = sph_sums_zero();
@@ -781,6 +846,8 @@ __device__ __forceinline__ bool sph_fluid_in_reach(const SphParams& p, const uns
 
 // Rates of the boundary particles: the density rate from their fluid neighbours only.
 // Only the boundary particles the slab owns (`bown`, when given; fixed with the slab bounds).
+// A list of them, as the fluid's (`act`), made this kernel slower on a slab (38.9 against 33.8
+// ms over 22 steps of the 104 M dam break's first slab on an H100, session 54), not faster.
 // `near`: sph_fluid_near's marks of the fluid sorted at `fstart` (null: every particle walks).
 extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_bound(const SphParams p, const SphArrays f, const float4* floc,
                                            const float4* fkin, const unsigned* fstart, const double* bpos, const real* brho,
@@ -844,17 +911,10 @@ extern "C" __global__ void sph_pack_part(const SphParams p, const SphArrays f, u
     const bool fluid = k < p.n;
     const unsigned j = fluid ? k : k - p.n;
     const bool mine = k < p.n + nb && (fluid ? own : bown)[j];
-    // One atomic per warp for its owned lanes' entries: one per particle queued them all on
-    // the one counter, the pattern that cost sph_classify's kept count half its time (this
-    // kernel runs per frame on MPI ranks only, and was not timed).
-    const unsigned m = __ballot_sync(0xffffffffu, mine);
-    if (m == 0) return;
-    const unsigned lane = threadIdx.x & 31u, leader = (unsigned)(__ffs(m) - 1);
-    unsigned base = 0;
-    if (lane == leader) base = atomicAdd(count, (unsigned)__popc(m));
-    base = __shfl_sync(0xffffffffu, base, leader);
+    // One atomic per warp for its owned lanes' entries (this kernel runs per frame on MPI ranks
+    // only, and was not timed).
+    const unsigned i = warp_append(count, mine);
     if (!mine) return;
-    const unsigned i = base + (unsigned)__popc(m & ((1u << lane) - 1u));
     ids[i] = fluid ? f.id[j] : bid[j];
     const real3 v = fluid ? load3(f.vel, j) : bvel ? load3(bvel, j) : zero3();
     sph_frame_put(p, fr, i, dload3(fluid ? f.pos + 3 * j : bpos + 3 * j), v, fluid ? f.rho[j] : brho[j]);

@@ -793,7 +793,11 @@ impl SphCuda {
             .saturating_add((nb as u64).saturating_mul(per_b))
             .saturating_add((cells as u64 + 1).saturating_mul(per_c))
             .saturating_add(2 * fluid_block_count_of(grid.dims, super::cpu::sph_reach(&c, &grid)))
-            .saturating_add(slab_setup.as_ref().map_or(0, |s| s.extra_bytes(real)))
+            .saturating_add(
+                slab_setup
+                    .as_ref()
+                    .map_or(0, |s| s.extra_bytes(real, nb as u64)),
+            )
             .saturating_add(if moving {
                 (nb as u64).saturating_mul(moving_bytes_per_boundary(real as u64))
             } else {
@@ -1352,6 +1356,7 @@ impl SphCuda {
         let mut p = self.p;
         let start = self.g.start;
         let (own, bown) = (self.own_ptr(), self.bown_ptr());
+        let counts = self.slab.as_ref().map_or(0, |s| s.act.counts);
         let bvel = self.bvel_ptr();
         let fluid_update = if self.fused_update() {
             u
@@ -1361,20 +1366,29 @@ impl SphCuda {
                 ..u
             }
         };
-        if self.loc != 0 || self.bloc != 0 {
+        // On a slab, the fluid's localize flags the owned slots at the evaluation's positions
+        // too (float mode; the parity mode has no localize and a pass of its own).
+        let localize = self.loc != 0 || self.bloc != 0;
+        if localize {
             self.launch(
                 "sph_localize",
                 blocks(self.nf),
-                &[&p, &f.pos, &f.rho, &f.vel, &self.loc, &self.kin],
+                &[
+                    &p, &f.pos, &f.rho, &f.vel, &self.loc, &self.kin, &own, &counts,
+                ],
             )?;
             let pb = KernelParams { n: self.nb, ..p };
             let none = 0u64;
             self.launch(
                 "sph_localize",
                 blocks(self.nb),
-                &[&pb, &self.bpos, &brho, &none, &self.bloc, &none],
+                &[
+                    &pb, &self.bpos, &brho, &none, &self.bloc, &none, &none, &none,
+                ],
             )?;
         }
+        self.list_own_fluid(f.pos, localize)?;
+        let [act, act_n] = self.owned_list();
         self.launch(
             "sph_rates_fluid",
             blocks(self.nf),
@@ -1391,7 +1405,8 @@ impl SphCuda {
                 &self.bstart,
                 &self.acc,
                 &self.drho,
-                &own,
+                &act,
+                &act_n,
                 &self.diag,
                 &fluid_update,
             ],

@@ -4,9 +4,10 @@
 //! holds every boundary particle, in one (cell, x, id) order shared by all GPUs, so that a slot names
 //! the same particle everywhere: ownership is a flag set on the device from the layer (again at
 //! each sort of the boundary when solids move), and the halo's densities are read from the
-//! owner's array at the same slots (peer access). The group
-//! ([`super::group`]) drives the exchange; the kernels are sph_classify, sph_unpack,
-//! sph_own_bound, sph_take and sph_layer_count in sph.cu.
+//! owner's array at the same slots (peer access). The fluid's rates run over a list of the
+//! owned slots ([`SlotList`]). The group ([`super::group`]) drives the exchange; the kernels are
+//! sph_classify, sph_unpack, sph_own_bound, sph_take, sph_layer_count, sph_own_fluid and
+//! sph_list_fill in sph.cu.
 
 use cudarc::driver::DeviceRepr;
 
@@ -47,17 +48,122 @@ impl SlabSetup {
         (self.cap / 16).max(1024)
     }
 
-    /// Device bytes beyond the one-GPU engine's: flags, counts and the first record buffers.
-    pub fn extra_bytes(&self, real: usize) -> u64 {
-        2 * self.cap as u64 + 4 * self.send_cap() as u64 * record_bytes(real) as u64
+    /// Device bytes beyond the one-GPU engine's with `nb` boundary particles: flags, lists of
+    /// owned slots and the first record buffers.
+    pub fn extra_bytes(&self, real: usize, nb: u64) -> u64 {
+        SLAB_BYTES_PER_SLOT * self.cap as u64
+            + SlotList::bytes(self.cap)
+            + nb
+            + 4 * self.send_cap() as u64 * record_bytes(real) as u64
+    }
+}
+
+/// Device bytes a slab adds per fluid slot beside its list of owned slots: the flags `own` and
+/// `keep`.
+pub(super) const SLAB_BYTES_PER_SLOT: u64 = 2;
+
+/// The fluid slots of a slab whose ownership flag is set, listed in slot order, so that the
+/// fluid's rates kernel runs one thread per owned particle (the halo's particles would otherwise
+/// idle lanes in the owned ones' warps; see sph_flag_own in sph.cu). Filled on the device:
+/// per-block counts (sph_flag_own, inside sph_localize or sph_own_fluid), their exclusive scan,
+/// then sph_list_fill.
+pub(super) struct SlotList {
+    /// The listed slots.
+    pub list: u64,
+    /// Owned slots per launch block, and their exclusive scan (one more entry: the total).
+    pub counts: u64,
+    offs: u64,
+    /// The scan's buffers, sized for `slots`.
+    levels: Vec<(u64, u64, u32)>,
+    /// Slots the arrays hold.
+    slots: u32,
+}
+
+impl SlotList {
+    /// Device bytes of a list of `slots` slots.
+    pub fn bytes(slots: u32) -> u64 {
+        let entries = Self::blocks(slots) as u64 + 1;
+        let levels: usize = crate::dem::cuda::scan_level_sizes(entries as usize)
+            .iter()
+            .sum();
+        4 * slots as u64 + 8 * entries + 8 * levels as u64
+    }
+
+    /// Launch blocks over `n` slots.
+    fn blocks(n: u32) -> u32 {
+        blocks(n).grid_dim.0
+    }
+
+    fn alloc(sim: &mut SphCuda, name: &str, slots: u32) -> Result<SlotList, CudaError> {
+        let entries = Self::blocks(slots) as usize + 1;
+        let mut levels = Vec::new();
+        for (l, t) in crate::dem::cuda::scan_level_sizes(entries)
+            .into_iter()
+            .enumerate()
+        {
+            let sums = sim.alloc(&format!("{name}.scan_sums{l}"), 4 * t)?;
+            let scanned = sim.alloc(&format!("{name}.scan_scanned{l}"), 4 * t)?;
+            levels.push((sums, scanned, t as u32));
+        }
+        Ok(SlotList {
+            list: sim.alloc(name, 4 * slots as usize)?,
+            counts: sim.alloc(&format!("{name}.counts"), 4 * entries)?,
+            offs: sim.alloc(&format!("{name}.offsets"), 4 * entries)?,
+            levels,
+            slots,
+        })
+    }
+
+    fn free(self, sim: &mut SphCuda) {
+        for p in [self.list, self.counts, self.offs] {
+            sim.free(p);
+        }
+        for (sums, scanned, _) in self.levels {
+            sim.free(sums);
+            sim.free(scanned);
+        }
+    }
+
+    /// The number of listed slots, on the device (4 bytes), once [`SlotList::fill`] ran over
+    /// `n` slots.
+    pub fn count_ptr(&self, n: u32) -> u64 {
+        self.offs + 4 * Self::blocks(n) as u64
+    }
+
+    /// Queues the list of the `n` slots whose `flags` are set, from the per-block counts that
+    /// sph_flag_own wrote in a launch of `blocks(n)`.
+    fn fill(&self, sim: &SphCuda, n: u32, flags: u64) -> Result<(), CudaError> {
+        debug_assert!(n <= self.slots);
+        let fns = (
+            &sim.module.functions["scan_tile"],
+            &sim.module.functions["scan_add"],
+        );
+        crate::dem::cuda::exclusive_scan(
+            &sim.stream,
+            fns,
+            &self.levels,
+            self.counts,
+            self.offs,
+            Self::blocks(n) + 1,
+            0,
+        )?;
+        // sph_list_fill: four slots a thread.
+        sim.launch(
+            "sph_list_fill",
+            blocks(n.div_ceil(4)),
+            &[&n, &flags, &self.offs, &self.list],
+        )
     }
 }
 
 /// A slab's exchange state.
 pub(super) struct Slab {
-    /// Per fluid slot: owned at the last evaluation (written by the rates); kept by the next sort.
+    /// Per fluid slot: owned at the last evaluation (flagged before its rates); kept by the
+    /// next sort.
     pub own: u64,
     pub keep: u64,
+    /// The owned fluid slots of the evaluation, which its rates kernel runs over.
+    pub act: SlotList,
     /// Per boundary slot: owned (sph_own_bound, set again when the bounds move).
     pub bown: u64,
     /// Fluid records to the left and right neighbours, and from them.
@@ -81,6 +187,7 @@ impl Slab {
         let slab = Slab {
             own: sim.alloc("slab.own", cap)?,
             keep: sim.alloc("slab.keep", cap)?,
+            act: SlotList::alloc(sim, "slab.owned", cap as u32)?,
             bown: sim.alloc("slab.boundary_own", sim.nb as usize)?,
             send: [
                 sim.alloc("slab.send_left", rec)?,
@@ -130,6 +237,32 @@ impl SphCuda {
             self.launch("sph_own_bound", blocks(nb), &[&p, &nb, &self.bpos, &bown])?;
         }
         Ok(())
+    }
+
+    /// The owned fluid slots at the fluid positions `pos` of an evaluation: their flags and
+    /// list (queued; float mode flags them inside sph_localize, see [`SphCuda::rates`], and
+    /// passes `flagged`). Nothing outside a group.
+    pub(super) fn list_own_fluid(&self, pos: u64, flagged: bool) -> Result<(), CudaError> {
+        let Some(slab) = &self.slab else {
+            return Ok(());
+        };
+        let p = self.p;
+        if !flagged {
+            self.launch(
+                "sph_own_fluid",
+                blocks(self.nf),
+                &[&p, &pos, &slab.own, &slab.act.counts],
+            )?;
+        }
+        slab.act.fill(self, self.nf, slab.own)
+    }
+
+    /// A slab's list of owned fluid slots and their number on the device, which its fluid
+    /// rates kernel runs over; zeros on one GPU (every slot).
+    pub(super) fn owned_list(&self) -> [u64; 2] {
+        self.slab
+            .as_ref()
+            .map_or([0; 2], |s| [s.act.list, s.act.count_ptr(self.nf)])
     }
 
     /// Moving solids: queues copying the density (of the state, or with `half` of the half
@@ -307,7 +440,9 @@ impl SphCuda {
     fn grow_fluid(&mut self, cap: u32, device: usize) -> Result<(), CudaError> {
         let (r, old_cap) = (self.real, self.cap);
         let (per_slot, _, _) = super::bytes_per_particle(r as u64);
-        let extra = (cap - old_cap) as u64 * (per_slot + 2);
+        // The new list of owned slots is allocated while the old one still lives.
+        let extra =
+            (cap - old_cap) as u64 * (per_slot + SLAB_BYTES_PER_SLOT) + SlotList::bytes(cap);
         let (free, _) = self
             .ctx
             .mem_get_info()
@@ -315,7 +450,8 @@ impl SphCuda {
         let margin: u64 = 256 << 20;
         if extra.saturating_add(margin) > free as u64 {
             let held = self.nf as u64 + self.nb as u64;
-            let bpp = (per_slot + 2) as f64;
+            // With the slot's entry in the list of owned slots.
+            let bpp = (per_slot + SLAB_BYTES_PER_SLOT + 4) as f64;
             return Err(CudaError::DoesNotFit {
                 device,
                 particles: cap as usize,
@@ -400,6 +536,10 @@ impl SphCuda {
         for (old, ..) in arrays {
             self.free(old);
         }
+        // The list of owned slots is written at every evaluation: a new one, nothing kept.
+        let act = SlotList::alloc(self, "slab.owned", cap as u32)?;
+        let old = std::mem::replace(&mut self.slab_mut().act, act);
+        old.free(self);
         self.cap = cap as u32;
         Ok(())
     }
