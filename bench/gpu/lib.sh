@@ -127,11 +127,12 @@ sph_split() {
     --integrator verlet --devices 0,0 --balance off --out "$OUT/$jsonl" 2>&1 \
     | grep -E "ms/step|speedup|rror|panicked" | cut -c1-420
 }
-# sph_diag N EST LOG PATTERN: per-kernel times (22 steps) of gpu-carry/sph-gpu-bench-diag, a
-# build with bench/results/raw/session53/diag_timers.patch applied, into $OUT/LOG, printing the
-# lines that match PATTERN.
+# sph_diag N EST LOG PATTERN [BUILD]: per-kernel times (22 steps) of gpu-carry/sph-gpu-bench-BUILD
+# (diag when not given), a build with bench/results/raw/session53/diag_timers.patch applied,
+# into $OUT/LOG, printing the lines that match PATTERN.
 sph_diag() {
-  PSHM_SPH_DIAG=1 item "$2" timeout 250 gpu-carry/sph-gpu-bench-diag --particles "$1" --steps 20 --warmup 2 \
+  echo "+ ${5:-diag}"
+  PSHM_SPH_DIAG=1 item "$2" timeout 250 "gpu-carry/sph-gpu-bench-${5:-diag}" --particles "$1" --steps 20 --warmup 2 \
     --frames 0 --integrator verlet --devices 0,0 --balance off > "$OUT/$3" 2>&1
   grep -E "$4" "$OUT/$3"
 }

@@ -11,7 +11,10 @@ lists_{base,new}.jsonl (the bench's records: 10 M alternated twice, then 100 M) 
 (the diagnostic build's per-kernel times at 100 M, 22 steps):
 warp_order/ (H100; the list appended one atomic per warp: rejected), lists/ (H100; the list in
 slot order, a list for the boundary too and a fill of one thread per slot: the boundary's list
-rejected), final/ (H200; the fluid's list only, filled four slots a thread)."""
+rejected), final/ (H200; the fluid's list only, filled four slots a thread); then ncu/ (Nsight
+Compute's details of sph_classify, sph_list_fill and sph_rates_bound at 10 M) and latency/
+(`session54_checks.sh latency`: those two kernels reading the position beside the ownership
+flag, diagnostic timings against the build before and the split at 10 M: no gain, rejected)."""
 import json
 import os
 import sys
@@ -67,6 +70,19 @@ for name, (card, what) in ROUNDS.items():
         "runs": runs,
     }
 
+lat = Raw(f"{raw}/latency")
+latency = {
+    "card": "NVIDIA H100 80GB HBM3",
+    "build": "sph_classify and sph_rates_bound reading the position beside the ownership flag "
+             "(rejected: raw/session54/latency/load_beside_the_flag_rejected.patch)",
+    "kernel_ms_22_steps": {
+        f"{n} {b}": lat.diag(f"{b}_{n}.out")
+        for n in ("1e7", "1e8") for b in ("diaghead", "diag")
+    },
+    "runs": lat.pairs(lat.jl("latency_head.jsonl"), "head")
+    + lat.pairs(lat.jl("latency_new.jsonl"), "new"),
+}
+
 d["sph"]["same_device_session54"] = {
     "note": "two slabs of the dam break on ONE GPU (--devices 0,0) against one GPU, f32, Verlet; "
             "split_ratio = one GPU's ms/step / the two slabs'. 'base' is commit 5468660 (session "
@@ -82,6 +98,12 @@ d["sph"]["same_device_session54"] = {
             "faster in every round too; not profiled: its only change is in the rates kernel, "
             "which no longer carries the ownership store (a null-checked byte store per thread).",
     "rounds": rounds,
+    "ncu_10m": "Nsight Compute on the two slabs at 10 M, H100 (raw/session54/ncu/): sph_classify "
+               "85-91 us for 3.6 M slots, 1.2-1.3 TB/s (37-39 % of DRAM), 64-69 cycles per "
+               "issued instruction, 77 % of them waiting on loads; sph_list_fill 13 us; "
+               "sph_rates_bound 437 us on one GPU (25 cycles per instruction) against 317 and "
+               "241 us on the slabs (41 and 18).",
+    "latency_rejected": latency,
     "command": "PACK_MPI=1 bash bench/gpu/pack.sh; bash bench/gpu/session54_checks.sh lists (one "
                "call per round), then bench/gpu/session54_records.py",
 }
