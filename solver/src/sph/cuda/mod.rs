@@ -1049,14 +1049,7 @@ impl SphCuda {
             count: self.alloc("grid.count", 4 * (cells + 1))?,
             start: self.alloc("grid.start", 4 * (cells + 1))?,
         };
-        for (l, t) in crate::dem::cuda::scan_level_sizes(cells + 1)
-            .into_iter()
-            .enumerate()
-        {
-            let sums = self.alloc(&format!("scan.sums{l}"), 4 * t)?;
-            let scanned = self.alloc(&format!("scan.scanned{l}"), 4 * t)?;
-            self.scan_levels.push((sums, scanned, t as u32));
-        }
+        self.scan_levels = self.alloc_scan_levels("scan", cells + 1)?;
         self.diag = self.alloc("diag", DIAG_BYTES)?;
         self.bstart = self.alloc("boundary.cell_start", 4 * (cells + 1))?;
         let nblocks = fluid_block_count(&self.p) as usize;
@@ -1261,21 +1254,43 @@ impl SphCuda {
         ids: u64,
     ) -> Result<(), CudaError> {
         self.launch("sph_hash_count", blocks(p.n), &[&p, &pos, &keep, &g])?;
+        self.scan(&self.scan_levels, g.count, g.start, self.cells + 1)?;
+        self.launch("sph_scatter", blocks(p.n), &[&p, &g])?;
+        self.launch("sph_cell_rank", blocks(p.n), &[&p, &pos, &ids, &g, &g.rank])
+    }
+
+    /// Queues the exclusive scan of the `n` counts at `input` into `output`, with the scan
+    /// buffers `levels` ([`SphCuda::alloc_scan_levels`] for `n` or more).
+    fn scan(
+        &self,
+        levels: &[(u64, u64, u32)],
+        input: u64,
+        output: u64,
+        n: u32,
+    ) -> Result<(), CudaError> {
         let fns = (
             &self.module.functions["scan_tile"],
             &self.module.functions["scan_add"],
         );
-        crate::dem::cuda::exclusive_scan(
-            &self.stream,
-            fns,
-            &self.scan_levels,
-            g.count,
-            g.start,
-            self.cells + 1,
-            0,
-        )?;
-        self.launch("sph_scatter", blocks(p.n), &[&p, &g])?;
-        self.launch("sph_cell_rank", blocks(p.n), &[&p, &pos, &ids, &g, &g.rank])
+        crate::dem::cuda::exclusive_scan(&self.stream, fns, levels, input, output, n, 0)
+    }
+
+    /// The buffers of a scan of `n` counts, named `{name}.sums{level}` and `{name}.scanned{level}`.
+    fn alloc_scan_levels(
+        &mut self,
+        name: &str,
+        n: usize,
+    ) -> Result<Vec<(u64, u64, u32)>, CudaError> {
+        let mut levels = Vec::new();
+        for (l, t) in crate::dem::cuda::scan_level_sizes(n)
+            .into_iter()
+            .enumerate()
+        {
+            let sums = self.alloc(&format!("{name}.sums{l}"), 4 * t)?;
+            let scanned = self.alloc(&format!("{name}.scanned{l}"), 4 * t)?;
+            levels.push((sums, scanned, t as u32));
+        }
+        Ok(levels)
     }
 
     fn set_fluid_count(&mut self, n: u32) {

@@ -96,15 +96,7 @@ impl SlotList {
 
     fn alloc(sim: &mut SphCuda, name: &str, slots: u32) -> Result<SlotList, CudaError> {
         let entries = Self::blocks(slots) as usize + 1;
-        let mut levels = Vec::new();
-        for (l, t) in crate::dem::cuda::scan_level_sizes(entries)
-            .into_iter()
-            .enumerate()
-        {
-            let sums = sim.alloc(&format!("{name}.scan_sums{l}"), 4 * t)?;
-            let scanned = sim.alloc(&format!("{name}.scan_scanned{l}"), 4 * t)?;
-            levels.push((sums, scanned, t as u32));
-        }
+        let levels = sim.alloc_scan_levels(&format!("{name}.scan"), entries)?;
         Ok(SlotList {
             list: sim.alloc(name, 4 * slots as usize)?,
             counts: sim.alloc(&format!("{name}.counts"), 4 * entries)?,
@@ -134,19 +126,7 @@ impl SlotList {
     /// sph_flag_own wrote in a launch of `blocks(n)`.
     fn fill(&self, sim: &SphCuda, n: u32, flags: u64) -> Result<(), CudaError> {
         debug_assert!(n <= self.slots);
-        let fns = (
-            &sim.module.functions["scan_tile"],
-            &sim.module.functions["scan_add"],
-        );
-        crate::dem::cuda::exclusive_scan(
-            &sim.stream,
-            fns,
-            &self.levels,
-            self.counts,
-            self.offs,
-            Self::blocks(n) + 1,
-            0,
-        )?;
+        sim.scan(&self.levels, self.counts, self.offs, Self::blocks(n) + 1)?;
         // sph_list_fill: four slots a thread.
         sim.launch(
             "sph_list_fill",
