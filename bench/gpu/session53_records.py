@@ -23,7 +23,8 @@ raw = sys.argv[1] if len(sys.argv) > 1 else "bench/results/raw/session53"
 path = "bench/results/multi_gpu.json"
 with open(path) as f:
     d = json.load(f)
-jl, pairs, diag = Raw(raw).jl, Raw.pairs, Raw(raw).diag
+r = Raw(raw)
+jl, pairs, diag = r.jl, r.pairs, r.diag
 
 
 runs = pairs(jl("split/sph_split.jsonl"), "before")

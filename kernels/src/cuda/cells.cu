@@ -19,22 +19,6 @@ __device__ __forceinline__ void count_in_layer(unsigned* counts, unsigned layer)
     if (layer != ~0u && lane == (unsigned)(__ffs(same) - 1)) atomicAdd(&counts[layer], (unsigned)__popc(same));
 }
 
-// Appends to a list whose length is `*count`: returns the index of this lane's entry where `take`
-// (~0u elsewhere), with one atomic per warp. One atomic per entry queues every lane of the
-// launch on the one counter: sph_classify's kept count took 1.68 ms for a slab of 44 M
-// particles that way on an H100, 0.78 ms with one per block (session 53). A warp's entries are
-// consecutive, in lane order; the warps' runs follow in the order they reach the atomic. Every
-// lane of the warp must call it (no early return).
-__device__ __forceinline__ unsigned warp_append(unsigned* count, bool take) {
-    const unsigned m = __ballot_sync(0xffffffffu, take);
-    if (m == 0) return ~0u;
-    const unsigned lane = threadIdx.x & 31u, leader = (unsigned)(__ffs(m) - 1);
-    unsigned base = 0;
-    if (lane == leader) base = atomicAdd(count, (unsigned)__popc(m));
-    base = __shfl_sync(0xffffffffu, base, leader);
-    return take ? base + (unsigned)__popc(m & ((1u << lane) - 1u)) : ~0u;
-}
-
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 4
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)

@@ -60,7 +60,7 @@ impl SlabSetup {
 
 /// Device bytes a slab adds per fluid slot beside its list of owned slots: the flags `own` and
 /// `keep`.
-pub(super) const SLAB_BYTES_PER_SLOT: u64 = 2;
+const SLAB_BYTES_PER_SLOT: u64 = 2;
 
 /// The fluid slots of a slab whose ownership flag is set, listed in slot order, so that the
 /// fluid's rates kernel runs one thread per owned particle (the halo's particles would otherwise
