@@ -1,0 +1,183 @@
+//! The CUDA sources compiled by NVRTC itself, without a GPU: every module of `common` (the DEM
+//! configurations, the SPH modes and variants, the parity modules) with the options the solver
+//! passes (`solver/src/dem/cuda/driver.rs`), to a CUBIN for a real architecture, so ptxas runs
+//! too. `host_syntax.rs` checks names and types with g++; this one also checks CUDA's own rules
+//! (address spaces, intrinsics, launch bounds, registers), and that the SPH module holds every
+//! kernel the solver loads (`kernels::SPH_KERNELS`).
+//!
+//! NVRTC is a library (`libnvrtc.so.13`, no driver needed): on a machine without the CUDA
+//! toolkit, `pip download "nvidia-cuda-nvrtc==13.0.*"` and unzip the wheel, then point
+//! `LD_LIBRARY_PATH` at its `nvidia/cu13/lib`. Without the library the test says so and passes,
+//! unless `PARTICLE_SHM_REQUIRE_NVRTC=1`. `PARTICLE_SHM_NVRTC_ARCHS` (default `sm_90`, the H100
+//! and H200) lists the architectures; `PARTICLE_SHM_NVRTC_VERBOSE=1` prints ptxas's registers
+//! and spills per kernel (with `--nocapture`).
+
+mod common;
+
+use common::Module;
+use cudarc::nvrtc::{result, sys};
+
+/// Whether the library can be loaded (a failure instead where `PARTICLE_SHM_REQUIRE_NVRTC=1`).
+fn nvrtc_present() -> bool {
+    // SAFETY: only tries to open the library by its names; nothing is called through it.
+    let present = unsafe { sys::is_culib_present() };
+    if !present {
+        let required = std::env::var("PARTICLE_SHM_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "PARTICLE_SHM_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (LD_LIBRARY_PATH?)"
+        );
+        eprintln!("no libnvrtc: the CUDA sources were not compiled with NVRTC");
+    }
+    present
+}
+
+/// The options of `compile_module_in` (driver.rs) for `m` on `arch`.
+fn options(m: &Module, arch: &str, verbose: bool) -> Vec<String> {
+    let mut o = Vec::new();
+    if m.double {
+        o.push("--fmad=false".to_string());
+    }
+    o.push(format!("--gpu-architecture={arch}"));
+    if m.fast_math {
+        o.push("--use_fast_math".to_string());
+    }
+    o.extend(m.defines.iter().cloned());
+    o.push("-std=c++17".to_string());
+    if verbose {
+        o.push("--ptxas-options=-v".to_string());
+    }
+    o
+}
+
+/// NVRTC's log of `prog`, as text.
+///
+/// SAFETY: `prog` must be a live program.
+unsafe fn log_of(prog: sys::nvrtcProgram) -> String {
+    result::get_program_log(prog)
+        .map(|l| {
+            let bytes: Vec<u8> = l.iter().map(|&c| c as u8).collect();
+            String::from_utf8_lossy(&bytes)
+                .trim_end_matches('\0')
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// Compiles `source` with `options`: Ok((CUBIN, log)) or Err(NVRTC's error and log).
+fn compile(source: &str, options: &[String]) -> Result<(Vec<u8>, String), String> {
+    let src = std::ffi::CString::new(source).map_err(|_| "NUL in the source".to_string())?;
+    let prog = result::create_program(&src, None).map_err(|e| format!("{e:?}"))?;
+    // SAFETY: `prog` is live from its creation above to its destruction below; the CUBIN
+    // buffer is sized by NVRTC's own query.
+    let out = unsafe {
+        match result::compile_program(prog, options) {
+            Err(e) => Err(format!("{e:?}: {}", log_of(prog))),
+            Ok(()) => {
+                let mut size = 0usize;
+                let mut cubin = Vec::new();
+                let got = sys::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .and_then(|()| {
+                        cubin = vec![0u8; size];
+                        sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut std::ffi::c_char)
+                            .result()
+                    });
+                match got {
+                    Ok(()) => Ok((cubin, log_of(prog))),
+                    Err(e) => Err(format!("CUBIN: {e:?}")),
+                }
+            }
+        }
+    };
+    // SAFETY: see above; `prog` is not used after this.
+    let _ = unsafe { result::destroy_program(prog) };
+    out
+}
+
+/// `name` is a symbol of the CUBIN (its ELF string table holds it NUL-terminated).
+fn has_symbol(cubin: &[u8], name: &str) -> bool {
+    let mut needle = Vec::with_capacity(name.len() + 2);
+    needle.push(0u8);
+    needle.extend_from_slice(name.as_bytes());
+    needle.push(0u8);
+    cubin.windows(needle.len()).any(|w| w == needle.as_slice())
+}
+
+fn archs() -> Vec<String> {
+    std::env::var("PARTICLE_SHM_NVRTC_ARCHS")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| v.split(',').map(|a| a.trim().to_string()).collect())
+        .unwrap_or_else(|| vec!["sm_90".to_string()])
+}
+
+/// Compiles every module on every architecture; `symbols(m)` lists kernels the CUBIN must hold.
+/// Fails with every failure's message.
+fn compile_all(modules: Vec<Module>, symbols: impl Fn(&Module) -> &'static [&'static str]) {
+    let verbose = std::env::var("PARTICLE_SHM_NVRTC_VERBOSE").is_ok_and(|v| v == "1");
+    let mut failures = Vec::new();
+    for arch in archs() {
+        for m in &modules {
+            let opts = options(m, &arch, verbose);
+            let what = format!("{} on {arch} ({})", m.name, opts.join(" "));
+            match compile(&m.source, &opts) {
+                Err(e) => failures.push(format!("== {what}\n{e}")),
+                Ok((cubin, log)) => {
+                    if verbose {
+                        println!("== {what}\n{log}");
+                    }
+                    let missing: Vec<_> = symbols(m)
+                        .iter()
+                        .filter(|s| !has_symbol(&cubin, s))
+                        .collect();
+                    if !missing.is_empty() {
+                        failures.push(format!("== {what}\nkernels missing: {missing:?}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn dem_modules_compile_with_nvrtc() {
+    if !nvrtc_present() {
+        return;
+    }
+    compile_all(common::dem_modules(), |_| &[]);
+}
+
+#[test]
+fn sph_modules_compile_with_nvrtc() {
+    if !nvrtc_present() {
+        return;
+    }
+    compile_all(common::sph_modules(), |m| {
+        if m.name.contains("parity") {
+            &[]
+        } else {
+            &kernels::SPH_KERNELS
+        }
+    });
+}
+
+/// The check can fail: NVRTC refuses what g++ would take (a host function called from a
+/// kernel), and a kernel that is not in the source is missing from the CUBIN.
+#[test]
+fn nvrtc_refuses_device_errors() {
+    if !nvrtc_present() {
+        return;
+    }
+    let arch = format!("--gpu-architecture={}", archs()[0]);
+    let bad = "int host_only() { return 1; }\nextern \"C\" __global__ void k(int* o) { *o = host_only(); }\n";
+    let err = compile(bad, std::slice::from_ref(&arch))
+        .expect_err("a host function called from a kernel");
+    assert!(err.contains("host_only"), "{err}");
+    let good = "extern \"C\" __global__ void k(int* o) { *o = 1; }\n";
+    let (cubin, _) = compile(good, &[arch]).expect("a valid kernel compiles");
+    assert!(has_symbol(&cubin, "k"));
+    assert!(!has_symbol(&cubin, "sph_rates_fluid"));
+}
