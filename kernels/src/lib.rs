@@ -422,7 +422,7 @@ pub fn sph_module_source() -> String {
 }
 
 /// Every kernel entry point of the SPH module.
-pub const SPH_KERNELS: [&str; 32] = [
+pub const SPH_KERNELS: [&str; 33] = [
     "sph_hash_count",
     "scan_tile",
     "scan_add",
@@ -433,6 +433,7 @@ pub const SPH_KERNELS: [&str; 32] = [
     "sph_own_fluid",
     "sph_list_fill",
     "sph_rates_fluid",
+    "sph_rates_fluid_sends",
     "sph_rates_bound",
     "sph_reset_diag",
     "sph_update",

@@ -10,7 +10,8 @@
 //! `LD_LIBRARY_PATH` at its `nvidia/cu13/lib`. Without the library the test says so and passes,
 //! unless `PARTICLE_SHM_REQUIRE_NVRTC=1`. `PARTICLE_SHM_NVRTC_ARCHS` (default `sm_90`, the H100
 //! and H200) lists the architectures; `PARTICLE_SHM_NVRTC_VERBOSE=1` prints ptxas's registers
-//! and spills per kernel (with `--nocapture`).
+//! and spills per kernel (with `--nocapture`); `PARTICLE_SHM_NVRTC_DUMP=DIR` writes each CUBIN
+//! and its options there (`bench/gpu/cubin_text.py` compares two builds' kernels).
 
 mod common;
 
@@ -117,9 +118,17 @@ fn archs() -> Vec<String> {
 /// Fails with every failure's message.
 fn compile_all(modules: Vec<Module>, symbols: impl Fn(&Module) -> &'static [&'static str]) {
     let verbose = std::env::var("PARTICLE_SHM_NVRTC_VERBOSE").is_ok_and(|v| v == "1");
+    let dump = std::env::var_os("PARTICLE_SHM_NVRTC_DUMP").map(std::path::PathBuf::from);
+    let tag = |name: &str| -> String {
+        let t: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        t.chars().take(40).collect()
+    };
     let mut failures = Vec::new();
     for arch in archs() {
-        for m in &modules {
+        for (i, m) in modules.iter().enumerate() {
             let opts = options(m, &arch, verbose);
             let what = format!("{} on {arch} ({})", m.name, opts.join(" "));
             match compile(&m.source, &opts) {
@@ -127,6 +136,13 @@ fn compile_all(modules: Vec<Module>, symbols: impl Fn(&Module) -> &'static [&'st
                 Ok((cubin, log)) => {
                     if verbose {
                         println!("== {what}\n{log}");
+                    }
+                    if let Some(dir) = &dump {
+                        let stem = format!("{}-{i:02}-{arch}", tag(&m.name));
+                        std::fs::create_dir_all(dir).expect("the dump directory");
+                        std::fs::write(dir.join(format!("{stem}.cubin")), &cubin).expect("a CUBIN");
+                        std::fs::write(dir.join(format!("{stem}.options")), opts.join("\n"))
+                            .expect("its options");
                     }
                     let missing: Vec<_> = symbols(m)
                         .iter()

@@ -84,6 +84,7 @@ fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) 
         },
         // No spare slots: every GPU grows its arrays as the dam flows to it.
         spare_slots: 0,
+        classify_in_rates: false,
     }
 }
 
@@ -164,18 +165,32 @@ fn f32_group_steps_have_one_gpus_bits() {
     if !gpu() {
         return;
     }
-    same_run(false, group_opts(2, false, None, Balance::Time), 400);
     let verlet = DAM.replace(
         "[sph]\n",
         "[sph]\nintegrator = \"verlet\"\nverlet_steps = 13\n",
     );
     assert!(verlet.contains("verlet_steps"));
-    same_run_of(
-        &verlet,
-        false,
-        group_opts(2, false, None, Balance::Count),
-        400,
-    );
+    // Classified before each exchange, and by the rates kernel before it (the records, the
+    // kept flags and counts are the same; the records' order in the buffers is not, and the
+    // sort orders each cell by x and id whatever their order).
+    for classify_in_rates in [false, true] {
+        let opts = |balance| SphGroupOptions {
+            classify_in_rates,
+            ..group_opts(2, false, None, balance)
+        };
+        for g in [
+            same_run(false, opts(Balance::Time), 400),
+            same_run_of(&verlet, false, opts(Balance::Count), 400),
+        ] {
+            // All but the first exchange and those after a move of the bounds, or none.
+            let made = g.classified_in_rates();
+            assert_eq!(
+                made > 0,
+                classify_in_rates,
+                "{made} classified in the rates kernels"
+            );
+        }
+    }
 }
 
 /// The group's frame is one GPU's (id order, every particle once), and its state continues on

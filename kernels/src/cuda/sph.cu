@@ -615,6 +615,87 @@ __device__ __forceinline__ void sph_sum_list(const SphParams& p, const SphI& i, 
     }
 }
 
+// ---- A slab's exchange: its records and its classification ----
+// Before each evaluation of the rates, every slab keeps the particles it owned at the last one
+// that lie in its layers or their halo (one layer each side) at the positions of this one, and
+// sends those its neighbours need, state and half state, as one record each (SPH_REC_BYTES):
+// s.pos, half.pos (f64), then s.vel, s.rho, half.vel, half.rho (real), then the id.
+#define SPH_REC_BYTES (56 + 8 * sizeof(real))
+
+// The slab's neighbours as sph_classify sees them (SphSlab in group.rs).
+struct SphSlab {
+    // A particle in layer x goes to the left neighbour when x <= left_hi (the last layer of its
+    // halo: this slab's own_lo) and to the right one when x >= right_lo (this slab's own_hi - 1);
+    // -1 and dims where there is no neighbour.
+    int left_hi, right_lo;
+    // The layers [reach_lo, reach_hi) a particle of this slab may reach: beyond them a slab two
+    // away would need it (a step moving a particle by more than a layer: an error).
+    int reach_lo, reach_hi;
+    // Record capacity of each send buffer.
+    unsigned cap;
+    unsigned pad;
+};
+
+
+// Whether an owned particle at layer x stays on its slab (its layers and their halo, one layer
+// each side) and whether it left the layers the slab's neighbours cover (an error).
+__device__ __forceinline__ bool sph_kept_at(const SphParams& p, int x) {
+    return x + 1 >= (int)p.own_lo && x < (int)p.own_hi + 1;
+}
+
+__device__ __forceinline__ bool sph_beyond_reach(const SphSlab& sl, int x) {
+    return x < sl.reach_lo || x >= sl.reach_hi;
+}
+
+// The records of owned slot k, at layer x, for the neighbours that need it (their halo or
+// layers): a slot of each send buffer from counts[0] (left) and counts[1] (right); one past the
+// buffer's capacity is counted and not written (the host grows the buffer and classifies again).
+__device__ __forceinline__ void sph_send_records(const SphSlab& sl, const SphArrays& s, const SphArrays& half,
+                                                 unsigned k, int x, unsigned char* send_left,
+                                                 unsigned char* send_right, unsigned* counts) {
+    for (int side = 0; side < 2; side++) {
+        const bool needed = side == 0 ? x <= sl.left_hi : x >= sl.right_lo;
+        if (!needed) continue;
+        const unsigned slot = atomicAdd(&counts[side], 1u);
+        if (slot >= sl.cap) continue;
+        unsigned char* r = (side == 0 ? send_left : send_right) + (size_t)slot * SPH_REC_BYTES;
+        double* d = (double*)r;
+        for (int a = 0; a < 3; a++) {
+            d[a] = s.pos[3 * k + a];
+            d[3 + a] = half.pos[3 * k + a];
+        }
+        real* v = (real*)(r + 48);
+        for (int a = 0; a < 3; a++) {
+            v[a] = s.vel[3 * k + a];
+            v[4 + a] = half.vel[3 * k + a];
+        }
+        v[3] = s.rho[k];
+        v[7] = half.rho[k];
+        *(unsigned*)(r + 48 + 8 * sizeof(real)) = s.id[k];
+    }
+}
+
+// sph_send_records as a call, for the rates kernel: inlined there, the records' stores took its
+// spills from 152 to 304 bytes a thread, for the few particles of the layers next to a bound.
+__device__ __noinline__ void sph_send_records_call(const SphSlab sl, const SphArrays s, const SphArrays half, unsigned k,
+                                                   int x, unsigned char* send_left, unsigned char* send_right,
+                                                   unsigned* counts) {
+    sph_send_records(sl, s, half, k, x, send_left, send_right, counts);
+}
+
+// SphSends in solver/src/sph/cuda/slab.rs (56 bytes): the classification a slab's fluid rates
+// kernel ends with (float mode), for the exchange before the next evaluation, whose positions
+// are the ones each particle's update has just written. `keep` null: none (one GPU, the parity
+// mode, the standalone sph_classify instead). The host zeroed `counts` and `keep` (the halo's
+// slots are not the kernel's to write).
+struct SphSends {
+    SphSlab sl;
+    unsigned char* keep;
+    unsigned char* left;
+    unsigned char* right;
+    unsigned* counts;
+};
+
 // ---------------------------------------------------------------------------------------------
 // The integrators' updates. In float mode the fluid's runs inside sph_rates_fluid, each
 // particle's as soon as its rates are summed (SphUpdate::stage): the float pair sums read the
@@ -718,7 +799,9 @@ __device__ __forceinline__ void sph_update_bound(const SphParams& p, const SphUp
 // boundary (float mode; unused in the parity mode).
 // On a slab, the particles of its own layers only, one thread each: `act` lists their slots in
 // slot order (`*act_n` of them; sph_flag_own, sph_list_fill). Nothing is written for the halo's.
-// One GPU: every slot (`act` null).
+// One GPU: every slot (`act` null). SENDS (sph_rates_fluid_sends): on a slab in float mode, each
+// owned particle is classified for the next exchange right after its update (`c`), which saves
+// that exchange sph_classify's pass over every slot.
 // The rates kernels' register bound in float mode: 12 blocks of SPH_BLOCK (128) threads per SM
 // leave 40 registers a thread (48 unbounded) and 75 % occupancy instead of 62.5 %; the walk
 // waits on its loads (11.5 cycles per issued instruction at 57 % achieved). 10 M Verlet:
@@ -740,15 +823,18 @@ __device__ __forceinline__ void sph_update_bound(const SphParams& p, const SphUp
 #define SPH_RATES_BOUNDS __launch_bounds__(SPH_BLOCK, SPH_RATES_MIN_BLOCKS)
 #endif
 
-extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
-                                           const float4* fkin, const unsigned* fstart, const double* bpos, const float4* bloc,
-                                           const real* brho, const real* bvel, const unsigned* bstart, real* acc,
-                                           real* drho, const unsigned* act, const unsigned* act_n, SphDiag* diag,
-                                           const SphUpdate u) {
+template <bool SENDS>
+__device__ __forceinline__ void sph_rates_fluid_at(const SphParams& p, const SphArrays& f, const float4* floc,
+                                                   const float4* fkin, const unsigned* fstart, const double* bpos,
+                                                   const float4* bloc, const real* brho, const real* bvel,
+                                                   const unsigned* bstart, real* acc, real* drho, const unsigned* act,
+                                                   const unsigned* act_n, SphDiag* diag, const SphUpdate& u,
+                                                   const SphSends& c) {
     const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
     double dt_f = 1.0 / 0.0, dt_cv = 1.0 / 0.0;
     const bool mine = act ? t < *act_n : t < p.n && sph_owns(p, sph_layer(p, f.pos + 3 * t));
     const unsigned k = act && mine ? act[t] : t;
+    bool here = false, beyond = false;
     if (mine) {
         const SphI i = sph_particle(p, dload3(f.pos + 3 * k), load3(f.vel, k), f.rho[k]);
         SphSums s = sph_sums_zero();
@@ -766,9 +852,51 @@ extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid(const SphParams p, c
         const real h = (real)p.h;
         dt_f = (double)force_time_step(h, add3(s.acc, sph_gravity(p)));
         dt_cv = (double)viscous_time_step(h, i.c, s.mu_max);
+        if (SENDS) {
+            // The next exchange's classification, at the positions just written: the
+            // predictor's half state, else the state. Its own stores, read back by the same
+            // thread (from L1), so the record holds what sph_classify would read.
+            const double* e = (u.stage == SPH_STAGE_PREDICT ? u.half.pos : u.s.pos) + 3 * k;
+            const int x = (int)sph_layer(p, e);
+            here = sph_kept_at(p, x);
+            beyond = sph_beyond_reach(c.sl, x);
+            c.keep[k] = here;
+            if (x <= c.sl.left_hi || x >= c.sl.right_lo) sph_send_records_call(c.sl, u.s, u.half, k, x, c.left, c.right, c.counts);
+        }
     }
     sph_atomic_min(&diag->dt_f, dt_f);
     sph_atomic_min(&diag->dt_cv, dt_cv);
+    if (SENDS) {
+        // One atomic per block, as sph_classify (every thread of the block reaches the
+        // barrier: no thread returns early).
+        const unsigned kept = __syncthreads_count(here), far = __syncthreads_count(beyond);
+        if (threadIdx.x == 0) {
+            if (kept) atomicAdd(&c.counts[2], kept);
+            if (far) atomicAdd(&c.counts[3], far);
+        }
+    }
+}
+
+extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid(const SphParams p, const SphArrays f, const float4* floc,
+                                           const float4* fkin, const unsigned* fstart, const double* bpos, const float4* bloc,
+                                           const real* brho, const real* bvel, const unsigned* bstart, real* acc,
+                                           real* drho, const unsigned* act, const unsigned* act_n, SphDiag* diag,
+                                           const SphUpdate u) {
+    const SphSends none = {};
+    sph_rates_fluid_at<false>(p, f, floc, fkin, fstart, bpos, bloc, brho, bvel, bstart, acc, drho, act, act_n, diag, u,
+                              none);
+}
+
+// sph_rates_fluid on a slab in float mode, classifying for the next exchange (SphSends). A kernel
+// of its own so that one GPU's keeps its registers: the classification in the one kernel, off at
+// run time, took its spills from 152 to 304 bytes a thread (ptxas, sm_90).
+extern "C" __global__ void SPH_RATES_BOUNDS sph_rates_fluid_sends(const SphParams p, const SphArrays f, const float4* floc,
+                                           const float4* fkin, const unsigned* fstart, const double* bpos, const float4* bloc,
+                                           const real* brho, const real* bvel, const unsigned* bstart, real* acc,
+                                           real* drho, const unsigned* act, const unsigned* act_n, SphDiag* diag,
+                                           const SphUpdate u, const SphSends c) {
+    sph_rates_fluid_at<true>(p, f, floc, fkin, fstart, bpos, bloc, brho, bvel, bstart, acc, drho, act, act_n, diag, u,
+                             c);
 }
 
 // ---- Walls without fluid in reach (Grid::mark_within_reach in the CPU reference) ----
@@ -1077,26 +1205,9 @@ extern "C" __global__ void sph_take_ghost(unsigned n, const real* src, real* brh
 }
 
 // ---- Several GPUs (solver/src/sph/group.rs) ----
-// Before each evaluation of the rates, every slab keeps the particles it owned at the last one
-// that lie in its layers or their halo (one layer each side) at the positions of this one, and
-// sends those its neighbours need, state and half state, as one record each (SPH_REC_BYTES):
-// s.pos, half.pos (f64), then s.vel, s.rho, half.vel, half.rho (real), then the id.
-#define SPH_REC_BYTES (56 + 8 * sizeof(real))
-
-// The slab's neighbours as sph_classify sees them (SphSlab in group.rs).
-struct SphSlab {
-    // A particle in layer x goes to the left neighbour when x <= left_hi (the last layer of its
-    // halo: this slab's own_lo) and to the right one when x >= right_lo (this slab's own_hi - 1);
-    // -1 and dims where there is no neighbour.
-    int left_hi, right_lo;
-    // The layers [reach_lo, reach_hi) a particle of this slab may reach: beyond them a slab two
-    // away would need it (a step moving a particle by more than a layer: an error).
-    int reach_lo, reach_hi;
-    // Record capacity of each send buffer.
-    unsigned cap;
-    unsigned pad;
-};
-
+// The standalone classification: before an evaluation that no rates kernel classified (the
+// first, one after a move of the bounds or a grown send buffer, and every one in the parity
+// mode). `eval_pos`: the positions of the evaluation; `own`: the slots owned at the last one.
 // counts: [0] sent left, [1] sent right, [2] kept, [3] beyond reach.
 extern "C" __global__ void sph_classify(const SphParams p, const SphSlab sl, const SphArrays s, const SphArrays half,
                                         const double* eval_pos, const unsigned char* own, unsigned char* keep,
@@ -1105,8 +1216,8 @@ extern "C" __global__ void sph_classify(const SphParams p, const SphSlab sl, con
     const bool mine = k < p.n && own[k];
     if (k < p.n && !mine) keep[k] = 0;
     const int x = mine ? (int)sph_layer(p, eval_pos + 3 * k) : 0;
-    const bool beyond = mine && (x < sl.reach_lo || x >= sl.reach_hi);
-    const bool here = mine && x + 1 >= (int)p.own_lo && x < (int)p.own_hi + 1;
+    const bool beyond = mine && sph_beyond_reach(sl, x);
+    const bool here = mine && sph_kept_at(p, x);
     if (mine) keep[k] = here;
     // The kept and beyond counts: one atomic per block. One per kept particle, all on one
     // address, took this kernel 1.68 ms for a slab of 44 M particles on an H100; with one per
@@ -1117,26 +1228,7 @@ extern "C" __global__ void sph_classify(const SphParams p, const SphSlab sl, con
         if (far) atomicAdd(&counts[3], far);
     }
     if (!mine) return;
-    for (int side = 0; side < 2; side++) {
-        const bool needed = side == 0 ? x <= sl.left_hi : x >= sl.right_lo;
-        if (!needed) continue;
-        const unsigned slot = atomicAdd(&counts[side], 1u);
-        if (slot >= sl.cap) continue;
-        unsigned char* r = (side == 0 ? send_left : send_right) + (size_t)slot * SPH_REC_BYTES;
-        double* d = (double*)r;
-        for (int a = 0; a < 3; a++) {
-            d[a] = s.pos[3 * k + a];
-            d[3 + a] = half.pos[3 * k + a];
-        }
-        real* v = (real*)(r + 48);
-        for (int a = 0; a < 3; a++) {
-            v[a] = s.vel[3 * k + a];
-            v[4 + a] = half.vel[3 * k + a];
-        }
-        v[3] = s.rho[k];
-        v[7] = half.rho[k];
-        *(unsigned*)(r + 48 + 8 * sizeof(real)) = s.id[k];
-    }
+    sph_send_records(sl, s, half, k, x, send_left, send_right, counts);
 }
 
 // Received records into slots base.. of the state and the half state (kept: every record was

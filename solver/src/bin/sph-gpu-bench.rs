@@ -24,6 +24,10 @@
 //! (two evaluations of the rates per step) by Verlet (one, an Euler step every 40), as
 //! DualSPHysics and TNL-SPH ran this case in the peer benchmark beside ours.
 //!
+//! `PARTICLE_SHM_SPH_CLASSIFY=rates` has the slabs' rates kernels classify the fluid for the
+//! next exchange instead of sph_classify before it (off by default until a device has run it;
+//! the record says which, and the command names the variable).
+//!
 //! Usage: sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] [--frames 5]
 //!                      [--device 0] [--devices 0,1] [--balance off,slice]
 //!                      [--first-cut work] [--diffusion fourtakas] [--out FILE]
@@ -255,9 +259,12 @@ fn json_num(x: f64) -> String {
     }
 }
 
+/// The command as run, after the variables that change what it measures where they are set.
 fn command_line() -> String {
-    std::env::args()
-        .map(|a| a.rsplit('/').next().unwrap_or(&a).to_string())
+    let vars = ["PARTICLE_SHM_SPH_CLASSIFY", "PARTICLE_SHM_NVRTC_OPTIONS"]
+        .into_iter()
+        .filter_map(|v| std::env::var(v).ok().map(|x| format!("{v}='{x}'")));
+    vars.chain(std::env::args().map(|a| a.rsplit('/').next().unwrap_or(&a).to_string()))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -462,7 +469,9 @@ fn group_run(
             threshold: a.balance_threshold,
         },
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
+        classify_in_rates: solver::sph::cuda::classify_in_rates_from_env()?,
     };
+    let opts_classify = opts.classify_in_rates;
     let t0 = Instant::now();
     let mut g = SphGroup::from_state(c.clone(), state.clone(), first_time_step(c), opts)?;
     let start_s = t0.elapsed().as_secs_f64();
@@ -487,13 +496,15 @@ fn group_run(
     println!(
         "SPH dam break f32 on {}, first cut {first_cut:?}, balance {}: {n} particles, {:.3} ms/step, {rate:.3e} particle-steps/s, \
          speedup {speedup:.3}x over one GPU, imbalance {imbalance:.3}, exchange {:.1} % of the wall time; \
-         bounds {first:?} -> {:?} ({} moves); {bpp:.1} B/particle over all GPUs (start {start_s:.1} s)",
+         bounds {first:?} -> {:?} ({} moves); {bpp:.1} B/particle over all GPUs (start {start_s:.1} s; \
+         classified {} times in the rates kernels)",
         g.device_name(),
         balance.name(),
         1e3 * wall / a.steps as f64,
         100.0 * exchange_share,
         g.bounds(),
         g.rebalances(),
+        g.classified_in_rates(),
     );
     Ok(format!(
         "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
@@ -503,7 +514,8 @@ fn group_run(
          \"spacing\": {dp}, \"steps\": {s}, \"wall_s\": {wall}, \"particle_steps_per_s\": {rate}, \
          \"speedup_over_one_gpu\": {speedup}, \"imbalance_max_over_mean\": {imbalance}, \
          \"exchange_share\": {exchange_share}, \"bounds_first\": {first:?}, \"bounds_last\": {last:?}, \
-         \"rebalances\": {moves}, \"bytes_per_particle\": {bpp}, \"command\": \"{cmd}\"}}",
+         \"rebalances\": {moves}, \"bytes_per_particle\": {bpp}, \"classify\": \"{cl}\", \
+         \"classified_in_rates\": {cir}, \"command\": \"{cmd}\"}}",
         w = a.warmup,
         s = a.steps,
         tf = timed_from,
@@ -521,6 +533,8 @@ fn group_run(
         fc = if first_cut == FirstCut::Work { "work" } else { "count" },
         last = g.bounds(),
         moves = g.rebalances(),
+        cl = if opts_classify { "rates" } else { "standalone" },
+        cir = g.classified_in_rates(),
         cmd = command_line(),
     ))
 }

@@ -46,6 +46,11 @@ pub struct SphGroupOptions {
     /// arrivals); a GPU grows its arrays when the load moves to it faster than the balancing
     /// moves the bounds. [`SPARE_SLOTS`] by default.
     pub spare_slots: u32,
+    /// The rates kernels classify the fluid for the next exchange (float mode; see
+    /// [`SphGroup::arm_sends`]) instead of sph_classify before it. Off by default until a
+    /// device has run it (built in session 55, which was lent no GPU); the solver and
+    /// sph-gpu-bench take it from `PARTICLE_SHM_SPH_CLASSIFY` ([`classify_in_rates_from_env`]).
+    pub classify_in_rates: bool,
 }
 
 /// The default [`SphGroupOptions::spare_slots`].
@@ -84,6 +89,27 @@ pub struct SphGroup {
     registration: Option<HostRegistration>,
     /// Whether solids move (their densities are shared after each integration).
     moving: bool,
+    /// [`SphGroupOptions::classify_in_rates`].
+    classify_in_rates: bool,
+    /// Classifications (a GPU's, before an exchange) that a rates kernel made.
+    classified_in_rates: u64,
+}
+
+/// [`SphGroupOptions::classify_in_rates`] from `PARTICLE_SHM_SPH_CLASSIFY`: `rates` (the rates
+/// kernels classify for the next exchange) or `standalone` (sph_classify before each exchange;
+/// also when unset or empty); anything else is an error that names the variable.
+pub fn classify_in_rates_from_env() -> Result<bool, CudaError> {
+    classify_in_rates_from(std::env::var("PARTICLE_SHM_SPH_CLASSIFY").ok().as_deref())
+}
+
+fn classify_in_rates_from(v: Option<&str>) -> Result<bool, CudaError> {
+    match v.map(str::trim) {
+        None | Some("") | Some("standalone") => Ok(false),
+        Some("rates") => Ok(true),
+        Some(other) => Err(CudaError::Unsupported(format!(
+            "PARTICLE_SHM_SPH_CLASSIFY={other:?}: expected `rates` or `standalone`"
+        ))),
+    }
 }
 
 impl SphGroup {
@@ -173,6 +199,8 @@ impl SphGroup {
             copy_done: FrameCopy::default(),
             registration: None,
             moving: has_moving,
+            classify_in_rates: opts.classify_in_rates,
+            classified_in_rates: 0,
         })
     }
 
@@ -182,8 +210,14 @@ impl SphGroup {
     fn exchange(&mut self, half: bool) -> Result<(), CudaError> {
         let g = self.slabs.len();
         for w in 0..g {
-            let info = slab_info(&self.bounds, w);
-            self.slabs[w].queue_classify(half, info)?;
+            // Classified already by the rates kernel that wrote these positions (float mode,
+            // bounds unchanged since), else here.
+            if self.slabs[w].take_classified(half) {
+                self.classified_in_rates += 1;
+            } else {
+                let info = slab_info(&self.bounds, w);
+                self.slabs[w].queue_classify(half, info)?;
+            }
         }
         let mut counts = Vec::with_capacity(g);
         for w in 0..g {
@@ -265,6 +299,22 @@ impl SphGroup {
             self.share_moving(true)?;
         }
         Ok(())
+    }
+
+    /// Arms each slab's next rates kernel to classify its particles for the exchange that
+    /// follows it, with the current bounds (a move of the bounds after it makes that exchange
+    /// classify again: [`SphGroup::rebalance`]). Measured with two slabs on one H200 at 104 M,
+    /// the standalone sph_classify took 0.72-0.79 ms of each slab's 63 ms step (session 54),
+    /// a pass over every slot for what the update, which has just written each owned
+    /// particle's position, can decide in passing.
+    fn arm_sends(&mut self) {
+        if !self.classify_in_rates {
+            return;
+        }
+        for w in 0..self.slabs.len() {
+            let info = slab_info(&self.bounds, w);
+            self.slabs[w].arm_sends(info);
+        }
     }
 
     /// Moving solids: every GPU takes the density (of the state, or with `half` of the half
@@ -386,6 +436,8 @@ impl SphGroup {
         let g = self.slabs.len();
         for w in 0..g {
             let (lo, hi) = (self.bounds[w], self.bounds[w + 1]);
+            // The last rates kernel classified for the old bounds.
+            self.slabs[w].forget_classified();
             self.slabs[w].set_own_layers(lo, hi)?;
             for v in (0..g).filter(|&v| v != w) {
                 let (from, to) = handover(&old, &self.bounds, v, w);
@@ -429,6 +481,11 @@ impl SphGroup {
     /// Fluid slots allocated on each GPU (they grow as the load moves).
     pub fn fluid_slots(&self) -> Vec<u32> {
         self.slabs.iter().map(|s| s.cap).collect()
+    }
+    /// Classifications before an exchange (one per GPU and exchange) that a rates kernel
+    /// made ([`SphGroupOptions::classify_in_rates`]); the others ran sph_classify.
+    pub fn classified_in_rates(&self) -> u64 {
+        self.classified_in_rates
     }
     /// Fluid records sent between GPUs so far (halo copies and migrants).
     pub fn records_sent(&self) -> u64 {
@@ -489,12 +546,14 @@ impl SphGpu for SphGroup {
                     s.predictor_sort()?;
                 }
                 self.share_ghost_densities()?;
+                self.arm_sends();
                 for s in &mut self.slabs {
                     s.predictor_rates()?;
                 }
                 self.mark(1)?;
                 self.exchange(true)?;
                 self.mark(2)?;
+                self.arm_sends();
                 for s in &mut self.slabs {
                     s.corrector()?;
                 }
@@ -510,6 +569,7 @@ impl SphGpu for SphGroup {
                     s.verlet_sort()?;
                 }
                 self.share_ghost_densities()?;
+                self.arm_sends();
                 for s in &mut self.slabs {
                     s.verlet_update(euler_every)?;
                 }
@@ -753,6 +813,21 @@ pub(super) fn slab_info(bounds: &[u32], w: usize) -> SphSlab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_classification_is_chosen_by_name() {
+        assert!(!classify_in_rates_from(None).unwrap());
+        assert!(!classify_in_rates_from(Some("")).unwrap());
+        assert!(!classify_in_rates_from(Some("standalone")).unwrap());
+        assert!(classify_in_rates_from(Some(" rates ")).unwrap());
+        let e = classify_in_rates_from(Some("fused"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("PARTICLE_SHM_SPH_CLASSIFY") && e.contains("fused"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn slab_info_names_the_neighbours_and_the_reach() {

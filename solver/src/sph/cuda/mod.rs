@@ -20,7 +20,7 @@ mod group;
 mod ranks;
 mod slab;
 
-pub use group::{SphGroup, SphGroupOptions, SPARE_SLOTS};
+pub use group::{classify_in_rates_from_env, SphGroup, SphGroupOptions, SPARE_SLOTS};
 pub use ranks::{SphRank, SphRankOptions};
 
 use std::collections::HashMap;
@@ -1367,7 +1367,8 @@ impl SphCuda {
     /// Rates of every (owned) particle at the fluid state `f` and boundary densities `brho`,
     /// each particle updated by `u` as soon as its rates are summed (the fluid in float mode;
     /// the parity mode stores the fluid's rates and runs sph_update after).
-    fn rates(&self, f: SphArrays, brho: u64, u: SphUpdate) -> Result<(), CudaError> {
+    fn rates(&mut self, f: SphArrays, brho: u64, u: SphUpdate) -> Result<(), CudaError> {
+        let sends = self.take_sends(u.stage == STAGE_PREDICT)?;
         let mut p = self.p;
         let start = self.g.start;
         let (own, bown) = (self.own_ptr(), self.bown_ptr());
@@ -1404,28 +1405,33 @@ impl SphCuda {
         }
         self.list_own_fluid(f.pos, localize)?;
         let [act, act_n] = self.owned_list();
-        self.launch(
-            "sph_rates_fluid",
-            blocks(self.nf),
-            &[
-                &p,
-                &f,
-                &self.loc,
-                &self.kin,
-                &start,
-                &self.bpos,
-                &self.bloc,
-                &brho,
-                &bvel,
-                &self.bstart,
-                &self.acc,
-                &self.drho,
-                &act,
-                &act_n,
-                &self.diag,
-                &fluid_update,
-            ],
-        )?;
+        let args: [&dyn ArgRef; 16] = [
+            &p,
+            &f,
+            &self.loc,
+            &self.kin,
+            &start,
+            &self.bpos,
+            &self.bloc,
+            &brho,
+            &bvel,
+            &self.bstart,
+            &self.acc,
+            &self.drho,
+            &act,
+            &act_n,
+            &self.diag,
+            &fluid_update,
+        ];
+        match &sends {
+            // A slab's kernel classifies each owned particle for the next exchange too.
+            Some(c) => {
+                let mut with = args.to_vec();
+                with.push(c);
+                self.launch("sph_rates_fluid_sends", blocks(self.nf), &with)?;
+            }
+            None => self.launch("sph_rates_fluid", blocks(self.nf), &args)?,
+        }
         // The blocks with fluid in reach, from the cell starts the fluid kernel walked (again
         // after mDBC's pass, which marked the same sort: a few microseconds).
         self.mark_fluid_blocks()?;

@@ -29,6 +29,28 @@ const _: () = assert!(std::mem::size_of::<SphSlab>() == 24);
 // SAFETY: a plain #[repr(C)] struct of i32 and u32 with the layout of its sph.cu twin.
 unsafe impl DeviceRepr for SphSlab {}
 
+/// `SphSends` of sph.cu: the classification a slab's fluid rates kernel ends with
+/// (sph_rates_fluid_sends), for the exchange before the next evaluation.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct SphSends {
+    /// The slab's neighbours and reach, with the send buffers' capacity in `cap`.
+    pub sl: SphSlab,
+    /// Per fluid slot, kept by the next sort (the kernel writes the owned slots'; the host
+    /// zeroes the array first).
+    pub keep: u64,
+    /// Records to the left and right neighbours.
+    pub left: u64,
+    pub right: u64,
+    /// Sent left, sent right, kept, beyond reach (zeroed by the host first).
+    pub counts: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<SphSends>() == 56);
+// SAFETY: a plain #[repr(C)] struct of SphSlab and u64 device addresses with the layout of its
+// sph.cu twin.
+unsafe impl DeviceRepr for SphSends {}
+
 /// Bytes of one fluid record (SPH_REC_BYTES in sph.cu) for `real` of `real` bytes.
 pub(super) fn record_bytes(real: usize) -> usize {
     56 + 8 * real
@@ -155,6 +177,12 @@ pub(super) struct Slab {
     counts: u64,
     /// Owned fluid per layer of the split axis.
     layers: u64,
+    /// Where the particles go, armed by the group for the next rates kernel: that kernel then
+    /// classifies each owned particle for the following exchange (float mode).
+    sends: Option<SphSlab>,
+    /// The last rates kernel classified for the next exchange, at the half state's positions
+    /// (true) or the state's; taken by that exchange.
+    classified: Option<bool>,
 }
 
 impl Slab {
@@ -181,6 +209,8 @@ impl Slab {
             recv_cap: [send_cap; 2],
             counts: sim.alloc("slab.counts", 16)?,
             layers: sim.alloc("slab.layers", 4 * layers)?,
+            sends: None,
+            classified: None,
         };
         sim.put(slab.own, &vec![1u8; sim.nf as usize])?;
         let (lo, hi) = (sim.p.own_lo, sim.p.own_hi);
@@ -357,6 +387,51 @@ impl SphCuda {
                 &counts,
             ],
         )
+    }
+
+    /// Arms the classification inside the next rates kernel with where the particles go
+    /// (the bounds of that evaluation): see [`SphCuda::take_sends`].
+    pub(super) fn arm_sends(&mut self, info: SphSlab) {
+        self.slab_mut().sends = Some(info);
+    }
+
+    /// For the rates kernel about to run: the armed classification (zeroing its counts and the
+    /// keep flags, queued), or None (none armed, or the parity mode, whose update is a kernel
+    /// of its own). `half`: the kernel's update writes the half state, whose positions the next
+    /// exchange classifies. Nothing outside a group.
+    pub(super) fn take_sends(&mut self, half: bool) -> Result<Option<SphSends>, CudaError> {
+        let fused = self.fused_update();
+        let nf = self.nf as usize;
+        let Some(sl) = self.slab.as_mut() else {
+            return Ok(None);
+        };
+        sl.classified = None;
+        let Some(mut info) = sl.sends.take().filter(|_| fused) else {
+            return Ok(None);
+        };
+        info.cap = sl.send_cap;
+        let sends = SphSends {
+            sl: info,
+            keep: sl.keep,
+            left: sl.send[0],
+            right: sl.send[1],
+            counts: sl.counts,
+        };
+        sl.classified = Some(half);
+        self.zero(sends.counts, 16)?;
+        self.zero(sends.keep, nf)?;
+        Ok(Some(sends))
+    }
+
+    /// Whether the last rates kernel classified the fluid for this exchange (at the half
+    /// state's positions with `half`); if not, the exchange runs sph_classify.
+    pub(super) fn take_classified(&mut self, half: bool) -> bool {
+        self.slab_mut().classified.take() == Some(half)
+    }
+
+    /// Forgets a classification made for bounds that then moved.
+    pub(super) fn forget_classified(&mut self) {
+        self.slab_mut().classified = None;
     }
 
     /// The counts of the last classification (waits for it): sent left, sent right, kept,
