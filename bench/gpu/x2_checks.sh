@@ -30,7 +30,8 @@
 #   bench/gpu/x2_checks.sh next5   # session 23: the SPH group at 20 M and 100 M first (issue 18's
 #                                  # speedup keys; slabs from the new default first cut, equal
 #                                  # estimated work, then balancing off from equal counts to
-#                                  # compare), then part next4's items, within $BUDGET s
+#                                  # compare), session 55: the rates kernels classifying
+#                                  # (sph_classify_item), then part next4's items, within $BUDGET s
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -119,6 +120,20 @@ gpu_rank_tests() {
 sph_group_item() {
   item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
     --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
+}
+# The slabs' rates kernels classifying the fluid for the next exchange (session 55,
+# PARTICLE_SHM_SPH_CLASSIFY=rates, never run when written): the f32 group test on both GPUs
+# (both classifications bit for bit against one GPU), then, only if it passed, the dam break at
+# 20 M and 100 M on both GPUs with it, balancing off (against sph_group_item's records).
+sph_classify_item() {
+  (cd solver && result sph_group_f32 150 "$BIN/sph_group" f32_group --test-threads 1)
+  if ! grep -q "test result: ok. 1 passed" "$OUT/sph_group_f32.out"; then
+    echo "sph_group f32 did not pass: the rates kernels' classification is not timed"
+    return
+  fi
+  PARTICLE_SHM_SPH_CLASSIFY=rates timeout 200 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 \
+    --frames 0 --devices 0,1 --balance off --out "$OUT/sph_group_x2.jsonl"
+  echo "RESULT sph_classify_rates rc=$?"
 }
 # Part next's items, most wanted first, within $budget s.
 next_items() {
@@ -215,6 +230,7 @@ next5)
   sph_group_item
   item 120 timeout 200 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
     --devices 0,1 --balance off --first-cut count --out "$OUT/sph_group_x2.jsonl"
+  item 230 sph_classify_item
   ;&
 next4)
   budget=${BUDGET:-540}

@@ -636,7 +636,6 @@ struct SphSlab {
     unsigned pad;
 };
 
-
 // Whether an owned particle at layer x stays on its slab (its layers and their halo, one layer
 // each side) and whether it left the layers the slab's neighbours cover (an error).
 __device__ __forceinline__ bool sph_kept_at(const SphParams& p, int x) {
@@ -684,10 +683,9 @@ __device__ __noinline__ void sph_send_records_call(const SphSlab sl, const SphAr
 }
 
 // SphSends in solver/src/sph/cuda/slab.rs (56 bytes): the classification a slab's fluid rates
-// kernel ends with (float mode), for the exchange before the next evaluation, whose positions
-// are the ones each particle's update has just written. `keep` null: none (one GPU, the parity
-// mode, the standalone sph_classify instead). The host zeroed `counts` and `keep` (the halo's
-// slots are not the kernel's to write).
+// kernel ends with (sph_rates_fluid_sends, float mode), for the exchange before the next
+// evaluation, whose positions are the ones each particle's update has just written. The host
+// zeroed `counts` and `keep` (the halo's slots are no thread's there, and are not kept).
 struct SphSends {
     SphSlab sl;
     unsigned char* keep;
@@ -861,7 +859,8 @@ __device__ __forceinline__ void sph_rates_fluid_at(const SphParams& p, const Sph
             here = sph_kept_at(p, x);
             beyond = sph_beyond_reach(c.sl, x);
             c.keep[k] = here;
-            if (x <= c.sl.left_hi || x >= c.sl.right_lo) sph_send_records_call(c.sl, u.s, u.half, k, x, c.left, c.right, c.counts);
+            if (x <= c.sl.left_hi || x >= c.sl.right_lo)
+                sph_send_records_call(c.sl, u.s, u.half, k, x, c.left, c.right, c.counts);
         }
     }
     sph_atomic_min(&diag->dt_f, dt_f);
