@@ -13,8 +13,8 @@
 #   bench/gpu/session55_checks.sh classify  # the SPH GPU suites (sph_group's f32 test runs both
 #                                           # classifications, each bit for bit against one
 #                                           # GPU, and asserts the rates kernels classified),
-#                                           # the SPH GPU-rank test (also the first device run
-#                                           # of d954c31 and 98b35ef); two slabs on GPU 0
+#                                           # the SPH GPU-rank test with each (also the first
+#                                           # device run of d954c31 and 98b35ef); two slabs on GPU 0
 #                                           # against one GPU, sph_classify and the rates
 #                                           # kernel alternated at 10 M and 100 M (Verlet);
 #                                           # per-kernel times of both at 100 M
@@ -31,8 +31,12 @@ split_as() { PARTICLE_SHM_SPH_CLASSIFY=$1 sph_split new "$2" "$3" "$4" "$5" "cla
 case $part in
 classify)
   item 170 sph_suites
-  (cd solver && item 40 result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda timeout 300 "$BIN/mpi_ranks" \
-    sph_gpu_ranks --test-threads 1)
+  # SPH on GPU ranks (two and three ranks sharing GPU 0, against one GPU and a group), with
+  # each classification (the variable reaches the ranks through mpirun, and the group).
+  for how in standalone rates; do
+    (cd solver && item 40 result "mpi_ranks_gpu_$how" env PARTICLE_SHM_TEST_BACKENDS=cuda \
+      PARTICLE_SHM_SPH_CLASSIFY=$how timeout 300 "$BIN/mpi_ranks" sph_gpu_ranks --test-threads 1)
+  done
   if ! grep -q "test result: ok" "$OUT/sph_group.out" 2>/dev/null; then
     echo "sph_group did not pass: the rates kernels' classification is not timed"
   else

@@ -161,6 +161,12 @@ impl SphGroup {
                 ghosts.as_deref(),
             )?);
         }
+        if opts.classify_in_rates {
+            tracing::info!(
+                "SPH slabs: the rates kernels classify the fluid for each exchange \
+                 (PARTICLE_SHM_SPH_CLASSIFY=rates)"
+            );
+        }
         let has_moving = !moving.is_empty();
         let ctxs: Vec<&Arc<CudaContext>> = slabs.iter().map(|s| &s.ctx).collect();
         crate::dem::cuda::enable_peer_access(&ctxs, &opts.devices)?;

@@ -49,6 +49,8 @@ pub struct SphRankOptions {
     pub slabs: SlabOptions,
     /// See [`super::SphGroupOptions::spare_slots`].
     pub spare_slots: u32,
+    /// See [`super::SphGroupOptions::classify_in_rates`].
+    pub classify_in_rates: bool,
 }
 
 /// A frame assembled on rank 0's host by [`SphGpu::pack_frame`] (for tests and tools that read
@@ -124,6 +126,10 @@ pub struct SphRank {
     copy_done: FrameCopy,
     /// Whether solids move.
     moving: bool,
+    /// [`SphRankOptions::classify_in_rates`].
+    classify_in_rates: bool,
+    /// Classifications before an exchange that the rates kernel made.
+    classified_in_rates: u64,
     /// Moving solids: the layer of each boundary slot (device scratch of `list_layers`).
     layer_scratch: u64,
     /// Moving solids: (slot, density) pairs picked for or received from another rank (device
@@ -143,6 +149,12 @@ impl SphRank {
         opts: SphRankOptions,
     ) -> Result<SphRank, CudaError> {
         let (rank, ranks) = (opts.comm.rank(), opts.comm.size());
+        if opts.classify_in_rates && rank == 0 {
+            tracing::info!(
+                "SPH ranks: the rates kernels classify the fluid for each exchange \
+                 (PARTICLE_SHM_SPH_CLASSIFY=rates)"
+            );
+        }
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;
@@ -185,6 +197,8 @@ impl SphRank {
             step: state.step,
             dt,
             balancing: opts.slabs,
+            classify_in_rates: opts.classify_in_rates,
+            classified_in_rates: 0,
             by_layer,
             layer_start,
             xfer: 0,
@@ -218,6 +232,11 @@ impl SphRank {
     /// The split axis (0 x, 1 y, 2 z).
     pub fn axis(&self) -> usize {
         self.axis
+    }
+    /// Classifications before an exchange that the rates kernel made
+    /// ([`SphRankOptions::classify_in_rates`]); the others ran sph_classify.
+    pub fn classified_in_rates(&self) -> u64 {
+        self.classified_in_rates
     }
     pub fn rebalances(&self) -> u64 {
         self.rebalances
@@ -338,12 +357,27 @@ impl SphRank {
         }
     }
 
+    /// Arms the rates kernel about to run to classify this rank's particles for the next
+    /// exchange, with the current bounds (as a group does, `SphGroup::arm_sends`).
+    fn arm_sends(&mut self) {
+        if self.classify_in_rates {
+            let info = slab_info(&self.bounds, self.rank);
+            self.sim.arm_sends(info);
+        }
+    }
+
     /// The exchange before an evaluation at the state's (`half` false) or the half state's
     /// positions: classify, then one all-to-all carrying to each neighbour its fluid records
     /// and the boundary densities of the layer next to it; unpack.
     fn exchange(&mut self, half: bool) -> Result<(), CudaError> {
         let info = slab_info(&self.bounds, self.rank);
-        self.sim.queue_classify(half, info)?;
+        // Classified already by the rates kernel that wrote these positions (float mode,
+        // bounds unchanged since), else here.
+        if self.sim.take_classified(half) {
+            self.classified_in_rates += 1;
+        } else {
+            self.sim.queue_classify(half, info)?;
+        }
         let mut counts = self.sim.read_counts()?;
         while !self.sim.fit_sends(counts[0].max(counts[1]))? {
             self.sim.queue_classify(half, info)?;
@@ -652,6 +686,8 @@ impl SphRank {
         );
         let old = std::mem::replace(&mut self.bounds, new);
         let me = self.rank;
+        // The last rates kernel classified for the old bounds.
+        self.sim.forget_classified();
         self.list_layers()?;
         self.sim
             .set_own_layers(self.bounds[me], self.bounds[me + 1])?;
@@ -834,10 +870,12 @@ impl SphGpu for SphRank {
                 self.mark(0)?;
                 self.sim.predictor_sort()?;
                 self.share_ghost_densities()?;
+                self.arm_sends();
                 self.sim.predictor_rates()?;
                 self.mark(1)?;
                 self.exchange(true)?;
                 self.mark(2)?;
+                self.arm_sends();
                 self.sim.corrector()?;
             }
             Integrator::Verlet { euler_every } => {
@@ -849,6 +887,7 @@ impl SphGpu for SphRank {
                 self.mark(2)?;
                 self.sim.verlet_sort()?;
                 self.share_ghost_densities()?;
+                self.arm_sends();
                 self.sim.verlet_update(euler_every)?;
             }
         }
