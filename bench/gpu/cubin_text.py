@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compares the machine code of the kernels of two CUBIN dumps (kernels/tests/nvrtc_compile.rs with
+"""Compares the machine code of the kernels of two CUBIN dumps (solver/tests/nvrtc_compile.rs with
 PARTICLE_SHM_NVRTC_DUMP=DIR, once per build), without a GPU or cuobjdump:
     bench/gpu/cubin_text.py DIR_A DIR_B [KERNEL ...]
 For each CUBIN present in both, each kernel's .text.<name> section (all kernels, or those named)

@@ -5,6 +5,8 @@
 //! kernel files ([`Source`]). The kernel files therefore carry no `#include` of their own.
 //! Compile-time switches (`-D` options) specialise the module; see [`ModuleConfig`].
 
+pub mod variants;
+
 /// Shared headers, in the order they are concatenated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Header {

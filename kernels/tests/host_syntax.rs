@@ -6,9 +6,7 @@
 //! bounds) or anything at run time. Without a `g++` on PATH the test says so and passes
 //! (`.ci/run` installs it).
 
-mod common;
-
-use common::Module;
+use kernels::variants::{self, Module};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -71,7 +69,7 @@ fn dem_modules_are_valid_cxx() {
     if !have_gxx() {
         return;
     }
-    check_all(common::dem_modules());
+    check_all(variants::dem_modules());
 }
 
 #[test]
@@ -81,18 +79,18 @@ fn sph_modules_are_valid_cxx() {
     }
     let src = kernels::sph_module_source();
     // A reach whose row would span three x-blocks is refused by name (SPH_XBLOCK in sph.cu).
-    let mut far = common::sph_constants(0, 2);
+    let mut far = variants::sph_constants(0, 2);
     far.retain(|d| !d.starts_with("-DSPH_REACH="));
     far.push("-DSPH_REACH=16".into());
     let err = check(&src, &far).expect_err("a reach of 16 cells needs a third x-block");
     assert!(err.contains("two x-blocks"), "{err}");
     // Float mode's pair sums read the sph_localize copies: the update inside the rates kernel
     // writes the state arrays, so the old -DSPH_LOCAL=0 comparison is refused by name.
-    let mut local0 = common::sph_constants(0, 2);
+    let mut local0 = variants::sph_constants(0, 2);
     local0.push("-DSPH_LOCAL=0".into());
     let err = check(&src, &local0).expect_err("SPH_LOCAL follows the mode");
     assert!(err.contains("SPH_LOCAL follows the mode"), "{err}");
-    check_all(common::sph_modules());
+    check_all(variants::sph_modules());
 }
 
 /// The check can fail: a name used before its definition is refused.

@@ -151,6 +151,24 @@ pub(crate) fn compile_module(
     compile_module_in(ctx, source, defines, double, what, dir.as_deref())
 }
 
+/// NVRTC's options for a module of `defines` on `arch` (`sm_XY`): without fused multiply-adds
+/// in the parity mode (`double`). Also what `solver/tests/nvrtc_compile.rs` compiles with.
+pub fn nvrtc_options(arch: &str, double: bool, defines: Vec<String>) -> Vec<String> {
+    let mut options = Vec::new();
+    if double {
+        options.push("--fmad=false".to_string());
+    }
+    options.push(format!("--gpu-architecture={arch}"));
+    options.extend(defines);
+    // contact.cu uses `if constexpr` (NVRTC's default since CUDA 11; stated, not assumed).
+    options.push("-std=c++17".to_string());
+    // NVRTC optimises the kernels on all cores (CUDA 12.1 and later; dropped by
+    // compile_module_in for one that does not know the option): a machine's first main job
+    // compiled in 1.2 s instead of 1.7 (H100, session 14). Only the compile's speed changes.
+    options.push(SPLIT_COMPILE.to_string());
+    options
+}
+
 /// [`compile_module`] with the disk cache in `dir` (None: no disk cache).
 pub fn compile_module_in(
     ctx: &Arc<CudaContext>,
@@ -164,18 +182,7 @@ pub fn compile_module_in(
         .compute_capability()
         .map_err(|e| CudaError::driver("reading the compute capability", e))?;
     let arch = format!("sm_{major}{minor}");
-    let mut options = Vec::new();
-    if double {
-        options.push("--fmad=false".to_string());
-    }
-    options.push(format!("--gpu-architecture={arch}"));
-    options.extend(defines);
-    // contact.cu uses `if constexpr` (NVRTC's default since CUDA 11; stated, not assumed).
-    options.push("-std=c++17".to_string());
-    // NVRTC optimises the kernels on all cores (CUDA 12.1 and later; dropped below for one that
-    // does not know the option): a machine's first main job compiled in 1.2 s instead of 1.7
-    // (H100, session 14). Only the compile's speed changes.
-    options.push(SPLIT_COMPILE.to_string());
+    let mut options = nvrtc_options(&arch, double, defines);
     // Extra NVRTC options for experiments and profiling (`-DSPH_CHORD=0`, `-lineinfo`), so that
     // variants compare on one build; the parity tests never set it.
     if let Ok(extra) = std::env::var("PARTICLE_SHM_NVRTC_OPTIONS") {

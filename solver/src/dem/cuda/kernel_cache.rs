@@ -146,6 +146,32 @@ pub fn store(dir: &Path, key: &[u8], cubin: &[u8]) -> std::io::Result<()> {
 /// Compiles `source` with NVRTC with `options` (which name a real architecture, `sm_XY`) and
 /// returns its CUBIN; `what` names the module in errors, with NVRTC's log.
 pub fn compile_cubin(source: &str, options: &[String], what: &str) -> Result<Vec<u8>, CudaError> {
+    compile_cubin_logged(source, options, what).map(|(cubin, _)| cubin)
+}
+
+/// NVRTC's log of the live program `prog`, as text (empty where it cannot be read).
+///
+/// # Safety
+/// `prog` is a program NVRTC created and has not destroyed.
+unsafe fn program_log(prog: sys::nvrtcProgram) -> String {
+    result::get_program_log(prog)
+        .map(|l| {
+            let bytes: Vec<u8> = l.iter().map(|&c| c as u8).collect();
+            String::from_utf8_lossy(&bytes)
+                .trim_end_matches('\0')
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// [`compile_cubin`], with NVRTC's log of a successful compile too (its warnings, and ptxas's
+/// registers and spills with `--ptxas-options=-v`).
+pub fn compile_cubin_logged(
+    source: &str,
+    options: &[String],
+    what: &str,
+) -> Result<(Vec<u8>, String), CudaError> {
     let src = std::ffi::CString::new(source)
         .map_err(|_| CudaError::Compile(format!("{what}: the kernel source holds a NUL byte")))?;
     let prog = result::create_program(&src, None)
@@ -155,18 +181,10 @@ pub fn compile_cubin(source: &str, options: &[String], what: &str) -> Result<Vec
     let out = unsafe {
         let compiled = result::compile_program(prog, options);
         match compiled {
-            Err(e) => {
-                let log = result::get_program_log(prog)
-                    .map(|l| {
-                        let bytes: Vec<u8> = l.iter().map(|&c| c as u8).collect();
-                        String::from_utf8_lossy(&bytes)
-                            .trim_end_matches('\0')
-                            .trim()
-                            .to_string()
-                    })
-                    .unwrap_or_default();
-                Err(CudaError::Compile(format!("{what}: {e:?}: {log}")))
-            }
+            Err(e) => Err(CudaError::Compile(format!(
+                "{what}: {e:?}: {}",
+                program_log(prog)
+            ))),
             Ok(()) => {
                 let mut size = 0usize;
                 sys::nvrtcGetCUBINSize(prog, &mut size)
@@ -177,7 +195,7 @@ pub fn compile_cubin(source: &str, options: &[String], what: &str) -> Result<Vec
                         sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char)
                             .result()
                             .map_err(|e| CudaError::Compile(format!("{what}: CUBIN: {e:?}")))
-                            .map(|()| buf)
+                            .map(|()| (buf, program_log(prog)))
                     })
             }
         }
@@ -185,7 +203,7 @@ pub fn compile_cubin(source: &str, options: &[String], what: &str) -> Result<Vec
     // SAFETY: see above; nothing uses `prog` after this.
     let _ = unsafe { result::destroy_program(prog) };
     match out {
-        Ok(c) if c.is_empty() => Err(CudaError::Compile(format!(
+        Ok((c, _)) if c.is_empty() => Err(CudaError::Compile(format!(
             "{what}: NVRTC returned no CUBIN (is the architecture real, sm_XY?)"
         ))),
         other => other,

@@ -1,11 +1,10 @@
 //! The modules the solver compiles with NVRTC, each with its defines: the DEM module's
-//! configurations, the SPH module's kernels and modes, the parity modules. Shared by the checks
-//! of the CUDA sources without a GPU (`host_syntax.rs`: g++ on the host; `nvrtc_compile.rs`:
-//! NVRTC itself where its library can be loaded).
+//! configurations that the solver and its benchmarks select, the SPH module in both modes with
+//! the walk's variants, the parity modules. For the checks of the CUDA sources without a GPU:
+//! `kernels/tests/host_syntax.rs` (g++ on the host) and `solver/tests/nvrtc_compile.rs` (NVRTC
+//! itself, with the solver's options, where its library can be loaded).
 
-#![allow(dead_code)]
-
-use kernels::{ModuleConfig, LIST_BUFFERED, LIST_BY_WARP, LIST_DIRECT};
+use crate::{ModuleConfig, LIST_BUFFERED, LIST_BY_WARP, LIST_DIRECT};
 
 /// One module to compile: a name for messages, the source, the `-D` defines, and whether it
 /// is a parity (f64) module, which the solver compiles without fused multiply-adds.
@@ -61,7 +60,7 @@ pub fn dem_config() -> ModuleConfig {
 /// The DEM module's configurations the solver and its benchmarks select, both parts of each,
 /// and the physics parity module.
 pub fn dem_modules() -> Vec<Module> {
-    let src = kernels::dem_module_source();
+    let src = crate::dem_module_source();
     let base = dem_config();
     let mut configs = Vec::new();
     for model in [0, 1] {
@@ -176,7 +175,7 @@ pub fn dem_modules() -> Vec<Module> {
     ]);
     let mut modules = Vec::new();
     for c in configs {
-        for part in [kernels::DEM_PART_STEP, kernels::DEM_PART_ENERGIES] {
+        for part in [crate::DEM_PART_STEP, crate::DEM_PART_ENERGIES] {
             let mut d = c.defines();
             d.push(format!("-DDEM_MODULE_PART={part}"));
             modules.push(Module::new(format!("DEM {c:?}"), &src, d, c.double));
@@ -184,7 +183,7 @@ pub fn dem_modules() -> Vec<Module> {
     }
     modules.push(Module::new(
         "physics parity".into(),
-        &kernels::parity_module_source(),
+        &crate::parity_module_source(),
         ModuleConfig {
             double: true,
             ..base
@@ -224,7 +223,7 @@ pub fn sph_constants(kernel: u32, diffusion: u32) -> Vec<String> {
 /// The SPH module in both modes and kernels, the walk's variants the benchmarks select, and the
 /// SPH physics parity module.
 pub fn sph_modules() -> Vec<Module> {
-    let src = kernels::sph_module_source();
+    let src = crate::sph_module_source();
     let mut modules = Vec::new();
     for (kernel, diffusion) in [(0, 2), (1, 1), (0, 0)] {
         for double in [false, true] {
@@ -252,7 +251,7 @@ pub fn sph_modules() -> Vec<Module> {
     }
     modules.push(Module::new(
         "SPH physics parity".into(),
-        &kernels::sph_parity_module_source(),
+        &crate::sph_parity_module_source(),
         vec!["-DDEM_DOUBLE".into()],
         true,
     ));

@@ -1,9 +1,10 @@
-//! The CUDA sources compiled by NVRTC itself, without a GPU: every module of `common` (the DEM
-//! configurations, the SPH modes and variants, the parity modules) with the options the solver
-//! passes (`solver/src/dem/cuda/driver.rs`), to a CUBIN for a real architecture, so ptxas runs
-//! too. `host_syntax.rs` checks names and types with g++; this one also checks CUDA's own rules
-//! (address spaces, intrinsics, launch bounds, registers), and that the SPH module holds every
-//! kernel the solver loads (`kernels::SPH_KERNELS`).
+//! The CUDA sources compiled by NVRTC itself, without a GPU: every module of
+//! `kernels::variants` (the DEM configurations, the SPH modes and variants, the parity modules)
+//! with the solver's own options (`driver::nvrtc_options`) and compile call
+//! (`kernel_cache::compile_cubin_logged`), to a CUBIN for a real architecture, so ptxas runs
+//! too. `kernels/tests/host_syntax.rs` checks names and types with g++; this one also checks
+//! CUDA's own rules (address spaces, intrinsics, launch bounds, registers), and that the SPH
+//! module holds every kernel the solver loads (`kernels::SPH_KERNELS`).
 //!
 //! NVRTC is a library (`libnvrtc.so.13`, no driver needed): on a machine without the CUDA
 //! toolkit, `pip download "nvidia-cuda-nvrtc==13.0.*"` and unzip the wheel, then point
@@ -13,10 +14,9 @@
 //! and spills per kernel (with `--nocapture`); `PARTICLE_SHM_NVRTC_DUMP=DIR` writes each CUBIN
 //! and its options there (`bench/gpu/cubin_text.py` compares two builds' kernels).
 
-mod common;
-
-use common::Module;
-use cudarc::nvrtc::{result, sys};
+use cudarc::nvrtc::sys;
+use kernels::variants::{self, Module};
+use solver::dem::cuda::{driver, kernel_cache};
 
 /// Whether the library can be loaded (a failure instead where `PARTICLE_SHM_REQUIRE_NVRTC=1`).
 fn nvrtc_present() -> bool {
@@ -33,68 +33,23 @@ fn nvrtc_present() -> bool {
     present
 }
 
-/// The options of `compile_module_in` (driver.rs) for `m` on `arch`.
+/// The solver's options for `m` on `arch` (SPH's float mode adds fast math to its defines,
+/// `sph/cuda/mod.rs`), with ptxas's report when `verbose`.
 fn options(m: &Module, arch: &str, verbose: bool) -> Vec<String> {
-    let mut o = Vec::new();
-    if m.double {
-        o.push("--fmad=false".to_string());
-    }
-    o.push(format!("--gpu-architecture={arch}"));
+    let mut defines = m.defines.clone();
     if m.fast_math {
-        o.push("--use_fast_math".to_string());
+        defines.insert(0, "--use_fast_math".to_string());
     }
-    o.extend(m.defines.iter().cloned());
-    o.push("-std=c++17".to_string());
+    let mut o = driver::nvrtc_options(arch, m.double, defines);
     if verbose {
         o.push("--ptxas-options=-v".to_string());
     }
     o
 }
 
-/// NVRTC's log of `prog`, as text.
-///
-/// SAFETY: `prog` must be a live program.
-unsafe fn log_of(prog: sys::nvrtcProgram) -> String {
-    result::get_program_log(prog)
-        .map(|l| {
-            let bytes: Vec<u8> = l.iter().map(|&c| c as u8).collect();
-            String::from_utf8_lossy(&bytes)
-                .trim_end_matches('\0')
-                .trim()
-                .to_string()
-        })
-        .unwrap_or_default()
-}
-
 /// Compiles `source` with `options`: Ok((CUBIN, log)) or Err(NVRTC's error and log).
 fn compile(source: &str, options: &[String]) -> Result<(Vec<u8>, String), String> {
-    let src = std::ffi::CString::new(source).map_err(|_| "NUL in the source".to_string())?;
-    let prog = result::create_program(&src, None).map_err(|e| format!("{e:?}"))?;
-    // SAFETY: `prog` is live from its creation above to its destruction below; the CUBIN
-    // buffer is sized by NVRTC's own query.
-    let out = unsafe {
-        match result::compile_program(prog, options) {
-            Err(e) => Err(format!("{e:?}: {}", log_of(prog))),
-            Ok(()) => {
-                let mut size = 0usize;
-                let mut cubin = Vec::new();
-                let got = sys::nvrtcGetCUBINSize(prog, &mut size)
-                    .result()
-                    .and_then(|()| {
-                        cubin = vec![0u8; size];
-                        sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut std::ffi::c_char)
-                            .result()
-                    });
-                match got {
-                    Ok(()) => Ok((cubin, log_of(prog))),
-                    Err(e) => Err(format!("CUBIN: {e:?}")),
-                }
-            }
-        }
-    };
-    // SAFETY: see above; `prog` is not used after this.
-    let _ = unsafe { result::destroy_program(prog) };
-    out
+    kernel_cache::compile_cubin_logged(source, options, "test module").map_err(|e| e.to_string())
 }
 
 /// `name` is a symbol of the CUBIN (its ELF string table holds it NUL-terminated).
@@ -163,7 +118,7 @@ fn dem_modules_compile_with_nvrtc() {
     if !nvrtc_present() {
         return;
     }
-    compile_all(common::dem_modules(), |_| &[]);
+    compile_all(variants::dem_modules(), |_| &[]);
 }
 
 #[test]
@@ -171,7 +126,7 @@ fn sph_modules_compile_with_nvrtc() {
     if !nvrtc_present() {
         return;
     }
-    compile_all(common::sph_modules(), |m| {
+    compile_all(variants::sph_modules(), |m| {
         if m.name.contains("parity") {
             &[]
         } else {
