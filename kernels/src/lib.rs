@@ -541,23 +541,10 @@ mod tests {
     #[test]
     fn collide_defines_follow_the_config() {
         let cfg = ModuleConfig {
-            model: 0,
-            friction: true,
-            rotation: true,
-            double: false,
-            meshes: false,
             candidates: 24,
-            min_blocks: 0,
-            hist_in_place: false,
-            hist_pairs: false,
-            list_walk: LIST_BY_WARP,
-            one_species: true,
-            stream_hints: false,
-            passes: false,
-            single_copy: false,
-            hist_spill: false,
-            owner_keys: false,
+            ..crate::variants::dem_config()
         };
+        assert_eq!(cfg.list_walk, LIST_BY_WARP);
         let d = cfg.defines();
         assert!(d.contains(&"-DDEM_STREAM_HINTS=0".to_string()));
         assert!(d.contains(&"-DDEM_LIST_WALK=2".to_string()));

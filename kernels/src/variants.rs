@@ -36,6 +36,8 @@ impl Module {
     }
 }
 
+/// The base of the DEM variants: linear with friction, f32, no meshes, 16 candidates buffered,
+/// the Verlet list walked by warp, one species; every other option off.
 pub fn dem_config() -> ModuleConfig {
     ModuleConfig {
         model: 0,

@@ -1153,24 +1153,8 @@ fn kernels_come_from_the_disk_cache_the_second_time() {
     let dir = std::env::temp_dir().join(format!("pshm-kernel-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let src = kernels::dem_module_source();
-    let cfg = kernels::ModuleConfig {
-        model: 0,
-        friction: true,
-        rotation: true,
-        double: false,
-        meshes: false,
-        candidates: 16,
-        min_blocks: 0,
-        hist_in_place: false,
-        hist_pairs: false,
-        list_walk: kernels::LIST_BY_WARP,
-        one_species: true,
-        stream_hints: false,
-        passes: false,
-        single_copy: false,
-        hist_spill: false,
-        owner_keys: false,
-    };
+    // Linear with friction, f32, 16 candidates, one species.
+    let cfg = kernels::variants::dem_config();
     let compile = || {
         let (m, t) = cuda::driver::compile_module_in(
             &ctx,
