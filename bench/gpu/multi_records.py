@@ -87,7 +87,7 @@ t["publish_share_100m_2gpu"] = r and r["publish_share"]
 old = pick(big, check="publish_group")
 if not r:
     why["publish_share_100m_2gpu"] = (
-        "no bracketed run on a dense pack yet (x2_checks.sh next5, x4_checks.sh rest). Session "
+        "no bracketed run on a dense pack yet (x2_checks.sh next6, x4_checks.sh rest). Session "
         "18's 0.387 (%s) was the falling case measured without frames first and with them after: "
         "on one H200 in session 25 the same unbracketed 100 M run read 0.367, the steps without "
         "frames falling from 100.7 to 51.7 steps/s in 15 s of falling; on a dense pack, bracketed, "
@@ -102,7 +102,7 @@ if not r:
         "was lent after they were built; on one H100 the two ranks time-share the GPU, which says "
         "nothing of this key (bench/results/multi_gpu.md, 'GPU ranks')")
 # Session 21: the dam break on two SPH GPU ranks against the SPH group in one process
-# (x2_checks.sh next4: sph_mpi_vs_inprocess).
+# (x2_checks.sh next5: sph_mpi_vs_inprocess).
 r = pick(lines("multi_gpu_x2.jsonl"), check="sph_mpi_vs_inprocess")
 t["sph_mpi_vs_inprocess_2gpu"] = r and r["ratio"]
 if not r:
@@ -112,7 +112,7 @@ if not r:
         "ranks time-sharing one H100 ran the 1.3 M dam break at 93 steps/s against 236 in one "
         "process (bench/results/session21_checks.md), which says nothing of this key")
 # Session 20: the ghost refresh beside the interior collide against before it, 10 M dense with
-# friction on the two GPUs (x2_checks.sh next4: --overlap on / off), the newest of each.
+# friction on the two GPUs (x2_checks.sh next6: --overlap on / off), the newest of each.
 ov = {r["overlap"]: r for r in lines("multi_gpu_x2.jsonl")
       if r.get("check") == "multi_gpu" and r.get("overlap") in ("on", "off")
       and r.get("distinct_gpus", 2) == 2 and r.get("particles", 0) < 9e7}

@@ -19,19 +19,17 @@
 #   bench/gpu/x2_checks.sh next3   # GPU-rank tests, mpi_vs_inprocess_2gpu with its stages, strong
 #                                  # scaling at 100 M, the SPH group, the user path at 100 M
 #                                  # (session 18)
-#   bench/gpu/x2_checks.sh next4   # session 19, groups and ranks with the Verlet skin
-#                                  # (PACK_MPI=1 pack): cuda_multi and the GPU-rank tests on GPUs
-#                                  # 0 and 1, then strong and weak scaling at 100 M,
-#                                  # mpi_vs_inprocess_2gpu, balancing on a moving load,
-#                                  # publication, within $BUDGET s; session 20: the ghost refresh
-#                                  # beside the collide against before it (--overlap on / off)
-#                                  # at 10 M dense with friction; session 21: the SPH dam break
-#                                  # on two ranks against one process (sph_mpi_vs_inprocess)
-#   bench/gpu/x2_checks.sh next5   # session 23: the SPH group at 20 M and 100 M first (issue 18's
-#                                  # speedup keys; slabs from the new default first cut, equal
-#                                  # estimated work, then balancing off from equal counts to
-#                                  # compare), session 55: the rates kernels classifying
-#                                  # (sph_classify_item), then part next4's items, within $BUDGET s
+#   A lease of the machine (30 minutes, a start of about 2 counted): next5, next4, next6, in that
+#   order, one device call each (every command an item of the $BUDGET s, 540 by default):
+#   bench/gpu/x2_checks.sh next5   # issue 18: the SPH group at 20 M and 100 M (the speedup keys,
+#                                  # each balancing; balancing off from equal counts to
+#                                  # compare), the rates kernels' classification (session 55:
+#                                  # its bits, then its speed), SPH over two ranks
+#   bench/gpu/x2_checks.sh next4   # issues 14 and 15: cuda_multi, the GPU-rank tests, strong and
+#                                  # weak scaling at 100 M (linear), mpi_vs_inprocess_2gpu
+#   bench/gpu/x2_checks.sh next6   # issue 14: strong scaling with friction at 100 M, balancing a
+#                                  # load that moves, publication at 100 M, the ghost refresh
+#                                  # beside the collide on and off, the user path at 100 M
 #
 # Each part fits one device call (< 10 min); records go to $OUT/multi_gpu_x2.jsonl and
 # $OUT/sph_group_x2.jsonl, logs to $OUT/x2_<part>.log. bench/gpu/multi_records.py turns them into
@@ -135,6 +133,11 @@ sph_classify_item() {
     --frames 0 --devices 0,1 --balance off --out "$OUT/sph_group_x2.jsonl"
   echo "RESULT sph_classify_rates rc=$?"
 }
+# The DEM group's tests on GPUs 0 and 1 (bits against one GPU and the CPU), as an item.
+cuda_multi_item() {
+  (cd solver && result cuda_multi 300 "$BIN/cuda_multi" --test-threads 1 --nocapture)
+  grep -E "identical|searches" "$OUT/cuda_multi.out" | cut -c1-250 | tail -n 8
+}
 # Part next's items, most wanted first, within $budget s.
 next_items() {
   # A load that moves: the falling box cut along z for 0.5 s simulated, while the bed forms in
@@ -226,24 +229,30 @@ next2)
   next_items
   ;;
 next5)
+  # The first call of a lease (issue 18): the SPH group's speedups and imbalance at 20 M and
+  # 100 M, each balancing, from equal estimated work and (balancing off) from equal counts;
+  # then the rates kernels' classification and SPH over ranks, if time is left.
   budget=${BUDGET:-540}
   sph_group_item
   item 120 timeout 200 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
     --devices 0,1 --balance off --first-cut count --out "$OUT/sph_group_x2.jsonl"
   item 230 sph_classify_item
-  ;&
+  item 60 sph_mpi_vs_inprocess
+  ;;
 next4)
+  # The second call (issues 14 and 15): the DEM group's bits, the GPU ranks' tests, strong and
+  # weak scaling at 100 M (linear), mpi_vs_inprocess_2gpu; every command an item of the budget.
   budget=${BUDGET:-540}
-  (cd solver && result cuda_multi 300 "$BIN/cuda_multi" --test-threads 1 --nocapture)
-  grep -E "identical|searches" "$OUT/cuda_multi.out" | cut -c1-250 | tail -n 8
-  gpu_rank_tests
+  item 70 cuda_multi_item
+  item 120 gpu_rank_tests
   item 120 mb --particles 1e8 --model linear --phase dense --relax 300 --steps 100 --warmup 10
-  for o in on off; do
-    item 60 mb --particles 1e7 --model linear-friction --phase dense --relax 300 --steps 200 --warmup 10 --overlap $o
-  done
   item 150 mb --particles 1e8 --model linear --phase dense --relax 200 --steps 60 --warmup 5 --weak on
   item 120 mpi_vs_inprocess "${N:-100000000}"
-  item 60 sph_mpi_vs_inprocess
+  ;;
+next6)
+  # The third call (issue 14): strong scaling with friction at 100 M, balancing a moving load,
+  # publication at 100 M, the ghost refresh beside the collide (on and off), the user path.
+  budget=${BUDGET:-540}
   item 170 mb --particles 1e8 --model linear-friction --phase dense --relax 200 --steps 40 --warmup 5
   item 200 mb --particles 2e6 --model linear-friction --phase loose --axis z --steps 50000 \
     --warmup 10 --balance off,count,time
@@ -255,6 +264,10 @@ next4)
   item 120 timeout 330 dem-gpu-bench publish --particles 1e8 --model linear-friction --devices 0,1 \
     --phase dense --relax 200 --seconds 4 --warmup 10 --batch 1 --frame-pack both --contacts on \
     --out "$J"
+  for o in on off; do
+    item 60 mb --particles 1e7 --model linear-friction --phase dense --relax 300 --steps 200 --warmup 10 --overlap $o
+  done
+  item 200 user_100m
   ;;
 next3)
   # Session 18, after the GPU ranks' frames were made faster (raw bytes, MPI kept moving while a
