@@ -48,6 +48,23 @@ classify)
     done
   fi
   ;;
+v2)
+  # The second round: the classification's layer from the position the update returns (not
+  # read back) and its counts one atomic per warp (no barrier): the tree with
+  # bench/results/raw/session55/v2_layer_in_registers_warp_counts.patch applied, built as
+  # gpu-carry/sph-gpu-bench-v2, gpu-carry/sph-gpu-bench-diag2 (with the diagnostic timers too)
+  # and gpu-carry/sph_group-v2 (the stripped test binary): its f32 group test (both
+  # classifications, bits against one GPU), then the split with each and the kernel times.
+  (cd solver && item 40 result sph_group_v2 timeout 120 ../gpu-carry/sph_group-v2 f32_group --test-threads 1)
+  if grep -q "test result: ok. 1 passed" "$OUT/sph_group_v2.out" 2>/dev/null; then
+    for how in standalone rates standalone rates; do
+      PARTICLE_SHM_SPH_CLASSIFY=$how sph_split v2 1e7 100 25 100 "v2_$how.jsonl"
+    done
+    for how in rates standalone; do PARTICLE_SHM_SPH_CLASSIFY=$how sph_split v2 1e8 40 60 150 "v2_$how.jsonl"; done
+    PARTICLE_SHM_SPH_CLASSIFY=rates sph_diag 1e8 45 diag2_rates_1e8.out \
+      "DIAG sph|classify|rates_fluid|memset|ms/step|rror" diag2
+  fi
+  ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
 tar -czf "$OUT/session55_${part}.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
