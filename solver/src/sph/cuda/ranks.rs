@@ -128,8 +128,6 @@ pub struct SphRank {
     moving: bool,
     /// [`SphRankOptions::classify_in_rates`].
     classify_in_rates: bool,
-    /// Classifications before an exchange that the rates kernel made.
-    classified_in_rates: u64,
     /// Moving solids: the layer of each boundary slot (device scratch of `list_layers`).
     layer_scratch: u64,
     /// Moving solids: (slot, density) pairs picked for or received from another rank (device
@@ -198,7 +196,6 @@ impl SphRank {
             dt,
             balancing: opts.slabs,
             classify_in_rates: opts.classify_in_rates,
-            classified_in_rates: 0,
             by_layer,
             layer_start,
             xfer: 0,
@@ -232,11 +229,6 @@ impl SphRank {
     /// The split axis (0 x, 1 y, 2 z).
     pub fn axis(&self) -> usize {
         self.axis
-    }
-    /// Classifications before an exchange that the rates kernel made
-    /// ([`SphRankOptions::classify_in_rates`]); the others ran sph_classify.
-    pub fn classified_in_rates(&self) -> u64 {
-        self.classified_in_rates
     }
     pub fn rebalances(&self) -> u64 {
         self.rebalances
@@ -373,9 +365,7 @@ impl SphRank {
         let info = slab_info(&self.bounds, self.rank);
         // Classified already by the rates kernel that wrote these positions (float mode,
         // bounds unchanged since), else here.
-        if self.sim.take_classified(half) {
-            self.classified_in_rates += 1;
-        } else {
+        if !self.sim.take_classified(half) {
             self.sim.queue_classify(half, info)?;
         }
         let mut counts = self.sim.read_counts()?;

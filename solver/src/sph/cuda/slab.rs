@@ -32,7 +32,7 @@ unsafe impl DeviceRepr for SphSlab {}
 /// `SphSends` of sph.cu: the classification a slab's fluid rates kernel ends with
 /// (sph_rates_fluid_sends), for the exchange before the next evaluation.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(super) struct SphSends {
     /// The slab's neighbours and reach, with the send buffers' capacity in `cap`.
     pub sl: SphSlab,
