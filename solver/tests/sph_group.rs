@@ -85,6 +85,7 @@ fn group_opts(slabs: usize, double: bool, axis: Option<Axis>, balance: Balance) 
         // No spare slots: every GPU grows its arrays as the dam flows to it.
         spare_slots: 0,
         classify_in_rates: false,
+        overlap: true,
     }
 }
 
@@ -154,7 +155,9 @@ fn f64_group_steps_have_one_gpus_bits() {
         group_opts(3, true, Some(Axis::X), Balance::Slice),
         300,
     );
-    same_run(true, group_opts(2, true, Some(Axis::Z), Balance::Off), 300);
+    let g = same_run(true, group_opts(2, true, Some(Axis::Z), Balance::Off), 300);
+    // The parity mode updates the fluid after the boundary's rates: nothing to start early.
+    assert_eq!(g.overlapped_exchanges(), 0);
 }
 
 /// Float (the default mode): the same kernels sum the same neighbours in the same order, so
@@ -172,10 +175,15 @@ fn f32_group_steps_have_one_gpus_bits() {
     assert!(verlet.contains("verlet_steps"));
     // Classified before each exchange, and by the rates kernel before it (the records, the
     // kept flags and counts are the same; the records' order in the buffers is not, and the
-    // sort orders each cell by x and id whatever their order).
-    for classify_in_rates in [false, true] {
+    // sort orders each cell by x and id whatever their order); each exchange after the
+    // evaluation's every kernel, or started as soon as the fluid's kernel ended, its copies and
+    // unpack beside the boundary's rates (and, where a GPU must grow its arrays, as these
+    // groups without spare slots do, after them).
+    for (classify_in_rates, overlap) in [(false, false), (true, false), (false, true), (true, true)]
+    {
         let opts = |balance| SphGroupOptions {
             classify_in_rates,
+            overlap,
             ..group_opts(2, false, None, balance)
         };
         for g in [
@@ -189,6 +197,8 @@ fn f32_group_steps_have_one_gpus_bits() {
                 classify_in_rates,
                 "{made} classified in the rates kernels"
             );
+            let early = g.overlapped_exchanges();
+            assert_eq!(early > 0, overlap, "{early} exchanges started early");
         }
     }
 }

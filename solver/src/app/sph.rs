@@ -416,6 +416,7 @@ fn engine(
         slabs: slab_options(&d, cli),
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
         classify_in_rates: solver::sph::cuda::classify_in_rates_from_env()?,
+        overlap: solver::sph::cuda::overlap_from_env()?,
     };
     let group = SphGroup::from_state_moving(c, state, dt, moving, opts)?;
     let m = group.memory();

@@ -26,7 +26,9 @@
 //!
 //! `PARTICLE_SHM_SPH_CLASSIFY=rates` has the slabs' rates kernels classify the fluid for the
 //! next exchange instead of sph_classify before it (off by default until a device has run it;
-//! the record says which, and the command names the variable).
+//! the record says which, and the command names the variable). `PARTICLE_SHM_SPH_OVERLAP=off`
+//! runs each exchange after the evaluation's every kernel instead of beside the boundary's rates
+//! (the record's `overlap` and `overlapped_exchanges`).
 //!
 //! Usage: sph-gpu-bench [--particles 1e6,1e7,1e8] [--steps 200] [--warmup 20] [--frames 5]
 //!                      [--device 0] [--devices 0,1] [--balance off,slice]
@@ -261,9 +263,13 @@ fn json_num(x: f64) -> String {
 
 /// The command as run, after the variables that change what it measures where they are set.
 fn command_line() -> String {
-    let vars = ["PARTICLE_SHM_SPH_CLASSIFY", "PARTICLE_SHM_NVRTC_OPTIONS"]
-        .into_iter()
-        .filter_map(|v| std::env::var(v).ok().map(|x| format!("{v}='{x}'")));
+    let vars = [
+        "PARTICLE_SHM_SPH_CLASSIFY",
+        "PARTICLE_SHM_SPH_OVERLAP",
+        "PARTICLE_SHM_NVRTC_OPTIONS",
+    ]
+    .into_iter()
+    .filter_map(|v| std::env::var(v).ok().map(|x| format!("{v}='{x}'")));
     vars.chain(std::env::args().map(|a| a.rsplit('/').next().unwrap_or(&a).to_string()))
         .collect::<Vec<_>>()
         .join(" ")
@@ -470,8 +476,10 @@ fn group_run(
         },
         spare_slots: solver::sph::cuda::SPARE_SLOTS,
         classify_in_rates: solver::sph::cuda::classify_in_rates_from_env()?,
+        overlap: solver::sph::cuda::overlap_from_env()?,
     };
     let opts_classify = opts.classify_in_rates;
+    let opts_overlap = opts.overlap;
     let t0 = Instant::now();
     let mut g = SphGroup::from_state(c.clone(), state.clone(), first_time_step(c), opts)?;
     let start_s = t0.elapsed().as_secs_f64();
@@ -497,7 +505,7 @@ fn group_run(
         "SPH dam break f32 on {}, first cut {first_cut:?}, balance {}: {n} particles, {:.3} ms/step, {rate:.3e} particle-steps/s, \
          speedup {speedup:.3}x over one GPU, imbalance {imbalance:.3}, exchange {:.1} % of the wall time; \
          bounds {first:?} -> {:?} ({} moves); {bpp:.1} B/particle over all GPUs (start {start_s:.1} s; \
-         classified {} times in the rates kernels)",
+         classified {} times in the rates kernels; {} exchanges beside the boundary's rates)",
         g.device_name(),
         balance.name(),
         1e3 * wall / a.steps as f64,
@@ -505,6 +513,7 @@ fn group_run(
         g.bounds(),
         g.rebalances(),
         g.classified_in_rates(),
+        g.overlapped_exchanges(),
     );
     Ok(format!(
         "{{\"case\": \"dambreak_spheric2\", \"model\": \"WCSPH Wendland C2, {bc}, \
@@ -515,7 +524,8 @@ fn group_run(
          \"speedup_over_one_gpu\": {speedup}, \"imbalance_max_over_mean\": {imbalance}, \
          \"exchange_share\": {exchange_share}, \"bounds_first\": {first:?}, \"bounds_last\": {last:?}, \
          \"rebalances\": {moves}, \"bytes_per_particle\": {bpp}, \"classify\": \"{cl}\", \
-         \"classified_in_rates\": {cir}, \"command\": \"{cmd}\"}}",
+         \"classified_in_rates\": {cir}, \"overlap\": {opts_overlap}, \"overlapped_exchanges\": {ovl}, \
+         \"command\": \"{cmd}\"}}",
         w = a.warmup,
         s = a.steps,
         tf = timed_from,
@@ -535,6 +545,7 @@ fn group_run(
         moves = g.rebalances(),
         cl = if opts_classify { "rates" } else { "standalone" },
         cir = g.classified_in_rates(),
+        ovl = g.overlapped_exchanges(),
         cmd = command_line(),
     ))
 }

@@ -366,6 +366,18 @@ pub fn prefetch_module(devices: &[usize], cfg: ModuleConfig) {
 /// Makes `stream`'s context current on this thread before a raw driver call (`result::` or
 /// `sys::`), which, unlike cudarc's safe calls, does not bind it: one host thread drives every
 /// GPU of a group, so the current context may be another GPU's.
+/// A stream of the device's highest priority, for work queued beside a long kernel whose
+/// blocks would otherwise all be scheduled before its own (`what` names it in errors).
+pub(crate) fn high_priority_stream(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    what: &str,
+) -> Result<std::sync::Arc<cudarc::driver::CudaStream>, CudaError> {
+    let err = |e| CudaError::driver(&format!("creating {what}"), e);
+    ctx.bind_to_thread().map_err(err)?;
+    let (_least, greatest) = cudarc::driver::result::stream::get_priority_range().map_err(err)?;
+    ctx.new_stream_with_priority(greatest).map_err(err)
+}
+
 /// Makes `waiter` run what is queued on it from now on only after the work queued on
 /// `producer` so far (an event between the two streams), e.g. a frame's copy after its pack.
 pub(crate) fn wait_for(

@@ -232,18 +232,6 @@ pub(crate) struct Refresh {
     pub stream: std::sync::Arc<cudarc::driver::CudaStream>,
 }
 
-/// A stream of the device's highest priority: the ghost refresh's small kernels beside the
-/// interior collide, whose blocks would otherwise all be scheduled before theirs (measured on
-/// two slabs of one H100: the refresh then ended after the interior collide).
-fn high_priority_stream(
-    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
-) -> Result<std::sync::Arc<cudarc::driver::CudaStream>, CudaError> {
-    let err = |e| CudaError::driver("creating the ghost refresh's stream", e);
-    ctx.bind_to_thread().map_err(err)?;
-    let (_least, greatest) = cudarc::driver::result::stream::get_priority_range().map_err(err)?;
-    ctx.new_stream_with_priority(greatest).map_err(err)
-}
-
 /// What the end of a step read from one GPU with a skin.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SkinStatus {
@@ -789,7 +777,10 @@ impl CudaSim {
             {
                 self.stream.clone()
             } else {
-                high_priority_stream(&self.ctx)?
+                // The ghost refresh's small kernels beside the interior collide, whose blocks
+                // would otherwise all be scheduled before theirs (measured on two slabs of one
+                // H100: the refresh then ended after the interior collide).
+                super::driver::high_priority_stream(&self.ctx, "the ghost refresh's stream")?
             },
         };
         let w = self.window.as_mut().expect("a window");

@@ -51,6 +51,11 @@ pub struct SphGroupOptions {
     /// device has run it (built in session 55, which was lent no GPU); the solver and
     /// sph-gpu-bench take it from `PARTICLE_SHM_SPH_CLASSIFY` ([`classify_in_rates_from_env`]).
     pub classify_in_rates: bool,
+    /// Each exchange starts as soon as every slab's fluid kernel has written the positions it
+    /// moves on: its copies and unpack run beside the boundary's rates ([`SphGroup::arm`]).
+    /// The solver and sph-gpu-bench take it from `PARTICLE_SHM_SPH_OVERLAP`
+    /// ([`overlap_from_env`]).
+    pub overlap: bool,
 }
 
 /// The default [`SphGroupOptions::spare_slots`].
@@ -93,6 +98,13 @@ pub struct SphGroup {
     classify_in_rates: bool,
     /// Classifications (a GPU's, before an exchange) that a rates kernel made.
     classified_in_rates: u64,
+    /// [`SphGroupOptions::overlap`].
+    overlap: bool,
+    /// The exchange at the half state's (true) or the state's positions already copied and
+    /// unpacked its records ([`SphGroup::exchange_early`]).
+    early: Option<bool>,
+    /// Exchanges started early.
+    overlapped: u64,
 }
 
 /// [`SphGroupOptions::classify_in_rates`] from `PARTICLE_SHM_SPH_CLASSIFY`: `rates` (the rates
@@ -100,6 +112,23 @@ pub struct SphGroup {
 /// also when unset or empty); anything else is an error that names the variable.
 pub fn classify_in_rates_from_env() -> Result<bool, CudaError> {
     classify_in_rates_from(std::env::var("PARTICLE_SHM_SPH_CLASSIFY").ok().as_deref())
+}
+
+/// [`SphGroupOptions::overlap`] from `PARTICLE_SHM_SPH_OVERLAP`: `on` (also when unset or
+/// empty) or `off` (each exchange after the evaluation's every kernel, as before session 56);
+/// anything else is an error that names the variable.
+pub fn overlap_from_env() -> Result<bool, CudaError> {
+    overlap_from(std::env::var("PARTICLE_SHM_SPH_OVERLAP").ok().as_deref())
+}
+
+fn overlap_from(v: Option<&str>) -> Result<bool, CudaError> {
+    match v.map(str::trim) {
+        None | Some("") | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(CudaError::Unsupported(format!(
+            "PARTICLE_SHM_SPH_OVERLAP={other:?}: expected `on` or `off`"
+        ))),
+    }
 }
 
 fn classify_in_rates_from(v: Option<&str>) -> Result<bool, CudaError> {
@@ -207,6 +236,9 @@ impl SphGroup {
             moving: has_moving,
             classify_in_rates: opts.classify_in_rates,
             classified_in_rates: 0,
+            overlap: opts.overlap,
+            early: None,
+            overlapped: 0,
         })
     }
 
@@ -214,15 +246,24 @@ impl SphGroup {
     /// positions: classify, read the counts, copy records and boundary densities to the
     /// neighbours device to device, unpack.
     fn exchange(&mut self, half: bool) -> Result<(), CudaError> {
+        if self.early.take() == Some(half) {
+            // The records are unpacked (or on their way: each compute stream waits for them).
+            self.take_halo_densities(half, true)?;
+            if half {
+                self.share_moving(true)?;
+            }
+            return Ok(());
+        }
         let g = self.slabs.len();
         for w in 0..g {
-            // Classified already by the rates kernel that wrote these positions (float mode,
-            // bounds unchanged since), else here.
-            if self.slabs[w].take_classified(half) {
-                self.classified_in_rates += 1;
-            } else {
-                let info = slab_info(&self.bounds, w);
-                self.slabs[w].queue_classify(half, info)?;
+            // Classified already by the rates that wrote these positions (float mode, bounds
+            // unchanged since), else here.
+            match self.slabs[w].take_classified(half) {
+                Some(in_kernel) => self.classified_in_rates += u64::from(in_kernel),
+                None => {
+                    let info = slab_info(&self.bounds, w);
+                    self.slabs[w].queue_classify(half, info)?;
+                }
             }
         }
         let mut counts = Vec::with_capacity(g);
@@ -243,14 +284,7 @@ impl SphGroup {
                 step: self.step,
             });
         }
-        let got: Vec<[u32; 2]> = (0..g)
-            .map(|h| {
-                [
-                    if h > 0 { counts[h - 1][1] } else { 0 },
-                    if h + 1 < g { counts[h + 1][0] } else { 0 },
-                ]
-            })
-            .collect();
+        let got = received(&counts);
         for (h, s) in self.slabs.iter_mut().enumerate() {
             s.make_room(got[h], self.devices[h])?;
         }
@@ -278,14 +312,37 @@ impl SphGroup {
         // completed (read_counts waited for its stream).
         unsafe { queue_peer_copies(&gpus, &copies) }?;
         for (h, s) in self.slabs.iter_mut().enumerate() {
-            s.queue_unpack(got[h], counts[h][2])?;
+            s.queue_unpack(got[h], counts[h][2], false)?;
         }
-        // The boundary densities of each halo layer, from the GPU that owns it.
+        self.take_halo_densities(half, false)?;
+        if half {
+            // The half-step densities the predictors just integrated.
+            self.share_moving(true)?;
+        }
+        Ok(())
+    }
+
+    /// The boundary densities (of the state, or with `half` of the half state) of each halo
+    /// layer, from the GPU that owns it. `early`: after an early exchange, which waited for no
+    /// GPU's boundary rates: each take then waits for its owner's stream, and each owner's later
+    /// work (its next write of these densities) for the takes from it.
+    fn take_halo_densities(&self, half: bool, early: bool) -> Result<(), CudaError> {
+        let g = self.slabs.len();
+        let err = |e| CudaError::driver("ordering the halo's densities", e);
+        let rated = if early {
+            let ev = self.slabs.iter().map(|s| s.stream.record_event(None));
+            ev.collect::<Result<Vec<_>, _>>().map_err(err)?
+        } else {
+            Vec::new()
+        };
         for h in 0..g {
             for side in 0..2 {
                 let Some(v) = neighbour(h, side, g) else {
                     continue;
                 };
+                if early {
+                    self.slabs[h].stream.wait(&rated[v]).map_err(err)?;
+                }
                 // The layer next to the bound shared with v (a slab has at least three layers).
                 let layer = if side == 0 {
                     self.bounds[h] - 1
@@ -295,16 +352,120 @@ impl SphGroup {
                 let src = self.slabs[v].boundary_rho_ptr(half);
                 // SAFETY: every GPU holds every boundary particle in the same slots; the owner's
                 // densities of this layer were written by its last half step, which completed
-                // (read_counts waited for its stream), and it writes them again only in its next
-                // half step, queued after this step's read_diag waited for every stream.
+                // (read_counts waited for its stream) or which this stream now waits for
+                // (early); the owner writes them again only in its next half step, queued after
+                // a read_counts or read_diag that waited for every stream, or (early) after its
+                // wait below for this stream's takes.
                 unsafe { self.slabs[h].queue_take(layer, layer + 1, src, half) }?;
             }
         }
-        if half {
-            // The half-step densities the predictors just integrated.
-            self.share_moving(true)?;
+        if early {
+            for h in 0..g {
+                let taken = self.slabs[h].stream.record_event(None).map_err(err)?;
+                for v in (0..2).filter_map(|side| neighbour(h, side, g)) {
+                    self.slabs[v].stream.wait(&taken).map_err(err)?;
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The exchange before the next evaluation, at the half state's (`half`) or the state's
+    /// positions, started as soon as every slab's fluid kernel has written them and they are
+    /// classified ([`SphGroup::arm`]; nothing unless armed): the host waits for the
+    /// classifications' counts, not for the boundary's rates queued after them, and the records'
+    /// copies and unpack run on each GPU's exchange stream beside those rates (they write slots
+    /// after the current ones, which no kernel of the evaluation reads). Each compute stream
+    /// waits for its unpack, and each sender's for the copies from its buffers, before what it
+    /// queues next. Anything that would grow a buffer, or fail the step, is left to
+    /// [`SphGroup::exchange`], which reads the counts again.
+    fn exchange_early(&mut self, half: bool) -> Result<(), CudaError> {
+        let g = self.slabs.len();
+        let mut counts = Vec::with_capacity(g);
+        for s in &mut self.slabs {
+            if let Some(c) = s.read_counts_early(half)? {
+                counts.push(c);
+            }
+        }
+        if counts.len() < g {
+            return Ok(());
+        }
+        let got = received(&counts);
+        let fits = self
+            .slabs
+            .iter()
+            .zip(counts.iter().zip(&got))
+            .all(|(s, (c, got))| c[3] == 0 && s.fits_without_growing(c[0].max(c[1]), *got));
+        if !fits {
+            return Ok(());
+        }
+        for s in &mut self.slabs {
+            let in_kernel = s.take_classified(half) == Some(true);
+            self.classified_in_rates += u64::from(in_kernel);
+        }
+        self.migrations += counts.iter().map(|c| (c[0] + c[1]) as u64).sum::<u64>();
+        let rec = record_bytes(self.slabs[0].real);
+        let err = |e| CudaError::driver("ordering the exchange", e);
+        for h in 0..g {
+            let (beside, _) = self.slabs[h].early_sync();
+            let sources: Vec<usize> = (0..2).filter_map(|side| neighbour(h, side, g)).collect();
+            // After its own classification (its last unpack and sort are done, so its receive
+            // buffers are free) and its neighbours' (their send buffers are written).
+            for &v in sources.iter().chain([&h]) {
+                beside.wait(self.slabs[v].early_sync().1).map_err(err)?;
+            }
+            for (side, &n) in got[h].iter().enumerate() {
+                let Some(src) = neighbour(h, side, g) else {
+                    continue;
+                };
+                if n == 0 {
+                    continue;
+                }
+                crate::dem::cuda::driver::bind(beside)?;
+                // SAFETY: the sender's counts fit its send buffer and the receiver's buffer
+                // takes them (fits_without_growing); both are live allocations of the group's
+                // contexts (peer access enabled); this stream waited for the sender's
+                // classification, and the sender writes the buffer again only after its wait
+                // below for this stream.
+                unsafe {
+                    cudarc::driver::result::memcpy_peer_async(
+                        self.slabs[h].ctx.cu_ctx(),
+                        self.slabs[h].recv_ptr(side),
+                        self.slabs[src].ctx.cu_ctx(),
+                        self.slabs[src].send_ptr(1 - side),
+                        n as usize * rec,
+                        beside.cu_stream(),
+                    )
+                }
+                .map_err(|e| CudaError::driver("copying records between GPUs", e))?;
+            }
+            let kept = counts[h][2];
+            self.slabs[h].queue_unpack(got[h], kept, true)?;
+            let (beside, _) = self.slabs[h].early_sync();
+            let done = beside.record_event(None).map_err(err)?;
+            for &v in sources.iter().chain([&h]) {
+                self.slabs[v].stream.wait(&done).map_err(err)?;
+            }
+        }
+        self.early = Some(half);
+        self.overlapped += 1;
+        Ok(())
+    }
+
+    /// Arms each slab's next rates: to classify inside the fluid's kernel (classify_in_rates)
+    /// and to start the exchange after them early (overlap), unless the bounds may move before
+    /// that exchange (`end_of_step`, and a balancing decision due after this step).
+    fn arm(&mut self, end_of_step: bool) {
+        self.arm_sends();
+        let decision_due = self.balancing.balance != Balance::Off
+            && (self.step + 1).is_multiple_of(self.balancing.interval.max(1));
+        if !self.overlap || (end_of_step && decision_due) {
+            return;
+        }
+        for w in 0..self.slabs.len() {
+            let info = slab_info(&self.bounds, w);
+            self.slabs[w].arm_early(info);
+        }
     }
 
     /// Arms each slab's next rates kernel to classify its particles for the exchange that
@@ -490,6 +651,11 @@ impl SphGroup {
     }
     /// Classifications before an exchange (one per GPU and exchange) that a rates kernel
     /// made ([`SphGroupOptions::classify_in_rates`]); the others ran sph_classify.
+    /// Exchanges whose copies and unpack ran beside the boundary's rates
+    /// ([`SphGroupOptions::overlap`]).
+    pub fn overlapped_exchanges(&self) -> u64 {
+        self.overlapped
+    }
     pub fn classified_in_rates(&self) -> u64 {
         self.classified_in_rates
     }
@@ -552,14 +718,15 @@ impl SphGpu for SphGroup {
                     s.predictor_sort()?;
                 }
                 self.share_ghost_densities()?;
-                self.arm_sends();
+                self.arm(false);
                 for s in &mut self.slabs {
                     s.predictor_rates()?;
                 }
                 self.mark(1)?;
+                self.exchange_early(true)?;
                 self.exchange(true)?;
                 self.mark(2)?;
-                self.arm_sends();
+                self.arm(true);
                 for s in &mut self.slabs {
                     s.corrector()?;
                 }
@@ -575,13 +742,15 @@ impl SphGpu for SphGroup {
                     s.verlet_sort()?;
                 }
                 self.share_ghost_densities()?;
-                self.arm_sends();
+                self.arm(true);
                 for s in &mut self.slabs {
                     s.verlet_update(euler_every)?;
                 }
             }
         }
         self.mark(3)?;
+        // The next step's first exchange (after the events: its waits are not compute).
+        self.exchange_early(false)?;
         let (mut dt_f, mut dt_cv, mut nonfinite) = (f64::INFINITY, f64::INFINITY, 0);
         for s in &self.slabs {
             let (f, cv, nf) = s.read_diag()?;
@@ -713,6 +882,7 @@ impl Drop for SphGroup {
         for s in &self.slabs {
             let _ = s.stream.synchronize();
             let _ = s.copy_stream.synchronize();
+            let _ = s.early_sync().0.synchronize();
         }
     }
 }
@@ -795,6 +965,20 @@ pub(super) fn step_times(ev: &StepEvents) -> Result<(f64, f64), CudaError> {
 }
 
 /// Where the particles of slab `w` of `bounds` go (sph.cu's SphSlab).
+/// The records each slab receives from its left and right neighbours, from every slab's
+/// classification counts (sent left, sent right, kept, beyond reach).
+fn received(counts: &[[u32; 4]]) -> Vec<[u32; 2]> {
+    let g = counts.len();
+    (0..g)
+        .map(|h| {
+            [
+                if h > 0 { counts[h - 1][1] } else { 0 },
+                if h + 1 < g { counts[h + 1][0] } else { 0 },
+            ]
+        })
+        .collect()
+}
+
 pub(super) fn slab_info(bounds: &[u32], w: usize) -> SphSlab {
     let g = bounds.len() - 1;
     let layers = bounds[g] as i32;
@@ -833,6 +1017,25 @@ mod tests {
             e.contains("PARTICLE_SHM_SPH_CLASSIFY") && e.contains("fused"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_overlap_is_chosen_by_name() {
+        assert!(overlap_from(None).unwrap());
+        assert!(overlap_from(Some("")).unwrap());
+        assert!(overlap_from(Some(" on")).unwrap());
+        assert!(!overlap_from(Some("off")).unwrap());
+        let e = overlap_from(Some("yes")).unwrap_err().to_string();
+        assert!(
+            e.contains("PARTICLE_SHM_SPH_OVERLAP") && e.contains("yes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn received_counts_come_from_the_neighbours() {
+        let c = [[0, 5, 100, 0], [7, 9, 200, 0], [11, 0, 300, 0]];
+        assert_eq!(received(&c), vec![[0, 7], [5, 11], [9, 0]]);
     }
 
     #[test]

@@ -20,7 +20,9 @@ mod group;
 mod ranks;
 mod slab;
 
-pub use group::{classify_in_rates_from_env, SphGroup, SphGroupOptions, SPARE_SLOTS};
+pub use group::{
+    classify_in_rates_from_env, overlap_from_env, SphGroup, SphGroupOptions, SPARE_SLOTS,
+};
 pub use ranks::{SphRank, SphRankOptions};
 
 use std::collections::HashMap;
@@ -1214,8 +1216,19 @@ impl SphCuda {
     }
 
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[&dyn ArgRef]) -> Result<(), CudaError> {
+        self.launch_on(&self.stream, name, cfg, args)
+    }
+
+    /// [`SphCuda::launch`] on another stream of this GPU (an early exchange's).
+    fn launch_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        name: &str,
+        cfg: LaunchConfig,
+        args: &[&dyn ArgRef],
+    ) -> Result<(), CudaError> {
         let f = &self.module.functions[name];
-        let mut b = self.stream.launch_builder(f);
+        let mut b = stream.launch_builder(f);
         for a in args {
             a.push(&mut b);
         }
@@ -1432,6 +1445,9 @@ impl SphCuda {
             }
             None => self.launch("sph_rates_fluid", blocks(self.nf), &args)?,
         }
+        // An early exchange starts here (armed by a group): the fluid's next positions are
+        // written, and what follows reads none of what it writes.
+        self.mark_early(u.stage == STAGE_PREDICT)?;
         // The blocks with fluid in reach, from the cell starts the fluid kernel walked (again
         // after mDBC's pass, which marked the same sort: a few microseconds).
         self.mark_fluid_blocks()?;

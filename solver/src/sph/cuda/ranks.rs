@@ -365,7 +365,7 @@ impl SphRank {
         let info = slab_info(&self.bounds, self.rank);
         // Classified already by the rates kernel that wrote these positions (float mode,
         // bounds unchanged since), else here.
-        if !self.sim.take_classified(half) {
+        if self.sim.take_classified(half).is_none() {
             self.sim.queue_classify(half, info)?;
         }
         let mut counts = self.sim.read_counts()?;
@@ -439,7 +439,7 @@ impl SphRank {
                 self.sim.put(self.sim.recv_ptr(side), records)?;
             }
         }
-        self.sim.queue_unpack(n_got, counts[2])?;
+        self.sim.queue_unpack(n_got, counts[2], false)?;
         for (side, (_, densities)) in parts.iter().enumerate() {
             let Some(v) = neighbour(self.rank, side, self.ranks) else {
                 continue;

@@ -9,7 +9,9 @@
 //! sph_classify, sph_unpack, sph_own_bound, sph_take, sph_layer_count, sph_own_fluid and
 //! sph_list_fill in sph.cu.
 
-use cudarc::driver::DeviceRepr;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaEvent, CudaStream, DeviceRepr};
 
 use super::{as_bytes_mut, blocks, CudaError, SphCuda};
 
@@ -180,9 +182,23 @@ pub(super) struct Slab {
     /// Where the particles go, armed by the group for the next rates kernel: that kernel then
     /// classifies each owned particle for the following exchange (float mode).
     sends: Option<SphSlab>,
-    /// The last rates kernel classified for the next exchange, at the half state's positions
-    /// (true) or the state's; taken by that exchange.
-    classified: Option<bool>,
+    /// The last rates classified for the next exchange, at the half state's positions (first
+    /// field true) or the state's, inside the fluid's kernel (second field true) or with
+    /// sph_classify; taken by that exchange.
+    classified: Option<(bool, bool)>,
+    /// Armed by the group for the next rates: the exchange after them starts as soon as the
+    /// fluid's kernel has written the positions it moves on ([`SphCuda::mark_early`]), its
+    /// copies and unpack queued on `beside` while the boundary's rates run.
+    early: Option<SphSlab>,
+    /// The last rates marked the classification for an early exchange at the half state's
+    /// positions (true) or the state's: `sent` was recorded after it.
+    marked: Option<bool>,
+    /// Recorded on the compute stream once the fluid's classification for the next exchange is
+    /// in the send buffers and counts.
+    sent: CudaEvent,
+    /// The stream of an early exchange's count read, copies and unpack (highest priority: its
+    /// few small launches beside the boundary's rates).
+    beside: Arc<CudaStream>,
 }
 
 impl Slab {
@@ -211,6 +227,18 @@ impl Slab {
             layers: sim.alloc("slab.layers", 4 * layers)?,
             sends: None,
             classified: None,
+            early: None,
+            marked: None,
+            sent: sim
+                .ctx
+                .new_event(Some(
+                    cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING,
+                ))
+                .map_err(|e| CudaError::driver("creating an event", e))?,
+            beside: crate::dem::cuda::driver::high_priority_stream(
+                &sim.ctx,
+                "the SPH exchange's stream",
+            )?,
         };
         sim.put(slab.own, &vec![1u8; sim.nf as usize])?;
         let (lo, hi) = (sim.p.own_lo, sim.p.own_hi);
@@ -417,21 +445,98 @@ impl SphCuda {
             right: sl.send[1],
             counts: sl.counts,
         };
-        sl.classified = Some(half);
+        sl.classified = Some((half, true));
         self.zero(sends.counts, 16)?;
         self.zero(sends.keep, nf)?;
         Ok(Some(sends))
     }
 
-    /// Whether the last rates kernel classified the fluid for this exchange (at the half
-    /// state's positions with `half`); if not, the exchange runs sph_classify.
-    pub(super) fn take_classified(&mut self, half: bool) -> bool {
-        self.slab_mut().classified.take() == Some(half)
+    /// Whether the last rates classified the fluid for this exchange (at the half state's
+    /// positions with `half`): Some(true) inside the fluid's kernel, Some(false) with
+    /// sph_classify after it (for an early exchange); if None, the exchange runs sph_classify.
+    pub(super) fn take_classified(&mut self, half: bool) -> Option<bool> {
+        let sl = self.slab_mut();
+        match sl.classified.take() {
+            Some((h, in_kernel)) if h == half => Some(in_kernel),
+            _ => None,
+        }
     }
 
     /// Forgets a classification made for bounds that then moved.
     pub(super) fn forget_classified(&mut self) {
-        self.slab_mut().classified = None;
+        let sl = self.slab_mut();
+        (sl.classified, sl.early, sl.marked) = (None, None, None);
+    }
+
+    /// Arms the next rates for an early exchange with where the particles go (the bounds of
+    /// the evaluation after them; see [`SphCuda::mark_early`]).
+    pub(super) fn arm_early(&mut self, info: SphSlab) {
+        self.slab_mut().early = Some(info);
+    }
+
+    /// Called by the rates right after the fluid's kernel (queued): with an early exchange
+    /// armed (float mode, whose fluid kernel writes the next positions; the parity mode's
+    /// update comes after the boundary's rates), classifies the fluid for it unless that kernel
+    /// did, and records `sent`. `half`: the kernel wrote the half state.
+    pub(super) fn mark_early(&mut self, half: bool) -> Result<(), CudaError> {
+        let fused = self.fused_update();
+        let Some(sl) = self.slab.as_mut() else {
+            return Ok(());
+        };
+        sl.marked = None;
+        let Some(info) = sl.early.take().filter(|_| fused) else {
+            return Ok(());
+        };
+        if sl.classified.map(|c| c.0) != Some(half) {
+            self.queue_classify(half, info)?;
+            self.slab_mut().classified = Some((half, false));
+        }
+        let stream = self.stream.clone();
+        let sl = self.slab_mut();
+        sl.sent
+            .record(&stream)
+            .map_err(|e| CudaError::driver("recording an event", e))?;
+        sl.marked = Some(half);
+        Ok(())
+    }
+
+    /// An early exchange's counts (see [`SphCuda::read_counts`]), read on the exchange's
+    /// stream once the classification marked for it is done: the host waits for the fluid's
+    /// kernel, not for the boundary's rates queued after it. None if the last rates marked no
+    /// classification at `half`.
+    pub(super) fn read_counts_early(&mut self, half: bool) -> Result<Option<[u32; 4]>, CudaError> {
+        if self.slab_mut().marked.take() != Some(half) {
+            return Ok(None);
+        }
+        let err = |e| CudaError::driver("reading the SPH exchange's counts", e);
+        let sl = self.slab();
+        sl.beside.wait(&sl.sent).map_err(err)?;
+        let mut c = [0u32; 4];
+        let dev = self.buf(sl.counts).slice(0..16);
+        sl.beside
+            .memcpy_dtoh(&dev, as_bytes_mut(&mut c))
+            .map_err(err)?;
+        sl.beside.synchronize().map_err(err)?;
+        Ok(Some(c))
+    }
+
+    /// Whether an exchange of `sent` records out (the most to one side) and `got` in needs
+    /// nothing grown: the send buffers held the classification, and the fluid arrays and
+    /// receive buffers take the records without a reallocation (which must wait for the
+    /// compute stream).
+    pub(super) fn fits_without_growing(&self, sent: u32, got: [u32; 2]) -> bool {
+        let sl = self.slab();
+        let need = self.nf as u64 + got[0] as u64 + got[1] as u64;
+        sent <= sl.send_cap
+            && need <= self.cap as u64
+            && got[0] <= sl.recv_cap[0]
+            && got[1] <= sl.recv_cap[1]
+    }
+
+    /// The stream of an early exchange, and the event after the classification it sends.
+    pub(super) fn early_sync(&self) -> (&Arc<CudaStream>, &CudaEvent) {
+        let sl = self.slab();
+        (&sl.beside, &sl.sent)
     }
 
     /// The counts of the last classification (waits for it): sent left, sent right, kept,
@@ -622,15 +727,23 @@ impl SphCuda {
         Ok(own.iter().chain(&bown).filter(|&&o| o != 0).count())
     }
 
-    /// Queues the unpacking of the received records after the current slots; the next sort
-    /// keeps `kept` local slots and every received one.
-    pub(super) fn queue_unpack(&mut self, got: [u32; 2], kept: u32) -> Result<(), CudaError> {
+    /// Queues the unpacking of the received records after the current slots (on the compute
+    /// stream, or with `beside` on the early exchange's); the next sort keeps `kept` local
+    /// slots and every received one.
+    pub(super) fn queue_unpack(
+        &mut self,
+        got: [u32; 2],
+        kept: u32,
+        beside: bool,
+    ) -> Result<(), CudaError> {
         let sl = self.slab();
+        let stream = if beside { &sl.beside } else { &self.stream };
         let mut base = self.nf;
         for (side, &n) in got.iter().enumerate() {
             if n > 0 {
                 let p = super::KernelParams { n, ..self.p };
-                self.launch(
+                self.launch_on(
+                    stream,
                     "sph_unpack",
                     blocks(n),
                     &[&p, &sl.recv[side], &base, &self.s, &self.half, &sl.keep],
