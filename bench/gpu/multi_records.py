@@ -38,9 +38,12 @@ dem = newest(lines("multi_gpu_x2.jsonl"),
                         r.get("particles"), r.get("balance"), r.get("bounds") is None))
 dem = [r for r in dem if r.get("distinct_gpus", 2) == 2]
 # Records before session 23 carry no first_cut: their slabs started at equal counts.
+# Records before session 55 carry no classify (sph_classify before each exchange), before
+# session 56 no overlap (each exchange after the evaluation's every kernel).
 sph = newest(lines("sph_group_x2.jsonl"),
              lambda r: (r.get("gpus"), r.get("balance"), r.get("particles"), r.get("steps"),
-                        r.get("first_cut", "count")))
+                        r.get("first_cut", "count"), r.get("classify", "standalone"),
+                        r.get("overlap")))
 
 
 def pick(recs, **want):
@@ -170,7 +173,19 @@ doc["two_gpu_records"] = {
 }
 s = doc["sph"]
 st = s["targets"]
-big_all = [r for r in sph if r.get("particles", 0) >= 9e7 and r.get("gpus") == 2]
+big_any = [r for r in sph if r.get("particles", 0) >= 9e7 and r.get("gpus") == 2]
+# The keys describe the solver's defaults at the time of each record (since session 56 the
+# exchange beside the boundary's rates; sph_classify before it); the runs that changed either
+# (PARTICLE_SHM_SPH_OVERLAP=off, PARTICLE_SHM_SPH_CLASSIFY=rates) are kept beside them.
+def defaults(r):
+    return r.get("overlap", True) and r.get("classify", "standalone") == "standalone"
+big_all = [r for r in big_any if defaults(r)]
+for name, want in (("overlap_off", lambda r: r.get("overlap") is False),
+                   ("classify_rates", lambda r: r.get("classify") == "rates")):
+    alt = [r for r in big_any if want(r) and r.get("balance") == "off"
+           and r.get("first_cut", "count") == "work"]
+    if alt:
+        st[f"sph_speedup_2gpu_lb_off_{name}"] = alt[-1]["speedup_over_one_gpu"]
 # The keys describe the solver's default first cut (equal estimated work since session 23) when
 # such records exist; the other cut's balancing-off run is kept beside them for comparison.
 work = [r for r in big_all if r.get("first_cut", "count") == "work"]

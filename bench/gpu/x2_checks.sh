@@ -22,9 +22,10 @@
 #   A lease of the machine (30 minutes, a start of about 2 counted): next5, next4, next6, in that
 #   order, one device call each (every command an item of the $BUDGET s, 540 by default):
 #   bench/gpu/x2_checks.sh next5   # issue 18: the SPH group at 20 M and 100 M (the speedup keys,
-#                                  # each balancing; balancing off from equal counts to
-#                                  # compare), the rates kernels' classification (session 55:
-#                                  # its bits, then its speed), SPH over two ranks
+#                                  # each balancing), the exchange beside the boundary's rates
+#                                  # (session 56: its bits, then its speed off), SPH over two
+#                                  # ranks; if time is left, balancing off from equal counts and
+#                                  # the rates kernels' classification (session 55)
 #   bench/gpu/x2_checks.sh next4   # issues 14 and 15: cuda_multi, the GPU-rank tests, strong and
 #                                  # weak scaling at 100 M (linear), mpi_vs_inprocess_2gpu
 #   bench/gpu/x2_checks.sh next6   # issue 14: strong scaling with friction at 100 M, balancing a
@@ -119,13 +120,25 @@ sph_group_item() {
   item 250 timeout 300 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
     --devices 0,1 --balance off,slice,neighbour --out "$OUT/sph_group_x2.jsonl"
 }
-# The slabs' rates kernels classifying the fluid for the next exchange (session 55,
-# PARTICLE_SHM_SPH_CLASSIFY=rates, never run when written): the f32 group test on both GPUs
-# (both classifications bit for bit against one GPU), then, only if it passed, the dam break at
-# 20 M and 100 M on both GPUs with it, balancing off (against sph_group_item's records).
-sph_classify_item() {
+# The exchange beside the boundary's rates (session 56, PARTICLE_SHM_SPH_OVERLAP, on by
+# default, so sph_group_item runs it): the f32 group test on both GPUs (overlap on and off, each
+# classification, bit for bit against one GPU), then, only if it passed, the dam break at 20 M
+# and 100 M on both GPUs with the overlap off, balancing off (against sph_group_item's records).
+sph_overlap_item() {
   (cd solver && result sph_group_f32 150 "$BIN/sph_group" f32_group --test-threads 1)
   if ! grep -q "test result: ok. 1 passed" "$OUT/sph_group_f32.out"; then
+    echo "sph_group f32 did not pass: the overlap is not timed"
+    return
+  fi
+  PARTICLE_SHM_SPH_OVERLAP=off timeout 200 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 \
+    --frames 0 --devices 0,1 --balance off --out "$OUT/sph_group_x2.jsonl"
+  echo "RESULT sph_overlap_off rc=$?"
+}
+# The slabs' rates kernels classifying the fluid for the next exchange (session 55,
+# PARTICLE_SHM_SPH_CLASSIFY=rates): the dam break at 20 M and 100 M on both GPUs with it,
+# balancing off (its bits: sph_overlap_item's test), after sph_overlap_item passed.
+sph_classify_item() {
+  if ! grep -q "test result: ok. 1 passed" "$OUT/sph_group_f32.out" 2>/dev/null; then
     echo "sph_group f32 did not pass: the rates kernels' classification is not timed"
     return
   fi
@@ -230,14 +243,16 @@ next2)
   ;;
 next5)
   # The first call of a lease (issue 18): the SPH group's speedups and imbalance at 20 M and
-  # 100 M, each balancing, from equal estimated work and (balancing off) from equal counts;
-  # then the rates kernels' classification and SPH over ranks, if time is left.
+  # 100 M, each balancing, from equal estimated work; the exchange beside the boundary's rates
+  # on and off; SPH over ranks; then, if time is left, balancing off from equal counts and the
+  # rates kernels' classification.
   budget=${BUDGET:-540}
   sph_group_item
+  item 150 sph_overlap_item
+  item 60 sph_mpi_vs_inprocess
   item 120 timeout 200 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 --frames 0 \
     --devices 0,1 --balance off --first-cut count --out "$OUT/sph_group_x2.jsonl"
-  item 230 sph_classify_item
-  item 60 sph_mpi_vs_inprocess
+  item 110 sph_classify_item
   ;;
 next4)
   # The second call (issues 14 and 15): the DEM group's bits, the GPU ranks' tests, strong and
