@@ -599,6 +599,13 @@ impl SphGroup {
             to = ?new,
             "SPH slab bounds moved"
         );
+        // An exchange started early moved records for the old bounds: `arm` starts none before
+        // a decision.
+        if self.early.is_some() {
+            return Err(CudaError::Unsupported(
+                "internal: an SPH exchange started early before a move of the slab bounds".into(),
+            ));
+        }
         let old = std::mem::replace(&mut self.bounds, new);
         let g = self.slabs.len();
         for w in 0..g {
