@@ -126,25 +126,22 @@ sph_group_item() {
 # and 100 M on both GPUs with the overlap off, balancing off (against sph_group_item's records).
 sph_overlap_item() {
   (cd solver && result sph_group_f32 150 "$BIN/sph_group" f32_group --test-threads 1)
-  if ! grep -q "test result: ok. 1 passed" "$OUT/sph_group_f32.out"; then
-    echo "sph_group f32 did not pass: the overlap is not timed"
-    return
-  fi
-  PARTICLE_SHM_SPH_OVERLAP=off timeout 200 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 \
-    --frames 0 --devices 0,1 --balance off --out "$OUT/sph_group_x2.jsonl"
-  echo "RESULT sph_overlap_off rc=$?"
+  sph_variant_run sph_overlap_off PARTICLE_SHM_SPH_OVERLAP=off
 }
 # The slabs' rates kernels classifying the fluid for the next exchange (session 55,
 # PARTICLE_SHM_SPH_CLASSIFY=rates): the dam break at 20 M and 100 M on both GPUs with it,
 # balancing off (its bits: sph_overlap_item's test), after sph_overlap_item passed.
-sph_classify_item() {
+sph_classify_item() { sph_variant_run sph_classify_rates PARTICLE_SHM_SPH_CLASSIFY=rates; }
+# sph_variant_run NAME VAR=VALUE: the dam break at 20 M and 100 M on both GPUs, balancing off,
+# with VAR=VALUE, if sph_overlap_item's f32 group test passed.
+sph_variant_run() {
   if ! grep -q "test result: ok. 1 passed" "$OUT/sph_group_f32.out" 2>/dev/null; then
-    echo "sph_group f32 did not pass: the rates kernels' classification is not timed"
+    echo "sph_group f32 did not pass: $1 is not timed"
     return
   fi
-  PARTICLE_SHM_SPH_CLASSIFY=rates timeout 200 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 \
+  env "$2" timeout 200 sph-gpu-bench --particles 2e7,1e8 --steps 60 --warmup 5 \
     --frames 0 --devices 0,1 --balance off --out "$OUT/sph_group_x2.jsonl"
-  echo "RESULT sph_classify_rates rc=$?"
+  echo "RESULT $1 rc=$?"
 }
 # The DEM group's tests on GPUs 0 and 1 (bits against one GPU and the CPU), as an item.
 cuda_multi_item() {
