@@ -47,9 +47,10 @@ pub struct SphGroupOptions {
     /// moves the bounds. [`SPARE_SLOTS`] by default.
     pub spare_slots: u32,
     /// The rates kernels classify the fluid for the next exchange (float mode; see
-    /// [`SphGroup::arm_sends`]) instead of sph_classify before it. Off by default until a
-    /// device has run it (built in session 55, which was lent no GPU); the solver and
-    /// sph-gpu-bench take it from `PARTICLE_SHM_SPH_CLASSIFY` ([`classify_in_rates_from_env`]).
+    /// [`SphGroup::arm_sends`]) instead of sph_classify before it. Off by default: two slabs
+    /// of one H100 gained 0.3 % at 104 M with it, and nothing once the exchange ran beside the
+    /// boundary's rates (sessions 55 and 56); the solver and sph-gpu-bench take it from
+    /// `PARTICLE_SHM_SPH_CLASSIFY` ([`classify_in_rates_from_env`]).
     pub classify_in_rates: bool,
     /// Each exchange starts as soon as every slab's fluid kernel has written the positions it
     /// moves on: its copies and unpack run beside the boundary's rates ([`SphGroup::arm`]).
