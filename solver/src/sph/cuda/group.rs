@@ -123,21 +123,33 @@ pub fn overlap_from_env() -> Result<bool, CudaError> {
 }
 
 fn overlap_from(v: Option<&str>) -> Result<bool, CudaError> {
-    match v.map(str::trim) {
-        None | Some("") | Some("on") => Ok(true),
-        Some("off") => Ok(false),
-        Some(other) => Err(CudaError::Unsupported(format!(
-            "PARTICLE_SHM_SPH_OVERLAP={other:?}: expected `on` or `off`"
-        ))),
-    }
+    switch_from("PARTICLE_SHM_SPH_OVERLAP", v, ("on", "off"), true)
 }
 
 fn classify_in_rates_from(v: Option<&str>) -> Result<bool, CudaError> {
+    switch_from(
+        "PARTICLE_SHM_SPH_CLASSIFY",
+        v,
+        ("rates", "standalone"),
+        false,
+    )
+}
+
+/// A switch read from the variable `var` with the value `v`: true for `names.0`, false for
+/// `names.1`, `default` when unset or empty; anything else is an error that names the variable.
+fn switch_from(
+    var: &str,
+    v: Option<&str>,
+    names: (&str, &str),
+    default: bool,
+) -> Result<bool, CudaError> {
     match v.map(str::trim) {
-        None | Some("") | Some("standalone") => Ok(false),
-        Some("rates") => Ok(true),
+        None | Some("") => Ok(default),
+        Some(x) if x == names.0 => Ok(true),
+        Some(x) if x == names.1 => Ok(false),
         Some(other) => Err(CudaError::Unsupported(format!(
-            "PARTICLE_SHM_SPH_CLASSIFY={other:?}: expected `rates` or `standalone`"
+            "{var}={other:?}: expected `{}` or `{}`",
+            names.0, names.1
         ))),
     }
 }
