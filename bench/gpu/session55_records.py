@@ -16,12 +16,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sph_split_records import Raw  # noqa: E402
+from sph_split_records import Raw, store_sph  # noqa: E402
 
 raw = sys.argv[1] if len(sys.argv) > 1 else "bench/results/raw/session55"
-path = "bench/results/multi_gpu.json"
-with open(path) as f:
-    d = json.load(f)
 
 
 def summary(runs, n):
@@ -80,7 +77,7 @@ for name, (prefix, diag_s, diag_r, what) in ROUNDS.items():
             entry[f"classify_and_fluid_rates_ms_100m_22_steps_{label}"] = per_slab(k, TAIL)
     rounds[name] = entry
 
-d["sph"]["same_device_session55"] = {
+store_sph("same_device_session55", {
     "note": "two slabs of the dam break on ONE GPU (--devices 0,0) against one GPU, f32, Verlet, "
             "balancing off; split_ratio = one GPU's ms/step / the two slabs'. 'standalone': "
             "sph_classify before each exchange (the default); 'rates': each owned particle "
@@ -92,9 +89,6 @@ d["sph"]["same_device_session55"] = {
     "rounds": rounds,
     "command": "PACK_MPI=1 bash bench/gpu/pack.sh; bash bench/gpu/session55_checks.sh classify "
                "(and v2), then bench/gpu/session55_records.py",
-}
-with open(path, "w") as f:
-    json.dump(d, f, indent=1)
-    f.write("\n")
+})
 for name, r in rounds.items():
     print(name, r["card"], json.dumps({k: r[k] for k in r if k.startswith(("verlet", "classify_and"))}))

@@ -13,12 +13,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sph_split_records import Raw  # noqa: E402
+from sph_split_records import Raw, store_sph  # noqa: E402
 
 raw = sys.argv[1] if len(sys.argv) > 1 else "bench/results/raw/session56/overlap"
-path = "bench/results/multi_gpu.json"
-with open(path) as f:
-    d = json.load(f)
 r = Raw(raw)
 runs = []
 for name in ("overlap_1e7.jsonl", "overlap_1e8.jsonl"):
@@ -43,7 +40,7 @@ for s in summary.values():
     if s["off"] and s["on"]:
         s["on_over_off"] = round(mean(s["on"]) / mean(s["off"]), 4)
 
-d["sph"]["same_device_session56"] = {
+store_sph("same_device_session56", {
     "note": "two slabs of the dam break on ONE GPU (--devices 0,0) against one GPU, f32, "
             "balancing off; split_ratio = one GPU's ms/step / the two slabs'. 'off': each "
             "exchange after the evaluation's every kernel (PARTICLE_SHM_SPH_OVERLAP=off); 'on' "
@@ -58,8 +55,5 @@ d["sph"]["same_device_session56"] = {
     "runs": runs,
     "command": "PACK_MPI=1 bash bench/gpu/pack.sh; bash bench/gpu/session56_checks.sh overlap, "
                "then bench/gpu/session56_records.py",
-}
-with open(path, "w") as f:
-    json.dump(d, f, indent=1)
-    f.write("\n")
+})
 print(json.dumps(summary, indent=1))

@@ -53,3 +53,13 @@ class Raw:
                 if m and cur:
                     out[cur][m.group(1)] = float(m.group(3))
         return out
+
+
+def store_sph(key, entry, path="bench/results/multi_gpu.json"):
+    """Sets section `sph`, key `key` of multi_gpu.json to `entry` (a session's records)."""
+    with open(path) as f:
+        d = json.load(f)
+    d["sph"][key] = entry
+    with open(path, "w") as f:
+        json.dump(d, f, indent=1)
+        f.write("\n")
