@@ -653,7 +653,7 @@ fn sph_cpu_ranks_give_the_bits_of_one_process() {
     // The first cut by estimated work leaves count balancing nothing to move at this coarse
     // spacing; from equal particle counts (walls included) it moves a bound.
     let mut runs = cpu_rank_runs();
-    runs[2].3.push("SPH rank bounds moved".into());
+    runs[2].4.push("SPH rank bounds moved".into());
     sph_runs_agree(&dir, "sphc", &["--backend", "cpu"], &case, &runs, &[], 3);
 }
 
@@ -701,29 +701,52 @@ fn verlet_over_ranks_gives_the_bits_of_one_process() {
 
 /// The SPH `case` on GPUs ([`sph_runs_agree`]): one GPU, two slabs of GPU 0 in one process, 2
 /// and 3 ranks on `PARTICLE_SHM_TEST_DEVICES` (default GPU 0, which the ranks then share), bounds
-/// moving by count; the 2-rank checkpoint continues on one GPU and on 2 ranks.
+/// moving by count, the records travelling beside the boundary's rates (the default; the
+/// exchanges before a balancing decision and the first take the road after the evaluation),
+/// and 2 ranks with that overlap off; the 2-rank checkpoint continues on one GPU and on 2
+/// ranks.
 fn sph_gpu_runs_agree(dir: &Scratch, tag: &str, case: &str) {
     let devices = std::env::var("PARTICLE_SHM_TEST_DEVICES").unwrap_or_else(|_| "0".into());
-    let on_ranks = |np: usize| vec![format!("{np} MPI ranks, one GPU each")];
-    let runs: [SphBitsRun; 4] = [
-        ("one", 1, &["--devices", "0"], vec![]),
+    let overlapped = "exchanges ran their records beside the boundary's rates";
+    let on_ranks = |np: usize| {
+        vec![
+            format!("{np} MPI ranks, one GPU each"),
+            overlapped.into(),
+            // Some exchange overlapped.
+            "not:SPH rank 0: 0 of".into(),
+        ]
+    };
+    let mut off = on_ranks(2);
+    off[2] = "SPH rank 0: 0 of".into();
+    let runs: [SphBitsRun; 5] = [
+        ("one", 1, &["--devices", "0"], &[], vec![]),
         (
             "group",
             1,
             &["--devices", "0,0", "--balance", "count"],
+            &[],
             vec!["slabs [0, ".into()],
         ),
         (
             "np2",
             2,
             &["--devices", &devices, "--balance", "count"],
+            &[],
             on_ranks(2),
         ),
         (
             "np3",
             3,
             &["--devices", &devices, "--balance", "count"],
+            &[],
             on_ranks(3),
+        ),
+        (
+            "np2off",
+            2,
+            &["--devices", &devices, "--balance", "count"],
+            &[("PARTICLE_SHM_SPH_OVERLAP", "off")],
+            off,
         ),
     ];
     let restart = ["--devices", devices.as_str()];
@@ -731,20 +754,27 @@ fn sph_gpu_runs_agree(dir: &Scratch, tag: &str, case: &str) {
 }
 
 /// One run of [`sph_runs_agree`]: label, ranks (1: one process), arguments beyond the common
-/// ones, lines its log must hold.
-type SphBitsRun<'a> = (&'a str, usize, &'a [&'a str], Vec<String>);
+/// ones, environment variables, lines its log must hold (with `not:`, must not hold).
+type SphBitsRun<'a> = (
+    &'a str,
+    usize,
+    &'a [&'a str],
+    &'a [(&'a str, &'a str)],
+    Vec<String>,
+);
 
 /// One process, then 2 and 3 CPU ranks with the bounds moving by count (3 from a first cut of
 /// equal counts), each saying it runs on ranks.
 fn cpu_rank_runs() -> [SphBitsRun<'static>; 3] {
     let on_ranks = |np: usize| vec![format!("SPH on {np} MPI ranks on the CPU")];
     [
-        ("one", 1, &[], vec![]),
-        ("np2", 2, &["--balance", "count"], on_ranks(2)),
+        ("one", 1, &[], &[], vec![]),
+        ("np2", 2, &["--balance", "count"], &[], on_ranks(2)),
         (
             "np3",
             3,
             &["--balance", "count", "--first-cut", "count"],
+            &[],
             on_ranks(3),
         ),
     ]
@@ -764,7 +794,7 @@ fn sph_runs_agree(
     ranks: usize,
 ) {
     let mut reference: Option<(Frame, Files)> = None;
-    for (label, np, extra, expect) in runs {
+    for (label, np, extra, env, expect) in runs {
         let seg = Seg::new(&format!("{tag}{label}"));
         let out = dir.path(label);
         let mut a = base.to_vec();
@@ -791,13 +821,17 @@ fn sph_runs_agree(
             "RUST_LOG",
             "info,solver::sph::ranks=debug,solver::sph::cuda=debug",
         );
+        cmd.envs(env.iter().copied());
         let (code, err) = run(cmd, Duration::from_secs(300));
         assert_eq!(code, Some(0), "SPH {label} failed:\n{err}");
         for line in expect {
-            assert!(
-                err.contains(line.as_str()),
-                "SPH {label}: no {line:?} in\n{err}"
-            );
+            match line.strip_prefix("not:") {
+                Some(absent) => assert!(!err.contains(absent), "SPH {label}: {absent:?} in\n{err}"),
+                None => assert!(
+                    err.contains(line.as_str()),
+                    "SPH {label}: no {line:?} in\n{err}"
+                ),
+            }
         }
         let frame = newest_frame(&seg.0);
         let results = final_checkpoint(&out);

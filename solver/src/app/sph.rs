@@ -293,6 +293,7 @@ fn rank_engine(
             slabs,
             spare_slots: solver::sph::cuda::SPARE_SLOTS,
             classify_in_rates: solver::sph::cuda::classify_in_rates_from_env()?,
+            overlap: solver::sph::cuda::overlap_from_env()?,
         };
         let rank = SphRank::from_state(c, state, dt, moving, opts)?;
         let (name, bounds, axis) = (rank.device_name(), rank.bounds().to_vec(), rank.axis());

@@ -8,6 +8,12 @@
 //! ranks. Every slab still sorts by (cell, x, id) on the run's one grid, so the ranks give the
 //! bits of one GPU and of a group.
 //!
+//! In float mode the records travel while the boundary's rates run, as in a group
+//! ([`SphRank::exchange_early`], `PARTICLE_SHM_SPH_OVERLAP`): the host waits for the fluid's
+//! kernel only, sends and receives the records on the exchange's stream, and the boundary
+//! densities of the halo, which those rates write, follow in a second, small all-to-all after
+//! the evaluation.
+//!
 //! Moving solids: every rank places all of them and sorts the boundary alike, so slots agree on
 //! every rank as in a group; the halo's boundary densities travel with their slots (the sort
 //! moves them), and after each integration every rank sends its neighbours the densities of
@@ -21,6 +27,8 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
 
 use super::group::{handover, slab_info, step_times, SlabPlan, StepEvents};
 use super::slab::record_bytes;
@@ -51,6 +59,20 @@ pub struct SphRankOptions {
     pub spare_slots: u32,
     /// See [`super::SphGroupOptions::classify_in_rates`].
     pub classify_in_rates: bool,
+    /// The exchange of records started before the boundary's rates (float mode; see
+    /// [`SphRank::exchange_early`]); off on every rank if off on any.
+    pub overlap: bool,
+}
+
+/// An exchange whose records went out and came in before the boundary's rates were done
+/// ([`SphRank::exchange_early`]); [`SphRank::exchange`] finishes it.
+struct EarlyExchange {
+    /// At the half state's positions.
+    half: bool,
+    /// Records that need room the slab must grow for (which waits for the compute stream): the
+    /// counts from each side, the local slots kept, the records from each side; unpacked by
+    /// the exchange after the evaluation.
+    deferred: Option<([u32; 2], u32, [Vec<u8>; 2])>,
 }
 
 /// A frame assembled on rank 0's host by [`SphGpu::pack_frame`] (for tests and tools that read
@@ -128,6 +150,13 @@ pub struct SphRank {
     moving: bool,
     /// [`SphRankOptions::classify_in_rates`].
     classify_in_rates: bool,
+    /// [`SphRankOptions::overlap`], agreed over the ranks.
+    overlap: bool,
+    /// The exchange started early, until the evaluation's end finishes it.
+    early: Option<EarlyExchange>,
+    /// Exchanges started early, and all exchanges.
+    overlapped: u64,
+    exchanges: u64,
     /// Moving solids: the layer of each boundary slot (device scratch of `list_layers`).
     layer_scratch: u64,
     /// Moving solids: (slot, density) pairs picked for or received from another rank (device
@@ -156,6 +185,11 @@ impl SphRank {
         moving
             .check(state.pos.len())
             .map_err(CudaError::Unsupported)?;
+        // Every rank must take the same road (the early exchange adds collectives): off if
+        // any rank has it off (the parity mode has no early exchange: its update runs after
+        // the boundary's rates).
+        let overlap_off = u64::from(!opts.overlap || opts.double);
+        let overlap = opts.comm.sum_u64(overlap_off) == 0;
         let plan = SlabPlan::new(&c, &state, &moving, ranks, &opts.slabs)?;
         // mDBC: the ghost nodes at rest (every rank the same).
         let ghosts = crate::sph::mdbc::ghosts_at_rest(&c, &moving, &state.pos, &state.kind);
@@ -196,6 +230,10 @@ impl SphRank {
             dt,
             balancing: opts.slabs,
             classify_in_rates: opts.classify_in_rates,
+            overlap,
+            early: None,
+            overlapped: 0,
+            exchanges: 0,
             by_layer,
             layer_start,
             xfer: 0,
@@ -236,6 +274,11 @@ impl SphRank {
     /// Fluid records this rank sent so far (halo copies and migrants).
     pub fn records_sent(&self) -> u64 {
         self.records_sent
+    }
+    /// Exchanges whose records travelled while the boundary's rates ran
+    /// ([`SphRank::exchange_early`]), and all exchanges.
+    pub fn overlapped_exchanges(&self) -> (u64, u64) {
+        (self.overlapped, self.exchanges)
     }
     /// This rank's device compute and exchange time over the run [s], and the steps timed.
     pub fn phase_times(&self) -> (f64, f64, u64) {
@@ -349,19 +392,39 @@ impl SphRank {
         }
     }
 
-    /// Arms the rates kernel about to run to classify this rank's particles for the next
-    /// exchange, with the current bounds (as a group does, `SphGroup::arm_sends`).
-    fn arm_sends(&mut self) {
+    /// Arms the rates about to run: to classify this rank's particles for the next exchange
+    /// inside the fluid's kernel (classify_in_rates, as a group does,
+    /// `SphGroup::arm_sends`), and to start that exchange early (overlap), unless the bounds
+    /// may move before it (`end_of_step`, and a balancing decision due after this step: the
+    /// same on every rank).
+    fn arm(&mut self, end_of_step: bool) {
+        let info = slab_info(&self.bounds, self.rank);
         if self.classify_in_rates {
-            let info = slab_info(&self.bounds, self.rank);
             self.sim.arm_sends(info);
+        }
+        let decision_due = self.balancing.balance != Balance::Off
+            && (self.step + 1).is_multiple_of(self.balancing.interval.max(1));
+        if self.overlap && !(end_of_step && decision_due) {
+            self.sim.arm_early(info);
         }
     }
 
     /// The exchange before an evaluation at the state's (`half` false) or the half state's
     /// positions: classify, then one all-to-all carrying to each neighbour its fluid records
-    /// and the boundary densities of the layer next to it; unpack.
+    /// and the boundary densities of the layer next to it; unpack. Finishes an exchange
+    /// started early instead ([`SphRank::finish_early`]).
     fn exchange(&mut self, half: bool) -> Result<(), CudaError> {
+        self.exchanges += 1;
+        if let Some(early) = self.early.take() {
+            if early.half != half {
+                return Err(CudaError::Unsupported(format!(
+                    "internal error: at step {} an SPH exchange started early at the other \
+                     half step; please report this with the case",
+                    self.step
+                )));
+            }
+            return self.finish_early(early);
+        }
         let info = slab_info(&self.bounds, self.rank);
         // Classified already by the rates kernel that wrote these positions (float mode,
         // bounds unchanged since), else here.
@@ -380,6 +443,154 @@ impl SphRank {
                 step: self.step,
             });
         }
+        let stream = self.sim.stream.clone();
+        let mut sends = self.record_messages(counts, &stream)?;
+        for side in 0..2 {
+            if let Some(v) = neighbour(self.rank, side, self.ranks) {
+                let halo = self.pick_halo(side, half)?;
+                sends[v].extend(halo);
+            }
+        }
+        let got = self.comm.exchange(sends);
+        let mut parts: [(&[u8], &[u8]); 2] = [(&[], &[]); 2];
+        let mut n_got = [0u32; 2];
+        for side in 0..2 {
+            if let Some(v) = neighbour(self.rank, side, self.ranks) {
+                (n_got[side], parts[side].0, parts[side].1) = self.split_message(&got[v], v)?;
+            }
+        }
+        self.room_for(n_got)?;
+        for (side, (records, _)) in parts.iter().enumerate() {
+            if !records.is_empty() {
+                self.sim.put(self.sim.recv_ptr(side), records)?;
+            }
+        }
+        self.sim.queue_unpack(n_got, counts[2], false)?;
+        for (side, (_, densities)) in parts.iter().enumerate() {
+            if let Some(v) = neighbour(self.rank, side, self.ranks) {
+                self.put_halo(side, densities, half, v)?;
+            }
+        }
+        if half {
+            // The half-step densities the predictor just integrated.
+            self.share_moving(true)?;
+        }
+        Ok(())
+    }
+
+    /// The exchange before the next evaluation, at the half state's (`half`) or the state's
+    /// positions, started as soon as the fluid's kernel has written them and they are
+    /// classified ([`SphRank::arm`]; nothing unless armed): the host waits for the
+    /// classification's counts on the exchange's stream, not for the boundary's rates queued
+    /// after it on the compute stream; the records go down, through MPI to the neighbours and
+    /// up on that stream, and their unpack runs there too (it writes slots after the current
+    /// ones, which no kernel of the evaluation reads). The compute stream waits for the unpack
+    /// before what it runs next. The boundary densities of the halo, which those rates write,
+    /// follow in [`SphRank::finish_early`].
+    ///
+    /// Collective: every rank goes early or none does (one reduction), so a classification
+    /// that did not fit its send buffers, or a particle beyond reach, is left to
+    /// [`SphRank::exchange`] on every rank, which reads the counts again.
+    fn exchange_early(&mut self, half: bool) -> Result<(), CudaError> {
+        if !self.overlap {
+            return Ok(());
+        }
+        let send_cap = self.sim.send_capacity();
+        let counts = self
+            .sim
+            .read_counts_early(half)?
+            .filter(|c| c[3] == 0 && c[0].max(c[1]) <= send_cap);
+        if self.comm.sum_u64(u64::from(counts.is_none())) > 0 {
+            return Ok(());
+        }
+        let counts = counts.expect("checked by every rank");
+        // Classified for this exchange, by the rates kernel or right after it.
+        self.sim.take_classified(half);
+        let beside = self.sim.early_sync().0.clone();
+        let sends = self.record_messages(counts, &beside)?;
+        let got = self.comm.exchange(sends);
+        let mut records: [&[u8]; 2] = [&[], &[]];
+        let mut n_got = [0u32; 2];
+        for side in 0..2 {
+            if let Some(v) = neighbour(self.rank, side, self.ranks) {
+                let (n, recs, rest) = self.split_message(&got[v], v)?;
+                if !rest.is_empty() {
+                    return Err(mismatch(
+                        self.rank,
+                        v,
+                        self.step,
+                        format!(
+                            "{} bytes after the records of an early exchange",
+                            rest.len()
+                        ),
+                    ));
+                }
+                (n_got[side], records[side]) = (n, recs);
+            }
+        }
+        let kept = counts[2];
+        let deferred = if self
+            .sim
+            .fits_without_growing(counts[0].max(counts[1]), n_got)
+        {
+            for (side, recs) in records.iter().enumerate() {
+                let dst = self.sim.recv_ptr(side);
+                // Host-synchronous on this stream: its receive buffers are free (its last
+                // unpack and sort came before the classification it waited for).
+                self.sim.put_on(&beside, dst, recs)?;
+            }
+            self.sim.queue_unpack(n_got, kept, true)?;
+            let err = |e| CudaError::driver("ordering the exchange", e);
+            let done = beside.record_event(None).map_err(err)?;
+            self.sim.stream.wait(&done).map_err(err)?;
+            None
+        } else {
+            Some((n_got, kept, records.map(<[u8]>::to_vec)))
+        };
+        self.early = Some(EarlyExchange { half, deferred });
+        self.overlapped += 1;
+        Ok(())
+    }
+
+    /// The end of an exchange started early, once the evaluation is done: the records that
+    /// needed room, then to each neighbour the boundary densities of the layer next to it.
+    fn finish_early(&mut self, early: EarlyExchange) -> Result<(), CudaError> {
+        let half = early.half;
+        let n_got = early.deferred.as_ref().map_or([0; 2], |d| d.0);
+        self.room_for(n_got)?;
+        if let Some((n_got, kept, records)) = early.deferred {
+            for (side, recs) in records.iter().enumerate() {
+                self.sim.put(self.sim.recv_ptr(side), recs)?;
+            }
+            self.sim.queue_unpack(n_got, kept, false)?;
+        }
+        let mut sends = vec![Vec::new(); self.ranks];
+        for side in 0..2 {
+            if let Some(v) = neighbour(self.rank, side, self.ranks) {
+                sends[v] = self.pick_halo(side, half)?;
+            }
+        }
+        let got = self.comm.exchange(sends);
+        for side in 0..2 {
+            if let Some(v) = neighbour(self.rank, side, self.ranks) {
+                self.put_halo(side, &got[v], half, v)?;
+            }
+        }
+        if half {
+            // The half-step densities the predictor just integrated.
+            self.share_moving(true)?;
+        }
+        Ok(())
+    }
+
+    /// Each neighbour's message of records (`counts` from this rank's classification, which
+    /// `stream` has passed): their count (u64), then the records, downloaded on `stream`
+    /// (waits for it).
+    fn record_messages(
+        &mut self,
+        counts: [u32; 4],
+        stream: &Arc<CudaStream>,
+    ) -> Result<Vec<Vec<u8>>, CudaError> {
         let rec = record_bytes(self.sim.real);
         let mut sends = vec![Vec::new(); self.ranks];
         for (side, &sent) in counts[..2].iter().enumerate() {
@@ -389,73 +600,81 @@ impl SphRank {
             let n = sent as usize;
             let mut msg = vec![0u8; 8 + n * rec];
             msg[..8].copy_from_slice(&(n as u64).to_le_bytes());
-            self.sim.get(self.sim.send_ptr(side), &mut msg[8..])?;
-            let (layer, _) = self.halo_layers(side);
-            if self.moving {
-                // The boundary's slots moved at the last sort: slots travel with the densities.
-                msg.extend(self.pick_pairs(layer, layer + 1, false, half)?);
-            } else {
-                msg.extend(self.pick_densities(layer, layer + 1, half)?);
-            }
+            self.sim
+                .get_on(stream, self.sim.send_ptr(side), &mut msg[8..])?;
             sends[v] = msg;
         }
         self.records_sent += (counts[0] + counts[1]) as u64;
-        let got = self.comm.exchange(sends);
-        let mut parts: [(&[u8], &[u8]); 2] = [(&[], &[]); 2];
-        let mut n_got = [0u32; 2];
-        for side in 0..2 {
-            let Some(v) = neighbour(self.rank, side, self.ranks) else {
-                continue;
-            };
-            let msg = &got[v];
-            let n = msg
-                .get(..8)
-                .map(|h| u64::from_le_bytes(h.try_into().expect("8 bytes")) as usize)
-                .filter(|&n| {
-                    n.checked_mul(rec)
+        Ok(sends)
+    }
+
+    /// A neighbour's message: the records' count, the records and what follows them.
+    fn split_message<'m>(
+        &self,
+        msg: &'m [u8],
+        from: usize,
+    ) -> Result<(u32, &'m [u8], &'m [u8]), CudaError> {
+        let rec = record_bytes(self.sim.real);
+        let n = msg
+            .get(..8)
+            .map(|h| u64::from_le_bytes(h.try_into().expect("8 bytes")) as usize)
+            .filter(|&n| {
+                n <= u32::MAX as usize
+                    && n.checked_mul(rec)
                         .and_then(|b| b.checked_add(8))
                         .is_some_and(|b| msg.len() >= b)
-                })
-                .ok_or_else(|| {
-                    mismatch(
-                        self.rank,
-                        v,
-                        self.step,
-                        format!("a message of {} bytes", msg.len()),
-                    )
-                })?;
-            n_got[side] = n as u32;
-            parts[side] = (&msg[8..8 + n * rec], &msg[8 + n * rec..]);
-        }
-        // A rank that cannot make room stops every rank at this step.
-        let room = self.sim.make_room(n_got, self.device);
+            })
+            .ok_or_else(|| {
+                mismatch(
+                    self.rank,
+                    from,
+                    self.step,
+                    format!("a message of {} bytes", msg.len()),
+                )
+            })?;
+        Ok((n as u32, &msg[8..8 + n * rec], &msg[8 + n * rec..]))
+    }
+
+    /// Room for `got` records from each side (grows the slab; waits for the compute stream if
+    /// so). Collective: a rank that cannot make room stops every rank at this step.
+    fn room_for(&mut self, got: [u32; 2]) -> Result<(), CudaError> {
+        let room = self.sim.make_room(got, self.device);
         let room = room.and_then(|()| self.fit_part_buffers());
         if self.comm.sum_u64(room.is_err() as u64) > 0 {
             room?;
             return Err(CudaError::OtherRank { step: self.step });
         }
-        for (side, (records, _)) in parts.iter().enumerate() {
-            if !records.is_empty() {
-                self.sim.put(self.sim.recv_ptr(side), records)?;
-            }
-        }
-        self.sim.queue_unpack(n_got, counts[2], false)?;
-        for (side, (_, densities)) in parts.iter().enumerate() {
-            let Some(v) = neighbour(self.rank, side, self.ranks) else {
-                continue;
-            };
-            if self.moving {
-                self.put_pairs(densities, half, v)?;
-            } else {
-                let (_, layer) = self.halo_layers(side);
-                self.put_densities(layer, layer + 1, half, densities, v)?;
-            }
-        }
-        if half {
-            // The half-step densities the predictor just integrated.
-            self.share_moving(true)?;
-        }
         Ok(())
+    }
+
+    /// The boundary densities (state, or with `half` half state) of this rank's layer next to
+    /// the neighbour on `side`, for that neighbour (waits for the compute stream): with
+    /// moving solids as (slot, density) pairs, since the boundary's slots moved at the last
+    /// sort.
+    fn pick_halo(&mut self, side: usize, half: bool) -> Result<Vec<u8>, CudaError> {
+        let (layer, _) = self.halo_layers(side);
+        if self.moving {
+            self.pick_pairs(layer, layer + 1, false, half)
+        } else {
+            self.pick_densities(layer, layer + 1, half)
+        }
+    }
+
+    /// Writes what [`SphRank::pick_halo`] picked on rank `from`, the neighbour on `side`
+    /// (queued).
+    fn put_halo(
+        &mut self,
+        side: usize,
+        bytes: &[u8],
+        half: bool,
+        from: usize,
+    ) -> Result<(), CudaError> {
+        if self.moving {
+            self.put_pairs(bytes, half, from)
+        } else {
+            let (_, layer) = self.halo_layers(side);
+            self.put_densities(layer, layer + 1, half, bytes, from)
+        }
     }
 
     /// Moving solids: lists the boundary slots of each layer again (the last sort moved them;
@@ -666,6 +885,13 @@ impl SphRank {
         let Some(new) = decision else {
             return Ok(());
         };
+        // An exchange started early moved records for the old bounds: `arm` starts none before
+        // a decision (every rank alike).
+        if self.early.is_some() {
+            return Err(CudaError::Unsupported(
+                "internal: an SPH exchange started early before a move of the rank bounds".into(),
+            ));
+        }
         self.guard.applied();
         tracing::debug!(
             step = self.step,
@@ -860,12 +1086,13 @@ impl SphGpu for SphRank {
                 self.mark(0)?;
                 self.sim.predictor_sort()?;
                 self.share_ghost_densities()?;
-                self.arm_sends();
+                self.arm(false);
                 self.sim.predictor_rates()?;
                 self.mark(1)?;
+                self.exchange_early(true)?;
                 self.exchange(true)?;
                 self.mark(2)?;
-                self.arm_sends();
+                self.arm(true);
                 self.sim.corrector()?;
             }
             Integrator::Verlet { euler_every } => {
@@ -877,11 +1104,13 @@ impl SphGpu for SphRank {
                 self.mark(2)?;
                 self.sim.verlet_sort()?;
                 self.share_ghost_densities()?;
-                self.arm_sends();
+                self.arm(true);
                 self.sim.verlet_update(euler_every)?;
             }
         }
         self.mark(3)?;
+        // The next step's first exchange (after the events: its waits are not compute).
+        self.exchange_early(false)?;
         let (f, cv, nonfinite) = self.sim.read_diag()?;
         let (dt_f, dt_cv) = (self.comm.min_f64(f), self.comm.min_f64(cv));
         let nonfinite = self.comm.sum_u64(nonfinite as u64);
@@ -1056,6 +1285,15 @@ impl Drop for SphRank {
     fn drop(&mut self) {
         if self.pending.is_some() {
             self.take_parts(true);
+        }
+        // An early exchange's unpack may still read the receive buffers.
+        let _ = self.sim.early_sync().0.synchronize();
+        if self.rank == 0 && self.exchanges > 0 {
+            tracing::debug!(
+                "SPH rank 0: {} of {} exchanges ran their records beside the boundary's rates",
+                self.overlapped,
+                self.exchanges
+            );
         }
     }
 }

@@ -533,6 +533,11 @@ impl SphCuda {
             && got[1] <= sl.recv_cap[1]
     }
 
+    /// Records each send buffer holds.
+    pub(super) fn send_capacity(&self) -> u32 {
+        self.slab().send_cap
+    }
+
     /// The stream of an early exchange, and the event after the classification it sends.
     pub(super) fn early_sync(&self) -> (&Arc<CudaStream>, &CudaEvent) {
         let sl = self.slab();
