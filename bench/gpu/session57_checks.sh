@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Session 57 (2026-12-06): the SPH GPU ranks' records sent while the boundary's rates run
-# (SphRankOptions::overlap, on by default in float mode; PARTICLE_SHM_SPH_OVERLAP=off for the
-# one all-to-all after the evaluation, as before). One GPU is enough: the ranks share GPU 0.
+# (SphRankOptions::overlap, on by default in float mode; PARTICLE_SHM_SPH_OVERLAP=off to move
+# them after the evaluation), now on the DEM ranks' road (dem::cuda::road: NCCL, or page-locked
+# host memory and MPI). One GPU is enough: the ranks share GPU 0.
 # From the repository root, after PACK_MPI=1 bash bench/gpu/pack.sh:
 #
-#   bench/gpu/session57_checks.sh ranks   # the SPH GPU-rank tests (dam break, mDBC, moving
+#   bench/gpu/session57_checks.sh ranks   # the GPU-rank tests: DEM (the road of records now
+#                                         # shared with SPH) and SPH (dam break, mDBC, moving
 #                                         # solids, Verlet: one GPU, a group, 2 and 3 ranks with
 #                                         # the overlap, 2 ranks without, bit for bit, and the
-#                                         # restarts); then the dam break on 2
+#                                         # restarts), all on the host road (ranks sharing a GPU:
+#                                         # NCCL refuses that); then the dam break on 2
 #                                         # ranks sharing GPU 0, overlap off and on alternated,
 #                                         # at dp = 5 mm and 3.5 mm, as a user runs it (solver)
 #
@@ -60,10 +63,10 @@ PY
 }
 case $part in
 ranks)
-  (cd solver && RESULT_LINES=20 item 300 result mpi_ranks_sph_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda \
-    timeout 400 "$BIN/mpi_ranks" sph_gpu_ranks mdbc_over_ranks moving_solids_over_ranks \
+  (cd solver && RESULT_LINES=20 item 360 result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda \
+    timeout 450 "$BIN/mpi_ranks" gpu_ranks mdbc_over_ranks moving_solids_over_ranks \
     verlet_over_ranks --test-threads 1)
-  if ! grep -q "test result: ok. 4 passed" "$OUT/mpi_ranks_sph_gpu.out" 2>/dev/null; then
+  if ! grep -q "test result: ok. 6 passed" "$OUT/mpi_ranks_gpu.out" 2>/dev/null; then
     echo "the GPU-rank tests did not pass: the overlap is not timed"
   else
     for ov in off on off on; do item 25 ranks_run $ov 0.005 0.02 2; done

@@ -94,7 +94,8 @@ mpi_vs_inprocess() {
     --end-time 0.002 --progress-every "${PROGRESS:-10}"
 }
 # The SPH dam break at dp = ${SPH_DP:-0.005} m (about 8 M particles) on both GPUs: in one process
-# and on two ranks (records through host memory and MPI), one record (session 21).
+# and on two ranks (records through NCCL since session 57, before through host memory and MPI),
+# one record (session 21).
 sph_mpi_vs_inprocess() {
   local dp=${SPH_DP:-0.005} d
   d=$(mktemp -d)
@@ -104,8 +105,9 @@ sph_mpi_vs_inprocess() {
     --backend cuda --devices 0,1 --case "$d/dambreak_$dp.toml" --end-time 0.01 --progress-every 100
   rm -rf "$d"
 }
-# The GPU-rank tests with one GPU per rank, on both roads of the records: NCCL (the default
-# with one GPU per rank) and host memory.
+# The GPU-rank tests with one GPU per rank (DEM and the SPH dam break, whose records take both
+# roads since session 57), on both roads of the records: NCCL (the default with one GPU per
+# rank) and host memory.
 gpu_rank_tests() {
   local wire
   for wire in nccl host; do

@@ -22,6 +22,7 @@ mod outflow;
 pub mod params;
 mod publish;
 mod ranks;
+pub(crate) mod road;
 mod skin;
 mod step;
 mod window;

@@ -21,11 +21,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::CudaEvent;
 
 use super::buffers::{frame_part_bytes, frame_part_from_bytes, FrameKinematics};
 use super::multi::{beside_times, elapsed_s, err, group_skin, move_bounds, neighbour, Split};
 use super::params::{INTEGRATE_EULER, INTEGRATE_HALF_KICK, INTEGRATE_NONE};
+use super::road::{Part, Road};
 use super::skin::SharedSkin;
 use super::window::{ExchangeCounts, Received, SkinStatus};
 use super::{CudaError, CudaOptions, CudaSim};
@@ -62,95 +63,11 @@ struct PendingFrame {
 // it, from whichever one thread owns the worker at the time.
 unsafe impl Send for PendingFrame {}
 
-/// An NCCL communicator over the ranks' GPUs (issue 15: records device to device between
-/// processes), bootstrapped through MPI: rank 0's unique id is broadcast.
-struct Nccl(cudarc::nccl::sys::ncclComm_t);
-
-// SAFETY: an NCCL communicator may be used from any one thread at a time; the worker that
-// owns it is driven by one thread.
-unsafe impl Send for Nccl {}
-
-impl Drop for Nccl {
-    fn drop(&mut self) {
-        // SAFETY: a communicator made by comm_init_rank, destroyed once, after the stream that
-        // used it was synchronised (CudaRank's drop order: sim's stream first).
-        let _ = unsafe { cudarc::nccl::result::comm_destroy(self.0) };
-    }
-}
-
-/// Whether records should go through NCCL: `PARTICLE_SHM_RANK_WIRE` (`nccl`, `host`; default:
-/// NCCL where its library loads and no two ranks of a host share a GPU, which NCCL refuses).
-/// Collective: every rank gets the same answer.
-fn want_nccl(comm: &dyn Comm, device: usize) -> bool {
-    let asked = std::env::var("PARTICLE_SHM_RANK_WIRE").unwrap_or_default();
-    // SAFETY: a dlopen probe of libnccl; nothing is called.
-    let present = unsafe { cudarc::nccl::sys::is_culib_present() };
-    let mine = (crate::exec::comm::hostname(), device);
-    let all: Vec<(String, usize)> = comm
-        .all_gather(encode(&mine))
-        .iter()
-        .map(|b| decode(b, "rank devices"))
-        .collect();
-    let local = nccl_usable(&all, &asked, present);
-    comm.min_u64(local as u64) == 1
-}
-
-/// Whether this rank can take the NCCL road: not asked for the host one, the library loads,
-/// and no two ranks run on the same (host, GPU).
-fn nccl_usable(ranks: &[(String, usize)], asked: &str, present: bool) -> bool {
-    let mut seen = ranks.to_vec();
-    seen.sort();
-    seen.dedup();
-    asked != "host" && present && seen.len() == ranks.len()
-}
-
-impl Nccl {
-    /// Collective over the ranks of `comm`, with `sim`'s context current.
-    fn new(comm: &dyn Comm, sim: &CudaSim) -> Result<Nccl, CudaError> {
-        let nccl_err = |what: &str, e: cudarc::nccl::result::NcclError| {
-            CudaError::Unsupported(format!("NCCL between ranks: {what}: {e:?}"))
-        };
-        // Rank 0 broadcasts its id, or nothing when it has none: the others must not wait.
-        let mut id = Vec::new();
-        let mut made = Ok(());
-        if comm.rank() == 0 {
-            match cudarc::nccl::result::get_uniqueid() {
-                Ok(u) => id = u.internal.iter().map(|&c| c as u8).collect(),
-                Err(e) => made = Err(nccl_err("making the unique id", e)),
-            }
-        }
-        comm.broadcast(&mut id);
-        made?;
-        if id.len() != 128 {
-            return Err(CudaError::OtherRank { step: 0 });
-        }
-        let mut internal = [0 as std::ffi::c_char; 128];
-        for (c, b) in internal.iter_mut().zip(&id) {
-            *c = *b as std::ffi::c_char;
-        }
-        let uid = cudarc::nccl::sys::ncclUniqueId { internal };
-        super::driver::bind(&sim.stream)?;
-        let mut c: cudarc::nccl::sys::ncclComm_t = std::ptr::null_mut();
-        // SAFETY: `c` is written by the call; every rank calls it with the same id and its own
-        // rank, its GPU's context current.
-        unsafe {
-            cudarc::nccl::result::comm_init_rank(
-                &mut c,
-                comm.size() as std::ffi::c_int,
-                uid,
-                comm.rank() as std::ffi::c_int,
-            )
-        }
-        .map_err(|e| nccl_err("joining the communicator", e))?;
-        Ok(Nccl(c))
-    }
-}
-
 /// See the module documentation.
 pub struct CudaRank {
     /// NCCL between the ranks' GPUs when they can use it, else records through host memory.
     /// (Before `sim`: the communicator goes while the context lives.)
-    nccl: Option<Nccl>,
+    road: Road,
     sim: CudaSim,
     comm: Arc<dyn Comm>,
     device: usize,
@@ -198,42 +115,6 @@ pub struct CudaRank {
     skin: Option<SharedSkin>,
     /// With a skin: slab bounds the balancing chose, applied at the next search.
     pending_bounds: Option<Vec<u32>>,
-    /// The records' page-locked host buffers (used without NCCL).
-    road: std::sync::Mutex<HostRoad>,
-}
-
-/// The page-locked buffers of the records' host road ([`CudaRank::move_parts`] without NCCL).
-#[derive(Default)]
-struct HostRoad {
-    send: Option<cudarc::driver::PinnedHostSlice<u8>>,
-    recv: Option<cudarc::driver::PinnedHostSlice<u8>>,
-}
-
-/// The first `bytes` of `slot`'s page-locked buffer, which grows (with a quarter to spare)
-/// where it is shorter.
-fn pinned<'a>(
-    stream: &Arc<CudaStream>,
-    slot: &'a mut Option<cudarc::driver::PinnedHostSlice<u8>>,
-    bytes: usize,
-    what: &str,
-) -> Result<&'a mut [u8], CudaError> {
-    if slot.as_ref().is_none_or(|s| s.len() < bytes) {
-        *slot = None;
-        let len = (bytes + bytes / 4).max(1 << 16);
-        // SAFETY: the bytes are written (a device-to-host copy, or MPI) before anything reads
-        // them; flags 0 (not write-combined, which the host reads slowly).
-        *slot = Some(
-            unsafe { stream.context().alloc_pinned_with_flags::<u8>(len, 0) }.map_err(|e| {
-                CudaError::driver(&format!("allocating page-locked memory for the {what}"), e)
-            })?,
-        );
-    }
-    let buf = slot
-        .as_mut()
-        .expect("allocated above")
-        .as_mut_slice()
-        .map_err(|e| CudaError::driver(&format!("waiting for the {what}"), e))?;
-    Ok(&mut buf[..bytes])
 }
 
 /// A step's events: its start, the end of its exchange (or, refreshing beside the collide, of
@@ -244,16 +125,6 @@ struct RankEvents {
     ev: [CudaEvent; 5],
     recorded: bool,
     beside: bool,
-}
-
-/// One buffer to a neighbour rank and one from it: `out` bytes at `src` go to `peer`, `into`
-/// bytes from it land at `dst` (device addresses of this rank's GPU).
-struct Part {
-    peer: usize,
-    src: u64,
-    out: usize,
-    dst: u64,
-    into: usize,
 }
 
 /// The exchange counts as words for the all-gather.
@@ -320,18 +191,7 @@ impl CudaRank {
             })
         };
         let events = [new_ev()?, new_ev()?];
-        let nccl = if want_nccl(ranks.comm.as_ref(), ranks.device) {
-            let made = Nccl::new(ranks.comm.as_ref(), &sim);
-            // Every rank joins or none: a failure anywhere fails the start everywhere.
-            let ok = ranks.comm.min_u64(made.is_ok() as u64);
-            let made = made?;
-            if ok == 0 {
-                return Err(CudaError::OtherRank { step: state.step });
-            }
-            Some(made)
-        } else {
-            None
-        };
+        let road = Road::new(ranks.comm.as_ref(), ranks.device, &sim.stream, state.step)?;
         let width = sim.skin_width();
         tracing::info!(
             "MPI rank {w} of {g} on GPU {}: slabs along {} at cell layers {:?}, {} particles here; {}",
@@ -346,7 +206,7 @@ impl CudaRank {
             }
         );
         Ok(CudaRank {
-            nccl,
+            road,
             verlet: sim.verlet(),
             sim,
             comm: ranks.comm.clone(),
@@ -375,7 +235,6 @@ impl CudaRank {
             frame_staging: None,
             skin: (width > 0.0).then(|| SharedSkin::new(width)),
             pending_bounds: None,
-            road: Default::default(),
         })
     }
 
@@ -485,145 +344,13 @@ impl CudaRank {
                 });
             }
         }
-        self.move_parts(&self.sim.stream, &parts)?;
+        self.road
+            .move_parts(self.comm.as_ref(), &self.sim.stream, &parts)?;
         let transfer = t0.elapsed().as_secs_f64();
         self.transfer_s += transfer;
         self.busy += transfer;
         self.sim.queue_unpack(&got, &c, 0)?;
         self.mark(k, 1)
-    }
-
-    /// Moves `parts` between this rank and its neighbours, ordered on `stream` (the compute
-    /// stream, or the refresh's beside the collide): by NCCL device to device (the kernels
-    /// queued after on `stream` read what arrives), or through host memory and one MPI
-    /// all-to-all (the copies on `stream`, waited for).
-    fn move_parts(&self, stream: &Arc<CudaStream>, parts: &[Part]) -> Result<(), CudaError> {
-        match &self.nccl {
-            Some(n) => self.parts_by_nccl(n, stream, parts),
-            None => self.parts_by_host(stream, parts),
-        }
-    }
-
-    /// [`CudaRank::move_parts`] through host memory: one message per neighbour, its parts
-    /// one after the other, between page-locked buffers that live as long as the rank (grown,
-    /// never per step): the parts are copied into the send buffer at the link's speed, the
-    /// ranks exchange the buffers in one all-to-all, and the parts are copied out. Session 25
-    /// measured the allocating road (a fresh vector per part, copied into the message and out
-    /// of it) at 50 steps/s against 402 in one process (two ranks sharing one H200, 20 M).
-    fn parts_by_host(&self, stream: &Arc<CudaStream>, parts: &[Part]) -> Result<(), CudaError> {
-        let g = self.ranks();
-        let (mut send_lens, mut want) = (vec![0usize; g], vec![0usize; g]);
-        for p in parts {
-            send_lens[p.peer] += p.out;
-            want[p.peer] += p.into;
-        }
-        let said = self.comm.exchange_lens(&send_lens);
-        let mut road = self.road.lock().unwrap_or_else(|e| e.into_inner());
-        let HostRoad { send, recv } = &mut *road;
-        let offsets = |lens: &[usize]| -> Vec<usize> {
-            lens.iter()
-                .scan(0, |acc, &l| {
-                    let at = *acc;
-                    *acc += l;
-                    Some(at)
-                })
-                .collect()
-        };
-        let send_n: usize = send_lens.iter().sum();
-        let send = pinned(stream, send, send_n, "records to send")?;
-        super::driver::bind(stream)?;
-        let mut at = offsets(&send_lens);
-        for p in parts.iter().filter(|p| p.out > 0) {
-            let dst = &mut send[at[p.peer]..at[p.peer] + p.out];
-            // SAFETY: `src` is a live device allocation of this sim holding at least `out`
-            // bytes (a send buffer after the counts were read, written by work queued before
-            // on `stream`); `dst` is page-locked memory of this rank, read only after the
-            // stream is synchronised below.
-            unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, p.src, stream.cu_stream()) }
-                .map_err(|e| CudaError::driver("copying records to the host", e))?;
-            at[p.peer] += p.out;
-        }
-        stream
-            .synchronize()
-            .map_err(|e| CudaError::driver("copying records to the host", e))?;
-        // Every rank passes both collectives, so that a rank whose counts disagree (an error
-        // below) cannot leave the others waiting in one of them.
-        let recv_n: usize = said.iter().sum();
-        let recv = pinned(stream, recv, recv_n, "records received")?;
-        self.comm
-            .exchange_into(&send[..send_n], &send_lens, &mut recv[..recv_n], &said);
-        if let Some(peer) = (0..g).find(|&r| said[r] != want[r]) {
-            return Err(CudaError::Unsupported(format!(
-                "rank {peer} sent {} bytes of records, its counts say {}",
-                said[peer], want[peer]
-            )));
-        }
-        let mut at = offsets(&said);
-        for p in parts.iter().filter(|p| p.into > 0) {
-            let src = &recv[at[p.peer]..at[p.peer] + p.into];
-            // SAFETY: `dst` is a live device allocation of this sim holding at least `into`
-            // bytes (make_room or ensure_refresh_room grew it); `src` is page-locked memory
-            // of this rank, not written again before the stream is synchronised below.
-            unsafe { cudarc::driver::result::memcpy_htod_async(p.dst, src, stream.cu_stream()) }
-                .map_err(|e| CudaError::driver("copying records to the GPU", e))?;
-            at[p.peer] += p.into;
-        }
-        stream
-            .synchronize()
-            .map_err(|e| CudaError::driver("copying records to the GPU", e))
-    }
-
-    /// [`CudaRank::move_parts`] device to device through NCCL, on `stream`.
-    fn parts_by_nccl(
-        &self,
-        nccl: &Nccl,
-        stream: &Arc<CudaStream>,
-        parts: &[Part],
-    ) -> Result<(), CudaError> {
-        use cudarc::nccl::{result, sys};
-        let fail = |e: result::NcclError| {
-            CudaError::Unsupported(format!("NCCL between ranks: moving the records: {e:?}"))
-        };
-        super::driver::bind(stream)?;
-        let stream = stream.cu_stream() as sys::cudaStream_t;
-        result::group_start().map_err(fail)?;
-        for p in parts {
-            // Each side's sizes come from the same all-gathered counts (or the lists checked
-            // equal at the search): each send meets a receive of its size (none when 0).
-            if p.out > 0 {
-                // SAFETY: `src` holds `out` bytes (the counts fit the send buffer; the kernel
-                // that wrote it is queued before on this stream); it is written again only by
-                // work queued after this send on the same stream.
-                unsafe {
-                    result::send(
-                        p.src as *const std::ffi::c_void,
-                        p.out,
-                        sys::ncclDataType_t::ncclUint8,
-                        p.peer as std::ffi::c_int,
-                        nccl.0,
-                        stream,
-                    )
-                }
-                .map_err(fail)?;
-            }
-            if p.into > 0 {
-                // SAFETY: `dst` holds `into` bytes (make_room or ensure_refresh_room grew it);
-                // what reads it is queued after this receive on the same stream.
-                unsafe {
-                    result::recv(
-                        p.dst as *mut std::ffi::c_void,
-                        p.into,
-                        sys::ncclDataType_t::ncclUint8,
-                        p.peer as std::ffi::c_int,
-                        nccl.0,
-                        stream,
-                    )
-                }
-                .map_err(fail)?;
-            }
-        }
-        result::group_end().map_err(fail)?;
-        Ok(())
     }
 
     /// A step between the skin's searches: the boundary layers' current state to the
@@ -636,7 +363,8 @@ impl CudaRank {
         self.harvest(1 - k)?;
         let t0 = std::time::Instant::now();
         let parts = self.refresh_parts();
-        self.move_parts(&self.sim.stream, &parts)?;
+        self.road
+            .move_parts(self.comm.as_ref(), &self.sim.stream, &parts)?;
         let transfer = t0.elapsed().as_secs_f64();
         self.transfer_s += transfer;
         self.busy += transfer;
@@ -660,7 +388,7 @@ impl CudaRank {
         // The last step ended synchronised (read_skin): its events are complete.
         self.harvest(1 - k)?;
         let parts = self.refresh_parts();
-        self.move_parts(&rs, &parts)?;
+        self.road.move_parts(self.comm.as_ref(), &rs, &parts)?;
         self.sim.queue_refresh_unpack(&rs)?;
         let rec = |ev: &CudaEvent| {
             ev.record(&rs)
@@ -1056,11 +784,7 @@ impl FusedWorker for CudaRank {
             w.map_or(0, |w| w.owned),
             w.map_or(0, |w| w.capacity),
             bytes as f64 / (1u64 << 30) as f64,
-            if self.nccl.is_some() {
-                "through NCCL, device to device"
-            } else {
-                "through host memory and MPI"
-            }
+            self.road.describe()
         ))
     }
 
@@ -1138,21 +862,6 @@ impl Drop for CudaRank {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// NCCL only with a GPU per rank, its library, and not when the host road is asked for.
-    #[test]
-    fn the_nccl_road_needs_a_gpu_per_rank() {
-        let gpus = |v: &[(&str, usize)]| -> Vec<(String, usize)> {
-            v.iter().map(|&(h, d)| (h.to_string(), d)).collect()
-        };
-        let two = gpus(&[("a", 0), ("a", 1)]);
-        assert!(nccl_usable(&two, "", true));
-        assert!(nccl_usable(&two, "nccl", true));
-        assert!(!nccl_usable(&two, "host", true));
-        assert!(!nccl_usable(&two, "", false));
-        assert!(!nccl_usable(&gpus(&[("a", 0), ("a", 0)]), "", true));
-        assert!(nccl_usable(&gpus(&[("a", 0), ("b", 0)]), "", true));
-    }
 
     /// Parts of two ranks merge into one id-ordered state, histories included.
     #[test]

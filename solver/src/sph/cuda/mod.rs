@@ -1004,33 +1004,6 @@ impl SphCuda {
             .map_err(|e| CudaError::driver("downloading the SPH state", e))
     }
 
-    /// [`SphCuda::get`] on another stream of this GPU (an MPI rank's early exchange): waits for
-    /// that stream only.
-    fn get_on(&self, stream: &Arc<CudaStream>, ptr: u64, out: &mut [u8]) -> Result<(), CudaError> {
-        if out.is_empty() {
-            return Ok(());
-        }
-        stream
-            .memcpy_dtoh(&self.buf(ptr).slice(0..out.len()), out)
-            .map_err(|e| CudaError::driver("downloading SPH records", e))
-    }
-
-    /// [`SphCuda::put`] on another stream of this GPU (waits for that stream only).
-    fn put_on(&mut self, stream: &Arc<CudaStream>, ptr: u64, data: &[u8]) -> Result<(), CudaError> {
-        if data.is_empty() {
-            return Ok(());
-        }
-        let buf = &mut self
-            .bufs
-            .iter_mut()
-            .find(|b| b.0 == ptr)
-            .expect("pointer of an allocated buffer")
-            .1;
-        stream
-            .memcpy_htod(data, &mut buf.slice_mut(0..data.len()))
-            .map_err(|e| CudaError::driver("uploading SPH records", e))
-    }
-
     fn reals(&self, v: impl Iterator<Item = f64>) -> Vec<u8> {
         if self.real == 8 {
             v.flat_map(f64::to_ne_bytes).collect()

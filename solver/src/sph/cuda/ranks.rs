@@ -3,16 +3,16 @@
 //! cut a [`super::SphGroup`] makes in one process, with the same kernels, the same
 //! classification and unpacking of fluid records, and the same balancing decisions. Only the
 //! road differs: two processes cannot read each other's device memory, so before each
-//! evaluation the records for a neighbour and the boundary densities of the layer next to it
-//! go through host memory in one MPI all-to-all, and the time-step limits are reduced over the
+//! evaluation the ranks tell their neighbours how many records come, the records move on the
+//! DEM ranks' road (`dem::cuda::road`: NCCL device to device where every rank has a GPU of its
+//! own, else page-locked host memory and MPI), and the boundary densities of the layer next to
+//! each neighbour follow in a small all-to-all; the time-step limits are reduced over the
 //! ranks. Every slab still sorts by (cell, x, id) on the run's one grid, so the ranks give the
 //! bits of one GPU and of a group.
 //!
-//! In float mode the records travel while the boundary's rates run, as in a group
+//! In float mode the records move while the boundary's rates run, as in a group
 //! ([`SphRank::exchange_early`], `PARTICLE_SHM_SPH_OVERLAP`): the host waits for the fluid's
-//! kernel only, sends and receives the records on the exchange's stream, and the boundary
-//! densities of the halo, which those rates write, follow in a second, small all-to-all after
-//! the evaluation.
+//! kernel only, and the densities, which those rates write, follow after the evaluation.
 //!
 //! Moving solids: every rank places all of them and sorts the boundary alike, so slots agree on
 //! every rank as in a group; the halo's boundary densities travel with their slots (the sort
@@ -37,6 +37,7 @@ use super::{
     SphGpu,
 };
 use crate::decomp::balance::Balance;
+use crate::dem::cuda::road::{Part, Road};
 use crate::dem::cuda::{neighbour, MemoryReport};
 use crate::exec::comm::{encode, Comm};
 use crate::sph::cpu::{next_time_step, SphState};
@@ -62,17 +63,6 @@ pub struct SphRankOptions {
     /// The exchange of records started before the boundary's rates (float mode; see
     /// [`SphRank::exchange_early`]); off on every rank if off on any.
     pub overlap: bool,
-}
-
-/// An exchange whose records went out and came in before the boundary's rates were done
-/// ([`SphRank::exchange_early`]); [`SphRank::exchange`] finishes it.
-struct EarlyExchange {
-    /// At the half state's positions.
-    half: bool,
-    /// Records that need room the slab must grow for (which waits for the compute stream): the
-    /// counts from each side, the local slots kept, the records from each side; unpacked by
-    /// the exchange after the evaluation.
-    deferred: Option<([u32; 2], u32, [Vec<u8>; 2])>,
 }
 
 /// A frame assembled on rank 0's host by [`SphGpu::pack_frame`] (for tests and tools that read
@@ -109,6 +99,9 @@ struct LayerDensities {
 /// See the module documentation.
 pub struct SphRank {
     pub c: SphConstants,
+    /// How the records travel (before `sim`: an NCCL communicator goes while the context
+    /// lives).
+    road: Road,
     sim: SphCuda,
     comm: Arc<dyn Comm>,
     rank: usize,
@@ -152,8 +145,9 @@ pub struct SphRank {
     classify_in_rates: bool,
     /// [`SphRankOptions::overlap`], agreed over the ranks.
     overlap: bool,
-    /// The exchange started early, until the evaluation's end finishes it.
-    early: Option<EarlyExchange>,
+    /// An exchange started early (at the half state's positions: true), until the
+    /// evaluation's end finishes it.
+    early: Option<bool>,
     /// Exchanges started early, and all exchanges.
     overlapped: u64,
     exchanges: u64,
@@ -209,6 +203,7 @@ impl SphRank {
             ghosts.as_deref(),
         )?;
         let (by_layer, layer_start) = list_boundary_by_layer(&mut sim)?;
+        let road = Road::new(opts.comm.as_ref(), opts.device, &sim.stream, state.step)?;
         let e = || {
             sim.ctx
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -217,6 +212,7 @@ impl SphRank {
         let events = [e()?, e()?, e()?, e()?];
         let mut rank = SphRank {
             c,
+            road,
             sim,
             comm: opts.comm,
             rank,
@@ -410,20 +406,22 @@ impl SphRank {
     }
 
     /// The exchange before an evaluation at the state's (`half` false) or the half state's
-    /// positions: classify, then one all-to-all carrying to each neighbour its fluid records
-    /// and the boundary densities of the layer next to it; unpack. Finishes an exchange
-    /// started early instead ([`SphRank::finish_early`]).
+    /// positions: classify, tell the neighbours how many records come, move the records
+    /// ([`Road`]: NCCL or host memory) and unpack them, then the boundary densities of the
+    /// layer next to each neighbour ([`SphRank::exchange_halo`]). Finishes an exchange started
+    /// early instead.
     fn exchange(&mut self, half: bool) -> Result<(), CudaError> {
         self.exchanges += 1;
         if let Some(early) = self.early.take() {
-            if early.half != half {
+            if early != half {
                 return Err(CudaError::Unsupported(format!(
                     "internal error: at step {} an SPH exchange started early at the other \
                      half step; please report this with the case",
                     self.step
                 )));
             }
-            return self.finish_early(early);
+            // The records are unpacked (or on their way: the compute stream waits for them).
+            return self.exchange_halo(half);
         }
         let info = slab_info(&self.bounds, self.rank);
         // Classified already by the rates kernel that wrote these positions (float mode,
@@ -443,54 +441,29 @@ impl SphRank {
                 step: self.step,
             });
         }
+        let got = self.counts_from_neighbours(counts)?;
+        self.room_for(got)?;
         let stream = self.sim.stream.clone();
-        let mut sends = self.record_messages(counts, &stream)?;
-        for side in 0..2 {
-            if let Some(v) = neighbour(self.rank, side, self.ranks) {
-                let halo = self.pick_halo(side, half)?;
-                sends[v].extend(halo);
-            }
-        }
-        let got = self.comm.exchange(sends);
-        let mut parts: [(&[u8], &[u8]); 2] = [(&[], &[]); 2];
-        let mut n_got = [0u32; 2];
-        for side in 0..2 {
-            if let Some(v) = neighbour(self.rank, side, self.ranks) {
-                (n_got[side], parts[side].0, parts[side].1) = self.split_message(&got[v], v)?;
-            }
-        }
-        self.room_for(n_got)?;
-        for (side, (records, _)) in parts.iter().enumerate() {
-            if !records.is_empty() {
-                self.sim.put(self.sim.recv_ptr(side), records)?;
-            }
-        }
-        self.sim.queue_unpack(n_got, counts[2], false)?;
-        for (side, (_, densities)) in parts.iter().enumerate() {
-            if let Some(v) = neighbour(self.rank, side, self.ranks) {
-                self.put_halo(side, densities, half, v)?;
-            }
-        }
-        if half {
-            // The half-step densities the predictor just integrated.
-            self.share_moving(true)?;
-        }
-        Ok(())
+        self.move_records(counts, got, &stream)?;
+        self.sim.queue_unpack(got, counts[2], false)?;
+        self.exchange_halo(half)
     }
 
     /// The exchange before the next evaluation, at the half state's (`half`) or the state's
     /// positions, started as soon as the fluid's kernel has written them and they are
     /// classified ([`SphRank::arm`]; nothing unless armed): the host waits for the
     /// classification's counts on the exchange's stream, not for the boundary's rates queued
-    /// after it on the compute stream; the records go down, through MPI to the neighbours and
-    /// up on that stream, and their unpack runs there too (it writes slots after the current
-    /// ones, which no kernel of the evaluation reads). The compute stream waits for the unpack
-    /// before what it runs next. The boundary densities of the halo, which those rates write,
-    /// follow in [`SphRank::finish_early`].
+    /// after it on the compute stream, and the records move ([`Road`]) and are unpacked on that
+    /// stream (the unpack writes slots after the current ones, which no kernel of the
+    /// evaluation reads). Through NCCL the host queues the move and goes on; through host
+    /// memory it waits for the move, while the GPU runs those rates. The compute stream waits
+    /// for the unpack before what it runs next. The boundary densities of the halo, which the
+    /// boundary's rates write, follow after the evaluation ([`SphRank::exchange`]).
     ///
-    /// Collective: every rank goes early or none does (one reduction), so a classification
-    /// that did not fit its send buffers, or a particle beyond reach, is left to
-    /// [`SphRank::exchange`] on every rank, which reads the counts again.
+    /// Collective: every rank goes early or none does, so a classification that did not fit
+    /// its send buffers, a particle beyond reach, or records that need room the slab must grow
+    /// for (which waits for the compute stream) are left to [`SphRank::exchange`] on every
+    /// rank, which reads the counts again.
     fn exchange_early(&mut self, half: bool) -> Result<(), CudaError> {
         if !self.overlap {
             return Ok(());
@@ -500,70 +473,89 @@ impl SphRank {
             .sim
             .read_counts_early(half)?
             .filter(|c| c[3] == 0 && c[0].max(c[1]) <= send_cap);
-        if self.comm.sum_u64(u64::from(counts.is_none())) > 0 {
+        // A rank that does not go early tells its neighbours of no records (all stay).
+        let got = self.counts_from_neighbours(counts.unwrap_or_default())?;
+        let go = counts.filter(|c| self.sim.fits_without_growing(c[0].max(c[1]), got));
+        if self.comm.sum_u64(u64::from(go.is_none())) > 0 {
             return Ok(());
         }
-        let counts = counts.expect("checked by every rank");
+        let counts = go.expect("checked by every rank");
         // Classified for this exchange, by the rates kernel or right after it.
         self.sim.take_classified(half);
         let beside = self.sim.early_sync().0.clone();
-        let sends = self.record_messages(counts, &beside)?;
-        let got = self.comm.exchange(sends);
-        let mut records: [&[u8]; 2] = [&[], &[]];
-        let mut n_got = [0u32; 2];
-        for side in 0..2 {
-            if let Some(v) = neighbour(self.rank, side, self.ranks) {
-                let (n, recs, rest) = self.split_message(&got[v], v)?;
-                if !rest.is_empty() {
-                    return Err(mismatch(
-                        self.rank,
-                        v,
-                        self.step,
-                        format!(
-                            "{} bytes after the records of an early exchange",
-                            rest.len()
-                        ),
-                    ));
-                }
-                (n_got[side], records[side]) = (n, recs);
-            }
-        }
-        let kept = counts[2];
-        let deferred = if self
-            .sim
-            .fits_without_growing(counts[0].max(counts[1]), n_got)
-        {
-            for (side, recs) in records.iter().enumerate() {
-                let dst = self.sim.recv_ptr(side);
-                // Host-synchronous on this stream: its receive buffers are free (its last
-                // unpack and sort came before the classification it waited for).
-                self.sim.put_on(&beside, dst, recs)?;
-            }
-            self.sim.queue_unpack(n_got, kept, true)?;
-            let err = |e| CudaError::driver("ordering the exchange", e);
-            let done = beside.record_event(None).map_err(err)?;
-            self.sim.stream.wait(&done).map_err(err)?;
-            None
-        } else {
-            Some((n_got, kept, records.map(<[u8]>::to_vec)))
-        };
-        self.early = Some(EarlyExchange { half, deferred });
+        // This stream waited for the classification (read_counts_early); the receive buffers
+        // are free (the last unpack and sort came before it).
+        self.move_records(counts, got, &beside)?;
+        self.sim.queue_unpack(got, counts[2], true)?;
+        let err = |e| CudaError::driver("ordering the exchange", e);
+        let done = beside.record_event(None).map_err(err)?;
+        // The next sort reads the unpacked records, and the next classification writes the
+        // send buffers the move read.
+        self.sim.stream.wait(&done).map_err(err)?;
+        self.early = Some(half);
         self.overlapped += 1;
         Ok(())
     }
 
-    /// The end of an exchange started early, once the evaluation is done: the records that
-    /// needed room, then to each neighbour the boundary densities of the layer next to it.
-    fn finish_early(&mut self, early: EarlyExchange) -> Result<(), CudaError> {
-        let half = early.half;
-        let n_got = early.deferred.as_ref().map_or([0; 2], |d| d.0);
-        self.room_for(n_got)?;
-        if let Some((n_got, kept, records)) = early.deferred {
-            for (side, recs) in records.iter().enumerate() {
-                self.sim.put(self.sim.recv_ptr(side), recs)?;
+    /// Tells each neighbour how many records this rank sends it (`counts`: to the left and
+    /// right) and returns how many come from the left and the right. Collective.
+    fn counts_from_neighbours(&self, counts: [u32; 4]) -> Result<[u32; 2], CudaError> {
+        let mut lens = vec![0usize; self.ranks];
+        for (side, &n) in counts[..2].iter().enumerate() {
+            if let Some(v) = neighbour(self.rank, side, self.ranks) {
+                lens[v] = n as usize;
             }
-            self.sim.queue_unpack(n_got, kept, false)?;
         }
+        let said = self.comm.exchange_lens(&lens);
+        let mut got = [0u32; 2];
+        for (v, &n) in said.iter().enumerate() {
+            let side = (0..2).find(|&side| neighbour(self.rank, side, self.ranks) == Some(v));
+            match (side, u32::try_from(n)) {
+                (Some(side), Ok(n)) => got[side] = n,
+                (None, _) if n == 0 => {}
+                _ => {
+                    return Err(mismatch(
+                        self.rank,
+                        v,
+                        self.step,
+                        format!("a count of {n} records"),
+                    ))
+                }
+            }
+        }
+        Ok(got)
+    }
+
+    /// Moves this rank's classified records (`counts`) to its neighbours and theirs (`got`)
+    /// into its receive buffers, ordered on `stream`, which has passed the classification.
+    fn move_records(
+        &mut self,
+        counts: [u32; 4],
+        got: [u32; 2],
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        let rec = record_bytes(self.sim.real);
+        let mut parts = Vec::with_capacity(2);
+        for side in 0..2 {
+            if let Some(peer) = neighbour(self.rank, side, self.ranks) {
+                parts.push(Part {
+                    peer,
+                    src: self.sim.send_ptr(side),
+                    out: counts[side] as usize * rec,
+                    dst: self.sim.recv_ptr(side),
+                    into: got[side] as usize * rec,
+                });
+            }
+        }
+        self.records_sent += (counts[0] + counts[1]) as u64;
+        self.road.move_parts(self.comm.as_ref(), stream, &parts)
+    }
+
+    /// To each neighbour, the boundary densities (state, or with `half` half state) of this
+    /// rank's layer next to it, and from it those of its layer next to this rank: one
+    /// all-to-all through host memory (a layer's few thousand values). With `half`, then the
+    /// moving particles' half-step densities ([`SphRank::share_moving`]).
+    fn exchange_halo(&mut self, half: bool) -> Result<(), CudaError> {
         let mut sends = vec![Vec::new(); self.ranks];
         for side in 0..2 {
             if let Some(v) = neighbour(self.rank, side, self.ranks) {
@@ -581,58 +573,6 @@ impl SphRank {
             self.share_moving(true)?;
         }
         Ok(())
-    }
-
-    /// Each neighbour's message of records (`counts` from this rank's classification, which
-    /// `stream` has passed): their count (u64), then the records, downloaded on `stream`
-    /// (waits for it).
-    fn record_messages(
-        &mut self,
-        counts: [u32; 4],
-        stream: &Arc<CudaStream>,
-    ) -> Result<Vec<Vec<u8>>, CudaError> {
-        let rec = record_bytes(self.sim.real);
-        let mut sends = vec![Vec::new(); self.ranks];
-        for (side, &sent) in counts[..2].iter().enumerate() {
-            let Some(v) = neighbour(self.rank, side, self.ranks) else {
-                continue;
-            };
-            let n = sent as usize;
-            let mut msg = vec![0u8; 8 + n * rec];
-            msg[..8].copy_from_slice(&(n as u64).to_le_bytes());
-            self.sim
-                .get_on(stream, self.sim.send_ptr(side), &mut msg[8..])?;
-            sends[v] = msg;
-        }
-        self.records_sent += (counts[0] + counts[1]) as u64;
-        Ok(sends)
-    }
-
-    /// A neighbour's message: the records' count, the records and what follows them.
-    fn split_message<'m>(
-        &self,
-        msg: &'m [u8],
-        from: usize,
-    ) -> Result<(u32, &'m [u8], &'m [u8]), CudaError> {
-        let rec = record_bytes(self.sim.real);
-        let n = msg
-            .get(..8)
-            .map(|h| u64::from_le_bytes(h.try_into().expect("8 bytes")) as usize)
-            .filter(|&n| {
-                n <= u32::MAX as usize
-                    && n.checked_mul(rec)
-                        .and_then(|b| b.checked_add(8))
-                        .is_some_and(|b| msg.len() >= b)
-            })
-            .ok_or_else(|| {
-                mismatch(
-                    self.rank,
-                    from,
-                    self.step,
-                    format!("a message of {} bytes", msg.len()),
-                )
-            })?;
-        Ok((n as u32, &msg[8..8 + n * rec], &msg[8 + n * rec..]))
     }
 
     /// Room for `got` records from each side (grows the slab; waits for the compute stream if
@@ -1250,11 +1190,12 @@ impl SphGpu for SphRank {
     }
     fn device_name(&self) -> String {
         format!(
-            "{} MPI ranks, one GPU each (rank {}: {} {})",
+            "{} MPI ranks, one GPU each (rank {}: {} {}; records {})",
             self.ranks,
             self.rank,
             self.device,
-            self.sim.device_name()
+            self.sim.device_name(),
+            self.road.describe()
         )
     }
     fn constants(&self) -> &SphConstants {
@@ -1286,8 +1227,10 @@ impl Drop for SphRank {
         if self.pending.is_some() {
             self.take_parts(true);
         }
-        // An early exchange's unpack may still read the receive buffers.
+        // An early exchange's move and unpack may still use the buffers, and NCCL's
+        // communicator goes before the streams' context.
         let _ = self.sim.early_sync().0.synchronize();
+        let _ = self.sim.stream.synchronize();
         if self.rank == 0 && self.exchanges > 0 {
             tracing::debug!(
                 "SPH rank 0: {} of {} exchanges ran their records beside the boundary's rates",
