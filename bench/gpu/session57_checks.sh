@@ -63,8 +63,8 @@ PY
 }
 case $part in
 ranks)
-  (cd solver && RESULT_LINES=20 item 360 result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda \
-    timeout 450 "$BIN/mpi_ranks" gpu_ranks mdbc_over_ranks moving_solids_over_ranks \
+  (cd solver && RESULT_LINES=20 item 200 result mpi_ranks_gpu env PARTICLE_SHM_TEST_BACKENDS=cuda \
+    timeout 320 "$BIN/mpi_ranks" gpu_ranks mdbc_over_ranks moving_solids_over_ranks \
     verlet_over_ranks --test-threads 1)
   if ! grep -q "test result: ok. 6 passed" "$OUT/mpi_ranks_gpu.out" 2>/dev/null; then
     echo "the GPU-rank tests did not pass: the overlap is not timed"
