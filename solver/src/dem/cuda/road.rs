@@ -111,10 +111,10 @@ impl Road {
         let mut at = offsets(&send_lens);
         for p in parts.iter().filter(|p| p.out > 0) {
             let dst = &mut send[at[p.peer]..at[p.peer] + p.out];
-            // SAFETY: `src` is a live device allocation of this sim holding at least `out`
-            // bytes (a send buffer after the counts were read, written by work queued before
-            // on `stream`); `dst` is page-locked memory of this rank, read only after the
-            // stream is synchronised below.
+            // SAFETY: `src` is a live device allocation of this rank's GPU holding at least
+            // `out` bytes (a send buffer after the counts were read, written by work ordered
+            // before on `stream`); `dst` is page-locked memory of this rank, read only after
+            // the stream is synchronised below.
             unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, p.src, stream.cu_stream()) }
                 .map_err(|e| CudaError::driver("copying records to the host", e))?;
             at[p.peer] += p.out;
@@ -136,7 +136,7 @@ impl Road {
         let mut at = offsets(&said);
         for p in parts.iter().filter(|p| p.into > 0) {
             let src = &recv[at[p.peer]..at[p.peer] + p.into];
-            // SAFETY: `dst` is a live device allocation of this sim holding at least `into`
+            // SAFETY: `dst` is a live device allocation of this rank's GPU holding at least `into`
             // bytes (make_room or ensure_refresh_room grew it); `src` is page-locked memory
             // of this rank, not written again before the stream is synchronised below.
             unsafe { cudarc::driver::result::memcpy_htod_async(p.dst, src, stream.cu_stream()) }
@@ -159,12 +159,13 @@ fn parts_by_nccl(nccl: &Nccl, stream: &Arc<CudaStream>, parts: &[Part]) -> Resul
     let stream = stream.cu_stream() as sys::cudaStream_t;
     result::group_start().map_err(fail)?;
     for p in parts {
-        // Each side's sizes come from the same all-gathered counts (or the lists checked
-        // equal at the search): each send meets a receive of its size (none when 0).
+        // Each side's sizes come from counts both ranks hold (DEM: all-gathered, or lists
+        // checked equal at the search; SPH: told with exchange_lens): each send meets a
+        // receive of its size (none when 0).
         if p.out > 0 {
             // SAFETY: `src` holds `out` bytes (the counts fit the send buffer; the kernel
-            // that wrote it is queued before on this stream); it is written again only by
-            // work queued after this send on the same stream.
+            // that wrote it is ordered before this stream's send: queued on it, or waited for
+            // by an event); it is written again only by work ordered after this send.
             unsafe {
                 result::send(
                     p.src as *const std::ffi::c_void,
@@ -178,8 +179,8 @@ fn parts_by_nccl(nccl: &Nccl, stream: &Arc<CudaStream>, parts: &[Part]) -> Resul
             .map_err(fail)?;
         }
         if p.into > 0 {
-            // SAFETY: `dst` holds `into` bytes (make_room or ensure_refresh_room grew it);
-            // what reads it is queued after this receive on the same stream.
+            // SAFETY: `dst` holds `into` bytes (the caller grew it: make_room,
+            // ensure_refresh_room); what reads it is ordered after this receive.
             unsafe {
                 result::recv(
                     p.dst as *mut std::ffi::c_void,
