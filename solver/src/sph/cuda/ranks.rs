@@ -148,7 +148,8 @@ pub struct SphRank {
     /// An exchange started early (at the half state's positions: true), until the
     /// evaluation's end finishes it.
     early: Option<bool>,
-    /// Exchanges started early, and all exchanges.
+    /// Exchanges that had started early, and all exchanges (an early start after the last step
+    /// counts once an exchange takes it).
     overlapped: u64,
     exchanges: u64,
     /// Moving solids: the layer of each boundary slot (device scratch of `list_layers`).
@@ -421,6 +422,7 @@ impl SphRank {
                 )));
             }
             // The records are unpacked (or on their way: the compute stream waits for them).
+            self.overlapped += 1;
             return self.exchange_halo(half);
         }
         let info = slab_info(&self.bounds, self.rank);
@@ -493,7 +495,6 @@ impl SphRank {
         // send buffers the move read.
         self.sim.stream.wait(&done).map_err(err)?;
         self.early = Some(half);
-        self.overlapped += 1;
         Ok(())
     }
 
