@@ -575,12 +575,7 @@ impl SphCpuRank {
             });
         }
         self.sim.dt = next_time_step(c, dt_f, dt_cv);
-        if self
-            .sim
-            .s
-            .step
-            .is_multiple_of(self.balancing.interval.max(1))
-        {
+        if self.balancing.decision_after(self.sim.s.step) {
             self.rebalance();
         }
         Ok(())

@@ -58,6 +58,15 @@ pub struct SlabOptions {
     pub threshold: Option<f64>,
 }
 
+impl SlabOptions {
+    /// Whether a balancing decision comes once the run has taken `steps` steps (every
+    /// `interval`; never with balancing off). Slabs, GPU groups and ranks decide at the same
+    /// steps, and an exchange started early must not cross one.
+    pub fn decision_after(&self, steps: u64) -> bool {
+        self.balance != Balance::Off && steps.is_multiple_of(self.interval.max(1))
+    }
+}
+
 impl Default for SlabOptions {
     /// The longest axis, equal estimated work, balancing by time every
     /// [`balance::BALANCE_INTERVAL`] steps at the mode's threshold: the solver's defaults.

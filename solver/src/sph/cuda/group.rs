@@ -470,8 +470,7 @@ impl SphGroup {
     /// that exchange (`end_of_step`, and a balancing decision due after this step).
     fn arm(&mut self, end_of_step: bool) {
         self.arm_sends();
-        let decision_due = self.balancing.balance != Balance::Off
-            && (self.step + 1).is_multiple_of(self.balancing.interval.max(1));
+        let decision_due = self.balancing.decision_after(self.step + 1);
         if !self.overlap || (end_of_step && decision_due) {
             return;
         }
@@ -804,7 +803,7 @@ impl SphGpu for SphGroup {
             });
         }
         self.dt = next_time_step(&self.c, dt_f, dt_cv);
-        if self.step.is_multiple_of(self.balancing.interval.max(1)) {
+        if self.balancing.decision_after(self.step) {
             self.rebalance()?;
         }
         Ok(())

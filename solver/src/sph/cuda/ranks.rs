@@ -272,11 +272,6 @@ impl SphRank {
     pub fn records_sent(&self) -> u64 {
         self.records_sent
     }
-    /// Exchanges whose records travelled while the boundary's rates ran
-    /// ([`SphRank::exchange_early`]), and all exchanges.
-    pub fn overlapped_exchanges(&self) -> (u64, u64) {
-        (self.overlapped, self.exchanges)
-    }
     /// This rank's device compute and exchange time over the run [s], and the steps timed.
     pub fn phase_times(&self) -> (f64, f64, u64) {
         (self.compute_s, self.exchange_s, self.timed_steps)
@@ -399,8 +394,7 @@ impl SphRank {
         if self.classify_in_rates {
             self.sim.arm_sends(info);
         }
-        let decision_due = self.balancing.balance != Balance::Off
-            && (self.step + 1).is_multiple_of(self.balancing.interval.max(1));
+        let decision_due = self.balancing.decision_after(self.step + 1);
         if self.overlap && !(end_of_step && decision_due) {
             self.sim.arm_early(info);
         }
@@ -1078,7 +1072,7 @@ impl SphGpu for SphRank {
             });
         }
         self.dt = next_time_step(&self.c, dt_f, dt_cv);
-        if self.step.is_multiple_of(self.balancing.interval.max(1)) {
+        if self.balancing.decision_after(self.step) {
             self.rebalance()?;
         }
         Ok(())
